@@ -1,0 +1,1 @@
+//! Runnable kopf-rs operators; each lives in `examples/` and runs with `cargo run --example NAME`.

@@ -1,0 +1,316 @@
+//! What tests can see and steer: counters, the request log, and injected faults.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use serde::{Deserialize, Serialize};
+
+/// Counters of the server's activity, as `GET /_fake/stats` returns them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// TCP connections open right now.
+    pub open_connections: usize,
+    /// Watch streams open right now.
+    pub open_watches: usize,
+    /// Requests so far, by verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`, `other`) and then by resource (`plural` or `plural.group`, with
+    /// `/subresource` appended for subresources, `-` for non-resource paths).
+    pub requests: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Objects stored.
+    pub objects: usize,
+    /// Changes kept for watches to replay.
+    pub history: usize,
+    /// The latest resourceVersion.
+    pub resource_version: u64,
+}
+
+impl Stats {
+    /// Requests with this verb to this resource (`plural` or `plural.group`).
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.requests.get(verb).and_then(|r| r.get(resource)).copied().unwrap_or(0)
+    }
+
+    /// Requests with this verb to any resource.
+    pub fn count_verb(&self, verb: &str) -> u64 {
+        self.requests.get(verb).map(|r| r.values().sum()).unwrap_or(0)
+    }
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedRequest {
+    /// The HTTP method.
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The raw query string.
+    pub query: String,
+    /// The Kubernetes verb (`get`, `list`, `watch`, `patch`, ...).
+    pub verb: String,
+    /// The resource as counted in [`Stats::requests`].
+    pub resource: String,
+    /// The namespace in the path, if any.
+    pub namespace: Option<String>,
+    /// The object's name in the path, if any.
+    pub name: Option<String>,
+    /// The `Content-Type` of the request body, if any.
+    pub content_type: Option<String>,
+    /// The response's status code.
+    pub code: u16,
+}
+
+/// What an injected fault does to the requests it matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAction {
+    /// Answer with this status code (and a Kubernetes `Status` body with the usual reason);
+    /// with `retry_after`, also the `Retry-After` header and `details.retryAfterSeconds`.
+    Respond {
+        /// The HTTP status code.
+        code: u16,
+        /// Seconds to wait before retrying.
+        #[serde(default)]
+        retry_after: Option<u64>,
+    },
+    /// Handle the request normally after a delay.
+    Delay {
+        /// The delay in milliseconds.
+        millis: u64,
+    },
+    /// For watches: end the stream after this many events (0: right after it starts).
+    CloseWatchAfter {
+        /// Events to send before the stream ends.
+        events: u64,
+    },
+}
+
+/// A rule: requests that match it get its action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fault {
+    /// Only requests with this verb (`get`, `list`, `watch`, `patch`, ...).
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Only requests to this resource: `plural` or `plural.group`, with `/status` etc.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Only requests for objects of this name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Only requests in this namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Fire for this many matching requests, then retire (unlimited when absent).
+    #[serde(default)]
+    pub times: Option<u64>,
+    /// Fire with this probability (0..=1), drawn from the server's seeded generator.
+    #[serde(default)]
+    pub probability: Option<f64>,
+    /// What to do.
+    pub action: FaultAction,
+}
+
+impl Fault {
+    /// A fault answering every matching request with `code`.
+    pub fn respond(code: u16) -> Self {
+        Self::with_action(FaultAction::Respond { code, retry_after: None })
+    }
+
+    /// A fault answering `429 TooManyRequests` with `Retry-After: seconds`.
+    pub fn too_many_requests(retry_after: u64) -> Self {
+        Self::with_action(FaultAction::Respond { code: 429, retry_after: Some(retry_after) })
+    }
+
+    /// A fault delaying matching requests.
+    pub fn delay(delay: Duration) -> Self {
+        Self::with_action(FaultAction::Delay { millis: delay.as_millis() as u64 })
+    }
+
+    /// A fault ending matching watch streams after `events` events.
+    pub fn close_watch_after(events: u64) -> Self {
+        Self::with_action(FaultAction::CloseWatchAfter { events })
+    }
+
+    fn with_action(action: FaultAction) -> Self {
+        Fault { verb: None, resource: None, name: None, namespace: None, times: None, probability: None, action }
+    }
+
+    /// Only for this verb.
+    pub fn verb(mut self, verb: &str) -> Self {
+        self.verb = Some(verb.into());
+        self
+    }
+
+    /// Only for this resource (`plural` or `plural.group`).
+    pub fn resource(mut self, resource: &str) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+
+    /// Only for objects of this name.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Only in this namespace.
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only this many times.
+    pub fn times(mut self, times: u64) -> Self {
+        self.times = Some(times);
+        self
+    }
+
+    /// Only with this probability.
+    pub fn probability(mut self, probability: f64) -> Self {
+        self.probability = Some(probability);
+        self
+    }
+
+    fn matches(&self, request: &RequestFacts<'_>) -> bool {
+        let same = |want: &Option<String>, have: Option<&str>| want.as_deref().is_none_or(|w| Some(w) == have);
+        same(&self.verb, Some(request.verb))
+            && same(&self.resource, Some(request.resource))
+            && same(&self.name, request.name)
+            && same(&self.namespace, request.namespace)
+    }
+}
+
+/// The facts of a request that faults match on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestFacts<'a> {
+    pub(crate) verb: &'a str,
+    pub(crate) resource: &'a str,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) name: Option<&'a str>,
+}
+
+/// Injected faults and the seeded generator behind their probabilities.
+#[derive(Debug)]
+pub(crate) struct Faults {
+    rules: Mutex<(Vec<Fault>, StdRng)>,
+}
+
+impl Faults {
+    pub(crate) fn new(seed: u64) -> Self {
+        Faults { rules: Mutex::new((Vec::new(), StdRng::seed_from_u64(seed))) }
+    }
+
+    pub(crate) fn add(&self, fault: Fault) {
+        lock(&self.rules).0.push(fault);
+    }
+
+    pub(crate) fn clear(&self) {
+        lock(&self.rules).0.clear();
+    }
+
+    pub(crate) fn reseed(&self, seed: u64) {
+        lock(&self.rules).1 = StdRng::seed_from_u64(seed);
+    }
+
+    pub(crate) fn list(&self) -> Vec<Fault> {
+        lock(&self.rules).0.clone()
+    }
+
+    /// The actions that fire for this request (rules used up are retired).
+    pub(crate) fn fire(&self, request: &RequestFacts<'_>) -> Vec<FaultAction> {
+        let mut guard = lock(&self.rules);
+        let (rules, rng) = &mut *guard;
+        let mut actions = Vec::new();
+        for rule in rules.iter_mut() {
+            if !rule.matches(request) {
+                continue;
+            }
+            if let Some(p) = rule.probability {
+                if !rng.random_bool(p.clamp(0.0, 1.0)) {
+                    continue;
+                }
+            }
+            if let Some(times) = &mut rule.times {
+                if *times == 0 {
+                    continue;
+                }
+                *times -= 1;
+            }
+            actions.push(rule.action.clone());
+        }
+        rules.retain(|r| r.times != Some(0));
+        actions
+    }
+}
+
+/// Counters and the request log.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    pub(crate) open_connections: AtomicUsize,
+    pub(crate) open_watches: AtomicUsize,
+    requests: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
+    log: Mutex<VecDeque<LoggedRequest>>,
+    log_limit: usize,
+}
+
+impl Counters {
+    pub(crate) fn new(log_limit: usize) -> Self {
+        Counters {
+            open_connections: AtomicUsize::new(0),
+            open_watches: AtomicUsize::new(0),
+            requests: Mutex::new(BTreeMap::new()),
+            log: Mutex::new(VecDeque::new()),
+            log_limit,
+        }
+    }
+
+    pub(crate) fn count(&self, verb: &str, resource: &str) {
+        *lock(&self.requests).entry(verb.into()).or_default().entry(resource.into()).or_default() += 1;
+    }
+
+    pub(crate) fn log(&self, entry: LoggedRequest) {
+        let mut log = lock(&self.log);
+        log.push_back(entry);
+        while log.len() > self.log_limit {
+            log.pop_front();
+        }
+    }
+
+    pub(crate) fn requests(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        lock(&self.requests).clone()
+    }
+
+    pub(crate) fn logged(&self) -> Vec<LoggedRequest> {
+        lock(&self.log).iter().cloned().collect()
+    }
+
+    pub(crate) fn reset(&self) {
+        lock(&self.requests).clear();
+        lock(&self.log).clear();
+    }
+
+    /// Counts an open connection or watch until the guard is dropped.
+    pub(crate) fn gauge(counter: &AtomicUsize) -> GaugeGuard<'_> {
+        counter.fetch_add(1, Ordering::SeqCst);
+        GaugeGuard(counter)
+    }
+}
+
+/// Decrements its gauge when dropped.
+#[derive(Debug)]
+pub(crate) struct GaugeGuard<'a>(&'a AtomicUsize);
+
+impl Drop for GaugeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: counters and rules
+/// stay usable whatever a request handler did.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

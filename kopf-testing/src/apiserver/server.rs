@@ -1,0 +1,382 @@
+//! The server itself: listening, connections, and the handle tests hold.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use super::handler;
+use super::persist;
+use super::state::State;
+
+/// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
+#[derive(Debug, Clone)]
+pub struct FakeApiServerBuilder {
+    bind: SocketAddr,
+    token: Option<String>,
+    history_limit: usize,
+    bookmark_interval: Duration,
+    state_file: Option<PathBuf>,
+    save_interval: Duration,
+    fault_seed: u64,
+    log_limit: usize,
+}
+
+impl Default for FakeApiServerBuilder {
+    fn default() -> Self {
+        FakeApiServerBuilder {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(30),
+            state_file: None,
+            save_interval: Duration::from_secs(10),
+            fault_seed: 0,
+            log_limit: 100_000,
+        }
+    }
+}
+
+impl FakeApiServerBuilder {
+    /// The address to listen on (default `127.0.0.1:0`, an ephemeral port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Require this bearer token; requests without it get `401 Unauthorized`.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// How many changes the watch history keeps (default 10,000); older resourceVersions get
+    /// `410 Expired`.
+    pub fn history_limit(mut self, limit: usize) -> Self {
+        self.history_limit = limit;
+        self
+    }
+
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK (default 30 s).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Load objects from this file at start, save them periodically and on stop.
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    /// How often the state file is saved (default 10 s).
+    pub fn save_interval(mut self, interval: Duration) -> Self {
+        self.save_interval = interval;
+        self
+    }
+
+    /// The seed of the generator behind faults with a probability, so runs can be replayed.
+    pub fn fault_seed(mut self, seed: u64) -> Self {
+        self.fault_seed = seed;
+        self
+    }
+
+    /// How many requests the request log keeps (default 100,000).
+    pub fn log_limit(mut self, limit: usize) -> Self {
+        self.log_limit = limit;
+        self
+    }
+
+    /// Starts serving on the current tokio runtime.
+    pub async fn start(self) -> std::io::Result<FakeApiServer> {
+        let listener = TcpListener::bind(self.bind).await?;
+        let addr = listener.local_addr()?;
+        let mut state = State::new(self.history_limit);
+        if let Some(path) = &self.state_file {
+            persist::load(&mut state, path).await?;
+        }
+        super::lifecycle::bootstrap(&mut state);
+        let (changes, _) = watch::channel(state.resource_version());
+        let root = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            changes,
+            counters: Counters::new(self.log_limit),
+            faults: Faults::new(self.fault_seed),
+            token: self.token,
+            bookmark_interval: Mutex::new(self.bookmark_interval),
+            connections: Mutex::new(root.child_token()),
+            watches: Mutex::new(root.child_token()),
+            host: addr.to_string(),
+            root: root.clone(),
+        });
+        let tracker = TaskTracker::new();
+        tracker.spawn(accept(listener, shared.clone(), tracker.clone(), root.clone()));
+        if let Some(path) = self.state_file.clone() {
+            tracker.spawn(persist::save_periodically(shared.clone(), path, self.save_interval, root.clone()));
+        }
+        Ok(FakeApiServer { shared, addr, url: format!("http://{addr}"), root, tracker })
+    }
+}
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    /// The latest resourceVersion, to wake watches.
+    pub(crate) changes: watch::Sender<u64>,
+    pub(crate) counters: Counters,
+    pub(crate) faults: Faults,
+    pub(crate) token: Option<String>,
+    pub(crate) bookmark_interval: Mutex<Duration>,
+    /// Cancelled on restart: every connection ends.
+    pub(crate) connections: Mutex<CancellationToken>,
+    /// Cancelled to end all watch streams now.
+    pub(crate) watches: Mutex<CancellationToken>,
+    /// `host:port`, for discovery's server addresses.
+    pub(crate) host: String,
+    /// Cancelled when the server stops.
+    pub(crate) root: CancellationToken,
+}
+
+impl Shared {
+    /// Runs `f` on the state, then the cluster's controllers, then wakes the watches.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let (result, rv) = {
+            let mut state = lock(&self.state);
+            let result = f(&mut state);
+            super::lifecycle::settle(&mut state);
+            (result, state.resource_version())
+        };
+        self.changes.send_if_modified(|latest| {
+            let changed = *latest != rv;
+            *latest = rv;
+            changed
+        });
+        result
+    }
+
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&lock(&self.state))
+    }
+
+    /// Swaps a token for a fresh child of the root and cancels the old one.
+    fn renew(&self, slot: &Mutex<CancellationToken>) {
+        let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
+        old.cancel();
+    }
+
+    /// Ends every open watch stream now.
+    pub(crate) fn close_watches(&self) {
+        self.renew(&self.watches);
+    }
+
+    /// Drops every connection, keeping the data.
+    pub(crate) fn restart(&self) {
+        self.renew(&self.connections);
+        self.renew(&self.watches);
+    }
+}
+
+/// A fake Kubernetes API server on 127.0.0.1, in memory, for tests and local development.
+///
+/// Unmodified clients (kubectl, kube-rs, the Python `kubernetes` client, Python Kopf) work
+/// against it. Stop it with [`FakeApiServer::stop`]; dropping it also stops serving, but only
+/// `stop` waits until every connection is closed.
+///
+/// ```no_run
+/// # async fn example() -> std::io::Result<()> {
+/// let server = kopf_testing::FakeApiServer::start().await?;
+/// let client = server.client();
+/// // ... use the client ...
+/// server.stop().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct FakeApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    url: String,
+    root: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl FakeApiServer {
+    /// Starts a server with the default settings on the current tokio runtime.
+    pub async fn start() -> std::io::Result<FakeApiServer> {
+        Self::builder().start().await
+    }
+
+    /// A builder for servers with other settings.
+    pub fn builder() -> FakeApiServerBuilder {
+        FakeApiServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig pointing at this server (with the bearer token, if one is required).
+    pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        let yaml = self.kubeconfig_yaml();
+        kube::config::Kubeconfig::from_yaml(&yaml).expect("the generated kubeconfig is valid")
+    }
+
+    fn kubeconfig_yaml(&self) -> String {
+        let token = self.shared.token.as_deref().map(|t| format!("\n    token: {t}")).unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kopf-fake\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: kopf-fake\n  context:\n    cluster: kopf-fake\n    user: kopf-fake\n    namespace: default\n\
+             current-context: kopf-fake\nusers:\n- name: kopf-fake\n  user:{user}\npreferences: {{}}\n",
+            url = self.url,
+            user = if token.is_empty() { " {}".to_string() } else { token },
+        )
+    }
+
+    /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// A kube-rs client for this server.
+    pub fn client(&self) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        config.default_namespace = "default".into();
+        if let Some(token) = &self.shared.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        kube::Client::try_from(config).expect("a plain-http client always builds")
+    }
+
+    /// Counters: open connections and watches, requests by verb and resource, objects.
+    pub fn stats(&self) -> Stats {
+        stats(&self.shared)
+    }
+
+    /// Every request so far (up to the log limit), oldest first.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared.counters.logged()
+    }
+
+    /// Forgets the request counters and the log.
+    pub fn reset_requests(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// Adds a fault rule; see [`Fault`].
+    pub fn inject(&self, fault: Fault) {
+        self.shared.faults.add(fault);
+    }
+
+    /// Removes all fault rules.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Seeds the generator behind probabilistic faults.
+    pub fn seed_faults(&self, seed: u64) {
+        self.shared.faults.reseed(seed);
+    }
+
+    /// Ends every open watch stream now (cleanly, as a server-side timeout would).
+    pub fn close_watches(&self) {
+        self.shared.close_watches();
+    }
+
+    /// Forgets the watch history: a watch or list from any earlier resourceVersion gets `410`.
+    pub fn compact(&self) {
+        lock(&self.shared.state).compact();
+    }
+
+    /// Changes how often bookmarks are sent to watches that allow them.
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        *lock(&self.shared.bookmark_interval) = interval;
+    }
+
+    /// Drops every connection (as a restarted API server would) and keeps the data.
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+
+    /// Stops serving, closes every connection, waits until no task of the server is left,
+    /// and saves the state file if one was given.
+    pub async fn stop(self) {
+        self.root.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}
+
+pub(crate) fn stats(shared: &Shared) -> Stats {
+    let (objects, history, resource_version) =
+        shared.read(|s| (s.object_count(), s.history_len(), s.resource_version()));
+    Stats {
+        open_connections: shared.counters.open_connections.load(Ordering::SeqCst),
+        open_watches: shared.counters.open_watches.load(Ordering::SeqCst),
+        requests: shared.counters.requests(),
+        objects,
+        history,
+        resource_version,
+    }
+}
+
+async fn accept(listener: TcpListener, shared: Arc<Shared>, tracker: TaskTracker, root: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = root.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                let token = lock(&shared.connections).clone();
+                tracker.spawn(serve_connection(stream, shared.clone(), token));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::select! {
+                    _ = root.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, token: CancellationToken) {
+    let _open = Counters::gauge(&shared.counters.open_connections);
+    let service_shared = shared.clone();
+    let service = service_fn(move |request| handler::handle(service_shared.clone(), request));
+    let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        result = connection => {
+            if let Err(error) = result {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        }
+        _ = token.cancelled() => {}
+    }
+}

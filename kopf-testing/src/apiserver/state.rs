@@ -1,0 +1,259 @@
+//! The server's memory: objects, the global resourceVersion, and the bounded change history
+//! that watches replay from.
+//!
+//! Invariants:
+//! 1. Every stored change bumps the global resourceVersion by exactly one, so the history is
+//!    contiguous: the change with version `v` sits at index `v - history[0].rv`.
+//! 2. Every change with a version above `compacted_rv` is in the history; a watch or list from an
+//!    older version is answered with `410 Expired`.
+//! 3. The state is only touched under its one mutex, never held across an `.await`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::catalog::{Catalog, ResourceDef, ResourceKey};
+use super::object::{self, ObjectKey};
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+
+/// One entry of the history.
+#[derive(Debug)]
+pub(crate) struct Change {
+    pub(crate) rv: u64,
+    pub(crate) resource: ResourceKey,
+    pub(crate) kind: ChangeKind,
+    /// The object after the change (for deletions: its last state, with the deletion's version).
+    pub(crate) object: Arc<Value>,
+    /// The object before the change; `None` for additions.
+    pub(crate) previous: Option<Arc<Value>>,
+}
+
+/// Objects of one resource, ordered by `(namespace, name)` as the real server lists them.
+pub(crate) type Objects = BTreeMap<ObjectKey, Arc<Value>>;
+
+/// Everything the server knows.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) catalog: Catalog,
+    objects: HashMap<ResourceKey, Objects>,
+    uids: HashMap<String, (ResourceKey, ObjectKey)>,
+    rv: u64,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    compacted_rv: u64,
+    /// What the cluster's controllers must look at again (see `lifecycle::settle`).
+    pub(crate) pending: Pending,
+}
+
+/// Flags set by writes so that the controllers skip work when nothing concerns them.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) crds: bool,
+    pub(crate) namespaces: bool,
+    pub(crate) garbage: bool,
+}
+
+impl State {
+    pub(crate) fn new(history_limit: usize) -> Self {
+        State {
+            catalog: Catalog::with_builtins(),
+            objects: HashMap::new(),
+            uids: HashMap::new(),
+            rv: 0,
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted_rv: 0,
+            pending: Pending::default(),
+        }
+    }
+
+    pub(crate) fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    pub(crate) fn compacted_rv(&self) -> u64 {
+        self.compacted_rv
+    }
+
+    pub(crate) fn object_count(&self) -> usize {
+        self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    pub(crate) fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Forgets the whole history: watches and lists from any earlier version get `410`.
+    pub(crate) fn compact(&mut self) {
+        self.history.clear();
+        self.compacted_rv = self.rv;
+    }
+
+    fn trim_history(&mut self) {
+        while self.history.len() > self.history_limit {
+            if let Some(change) = self.history.pop_front() {
+                self.compacted_rv = change.rv;
+            }
+        }
+    }
+
+    pub(crate) fn objects(&self, resource: &ResourceKey) -> Option<&Objects> {
+        self.objects.get(resource)
+    }
+
+    pub(crate) fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.objects.get(resource)?.get(key)
+    }
+
+    pub(crate) fn uid_exists(&self, uid: &str) -> bool {
+        self.uids.contains_key(uid)
+    }
+
+    /// Changes after `rv`, or `None` when some of them were compacted away.
+    pub(crate) fn changes_since(&self, rv: u64) -> Option<Vec<Arc<Change>>> {
+        if rv < self.compacted_rv {
+            return None;
+        }
+        let Some(first) = self.history.front().map(|c| c.rv) else {
+            return Some(Vec::new());
+        };
+        let start = (rv + 1).saturating_sub(first) as usize;
+        Some(self.history.iter().skip(start).cloned().collect())
+    }
+
+    /// The objects of a resource as they were at version `rv` (undoing later changes), or
+    /// `None` when that version was compacted away.
+    pub(crate) fn objects_at(&self, resource: &ResourceKey, rv: u64) -> Option<Objects> {
+        let mut objects = self.objects.get(resource).cloned().unwrap_or_default();
+        if rv >= self.rv {
+            return Some(objects);
+        }
+        let changes = self.changes_since(rv)?;
+        for change in changes.iter().rev().filter(|c| &c.resource == resource) {
+            let key = key_of(&change.object);
+            match (&change.kind, &change.previous) {
+                (ChangeKind::Added, _) => {
+                    objects.remove(&key);
+                }
+                (_, Some(previous)) => {
+                    objects.insert(key, previous.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        Some(objects)
+    }
+
+    /// Stores a new version of an object (added when absent), with the next resourceVersion.
+    /// Returns the stored object.
+    pub(crate) fn put(&mut self, def: &ResourceDef, mut object: Value) -> Arc<Value> {
+        self.rv += 1;
+        let rv = self.rv;
+        object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv.to_string()));
+        let key = key_of(&object);
+        let resource = def.key();
+        let stored = Arc::new(object);
+        let uid = object::uid(&stored).to_string();
+        let previous = self
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), stored.clone());
+        if !uid.is_empty() {
+            self.uids.insert(uid, (resource.clone(), key));
+        }
+        self.mark_pending(def, &stored, false);
+        let kind = if previous.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
+        self.record(Change { rv, resource, kind, object: stored.clone(), previous });
+        stored
+    }
+
+    /// Removes an object for good, with a DELETED change carrying its last state.
+    pub(crate) fn remove(&mut self, def: &ResourceDef, key: &ObjectKey) -> Option<Arc<Value>> {
+        let resource = def.key();
+        let previous = self.objects.get_mut(&resource)?.remove(key)?;
+        self.uids.remove(object::uid(&previous));
+        self.mark_pending(def, &previous, true);
+        self.rv += 1;
+        let rv = self.rv;
+        let mut last = (*previous).clone();
+        object::meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
+        let last = Arc::new(last);
+        self.record(Change {
+            rv,
+            resource,
+            kind: ChangeKind::Deleted,
+            object: last.clone(),
+            previous: Some(previous),
+        });
+        Some(last)
+    }
+
+    /// Drops all objects of a resource without events (its CRD is gone; watches end).
+    pub(crate) fn drop_resource(&mut self, resource: &ResourceKey) {
+        if let Some(objects) = self.objects.remove(resource) {
+            for object in objects.values() {
+                self.uids.remove(object::uid(object));
+            }
+        }
+    }
+
+    fn mark_pending(&mut self, def: &ResourceDef, object: &Value, removed: bool) {
+        let is_crd = def.group == "apiextensions.k8s.io";
+        let is_namespace = def.group.is_empty() && def.plural == "namespaces";
+        self.pending.crds |= is_crd || removed;
+        self.pending.namespaces |= is_namespace || removed;
+        self.pending.garbage |= removed
+            || !object::owner_uids(object).is_empty()
+            || (object::is_terminating(object) && !object::finalizers(object).is_empty());
+    }
+
+    fn record(&mut self, change: Change) {
+        self.history.push_back(Arc::new(change));
+        self.trim_history();
+    }
+
+    /// Everything, for the state file.
+    pub(crate) fn snapshot(&self) -> Value {
+        let mut objects = Vec::new();
+        for ((group, plural), items) in &self.objects {
+            for object in items.values() {
+                objects.push(json!({"group": group, "resource": plural, "object": **object}));
+            }
+        }
+        json!({"resourceVersion": self.rv, "objects": objects})
+    }
+
+    /// Loads a state-file snapshot: objects come back with their versions, history starts empty.
+    /// CRDs must be loaded first so their resources are served; the caller orders them.
+    pub(crate) fn restore_object(&mut self, def: &ResourceDef, object: Value) {
+        let key = key_of(&object);
+        let uid = object::uid(&object).to_string();
+        let rv = object::resource_version(&object).parse().unwrap_or(0);
+        self.rv = self.rv.max(rv);
+        self.compacted_rv = self.rv;
+        self.objects.entry(def.key()).or_default().insert(key.clone(), Arc::new(object));
+        if !uid.is_empty() {
+            self.uids.insert(uid, (def.key(), key));
+        }
+    }
+
+    pub(crate) fn restore_resource_version(&mut self, rv: u64) {
+        self.rv = self.rv.max(rv);
+        self.compacted_rv = self.rv;
+    }
+}
+
+/// The `(namespace, name)` an object is stored under.
+pub(crate) fn key_of(object: &Value) -> ObjectKey {
+    (object::namespace(object).to_string(), object::name(object).to_string())
+}

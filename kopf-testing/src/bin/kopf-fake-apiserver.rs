@@ -1,0 +1,85 @@
+//! `kopf-fake-apiserver`: the fake Kubernetes API server as a process, for kubectl, operators
+//! in other languages, and a development cluster that survives restarts (`--state-file`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use kopf_testing::FakeApiServer;
+
+/// A fake Kubernetes API server in memory, for tests and local development.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The address to listen on; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    /// Write a kubeconfig for this server to this path (for kubectl: KUBECONFIG=PATH).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Require this bearer token from clients.
+    #[arg(long)]
+    token: Option<String>,
+    /// Load objects from this file at start; save them periodically and on shutdown.
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// How many changes the watch history keeps for replay.
+    #[arg(long, default_value_t = 10_000)]
+    history_limit: usize,
+    /// Seconds between bookmarks on watches that allow them.
+    #[arg(long, default_value_t = 30)]
+    bookmark_interval: u64,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let mut builder = FakeApiServer::builder()
+        .bind(args.bind)
+        .history_limit(args.history_limit)
+        .bookmark_interval(Duration::from_secs(args.bookmark_interval));
+    if let Some(token) = args.token {
+        builder = builder.token(token);
+    }
+    if let Some(path) = args.state_file {
+        builder = builder.state_file(path);
+    }
+    let server = match builder.start().await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("kopf-fake-apiserver: cannot start: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = &args.kubeconfig {
+        if let Err(error) = server.write_kubeconfig(path) {
+            eprintln!("kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}", path.display());
+            server.stop().await;
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    println!("listening on {}", server.url());
+    wait_for_signal().await;
+    server.stop().await;
+    std::process::ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Testing kopf-rs operators without a cluster.
+//!
+//! [`FakeApiServer`] is a Kubernetes API server in memory on 127.0.0.1: discovery, CRDs,
+//! CRUD, watches with bookmarks and `410 Gone`, selectors, all patch types, the status
+//! subresource, finalizers and garbage collection. Unmodified kubectl, kube-rs, the Python
+//! `kubernetes` client and Python Kopf work against it. Tests can count requests, inject
+//! faults, close watches, compact the history, and restart it.
+//!
+//! The `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
+
+mod apiserver;
+
+pub use apiserver::{FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats};
