@@ -107,6 +107,12 @@ impl LabelSelector {
         Ok(Self { requirements })
     }
 
+    /// True when the selector has no requirements and so matches every object.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
     /// labels = the object's metadata.labels (None or a JSON object whose values are strings)
     ///
     /// Non-string label values are compared as their JSON text (`null` as the empty string).
@@ -644,6 +650,12 @@ impl FieldSelector {
             });
         }
         Ok(Self { terms })
+    }
+
+    /// True when the selector has no terms and so matches every object.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.terms.is_empty()
     }
 
     /// The field paths used (e.g. "metadata.name"), so the server can reject unsupported ones.

@@ -1,0 +1,8 @@
+//! Tests of the fake API server, with kube-rs, kubectl, and Python clients.
+
+mod support;
+
+mod api;
+mod kube_runtime;
+mod kubectl;
+mod python;

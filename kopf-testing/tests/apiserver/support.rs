@@ -1,0 +1,106 @@
+//! Helpers shared by the fake API server's tests.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
+
+/// A generous deadline for conditions that should hold soon.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until `condition` returns `Some`, polling; panics with `what` after `deadline`.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut condition: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(value) = condition().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > until {
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether we run under CI, where a missing tool is a failure rather than a skip.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Says loudly that a test cannot run here; fails under CI.
+pub fn skip(test: &str, why: &str) {
+    if in_ci() {
+        panic!("{test}: {why} (CI is set, so this is a failure, not a skip)");
+    }
+    eprintln!("\n!!! SKIPPED {test}: {why}\n");
+}
+
+/// The path of `kubectl`, or a loud skip.
+pub fn kubectl(test: &str) -> Option<PathBuf> {
+    match find_in_path("kubectl") {
+        Some(path) => Some(path),
+        None => {
+            skip(test, "kubectl is not installed (not found in PATH)");
+            None
+        }
+    }
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// The project's root folder.
+pub fn project_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("kopf-testing sits in the workspace")
+}
+
+/// The virtualenv's python with kopf and the kubernetes client (made by `scripts/python-env`
+/// on first use), or a loud skip.
+pub async fn python(test: &str) -> Option<PathBuf> {
+    static PYTHON: OnceCell<Result<PathBuf, String>> = OnceCell::const_new();
+    let found = PYTHON
+        .get_or_init(|| async {
+            if find_in_path("python3").is_none() && std::env::var_os("PYTHON").is_none() {
+                return Err("python3 is not installed (not found in PATH)".to_string());
+            }
+            let script = project_root().join("scripts/python-env");
+            let output = tokio::process::Command::new("bash")
+                .arg(&script)
+                .output()
+                .await
+                .map_err(|e| format!("running {}: {e}", script.display()))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "{} failed (pip could not install kopf?): {}",
+                    script.display(),
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+            Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+        })
+        .await;
+    match found {
+        Ok(path) => Some(path.clone()),
+        Err(why) => {
+            skip(test, why);
+            None
+        }
+    }
+}
+
+/// Slow tests that run external processes take turns, so they do not starve each other of
+/// the machine's cores and time out.
+pub async fn serial() -> SemaphorePermit<'static> {
+    static SLOW: Semaphore = Semaphore::const_new(1);
+    SLOW.acquire().await.expect("the semaphore is never closed")
+}
