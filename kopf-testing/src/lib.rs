@@ -10,4 +10,6 @@
 
 mod apiserver;
 
-pub use apiserver::{FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats};
+pub use apiserver::{
+    FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats,
+};

@@ -42,8 +42,15 @@ pub(crate) fn admit(
     object: &mut Value,
     validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
-    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let subject = Subject { group: &def.group, plural: &def.plural, name: &name };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let subject = Subject {
+        group: &def.group,
+        plural: &def.plural,
+        name: &name,
+    };
     let mut unknown = Vec::new();
     match def.builtin {
         Some(builtin) => {
@@ -55,9 +62,16 @@ pub(crate) fn admit(
             })?;
         }
         None => {
-            unknown.extend(normalize_typed::<ObjectMeta>(&mut object["metadata"], "metadata").map_err(
-                |e| ApiError::bad_request(format!("{} in version \"{version}\" cannot be handled as a {}: {e}", def.kind, def.kind)),
-            )?);
+            unknown.extend(
+                normalize_typed::<ObjectMeta>(&mut object["metadata"], "metadata").map_err(
+                    |e| {
+                        ApiError::bad_request(format!(
+                            "{} in version \"{version}\" cannot be handled as a {}: {e}",
+                            def.kind, def.kind
+                        ))
+                    },
+                )?,
+            );
             if let Some(schema) = def.version(version).and_then(|v| v.schema.as_ref()) {
                 unknown.extend(schema::prune(object, schema));
                 schema::apply_defaults(object, schema);
@@ -77,10 +91,17 @@ pub(crate) fn admit(
     match validation {
         FieldValidation::Ignore => Ok(Vec::new()),
         _ if unknown.is_empty() => Ok(Vec::new()),
-        FieldValidation::Warn => Ok(unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect()),
+        FieldValidation::Warn => Ok(unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
-            unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ")
+            unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -115,7 +136,12 @@ fn check_metadata(def: &ResourceDef, object: &Value, subject: Subject<'_>) -> Ap
             return Err(invalid(&format!("metadata.labels.{key}"), value, problem));
         }
     }
-    for key in meta["annotations"].as_object().into_iter().flatten().map(|(k, _)| k) {
+    for key in meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
         if let Some(problem) = names::check_qualified_name(key) {
             return Err(invalid("metadata.annotations", key, problem));
         }
@@ -144,30 +170,40 @@ fn normalize_builtin(builtin: Builtin, object: &mut Value) -> Result<Vec<String>
         CustomResourceDefinition => {
             normalize_typed::<apiextensions::CustomResourceDefinition>(object, "")
         }
-        ValidatingWebhookConfiguration => {
-            normalize_typed::<api::admissionregistration::v1::ValidatingWebhookConfiguration>(object, "")
-        }
-        MutatingWebhookConfiguration => {
-            normalize_typed::<api::admissionregistration::v1::MutatingWebhookConfiguration>(object, "")
-        }
+        ValidatingWebhookConfiguration => normalize_typed::<
+            api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        >(object, ""),
+        MutatingWebhookConfiguration => normalize_typed::<
+            api::admissionregistration::v1::MutatingWebhookConfiguration,
+        >(object, ""),
     }
 }
 
 /// `stringData` is write-only: the server merges it into `data`, base64-encoded.
 fn move_string_data(object: &mut Value) {
-    let Some(map) = object.as_object_mut() else { return };
-    let Some(Value::Object(string_data)) = map.remove("stringData") else { return };
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = map.remove("stringData") else {
+        return;
+    };
     let data = map.entry("data").or_insert_with(|| json!({}));
     if !data.is_object() {
         *data = json!({});
     }
     for (key, value) in string_data {
-        let text = value.as_str().map(String::from).unwrap_or_else(|| value.to_string());
+        let text = value
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| value.to_string());
         data[key.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
     }
 }
 
-fn normalize_typed<T: DeserializeOwned + Serialize>(value: &mut Value, prefix: &str) -> Result<Vec<String>, String> {
+fn normalize_typed<T: DeserializeOwned + Serialize>(
+    value: &mut Value,
+    prefix: &str,
+) -> Result<Vec<String>, String> {
     if value.is_null() {
         return Ok(Vec::new());
     }
@@ -184,7 +220,11 @@ fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
             for (key, value) in b {
-                let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
                 match a.get(key) {
                     Some(next) => dropped_fields(value, next, &child, out),
                     None if !value.is_null() => out.push(child),
@@ -216,13 +256,23 @@ mod tests {
         let def = builtin("configmaps");
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "bogus": 1}, "data": {"a": "b"}, "extra": true});
         let warnings = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
-        assert_eq!(warnings, vec!["unknown field \"metadata.bogus\"", "unknown field \"extra\""]);
+        assert_eq!(
+            warnings,
+            vec![
+                "unknown field \"metadata.bogus\"",
+                "unknown field \"extra\""
+            ]
+        );
         assert!(object.get("extra").is_none());
 
         let mut object = json!({"metadata": {"name": "x"}, "extra": true});
         let error = admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap_err();
         assert_eq!(error.code, 400);
-        assert!(error.message.contains("unknown field \"extra\""), "{}", error.message);
+        assert!(
+            error.message.contains("unknown field \"extra\""),
+            "{}",
+            error.message
+        );
     }
 
     #[test]
@@ -243,7 +293,11 @@ mod tests {
         assert!(error.message.contains("metadata.name"), "{}", error.message);
         let mut object = json!({"metadata": {"name": "ok", "labels": {"a": "-bad-"}}});
         let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
-        assert!(error.message.contains("metadata.labels.a"), "{}", error.message);
+        assert!(
+            error.message.contains("metadata.labels.a"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]
@@ -252,6 +306,12 @@ mod tests {
         let mut object = json!({"metadata": {"name": "x"}, "data": "not a map"});
         let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.code, 400);
-        assert!(error.message.starts_with("ConfigMap in version \"v1\" cannot be handled"), "{}", error.message);
+        assert!(
+            error
+                .message
+                .starts_with("ConfigMap in version \"v1\" cannot be handled"),
+            "{}",
+            error.message
+        );
     }
 }

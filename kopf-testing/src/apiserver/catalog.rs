@@ -140,16 +140,79 @@ impl ResourceDef {
     pub(crate) fn builtins() -> Vec<ResourceDef> {
         use Builtin::*;
         let mut all = vec![
-            Self::builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, Namespace),
-            Self::builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, ConfigMap),
+            Self::builtin(
+                "",
+                "v1",
+                "namespaces",
+                "Namespace",
+                false,
+                &["ns"],
+                true,
+                Namespace,
+            ),
+            Self::builtin(
+                "",
+                "v1",
+                "configmaps",
+                "ConfigMap",
+                true,
+                &["cm"],
+                false,
+                ConfigMap,
+            ),
             Self::builtin("", "v1", "secrets", "Secret", true, &[], false, Secret),
             Self::builtin("", "v1", "pods", "Pod", true, &["po"], true, Pod),
-            Self::builtin("", "v1", "services", "Service", true, &["svc"], true, Service),
-            Self::builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, ServiceAccount),
+            Self::builtin(
+                "",
+                "v1",
+                "services",
+                "Service",
+                true,
+                &["svc"],
+                true,
+                Service,
+            ),
+            Self::builtin(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                &["sa"],
+                false,
+                ServiceAccount,
+            ),
             Self::builtin("", "v1", "events", "Event", true, &["ev"], false, Event),
-            Self::builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, EventsV1),
-            Self::builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, Lease),
-            Self::builtin("apps", "v1", "deployments", "Deployment", true, &["deploy"], true, Deployment),
+            Self::builtin(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                false,
+                EventsV1,
+            ),
+            Self::builtin(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "Lease",
+                true,
+                &[],
+                false,
+                Lease,
+            ),
+            Self::builtin(
+                "apps",
+                "v1",
+                "deployments",
+                "Deployment",
+                true,
+                &["deploy"],
+                true,
+                Deployment,
+            ),
             Self::builtin(
                 "apiextensions.k8s.io",
                 "v1",
@@ -203,7 +266,11 @@ impl ResourceDef {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let strings = |v: &Value| -> Vec<String> {
             v.as_array()
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let group = text(&spec["group"]);
@@ -216,11 +283,14 @@ impl ResourceDef {
         let mut versions = Vec::new();
         for version in spec["versions"].as_array().into_iter().flatten() {
             let subresources = &version["subresources"];
-            let scale = subresources.get("scale").filter(|s| s.is_object()).map(|s| ScalePaths {
-                spec_replicas: text(&s["specReplicasPath"]),
-                status_replicas: text(&s["statusReplicasPath"]),
-                label_selector: s["labelSelectorPath"].as_str().map(String::from),
-            });
+            let scale = subresources
+                .get("scale")
+                .filter(|s| s.is_object())
+                .map(|s| ScalePaths {
+                    spec_replicas: text(&s["specReplicasPath"]),
+                    status_replicas: text(&s["statusReplicasPath"]),
+                    label_selector: s["labelSelectorPath"].as_str().map(String::from),
+                });
             versions.push(VersionDef {
                 name: text(&version["name"]),
                 served: version["served"].as_bool().unwrap_or(false),
@@ -240,11 +310,19 @@ impl ResourceDef {
             return Err("spec.versions must have at least one version".into());
         }
         if versions.iter().filter(|v| v.storage).count() != 1 {
-            return Err("spec.versions must have exactly one version marked as storage version".into());
+            return Err(
+                "spec.versions must have exactly one version marked as storage version".into(),
+            );
         }
-        let singular = names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_lowercase());
+        let singular = names["singular"]
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase());
         Ok(ResourceDef {
-            list_kind: names["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List")),
+            list_kind: names["listKind"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| format!("{kind}List")),
             group,
             plural,
             singular,
@@ -286,8 +364,15 @@ impl Catalog {
     }
 
     /// The resource served at `group/version/plural`.
-    pub(crate) fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-        self.get(group, plural).filter(|d| d.version(version).is_some()).cloned()
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceDef>> {
+        self.get(group, plural)
+            .filter(|d| d.version(version).is_some())
+            .cloned()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
@@ -307,7 +392,9 @@ impl Catalog {
     }
 
     fn is_builtin_group(&self, group: &str) -> bool {
-        self.resources.values().any(|d| d.group == group && d.builtin.is_some())
+        self.resources
+            .values()
+            .any(|d| d.group == group && d.builtin.is_some())
     }
 
     /// Versions served in a group, preferred first.

@@ -31,12 +31,19 @@ pub struct Stats {
 impl Stats {
     /// Requests with this verb to this resource (`plural` or `plural.group`).
     pub fn count(&self, verb: &str, resource: &str) -> u64 {
-        self.requests.get(verb).and_then(|r| r.get(resource)).copied().unwrap_or(0)
+        self.requests
+            .get(verb)
+            .and_then(|r| r.get(resource))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Requests with this verb to any resource.
     pub fn count_verb(&self, verb: &str) -> u64 {
-        self.requests.get(verb).map(|r| r.values().sum()).unwrap_or(0)
+        self.requests
+            .get(verb)
+            .map(|r| r.values().sum())
+            .unwrap_or(0)
     }
 }
 
@@ -116,17 +123,25 @@ pub struct Fault {
 impl Fault {
     /// A fault answering every matching request with `code`.
     pub fn respond(code: u16) -> Self {
-        Self::with_action(FaultAction::Respond { code, retry_after: None })
+        Self::with_action(FaultAction::Respond {
+            code,
+            retry_after: None,
+        })
     }
 
     /// A fault answering `429 TooManyRequests` with `Retry-After: seconds`.
     pub fn too_many_requests(retry_after: u64) -> Self {
-        Self::with_action(FaultAction::Respond { code: 429, retry_after: Some(retry_after) })
+        Self::with_action(FaultAction::Respond {
+            code: 429,
+            retry_after: Some(retry_after),
+        })
     }
 
     /// A fault delaying matching requests.
     pub fn delay(delay: Duration) -> Self {
-        Self::with_action(FaultAction::Delay { millis: delay.as_millis() as u64 })
+        Self::with_action(FaultAction::Delay {
+            millis: delay.as_millis() as u64,
+        })
     }
 
     /// A fault ending matching watch streams after `events` events.
@@ -135,7 +150,15 @@ impl Fault {
     }
 
     fn with_action(action: FaultAction) -> Self {
-        Fault { verb: None, resource: None, name: None, namespace: None, times: None, probability: None, action }
+        Fault {
+            verb: None,
+            resource: None,
+            name: None,
+            namespace: None,
+            times: None,
+            probability: None,
+            action,
+        }
     }
 
     /// Only for this verb.
@@ -175,7 +198,9 @@ impl Fault {
     }
 
     fn matches(&self, request: &RequestFacts<'_>) -> bool {
-        let same = |want: &Option<String>, have: Option<&str>| want.as_deref().is_none_or(|w| Some(w) == have);
+        let same = |want: &Option<String>, have: Option<&str>| {
+            want.as_deref().is_none_or(|w| Some(w) == have)
+        };
         same(&self.verb, Some(request.verb))
             && same(&self.resource, Some(request.resource))
             && same(&self.name, request.name)
@@ -200,7 +225,9 @@ pub(crate) struct Faults {
 
 impl Faults {
     pub(crate) fn new(seed: u64) -> Self {
-        Faults { rules: Mutex::new((Vec::new(), StdRng::seed_from_u64(seed))) }
+        Faults {
+            rules: Mutex::new((Vec::new(), StdRng::seed_from_u64(seed))),
+        }
     }
 
     pub(crate) fn add(&self, fault: Fault) {
@@ -268,7 +295,11 @@ impl Counters {
     }
 
     pub(crate) fn count(&self, verb: &str, resource: &str) {
-        *lock(&self.requests).entry(verb.into()).or_default().entry(resource.into()).or_default() += 1;
+        *lock(&self.requests)
+            .entry(verb.into())
+            .or_default()
+            .entry(resource.into())
+            .or_default() += 1;
     }
 
     pub(crate) fn log(&self, entry: LoggedRequest) {
@@ -312,5 +343,7 @@ impl Drop for GaugeGuard<'_> {
 /// Locks a mutex, recovering the data if a panicking thread poisoned it: counters and rules
 /// stay usable whatever a request handler did.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -24,17 +24,34 @@ use super::request::Query;
 use super::server::{Shared, stats};
 use super::status::{ApiError, ApiResult};
 
-pub(crate) async fn serve(shared: &Arc<Shared>, method: &Method, path: &str, query: &Query, body: Bytes) -> ApiResult<Reply> {
+pub(crate) async fn serve(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    body: Bytes,
+) -> ApiResult<Reply> {
     let done = || Reply::json(StatusCode::OK, &json!({"status": "ok"}));
-    let to_json = |value: serde_json::Result<serde_json::Value>| value.map_err(|e| ApiError::internal(e.to_string()));
+    let to_json = |value: serde_json::Result<serde_json::Value>| {
+        value.map_err(|e| ApiError::internal(e.to_string()))
+    };
     match (method.as_str(), path) {
-        ("GET", "stats") => Ok(Reply::json(StatusCode::OK, &to_json(serde_json::to_value(stats(shared)))?)),
-        ("GET", "requests") => Ok(Reply::json(StatusCode::OK, &to_json(serde_json::to_value(shared.counters.logged()))?)),
+        ("GET", "stats") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(stats(shared)))?,
+        )),
+        ("GET", "requests") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.counters.logged()))?,
+        )),
         ("DELETE", "requests") => {
             shared.counters.reset();
             Ok(done())
         }
-        ("GET", "faults") => Ok(Reply::json(StatusCode::OK, &to_json(serde_json::to_value(shared.faults.list()))?)),
+        ("GET", "faults") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.faults.list()))?,
+        )),
         ("POST", "faults") => {
             let fault: Fault = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("not a fault rule: {e}")))?;
@@ -46,7 +63,9 @@ pub(crate) async fn serve(shared: &Arc<Shared>, method: &Method, path: &str, que
             Ok(done())
         }
         ("POST", "faults/seed") => {
-            let seed = query.number("seed").ok_or_else(|| ApiError::bad_request("seed=N is required"))?;
+            let seed = query
+                .number("seed")
+                .ok_or_else(|| ApiError::bad_request("seed=N is required"))?;
             shared.faults.reseed(seed);
             Ok(done())
         }
@@ -63,7 +82,9 @@ pub(crate) async fn serve(shared: &Arc<Shared>, method: &Method, path: &str, que
             Ok(done())
         }
         ("PUT", "bookmark-interval") => {
-            let millis = query.number("millis").ok_or_else(|| ApiError::bad_request("millis=N is required"))?;
+            let millis = query
+                .number("millis")
+                .ok_or_else(|| ApiError::bad_request("millis=N is required"))?;
             *lock(&shared.bookmark_interval) = Duration::from_millis(millis);
             Ok(done())
         }

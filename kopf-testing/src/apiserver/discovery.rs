@@ -56,13 +56,27 @@ pub(crate) fn groups(shared: &Shared, format: Format) -> ApiResult<Reply> {
         return Ok(Reply::json_as(StatusCode::OK, &list, AGGREGATED));
     }
     let groups: Vec<Value> = shared.read(|s| {
-        s.catalog.groups().into_iter().filter(|g| !g.is_empty()).map(|g| api_group(&s.catalog, &g)).collect()
+        s.catalog
+            .groups()
+            .into_iter()
+            .filter(|g| !g.is_empty())
+            .map(|g| api_group(&s.catalog, &g))
+            .collect()
     });
-    Ok(Reply::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
+    Ok(Reply::json(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    ))
 }
 
 pub(crate) fn group(shared: &Shared, group: &str) -> ApiResult<Reply> {
-    let found = shared.read(|s| s.catalog.groups().iter().any(|g| g == group).then(|| api_group(&s.catalog, group)));
+    let found = shared.read(|s| {
+        s.catalog
+            .groups()
+            .iter()
+            .any(|g| g == group)
+            .then(|| api_group(&s.catalog, group))
+    });
     let mut body = found.ok_or_else(|| ApiError::no_route(&format!("/apis/{group}")))?;
     body["kind"] = json!("APIGroup");
     body["apiVersion"] = json!("v1");
@@ -78,11 +92,27 @@ fn api_group(catalog: &Catalog, group: &str) -> Value {
     json!({"name": group, "versions": versions, "preferredVersion": versions.first().cloned().unwrap_or(Value::Null)})
 }
 
-fn served_in<'a>(catalog: &'a Catalog, group: &'a str, version: &'a str) -> impl Iterator<Item = &'a ResourceDef> {
-    catalog.iter().map(|d| &**d).filter(move |d| d.group == group && d.version(version).is_some())
+fn served_in<'a>(
+    catalog: &'a Catalog,
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'a ResourceDef> {
+    catalog
+        .iter()
+        .map(|d| &**d)
+        .filter(move |d| d.group == group && d.version(version).is_some())
 }
 
-const ALL_VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 const SUB_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResult<Reply> {
@@ -111,7 +141,11 @@ pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResul
     if resources.is_empty() {
         return Err(ApiError::no_route(&format!("{group}/{version}")));
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     Ok(Reply::json(
         StatusCode::OK,
         &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
@@ -159,7 +193,11 @@ fn aggregated(catalog: &Catalog, wanted: impl Fn(&str) -> bool) -> Value {
                 json!({"version": version, "resources": resources, "freshness": "Current"})
             })
             .collect();
-        let metadata = if group.is_empty() { json!({"creationTimestamp": null}) } else { json!({"name": group, "creationTimestamp": null}) };
+        let metadata = if group.is_empty() {
+            json!({"creationTimestamp": null})
+        } else {
+            json!({"name": group, "creationTimestamp": null})
+        };
         items.push(json!({"metadata": metadata, "versions": versions}));
     }
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
@@ -171,7 +209,11 @@ pub(crate) fn openapi_root(shared: &Shared) -> Reply {
         let mut paths = serde_json::Map::new();
         for group in s.catalog.groups() {
             for version in s.catalog.group_versions(&group) {
-                let key = if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
+                let key = if group.is_empty() {
+                    format!("api/{version}")
+                } else {
+                    format!("apis/{group}/{version}")
+                };
                 let document = document(&s.catalog, &group, &version);
                 let mut hasher = DefaultHasher::new();
                 document.to_string().hash(&mut hasher);
@@ -186,9 +228,13 @@ pub(crate) fn openapi_root(shared: &Shared) -> Reply {
 
 pub(crate) fn openapi_document(shared: &Shared, group: &str, version: &str) -> ApiResult<Reply> {
     let document = shared.read(|s| {
-        served_in(&s.catalog, group, version).next().is_some().then(|| document(&s.catalog, group, version))
+        served_in(&s.catalog, group, version)
+            .next()
+            .is_some()
+            .then(|| document(&s.catalog, group, version))
     });
-    let document = document.ok_or_else(|| ApiError::no_route(&format!("/openapi/v3/{group}/{version}")))?;
+    let document =
+        document.ok_or_else(|| ApiError::no_route(&format!("/openapi/v3/{group}/{version}")))?;
     Ok(Reply::json(StatusCode::OK, &document))
 }
 
@@ -202,7 +248,11 @@ fn document(catalog: &Catalog, group: &str, version: &str) -> Value {
         let gvk = json!({"group": def.group, "version": version, "kind": def.kind});
         let schema_name = format!(
             "{}.{}.{}",
-            if def.group.is_empty() { "io.k8s.api.core" } else { &def.group },
+            if def.group.is_empty() {
+                "io.k8s.api.core"
+            } else {
+                &def.group
+            },
             version,
             def.kind
         );
@@ -210,13 +260,19 @@ fn document(catalog: &Catalog, group: &str, version: &str) -> Value {
         let mut schema = def
             .version(version)
             .and_then(|v| v.schema.clone())
-            .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            .unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
         schema["x-kubernetes-group-version-kind"] = json!([gvk]);
         schemas.insert(schema_name, schema);
 
         let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference}}}});
         let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
-        let write_params = json!([query("dryRun"), query("fieldManager"), query("fieldValidation")]);
+        let write_params = json!([
+            query("dryRun"),
+            query("fieldManager"),
+            query("fieldValidation")
+        ]);
         let operation = |action: &str, params: &Value| {
             json!({
                 "operationId": format!("{action}{}", def.kind),
@@ -231,7 +287,10 @@ fn document(catalog: &Catalog, group: &str, version: &str) -> Value {
         let mut put = operation("put", &write_params);
         put["requestBody"] = post["requestBody"].clone();
         let mut patch_params = write_params.clone();
-        patch_params.as_array_mut().expect("an array").push(query("force"));
+        patch_params
+            .as_array_mut()
+            .expect("an array")
+            .push(query("force"));
         let mut patch = operation("patch", &patch_params);
         let patch_body = json!({"schema": {"type": "object"}});
         // No strategic-merge entry, as the real server for CRDs: for built-ins, kubectl then
@@ -242,8 +301,16 @@ fn document(catalog: &Catalog, group: &str, version: &str) -> Value {
             "application/apply-patch+yaml": patch_body,
         });
         patch["requestBody"] = json!({"content": content});
-        let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
-        let scope = if def.namespaced { "/namespaces/{namespace}" } else { "" };
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let scope = if def.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
         let collection = format!("{prefix}{scope}/{}", def.plural);
         paths.insert(
             collection.clone(),

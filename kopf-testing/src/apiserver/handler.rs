@@ -39,7 +39,12 @@ impl Reply {
 
     pub(crate) fn json_as(code: StatusCode, value: &Value, content_type: &'static str) -> Reply {
         let bytes = serde_json::to_vec(value).unwrap_or_default();
-        Reply { code, body: full(bytes), content_type, warnings: Vec::new() }
+        Reply {
+            code,
+            body: full(bytes),
+            content_type,
+            warnings: Vec::new(),
+        }
     }
 
     pub(crate) fn with_warnings(mut self, warnings: Vec<String>) -> Reply {
@@ -66,26 +71,47 @@ pub(crate) struct Context {
 }
 
 /// Serves one request. Never fails: errors become `Status` answers.
-pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
     let route = Route::parse(parts.uri.path());
     let query = Query::parse(parts.uri.query());
     let (verb, resource, namespace, name) = match &route {
         Route::Object(path) => {
-            let mut resource =
-                if path.group.is_empty() { path.plural.clone() } else { format!("{}.{}", path.plural, path.group) };
+            let mut resource = if path.group.is_empty() {
+                path.plural.clone()
+            } else {
+                format!("{}.{}", path.plural, path.group)
+            };
             if let Some(sub) = &path.subresource {
                 resource = format!("{resource}/{sub}");
             }
             let verb = Verb::of(&parts.method, path.name.is_some(), &query);
-            let namespace =
-                if path.plural == "namespaces" && path.group.is_empty() { path.name.clone() } else { path.namespace.clone() };
+            let namespace = if path.plural == "namespaces" && path.group.is_empty() {
+                path.name.clone()
+            } else {
+                path.namespace.clone()
+            };
             (verb, resource, namespace, path.name.clone())
         }
-        _ => (if parts.method == Method::GET { Verb::Get } else { Verb::Other }, "-".to_string(), None, None),
+        _ => (
+            if parts.method == Method::GET {
+                Verb::Get
+            } else {
+                Verb::Other
+            },
+            "-".to_string(),
+            None,
+            None,
+        ),
     };
-    let content_type =
-        parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.to_string());
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.to_string());
     let mut context = Context {
         method: parts.method.clone(),
         route,
@@ -103,15 +129,25 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
     let result = async {
         authenticate(&shared, &parts.headers, &context.route)?;
         if !is_control {
-            let facts = RequestFacts { verb: verb.as_str(), resource: &resource, namespace: namespace.as_deref(), name: name.as_deref() };
+            let facts = RequestFacts {
+                verb: verb.as_str(),
+                resource: &resource,
+                namespace: namespace.as_deref(),
+                name: name.as_deref(),
+            };
             for action in shared.faults.fire(&facts) {
                 match action {
                     FaultAction::Respond { code, retry_after } => {
-                        let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                        let code =
+                            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                         return Err(ApiError::injected(code, retry_after));
                     }
-                    FaultAction::Delay { millis } => tokio::time::sleep(Duration::from_millis(millis)).await,
-                    FaultAction::CloseWatchAfter { events } => context.close_watch_after = Some(events),
+                    FaultAction::Delay { millis } => {
+                        tokio::time::sleep(Duration::from_millis(millis)).await
+                    }
+                    FaultAction::CloseWatchAfter { events } => {
+                        context.close_watch_after = Some(events)
+                    }
                 }
             }
         }
@@ -141,19 +177,30 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
 }
 
 fn authenticate(shared: &Shared, headers: &http::HeaderMap, route: &Route) -> ApiResult<()> {
-    let Some(token) = &shared.token else { return Ok(()) };
+    let Some(token) = &shared.token else {
+        return Ok(());
+    };
     if matches!(route, Route::Health | Route::Control(_)) {
         return Ok(());
     }
-    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    if given == Some(token.as_str()) { Ok(()) } else { Err(ApiError::unauthorized()) }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(token.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
 }
 
 async fn read_body(body: Incoming) -> ApiResult<Bytes> {
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large()),
-        Err(error) => Err(ApiError::bad_request(format!("reading the request body failed: {error}"))),
+        Err(error) => Err(ApiError::bad_request(format!(
+            "reading the request body failed: {error}"
+        ))),
     }
 }
 
@@ -162,24 +209,39 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         if context.method == Method::GET {
             Ok(())
         } else {
-            Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource")))
+            Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource"
+            )))
         }
     };
     match &context.route {
         Route::Version => get_only().map(|_| discovery::version()),
-        Route::Health => Ok(Reply { code: StatusCode::OK, body: full("ok"), content_type: "text/plain", warnings: vec![] }),
-        Route::CoreVersions => get_only().and_then(|_| discovery::core_versions(shared, context.format)),
+        Route::Health => Ok(Reply {
+            code: StatusCode::OK,
+            body: full("ok"),
+            content_type: "text/plain",
+            warnings: vec![],
+        }),
+        Route::CoreVersions => {
+            get_only().and_then(|_| discovery::core_versions(shared, context.format))
+        }
         Route::Groups => get_only().and_then(|_| discovery::groups(shared, context.format)),
         Route::Group(group) => get_only().and_then(|_| discovery::group(shared, group)),
-        Route::Resources { group, version } => get_only().and_then(|_| discovery::resources(shared, group, version)),
+        Route::Resources { group, version } => {
+            get_only().and_then(|_| discovery::resources(shared, group, version))
+        }
         Route::OpenApiV3 => get_only().map(|_| discovery::openapi_root(shared)),
-        Route::OpenApiV3Doc { group, version } => get_only().and_then(|_| discovery::openapi_document(shared, group, version)),
+        Route::OpenApiV3Doc { group, version } => {
+            get_only().and_then(|_| discovery::openapi_document(shared, group, version))
+        }
         Route::OpenApiV2 => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "NotFound",
             "the fake server serves OpenAPI v3 only (/openapi/v3)",
         )),
-        Route::Control(path) => control_api::serve(shared, &context.method, path, &context.query, body).await,
+        Route::Control(path) => {
+            control_api::serve(shared, &context.method, path, &context.query, body).await
+        }
         Route::Object(path) => verbs::serve(shared, context, path, body).await,
         Route::NotFound => Err(ApiError::no_route("")),
     }
@@ -188,7 +250,10 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
 fn respond(reply: Reply) -> Response<Body> {
     let mut response = Response::new(reply.body);
     *response.status_mut() = reply.code;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(reply.content_type),
+    );
     add_warnings(&mut response, &reply.warnings);
     response
 }
@@ -207,9 +272,14 @@ pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
     let bytes = serde_json::to_vec(&error.to_status()).unwrap_or_default();
     let mut response = Response::new(full(bytes));
     *response.status_mut() = error.code;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Some(seconds) = error.retry_after {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     add_warnings(&mut response, &error.warnings);
     response

@@ -74,18 +74,32 @@ pub(crate) enum Scope {
 }
 
 fn subject<'a>(def: &'a ResourceDef, name: &'a str) -> Subject<'a> {
-    Subject { group: &def.group, plural: &def.plural, name }
+    Subject {
+        group: &def.group,
+        plural: &def.plural,
+        name,
+    }
 }
 
 /// Checks a CRD before it is stored: it must define a servable resource with a usable schema.
 fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
     let name = object::name(crd);
-    let crd_def = state.catalog.get("apiextensions.k8s.io", "customresourcedefinitions").cloned();
+    let crd_def = state
+        .catalog
+        .get("apiextensions.k8s.io", "customresourcedefinitions")
+        .cloned();
     let invalid = |field: &str, detail: String| match &crd_def {
-        Some(d) => ApiError::invalid_field(subject(d, name), &d.kind, "FieldValueInvalid", field, &detail),
+        Some(d) => ApiError::invalid_field(
+            subject(d, name),
+            &d.kind,
+            "FieldValueInvalid",
+            field,
+            &detail,
+        ),
         None => ApiError::bad_request(detail),
     };
-    let def = ResourceDef::from_crd(crd).map_err(|e| invalid("spec", format!("Invalid value: {e}")))?;
+    let def =
+        ResourceDef::from_crd(crd).map_err(|e| invalid("spec", format!("Invalid value: {e}")))?;
     let expected = format!("{}.{}", def.plural, def.group);
     if name != expected {
         return Err(invalid(
@@ -96,7 +110,10 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
     if is_new {
         if let Some(existing) = state.catalog.get(&def.group, &def.plural) {
             if existing.builtin.is_some() {
-                return Err(invalid("spec.group", format!("Invalid value: \"{}\": is a built-in resource", def.group)));
+                return Err(invalid(
+                    "spec.group",
+                    format!("Invalid value: \"{}\": is a built-in resource", def.group),
+                ));
             }
         }
     }
@@ -115,11 +132,17 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
 }
 
 /// Stores a new object. `object` has been admitted already.
-pub(crate) fn create(state: &mut State, def: &ResourceDef, mut object: Value) -> ApiResult<Arc<Value>> {
+pub(crate) fn create(
+    state: &mut State,
+    def: &ResourceDef,
+    mut object: Value,
+) -> ApiResult<Arc<Value>> {
     let namespace = object::namespace(&object).to_string();
     if def.namespaced {
         let ns_def = state.catalog.get("", "namespaces").cloned();
-        let ns = ns_def.as_ref().and_then(|d| state.get(&d.key(), &(String::new(), namespace.clone())));
+        let ns = ns_def
+            .as_ref()
+            .and_then(|d| state.get(&d.key(), &(String::new(), namespace.clone())));
         match (ns, &ns_def) {
             (None, Some(d)) => return Err(ApiError::not_found(subject(d, &namespace))),
             (Some(ns), _) if object::is_terminating(ns) => {
@@ -136,7 +159,10 @@ pub(crate) fn create(state: &mut State, def: &ResourceDef, mut object: Value) ->
         check_crd(state, &object, true)?;
     }
     let name = object::name(&object).to_string();
-    if state.get(&def.key(), &(namespace.clone(), name.clone())).is_some() {
+    if state
+        .get(&def.key(), &(namespace.clone(), name.clone()))
+        .is_some()
+    {
         return Err(ApiError::already_exists(subject(def, &name)));
     }
     if def.has_status() {
@@ -145,7 +171,12 @@ pub(crate) fn create(state: &mut State, def: &ResourceDef, mut object: Value) ->
         }
     }
     let meta = object::meta_mut(&mut object);
-    for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+        "selfLink",
+    ] {
         meta.remove(field);
     }
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -163,13 +194,23 @@ pub(crate) fn create(state: &mut State, def: &ResourceDef, mut object: Value) ->
 
 /// A name for `metadata.generateName`: the prefix and five random characters, as the real
 /// server makes them (no vowels, no confusable characters).
-pub(crate) fn generate_name(state: &State, def: &ResourceDef, namespace: &str, prefix: &str) -> String {
+pub(crate) fn generate_name(
+    state: &State,
+    def: &ResourceDef,
+    namespace: &str,
+    prefix: &str,
+) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     loop {
-        let suffix: String = (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
+        let suffix: String = (0..5)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+            .collect();
         let name = format!("{prefix}{suffix}");
-        if state.get(&def.key(), &(namespace.to_string(), name.clone())).is_none() {
+        if state
+            .get(&def.key(), &(namespace.to_string(), name.clone()))
+            .is_none()
+        {
             return name;
         }
     }
@@ -216,7 +257,15 @@ pub(crate) fn update(
     // Fields the server owns: clients cannot change them.
     let old_meta = object::meta(old);
     let meta = object::meta_mut(&mut new);
-    for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace"] {
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
         match old_meta.get(field) {
             Some(value) => meta.insert(field.into(), value.clone()),
             None => meta.remove(field),
@@ -225,7 +274,10 @@ pub(crate) fn update(
     meta.remove("resourceVersion");
     if object::is_terminating(old) {
         let old_finalizers = object::finalizers(old);
-        if object::finalizers(&new).iter().any(|f| !old_finalizers.contains(f)) {
+        if object::finalizers(&new)
+            .iter()
+            .any(|f| !old_finalizers.contains(f))
+        {
             return Err(ApiError::invalid_field(
                 subject(def, &name),
                 &def.kind,
@@ -240,12 +292,15 @@ pub(crate) fn update(
     if unchanged == new {
         return Ok(old.clone());
     }
-    if object::spec_part(&new, def.has_status()) != object::spec_part(&unchanged, def.has_status()) {
+    if object::spec_part(&new, def.has_status()) != object::spec_part(&unchanged, def.has_status())
+    {
         let generation = object::generation(old) + 1;
         object::meta_mut(&mut new).insert("generation".into(), json!(generation));
     }
     if object::is_terminating(&new) && !has_blocking_finalizers(def, &new) {
-        return Ok(state.remove(def, &key_of(&new)).unwrap_or_else(|| old.clone()));
+        return Ok(state
+            .remove(def, &key_of(&new))
+            .unwrap_or_else(|| old.clone()));
     }
     Ok(state.put(def, new))
 }
@@ -253,7 +308,9 @@ pub(crate) fn update(
 fn has_blocking_finalizers(def: &ResourceDef, object: &Value) -> bool {
     !object::finalizers(object).is_empty()
         || (def.builtin == Some(Builtin::Namespace)
-            && object["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()))
+            && object["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty()))
 }
 
 /// The result of a deletion request.
@@ -279,7 +336,10 @@ pub(crate) fn delete(
         if uid != object::uid(&current) {
             return Err(ApiError::conflict(
                 subject(def, &key.1),
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(&current)),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    object::uid(&current)
+                ),
             ));
         }
     }
@@ -300,7 +360,9 @@ pub(crate) fn delete(
         Some(Propagation::Foreground) if !finalizers.iter().any(|f| f == FOREGROUND) => {
             finalizers.push(FOREGROUND.into())
         }
-        Some(Propagation::Orphan) if !finalizers.iter().any(|f| f == ORPHAN) => finalizers.push(ORPHAN.into()),
+        Some(Propagation::Orphan) if !finalizers.iter().any(|f| f == ORPHAN) => {
+            finalizers.push(ORPHAN.into())
+        }
         _ => {}
     }
     object::set_finalizers(&mut marked, finalizers);
@@ -331,7 +393,8 @@ pub(crate) fn delete(
 pub(crate) fn settle(state: &mut State) {
     // Each round makes progress or stops; the bound only guards against a bug looping forever.
     for _ in 0..1000 {
-        let progressed = establish_crds(state) | terminate_namespaces(state) | collect_garbage(state);
+        let progressed =
+            establish_crds(state) | terminate_namespaces(state) | collect_garbage(state);
         if !progressed {
             return;
         }
@@ -348,14 +411,20 @@ fn establish_crds(state: &mut State) -> bool {
     if !std::mem::take(&mut state.pending.crds) {
         return false;
     }
-    let Some(crd_def) = builtin_def(state, "apiextensions.k8s.io", "customresourcedefinitions") else {
+    let Some(crd_def) = builtin_def(state, "apiextensions.k8s.io", "customresourcedefinitions")
+    else {
         return false;
     };
-    let crds: Vec<Arc<Value>> = state.objects(&crd_def.key()).map(|o| o.values().cloned().collect()).unwrap_or_default();
+    let crds: Vec<Arc<Value>> = state
+        .objects(&crd_def.key())
+        .map(|o| o.values().cloned().collect())
+        .unwrap_or_default();
     let mut progressed = false;
     let mut served = std::collections::HashSet::new();
     for crd in crds {
-        let Ok(def) = ResourceDef::from_crd(&crd) else { continue };
+        let Ok(def) = ResourceDef::from_crd(&crd) else {
+            continue;
+        };
         served.insert(def.key());
         let current = state.catalog.get(&def.group, &def.plural);
         let changed = current.is_none_or(|c| format!("{:?}", **c) != format!("{def:?}"));
@@ -363,16 +432,27 @@ fn establish_crds(state: &mut State) -> bool {
             state.catalog.insert(def.clone());
         }
         if object::is_terminating(&crd) {
-            let keys: Vec<ObjectKey> = state.objects(&def.key()).map(|o| o.keys().cloned().collect()).unwrap_or_default();
+            let keys: Vec<ObjectKey> = state
+                .objects(&def.key())
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
             if keys.is_empty() {
                 let mut done = (*crd).clone();
-                object::set_finalizers(&mut done, object::finalizers(&crd).into_iter().filter(|f| f != CRD_CLEANUP).collect());
+                object::set_finalizers(
+                    &mut done,
+                    object::finalizers(&crd)
+                        .into_iter()
+                        .filter(|f| f != CRD_CLEANUP)
+                        .collect(),
+                );
                 if update(state, &crd_def, &crd, done, Scope::Main).is_ok() {
                     progressed = true;
                 }
             } else {
                 for key in keys {
-                    let already = state.get(&def.key(), &key).is_some_and(|o| object::is_terminating(o));
+                    let already = state
+                        .get(&def.key(), &key)
+                        .is_some_and(|o| object::is_terminating(o));
                     if !already && delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
                         progressed = true;
                     }
@@ -417,8 +497,16 @@ fn crd_status(crd: &Value, def: &ResourceDef) -> Value {
     let mut accepted = crd["spec"]["names"].clone();
     accepted["singular"] = json!(def.singular);
     accepted["listKind"] = json!(def.list_kind);
-    let storage: Vec<&str> = def.versions.iter().filter(|v| v.storage).map(|v| v.name.as_str()).collect();
-    let mut stored: Vec<Value> = crd["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+    let storage: Vec<&str> = def
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    let mut stored: Vec<Value> = crd["status"]["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     for version in storage {
         if !stored.iter().any(|v| v == version) {
             stored.push(json!(version));
@@ -441,10 +529,17 @@ fn terminate_namespaces(state: &mut State) -> bool {
     if !std::mem::take(&mut state.pending.namespaces) {
         return false;
     }
-    let Some(ns_def) = builtin_def(state, "", "namespaces") else { return false };
+    let Some(ns_def) = builtin_def(state, "", "namespaces") else {
+        return false;
+    };
     let terminating: Vec<Arc<Value>> = state
         .objects(&ns_def.key())
-        .map(|o| o.values().filter(|ns| object::is_terminating(ns)).cloned().collect())
+        .map(|o| {
+            o.values()
+                .filter(|ns| object::is_terminating(ns))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     let mut progressed = false;
     for ns in terminating {
@@ -464,10 +559,13 @@ fn terminate_namespaces(state: &mut State) -> bool {
             })
             .collect();
         if contents.is_empty() {
-            if ns["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+            if ns["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+            {
                 let mut finalized = (*ns).clone();
                 finalized["spec"]["finalizers"] = json!([]);
-                if update(state, &ns_def, &ns, finalized, Scope::Status).is_ok() {
+                if update(state, &ns_def, &ns, finalized, Scope::Main).is_ok() {
                     progressed = true;
                 }
             }
@@ -490,7 +588,11 @@ fn collect_garbage(state: &mut State) -> bool {
     let mut dependents: HashMap<String, Vec<(Arc<ResourceDef>, Arc<Value>)>> = HashMap::new();
     let mut orphans = Vec::new();
     for def in state.catalog.iter() {
-        for object in state.objects(&def.key()).into_iter().flat_map(|o| o.values()) {
+        for object in state
+            .objects(&def.key())
+            .into_iter()
+            .flat_map(|o| o.values())
+        {
             let owners = object::owner_uids(object);
             if owners.is_empty() {
                 continue;
@@ -502,7 +604,10 @@ fn collect_garbage(state: &mut State) -> bool {
                 continue;
             }
             for uid in owners {
-                dependents.entry(uid).or_default().push((def.clone(), object.clone()));
+                dependents
+                    .entry(uid)
+                    .or_default()
+                    .push((def.clone(), object.clone()));
             }
         }
     }
@@ -522,7 +627,11 @@ fn collect_garbage(state: &mut State) -> bool {
                 .into_iter()
                 .flat_map(|o| o.values())
                 .filter(|o| object::is_terminating(o))
-                .filter(|o| object::finalizers(o).iter().any(|f| f == FOREGROUND || f == ORPHAN))
+                .filter(|o| {
+                    object::finalizers(o)
+                        .iter()
+                        .any(|f| f == FOREGROUND || f == ORPHAN)
+                })
                 .map(|o| (def.clone(), o.clone()))
                 .collect::<Vec<_>>()
         })
@@ -548,7 +657,10 @@ fn collect_garbage(state: &mut State) -> bool {
         } else {
             for (child_def, child) in &children {
                 if !object::is_terminating(child) {
-                    let options = DeleteOptions { propagation: Some(Propagation::Foreground), ..Default::default() };
+                    let options = DeleteOptions {
+                        propagation: Some(Propagation::Foreground),
+                        ..Default::default()
+                    };
                     if delete(state, child_def, &key_of(child), &options).is_ok() {
                         progressed = true;
                     }
@@ -556,9 +668,14 @@ fn collect_garbage(state: &mut State) -> bool {
             }
         }
         if let Some(finalizer) = done {
-            let Some(current) = state.get(&def.key(), &key_of(&owner)).cloned() else { continue };
+            let Some(current) = state.get(&def.key(), &key_of(&owner)).cloned() else {
+                continue;
+            };
             let mut released = (*current).clone();
-            object::set_finalizers(&mut released, finalizers.into_iter().filter(|f| f != finalizer).collect());
+            object::set_finalizers(
+                &mut released,
+                finalizers.into_iter().filter(|f| f != finalizer).collect(),
+            );
             if update(state, &def, &current, released, Scope::Main).is_ok() {
                 progressed = true;
             }
@@ -569,10 +686,16 @@ fn collect_garbage(state: &mut State) -> bool {
 
 /// The namespaces every cluster starts with.
 pub(crate) fn bootstrap(state: &mut State) {
-    let Some(ns_def) = builtin_def(state, "", "namespaces") else { return };
+    let Some(ns_def) = builtin_def(state, "", "namespaces") else {
+        return;
+    };
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        if state.get(&ns_def.key(), &(String::new(), name.to_string())).is_none() {
-            let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        if state
+            .get(&ns_def.key(), &(String::new(), name.to_string()))
+            .is_none()
+        {
+            let namespace =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             if let Err(error) = create(state, &ns_def, namespace) {
                 tracing::error!(?error, name, "creating a built-in namespace failed");
             }

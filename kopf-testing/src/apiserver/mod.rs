@@ -19,6 +19,7 @@ mod names;
 mod object;
 mod patch;
 mod persist;
+mod protobuf;
 mod request;
 mod schema;
 mod selector;

@@ -5,8 +5,7 @@ pub(crate) fn check_subdomain(name: &str) -> Option<String> {
     if name.len() > 253 {
         return Some("must be no more than 253 characters".into());
     }
-    let ok = !name.is_empty()
-        && name.split('.').all(|part| is_label(part, usize::MAX));
+    let ok = !name.is_empty() && name.split('.').all(|part| is_label(part, usize::MAX));
     (!ok).then(|| {
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into()
     })
@@ -26,7 +25,9 @@ fn is_label(part: &str, max: usize) -> bool {
     let bytes = part.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= max
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0] != b'-'
         && bytes[bytes.len() - 1] != b'-'
 }
@@ -60,7 +61,9 @@ pub(crate) fn check_label_value(value: &str) -> Option<String> {
 
 fn is_label_value(value: &str) -> bool {
     let bytes = value.as_bytes();
-    bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }

@@ -49,7 +49,11 @@ pub(crate) fn is_terminating(object: &Value) -> bool {
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
     meta(object)["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -65,7 +69,11 @@ pub(crate) fn set_finalizers(object: &mut Value, finalizers: Vec<String>) {
 pub(crate) fn owner_uids(object: &Value) -> Vec<String> {
     meta(object)["ownerReferences"]
         .as_array()
-        .map(|refs| refs.iter().filter_map(|r| r["uid"].as_str().map(String::from)).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r["uid"].as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

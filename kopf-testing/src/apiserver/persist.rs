@@ -19,12 +19,16 @@ pub(crate) async fn load(state: &mut State, path: &Path) -> std::io::Result<()> 
         Err(e) => return Err(e),
     };
     let snapshot: Value = serde_json::from_slice(&text).map_err(|e| {
-        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("state file {}: {e}", path.display()))
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("state file {}: {e}", path.display()),
+        )
     })?;
     let entries = snapshot["objects"].as_array().cloned().unwrap_or_default();
     // CRDs first, so that their resources are served when their objects come.
-    let (crds, rest): (Vec<&Value>, Vec<&Value>) =
-        entries.iter().partition(|e| e["resource"] == "customresourcedefinitions");
+    let (crds, rest): (Vec<&Value>, Vec<&Value>) = entries
+        .iter()
+        .partition(|e| e["resource"] == "customresourcedefinitions");
     for entry in crds.into_iter().chain(rest) {
         let group = entry["group"].as_str().unwrap_or_default();
         let plural = entry["resource"].as_str().unwrap_or_default();
@@ -38,7 +42,11 @@ pub(crate) async fn load(state: &mut State, path: &Path) -> std::io::Result<()> 
                     }
                 }
             }
-            None => tracing::warn!(group, plural, "state file: skipping an object of an unknown resource"),
+            None => tracing::warn!(
+                group,
+                plural,
+                "state file: skipping an object of an unknown resource"
+            ),
         }
     }
     state.restore_resource_version(snapshot["resourceVersion"].as_u64().unwrap_or(0));
@@ -55,7 +63,12 @@ pub(crate) async fn save(shared: &Shared, path: &Path) -> std::io::Result<()> {
 }
 
 /// Saves every `interval`, and once more when `stop` is cancelled.
-pub(crate) async fn save_periodically(shared: Arc<Shared>, path: PathBuf, interval: Duration, stop: CancellationToken) {
+pub(crate) async fn save_periodically(
+    shared: Arc<Shared>,
+    path: PathBuf,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     loop {
         let stopping = tokio::select! {
             _ = stop.cancelled() => true,

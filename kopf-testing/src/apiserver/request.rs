@@ -15,11 +15,17 @@ pub(crate) enum Route {
     /// `/apis/{group}`
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`
-    Resources { group: String, version: String },
+    Resources {
+        group: String,
+        version: String,
+    },
     /// `/openapi/v3`
     OpenApiV3,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`
-    OpenApiV3Doc { group: String, version: String },
+    OpenApiV3Doc {
+        group: String,
+        version: String,
+    },
     /// `/openapi/v2` (not served as protobuf; kubectl uses v3)
     OpenApiV2,
     /// `/healthz`, `/livez`, `/readyz`
@@ -43,7 +49,11 @@ pub(crate) struct ObjectPath {
 
 impl Route {
     pub(crate) fn parse(path: &str) -> Route {
-        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        let segments: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
         match segments.as_slice() {
             ["version"] => Route::Version,
             ["healthz" | "livez" | "readyz", ..] => Route::Health,
@@ -68,18 +78,22 @@ impl Route {
     }
 
     fn resource(group: &str, version: &str, rest: &[&str]) -> Route {
-        let path = |namespace: Option<&str>, plural: &str, name: Option<&str>, sub: Option<&str>| {
-            Route::Object(ObjectPath {
+        let path =
+            |namespace: Option<&str>, plural: &str, name: Option<&str>, sub: Option<&str>| {
+                Route::Object(ObjectPath {
+                    group: group.into(),
+                    version: version.into(),
+                    namespace: namespace.map(String::from),
+                    plural: plural.into(),
+                    name: name.map(String::from),
+                    subresource: sub.map(String::from),
+                })
+            };
+        match rest {
+            [] => Route::Resources {
                 group: group.into(),
                 version: version.into(),
-                namespace: namespace.map(String::from),
-                plural: plural.into(),
-                name: name.map(String::from),
-                subresource: sub.map(String::from),
-            })
-        };
-        match rest {
-            [] => Route::Resources { group: group.into(), version: version.into() },
+            },
             ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => {
                 path(None, "namespaces", Some(ns), Some(sub))
             }
@@ -152,11 +166,18 @@ impl Query {
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
+    /// A boolean parameter as Kubernetes reads it: absent, `0` and `false` (in any case) are
+    /// false; anything else is true (Python clients send `watch=True`).
     pub(crate) fn flag(&self, key: &str) -> bool {
-        matches!(self.0.get(key).map(String::as_str), Some("true" | "1"))
+        self.0
+            .get(key)
+            .is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     pub(crate) fn number(&self, key: &str) -> Option<u64> {
@@ -207,7 +228,13 @@ impl Format {
 mod tests {
     use super::*;
 
-    fn object(group: &str, ns: Option<&str>, plural: &str, name: Option<&str>, sub: Option<&str>) -> Route {
+    fn object(
+        group: &str,
+        ns: Option<&str>,
+        plural: &str,
+        name: Option<&str>,
+        sub: Option<&str>,
+    ) -> Route {
         Route::Object(ObjectPath {
             group: group.into(),
             version: "v1".into(),
@@ -222,25 +249,56 @@ mod tests {
     fn routes() {
         assert_eq!(Route::parse("/version"), Route::Version);
         assert_eq!(Route::parse("/api"), Route::CoreVersions);
-        assert_eq!(Route::parse("/apis/kopf.dev"), Route::Group("kopf.dev".into()));
+        assert_eq!(
+            Route::parse("/apis/kopf.dev"),
+            Route::Group("kopf.dev".into())
+        );
         assert_eq!(
             Route::parse("/api/v1"),
-            Route::Resources { group: "".into(), version: "v1".into() }
+            Route::Resources {
+                group: "".into(),
+                version: "v1".into()
+            }
         );
-        assert_eq!(Route::parse("/api/v1/namespaces"), object("", None, "namespaces", None, None));
-        assert_eq!(Route::parse("/api/v1/namespaces/ns1"), object("", None, "namespaces", Some("ns1"), None));
+        assert_eq!(
+            Route::parse("/api/v1/namespaces"),
+            object("", None, "namespaces", None, None)
+        );
+        assert_eq!(
+            Route::parse("/api/v1/namespaces/ns1"),
+            object("", None, "namespaces", Some("ns1"), None)
+        );
         assert_eq!(
             Route::parse("/api/v1/namespaces/ns1/status"),
             object("", None, "namespaces", Some("ns1"), Some("status"))
         );
-        assert_eq!(Route::parse("/api/v1/namespaces/ns1/pods"), object("", Some("ns1"), "pods", None, None));
+        assert_eq!(
+            Route::parse("/api/v1/namespaces/ns1/pods"),
+            object("", Some("ns1"), "pods", None, None)
+        );
         assert_eq!(
             Route::parse("/apis/kopf.dev/v1/namespaces/ns1/kopfexamples/x/status"),
-            object("kopf.dev", Some("ns1"), "kopfexamples", Some("x"), Some("status"))
+            object(
+                "kopf.dev",
+                Some("ns1"),
+                "kopfexamples",
+                Some("x"),
+                Some("status")
+            )
         );
-        assert_eq!(Route::parse("/apis/kopf.dev/v1/kopfexamples"), object("kopf.dev", None, "kopfexamples", None, None));
+        assert_eq!(
+            Route::parse("/apis/kopf.dev/v1/kopfexamples"),
+            object("kopf.dev", None, "kopfexamples", None, None)
+        );
         assert_eq!(Route::parse("/nonsense/path"), Route::NotFound);
         assert_eq!(Route::parse("/api/v1/a/b/c/d/e/f/g"), Route::NotFound);
+    }
+
+    #[test]
+    fn flags() {
+        let query = Query::parse(Some("watch=True&a=1&b=false&c=FALSE&d=0&e=&f=yes"));
+        assert!(query.flag("watch") && query.flag("a") && query.flag("e") && query.flag("f"));
+        assert!(!query.flag("b") && !query.flag("c") && !query.flag("d") && !query.flag("absent"));
     }
 
     #[test]
@@ -255,7 +313,9 @@ mod tests {
         assert_eq!(Format::of(&headers), Format::Table);
         headers.insert(
             http::header::ACCEPT,
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json".parse().unwrap(),
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+                .parse()
+                .unwrap(),
         );
         assert_eq!(Format::of(&headers), Format::AggregatedDiscovery);
         headers.insert(http::header::ACCEPT, "application/json".parse().unwrap());

@@ -121,11 +121,27 @@ impl FakeApiServerBuilder {
             root: root.clone(),
         });
         let tracker = TaskTracker::new();
-        tracker.spawn(accept(listener, shared.clone(), tracker.clone(), root.clone()));
+        tracker.spawn(accept(
+            listener,
+            shared.clone(),
+            tracker.clone(),
+            root.clone(),
+        ));
         if let Some(path) = self.state_file.clone() {
-            tracker.spawn(persist::save_periodically(shared.clone(), path, self.save_interval, root.clone()));
+            tracker.spawn(persist::save_periodically(
+                shared.clone(),
+                path,
+                self.save_interval,
+                root.clone(),
+            ));
         }
-        Ok(FakeApiServer { shared, addr, url: format!("http://{addr}"), root, tracker })
+        Ok(FakeApiServer {
+            shared,
+            addr,
+            url: format!("http://{addr}"),
+            root,
+            tracker,
+        })
     }
 }
 
@@ -240,13 +256,22 @@ impl FakeApiServer {
     }
 
     fn kubeconfig_yaml(&self) -> String {
-        let token = self.shared.token.as_deref().map(|t| format!("\n    token: {t}")).unwrap_or_default();
+        let token = self
+            .shared
+            .token
+            .as_deref()
+            .map(|t| format!("\n    token: {t}"))
+            .unwrap_or_default();
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: kopf-fake\n  cluster:\n    server: {url}\n\
              contexts:\n- name: kopf-fake\n  context:\n    cluster: kopf-fake\n    user: kopf-fake\n    namespace: default\n\
              current-context: kopf-fake\nusers:\n- name: kopf-fake\n  user:{user}\npreferences: {{}}\n",
             url = self.url,
-            user = if token.is_empty() { " {}".to_string() } else { token },
+            user = if token.is_empty() {
+                " {}".to_string()
+            } else {
+                token
+            },
         )
     }
 
@@ -257,7 +282,8 @@ impl FakeApiServer {
 
     /// A kube-rs client for this server.
     pub fn client(&self) -> kube::Client {
-        let mut config = kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        let mut config =
+            kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
         config.default_namespace = "default".into();
         if let Some(token) = &self.shared.token {
             config.auth_info.token = Some(token.clone().into());
@@ -343,7 +369,12 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
     }
 }
 
-async fn accept(listener: TcpListener, shared: Arc<Shared>, tracker: TaskTracker, root: CancellationToken) {
+async fn accept(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tracker: TaskTracker,
+    root: CancellationToken,
+) {
     loop {
         let accepted = tokio::select! {
             _ = root.cancelled() => return,
@@ -366,7 +397,11 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, tracker: TaskTracker
     }
 }
 
-async fn serve_connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, token: CancellationToken) {
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    token: CancellationToken,
+) {
     let _open = Counters::gauge(&shared.counters.open_connections);
     let service_shared = shared.clone();
     let service = service_fn(move |request| handler::handle(service_shared.clone(), request));

@@ -24,7 +24,6 @@ pub(crate) enum ChangeKind {
     Deleted,
 }
 
-
 /// One entry of the history.
 #[derive(Debug)]
 pub(crate) struct Change {
@@ -172,8 +171,18 @@ impl State {
             self.uids.insert(uid, (resource.clone(), key));
         }
         self.mark_pending(def, &stored, false);
-        let kind = if previous.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
-        self.record(Change { rv, resource, kind, object: stored.clone(), previous });
+        let kind = if previous.is_some() {
+            ChangeKind::Modified
+        } else {
+            ChangeKind::Added
+        };
+        self.record(Change {
+            rv,
+            resource,
+            kind,
+            object: stored.clone(),
+            previous,
+        });
         stored
     }
 
@@ -241,7 +250,10 @@ impl State {
         let rv = object::resource_version(&object).parse().unwrap_or(0);
         self.rv = self.rv.max(rv);
         self.compacted_rv = self.rv;
-        self.objects.entry(def.key()).or_default().insert(key.clone(), Arc::new(object));
+        self.objects
+            .entry(def.key())
+            .or_default()
+            .insert(key.clone(), Arc::new(object));
         if !uid.is_empty() {
             self.uids.insert(uid, (def.key(), key));
         }
@@ -255,5 +267,8 @@ impl State {
 
 /// The `(namespace, name)` an object is stored under.
 pub(crate) fn key_of(object: &Value) -> ObjectKey {
-    (object::namespace(object).to_string(), object::name(object).to_string())
+    (
+        object::namespace(object).to_string(),
+        object::name(object).to_string(),
+    )
 }

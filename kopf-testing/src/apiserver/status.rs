@@ -90,7 +90,11 @@ impl ApiError {
         Self::new(
             StatusCode::CONFLICT,
             "AlreadyExists",
-            format!("{} \"{}\" already exists", subject.qualified(), subject.name),
+            format!(
+                "{} \"{}\" already exists",
+                subject.qualified(),
+                subject.name
+            ),
         )
         .with_details(subject.details())
     }
@@ -160,7 +164,9 @@ impl ApiError {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
         )
     }
 
@@ -220,7 +226,13 @@ impl ApiError {
 
     /// The `kind: Status` body.
     pub(crate) fn to_status(&self) -> Value {
-        status_object("Failure", self.code.as_u16(), self.reason, &self.message, self.details.clone())
+        status_object(
+            "Failure",
+            self.code.as_u16(),
+            self.reason,
+            &self.message,
+            self.details.clone(),
+        )
     }
 }
 

@@ -14,6 +14,7 @@ use super::handler::{Context, Reply};
 use super::lifecycle::{self, DeleteOptions, Deletion, Scope};
 use super::object::{self, ObjectKey};
 use super::patch::{self, PatchError};
+use super::protobuf::{self, ProtobufError};
 use super::request::{Format, ObjectPath, Verb};
 use super::selector::{FieldSelector, LabelSelector};
 use super::server::Shared;
@@ -34,7 +35,11 @@ pub(crate) struct Target<'a> {
 
 impl Target<'_> {
     fn subject<'s>(&'s self, name: &'s str) -> Subject<'s> {
-        Subject { group: &self.def.group, plural: &self.def.plural, name }
+        Subject {
+            group: &self.def.group,
+            plural: &self.def.plural,
+            name,
+        }
     }
 
     fn key(&self, name: &str) -> ObjectKey {
@@ -48,7 +53,10 @@ impl Target<'_> {
     /// The object as served in the requested version.
     pub(crate) fn render(&self, object: &Value) -> Value {
         let mut rendered = serde_json::Map::new();
-        rendered.insert("apiVersion".into(), json!(self.def.api_version(self.version)));
+        rendered.insert(
+            "apiVersion".into(),
+            json!(self.def.api_version(self.version)),
+        );
         rendered.insert("kind".into(), json!(self.def.kind));
         for (key, value) in object.as_object().into_iter().flatten() {
             if key != "apiVersion" && key != "kind" {
@@ -60,7 +68,13 @@ impl Target<'_> {
 
     /// The object as stored: in the storage version.
     fn for_storage(&self, mut object: Value) -> Value {
-        let storage = self.def.versions.iter().find(|v| v.storage).map(|v| v.name.as_str()).unwrap_or(self.version);
+        let storage = self
+            .def
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.as_str())
+            .unwrap_or(self.version);
         object["apiVersion"] = json!(self.def.api_version(storage));
         object["kind"] = json!(self.def.kind);
         object
@@ -68,21 +82,37 @@ impl Target<'_> {
 }
 
 /// Serves a request on a resource path.
-pub(crate) async fn serve(shared: &Arc<Shared>, context: &Context, path: &ObjectPath, body: Bytes) -> ApiResult<Reply> {
+pub(crate) async fn serve(
+    shared: &Arc<Shared>,
+    context: &Context,
+    path: &ObjectPath,
+    body: Bytes,
+) -> ApiResult<Reply> {
     let def = shared
         .read(|s| s.catalog.lookup(&path.group, &path.version, &path.plural))
         .ok_or_else(|| ApiError::no_route(&format!("{}/{}", path.version, path.plural)))?;
     if path.namespace.is_some() && !def.namespaced {
         return Err(ApiError::no_route(&path.plural));
     }
-    let namespace = if def.namespaced { path.namespace.clone().unwrap_or_default() } else { String::new() };
+    let namespace = if def.namespaced {
+        path.namespace.clone().unwrap_or_default()
+    } else {
+        String::new()
+    };
     if def.namespaced && namespace.is_empty() && path.name.is_some() {
         return Err(ApiError::no_route(&path.plural));
     }
-    let target = Target { def, version: &path.version, path, namespace };
+    let target = Target {
+        def,
+        version: &path.version,
+        path,
+        namespace,
+    };
     let needs_namespace = def_needs_namespace(&target, context.verb);
     if needs_namespace {
-        return Err(ApiError::bad_request("the namespace of the object must be given in the request path"));
+        return Err(ApiError::bad_request(
+            "the namespace of the object must be given in the request path",
+        ));
     }
     match (path.subresource.as_deref(), context.verb) {
         (None, Verb::Get) => get(shared, context, &target),
@@ -93,16 +123,23 @@ pub(crate) async fn serve(shared: &Arc<Shared>, context: &Context, path: &Object
         (None, Verb::Patch) => patch(shared, context, &target, &body, Scope::Main),
         (None, Verb::Delete) => delete(shared, context, &target, &body),
         (None, Verb::DeleteCollection) => delete_collection(shared, context, &target, &body),
-        (Some("status"), verb) if target.def.version(target.version).is_some_and(|v| v.status) => match verb {
-            Verb::Get => get(shared, context, &target),
-            Verb::Update => update(shared, context, &target, &body, Scope::Status),
-            Verb::Patch => patch(shared, context, &target, &body, Scope::Status),
-            _ => Err(method_not_allowed()),
-        },
+        (Some("status"), verb) if target.def.version(target.version).is_some_and(|v| v.status) => {
+            match verb {
+                Verb::Get => get(shared, context, &target),
+                Verb::Update => update(shared, context, &target, &body, Scope::Status),
+                Verb::Patch => patch(shared, context, &target, &body, Scope::Status),
+                _ => Err(method_not_allowed()),
+            }
+        }
         (Some("finalize"), Verb::Update) if target.def.builtin == Some(Builtin::Namespace) => {
             update(shared, context, &target, &body, Scope::Status)
         }
-        (Some("scale"), verb) if target.def.version(target.version).is_some_and(|v| v.scale.is_some()) => {
+        (Some("scale"), verb)
+            if target
+                .def
+                .version(target.version)
+                .is_some_and(|v| v.scale.is_some()) =>
+        {
             scale(shared, context, &target, verb, &body)
         }
         (Some(sub), _) => Err(ApiError::no_route(sub)),
@@ -111,7 +148,9 @@ pub(crate) async fn serve(shared: &Arc<Shared>, context: &Context, path: &Object
 }
 
 fn def_needs_namespace(target: &Target<'_>, verb: Verb) -> bool {
-    target.def.namespaced && target.namespace.is_empty() && matches!(verb, Verb::Create | Verb::DeleteCollection)
+    target.def.namespaced
+        && target.namespace.is_empty()
+        && matches!(verb, Verb::Create | Verb::DeleteCollection)
 }
 
 fn method_not_allowed() -> ApiError {
@@ -128,7 +167,11 @@ fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Rep
     let object = current(shared, target, target.name())?;
     if context.format == Format::Table {
         let rv = object::resource_version(&object).to_string();
-        return Ok(table_reply(target, &[target.render(&object)], json!({"resourceVersion": rv})));
+        return Ok(table_reply(
+            target,
+            &[target.render(&object)],
+            json!({"resourceVersion": rv}),
+        ));
     }
     Ok(Reply::json(StatusCode::OK, &target.render(&object)))
 }
@@ -139,7 +182,11 @@ fn table_reply(target: &Target<'_>, objects: &[Value], list_meta: Value) -> Repl
 }
 
 pub(crate) fn table_for(target: &Target<'_>, objects: &[Value], list_meta: Value) -> Value {
-    let columns = target.def.version(target.version).map(|v| v.printer_columns.as_slice()).unwrap_or_default();
+    let columns = target
+        .def
+        .version(target.version)
+        .map(|v| v.printer_columns.as_slice())
+        .unwrap_or_default();
     table::build_table(objects, columns, list_meta, time::OffsetDateTime::now_utc())
 }
 
@@ -153,8 +200,10 @@ pub(crate) struct Selectors {
 impl Selectors {
     pub(crate) fn parse(context: &Context, def: &ResourceDef) -> ApiResult<Selectors> {
         let bad = |e: super::selector::SelectorError| ApiError::bad_request(e.to_string());
-        let labels = LabelSelector::parse(context.query.get("labelSelector").unwrap_or_default()).map_err(bad)?;
-        let fields = FieldSelector::parse(context.query.get("fieldSelector").unwrap_or_default()).map_err(bad)?;
+        let labels = LabelSelector::parse(context.query.get("labelSelector").unwrap_or_default())
+            .map_err(bad)?;
+        let fields = FieldSelector::parse(context.query.get("fieldSelector").unwrap_or_default())
+            .map_err(bad)?;
         for field in fields.fields() {
             if !field_supported(def, field) {
                 return Err(ApiError::bad_request(format!(
@@ -166,7 +215,9 @@ impl Selectors {
     }
 
     pub(crate) fn matches(&self, object: &Value) -> bool {
-        self.labels.matches(object["metadata"]["labels"].as_object()) && self.fields.matches(object)
+        self.labels
+            .matches(object["metadata"]["labels"].as_object())
+            && self.fields.matches(object)
     }
 }
 
@@ -177,11 +228,18 @@ fn field_supported(def: &ResourceDef, field: &str) -> bool {
     match def.builtin {
         Some(Builtin::Pod) => matches!(
             field,
-            "spec.nodeName" | "spec.restartPolicy" | "spec.schedulerName" | "spec.serviceAccountName"
-                | "spec.hostNetwork" | "status.phase" | "status.podIP" | "status.nominatedNodeName"
+            "spec.nodeName"
+                | "spec.restartPolicy"
+                | "spec.schedulerName"
+                | "spec.serviceAccountName"
+                | "spec.hostNetwork"
+                | "status.phase"
+                | "status.podIP"
+                | "status.nominatedNodeName"
         ),
         Some(Builtin::Event | Builtin::EventsV1) => {
-            field.starts_with("involvedObject.") || field.starts_with("regarding.")
+            field.starts_with("involvedObject.")
+                || field.starts_with("regarding.")
                 || matches!(field, "reason" | "reportingComponent" | "source" | "type")
         }
         Some(Builtin::Secret) => field == "type",
@@ -192,22 +250,32 @@ fn field_supported(def: &ResourceDef, field: &str) -> bool {
 
 /// A `continue` token: the snapshot's version and the last key served.
 fn encode_continue(rv: u64, last: &ObjectKey) -> String {
-    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}\u{0}", last.0, last.1)});
+    let token =
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}\u{0}", last.0, last.1)});
     base64::engine::general_purpose::URL_SAFE.encode(token.to_string())
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
-    let bytes = base64::engine::general_purpose::URL_SAFE.decode(token).map_err(|_| bad())?;
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let rv = value["rv"].as_u64().ok_or_else(bad)?;
-    let start = value["start"].as_str().ok_or_else(bad)?.trim_end_matches('\u{0}');
+    let start = value["start"]
+        .as_str()
+        .ok_or_else(bad)?
+        .trim_end_matches('\u{0}');
     let (namespace, name) = start.split_once('/').ok_or_else(bad)?;
     Ok((rv, (namespace.to_string(), name.to_string())))
 }
 
 /// Which snapshot a list reads: its version and, for continued lists, where to start.
-fn list_snapshot(state: &State, context: &Context, target: &Target<'_>) -> ApiResult<(u64, Objects, Option<ObjectKey>)> {
+fn list_snapshot(
+    state: &State,
+    context: &Context,
+    target: &Target<'_>,
+) -> ApiResult<(u64, Objects, Option<ObjectKey>)> {
     let current = state.resource_version();
     if let Some(token) = context.query.get("continue") {
         let (rv, start) = decode_continue(token)?;
@@ -242,7 +310,11 @@ fn list_snapshot(state: &State, context: &Context, target: &Target<'_>) -> ApiRe
 
 fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
     let selectors = Selectors::parse(context, &target.def)?;
-    let limit = context.query.number("limit").filter(|l| *l > 0).map(|l| l as usize);
+    let limit = context
+        .query
+        .number("limit")
+        .filter(|l| *l > 0)
+        .map(|l| l as usize);
     let (rv, objects, start) = shared.read(|state| list_snapshot(state, context, target))?;
     let matching = objects
         .iter()
@@ -279,16 +351,35 @@ fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Re
     Ok(Reply::json(StatusCode::OK, &list))
 }
 
+/// The media type of Kubernetes' protobuf encoding.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// Parses a JSON body; a malformed one is a `400 BadRequest`.
 fn parse_json(body: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
 }
 
-/// Parses an object for create or update and checks what the path says about it.
-fn parse_object(target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
-    let mut object = parse_json(body)?;
+/// Parses an object for create or update (JSON, or the protobuf kubectl sends for built-ins)
+/// and checks what the path says about it.
+fn parse_object(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
+    let media = context.content_type.as_deref().unwrap_or_default();
+    let mut object = if media.starts_with(PROTOBUF) {
+        protobuf::decode(body).map_err(|e| match e {
+            ProtobufError::UnsupportedKind { .. } => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                e.to_string(),
+            ),
+            _ => ApiError::bad_request(format!("protobuf decoding error: {e}")),
+        })?
+    } else {
+        parse_json(body)?
+    };
     if !object.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     }
     check_identity(target, &mut object)?;
     Ok(object)
@@ -346,17 +437,30 @@ fn field_validation(context: &Context) -> ApiResult<FieldValidation> {
     FieldValidation::parse(context.query.get("fieldValidation"))
 }
 
-fn create(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Reply> {
+fn create(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
-    let object = parse_object(target, body)?;
+    let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
     create_object(shared, target, object, validation)
 }
 
-fn create_object(shared: &Shared, target: &Target<'_>, mut object: Value, validation: FieldValidation) -> ApiResult<Reply> {
+fn create_object(
+    shared: &Shared,
+    target: &Target<'_>,
+    mut object: Value,
+    validation: FieldValidation,
+) -> ApiResult<Reply> {
     let (stored, warnings) = shared.write(|state| {
         if object::name(&object).is_empty() {
-            let prefix = object["metadata"]["generateName"].as_str().unwrap_or_default().to_string();
+            let prefix = object["metadata"]["generateName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             if prefix.is_empty() {
                 return Err(ApiError::invalid_field(
                     target.subject(""),
@@ -376,9 +480,15 @@ fn create_object(shared: &Shared, target: &Target<'_>, mut object: Value, valida
     Ok(Reply::json(StatusCode::CREATED, &target.render(&stored)).with_warnings(warnings))
 }
 
-fn update(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8], scope: Scope) -> ApiResult<Reply> {
+fn update(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+    scope: Scope,
+) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
-    let object = parse_object(target, body)?;
+    let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
     let name = target.name().to_string();
     write_object(shared, target, &name, scope, validation, |_| Ok(object))
@@ -418,7 +528,12 @@ enum PatchKind {
 }
 
 fn patch_kind(content_type: Option<&str>) -> ApiResult<PatchKind> {
-    let media = content_type.unwrap_or_default().split(';').next().unwrap_or_default().trim();
+    let media = content_type
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
     match media {
         "application/json-patch+json" => Ok(PatchKind::Json),
         "application/merge-patch+json" => Ok(PatchKind::Merge),
@@ -429,23 +544,31 @@ fn patch_kind(content_type: Option<&str>) -> ApiResult<PatchKind> {
 }
 
 fn patch_error(target: &Target<'_>, name: &str, error: PatchError) -> ApiError {
-    match error {
-        PatchError::Conflict(_) => {
-            ApiError::new(StatusCode::CONFLICT, "Conflict", error.to_string())
-                .with_details(json!({"name": name, "group": target.def.group, "kind": target.def.plural}))
-        }
-        PatchError::Malformed(_) => ApiError::bad_request(error.to_string()),
-        _ => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", error.to_string())
-            .with_details(json!({"name": name, "group": target.def.group, "kind": target.def.kind})),
+    let code = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+    let mut details = json!({"name": name, "group": target.def.group, "kind": target.def.plural});
+    if let PatchError::Conflict { conflicts, .. } = &error {
+        details["causes"] = conflicts
+            .iter()
+            .map(|c| json!({"reason": "FieldManagerConflict", "message": c.message, "field": c.field}))
+            .collect();
     }
+    ApiError::new(code, error.reason(), error.to_string()).with_details(details)
 }
 
-fn patch(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8], scope: Scope) -> ApiResult<Reply> {
+fn patch(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+    scope: Scope,
+) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
     let kind = patch_kind(context.content_type.as_deref())?;
     let name = target.name().to_string();
     if kind == PatchKind::Strategic && target.def.builtin.is_none() {
-        return Err(ApiError::unsupported_media_type("application/strategic-merge-patch+json"));
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+        ));
     }
     if kind == PatchKind::Apply {
         return apply(shared, context, target, body, scope, validation);
@@ -462,12 +585,16 @@ fn patch(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8], s
                 patch::merge_patch(&mut patched, &document);
                 Ok(())
             }
-            PatchKind::Strategic => patch::strategic_merge_patch(&target.def.kind, &mut patched, &document),
+            PatchKind::Strategic => {
+                patch::strategic_merge_patch(&target.def.kind, &mut patched, &document)
+            }
             PatchKind::Apply => unreachable!("apply patches are served above"),
         }
         .map_err(|e| patch_error(target, &name, e))?;
         if !patched.is_object() {
-            return Err(ApiError::bad_request("the patched object must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the patched object must be a JSON object",
+            ));
         }
         Ok(patched)
     })
@@ -490,29 +617,48 @@ fn apply(
     let applied: Value = serde_norway::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !applied.is_object() {
-        return Err(ApiError::bad_request("the applied configuration must be an object"));
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
     }
     let exists = shared.read(|s| s.get(&target.def.key(), &target.key(&name)).is_some());
     let now = object::now_timestamp();
     if !exists {
-        let mut object = patch::server_side_apply(Some(&target.def.kind), None, &applied, manager, force, &now)
-            .map_err(|e| patch_error(target, &name, e))?;
+        let mut object =
+            patch::server_side_apply(Some(&target.def.kind), None, &applied, manager, force, &now)
+                .map_err(|e| patch_error(target, &name, e))?;
         check_identity(target, &mut object)?;
         let object = target.for_storage(object);
         return create_object(shared, target, object, validation);
     }
     write_object(shared, target, &name, scope, validation, |current| {
-        patch::server_side_apply(Some(&target.def.kind), Some(current), &applied, manager, force, &now)
-            .map_err(|e| patch_error(target, &name, e))
+        patch::server_side_apply(
+            Some(&target.def.kind),
+            Some(current),
+            &applied,
+            manager,
+            force,
+            &now,
+        )
+        .map_err(|e| patch_error(target, &name, e))
     })
 }
 
 fn delete_options(context: &Context, body: &[u8]) -> ApiResult<DeleteOptions> {
-    let options = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_json(body)? };
+    let options = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
     DeleteOptions::parse(&options, context.query.get("propagationPolicy"))
 }
 
-fn delete(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Reply> {
+fn delete(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
     let options = delete_options(context, body)?;
     let key = target.key(target.name());
     let deletion = shared.write(|state| lifecycle::delete(state, &target.def, &key, &options))?;
@@ -522,7 +668,12 @@ fn delete(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8]) 
     })
 }
 
-fn delete_collection(shared: &Shared, context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Reply> {
+fn delete_collection(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
     let options = delete_options(context, body)?;
     let selectors = Selectors::parse(context, &target.def)?;
     let deleted = shared.write(|state| {
@@ -531,14 +682,17 @@ fn delete_collection(shared: &Shared, context: &Context, target: &Target<'_>, bo
             .into_iter()
             .flat_map(|o| o.iter())
             .filter(|(key, object)| {
-                (target.namespace.is_empty() || key.0 == target.namespace) && selectors.matches(object)
+                (target.namespace.is_empty() || key.0 == target.namespace)
+                    && selectors.matches(object)
             })
             .map(|(key, _)| key.clone())
             .collect();
         let mut deleted = Vec::new();
         for key in keys {
             match lifecycle::delete(state, &target.def, &key, &options) {
-                Ok(Deletion::Gone(object) | Deletion::Pending(object)) => deleted.push(target.render(&object)),
+                Ok(Deletion::Gone(object) | Deletion::Pending(object)) => {
+                    deleted.push(target.render(&object))
+                }
                 Err(error) => tracing::debug!(?error, "deletecollection skipped an object"),
             }
         }
@@ -555,12 +709,24 @@ fn delete_collection(shared: &Shared, context: &Context, target: &Target<'_>, bo
 }
 
 /// The `scale` subresource: an `autoscaling/v1` `Scale` view of the replicas.
-fn scale(shared: &Shared, context: &Context, target: &Target<'_>, verb: Verb, body: &[u8]) -> ApiResult<Reply> {
-    let paths = target.def.version(target.version).and_then(|v| v.scale.clone()).ok_or_else(method_not_allowed)?;
+fn scale(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    verb: Verb,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let paths = target
+        .def
+        .version(target.version)
+        .and_then(|v| v.scale.clone())
+        .ok_or_else(method_not_allowed)?;
     let name = target.name().to_string();
     let read_path = |object: &Value, path: &str| -> Value {
-        let pointer = format!("/{}", path.trim_start_matches('.').replace('.', "/"));
-        object.pointer(&pointer).cloned().unwrap_or(Value::Null)
+        table::json_path(object, path)
+            .into_iter()
+            .next()
+            .unwrap_or(Value::Null)
     };
     let view = |object: &Value| -> Value {
         let meta = object::meta(object);
@@ -591,26 +757,44 @@ fn scale(shared: &Shared, context: &Context, target: &Target<'_>, verb: Verb, bo
             Ok(Reply::json(StatusCode::OK, &view(&object)))
         }
         Verb::Update | Verb::Patch => {
-            let kind = if verb == Verb::Patch { Some(patch_kind(context.content_type.as_deref())?) } else { None };
+            let kind = if verb == Verb::Patch {
+                Some(patch_kind(context.content_type.as_deref())?)
+            } else {
+                None
+            };
             let document = parse_json(body)?;
-            let reply = write_object(shared, target, &name, Scope::Main, FieldValidation::Ignore, |current| {
-                let mut scale = view(current);
-                match kind {
-                    None => scale = document.clone(),
-                    Some(PatchKind::Json) => patch::json_patch(&mut scale, &document).map_err(|e| patch_error(target, &name, e))?,
-                    Some(_) => patch::merge_patch(&mut scale, &document),
-                }
-                let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
-                    ApiError::bad_request("spec.replicas of a Scale must be an integer")
-                })?;
-                let mut object = current.clone();
-                let pointer = format!("/{}", paths.spec_replicas.trim_start_matches('.').replace('.', "/"));
-                set_pointer(&mut object, &pointer, json!(replicas));
-                if let Some(rv) = scale["metadata"]["resourceVersion"].as_str() {
-                    object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
-                }
-                Ok(object)
-            })?;
+            let reply = write_object(
+                shared,
+                target,
+                &name,
+                Scope::Main,
+                FieldValidation::Ignore,
+                |current| {
+                    let mut scale = view(current);
+                    match kind {
+                        None => scale = document.clone(),
+                        Some(PatchKind::Json) => patch::json_patch(&mut scale, &document)
+                            .map_err(|e| patch_error(target, &name, e))?,
+                        Some(_) => patch::merge_patch(&mut scale, &document),
+                    }
+                    let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
+                        ApiError::bad_request("spec.replicas of a Scale must be an integer")
+                    })?;
+                    let mut object = current.clone();
+                    let pointer = format!(
+                        "/{}",
+                        paths
+                            .spec_replicas
+                            .trim_start_matches('.')
+                            .replace('.', "/")
+                    );
+                    set_pointer(&mut object, &pointer, json!(replicas));
+                    if let Some(rv) = scale["metadata"]["resourceVersion"].as_str() {
+                        object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
+                    }
+                    Ok(object)
+                },
+            )?;
             let _ = reply;
             let object = current(shared, target, &name)?;
             Ok(Reply::json(StatusCode::OK, &view(&object)))

@@ -28,7 +28,11 @@ use super::status::{ApiError, ApiResult, status_object};
 use super::verbs::{Selectors, Target, table_for};
 
 /// Starts a watch stream for a resource.
-pub(crate) fn watch(shared: &Arc<Shared>, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+pub(crate) fn watch(
+    shared: &Arc<Shared>,
+    context: &Context,
+    target: &Target<'_>,
+) -> ApiResult<Reply> {
     let selectors = Selectors::parse(context, &target.def)?;
     let query = &context.query;
     let send_initial = query.flag("sendInitialEvents");
@@ -38,7 +42,9 @@ pub(crate) fn watch(shared: &Arc<Shared>, context: &Context, target: &Target<'_>
     let requested_rv = match requested {
         None => None,
         Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("resourceVersion: Invalid value: {text:?}: must be a number"))
+            ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {text:?}: must be a number"
+            ))
         })?),
     };
     if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
@@ -68,15 +74,14 @@ pub(crate) fn watch(shared: &Arc<Shared>, context: &Context, target: &Target<'_>
         let current = state.resource_version();
         match requested_rv {
             Some(rv) if rv != 0 && !send_initial => {
-                if rv < state.compacted_rv() {
-                    stream.expire(rv, state.compacted_rv());
-                }
                 stream.last_rv = rv;
             }
             _ => {
                 let objects = state.objects(&target.def.key());
                 for (key, object) in objects.into_iter().flatten() {
-                    if (stream.namespace.is_empty() || key.0 == stream.namespace) && stream.selectors.matches(object) {
+                    if (stream.namespace.is_empty() || key.0 == stream.namespace)
+                        && stream.selectors.matches(object)
+                    {
                         stream.push("ADDED", object);
                     }
                 }
@@ -87,8 +92,13 @@ pub(crate) fn watch(shared: &Arc<Shared>, context: &Context, target: &Target<'_>
             }
         }
     });
+    // Changes after the requested version that are already in the history.
+    stream.catch_up();
     let guard = WatchGuard(shared.clone());
-    shared.counters.open_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    shared
+        .counters
+        .open_watches
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let events = futures::stream::unfold((stream, guard), |(mut stream, guard)| async move {
         let line = stream.next_line().await?;
         Some((Ok(Frame::data(line)), (stream, guard)))
@@ -106,7 +116,10 @@ struct WatchGuard(Arc<Shared>);
 
 impl Drop for WatchGuard {
     fn drop(&mut self) {
-        self.0.counters.open_watches.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0
+            .counters
+            .open_watches
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -145,7 +158,9 @@ impl WatchStream {
             if self.finished || self.events_left == Some(0) {
                 return None;
             }
-            let deadline = self.deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            let deadline = self
+                .deadline
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
             tokio::select! {
                 _ = self.closed.cancelled() => return None,
                 _ = tokio::time::sleep_until(deadline) => return None,
@@ -170,7 +185,11 @@ impl WatchStream {
     fn catch_up(&mut self) {
         let shared = self.shared.clone();
         shared.read(|state| {
-            if state.catalog.lookup(&self.def.group, &self.version, &self.def.plural).is_none() {
+            if state
+                .catalog
+                .lookup(&self.def.group, &self.version, &self.def.plural)
+                .is_none()
+            {
                 self.finished = true;
                 return;
             }
@@ -190,11 +209,15 @@ impl WatchStream {
         if change.resource.0 != self.def.group || change.resource.1 != self.def.plural {
             return;
         }
-        if !self.namespace.is_empty() && super::object::namespace(&change.object) != self.namespace {
+        if !self.namespace.is_empty() && super::object::namespace(&change.object) != self.namespace
+        {
             return;
         }
         let now = self.selectors.matches(&change.object);
-        let before = change.previous.as_ref().is_some_and(|p| self.selectors.matches(p));
+        let before = change
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.selectors.matches(p));
         let kind = match (change.kind, before, now) {
             (ChangeKind::Added, _, true) => "ADDED",
             (ChangeKind::Modified, true, true) => "MODIFIED",
@@ -213,7 +236,10 @@ impl WatchStream {
 
     fn rendered(&self, object: &Value) -> Value {
         let mut rendered = serde_json::Map::new();
-        rendered.insert("apiVersion".into(), json!(self.def.api_version(&self.version)));
+        rendered.insert(
+            "apiVersion".into(),
+            json!(self.def.api_version(&self.version)),
+        );
         rendered.insert("kind".into(), json!(self.def.kind));
         for (key, value) in object.as_object().into_iter().flatten() {
             if key != "apiVersion" && key != "kind" {
@@ -230,7 +256,12 @@ impl WatchStream {
                 name: None,
                 subresource: None,
             };
-            let target = Target { def: self.def.clone(), version: &self.version, path: &path, namespace: String::new() };
+            let target = Target {
+                def: self.def.clone(),
+                version: &self.version,
+                path: &path,
+                namespace: String::new(),
+            };
             let rv = super::object::resource_version(&rendered).to_string();
             return table_for(&target, &[rendered], json!({"resourceVersion": rv}));
         }

@@ -35,7 +35,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -58,7 +60,10 @@ async fn main() -> std::process::ExitCode {
     };
     if let Some(path) = &args.kubeconfig {
         if let Err(error) = server.write_kubeconfig(path) {
-            eprintln!("kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}", path.display());
+            eprintln!(
+                "kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}",
+                path.display()
+            );
             server.stop().await;
             return std::process::ExitCode::FAILURE;
         }

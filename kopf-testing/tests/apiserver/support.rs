@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
 /// A generous deadline for conditions that should hold soon.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Waits until `condition` returns `Some`, polling; panics with `what` after `deadline`.
-pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut condition: F) -> T
+pub(crate) async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut condition: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -28,12 +28,12 @@ where
 }
 
 /// Whether we run under CI, where a missing tool is a failure rather than a skip.
-pub fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
 /// Says loudly that a test cannot run here; fails under CI.
-pub fn skip(test: &str, why: &str) {
+pub(crate) fn skip(test: &str, why: &str) {
     if in_ci() {
         panic!("{test}: {why} (CI is set, so this is a failure, not a skip)");
     }
@@ -41,7 +41,7 @@ pub fn skip(test: &str, why: &str) {
 }
 
 /// The path of `kubectl`, or a loud skip.
-pub fn kubectl(test: &str) -> Option<PathBuf> {
+pub(crate) fn kubectl(test: &str) -> Option<PathBuf> {
     match find_in_path("kubectl") {
         Some(path) => Some(path),
         None => {
@@ -60,13 +60,15 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
 }
 
 /// The project's root folder.
-pub fn project_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("kopf-testing sits in the workspace")
+pub(crate) fn project_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("kopf-testing sits in the workspace")
 }
 
 /// The virtualenv's python with kopf and the kubernetes client (made by `scripts/python-env`
 /// on first use), or a loud skip.
-pub async fn python(test: &str) -> Option<PathBuf> {
+pub(crate) async fn python(test: &str) -> Option<PathBuf> {
     static PYTHON: OnceCell<Result<PathBuf, String>> = OnceCell::const_new();
     let found = PYTHON
         .get_or_init(|| async {
@@ -86,7 +88,9 @@ pub async fn python(test: &str) -> Option<PathBuf> {
                     String::from_utf8_lossy(&output.stderr)
                 ));
             }
-            Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+            Ok(PathBuf::from(
+                String::from_utf8_lossy(&output.stdout).trim(),
+            ))
         })
         .await;
     match found {
@@ -100,7 +104,7 @@ pub async fn python(test: &str) -> Option<PathBuf> {
 
 /// Slow tests that run external processes take turns, so they do not starve each other of
 /// the machine's cores and time out.
-pub async fn serial() -> SemaphorePermit<'static> {
+pub(crate) async fn serial() -> SemaphorePermit<'static> {
     static SLOW: Semaphore = Semaphore::const_new(1);
     SLOW.acquire().await.expect("the semaphore is never closed")
 }
