@@ -104,15 +104,13 @@ impl ResourceDef {
         self.versions.iter().any(|v| v.status)
     }
 
+    /// A built-in resource; `[group, version, plural, kind]` name it.
     fn builtin(
-        group: &str,
-        version: &str,
-        plural: &str,
-        kind: &str,
+        builtin: Builtin,
+        [group, version, plural, kind]: [&str; 4],
         namespaced: bool,
         short_names: &[&str],
         status: bool,
-        builtin: Builtin,
     ) -> Self {
         ResourceDef {
             group: group.into(),
@@ -141,112 +139,111 @@ impl ResourceDef {
         use Builtin::*;
         let mut all = vec![
             Self::builtin(
-                "",
-                "v1",
-                "namespaces",
-                "Namespace",
+                Namespace,
+                ["", "v1", "namespaces", "Namespace"],
                 false,
                 &["ns"],
                 true,
-                Namespace,
             ),
             Self::builtin(
-                "",
-                "v1",
-                "configmaps",
-                "ConfigMap",
+                ConfigMap,
+                ["", "v1", "configmaps", "ConfigMap"],
                 true,
                 &["cm"],
                 false,
-                ConfigMap,
             ),
-            Self::builtin("", "v1", "secrets", "Secret", true, &[], false, Secret),
-            Self::builtin("", "v1", "pods", "Pod", true, &["po"], true, Pod),
+            Self::builtin(Secret, ["", "v1", "secrets", "Secret"], true, &[], false),
+            Self::builtin(Pod, ["", "v1", "pods", "Pod"], true, &["po"], true),
             Self::builtin(
-                "",
-                "v1",
-                "services",
-                "Service",
+                Service,
+                ["", "v1", "services", "Service"],
                 true,
                 &["svc"],
                 true,
-                Service,
             ),
             Self::builtin(
-                "",
-                "v1",
-                "serviceaccounts",
-                "ServiceAccount",
+                ServiceAccount,
+                ["", "v1", "serviceaccounts", "ServiceAccount"],
                 true,
                 &["sa"],
                 false,
-                ServiceAccount,
             ),
-            Self::builtin("", "v1", "events", "Event", true, &["ev"], false, Event),
+            Self::builtin(Event, ["", "v1", "events", "Event"], true, &["ev"], false),
             Self::builtin(
-                "events.k8s.io",
-                "v1",
-                "events",
-                "Event",
+                EventsV1,
+                ["events.k8s.io", "v1", "events", "Event"],
                 true,
                 &["ev"],
                 false,
-                EventsV1,
             ),
             Self::builtin(
-                "coordination.k8s.io",
-                "v1",
-                "leases",
-                "Lease",
+                Lease,
+                ["coordination.k8s.io", "v1", "leases", "Lease"],
                 true,
                 &[],
                 false,
-                Lease,
             ),
             Self::builtin(
-                "apps",
-                "v1",
-                "deployments",
-                "Deployment",
+                Deployment,
+                ["apps", "v1", "deployments", "Deployment"],
                 true,
                 &["deploy"],
                 true,
-                Deployment,
             ),
             Self::builtin(
-                "apiextensions.k8s.io",
-                "v1",
-                "customresourcedefinitions",
-                "CustomResourceDefinition",
+                CustomResourceDefinition,
+                [
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "customresourcedefinitions",
+                    "CustomResourceDefinition",
+                ],
                 false,
                 &["crd", "crds"],
                 true,
-                CustomResourceDefinition,
             ),
             Self::builtin(
-                "admissionregistration.k8s.io",
-                "v1",
-                "validatingwebhookconfigurations",
-                "ValidatingWebhookConfiguration",
-                false,
-                &[],
-                false,
                 ValidatingWebhookConfiguration,
-            ),
-            Self::builtin(
-                "admissionregistration.k8s.io",
-                "v1",
-                "mutatingwebhookconfigurations",
-                "MutatingWebhookConfiguration",
+                [
+                    "admissionregistration.k8s.io",
+                    "v1",
+                    "validatingwebhookconfigurations",
+                    "ValidatingWebhookConfiguration",
+                ],
                 false,
                 &[],
                 false,
+            ),
+            Self::builtin(
                 MutatingWebhookConfiguration,
+                [
+                    "admissionregistration.k8s.io",
+                    "v1",
+                    "mutatingwebhookconfigurations",
+                    "MutatingWebhookConfiguration",
+                ],
+                false,
+                &[],
+                false,
             ),
         ];
         for def in &mut all {
             if matches!(def.builtin, Some(Pod | Service | Deployment)) {
                 def.categories = vec!["all".into()];
+            }
+            let column = |name: &str, type_: &str, path: &str| PrinterColumn {
+                name: name.into(),
+                type_: type_.into(),
+                format: String::new(),
+                description: String::new(),
+                priority: 0,
+                json_path: path.into(),
+            };
+            if matches!(def.builtin, Some(Namespace | Pod)) {
+                def.versions[0].printer_columns = vec![
+                    column("Status", "string", ".status.phase"),
+                    column("Age", "date", ".metadata.creationTimestamp"),
+                ];
             }
             if def.builtin == Some(Deployment) {
                 def.versions[0].scale = Some(ScalePaths {
@@ -411,12 +408,12 @@ impl Catalog {
                 }
             }
         }
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
-        if let Some(p) = preferred {
-            if let Some(pos) = versions.iter().position(|v| *v == p) {
-                let v = versions.remove(pos);
-                versions.insert(0, v);
-            }
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        if let Some(p) = preferred
+            && let Some(pos) = versions.iter().position(|v| *v == p)
+        {
+            let v = versions.remove(pos);
+            versions.insert(0, v);
         }
         versions
     }

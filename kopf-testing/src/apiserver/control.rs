@@ -255,10 +255,10 @@ impl Faults {
             if !rule.matches(request) {
                 continue;
             }
-            if let Some(p) = rule.probability {
-                if !rng.random_bool(p.clamp(0.0, 1.0)) {
-                    continue;
-                }
+            if let Some(p) = rule.probability
+                && !rng.random_bool(p.clamp(0.0, 1.0))
+            {
+                continue;
             }
             if let Some(times) = &mut rule.times {
                 if *times == 0 {

@@ -209,9 +209,9 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         if context.method == Method::GET {
             Ok(())
         } else {
-            Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            )))
+            Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource".to_string(),
+            ))
         }
     };
     match &context.route {

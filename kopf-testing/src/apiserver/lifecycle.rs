@@ -107,15 +107,14 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
             format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
         ));
     }
-    if is_new {
-        if let Some(existing) = state.catalog.get(&def.group, &def.plural) {
-            if existing.builtin.is_some() {
-                return Err(invalid(
-                    "spec.group",
-                    format!("Invalid value: \"{}\": is a built-in resource", def.group),
-                ));
-            }
-        }
+    if is_new
+        && let Some(existing) = state.catalog.get(&def.group, &def.plural)
+        && existing.builtin.is_some()
+    {
+        return Err(invalid(
+            "spec.group",
+            format!("Invalid value: \"{}\": is a built-in resource", def.group),
+        ));
     }
     for version in &def.versions {
         if let Some(schema) = &version.schema {
@@ -165,10 +164,10 @@ pub(crate) fn create(
     {
         return Err(ApiError::already_exists(subject(def, &name)));
     }
-    if def.has_status() {
-        if let Some(map) = object.as_object_mut() {
-            map.remove("status");
-        }
+    if def.has_status()
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("status");
     }
     let meta = object::meta_mut(&mut object);
     for field in [
@@ -332,27 +331,27 @@ pub(crate) fn delete(
     let Some(current) = state.get(&def.key(), key).cloned() else {
         return Err(ApiError::not_found(subject(def, &key.1)));
     };
-    if let Some(uid) = &options.precondition_uid {
-        if uid != object::uid(&current) {
-            return Err(ApiError::conflict(
-                subject(def, &key.1),
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    object::uid(&current)
-                ),
-            ));
-        }
+    if let Some(uid) = &options.precondition_uid
+        && uid != object::uid(&current)
+    {
+        return Err(ApiError::conflict(
+            subject(def, &key.1),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                object::uid(&current)
+            ),
+        ));
     }
-    if let Some(rv) = &options.precondition_rv {
-        if rv != object::resource_version(&current) {
-            return Err(ApiError::conflict(
-                subject(def, &key.1),
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    object::resource_version(&current)
-                ),
-            ));
-        }
+    if let Some(rv) = &options.precondition_rv
+        && rv != object::resource_version(&current)
+    {
+        return Err(ApiError::conflict(
+            subject(def, &key.1),
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                object::resource_version(&current)
+            ),
+        ));
     }
     let mut marked = (*current).clone();
     let mut finalizers = object::finalizers(&marked);
@@ -580,12 +579,15 @@ fn terminate_namespaces(state: &mut State) -> bool {
     progressed
 }
 
+/// An object with its resource.
+type Owned = (Arc<ResourceDef>, Arc<Value>);
+
 /// Deletes objects whose owners are all gone; carries out foreground and orphan deletions.
 fn collect_garbage(state: &mut State) -> bool {
     if !std::mem::take(&mut state.pending.garbage) {
         return false;
     }
-    let mut dependents: HashMap<String, Vec<(Arc<ResourceDef>, Arc<Value>)>> = HashMap::new();
+    let mut dependents: HashMap<String, Vec<Owned>> = HashMap::new();
     let mut orphans = Vec::new();
     for def in state.catalog.iter() {
         for object in state
@@ -618,7 +620,7 @@ fn collect_garbage(state: &mut State) -> bool {
         }
     }
     // Owners being deleted in the foreground or orphaning their dependents.
-    let owners: Vec<(Arc<ResourceDef>, Arc<Value>)> = state
+    let owners: Vec<Owned> = state
         .catalog
         .iter()
         .flat_map(|def| {

@@ -38,10 +38,10 @@ pub(crate) fn check_qualified_name(key: &str) -> Option<String> {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    if let Some(prefix) = prefix {
-        if let Some(problem) = check_subdomain(prefix) {
-            return Some(format!("prefix part {problem}"));
-        }
+    if let Some(prefix) = prefix
+        && let Some(problem) = check_subdomain(prefix)
+    {
+        return Some(format!("prefix part {problem}"));
     }
     if name.is_empty() || name.len() > 63 || !is_label_value(name) {
         return Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());

@@ -36,10 +36,10 @@ pub(crate) async fn load(state: &mut State, path: &Path) -> std::io::Result<()> 
         match def {
             Some(def) => {
                 state.restore_object(&def, entry["object"].clone());
-                if plural == "customresourcedefinitions" {
-                    if let Ok(crd_def) = ResourceDef::from_crd(&entry["object"]) {
-                        state.catalog.insert(crd_def);
-                    }
+                if plural == "customresourcedefinitions"
+                    && let Ok(crd_def) = ResourceDef::from_crd(&entry["object"])
+                {
+                    state.catalog.insert(crd_def);
                 }
             }
             None => tracing::warn!(

@@ -199,11 +199,11 @@ pub(crate) enum Wire<'a> {
     /// Wire type 0.
     Varint(u64),
     /// Wire type 1.
-    Fixed64(u64),
+    Fixed64,
     /// Wire type 2.
     Bytes(&'a [u8]),
     /// Wire type 5.
-    Fixed32(u32),
+    Fixed32,
 }
 
 impl Wire<'_> {
@@ -211,9 +211,9 @@ impl Wire<'_> {
     pub(crate) fn wire_type(self) -> u8 {
         match self {
             Wire::Varint(_) => 0,
-            Wire::Fixed64(_) => 1,
+            Wire::Fixed64 => 1,
             Wire::Bytes(_) => 2,
-            Wire::Fixed32(_) => 5,
+            Wire::Fixed32 => 5,
         }
     }
 }
@@ -278,12 +278,18 @@ impl<'a> Reader<'a> {
         }
         let wire = match tag & 7 {
             0 => Wire::Varint(self.varint()?),
-            1 => Wire::Fixed64(u64::from_le_bytes(self.array()?)),
+            1 => {
+                self.array::<8>()?;
+                Wire::Fixed64
+            }
             2 => {
                 let len = self.varint()?;
                 Wire::Bytes(self.take(len)?)
             }
-            5 => Wire::Fixed32(u32::from_le_bytes(self.array()?)),
+            5 => {
+                self.array::<4>()?;
+                Wire::Fixed32
+            }
             other => {
                 return Err(ProtobufError::UnsupportedWireType {
                     field: number,
@@ -366,8 +372,6 @@ pub(crate) enum Kind {
     Int32,
     /// `int64` varint, a JSON number.
     Int64,
-    /// `bytes`, a base64 JSON string.
-    Bytes,
     /// A nested message, a JSON object.
     Message(&'static Schema),
     /// An embedded Go struct (`json:",inline"`): a nested message whose fields join the parent's.
@@ -1340,7 +1344,6 @@ pub(crate) fn decode_value(
         Kind::Bool | Kind::Int32 | Kind::Int64 => {
             varint_value(field.kind, expect_varint(message, name, wire)?)
         }
-        Kind::Bytes => base64(expect_bytes(message, name, wire)?),
         Kind::Message(inner) | Kind::Inline(inner) => {
             Value::Object(decode_message(inner, expect_bytes(message, name, wire)?)?)
         }

@@ -322,3 +322,46 @@ mod tests {
         assert_eq!(Format::of(&headers), Format::Json);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics(path in ".*") {
+            let _ = Route::parse(&path);
+        }
+
+        #[test]
+        fn object_paths_round_trip(
+            group in "[a-z]{1,8}(\\.[a-z]{1,8}){0,2}",
+            version in "v[1-9](alpha|beta)?[1-9]?",
+            namespace in proptest::option::of("[a-z][a-z0-9-]{0,10}"),
+            plural in "[a-z]{1,12}",
+            name in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"),
+        ) {
+            prop_assume!(plural != "namespaces");
+            let mut path = format!("/apis/{group}/{version}");
+            if let Some(ns) = &namespace {
+                path.push_str(&format!("/namespaces/{ns}"));
+            }
+            path.push_str(&format!("/{plural}"));
+            if let Some(name) = &name {
+                path.push_str(&format!("/{name}"));
+            }
+            let expected = Route::Object(ObjectPath {
+                group, version, namespace, plural, name, subresource: None,
+            });
+            prop_assert_eq!(Route::parse(&path), expected);
+        }
+
+        #[test]
+        fn queries_never_panic(query in ".*") {
+            let parsed = Query::parse(Some(&query));
+            let _ = parsed.flag("watch");
+            let _ = parsed.number("limit");
+        }
+    }
+}

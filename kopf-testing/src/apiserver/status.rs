@@ -9,7 +9,7 @@ pub(crate) struct ApiError {
     pub(crate) code: StatusCode,
     pub(crate) reason: &'static str,
     pub(crate) message: String,
-    pub(crate) details: Option<Value>,
+    pub(crate) details: Option<Box<Value>>,
     /// Seconds for the `Retry-After` header and `details.retryAfterSeconds`.
     pub(crate) retry_after: Option<u64>,
     /// `Warning` headers to send along (fieldValidation=Warn and friends).
@@ -59,7 +59,7 @@ impl ApiError {
     }
 
     pub(crate) fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -216,7 +216,7 @@ impl ApiError {
         let mut error = Self::new(code, reason, format!("injected fault: {reason}"));
         if let Some(seconds) = retry_after {
             error.retry_after = Some(seconds);
-            error.details = Some(json!({"retryAfterSeconds": seconds}));
+            error.details = Some(Box::new(json!({"retryAfterSeconds": seconds})));
             if code == StatusCode::TOO_MANY_REQUESTS {
                 error.message = "Too many requests, please try again later.".into();
             }
@@ -231,7 +231,7 @@ impl ApiError {
             self.code.as_u16(),
             self.reason,
             &self.message,
-            self.details.clone(),
+            self.details.as_deref().cloned(),
         )
     }
 }

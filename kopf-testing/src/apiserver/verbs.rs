@@ -333,11 +333,11 @@ fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Re
         last = Some(key.clone());
     }
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if remaining > 0 {
-        if let Some(last) = &last {
-            meta["continue"] = json!(encode_continue(rv, last));
-            meta["remainingItemCount"] = json!(remaining);
-        }
+    if remaining > 0
+        && let Some(last) = &last
+    {
+        meta["continue"] = json!(encode_continue(rv, last));
+        meta["remainingItemCount"] = json!(remaining);
     }
     if context.format == Format::Table {
         return Ok(table_reply(target, &items, meta));
@@ -388,20 +388,20 @@ fn parse_object(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResul
 /// The body's apiVersion, kind, namespace and name must agree with the path.
 fn check_identity(target: &Target<'_>, object: &mut Value) -> ApiResult<()> {
     let expected_version = target.def.api_version(target.version);
-    if let Some(given) = object["apiVersion"].as_str() {
-        if given != expected_version {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({given}) does not match the expected API version ({expected_version})"
-            )));
-        }
+    if let Some(given) = object["apiVersion"].as_str()
+        && given != expected_version
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({given}) does not match the expected API version ({expected_version})"
+        )));
     }
-    if let Some(given) = object["kind"].as_str() {
-        if given != target.def.kind {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({given}) does not match the expected kind ({})",
-                target.def.kind
-            )));
-        }
+    if let Some(given) = object["kind"].as_str()
+        && given != target.def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({given}) does not match the expected kind ({})",
+            target.def.kind
+        )));
     }
     let meta = object::meta_mut(object);
     if target.def.namespaced {

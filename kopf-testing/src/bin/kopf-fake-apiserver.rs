@@ -58,15 +58,15 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    if let Some(path) = &args.kubeconfig {
-        if let Err(error) = server.write_kubeconfig(path) {
-            eprintln!(
-                "kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}",
-                path.display()
-            );
-            server.stop().await;
-            return std::process::ExitCode::FAILURE;
-        }
+    if let Some(path) = &args.kubeconfig
+        && let Err(error) = server.write_kubeconfig(path)
+    {
+        eprintln!(
+            "kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}",
+            path.display()
+        );
+        server.stop().await;
+        return std::process::ExitCode::FAILURE;
     }
     println!("listening on {}", server.url());
     wait_for_signal().await;

@@ -3,6 +3,7 @@
 mod support;
 
 mod api;
+mod binary;
 mod kube_runtime;
 mod kubectl;
 mod python;
