@@ -10,7 +10,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -97,6 +97,51 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
+    /// connections are then not counted among the caller's runtime's tasks (useful when a test
+    /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
+    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+        let (started_tx, started_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("kopf-fake-apiserver".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = started_tx.send(Err(error));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    match self.start().await {
+                        Ok(server) => {
+                            let (root, tracker) = (server.root.clone(), server.tracker.clone());
+                            if started_tx.send(Ok(server)).is_ok() {
+                                root.cancelled().await;
+                            }
+                            tracker.close();
+                            tracker.wait().await;
+                        }
+                        Err(error) => {
+                            let _ = started_tx.send(Err(error));
+                        }
+                    }
+                });
+                drop(runtime);
+                let _ = done_tx.send(());
+            })?;
+        let mut server = started_rx.await.map_err(|_| {
+            std::io::Error::other("the fake API server's thread ended before it started")
+        })??;
+        server.own_runtime = Some(done_rx);
+        Ok(server)
+    }
+
     /// Starts serving on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<FakeApiServer> {
         let listener = TcpListener::bind(self.bind).await?;
@@ -141,6 +186,7 @@ impl FakeApiServerBuilder {
             url: format!("http://{addr}"),
             root,
             tracker,
+            own_runtime: None,
         })
     }
 }
@@ -226,6 +272,8 @@ pub struct FakeApiServer {
     url: String,
     root: CancellationToken,
     tracker: TaskTracker,
+    /// Resolves when the server's own runtime (if it has one) is gone.
+    own_runtime: Option<oneshot::Receiver<()>>,
 }
 
 impl FakeApiServer {
@@ -343,10 +391,13 @@ impl FakeApiServer {
 
     /// Stops serving, closes every connection, waits until no task of the server is left,
     /// and saves the state file if one was given.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.root.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        if let Some(runtime) = self.own_runtime.take() {
+            let _ = runtime.await;
+        }
     }
 }
 

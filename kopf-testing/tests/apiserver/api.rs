@@ -1236,3 +1236,34 @@ fn uuid_like() -> String {
             .as_nanos()
     )
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_its_own_runtime_adds_no_task_to_ours() {
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::default_namespaced(server.client());
+    let watch = api.watch(&Default::default(), "0").await.expect("watching");
+    assert_eq!(server.stats().open_watches, 1);
+    let addr = server.addr();
+    server.stop().await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "nothing listens after stop"
+    );
+    drop(watch);
+    drop(api);
+    wait_for("the client's tasks to end", DEADLINE, || async {
+        (tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+            <= before)
+            .then_some(())
+    })
+    .await;
+}
