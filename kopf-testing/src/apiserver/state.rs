@@ -40,7 +40,7 @@ pub(crate) struct Change {
 pub(crate) type Objects = BTreeMap<ObjectKey, Arc<Value>>;
 
 /// Everything the server knows.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct State {
     pub(crate) catalog: Catalog,
     objects: HashMap<ResourceKey, Objects>,

@@ -437,6 +437,41 @@ fn field_validation(context: &Context) -> ApiResult<FieldValidation> {
     FieldValidation::parse(context.query.get("fieldValidation"))
 }
 
+/// `?dryRun=All` (`kubectl diff`, `--dry-run=server`): the write is checked and answered as
+/// usual, but nothing is stored.
+fn dry_run(context: &Context) -> ApiResult<bool> {
+    match context.query.get("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+        ))),
+    }
+}
+
+/// Runs a write on the state; for a dry run, on a copy of it that is then thrown away (so no
+/// controller runs and no watch sees it).
+fn commit<T>(shared: &Shared, dry_run: bool, f: impl FnOnce(&mut State) -> T) -> T {
+    if dry_run {
+        let mut copy = shared.read(State::clone);
+        f(&mut copy)
+    } else {
+        shared.write(f)
+    }
+}
+
+/// A dry run stores nothing, so its answer keeps the stored object's resourceVersion (none
+/// for a creation).
+fn unstored(object: &Value, resource_version: Option<&str>) -> Arc<Value> {
+    let mut object = object.clone();
+    let meta = object::meta_mut(&mut object);
+    match resource_version {
+        Some(rv) => meta.insert("resourceVersion".into(), json!(rv)),
+        None => meta.remove("resourceVersion"),
+    };
+    Arc::new(object)
+}
+
 fn create(
     shared: &Shared,
     context: &Context,
@@ -444,9 +479,10 @@ fn create(
     body: &[u8],
 ) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
+    let dry_run = dry_run(context)?;
     let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
-    create_object(shared, target, object, validation)
+    create_object(shared, target, object, validation, dry_run)
 }
 
 fn create_object(
@@ -454,8 +490,9 @@ fn create_object(
     target: &Target<'_>,
     mut object: Value,
     validation: FieldValidation,
+    dry_run: bool,
 ) -> ApiResult<Reply> {
-    let (stored, warnings) = shared.write(|state| {
+    let (stored, warnings) = commit(shared, dry_run, |state| {
         if object::name(&object).is_empty() {
             let prefix = object["metadata"]["generateName"]
                 .as_str()
@@ -474,7 +511,10 @@ fn create_object(
             object::meta_mut(&mut object).insert("name".into(), json!(name));
         }
         let warnings = admission::admit(&target.def, target.version, &mut object, validation)?;
-        let stored = lifecycle::create(state, &target.def, object)?;
+        let mut stored = lifecycle::create(state, &target.def, object)?;
+        if dry_run {
+            stored = unstored(&stored, None);
+        }
         Ok((stored, warnings))
     })?;
     Ok(Reply::json(StatusCode::CREATED, &target.render(&stored)).with_warnings(warnings))
@@ -488,10 +528,13 @@ fn update(
     scope: Scope,
 ) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
+    let dry_run = dry_run(context)?;
     let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
     let name = target.name().to_string();
-    write_object(shared, target, &name, scope, validation, |_| Ok(object))
+    write_object(shared, target, &name, scope, validation, dry_run, |_| {
+        Ok(object)
+    })
 }
 
 /// Replaces an object with what `change` makes of its current state, after admission.
@@ -501,9 +544,10 @@ fn write_object(
     name: &str,
     scope: Scope,
     validation: FieldValidation,
+    dry_run: bool,
     change: impl FnOnce(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
-    let (stored, warnings) = shared.write(|state| {
+    let (stored, warnings) = commit(shared, dry_run, |state| {
         let old = state
             .get(&target.def.key(), &target.key(name))
             .cloned()
@@ -512,7 +556,10 @@ fn write_object(
         check_identity(target, &mut new)?;
         let mut new = target.for_storage(new);
         let warnings = admission::admit(&target.def, target.version, &mut new, validation)?;
-        let stored = lifecycle::update(state, &target.def, &old, new, scope)?;
+        let mut stored = lifecycle::update(state, &target.def, &old, new, scope)?;
+        if dry_run {
+            stored = unstored(&stored, Some(object::resource_version(&old)));
+        }
         Ok((stored, warnings))
     })?;
     Ok(Reply::json(StatusCode::OK, &target.render(&stored)).with_warnings(warnings))
@@ -573,31 +620,40 @@ fn patch(
     if kind == PatchKind::Apply {
         return apply(shared, context, target, body, scope, validation);
     }
+    let dry_run = dry_run(context)?;
     let document = parse_json(body)?;
     if kind != PatchKind::Json && !document.is_object() {
         return Err(ApiError::bad_request("the patch must be a JSON object"));
     }
-    write_object(shared, target, &name, scope, validation, |current| {
-        let mut patched = current.clone();
-        match kind {
-            PatchKind::Json => patch::json_patch(&mut patched, &document),
-            PatchKind::Merge => {
-                patch::merge_patch(&mut patched, &document);
-                Ok(())
+    write_object(
+        shared,
+        target,
+        &name,
+        scope,
+        validation,
+        dry_run,
+        |current| {
+            let mut patched = current.clone();
+            match kind {
+                PatchKind::Json => patch::json_patch(&mut patched, &document),
+                PatchKind::Merge => {
+                    patch::merge_patch(&mut patched, &document);
+                    Ok(())
+                }
+                PatchKind::Strategic => {
+                    patch::strategic_merge_patch(&target.def.kind, &mut patched, &document)
+                }
+                PatchKind::Apply => unreachable!("apply patches are served above"),
             }
-            PatchKind::Strategic => {
-                patch::strategic_merge_patch(&target.def.kind, &mut patched, &document)
+            .map_err(|e| patch_error(target, &name, e))?;
+            if !patched.is_object() {
+                return Err(ApiError::bad_request(
+                    "the patched object must be a JSON object",
+                ));
             }
-            PatchKind::Apply => unreachable!("apply patches are served above"),
-        }
-        .map_err(|e| patch_error(target, &name, e))?;
-        if !patched.is_object() {
-            return Err(ApiError::bad_request(
-                "the patched object must be a JSON object",
-            ));
-        }
-        Ok(patched)
-    })
+            Ok(patched)
+        },
+    )
 }
 
 /// Server-side apply: creates the object or merges the applied configuration into it.
@@ -614,6 +670,7 @@ fn apply(
         ApiError::bad_request("PATCH /apply requires fieldManager: metadata.managedFields.fieldManager: Required value: is required for apply patch")
     })?;
     let force = context.query.flag("force");
+    let dry_run = dry_run(context)?;
     let applied: Value = serde_norway::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !applied.is_object() {
@@ -629,28 +686,50 @@ fn apply(
                 .map_err(|e| patch_error(target, &name, e))?;
         check_identity(target, &mut object)?;
         let object = target.for_storage(object);
-        return create_object(shared, target, object, validation);
+        return create_object(shared, target, object, validation, dry_run);
     }
-    write_object(shared, target, &name, scope, validation, |current| {
-        patch::server_side_apply(
-            Some(&target.def.kind),
-            Some(current),
-            &applied,
-            manager,
-            force,
-            &now,
-        )
-        .map_err(|e| patch_error(target, &name, e))
-    })
+    write_object(
+        shared,
+        target,
+        &name,
+        scope,
+        validation,
+        dry_run,
+        |current| {
+            patch::server_side_apply(
+                Some(&target.def.kind),
+                Some(current),
+                &applied,
+                manager,
+                force,
+                &now,
+            )
+            .map_err(|e| patch_error(target, &name, e))
+        },
+    )
 }
 
-fn delete_options(context: &Context, body: &[u8]) -> ApiResult<DeleteOptions> {
+/// The `DeleteOptions` of a deletion, and whether it is a dry run (kubectl asks for that in
+/// the body, other clients in the query).
+fn delete_options(context: &Context, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
     let options = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
         parse_json(body)?
     };
-    DeleteOptions::parse(&options, context.query.get("propagationPolicy"))
+    let mut dry_run = dry_run(context)?;
+    for value in options["dryRun"].as_array().into_iter().flatten() {
+        match value.as_str() {
+            Some("All") => dry_run = true,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: Unsupported value: {value}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    let options = DeleteOptions::parse(&options, context.query.get("propagationPolicy"))?;
+    Ok((options, dry_run))
 }
 
 fn delete(
@@ -659,13 +738,21 @@ fn delete(
     target: &Target<'_>,
     body: &[u8],
 ) -> ApiResult<Reply> {
-    let options = delete_options(context, body)?;
+    let (options, dry_run) = delete_options(context, body)?;
     let key = target.key(target.name());
-    let deletion = shared.write(|state| lifecycle::delete(state, &target.def, &key, &options))?;
-    Ok(match deletion {
-        Deletion::Gone(object) => Reply::json(StatusCode::OK, &target.render(&object)),
-        Deletion::Pending(object) => Reply::json(StatusCode::OK, &target.render(&object)),
-    })
+    let deletion = commit(shared, dry_run, |state| {
+        let stored_rv = state
+            .get(&target.def.key(), &key)
+            .map(|o| object::resource_version(o).to_string());
+        let (Deletion::Gone(object) | Deletion::Pending(object)) =
+            lifecycle::delete(state, &target.def, &key, &options)?;
+        Ok::<_, ApiError>(if dry_run {
+            unstored(&object, stored_rv.as_deref())
+        } else {
+            object
+        })
+    })?;
+    Ok(Reply::json(StatusCode::OK, &target.render(&deletion)))
 }
 
 fn delete_collection(
@@ -674,9 +761,9 @@ fn delete_collection(
     target: &Target<'_>,
     body: &[u8],
 ) -> ApiResult<Reply> {
-    let options = delete_options(context, body)?;
+    let (options, dry_run) = delete_options(context, body)?;
     let selectors = Selectors::parse(context, &target.def)?;
-    let deleted = shared.write(|state| {
+    let deleted = commit(shared, dry_run, |state| {
         let keys: Vec<ObjectKey> = state
             .objects(&target.def.key())
             .into_iter()
@@ -689,7 +776,13 @@ fn delete_collection(
             .collect();
         let mut deleted = Vec::new();
         for key in keys {
+            let stored_rv = state
+                .get(&target.def.key(), &key)
+                .map(|o| object::resource_version(o).to_string());
             match lifecycle::delete(state, &target.def, &key, &options) {
+                Ok(Deletion::Gone(object) | Deletion::Pending(object)) if dry_run => {
+                    deleted.push(target.render(&unstored(&object, stored_rv.as_deref())))
+                }
                 Ok(Deletion::Gone(object) | Deletion::Pending(object)) => {
                     deleted.push(target.render(&object))
                 }
@@ -763,12 +856,15 @@ fn scale(
                 None
             };
             let document = parse_json(body)?;
+            let dry_run = dry_run(context)?;
+            let mut proposed = None;
             let reply = write_object(
                 shared,
                 target,
                 &name,
                 Scope::Main,
                 FieldValidation::Ignore,
+                dry_run,
                 |current| {
                     let mut scale = view(current);
                     match kind {
@@ -792,11 +888,15 @@ fn scale(
                     if let Some(rv) = scale["metadata"]["resourceVersion"].as_str() {
                         object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
                     }
+                    proposed = Some(object.clone());
                     Ok(object)
                 },
             )?;
             let _ = reply;
-            let object = current(shared, target, &name)?;
+            let object = match proposed.filter(|_| dry_run) {
+                Some(object) => object,
+                None => (*current(shared, target, &name)?).clone(),
+            };
             Ok(Reply::json(StatusCode::OK, &view(&object)))
         }
         _ => Err(method_not_allowed()),
