@@ -202,15 +202,23 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchE
         // exists); kube-rs's finalizer helper relies on it.
         if let json_patch::PatchOperation::Test(test) = operation {
             let path = test.path.to_string();
-            let parent = path.rsplit_once('/').map(|(parent, _)| parent).unwrap_or_default();
-            if test.value.is_null() && document.pointer(&path).is_none() && document.pointer(parent).is_some() {
+            let parent = path
+                .rsplit_once('/')
+                .map(|(parent, _)| parent)
+                .unwrap_or_default();
+            if test.value.is_null()
+                && document.pointer(&path).is_none()
+                && document.pointer(parent).is_some()
+            {
                 continue;
             }
         }
-        json_patch::patch_unsafe(&mut document, std::slice::from_ref(operation)).map_err(|mut error| {
-            error.operation = index;
-            describe_json_patch_error(&operations, &error)
-        })?;
+        json_patch::patch_unsafe(&mut document, std::slice::from_ref(operation)).map_err(
+            |mut error| {
+                error.operation = index;
+                describe_json_patch_error(&operations, &error)
+            },
+        )?;
     }
     *target = document;
     Ok(())

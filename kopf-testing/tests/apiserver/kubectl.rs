@@ -1252,6 +1252,10 @@ async fn server_dry_runs_store_nothing() {
     kubectl.apply_crd().await;
     let path = kubectl.manifest("example.yaml", &example("kopf-example-1", "1m", ""));
     kubectl.ok(&["apply", "-f", &path]).await;
+    let applied = kubectl.manifest("applied.yaml", &example("kopf-example-2", "1m", ""));
+    kubectl
+        .ok(&["apply", "--server-side", "-f", &applied])
+        .await;
     let before = server.stats().resource_version;
     let get_duration = [
         "get",
@@ -1283,9 +1287,12 @@ async fn server_dry_runs_store_nothing() {
         diff.contains("-  duration: 1m") && diff.contains("+  duration: 2m"),
         "{diff}"
     );
+    let bumped = diff
+        .lines()
+        .any(|l| (l.starts_with("- ") || l.starts_with("+ ")) && l.contains("resourceVersion"));
     assert!(
-        !diff.contains("resourceVersion"),
-        "a dry run does not bump it: {diff}"
+        !bumped,
+        "a dry run does not bump the resourceVersion: {diff}"
     );
     assert_eq!(kubectl.ok(&get_duration).await, "1m");
 
@@ -1296,13 +1303,37 @@ async fn server_dry_runs_store_nothing() {
         out.trim(),
         "kopfexample.kopf.dev/kopf-example-1 configured (server dry run)"
     );
+    // Server-side apply: an update and a creation.
+    let applied = kubectl.manifest("applied.yaml", &example("kopf-example-2", "2m", ""));
     let out = kubectl
-        .ok(&["apply", "--server-side", "--dry-run=server", "-f", &changed])
+        .ok(&["apply", "--server-side", "--dry-run=server", "-f", &applied])
         .await;
     assert_eq!(
         out.trim(),
-        "kopfexample.kopf.dev/kopf-example-1 serverside-applied (server dry run)"
+        "kopfexample.kopf.dev/kopf-example-2 serverside-applied (server dry run)"
     );
+    let duration = kubectl
+        .ok(&[
+            "get",
+            "kopfexample",
+            "kopf-example-2",
+            "-o",
+            "jsonpath={.spec.duration}",
+        ])
+        .await;
+    assert_eq!(duration, "1m");
+    let new = kubectl.manifest("new.yaml", &example("kopf-example-3", "1m", ""));
+    let out = kubectl
+        .ok(&["apply", "--server-side", "--dry-run=server", "-f", &new])
+        .await;
+    assert_eq!(
+        out.trim(),
+        "kopfexample.kopf.dev/kopf-example-3 serverside-applied (server dry run)"
+    );
+    let err = kubectl
+        .fails(&["get", "kopfexample", "kopf-example-3"])
+        .await;
+    assert!(err.contains("NotFound"), "{err}");
     let patch = r#"{"spec": {"duration": "3m"}}"#;
     let out = kubectl
         .ok(&[
@@ -1386,6 +1417,40 @@ async fn server_dry_runs_store_nothing() {
         before,
         "nothing was stored"
     );
+
+    drop(kubectl);
+    server.stop().await;
+}
+
+/// Switching an object from client-side to server-side apply works in a real cluster: the
+/// fields that the last client-side apply set (its annotation) do not conflict for the manager
+/// `kubectl`.
+///
+/// KNOWN SERVER GAP, hence ignored: the fake server keeps no `Update` entries in managedFields
+/// (so kubectl's own migration of `kubectl-client-side-apply` finds nothing to migrate), and its
+/// server-side apply gives every existing field to `before-first-apply` without Kubernetes'
+/// last-applied exception (`lastAppliedManager`), so this apply fails with a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the fake server lacks the client-side to server-side apply upgrade"]
+async fn switch_from_client_side_to_server_side_apply() {
+    let Some((_turn, server, kubectl)) =
+        setup("switch_from_client_side_to_server_side_apply").await
+    else {
+        return;
+    };
+    kubectl.apply_crd().await;
+    let path = kubectl.manifest("example.yaml", &example("kopf-example-1", "1m", ""));
+    kubectl.ok(&["apply", "-f", &path]).await;
+    let path = kubectl.manifest("example.yaml", &example("kopf-example-1", "2m", ""));
+    let out = kubectl.ok(&["apply", "--server-side", "-f", &path]).await;
+    assert_eq!(
+        out.trim(),
+        "kopfexample.kopf.dev/kopf-example-1 serverside-applied"
+    );
+    let object = kubectl
+        .json(&["get", "kopfexample", "kopf-example-1"])
+        .await;
+    assert_eq!(object["spec"], json!({"duration": "2m"}));
 
     drop(kubectl);
     server.stop().await;
