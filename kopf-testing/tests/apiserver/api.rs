@@ -816,13 +816,16 @@ async fn watches_end_on_timeout_and_send_bookmarks() {
     server.stop().await;
 }
 
+/// A request that must fail: method, path, content type, body, expected code and reason.
+type BadRequest<'a> = (Method, &'a str, &'a str, Vec<u8>, StatusCode, &'a str);
+
 #[tokio::test]
 async fn bad_input_gets_status_errors_and_changes_nothing() {
     let server = FakeApiServer::start().await.unwrap();
     let path = "/api/v1/namespaces/default/configmaps";
     let before = server.stats().resource_version;
     let missing = format!("{path}/missing");
-    let cases: Vec<(Method, &str, &str, Vec<u8>, StatusCode, &str)> = vec![
+    let cases: Vec<BadRequest<'_>> = vec![
         (
             Method::POST,
             path,
