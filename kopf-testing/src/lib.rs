@@ -6,10 +6,15 @@
 //! `kubernetes` client and Python Kopf work against it. Tests can count requests, inject
 //! faults, close watches, compact the history, and restart it.
 //!
+//! [`OperatorHarness`] runs an operator against such a server in a test and checks that it
+//! stops cleanly.
+//!
 //! The `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
 
 mod apiserver;
+mod harness;
 
 pub use apiserver::{
     FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats,
 };
+pub use harness::{DEADLINE, OperatorHarness, test_settings, wait};

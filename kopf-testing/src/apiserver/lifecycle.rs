@@ -182,6 +182,13 @@ pub(crate) fn create(
     meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
     meta.insert("generation".into(), json!(1));
     if def.builtin == Some(Builtin::Namespace) {
+        let name = object::name(&object).to_string();
+        let labels = object::meta_mut(&mut object)
+            .entry("labels")
+            .or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
         object["spec"] = json!({"finalizers": ["kubernetes"]});
         object["status"] = json!({"phase": "Active"});
     }

@@ -1,0 +1,193 @@
+//! Errors that handlers return, and the two kinds that change what the framework does next.
+//!
+//! A handler returns [`kopf::Result`](crate::Result). Any error converts into [`Error`] with
+//! `?`; the framework retries it after the handler's `backoff` (Kopf's default `errors` mode).
+//! Two kinds change that:
+//!
+//! ```
+//! # fn example(ready: bool, config_ok: bool) -> kopf::Result<()> {
+//! use std::time::Duration;
+//! if !ready {
+//!     // Not an error yet: try again in 10 seconds.
+//!     return Err(kopf::TemporaryError::new("the database is not ready").delay(Duration::from_secs(10)).into());
+//! }
+//! if !config_ok {
+//!     // Retrying will not help: give up on this handler for this object.
+//!     return Err(kopf::PermanentError::new("spec.size must be positive").into());
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+/// The result type of handlers.
+pub type Result<T = (), E = Error> = std::result::Result<T, E>;
+
+/// An error from a handler: any `std::error::Error`, or a [`TemporaryError`] or
+/// [`PermanentError`] that tells the framework how to go on.
+pub struct Error {
+    kind: ErrorKind,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// How the framework treats an [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorKind {
+    /// Any error: handled per the handler's `errors` mode.
+    Arbitrary,
+    /// Retry after the delay (immediately when `None`).
+    Temporary(Option<Duration>),
+    /// Do not retry.
+    Permanent,
+}
+
+impl Error {
+    /// An error with this message (handled per the handler's `errors` mode).
+    pub fn msg(message: impl fmt::Display) -> Self {
+        Error {
+            kind: ErrorKind::Arbitrary,
+            source: message.to_string().into(),
+        }
+    }
+
+    /// Whether this error asks to retry ([`TemporaryError`]).
+    pub fn is_temporary(&self) -> bool {
+        matches!(self.kind, ErrorKind::Temporary(_))
+    }
+
+    /// Whether this error asks never to retry ([`PermanentError`]).
+    pub fn is_permanent(&self) -> bool {
+        self.kind == ErrorKind::Permanent
+    }
+
+    pub(crate) fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
+    fn from(error: E) -> Self {
+        Error {
+            kind: ErrorKind::Arbitrary,
+            source: Box::new(error),
+        }
+    }
+}
+
+/// An error after which the handler is retried, after `delay` (default 60 s, as Kopf).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemporaryError {
+    message: String,
+    delay: Option<Duration>,
+}
+
+impl TemporaryError {
+    /// Retry after the default delay of 60 seconds.
+    pub fn new(message: impl Into<String>) -> Self {
+        TemporaryError {
+            message: message.into(),
+            delay: Some(Duration::from_secs(60)),
+        }
+    }
+
+    /// Retry after this delay instead.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Retry as soon as possible.
+    pub fn immediately(mut self) -> Self {
+        self.delay = None;
+        self
+    }
+}
+
+impl fmt::Display for TemporaryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<TemporaryError> for Error {
+    fn from(error: TemporaryError) -> Self {
+        Error {
+            kind: ErrorKind::Temporary(error.delay),
+            source: error.message.into(),
+        }
+    }
+}
+
+/// An error after which the handler is not retried for this object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermanentError {
+    message: String,
+}
+
+impl PermanentError {
+    /// A permanent failure with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        PermanentError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for PermanentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<PermanentError> for Error {
+    fn from(error: PermanentError) -> Self {
+        Error {
+            kind: ErrorKind::Permanent,
+            source: error.message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_survive_conversion() {
+        let error: Error = TemporaryError::new("later")
+            .delay(Duration::from_secs(5))
+            .into();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Temporary(Some(Duration::from_secs(5)))
+        );
+        assert_eq!(error.to_string(), "later");
+        let error: Error = PermanentError::new("never").into();
+        assert!(error.is_permanent());
+        let error: Error = std::io::Error::other("disk").into();
+        assert_eq!(error.kind(), ErrorKind::Arbitrary);
+        assert_eq!(error.to_string(), "disk");
+        fn question_mark() -> Result<()> {
+            let _: u32 = "x".parse()?;
+            Ok(())
+        }
+        assert!(!question_mark().unwrap_err().is_temporary());
+    }
+}

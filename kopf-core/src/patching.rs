@@ -1,0 +1,146 @@
+//! Writing to objects: the merge patches of handlers (body and `/status`), JSON-patch
+//! operations guarded by a `test` of the resourceVersion (finalizers), retries on transient
+//! failures. A 404 means the object is gone: not an error.
+
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::patch::Patch;
+use crate::resources::Resource;
+
+/// Where the patches go.
+pub(crate) struct Target<'a> {
+    pub(crate) client: &'a kube::Client,
+    pub(crate) resource: &'a Resource,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) name: &'a str,
+}
+
+impl Target<'_> {
+    fn api(&self) -> Api<DynamicObject> {
+        let resource = self.resource.api_resource();
+        match self.namespace {
+            Some(namespace) if self.resource.namespaced => {
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            }
+            _ => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+}
+
+/// Sends the patch; returns the object's newest resourceVersion (`None` if the object is
+/// gone or nothing was sent).
+pub(crate) async fn apply(
+    target: &Target<'_>,
+    patch: Patch,
+    resource_version: &str,
+    backoffs: &[Duration],
+) -> Result<Option<String>, kube::Error> {
+    let api = target.api();
+    let params = PatchParams::default();
+    let (body, status, operations) = if target.resource.status_subresource {
+        patch.split_status()
+    } else {
+        let (body, operations) = patch.into_merge();
+        (body, None, operations)
+    };
+    let mut newest = None;
+    if let Some(body) = body {
+        let merge = KubePatch::Merge(&body);
+        match retried(backoffs, || api.patch(target.name, &params, &merge)).await? {
+            Some(object) => newest = object.metadata.resource_version,
+            None => return Ok(None),
+        }
+    }
+    if let Some(status) = status {
+        let merge = KubePatch::Merge(&status);
+        match retried(backoffs, || api.patch_status(target.name, &params, &merge)).await? {
+            Some(object) => newest = object.metadata.resource_version,
+            None => return Ok(None),
+        }
+    }
+    if !operations.is_empty() {
+        let version = newest
+            .clone()
+            .unwrap_or_else(|| resource_version.to_string());
+        let mut guarded =
+            vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
+        guarded.extend(operations);
+        let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
+        let url = format!(
+            "{}/{}",
+            crate::watching::collection_path(target.resource, target.namespace),
+            target.name
+        );
+        let result = retried(backoffs, || {
+            let request = http::Request::patch(url.as_str())
+                .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+                .body(body.clone())
+                .expect("a PATCH request with a static header always builds");
+            target.client.request::<DynamicObject>(request)
+        })
+        .await;
+        match result {
+            Ok(Some(object)) => newest = object.metadata.resource_version,
+            Ok(None) => return Ok(None),
+            // The object changed meanwhile: the next cycle sees it and tries again.
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
+                tracing::debug!(message = %status.message, "a guarded JSON patch met a newer version; retrying later");
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(newest)
+}
+
+/// Calls `request`, retrying connection errors, 5xx and 429 after the given delays;
+/// `Ok(None)` for 404.
+async fn retried<F, Fut>(
+    backoffs: &[Duration],
+    mut request: F,
+) -> Result<Option<DynamicObject>, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match request().await {
+            Ok(object) => return Ok(Some(object)),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(error) if transient(&error) && attempt < backoffs.len() => {
+                tracing::debug!(%error, "a write failed; retrying");
+                tokio::time::sleep(backoffs[attempt]).await;
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+fn transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// JSON-patch operations adding the finalizer (given the current list).
+pub(crate) fn add_finalizer(finalizers: Option<&Value>, finalizer: &str) -> Value {
+    match finalizers.and_then(Value::as_array) {
+        Some(_) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}),
+        None => json!({"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}),
+    }
+}
+
+/// The JSON-patch operation removing the finalizer, if present.
+pub(crate) fn remove_finalizer(finalizers: Option<&Value>, finalizer: &str) -> Option<Value> {
+    let index = finalizers?
+        .as_array()?
+        .iter()
+        .position(|f| f == finalizer)?;
+    Some(json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")}))
+}

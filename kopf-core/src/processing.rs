@@ -1,0 +1,588 @@
+//! One object's events, processed: event handlers for every event; then, for the newest
+//! state, the finalizer, the cause (Kopf's detection), one due change handler (Kopf's `asap`
+//! lifecycle), its progress record, its result, and the patch that stores all of it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::diff::{self, Diff};
+use crate::execution::{self, Outcome};
+use crate::filters;
+use crate::handlers::{ChangeHandler, EventHandler, Invocation, Options, Reason, Trigger};
+use crate::patch::Patch;
+use crate::patching::{self, Target};
+use crate::registry::Registry;
+use crate::resources::{Resource, Selector};
+use crate::settings::Settings;
+use crate::storage::{
+    AnnotationsDiffBaseStorage, AnnotationsProgressStorage, DiffBaseStorage, HandlerId,
+    ProgressRecord, ProgressStorage, SmartProgressStorage,
+};
+use crate::tasks::Tasks;
+use crate::watching::Event;
+
+/// What a worker should do after processing.
+#[derive(Debug, Default)]
+pub(crate) struct Next {
+    /// Process the object again after this delay, even without new events (a retry is due).
+    pub(crate) wakeup: Option<Duration>,
+    /// The object is gone: the worker may end.
+    pub(crate) gone: bool,
+}
+
+/// What the operator remembers of an object between events (Kopf's memories).
+#[derive(Debug, Default)]
+struct Memory {
+    /// First seen in a listing (not a watch event): resume handlers apply.
+    listed: bool,
+    /// A cause was completely handled since the operator started: no more resuming.
+    handled_once: bool,
+    /// The newest state seen.
+    latest: Option<Arc<Value>>,
+    /// After our own PATCH: the version to wait for, and until when.
+    awaited: Option<(String, Instant)>,
+}
+
+/// Processes the objects of one resource.
+pub(crate) struct Processor {
+    client: kube::Client,
+    resource: Resource,
+    changes: Vec<ChangeHandler>,
+    events: Vec<EventHandler>,
+    settings: Settings,
+    progress: SmartProgressStorage,
+    diffbase: AnnotationsDiffBaseStorage,
+    extra_fields: Vec<Vec<String>>,
+    memories: Mutex<HashMap<String, Memory>>,
+}
+
+impl Processor {
+    pub(crate) fn new(
+        client: kube::Client,
+        resource: Resource,
+        registry: &Registry,
+        selector: &Selector,
+        settings: Settings,
+    ) -> Processor {
+        let changes: Vec<ChangeHandler> = registry.changes_for(selector).cloned().collect();
+        let events: Vec<EventHandler> = registry.events_for(selector).cloned().collect();
+        let extra_fields = changes
+            .iter()
+            .filter_map(|h| h.options.field.clone())
+            .collect();
+        let persistence = &settings.persistence;
+        Processor {
+            progress: SmartProgressStorage {
+                annotations: AnnotationsProgressStorage {
+                    v1: persistence.v1_keys,
+                    ..AnnotationsProgressStorage::new(persistence.prefix.clone())
+                },
+                ..SmartProgressStorage::default()
+            },
+            diffbase: AnnotationsDiffBaseStorage::new(persistence.prefix.clone()),
+            client,
+            resource,
+            changes,
+            events,
+            settings,
+            extra_fields,
+            memories: Mutex::default(),
+        }
+    }
+
+    /// A label selector to send to the server: when every handler of this resource filters
+    /// on the same plain labels, objects without them need not be watched at all.
+    pub(crate) fn label_selector(&self) -> Option<String> {
+        let mut all = self
+            .changes
+            .iter()
+            .map(|h| &h.options.labels)
+            .chain(self.events.iter().map(|h| &h.options.labels));
+        let first = all.next()?;
+        let selector = filters::label_selector(first)?;
+        all.all(|labels| filters::label_selector(labels).as_deref() == Some(&selector))
+            .then_some(selector)
+    }
+
+    fn memory<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> T {
+        let mut memories = self
+            .memories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(memories.entry(uid.to_string()).or_default())
+    }
+
+    fn forget(&self, uid: &str) {
+        self.memories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// Processes a batch of events of one object (or, with an empty batch, its newest state
+    /// again because a retry is due).
+    pub(crate) async fn process(&self, uid: &str, batch: Vec<Event>, tasks: &Tasks) -> Next {
+        let mut deleted = false;
+        let mut versions = Vec::new();
+        for event in &batch {
+            let (kind, object) = match event {
+                Event::Listed(object) => (None, object),
+                Event::Changed(kind, object) => (Some(*kind), object),
+                Event::ListingDone => continue,
+            };
+            self.memory(uid, |memory| {
+                if memory.latest.is_none() && kind.is_none() {
+                    memory.listed = true;
+                }
+                memory.latest = Some(object.clone());
+            });
+            versions.push(
+                object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            deleted = kind == Some("DELETED");
+            self.run_event_handlers(kind, object, tasks).await;
+        }
+        if deleted {
+            self.forget(uid);
+            return Next {
+                wakeup: None,
+                gone: true,
+            };
+        }
+        let Some(body) = self.memory(uid, |memory| memory.latest.clone()) else {
+            return Next::default();
+        };
+        // Kopf's consistency rule: after our own PATCH, wait (bounded) until its version comes
+        // back before running change handlers on a state that may predate it.
+        let waiting = self.memory(uid, |memory| match &memory.awaited {
+            Some((version, _)) if versions.contains(version) => {
+                memory.awaited = None;
+                None
+            }
+            Some((_, until)) if *until > Instant::now() => Some(*until - Instant::now()),
+            Some(_) => {
+                memory.awaited = None;
+                None
+            }
+            None => None,
+        });
+        if let Some(remaining) = waiting {
+            return Next {
+                wakeup: Some(remaining),
+                gone: false,
+            };
+        }
+        let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
+        let cycle = self
+            .handle_changes(&body, listed && !handled_once, tasks)
+            .await;
+        if cycle.handled {
+            self.memory(uid, |m| m.handled_once = true);
+        }
+        if !cycle.patch.is_empty() {
+            let target = Target {
+                client: &self.client,
+                resource: &self.resource,
+                namespace: body["metadata"]["namespace"].as_str(),
+                name: body["metadata"]["name"].as_str().unwrap_or_default(),
+            };
+            let version = body["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
+            match patching::apply(
+                &target,
+                cycle.patch,
+                version,
+                &self.settings.networking.error_backoffs,
+            )
+            .await
+            {
+                Ok(Some(newest)) if !self.settings.persistence.consistency_timeout.is_zero() => {
+                    let until = Instant::now() + self.settings.persistence.consistency_timeout;
+                    self.memory(uid, |m| m.awaited = Some((newest, until)));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(target: "kopf::patching", %error, "patching the object failed; retrying later");
+                    let delay = self
+                        .settings
+                        .queueing
+                        .error_delays
+                        .first()
+                        .copied()
+                        .unwrap_or(Duration::from_secs(1));
+                    return Next {
+                        wakeup: Some(delay),
+                        gone: false,
+                    };
+                }
+            }
+        }
+        Next {
+            wakeup: cycle.wakeup,
+            gone: false,
+        }
+    }
+
+    async fn run_event_handlers(
+        &self,
+        kind: Option<&'static str>,
+        object: &Arc<Value>,
+        tasks: &Tasks,
+    ) {
+        for handler in &self.events {
+            if !self.object_matches(&handler.options, object) {
+                continue;
+            }
+            let mut invocation = self.invocation(
+                object.clone(),
+                None,
+                Diff::default(),
+                None,
+                None,
+                &handler.options,
+                tasks,
+            );
+            invocation.event_type = kind.map(String::from);
+            invocation.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace());
+            if handler
+                .options
+                .when
+                .as_ref()
+                .is_some_and(|when| !when(&invocation))
+            {
+                continue;
+            }
+            let outcome = execution::execute(
+                &handler.function,
+                &Options {
+                    errors: crate::handlers::ErrorsMode::Ignored,
+                    ..Options::default()
+                },
+                Duration::ZERO,
+                invocation,
+                tasks.abort_token(),
+            )
+            .await;
+            if let Outcome::Failure(message) = outcome {
+                tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, "an event handler failed (ignored)");
+            }
+        }
+    }
+
+    /// Whether the object passes a handler's label and annotation filters.
+    fn object_matches(&self, options: &Options, body: &Value) -> bool {
+        filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
+            && filters::match_labels(
+                &options.annotations,
+                body["metadata"]["annotations"].as_object(),
+            )
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an invocation has that many parts"
+    )]
+    fn invocation(
+        &self,
+        body: Arc<Value>,
+        reason: Option<Reason>,
+        diff: Diff,
+        old: Option<Value>,
+        new: Option<Value>,
+        options: &Options,
+        tasks: &Tasks,
+    ) -> Invocation {
+        Invocation {
+            body,
+            resource: self.resource.clone(),
+            reason,
+            event_type: None,
+            diff,
+            old,
+            new,
+            retry: 0,
+            started: time::OffsetDateTime::now_utc(),
+            param: options.param.clone(),
+            patch: Arc::default(),
+            client: self.client.clone(),
+            stopped: tasks.token().child_token(),
+            span: tracing::Span::none(),
+        }
+    }
+
+    /// The essence of the object as Kopf defines it, without our own progress keys.
+    fn essence(&self, body: &Value) -> Value {
+        let mut essence = self.diffbase.build(body, &self.extra_fields);
+        self.progress.clear(&mut essence);
+        essence
+    }
+
+    async fn handle_changes(&self, body: &Arc<Value>, initial: bool, tasks: &Tasks) -> Cycle {
+        let mut cycle = Cycle::default();
+        let finalizer = &self.settings.persistence.finalizer;
+        let finalizers = body["metadata"].get("finalizers");
+        let has_finalizer = finalizers
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x == finalizer.as_str()));
+        let deleting = !body["metadata"]["deletionTimestamp"].is_null();
+        let matching: Vec<&ChangeHandler> = self
+            .changes
+            .iter()
+            .filter(|h| self.object_matches(&h.options, body))
+            .collect();
+        if matching.is_empty() {
+            // Kopf's prematch: nothing here concerns this object; leave it as it is.
+            return cycle;
+        }
+        let needs_finalizer = matching.iter().any(|h| h.requires_finalizer());
+        if !deleting && needs_finalizer && !has_finalizer {
+            cycle
+                .patch
+                .operation(patching::add_finalizer(finalizers, finalizer));
+            return cycle;
+        }
+        if !deleting && !needs_finalizer && has_finalizer {
+            if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
+                cycle.patch.operation(operation);
+            }
+            return cycle;
+        }
+        if deleting && !has_finalizer {
+            return cycle; // Kopf's FREE: the object is going, nothing holds it for us.
+        }
+
+        let old = self.diffbase.fetch(body).map(|mut old| {
+            self.progress.clear(&mut old);
+            old
+        });
+        let new = self.essence(body);
+        let diff = diff::diff(old.as_ref(), Some(&new));
+        let reason = if deleting {
+            Reason::Delete
+        } else if old.is_none() {
+            Reason::Create
+        } else if diff.is_empty() && initial {
+            Reason::Resume
+        } else if diff.is_empty() {
+            return cycle; // NOOP
+        } else {
+            Reason::Update
+        };
+        let selected: Vec<(&ChangeHandler, Diff, Option<Value>, Option<Value>)> = matching
+            .into_iter()
+            .filter_map(|handler| {
+                let runs = match handler.trigger {
+                    Trigger::Create => reason == Reason::Create,
+                    Trigger::Update => reason == Reason::Update,
+                    Trigger::Delete { .. } => reason == Reason::Delete,
+                    Trigger::Resume { deleted } => {
+                        initial && (reason != Reason::Delete || deleted) && reason != Reason::Create
+                    }
+                    Trigger::Field => {
+                        matches!(reason, Reason::Create | Reason::Update | Reason::Resume)
+                    }
+                };
+                if !runs {
+                    return None;
+                }
+                let (diff, old, new) = match &handler.options.field {
+                    Some(field) => {
+                        let narrowed = diff.reduce(field);
+                        let old_value = old.as_ref().and_then(|o| diff::resolve(o, field)).cloned();
+                        let new_value = diff::resolve(&new, field).cloned();
+                        let needs_change =
+                            matches!(handler.trigger, Trigger::Field | Trigger::Update);
+                        if needs_change && reason != Reason::Resume && narrowed.is_empty() {
+                            return None;
+                        }
+                        let o = &handler.options;
+                        if !filters::match_field_change(
+                            o.value.as_ref(),
+                            o.old.as_ref(),
+                            o.new.as_ref(),
+                            old_value.as_ref(),
+                            new_value.as_ref(),
+                        ) {
+                            return None;
+                        }
+                        (narrowed, old_value, new_value)
+                    }
+                    None => (diff.clone(), old.clone(), Some(new.clone())),
+                };
+                Some((handler, diff, old, new))
+            })
+            .collect();
+        let selected: Vec<_> = selected
+            .into_iter()
+            .filter(|(handler, diff, old, new)| match &handler.options.when {
+                Some(when) => when(&self.invocation(
+                    body.clone(),
+                    Some(reason),
+                    diff.clone(),
+                    old.clone(),
+                    new.clone(),
+                    &handler.options,
+                    tasks,
+                )),
+                None => true,
+            })
+            .collect();
+
+        // Progress: records of another purpose are stale (superseded) and start afresh.
+        let now = time::OffsetDateTime::now_utc();
+        let mut records: BTreeMap<String, ProgressRecord> = BTreeMap::new();
+        for (handler, ..) in &selected {
+            let id = HandlerId::new(handler.id.as_str());
+            let record = self
+                .progress
+                .fetch(&id, body)
+                .filter(|r| r.purpose.as_deref().is_none_or(|p| p == reason.as_str()))
+                .unwrap_or_default();
+            records.insert(handler.id.clone(), record);
+        }
+        let is_done = |r: &ProgressRecord| r.success || r.failure;
+        let due = |r: &ProgressRecord| r.delayed.is_none_or(|d| d <= now);
+        let next = selected
+            .iter()
+            .filter(|(h, ..)| records.get(&h.id).is_some_and(|r| !is_done(r) && due(r)))
+            .min_by_key(|(h, ..)| records.get(&h.id).map(|r| r.retries).unwrap_or(0));
+        let mut merge = json!({});
+        if let Some((handler, narrowed, old_value, new_value)) = next {
+            let record = records.get(&handler.id).cloned().unwrap_or_default();
+            let started = record.started.unwrap_or(now);
+            let mut invocation = self.invocation(
+                body.clone(),
+                Some(reason),
+                narrowed.clone(),
+                old_value.clone(),
+                new_value.clone(),
+                &handler.options,
+                tasks,
+            );
+            invocation.retry = record.retries;
+            invocation.started = started;
+            invocation.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
+            let patch = invocation.patch.clone();
+            let outcome = execution::execute(
+                &handler.function,
+                &handler.options,
+                self.settings.execution.default_backoff,
+                invocation,
+                tasks.abort_token(),
+            )
+            .await;
+            let user_patch = std::mem::take(
+                &mut *patch
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            cycle.patch.merge(user_patch);
+            let mut updated = record.clone();
+            updated.started = Some(started);
+            updated.purpose = Some(reason.as_str().to_string());
+            updated.retries = record.retries + 1;
+            match outcome {
+                Outcome::Success(result) => {
+                    tracing::info!(target: "kopf::handler", handler = %handler.id, "handler succeeded");
+                    updated.success = true;
+                    updated.stopped = Some(now);
+                    updated.delayed = None;
+                    updated.message = None;
+                    if let Some(result) = result {
+                        deliver(&mut cycle.patch, &handler.id, result);
+                    }
+                }
+                Outcome::Failure(message) => {
+                    tracing::error!(target: "kopf::handler", handler = %handler.id, %message, "handler failed permanently");
+                    updated.failure = true;
+                    updated.stopped = Some(now);
+                    updated.delayed = None;
+                    updated.message = Some(message);
+                }
+                Outcome::Retry { delay, message } => {
+                    tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, ?delay, "handler failed; will retry");
+                    let at = now + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
+                    updated.delayed = Some(at);
+                    updated.message = Some(message);
+                }
+                Outcome::Aborted => return cycle,
+            }
+            records.insert(handler.id.clone(), updated);
+        }
+
+        let all_done = records.values().all(is_done);
+        if all_done {
+            for (handler, ..) in &selected {
+                self.progress
+                    .purge(&HandlerId::new(handler.id.as_str()), body, &mut merge);
+            }
+            if reason == Reason::Delete {
+                if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
+                    cycle.patch.operation(operation);
+                }
+            } else if old.as_ref() != Some(&new) {
+                self.diffbase.store(body, &new, &mut merge);
+            }
+            cycle.handled = true;
+        } else {
+            for (id, record) in &records {
+                let stored = self.progress.fetch(&HandlerId::new(id.as_str()), body);
+                if stored.as_ref() != Some(record) {
+                    self.progress
+                        .store(&HandlerId::new(id.as_str()), record, body, &mut merge);
+                }
+            }
+            cycle.wakeup = records
+                .values()
+                .filter(|r| !is_done(r))
+                .map(|r| {
+                    r.delayed
+                        .map(|d| (d - now).try_into().unwrap_or(Duration::ZERO))
+                        .unwrap_or(Duration::ZERO)
+                })
+                .min();
+        }
+        if let Value::Object(merge) = merge {
+            for (key, value) in merge {
+                cycle.patch.merge_raw(&key, value);
+            }
+        }
+        cycle
+    }
+}
+
+/// What one processing cycle produced.
+#[derive(Debug, Default)]
+struct Cycle {
+    patch: Patch,
+    wakeup: Option<Duration>,
+    handled: bool,
+}
+
+/// Kopf's result delivery: a map merges into `status.<id>`, anything else replaces it.
+fn deliver(patch: &mut Patch, id: &str, result: Value) {
+    match result {
+        Value::Object(map) => {
+            let status = patch.status();
+            let entry = status.entry(id.to_string()).or_insert_with(|| json!({}));
+            if !entry.is_object() {
+                *entry = json!({});
+            }
+            if let Some(existing) = entry.as_object_mut() {
+                existing.extend(map);
+            }
+        }
+        Value::Null => {}
+        other => {
+            patch.status().insert(id.to_string(), other);
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Kopf's on-object state formats: handler progress and the diff-base ("last handled
+//! configuration"), byte-compatible with Python Kopf 1.45.
+//!
+//! A kopf-rs operator and a Python Kopf operator can take turns on the same objects: both read
+//! and write the same annotation keys (V1 and V2 key forming, hashed suffixes), the same JSON
+//! (keys in the same order, Python's compact `json.dumps` with `\uXXXX` escapes) and the same
+//! timestamps (`2026-03-01T12:34:56.123456+00:00`).
+//!
+//! - [`ProgressStorage`] keeps one [`ProgressRecord`] per handler while a cause is being
+//!   handled: [`AnnotationsProgressStorage`] (`kopf.zalando.org/<handler-id>`),
+//!   [`StatusProgressStorage`] (the legacy `status.kopf.progress`, read-only by default) and
+//!   [`SmartProgressStorage`] (both; Kopf's default).
+//! - [`DiffBaseStorage`] keeps the essence of the object as last handled, from which changes
+//!   are detected: [`AnnotationsDiffBaseStorage`]
+//!   (`kopf.zalando.org/last-handled-configuration`, Kopf's default),
+//!   [`StatusDiffBaseStorage`] and [`MultiDiffBaseStorage`].
+//!
+//! All writes go into a JSON merge-patch being built for the object; nothing here talks to the
+//! API server.
+//!
+//! Kopf does the same in `kopf/_cogs/configs/{conventions,progress,diffbase}.py` and
+//! `kopf/_core/actions/progression.py`.
+
+mod diffbase;
+mod fields;
+pub(crate) mod keys;
+mod progress;
+pub(crate) mod pyjson;
+pub(crate) mod timestamps;
+
+pub use diffbase::{
+    AnnotationsDiffBaseStorage, DiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage,
+    build_essence,
+};
+pub use progress::{
+    AnnotationsProgressStorage, HandlerId, ProgressRecord, ProgressStorage, SmartProgressStorage,
+    StatusProgressStorage,
+};

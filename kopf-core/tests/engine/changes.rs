@@ -1,0 +1,305 @@
+//! Change handlers: create, update, field, delete; retries and failures; Kopf's state.
+
+use std::time::Duration;
+
+use kopf::{ChangeHandler, PermanentError, Registry, TemporaryError};
+use kopf_testing::OperatorHarness;
+use serde_json::{Value, json};
+
+use crate::support::{
+    Calls, create, delete, examples, patch, server_with_crd, wait_gone, wait_object,
+};
+
+fn last_handled(object: &Value) -> Option<Value> {
+    let text = object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+        .as_str()?;
+    serde_json::from_str(text).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifecycle_of_create_update_field_and_delete() {
+    let calls = Calls::default();
+    let (c1, c2, c3, c4) = (calls.clone(), calls.clone(), calls.clone(), calls.clone());
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(examples(), "create_fn", move |inv| {
+            let calls = c1.clone();
+            async move {
+                calls.record(json!({"handler": "create", "spec": inv.spec(), "old": inv.old(), "reason": inv.reason().map(|r| r.as_str())}));
+                Ok(Some(json!({"message": "created"})))
+            }
+        }))
+        .with(ChangeHandler::on_update(examples(), "update_fn", move |inv| {
+            let calls = c2.clone();
+            async move {
+                let diff: Vec<Value> = inv.diff().iter().map(|d| json!([d.op.as_str(), d.path, d.old, d.new])).collect();
+                calls.record(json!({"handler": "update", "diff": diff, "old": inv.old(), "new": inv.new()}));
+                Ok(None)
+            }
+        }))
+        .with(ChangeHandler::on_field(examples(), "field_fn", "spec.field", move |inv| {
+            let calls = c3.clone();
+            async move {
+                calls.record(json!({"handler": "field", "old": inv.old(), "new": inv.new()}));
+                Ok(None)
+            }
+        }))
+        .with(ChangeHandler::on_delete(examples(), "delete_fn", move |inv| {
+            let calls = c4.clone();
+            async move {
+                calls.record(json!({"handler": "delete", "name": inv.name()}));
+                Ok(None)
+            }
+        }));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(&client, "one", json!({"field": "a", "other": 1})).await;
+    let created = wait_object(&harness, "one", "the create handler's result", |o| {
+        o["status"]["create_fn"]["message"] == "created"
+    })
+    .await;
+    assert_eq!(
+        created["metadata"]["finalizers"],
+        json!(["kopf.zalando.org/KopfFinalizerMarker"])
+    );
+    wait_object(&harness, "one", "the diff-base", |o| {
+        last_handled(o).is_some()
+    })
+    .await;
+
+    patch(&client, "one", json!({"spec": {"field": "b"}})).await;
+    let handled = wait_object(&harness, "one", "the update handled", |o| {
+        last_handled(o).is_some_and(|l| l["spec"]["field"] == "b")
+    })
+    .await;
+    assert_eq!(
+        last_handled(&handled).unwrap(),
+        json!({"spec": {"field": "b", "other": 1}})
+    );
+
+    delete(&client, "one").await;
+    wait_gone(&harness, "one").await;
+    harness.stop().await.expect("a clean stop");
+
+    let calls = calls.all();
+    let names: Vec<&str> = calls
+        .iter()
+        .map(|c| c["handler"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "create").count(),
+        1,
+        "{calls:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "update").count(),
+        1,
+        "{calls:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "delete").count(),
+        1,
+        "{calls:?}"
+    );
+    // The field handler runs on creation (the field appears) and on its change.
+    let fields: Vec<&Value> = calls.iter().filter(|c| c["handler"] == "field").collect();
+    assert_eq!(fields.len(), 2, "{calls:?}");
+    assert_eq!(
+        (&fields[1]["old"], &fields[1]["new"]),
+        (&json!("a"), &json!("b"))
+    );
+    let create = calls.iter().find(|c| c["handler"] == "create").unwrap();
+    assert_eq!(create["old"], Value::Null);
+    assert_eq!(create["reason"], "create");
+    let update = calls.iter().find(|c| c["handler"] == "update").unwrap();
+    assert_eq!(
+        update["diff"],
+        json!([["change", ["spec", "field"], "a", "b"]])
+    );
+    assert_eq!(update["old"]["spec"]["field"], "a");
+    assert_eq!(update["new"]["spec"]["field"], "b");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
+    let registry = Registry::new()
+        .with(
+            ChangeHandler::on_create(examples(), "quiet", |_| async { Ok(None) })
+                .label("kind", "quiet".into()),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "talkative", |_| async {
+                Ok(Some(json!("done")))
+            })
+            .label("kind", "talkative".into()),
+        );
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    crate::support::send(
+        &client,
+        "POST",
+        crate::support::COLLECTION,
+        "application/json",
+        json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
+    )
+    .await;
+    wait_object(&harness, "q", "handled", |o| last_handled(o).is_some()).await;
+    crate::support::send(
+        &client,
+        "POST",
+        crate::support::COLLECTION,
+        "application/json",
+        json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
+    )
+    .await;
+    let talkative = wait_object(&harness, "t", "handled", |o| {
+        last_handled(o).is_some() && o["status"]["talkative"] == "done"
+    })
+    .await;
+    assert!(
+        talkative["metadata"]["annotations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.ends_with("/talkative")),
+        "progress is purged"
+    );
+    // Let echoes settle, then count the writes per object.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let patches = |name: &str| {
+        harness
+            .server()
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "patch" && r.name.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(patches("q"), 1, "{:#?}", harness.server().requests());
+    assert_eq!(patches("t"), 2, "{:#?}", harness.server().requests());
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temporary_errors_are_retried_with_the_retry_count_and_kopfs_progress_record() {
+    let calls = Calls::default();
+    let recorder = calls.clone();
+    let registry =
+        Registry::new().with(ChangeHandler::on_create(examples(), "flaky", move |inv| {
+            let calls = recorder.clone();
+            async move {
+                calls.record(json!({"retry": inv.retry()}));
+                if inv.retry() < 2 {
+                    return Err(TemporaryError::new("not yet")
+                        .delay(Duration::from_millis(100))
+                        .into());
+                }
+                Ok(Some(json!({"attempts": inv.retry() + 1})))
+            }
+        }));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    create(&harness.client(), "flaky", json!({})).await;
+    // The progress record after a failed attempt, in Kopf's format.
+    let failing = wait_object(&harness, "flaky", "a progress record", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/flaky"].is_string()
+    })
+    .await;
+    let record: Value = serde_json::from_str(
+        failing["metadata"]["annotations"]["kopf.zalando.org/flaky"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["purpose"], "create");
+    assert_eq!(record["success"], false);
+    assert_eq!(record["failure"], false);
+    assert_eq!(record["message"], "not yet");
+    assert!(record["retries"].as_u64().unwrap() >= 1);
+    assert!(
+        record["started"].as_str().unwrap().ends_with("+00:00"),
+        "{record}"
+    );
+    assert!(record["delayed"].is_string());
+    let done = wait_object(&harness, "flaky", "the final success", |o| {
+        o["status"]["flaky"]["attempts"] == 3
+    })
+    .await;
+    assert!(
+        done["metadata"]["annotations"]["kopf.zalando.org/flaky"].is_null(),
+        "the record is purged when done"
+    );
+    assert_eq!(
+        calls.all(),
+        vec![
+            json!({"retry": 0}),
+            json!({"retry": 1}),
+            json!({"retry": 2})
+        ]
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permanent_errors_panics_limits_and_timeouts() {
+    let registry = Registry::new()
+        .with(
+            ChangeHandler::on_create(examples(), "permanent", |_| async {
+                Err(PermanentError::new("no way").into())
+            })
+            .label("case", "permanent".into()),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "panicking", |_| async { panic!("boom") })
+                .label("case", "panic".into())
+                .retries(2),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "sleepy", |inv| async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(3600)) => Ok(None),
+                    _ = inv.stopped().cancelled() => Err(kopf::Error::msg("stopped")),
+                }
+            })
+            .label("case", "sleepy".into())
+            .timeout(Duration::from_millis(300)),
+        );
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    for (name, case) in [("p", "permanent"), ("x", "panic"), ("s", "sleepy")] {
+        crate::support::send(
+            &client,
+            "POST",
+            crate::support::COLLECTION,
+            "application/json",
+            json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
+        )
+        .await;
+    }
+    // Failed handlers are done: the object is handled, the record purged, the message logged.
+    for name in ["p", "x", "s"] {
+        wait_object(&harness, name, "handling to finish", |o| {
+            last_handled(o).is_some()
+        })
+        .await;
+    }
+    harness.stop().await.expect("a clean stop");
+}

@@ -1,0 +1,148 @@
+//! Fixtures: the KopfExample CRD, objects, and reading what the operator wrote.
+
+use std::sync::{Arc, Mutex};
+
+use kopf::Selector;
+use kopf_testing::{FakeApiServer, OperatorHarness, wait};
+use serde_json::{Value, json};
+
+pub(crate) const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+
+pub(crate) fn examples() -> Selector {
+    Selector::new("kopf.dev", "v1", "kopfexamples")
+}
+
+/// A server with the KopfExample CRD established.
+pub(crate) async fn server_with_crd() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "kopfexamples.kopf.dev"},
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Namespaced",
+            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    });
+    send(
+        &server.client(),
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        crd,
+    )
+    .await;
+    server
+}
+
+/// Sends a request and returns the answer's JSON (errors as their Status).
+pub(crate) async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Value,
+) -> Value {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    client
+        .request_text(request)
+        .await
+        .map(|text| serde_json::from_str(&text).unwrap())
+        .unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
+pub(crate) async fn create(client: &kube::Client, name: &str, spec: Value) -> Value {
+    let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": spec});
+    send(client, "POST", COLLECTION, "application/json", body).await
+}
+
+pub(crate) async fn patch(client: &kube::Client, name: &str, body: Value) -> Value {
+    send(
+        client,
+        "PATCH",
+        &format!("{COLLECTION}/{name}"),
+        "application/merge-patch+json",
+        body,
+    )
+    .await
+}
+
+pub(crate) async fn delete(client: &kube::Client, name: &str) -> Value {
+    send(
+        client,
+        "DELETE",
+        &format!("{COLLECTION}/{name}"),
+        "application/json",
+        json!({}),
+    )
+    .await
+}
+
+pub(crate) async fn get(client: &kube::Client, name: &str) -> Option<Value> {
+    let request = http::Request::get(format!("{COLLECTION}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request::<Value>(request).await.ok()
+}
+
+/// Waits until the object satisfies `condition`; returns it.
+pub(crate) async fn wait_object(
+    harness: &OperatorHarness,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&Value) -> bool,
+) -> Value {
+    let client = harness.client();
+    wait(what, || async {
+        get(&client, name).await.filter(|o| condition(o))
+    })
+    .await
+}
+
+/// Waits until the object is gone.
+pub(crate) async fn wait_gone(harness: &OperatorHarness, name: &str) {
+    let client = harness.client();
+    wait("the object to be gone", || async {
+        get(&client, name).await.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Records what handlers saw, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Calls(Arc<Mutex<Vec<Value>>>);
+
+impl Calls {
+    pub(crate) fn record(&self, call: Value) {
+        self.0.lock().unwrap().push(call);
+    }
+
+    pub(crate) fn all(&self) -> Vec<Value> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub(crate) async fn wait_len(&self, n: usize) -> Vec<Value> {
+        wait(&format!("{n} handler calls"), || async {
+            let all = self.all();
+            (all.len() >= n).then_some(all)
+        })
+        .await
+    }
+}
