@@ -390,6 +390,31 @@ impl Invocation {
         &self.body["spec"]
     }
 
+    /// `spec` deserialized into the handler's own type. A spec that does not fit is a
+    /// [`PermanentError`](crate::PermanentError) naming the type and the problem: retrying
+    /// would not help until the object changes.
+    pub fn spec_as<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        T::deserialize(&self.body["spec"]).map_err(|error| {
+            crate::PermanentError::new(format!(
+                "spec does not match {}: {error}",
+                std::any::type_name::<T>()
+            ))
+            .into()
+        })
+    }
+
+    /// The whole object deserialized into a typed resource (e.g. a `#[derive(CustomResource)]`
+    /// type); a mismatch is a [`PermanentError`](crate::PermanentError).
+    pub fn body_as<K: serde::de::DeserializeOwned>(&self) -> Result<K> {
+        K::deserialize(&*self.body).map_err(|error| {
+            crate::PermanentError::new(format!(
+                "the object does not match {}: {error}",
+                std::any::type_name::<K>()
+            ))
+            .into()
+        })
+    }
+
     /// `metadata`.
     pub fn meta(&self) -> &Value {
         &self.body["metadata"]

@@ -45,6 +45,8 @@ struct Memory {
     latest: Option<Arc<Value>>,
     /// After our own PATCH: the version to wait for, and until when.
     awaited: Option<(String, Instant)>,
+    /// Failed writes in a row, for throttling.
+    failures: usize,
 }
 
 /// Processes the objects of one resource.
@@ -128,6 +130,7 @@ impl Processor {
     pub(crate) async fn process(&self, uid: &str, batch: Vec<Event>, tasks: &Tasks) -> Next {
         let mut deleted = false;
         let mut versions = Vec::new();
+        let mut patch = Patch::default();
         for event in &batch {
             let (kind, object) = match event {
                 Event::Listed(object) => (None, object),
@@ -147,7 +150,7 @@ impl Processor {
                     .to_string(),
             );
             deleted = kind == Some("DELETED");
-            self.run_event_handlers(kind, object, tasks).await;
+            patch.merge(self.run_event_handlers(kind, object, tasks).await);
         }
         if deleted {
             self.forget(uid);
@@ -174,8 +177,12 @@ impl Processor {
             None => None,
         });
         if let Some(remaining) = waiting {
+            let wakeup = match self.write(uid, &body, patch).await {
+                Ok(()) => remaining,
+                Err(delay) => delay.min(remaining),
+            };
             return Next {
-                wakeup: Some(remaining),
+                wakeup: Some(wakeup),
                 gone: false,
             };
         }
@@ -186,57 +193,78 @@ impl Processor {
         if cycle.handled {
             self.memory(uid, |m| m.handled_once = true);
         }
-        if !cycle.patch.is_empty() {
-            let target = Target {
-                client: &self.client,
-                resource: &self.resource,
-                namespace: body["metadata"]["namespace"].as_str(),
-                name: body["metadata"]["name"].as_str().unwrap_or_default(),
-            };
-            let version = body["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default();
-            match patching::apply(
-                &target,
-                cycle.patch,
-                version,
-                &self.settings.networking.error_backoffs,
-            )
-            .await
-            {
-                Ok(Some(newest)) if !self.settings.persistence.consistency_timeout.is_zero() => {
-                    let until = Instant::now() + self.settings.persistence.consistency_timeout;
-                    self.memory(uid, |m| m.awaited = Some((newest, until)));
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::error!(target: "kopf::patching", %error, "patching the object failed; retrying later");
-                    let delay = self
-                        .settings
-                        .queueing
-                        .error_delays
-                        .first()
-                        .copied()
-                        .unwrap_or(Duration::from_secs(1));
-                    return Next {
-                        wakeup: Some(delay),
-                        gone: false,
-                    };
-                }
-            }
-        }
-        Next {
-            wakeup: cycle.wakeup,
-            gone: false,
+        patch.merge(cycle.patch);
+        match self.write(uid, &body, patch).await {
+            Ok(()) => Next {
+                wakeup: cycle.wakeup,
+                gone: false,
+            },
+            Err(delay) => Next {
+                wakeup: Some(delay),
+                gone: false,
+            },
         }
     }
 
+    /// Sends a patch to the object and remembers the version to wait for. On failure, the
+    /// delay before trying again grows with each failure in a row (Kopf's `error_delays`).
+    async fn write(&self, uid: &str, body: &Value, patch: Patch) -> Result<(), Duration> {
+        if patch.is_empty() {
+            return Ok(());
+        }
+        let target = Target {
+            client: &self.client,
+            resource: &self.resource,
+            namespace: body["metadata"]["namespace"].as_str(),
+            name: body["metadata"]["name"].as_str().unwrap_or_default(),
+        };
+        let version = body["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        match patching::apply(
+            &target,
+            patch,
+            version,
+            &self.settings.networking.error_backoffs,
+        )
+        .await
+        {
+            Ok(newest) => {
+                let timeout = self.settings.persistence.consistency_timeout;
+                self.memory(uid, |m| {
+                    m.failures = 0;
+                    if let Some(newest) = newest.filter(|_| !timeout.is_zero()) {
+                        m.awaited = Some((newest, Instant::now() + timeout));
+                    }
+                });
+                Ok(())
+            }
+            Err(error) => {
+                let failures = self.memory(uid, |m| {
+                    m.failures += 1;
+                    m.failures
+                });
+                let delays = &self.settings.queueing.error_delays;
+                let delay = delays
+                    .get(failures - 1)
+                    .or(delays.last())
+                    .copied()
+                    .unwrap_or(Duration::from_secs(1));
+                tracing::error!(target: "kopf::patching", %error, ?delay, "patching the object failed; retrying later");
+                Err(delay)
+            }
+        }
+    }
+
+    /// Runs the event handlers for one raw event; their errors are logged and ignored, their
+    /// results and patches returned to be written.
     async fn run_event_handlers(
         &self,
         kind: Option<&'static str>,
         object: &Arc<Value>,
         tasks: &Tasks,
-    ) {
+    ) -> Patch {
+        let mut patch = Patch::default();
         for handler in &self.events {
             if !self.object_matches(&handler.options, object) {
                 continue;
@@ -260,21 +288,34 @@ impl Processor {
             {
                 continue;
             }
+            let written = invocation.patch.clone();
+            // Failures are reported, never retried: an event is not seen twice.
+            let options = Options {
+                errors: crate::handlers::ErrorsMode::Permanent,
+                ..handler.options.clone()
+            };
             let outcome = execution::execute(
                 &handler.function,
-                &Options {
-                    errors: crate::handlers::ErrorsMode::Ignored,
-                    ..Options::default()
-                },
+                &options,
                 Duration::ZERO,
                 invocation,
                 tasks.abort_token(),
             )
             .await;
-            if let Outcome::Failure(message) = outcome {
-                tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, "an event handler failed (ignored)");
+            patch.merge(std::mem::take(
+                &mut *written
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ));
+            match outcome {
+                Outcome::Success(Some(result)) => deliver(&mut patch, &handler.id, result),
+                Outcome::Failure(message) | Outcome::Retry { message, .. } => {
+                    tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, "an event handler failed (ignored)");
+                }
+                Outcome::Success(None) | Outcome::Aborted => {}
             }
         }
+        patch
     }
 
     /// Whether the object passes a handler's label and annotation filters.

@@ -255,17 +255,23 @@ async fn temporary_errors_are_retried_with_the_retry_count_and_kopfs_progress_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_errors_panics_limits_and_timeouts() {
+    let calls = Calls::default();
+    let (permanent, panicking) = (calls.clone(), calls.clone());
     let registry = Registry::new()
         .with(
-            ChangeHandler::on_create(examples(), "permanent", |_| async {
-                Err(PermanentError::new("no way").into())
+            ChangeHandler::on_create(examples(), "permanent", move |_| {
+                permanent.record(json!("permanent"));
+                async { Err(PermanentError::new("no way").into()) }
             })
             .label("case", "permanent".into()),
         )
         .with(
-            ChangeHandler::on_create(examples(), "panicking", |_| async { panic!("boom") })
-                .label("case", "panic".into())
-                .retries(2),
+            ChangeHandler::on_create(examples(), "panicking", move |_| {
+                panicking.record(json!("panic"));
+                async { panic!("boom") }
+            })
+            .label("case", "panic".into())
+            .retries(2),
         )
         .with(
             ChangeHandler::on_create(examples(), "sleepy", |inv| async move {
@@ -301,5 +307,46 @@ async fn permanent_errors_panics_limits_and_timeouts() {
         })
         .await;
     }
+    harness.stop().await.expect("a clean stop");
+    let calls = calls.all();
+    let count = |what: &str| calls.iter().filter(|c| *c == what).count();
+    assert_eq!(count("permanent"), 1, "a permanent error is not retried");
+    assert_eq!(
+        count("panic"),
+        2,
+        "a panic is a failed attempt, retried up to the limit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_that_does_not_fit_the_type_is_a_permanent_error_and_others_go_on() {
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        size: u32,
+    }
+    let calls = Calls::default();
+    let recorder = calls.clone();
+    let registry =
+        Registry::new().with(ChangeHandler::on_create(examples(), "typed", move |inv| {
+            let calls = recorder.clone();
+            async move {
+                let spec: Spec = inv.spec_as()?;
+                calls.record(json!(spec.size));
+                Ok(None)
+            }
+        }));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "bad", json!({"size": "big"})).await;
+    create(&client, "good", json!({"size": 3})).await;
+    wait_object(&harness, "good", "handled", |o| last_handled(o).is_some()).await;
+    // The bad one fails for good: handled (diff-base written), the handler called never.
+    wait_object(&harness, "bad", "handled", |o| last_handled(o).is_some()).await;
+    assert_eq!(calls.all(), vec![json!(3)]);
     harness.stop().await.expect("a clean stop");
 }
