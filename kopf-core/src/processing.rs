@@ -478,7 +478,7 @@ impl Processor {
             .collect();
 
         // Progress: records of another purpose are stale (superseded) and start afresh.
-        let now = time::OffsetDateTime::now_utc();
+        let now = crate::storage::timestamps::now();
         let mut records: BTreeMap<String, ProgressRecord> = BTreeMap::new();
         for (handler, ..) in &selected {
             let id = HandlerId::new(handler.id.as_str());

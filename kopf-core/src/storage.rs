@@ -18,6 +18,21 @@
 //! All writes go into a JSON merge-patch being built for the object; nothing here talks to the
 //! API server.
 //!
+//! # Annotation keys
+//!
+//! A handler id `parent/child` is kept under `kopf.zalando.org/parent.child` (`/` becomes `.`,
+//! `<` and `>` become `_`). A name longer than Kubernetes' 63 characters is cut and ends in a
+//! hash of the id (`-` and 6 base64 characters of a 4-byte blake2b digest). Kopf has two forms
+//! and, with `v1` on (its default), writes both, reads either and purges both: V2 limits the
+//! name part to 63 characters, V1 the whole key including the prefix. On ReplicaSets owned by
+//! a Deployment, ids get `-ofDRS` appended, because Kubernetes copies the Deployment's
+//! annotations onto them.
+//!
+//! Storages whose prefix does not start with `kopf.` also write `<prefix>/kopf-managed: "yes"`:
+//! annotations under `kopf.zalando.org`, its subdomains and marked prefixes belong to
+//! Kopf-based operators and are left out of every operator's essence, so that two operators on
+//! one object do not wake each other up forever.
+//!
 //! Kopf does the same in `kopf/_cogs/configs/{conventions,progress,diffbase}.py` and
 //! `kopf/_core/actions/progression.py`.
 

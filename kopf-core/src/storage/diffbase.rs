@@ -103,8 +103,8 @@ pub trait DiffBaseStorage: Send + Sync + fmt::Debug {
 /// The diff-base in an annotation, `kopf.zalando.org/last-handled-configuration` by default:
 /// the essence as compact ASCII-only JSON plus `"\n"`, as Kopf writes it.
 ///
-/// Keys are formed as for progress records (V2, and V1 while `v1` is on); for prefixes that do
-/// not start with `kopf.`, it also writes `<prefix>/kopf-managed: "yes"`.
+/// Keys are formed as for progress records ([annotation keys](crate::storage#annotation-keys));
+/// for prefixes that do not start with `kopf.`, it also writes `<prefix>/kopf-managed: "yes"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnnotationsDiffBaseStorage {
     /// The annotation's prefix; `kopf.zalando.org` by default. Must not be empty.

@@ -251,8 +251,8 @@ pub trait ProgressStorage: Send + Sync + fmt::Debug {
 /// Progress records in `metadata.annotations`, as JSON strings: Kopf's storage since 0.27.
 ///
 /// Writes the V2 key and, while `v1` is on, the V1 key too; reads the first of them present;
-/// purges both (see the key forming in the module docs of `storage`). For prefixes that do not
-/// start with `kopf.`, it also writes `<prefix>/kopf-managed: "yes"`.
+/// purges both (see [annotation keys](crate::storage#annotation-keys)). For prefixes that do
+/// not start with `kopf.`, it also writes `<prefix>/kopf-managed: "yes"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnnotationsProgressStorage {
     /// The annotations' prefix; `kopf.zalando.org` by default. Must not be empty.

@@ -68,13 +68,7 @@ fn write_number(out: &mut String, number: &Number) {
 
 /// Python's `float.__repr__` (`repr` style `'r'` with `Py_DTSF_ADD_DOT_0`).
 fn write_float(out: &mut String, float: f64) {
-    // Rust's `{:e}` gives the same shortest round-trip digits as Python's repr.
-    let scientific = format!("{:e}", float.abs());
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("`{:e}` always has an `e`");
-    let exponent: i32 = exponent.parse().expect("`{:e}` has an integer exponent");
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let (digits, exponent) = shortest_digits(float.abs());
     let point = exponent + 1; // digits are 0.d1d2d3… × 10^point
 
     if float.is_sign_negative() {
@@ -103,6 +97,31 @@ fn write_float(out: &mut String, float: f64) {
         out.push('.');
         out.push_str(fraction);
     }
+}
+
+/// The shortest significant digits that read back as `float` (non-negative, finite) and the
+/// decimal exponent of the first one; of two equally short candidates, the one closer to the
+/// exact value, and on a tie the even one, as Python's repr (David Gay's `dtoa` mode 0).
+fn shortest_digits(float: f64) -> (String, i32) {
+    // Rust's `{:e}` finds the shortest length but breaks ties upwards; formatting to that
+    // length is exact and breaks ties to even. Use the latter when it still reads back.
+    let shortest = format!("{float:e}");
+    let length = shortest
+        .split_once('e')
+        .map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let nearest = format!("{float:.*e}", length.saturating_sub(1));
+    let chosen = if nearest.parse::<f64>() == Ok(float) {
+        nearest
+    } else {
+        shortest
+    };
+    let (mantissa, exponent) = chosen.split_once('e').expect("`{:e}` always has an `e`");
+    let exponent: i32 = exponent.parse().expect("`{:e}` has an integer exponent");
+    let mut digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    while digits.len() > 1 && digits.ends_with('0') {
+        digits.pop();
+    }
+    (digits, exponent)
 }
 
 /// A JSON string with Python's `ensure_ascii` escaping.
@@ -190,6 +209,10 @@ mod tests {
             (12345678901234567.0, "1.2345678901234568e+16"),
             (9007199254740993.0, "9007199254740992.0"),
             (-123.456, "-123.456"),
+            // Exactly halfway between two shortest candidates (…52.25): Python takes the even one.
+            (8245401129898609.0 / 4.0, "2061350282474652.2"),
+            (1733262581519881.0 / 8.0, "216657822689985.12"),
+            (3066892291441705.0 / 4.0, "766723072860426.2"),
         ];
         for (float, expected) in cases {
             assert_eq!(dumps(&json!(float)), expected, "{float:?}");
