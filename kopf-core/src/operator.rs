@@ -216,7 +216,11 @@ impl Operator {
             _ = abort.cancelled() => false,
         };
         if !graceful {
-            tracing::warn!(target: "kopf::operator", ?grace, tasks = tasks.len(), "aborting the work left after the grace period");
+            if abort.is_cancelled() {
+                tracing::warn!(target: "kopf::operator", tasks = tasks.len(), "aborting the work left at once");
+            } else {
+                tracing::warn!(target: "kopf::operator", ?grace, tasks = tasks.len(), "aborting the work left after the grace period");
+            }
             tasks.abort();
             tasks.wait().await;
             return Err(OperatorError::Aborted(grace));

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::patch::Patch;
 use crate::resources::Resource;
@@ -16,6 +17,9 @@ pub(crate) struct Target<'a> {
     pub(crate) resource: &'a Resource,
     pub(crate) namespace: Option<&'a str>,
     pub(crate) name: &'a str,
+    /// The writing worker's token: once the operator stops, a failed write is not retried
+    /// (the retries could outlast the grace period; the next run writes again).
+    pub(crate) stop: &'a CancellationToken,
 }
 
 impl Target<'_> {
@@ -49,14 +53,20 @@ pub(crate) async fn apply(
     let mut newest = None;
     if let Some(body) = body {
         let merge = KubePatch::Merge(&body);
-        match retried(backoffs, || api.patch(target.name, &params, &merge)).await? {
+        let sent = retried(backoffs, target.stop, || {
+            api.patch(target.name, &params, &merge)
+        });
+        match sent.await? {
             Some(object) => newest = object.metadata.resource_version,
             None => return Ok(None),
         }
     }
     if let Some(status) = status {
         let merge = KubePatch::Merge(&status);
-        match retried(backoffs, || api.patch_status(target.name, &params, &merge)).await? {
+        let sent = retried(backoffs, target.stop, || {
+            api.patch_status(target.name, &params, &merge)
+        });
+        match sent.await? {
             Some(object) => newest = object.metadata.resource_version,
             None => return Ok(None),
         }
@@ -74,7 +84,7 @@ pub(crate) async fn apply(
             crate::watching::collection_path(target.resource, target.namespace),
             target.name
         );
-        let result = retried(backoffs, || {
+        let result = retried(backoffs, target.stop, || {
             let request = http::Request::patch(url.as_str())
                 .header(http::header::CONTENT_TYPE, "application/json-patch+json")
                 .body(body.clone())
@@ -95,10 +105,11 @@ pub(crate) async fn apply(
     Ok(newest)
 }
 
-/// Calls `request`, retrying connection errors, 5xx and 429 after the given delays;
-/// `Ok(None)` for 404.
+/// Calls `request`, retrying connection errors, 5xx and 429 after the given delays (until
+/// `stop` is cancelled); `Ok(None)` for 404.
 async fn retried<F, Fut>(
     backoffs: &[Duration],
+    stop: &CancellationToken,
     mut request: F,
 ) -> Result<Option<DynamicObject>, kube::Error>
 where
@@ -112,7 +123,10 @@ where
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
             Err(error) if transient(&error) && attempt < backoffs.len() => {
                 tracing::debug!(%error, "a write failed; retrying");
-                tokio::time::sleep(backoffs[attempt]).await;
+                tokio::select! {
+                    _ = stop.cancelled() => return Err(error),
+                    _ = tokio::time::sleep(backoffs[attempt]) => {}
+                }
                 attempt += 1;
             }
             Err(error) => return Err(error),

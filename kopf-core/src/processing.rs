@@ -177,7 +177,7 @@ impl Processor {
             None => None,
         });
         if let Some(remaining) = waiting {
-            let wakeup = match self.write(uid, &body, patch).await {
+            let wakeup = match self.write(uid, &body, patch, tasks).await {
                 Ok(()) => remaining,
                 Err(delay) => delay.min(remaining),
             };
@@ -194,7 +194,7 @@ impl Processor {
             self.memory(uid, |m| m.handled_once = true);
         }
         patch.merge(cycle.patch);
-        match self.write(uid, &body, patch).await {
+        match self.write(uid, &body, patch, tasks).await {
             Ok(()) => Next {
                 wakeup: cycle.wakeup,
                 gone: false,
@@ -208,15 +208,31 @@ impl Processor {
 
     /// Sends a patch to the object and remembers the version to wait for. On failure, the
     /// delay before trying again grows with each failure in a row (Kopf's `error_delays`).
-    async fn write(&self, uid: &str, body: &Value, patch: Patch) -> Result<(), Duration> {
+    async fn write(
+        &self,
+        uid: &str,
+        body: &Value,
+        mut patch: Patch,
+        tasks: &Tasks,
+    ) -> Result<(), Duration> {
         if patch.is_empty() {
             return Ok(());
+        }
+        // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
+        // writes one after sleeping for a delayed handler), so none stays once handled.
+        let mut untouch = json!({});
+        self.progress.touch(body, &mut untouch, None);
+        if let Value::Object(untouch) = untouch {
+            for (key, value) in untouch {
+                patch.merge_raw(&key, value);
+            }
         }
         let target = Target {
             client: &self.client,
             resource: &self.resource,
             namespace: body["metadata"]["namespace"].as_str(),
             name: body["metadata"]["name"].as_str().unwrap_or_default(),
+            stop: tasks.token(),
         };
         let version = body["metadata"]["resourceVersion"]
             .as_str()

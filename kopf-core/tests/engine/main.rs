@@ -4,4 +4,6 @@
 mod support;
 
 mod changes;
+mod interop;
+mod robustness;
 mod stopping;

@@ -1,0 +1,294 @@
+//! The `stoppable` example as a process, stopped by real signals: SIGTERM ends it cleanly with
+//! exit code 0; a second SIGINT during a slow graceful stop ends it at once with 130.
+//!
+//! The process under test runs the example's own code (`../stoppable.rs`, compiled into this
+//! test as a module) in this very test binary, started again with [`CHILD`] set. Running the
+//! example's binary instead would be fragile: cargo builds examples for a plain `cargo test`
+//! but not for `cargo test --test stoppable`, and tells tests no path to them
+//! (`CARGO_BIN_EXE_*` exists for `[[bin]]` targets only), so a test could run a missing or,
+//! worse, a stale build. Re-executing the test binary always runs the current code.
+
+#![cfg(unix)]
+
+#[path = "../stoppable.rs"]
+#[allow(
+    dead_code,
+    reason = "the example's `main` belongs to its binary; the child process calls `operate`"
+)]
+mod stoppable;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kopf_testing::{FakeApiServer, wait};
+use serde_json::{Value, json};
+
+/// Set in the environment of the child process: run the operator there.
+const CHILD: &str = "KOPF_EXAMPLES_STOPPABLE_CHILD";
+
+const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+
+/// Not a scenario: the operator's process. Started by the scenarios (with [`CHILD`] set) to
+/// run the example's operator and exit with its exit code; a no-op otherwise.
+#[test]
+fn operator_process() {
+    if std::env::var_os(CHILD).is_some() {
+        std::process::exit(stoppable::operate().into());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
+    let server = server_with_crd().await;
+    let mut operator = OperatorProcess::start(&server, Duration::from_secs(60));
+    operator.wait_until_watching(&server).await;
+    let client = server.client();
+    send(
+        &client,
+        "POST",
+        COLLECTION,
+        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+               "metadata": {"name": "busy"}, "spec": {"duration": 3600}}),
+    )
+    .await;
+    operator.wait_for_log("working").await;
+
+    operator.signal("TERM");
+
+    // 0, not 1: the stop needed no grace period (an abort would exit with 1).
+    assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    let object = get(&client, "busy").await.expect("the object exists");
+    let progress = object["metadata"]["annotations"]["kopf.zalando.org/create_fn"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        progress.contains("interrupted by the operator's stop"),
+        "the handler stopped early and will resume: {progress}"
+    );
+    drop(client);
+    wait("the operator's watches to close", || async {
+        (server.stats().open_watches == 0).then_some(())
+    })
+    .await;
+    wait("every connection to close", || async {
+        (server.stats().open_connections == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
+    let server = server_with_crd().await;
+    let mut operator = OperatorProcess::start(&server, Duration::from_secs(60));
+    operator.wait_until_watching(&server).await;
+    let client = server.client();
+    send(
+        &client,
+        "POST",
+        COLLECTION,
+        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+               "metadata": {"name": "stubborn"}, "spec": {"duration": 3600, "ignoreStop": true}}),
+    )
+    .await;
+    operator.wait_for_log("working").await;
+
+    operator.signal("INT");
+    // Stopping: the watches are gone, but the handler keeps the process alive.
+    wait("the operator's watches to close", || async {
+        (server.stats().open_watches == 0).then_some(())
+    })
+    .await;
+    assert!(operator.is_running(), "the stop waits for the grace period");
+    operator.signal("INT");
+
+    // Within the test's deadline, well before the grace period of 60 s.
+    assert_eq!(operator.exit_code().await, 130, "{}", operator.log());
+    drop(client);
+    wait("every connection to close", || async {
+        (server.stats().open_connections == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+/// The example's operator in a child process, killed if the test ends before it exits.
+struct OperatorProcess {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    _kubeconfig: tempfile::TempPath,
+}
+
+impl OperatorProcess {
+    fn start(server: &FakeApiServer, grace_period: Duration) -> OperatorProcess {
+        let kubeconfig = tempfile::NamedTempFile::new()
+            .expect("a temporary file")
+            .into_temp_path();
+        server
+            .write_kubeconfig(&kubeconfig)
+            .expect("the kubeconfig is written");
+        let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
+            .args(["operator_process", "--exact", "--nocapture", "--quiet"])
+            .env(CHILD, "1")
+            .env("KUBECONFIG", &kubeconfig)
+            .env(
+                "STOPPABLE_GRACE_PERIOD",
+                grace_period.as_secs_f64().to_string(),
+            )
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            // kube reads proxies from the environment; the fake server is local.
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the operator's process starts");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("a piped stderr");
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        OperatorProcess {
+            child,
+            log,
+            _kubeconfig: kubeconfig,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Once it watches, it has also set up its signal handlers (before anything else).
+    async fn wait_until_watching(&mut self, server: &FakeApiServer) {
+        poll("the operator to watch", || {
+            assert!(
+                self.is_running(),
+                "the operator exited early:\n{}",
+                self.log()
+            );
+            (server.stats().open_watches > 0).then_some(())
+        })
+        .await;
+    }
+
+    async fn wait_for_log(&self, text: &str) {
+        wait(&format!("{text:?} in the operator's log"), || async {
+            self.log
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|line| line.contains(text))
+                .then_some(())
+        })
+        .await;
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("the child's status").is_none()
+    }
+
+    /// Sends a signal, as `kill -TERM pid` does.
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name} succeeded");
+    }
+
+    /// Waits for the process to exit; its exit code.
+    async fn exit_code(&mut self) -> i32 {
+        let status = poll("the operator to exit", || {
+            self.child.try_wait().expect("the child's status")
+        })
+        .await;
+        status
+            .code()
+            .unwrap_or_else(|| panic!("exited by a signal: {status:?}"))
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// As [`wait`], for conditions that need no `.await`.
+async fn poll<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+    let until = tokio::time::Instant::now() + kopf_testing::DEADLINE;
+    loop {
+        if let Some(value) = condition() {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A server on a runtime of its own with the KopfExample CRD.
+async fn server_with_crd() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "kopfexamples.kopf.dev"},
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Namespaced",
+            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    });
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    send(&server.client(), "POST", path, crd).await;
+    server
+}
+
+async fn send(client: &kube::Client, method: &str, path: &str, body: Value) -> Value {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the request succeeds");
+    serde_json::from_str(&text).expect("a JSON answer")
+}
+
+async fn get(client: &kube::Client, name: &str) -> Option<Value> {
+    let request = http::Request::get(format!("{COLLECTION}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request::<Value>(request).await.ok()
+}
