@@ -6,7 +6,10 @@
 //! use kopf_testing::OperatorHarness;
 //! let harness = OperatorHarness::start(registry).await;
 //! // create objects with harness.client(), then:
-//! harness.wait_for("the handler's result", |objects| objects.iter().any(|o| !o["status"].is_null())).await;
+//! let examples = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+//! harness
+//!     .wait_for_objects(examples, "a handler's result", |objects| objects.iter().any(|o| !o["status"].is_null()))
+//!     .await;
 //! harness.stop().await.expect("a clean stop");
 //! # }
 //! ```

@@ -66,6 +66,8 @@ pub(crate) struct Context {
     pub(crate) verb: Verb,
     pub(crate) format: Format,
     pub(crate) content_type: Option<String>,
+    /// The `User-Agent` header: names the manager of writes without a `fieldManager`.
+    pub(crate) user_agent: Option<String>,
     /// Watch streams end after this many events (an injected fault).
     pub(crate) close_watch_after: Option<u64>,
 }
@@ -119,6 +121,11 @@ pub(crate) async fn handle(
         verb,
         format: Format::of(&parts.headers),
         content_type: content_type.clone(),
+        user_agent: parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
         close_watch_after: None,
     };
     let is_control = matches!(context.route, Route::Control(_));

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::catalog::{Builtin, ResourceDef};
 use super::object::{self, ObjectKey};
+use super::patch::{self, Updater};
 use super::schema;
 use super::state::{State, key_of};
 use super::status::{ApiError, ApiResult, Subject};
@@ -130,11 +131,31 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
     Ok(())
 }
 
-/// Stores a new object. `object` has been admitted already.
+/// The `Update` entry of one of the cluster's own controllers, in the object's own apiVersion.
+fn controller(object: &Value, manager: &str, subresource: &str) -> Updater {
+    Updater {
+        manager: manager.to_string(),
+        api_version: object["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        subresource: subresource.to_string(),
+    }
+}
+
+/// The manager of the fake cluster's API-server-side controllers (CRD status and cleanup).
+const KUBE_APISERVER: &str = "kube-apiserver";
+/// The manager of the fake cluster's garbage collector and namespace controller.
+const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
+
+/// Stores a new object. `object` has been admitted already. `updater`, if any, gets the
+/// object's fields in an `Update` entry of `metadata.managedFields` (creations by apply have
+/// their managed fields already and pass `None`).
 pub(crate) fn create(
     state: &mut State,
     def: &ResourceDef,
     mut object: Value,
+    updater: Option<&Updater>,
 ) -> ApiResult<Arc<Value>> {
     let namespace = object::namespace(&object).to_string();
     if def.namespaced {
@@ -189,6 +210,19 @@ pub(crate) fn create(
         if let Some(labels) = labels.as_object_mut() {
             labels.insert("kubernetes.io/metadata.name".into(), json!(name));
         }
+    }
+    // As in Kubernetes, the creator owns what it sent and what defaulting added, but not
+    // what the server's create strategy sets afterwards.
+    if let Some(updater) = updater {
+        patch::record_update(
+            Some(&def.kind),
+            None,
+            &mut object,
+            updater,
+            &object::now_timestamp(),
+        );
+    }
+    if def.builtin == Some(Builtin::Namespace) {
         object["spec"] = json!({"finalizers": ["kubernetes"]});
         object["status"] = json!({"phase": "Active"});
     }
@@ -223,13 +257,16 @@ pub(crate) fn generate_name(
 }
 
 /// Stores a new version of an existing object. `new` has been admitted already; its
-/// resourceVersion, if any, must be the current one.
+/// resourceVersion, if any, must be the current one. `updater`, if any, records the change in
+/// an `Update` entry of `metadata.managedFields` (applies have done their bookkeeping already
+/// and pass `None`).
 pub(crate) fn update(
     state: &mut State,
     def: &ResourceDef,
     old: &Arc<Value>,
     mut new: Value,
     scope: Scope,
+    updater: Option<&Updater>,
 ) -> ApiResult<Arc<Value>> {
     let name = object::name(old).to_string();
     let given_rv = object::resource_version(&new);
@@ -292,6 +329,15 @@ pub(crate) fn update(
                 "Forbidden: no new finalizers can be added if the object is being deleted",
             ));
         }
+    }
+    if let Some(updater) = updater {
+        patch::record_update(
+            Some(&def.kind),
+            Some(old),
+            &mut new,
+            updater,
+            &object::now_timestamp(),
+        );
     }
     let mut unchanged = (**old).clone();
     object::meta_mut(&mut unchanged).remove("resourceVersion");
@@ -451,7 +497,8 @@ fn establish_crds(state: &mut State) -> bool {
                         .filter(|f| f != CRD_CLEANUP)
                         .collect(),
                 );
-                if update(state, &crd_def, &crd, done, Scope::Main).is_ok() {
+                let updater = controller(&crd, KUBE_APISERVER, "");
+                if update(state, &crd_def, &crd, done, Scope::Main, Some(&updater)).is_ok() {
                     progressed = true;
                 }
             } else {
@@ -470,7 +517,17 @@ fn establish_crds(state: &mut State) -> bool {
         if crd["status"] != status {
             let mut established = (*crd).clone();
             established["status"] = status;
-            if update(state, &crd_def, &crd, established, Scope::Status).is_ok() {
+            let updater = controller(&crd, KUBE_APISERVER, "status");
+            if update(
+                state,
+                &crd_def,
+                &crd,
+                established,
+                Scope::Status,
+                Some(&updater),
+            )
+            .is_ok()
+            {
                 progressed = true;
             }
         }
@@ -571,7 +628,8 @@ fn terminate_namespaces(state: &mut State) -> bool {
             {
                 let mut finalized = (*ns).clone();
                 finalized["spec"]["finalizers"] = json!([]);
-                if update(state, &ns_def, &ns, finalized, Scope::Main).is_ok() {
+                let updater = controller(&ns, KUBE_CONTROLLER_MANAGER, "finalize");
+                if update(state, &ns_def, &ns, finalized, Scope::Main, Some(&updater)).is_ok() {
                     progressed = true;
                 }
             }
@@ -656,7 +714,17 @@ fn collect_garbage(state: &mut State) -> bool {
                 if let Some(refs) = released["metadata"]["ownerReferences"].as_array_mut() {
                     refs.retain(|r| r["uid"] != uid.as_str());
                 }
-                if update(state, child_def, child, released, Scope::Main).is_ok() {
+                let updater = controller(child, KUBE_CONTROLLER_MANAGER, "");
+                if update(
+                    state,
+                    child_def,
+                    child,
+                    released,
+                    Scope::Main,
+                    Some(&updater),
+                )
+                .is_ok()
+                {
                     progressed = true;
                 }
             }
@@ -685,7 +753,8 @@ fn collect_garbage(state: &mut State) -> bool {
                 &mut released,
                 finalizers.into_iter().filter(|f| f != finalizer).collect(),
             );
-            if update(state, &def, &current, released, Scope::Main).is_ok() {
+            let updater = controller(&current, KUBE_CONTROLLER_MANAGER, "");
+            if update(state, &def, &current, released, Scope::Main, Some(&updater)).is_ok() {
                 progressed = true;
             }
         }
@@ -705,7 +774,7 @@ pub(crate) fn bootstrap(state: &mut State) {
         {
             let namespace =
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            if let Err(error) = create(state, &ns_def, namespace) {
+            if let Err(error) = create(state, &ns_def, namespace, None) {
                 tracing::error!(?error, name, "creating a built-in namespace failed");
             }
         }

@@ -1,5 +1,6 @@
 //! Patch application for the fake API server: RFC 7386 merge patch, RFC 6902 JSON patch,
-//! Kubernetes strategic merge patch and a simplified server-side apply.
+//! Kubernetes strategic merge patch, a simplified server-side apply, and the managed-fields
+//! bookkeeping of all other writes.
 //!
 //! All functions work on plain [`serde_json::Value`] documents and never panic on any input.
 //! They are recursive in the nesting depth of their inputs; documents that come from
@@ -79,7 +80,18 @@
 //!    keeps Kubernetes' exact wording (`Apply failed with 1 conflict: conflict with
 //!    "alice": .spec.replicas`; several conflicts are grouped by manager, one path a line),
 //!    and [`PatchError::Conflict`] also lists each field for the Status `causes`.
-//! 6. `metadata.managedFields` is rewritten: entries whose set became empty disappear, the
+//! 6. The switch from client-side to server-side apply (Kubernetes' `lastAppliedManager`):
+//!    for the manager `kubectl` only, the conflicts on fields of the live object's
+//!    `kubectl.kubernetes.io/last-applied-configuration` annotation are forgiven when the
+//!    annotation is a JSON object with a `kind` and the applied `apiVersion`, and the field
+//!    still has its last-applied value (fields the live object changed, added or removed
+//!    since are not forgiven). When every conflict is forgiven, the apply goes on as forced;
+//!    otherwise only the other conflicts are reported.
+//! 7. After an apply by `kubectl` (`lastAppliedUpdater`), an existing non-empty annotation is
+//!    rewritten to the applied object without that annotation, as Go's JSON encoder writes it
+//!    (sorted keys, `<`, `>` and `&` escaped, a final newline); it is dropped if the
+//!    annotations would exceed 256 KiB. Its ownership does not change.
+//! 8. `metadata.managedFields` is rewritten: entries whose set became empty disappear, the
 //!    manager's `Apply` entry gets `time: now` when the object changed (it keeps its old
 //!    time on a no-op apply), and entries are sorted as Kubernetes sorts them.
 //!
@@ -98,15 +110,73 @@
 //!   the main resource, or everything else on `/status`) are the caller's job, as are
 //!   preconditions such as `metadata.resourceVersion` in the applied object.
 //! - `metadata.managedFields` in `applied` is ignored (Kubernetes answers 400), and live
-//!   entries that cannot be decoded are dropped instead of failing the request. When the live object has no managed fields at all, its current fields are
-//!   given to a `before-first-apply` `Update` manager, as Kubernetes does, so changing them
-//!   is a conflict.
-//! - The 10-entry cap on `Update` managers (`ancient-changes`) is not applied: this
-//!   function never adds `Update` entries besides `before-first-apply`.
+//!   entries that cannot be decoded are dropped instead of failing the request. When the
+//!   live object has no managed fields at all, its current fields are given to a
+//!   `before-first-apply` `Update` manager, as Kubernetes does, so changing them is a
+//!   conflict (one that the last-applied exception above may forgive).
+//! - Live list items that cannot be keyed (no key field) are never owned by anyone.
+//! - An apply adds no `Update` entry besides `before-first-apply`, so the cap on `Update`
+//!   entries (below) is applied by [`record_update`] only.
+//!
+//! # Update operations
+//!
+//! Every write that is not an apply (create, update, any other patch, on the main resource or
+//! a subresource) records its author in `metadata.managedFields`, as Kubernetes' field
+//! manager does; [`record_update`] does it on the object as it will be stored:
+//!
+//! 1. The author ([`Updater`]) is the `fieldManager` parameter or, without one, the
+//!    User-Agent up to its first `/` ([`manager_or_user_agent`]: `kubectl/v1.32 (...)`
+//!    gives `kubectl`; kubectl itself sends `fieldManager=kubectl-client-side-apply` for
+//!    `kubectl apply`, `kubectl-create`, `kubectl-edit` and so on), the request's apiVersion,
+//!    and the subresource (`status`, `scale`, ...). An `Update` entry's identity is all three;
+//!    an entry with an empty manager has no `manager` key.
+//! 2. The starting entries are the live object's, except on the main resource when the
+//!    written object carries `metadata.managedFields` itself (`decodeLiveOrNew`): an empty
+//!    list, or a list of one empty entry, resets them to none; a non-empty list whose
+//!    entries all decode replaces them (this is how kubectl migrates a client-side-applied
+//!    object to server-side apply, with a JSON patch of `metadata.managedFields`); anything
+//!    else is ignored.
+//! 3. An existing object without entries stays untracked, until its first apply
+//!    (`skipNonAppliedManager`); a new object is always tracked (Kubernetes tracks creations
+//!    with probability 1).
+//! 4. The old and new objects (an empty one for a creation) are compared as server-side
+//!    apply compares them (structured-merge-diff `Updater.Update`): fields changed or added
+//!    by the write leave every entry, the author's own included, and go to the author's
+//!    entry; removed fields leave every entry. The author's new fields exclude `apiVersion`,
+//!    `kind` and the server's metadata, as for apply. So a creation owns every field, maps
+//!    themselves included (`f:data: {".": {}, ...}`).
+//! 5. Only when the author got fields does its entry get `time: now`, merged with its
+//!    previous set; a write that changes nothing changes no entry. Empty entries disappear.
+//! 6. At most ten `Update` entries are kept (`capManagersManager`): beyond that, the oldest
+//!    ones (by time, then identity) are merged per apiVersion into an `ancient-changes`
+//!    `Update` entry, which takes the time of the last entry merged into it; the oldest entry
+//!    of each apiVersion only moves into it when a second one of that apiVersion joins.
+//!    `Apply` entries never count.
+//! 7. Entries are sorted as for apply.
+//!
+//! The server's own controllers record their writes too: `kube-apiserver` for a CRD's
+//! `status` (subresource `status`) and its cleanup finalizer, `kube-controller-manager` for
+//! the garbage collector and namespace finalization (subresource `finalize`). Deletions mark
+//! objects without recording anything, as in Kubernetes.
+//!
+//! Simplifications, compared with a real API server:
+//!
+//! - The bookkeeping runs on the object as it will be stored, after admission and the
+//!   server's rules for updates (status copied from the live object, server-owned metadata
+//!   restored), instead of before the registry's strategy with per-resource reset fields; the
+//!   effect is the same for the fields the fake server resets. A namespace's creator owns its
+//!   `kubernetes.io/metadata.name` label (set by defaulting in Kubernetes too), but not
+//!   `spec.finalizers` and `status.phase`, which the create strategy sets.
+//! - Given `metadata.managedFields` that do not decode are ignored rather than rejected
+//!   with 422; `fieldManager` is not validated; the User-Agent's non-printable characters
+//!   are approximated by control characters and whitespace other than spaces.
+//! - No version conversion: entries of every apiVersion are compared at face value.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
+
+use super::schema::go_json;
 
 /// The `$patch` directive key of strategic merge patches.
 const PATCH_DIRECTIVE: &str = "$patch";
@@ -1308,6 +1378,16 @@ fn closure<'a>(sets: impl IntoIterator<Item = &'a FieldSet>) -> FieldSet {
 // Managed fields entries
 // ---------------------------------------------------------------------------------------
 
+/// The annotation of client-side `kubectl apply`.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The manager of `kubectl apply --server-side`, the only one that Kubernetes lets take
+/// over client-side-applied fields and that keeps [`LAST_APPLIED`] up to date.
+const KUBECTL: &str = "kubectl";
+
+/// The limit on the total size of an object's annotations (keys and values), in bytes.
+const MAX_ANNOTATIONS_SIZE: usize = 256 * 1024;
+
 /// Metadata fields set by the server: dropped from applied objects, copied from live.
 const SERVER_OWNED_METADATA: &[&str] = &[
     "resourceVersion",
@@ -1342,6 +1422,12 @@ fn is_ignored_path(path: &[Pe]) -> bool {
         [Some("metadata"), Some(field)] => path.len() == 2 && IGNORED_METADATA.contains(field),
         _ => false,
     }
+}
+
+/// Whether a path can be owned: not an ignored one, and with no live list item that has no
+/// key (such an item has no FieldsV1 name).
+fn is_trackable(path: &[Pe]) -> bool {
+    !is_ignored_path(path) && path.iter().all(|pe| pe.rank != 4)
 }
 
 /// One entry of `metadata.managedFields`.
@@ -1411,10 +1497,13 @@ impl Entry {
         out
     }
 
-    /// Encodes the entry in the field order of `metav1.ManagedFieldsEntry`.
+    /// Encodes the entry in the field order of `metav1.ManagedFieldsEntry` (an empty
+    /// manager is left out, as Go's `omitempty` does).
     fn encode(&self) -> Value {
         let mut map = Map::new();
-        map.insert("manager".into(), Value::String(self.manager.clone()));
+        if !self.manager.is_empty() {
+            map.insert("manager".into(), Value::String(self.manager.clone()));
+        }
         map.insert("operation".into(), Value::String(self.operation.clone()));
         map.insert("apiVersion".into(), Value::String(self.api_version.clone()));
         if let Some(time) = &self.time {
@@ -1434,17 +1523,71 @@ impl Entry {
 
 /// Decodes `metadata.managedFields`, dropping malformed entries and merging duplicates.
 fn decode_entries(object: &Value) -> Vec<Entry> {
+    match object.pointer("/metadata/managedFields") {
+        Some(Value::Array(items)) => decode_entry_list(items, false).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Decodes a list of managed-fields entries, merging duplicates; a malformed entry is
+/// dropped, or makes the whole list `None` when `strict`.
+fn decode_entry_list(items: &[Value], strict: bool) -> Option<Vec<Entry>> {
     let mut entries: Vec<Entry> = Vec::new();
-    let Some(Value::Array(items)) = object.pointer("/metadata/managedFields") else {
-        return entries;
-    };
-    for entry in items.iter().filter_map(Entry::decode) {
+    for item in items {
+        let Some(entry) = Entry::decode(item) else {
+            if strict {
+                return None;
+            }
+            continue;
+        };
         match entries.iter_mut().find(|known| known.same_manager(&entry)) {
             Some(known) => known.set.extend(entry.set),
             None => entries.push(entry),
         }
     }
-    entries
+    Some(entries)
+}
+
+/// Sorts entries as Kubernetes sorts `metadata.managedFields`: by operation (`Apply` first),
+/// time, manager, apiVersion and subresource.
+fn sort_entries(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| {
+        (
+            &a.operation,
+            a.time.as_deref().unwrap_or_default(),
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                b.time.as_deref().unwrap_or_default(),
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+}
+
+/// Stores `entries` as `metadata.managedFields` (removed when there are none).
+fn store_entries(object: &mut Value, entries: &[Entry]) {
+    let Value::Object(map) = object else {
+        return;
+    };
+    let meta = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(meta) = meta else {
+        return;
+    };
+    if entries.is_empty() {
+        meta.shift_remove("managedFields");
+    } else {
+        meta.insert(
+            "managedFields".to_string(),
+            Value::Array(entries.iter().map(Entry::encode).collect()),
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1507,7 +1650,7 @@ pub(crate) fn server_side_apply(
     if live_object.is_some() && entries.is_empty() {
         let mut set = FieldSet::new();
         ssa.all_paths(&live_content, &mut Vec::new(), &mut Vec::new(), &mut set);
-        set.retain(|path| !is_ignored_path(path));
+        set.retain(|path| is_trackable(path));
         if !set.is_empty() {
             let live_version = live_content.get("apiVersion").and_then(Value::as_str);
             entries.push(Entry {
@@ -1595,7 +1738,21 @@ pub(crate) fn server_side_apply(
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(&entries, &conflicts));
+        // Kubernetes' `lastAppliedManager`: for `kubectl`, fields that the last client-side
+        // apply set, and that still have those values, do not conflict; when nothing else
+        // does, the apply is forced.
+        let allowed = (field_manager == KUBECTL)
+            .then(|| ssa.last_applied_fields(&live_content, api_version))
+            .flatten()
+            .unwrap_or_default();
+        let remaining: Vec<(usize, FieldSet)> = conflicts
+            .iter()
+            .map(|(index, set)| (*index, set.difference(&allowed).cloned().collect()))
+            .filter(|(_, set): &(usize, FieldSet)| !set.is_empty())
+            .collect();
+        if !remaining.is_empty() {
+            return Err(conflict_error(&entries, &remaining));
+        }
     }
     for (index, overlap) in &conflicts {
         if let Some(entry) = entries.get_mut(*index) {
@@ -1606,6 +1763,10 @@ pub(crate) fn server_side_apply(
         entry.set.retain(|path| !comparison.removed.contains(path));
     }
     entries.retain(|entry| !entry.set.is_empty());
+
+    if field_manager == KUBECTL {
+        sync_last_applied(&mut result, applied);
+    }
 
     let object_changed = live_object.is_none() || result != live_content;
     if !config_set.is_empty() {
@@ -1618,22 +1779,7 @@ pub(crate) fn server_side_apply(
             ..me
         });
     }
-    entries.sort_by(|a, b| {
-        (
-            &a.operation,
-            a.time.as_deref().unwrap_or_default(),
-            &a.manager,
-            &a.api_version,
-            &a.subresource,
-        )
-            .cmp(&(
-                &b.operation,
-                b.time.as_deref().unwrap_or_default(),
-                &b.manager,
-                &b.api_version,
-                &b.subresource,
-            ))
-    });
+    sort_entries(&mut entries);
 
     finish_metadata(&mut result, live_object, &entries);
     Ok(result)
@@ -1646,6 +1792,36 @@ fn strip_server_metadata(object: &mut Value) {
         for field in SERVER_OWNED_METADATA {
             meta.shift_remove(*field);
         }
+    }
+}
+
+/// Kubernetes' `lastAppliedUpdater`: after an apply by `kubectl`, an existing
+/// last-applied-configuration annotation is rewritten to the applied object (without the
+/// annotation), as Go's JSON encoder writes it; it is dropped if the annotations grow
+/// beyond their 256 KiB limit.
+fn sync_last_applied(result: &mut Value, applied: &Value) {
+    let Some(Value::Object(annotations)) = result.pointer_mut("/metadata/annotations") else {
+        return;
+    };
+    if annotations
+        .get(LAST_APPLIED)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(Value::Object(own)) = config.pointer_mut("/metadata/annotations") {
+        own.shift_remove(LAST_APPLIED);
+    }
+    let text = format!("{}\n", go_json(&config));
+    annotations.insert(LAST_APPLIED.to_string(), Value::String(text));
+    let size: usize = annotations
+        .iter()
+        .map(|(key, value)| key.len() + value.as_str().map_or(0, str::len))
+        .sum();
+    if size > MAX_ANNOTATIONS_SIZE {
+        annotations.shift_remove(LAST_APPLIED);
     }
 }
 
@@ -1682,14 +1858,7 @@ fn finish_metadata(result: &mut Value, live: Option<&Value>, entries: &[Entry]) 
             }
         }
     }
-    if entries.is_empty() {
-        meta.shift_remove("managedFields");
-    } else {
-        meta.insert(
-            "managedFields".to_string(),
-            Value::Array(entries.iter().map(Entry::encode).collect()),
-        );
-    }
+    store_entries(result, entries);
 }
 
 /// Whether `path` is a key field of a keyed list item that stays owned: pruning must not
@@ -1963,6 +2132,42 @@ impl Ssa<'_> {
         }
     }
 
+    /// The fields of the live object's last-applied-configuration annotation that still have
+    /// their last-applied values (`lastAppliedManager`'s allowed conflicts); `None` without
+    /// a usable annotation (missing, not a JSON object with a `kind`, another apiVersion
+    /// than the applied one, or malformed keyed lists).
+    fn last_applied_fields(&self, live: &Value, api_version: &str) -> Option<FieldSet> {
+        let text = live
+            .pointer("/metadata/annotations")?
+            .get(LAST_APPLIED)?
+            .as_str()
+            .filter(|text| !text.is_empty())?;
+        let last: Value = serde_json::from_str(text).ok()?;
+        last.get("kind")
+            .and_then(Value::as_str)
+            .filter(|kind| !kind.is_empty())?;
+        if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
+            return None;
+        }
+        let mut set = FieldSet::new();
+        self.apply_set(&last, &mut Vec::new(), &mut Vec::new(), &mut set)
+            .ok()?;
+        let mut comparison = Comparison::default();
+        self.compare(
+            &last,
+            live,
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut comparison,
+        );
+        set.retain(|path| {
+            !comparison.modified.contains(path)
+                && !comparison.added.contains(path)
+                && !comparison.removed.contains(path)
+        });
+        Some(set)
+    }
+
     /// Merges an applied value into a live one (structured-merge-diff `Merge`).
     fn merge(
         &self,
@@ -2202,6 +2407,247 @@ impl Ssa<'_> {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Update operations
+// ---------------------------------------------------------------------------------------
+
+/// Kubernetes keeps at most this many `Update` entries (`DefaultMaxUpdateManagers`).
+const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// The manager that the oldest `Update` entries are merged into beyond the cap.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// The longest manager name Kubernetes accepts (`FieldManagerMaxLength`), in bytes.
+const MAX_MANAGER_LENGTH: usize = 128;
+
+/// The author of a create or update (any write but an apply): the identity of its `Update`
+/// entry in `metadata.managedFields`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Updater {
+    /// The manager name; may be empty (then the entry has no `manager`).
+    pub(crate) manager: String,
+    /// The apiVersion of the request (`group/version`).
+    pub(crate) api_version: String,
+    /// The subresource written (`status`, `scale`, ...), empty for the main resource.
+    pub(crate) subresource: String,
+}
+
+/// Kubernetes' `managerOrUserAgent`: the `fieldManager` parameter if given, or else the
+/// User-Agent up to its first `/`, without control and whitespace characters other than
+/// spaces, cut to 128 bytes.
+pub(crate) fn manager_or_user_agent(
+    field_manager: Option<&str>,
+    user_agent: Option<&str>,
+) -> String {
+    if let Some(manager) = field_manager.filter(|manager| !manager.is_empty()) {
+        return manager.to_string();
+    }
+    let prefix = user_agent
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let mut out = String::new();
+    for c in prefix.chars() {
+        if c.is_control() || (c.is_whitespace() && c != ' ') {
+            continue;
+        }
+        if out.len() + c.len_utf8() > MAX_MANAGER_LENGTH {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a `metadata.managedFields` value given by a client asks for a reset: an empty
+/// list, or a list of one empty entry.
+fn is_reset(value: &Value) -> bool {
+    let empty = |item: &Value| match item {
+        Value::Object(map) => map
+            .values()
+            .all(|value| value.is_null() || value.as_str() == Some("")),
+        _ => false,
+    };
+    match value {
+        Value::Array(items) => match items.as_slice() {
+            [] => true,
+            [only] => empty(only),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Records a create (`live` is `None`) or an update of `live` into `new` by `updater` in
+/// `new`'s `metadata.managedFields`, as Kubernetes' field manager does for every write that
+/// is not an apply (see the module docs). `kind` selects the list table, `now` is the RFC 3339
+/// time of a changed entry.
+pub(crate) fn record_update(
+    kind: Option<&str>,
+    live: Option<&Value>,
+    new: &mut Value,
+    updater: &Updater,
+    now: &str,
+) {
+    if !new.is_object() {
+        return;
+    }
+    let live = live.filter(|live| live.is_object());
+    let live_entries = || live.map(decode_entries).unwrap_or_default();
+    let given = new.pointer("/metadata/managedFields").cloned();
+    let mut entries = match given {
+        // Subresources never take managed fields from the request.
+        _ if !updater.subresource.is_empty() => live_entries(),
+        None | Some(Value::Null) => live_entries(),
+        Some(value) if is_reset(&value) => Vec::new(),
+        Some(Value::Array(items)) => match decode_entry_list(&items, true) {
+            Some(entries) if !entries.is_empty() => entries,
+            _ => live_entries(),
+        },
+        Some(_) => live_entries(),
+    };
+    let without_managed = |object: &Value| {
+        let mut copy = object.clone();
+        if let Some(Value::Object(meta)) = copy.get_mut("metadata") {
+            meta.shift_remove("managedFields");
+        }
+        copy
+    };
+    let new_content = without_managed(new);
+    // An existing object without managed fields stays untracked until its first apply
+    // (`skipNonAppliedManager`); a new one is always tracked.
+    if live.is_some() && entries.is_empty() {
+        store_entries(new, &[]);
+        return;
+    }
+    let live_content = live
+        .map(without_managed)
+        .unwrap_or_else(|| Value::Object(Map::new()));
+
+    let ssa = Ssa { kind };
+    let mut comparison = Comparison::default();
+    ssa.compare(
+        &live_content,
+        &new_content,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut comparison,
+    );
+    let changed: FieldSet = comparison
+        .modified
+        .union(&comparison.added)
+        .cloned()
+        .collect();
+    for entry in &mut entries {
+        entry
+            .set
+            .retain(|path| !changed.contains(path) && !comparison.removed.contains(path));
+    }
+    let mine: FieldSet = changed
+        .into_iter()
+        .filter(|path| is_trackable(path))
+        .collect();
+    if !mine.is_empty() {
+        let me = Entry {
+            manager: updater.manager.clone(),
+            operation: "Update".into(),
+            api_version: updater.api_version.clone(),
+            subresource: updater.subresource.clone(),
+            time: Some(now.to_string()),
+            set: mine,
+        };
+        match entries.iter_mut().find(|entry| entry.same_manager(&me)) {
+            Some(known) => {
+                known.set.extend(me.set);
+                known.time = me.time;
+            }
+            None => entries.push(me),
+        }
+    }
+    entries.retain(|entry| !entry.set.is_empty());
+    cap_update_managers(&mut entries);
+    sort_entries(&mut entries);
+    store_entries(new, &entries);
+}
+
+/// Kubernetes' `capManagersManager`: beyond [`MAX_UPDATE_MANAGERS`] `Update` entries, the
+/// oldest ones (by time, then identity) are merged, per apiVersion, into an
+/// `ancient-changes` entry that takes the time of the last one merged into it. The first
+/// oldest entry of each apiVersion only moves into the bucket when a second one joins it.
+fn cap_update_managers(entries: &mut Vec<Entry>) {
+    let mut updaters: Vec<usize> = (0..entries.len())
+        .filter(|&index| entries.get(index).is_some_and(|e| e.operation == "Update"))
+        .collect();
+    if updaters.len() <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    let order = |entry: &Entry| {
+        (
+            entry.time.clone().unwrap_or_default(),
+            entry.manager.clone(),
+            entry.api_version.clone(),
+            entry.subresource.clone(),
+        )
+    };
+    updaters.sort_by_key(|&index| entries.get(index).map(order));
+    let mut dropped = vec![false; entries.len()];
+    let mut first_of_version: BTreeMap<String, usize> = BTreeMap::new();
+    let mut length = updaters.len();
+    for index in updaters {
+        if length <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let Some(version) = entries.get(index).map(|e| e.api_version.clone()) else {
+            continue;
+        };
+        let Some(&first) = first_of_version.get(&version) else {
+            first_of_version.insert(version, index);
+            continue;
+        };
+        let existing = (0..entries.len()).find(|&other| {
+            !dropped.get(other).copied().unwrap_or(true)
+                && entries.get(other).is_some_and(|e| {
+                    e.manager == ANCIENT_CHANGES
+                        && e.operation == "Update"
+                        && e.api_version == version
+                        && e.subresource.is_empty()
+                })
+        });
+        let bucket = match existing {
+            Some(bucket) if bucket == index => continue,
+            Some(bucket) => bucket,
+            None => {
+                if let Some(entry) = entries.get_mut(first) {
+                    entry.manager = ANCIENT_CHANGES.to_string();
+                    entry.subresource = String::new();
+                }
+                first
+            }
+        };
+        let Some((set, time)) = entries
+            .get_mut(index)
+            .map(|e| (std::mem::take(&mut e.set), e.time.clone()))
+        else {
+            continue;
+        };
+        if let Some(entry) = entries.get_mut(bucket) {
+            entry.set.extend(set);
+            entry.time = time;
+        }
+        if let Some(flag) = dropped.get_mut(index) {
+            *flag = true;
+        }
+        length -= 1;
+    }
+    let mut index = 0;
+    entries.retain(|_| {
+        let keep = !dropped.get(index).copied().unwrap_or(false);
+        index += 1;
+        keep
+    });
 }
 
 /// Table tests and property tests.
@@ -3618,6 +4064,566 @@ mod tests {
         );
     }
 
+    // ------------------------------------------------------------------ update operations
+
+    /// An `Update` author of the main resource in `v1`.
+    fn updater(manager: &str) -> Updater {
+        Updater {
+            manager: manager.into(),
+            api_version: "v1".into(),
+            subresource: String::new(),
+        }
+    }
+
+    /// A ConfigMap with the given data.
+    fn config_map(data: Value) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default", "labels": {"app": "web"}},
+            "data": data,
+        })
+    }
+
+    /// `new` after `updater` wrote it over `live` (`None` to create it).
+    fn updated(live: Option<&Value>, mut new: Value, updater: &Updater, now: &str) -> Value {
+        record_update(Some("ConfigMap"), live, &mut new, updater, now);
+        new
+    }
+
+    /// The (manager, operation, subresource, time) of each entry, in order.
+    fn identities(object: &Value) -> Vec<(String, String, String, String)> {
+        managed(object)
+            .iter()
+            .map(|entry| {
+                let text = |key: &str| entry[key].as_str().unwrap_or_default().to_string();
+                (
+                    text("manager"),
+                    text("operation"),
+                    text("subresource"),
+                    text("time"),
+                )
+            })
+            .collect()
+    }
+
+    /// A creation gives the creator every field, maps included, but not the server's metadata.
+    #[test]
+    fn update_create_owns_every_field() {
+        let mut new = config_map(json!({"x": "1", "y": "2"}));
+        new["metadata"]["uid"] = json!("u-1");
+        new["metadata"]["generation"] = json!(1);
+        let out = updated(None, new.clone(), &updater("kubectl-create"), NOW);
+        assert_eq!(
+            managed(&out),
+            [json!({
+                "manager": "kubectl-create",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": NOW,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:data": {".": {}, "f:x": {}, "f:y": {}},
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                },
+            })]
+        );
+        let text = managed(&out)[0]["fieldsV1"].to_string();
+        assert!(text.starts_with(r#"{"f:data":{".":{},"#), "{text}");
+        let mut without = out.clone();
+        if let Some(Value::Object(meta)) = without.get_mut("metadata") {
+            meta.shift_remove("managedFields");
+        }
+        assert_eq!(without, new, "nothing else changes");
+    }
+
+    /// Changed and added fields move to the writer; removed ones leave every owner; the
+    /// writer's entry takes the time, the others keep theirs.
+    #[test]
+    fn update_moves_changed_fields_and_forgets_removed_ones() {
+        let live = updated(
+            None,
+            config_map(json!({"x": "1", "y": "2", "w": "0"})),
+            &updater("alice"),
+            NOW,
+        );
+        let out = updated(
+            Some(&live),
+            config_map(json!({"x": "changed", "z": "3", "w": "0"})),
+            &updater("bob"),
+            LATER,
+        );
+        assert_eq!(
+            entry_of(&out, "alice").expect("alice")["fieldsV1"],
+            json!({"f:data": {".": {}, "f:w": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+        );
+        assert_eq!(
+            entry_of(&out, "bob").expect("bob")["fieldsV1"],
+            json!({"f:data": {"f:x": {}, "f:z": {}}})
+        );
+        assert_eq!(
+            identities(&out),
+            [
+                ("alice".into(), "Update".into(), String::new(), NOW.into()),
+                ("bob".into(), "Update".into(), String::new(), LATER.into()),
+            ]
+        );
+
+        // The same manager again: one entry, the union of its fields, the new time.
+        let later = "2024-05-01T12:00:00Z";
+        let again = updated(
+            Some(&out),
+            config_map(json!({"x": "changed", "z": "3", "w": "1"})),
+            &updater("bob"),
+            later,
+        );
+        assert_eq!(
+            entry_of(&again, "bob").expect("bob")["fieldsV1"],
+            json!({"f:data": {"f:w": {}, "f:x": {}, "f:z": {}}})
+        );
+        assert_eq!(entry_of(&again, "bob").expect("bob")["time"], later);
+        assert_eq!(
+            entry_of(&again, "alice").expect("alice")["fieldsV1"],
+            json!({"f:data": {}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}),
+            "alice still owns the map itself"
+        );
+
+        // A write that changes nothing changes no entry, not even a time.
+        let noop = updated(
+            Some(&again),
+            again.clone(),
+            &updater("carol"),
+            "2025-01-01T00:00:00Z",
+        );
+        assert_eq!(noop, again);
+        // Removing a whole map removes it, and everything below it, from its owners.
+        let mut gone = config_map(json!({}));
+        if let Value::Object(map) = &mut gone {
+            map.shift_remove("data");
+        }
+        let out = updated(Some(&again), gone, &updater("carol"), later);
+        assert_eq!(
+            identities(&out),
+            [("alice".into(), "Update".into(), String::new(), NOW.into())],
+            "bob owned only data fields, carol changed nothing it could own"
+        );
+        assert_eq!(
+            entry_of(&out, "alice").expect("alice")["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+        );
+    }
+
+    /// Keyed lists: a changed item field moves, the item stays with its owner.
+    #[test]
+    fn update_tracks_keyed_list_items() {
+        let live = stored(
+            server_side_apply(Some("Deployment"), None, &web(2), "alice", false, NOW)
+                .expect("created"),
+        );
+        let mut new = live.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.26");
+        new["spec"]["replicas"] = json!(3);
+        let updater = Updater {
+            manager: "kubectl-edit".into(),
+            api_version: "apps/v1".into(),
+            subresource: String::new(),
+        };
+        record_update(Some("Deployment"), Some(&live), &mut new, &updater, LATER);
+        assert_eq!(
+            entry_of(&new, "kubectl-edit").expect("edit")["fieldsV1"],
+            json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"nginx\"}": {"f:image": {}}
+            }}}}})
+        );
+        let alice = &entry_of(&new, "alice").expect("alice")["fieldsV1"];
+        assert_eq!(alice["f:spec"].get("f:replicas"), None);
+        assert_eq!(
+            alice["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"]
+                .get("f:image"),
+            None
+        );
+        assert!(
+            alice["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"]
+                .get(".")
+                .is_some()
+        );
+        // The Apply entry sorts before the Update entry.
+        assert_eq!(managed(&new)[0]["operation"], "Apply");
+
+        // The applier now conflicts with the editor on the fields it changed.
+        let error = server_side_apply(
+            Some("Deployment"),
+            Some(&stored(new.clone())),
+            &web(2),
+            "alice",
+            false,
+            LATER,
+        )
+        .expect_err("conflict");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Apply failed with 2 conflicts: conflicts with \"kubectl-edit\" using apps/v1 at {LATER}:\n- .spec.replicas\n- .spec.template.spec.containers[name=\"nginx\"].image"
+            )
+        );
+    }
+
+    /// An existing object without managed fields stays untracked; a request's managed fields
+    /// replace the live ones, and an empty list resets them.
+    #[test]
+    fn update_decides_which_managed_fields_to_start_from() {
+        let untracked = stored(config_map(json!({"x": "1"})));
+        let out = updated(
+            Some(&untracked),
+            config_map(json!({"x": "2"})),
+            &updater("bob"),
+            LATER,
+        );
+        assert_eq!(out.pointer("/metadata/managedFields"), None);
+
+        let live = updated(None, config_map(json!({"x": "1"})), &updater("alice"), NOW);
+        // Given entries (as kubectl's client-side to server-side migration sends them).
+        let mut new = live.clone();
+        new["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl", "operation": "Apply", "apiVersion": "v1", "time": NOW,
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:x": {}}},
+        }]);
+        let out = updated(Some(&live), new.clone(), &updater("kubectl"), LATER);
+        assert_eq!(
+            identities(&out),
+            [("kubectl".into(), "Apply".into(), String::new(), NOW.into())]
+        );
+        // A malformed list is ignored: the live entries stay.
+        new["metadata"]["managedFields"] = json!([{"manager": "x", "operation": "Sideways"}]);
+        let out = updated(Some(&live), new.clone(), &updater("bob"), LATER);
+        assert_eq!(managed(&out), managed(&live));
+        // An empty list (or one empty entry) resets: the object is no longer tracked.
+        for reset in [json!([]), json!([{}])] {
+            new["metadata"]["managedFields"] = reset;
+            let out = updated(Some(&live), new.clone(), &updater("bob"), LATER);
+            assert_eq!(out.pointer("/metadata/managedFields"), None);
+        }
+        // A subresource write never takes the request's entries.
+        new["metadata"]["managedFields"] = json!([]);
+        new["data"]["x"] = json!("2");
+        let status = Updater {
+            subresource: "status".into(),
+            ..updater("bob")
+        };
+        let out = updated(Some(&live), new, &status, LATER);
+        assert_eq!(
+            identities(&out),
+            [
+                ("alice".into(), "Update".into(), String::new(), NOW.into()),
+                ("bob".into(), "Update".into(), "status".into(), LATER.into()),
+            ]
+        );
+        assert_eq!(
+            managed(&out)[1]["subresource"],
+            "status",
+            "subresource is written last"
+        );
+    }
+
+    /// Identity of `Update` entries: manager, apiVersion and subresource; an empty manager is
+    /// left out of the entry.
+    #[test]
+    fn update_entries_are_per_manager_version_and_subresource() {
+        let live = updated(None, config_map(json!({"x": "1"})), &updater("alice"), NOW);
+        let other_version = Updater {
+            api_version: "v2".into(),
+            ..updater("alice")
+        };
+        let out = updated(
+            Some(&live),
+            config_map(json!({"x": "2"})),
+            &other_version,
+            LATER,
+        );
+        let versions: Vec<Value> = managed(&out)
+            .iter()
+            .map(|entry| entry["apiVersion"].clone())
+            .collect();
+        assert_eq!(versions, [json!("v1"), json!("v2")]);
+
+        let anonymous = updated(None, config_map(json!({})), &updater(""), NOW);
+        let entry = &managed(&anonymous)[0];
+        assert_eq!(entry.get("manager"), None, "{entry}");
+        assert_eq!(
+            decode_entries(&anonymous)
+                .first()
+                .map(|e| e.manager.as_str()),
+            Some("")
+        );
+    }
+
+    /// Beyond ten `Update` entries the oldest ones merge, per apiVersion, into
+    /// `ancient-changes`; `Apply` entries do not count.
+    #[test]
+    fn update_caps_update_managers_at_ten() {
+        let keys: Vec<String> = (0..11).map(|i| format!("k{i:02}")).collect();
+        let mut object = server_side_apply(
+            None,
+            None,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"applied": "a"}}),
+            "applier",
+            false,
+            NOW,
+        )
+        .expect("created");
+        // Ten managers, the second oldest in another apiVersion.
+        for (i, key) in keys.iter().take(10).enumerate() {
+            let mut new = object.clone();
+            new["data"][key.as_str()] = json!("1");
+            let updater = Updater {
+                api_version: if i == 1 { "v2" } else { "v1" }.into(),
+                ..updater(&format!("m{i:02}"))
+            };
+            record_update(
+                None,
+                Some(&object),
+                &mut new,
+                &updater,
+                &format!("2024-05-01T10:00:{i:02}Z"),
+            );
+            object = new;
+        }
+        assert_eq!(managed(&object).len(), 11, "ten updaters and the applier");
+        let mut new = object.clone();
+        new["data"]["k10"] = json!("1");
+        record_update(
+            None,
+            Some(&object),
+            &mut new,
+            &updater("m10"),
+            "2024-05-01T10:00:10Z",
+        );
+        let managers: Vec<(String, String)> = managed(&new)
+            .iter()
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap_or_default().to_string(),
+                    e["apiVersion"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("applier", "v1"),
+            ("m01", "v2"),
+            ("ancient-changes", "v1"),
+            ("m03", "v1"),
+            ("m04", "v1"),
+            ("m05", "v1"),
+            ("m06", "v1"),
+            ("m07", "v1"),
+            ("m08", "v1"),
+            ("m09", "v1"),
+            ("m10", "v1"),
+        ]
+        .iter()
+        .map(|(m, v)| (m.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(managers, expected);
+        let ancient = entry_of(&new, "ancient-changes").expect("bucket");
+        assert_eq!(
+            ancient["fieldsV1"],
+            json!({"f:data": {"f:k00": {}, "f:k02": {}}})
+        );
+        assert_eq!(
+            ancient["time"], "2024-05-01T10:00:02Z",
+            "the time of the last entry merged"
+        );
+    }
+
+    /// The manager of a write: `fieldManager`, or else the User-Agent's product name.
+    #[test]
+    fn managers_from_field_manager_or_user_agent() {
+        let cases = [
+            (Some("mine"), Some("kubectl/v1.32.4 (linux/amd64)"), "mine"),
+            (Some(""), Some("kubectl/v1.32.4 (linux/amd64)"), "kubectl"),
+            (None, Some("kube-rs/0.99.0"), "kube-rs"),
+            (
+                None,
+                Some("OpenAPI-Generator/31.0.0/python"),
+                "OpenAPI-Generator",
+            ),
+            (None, Some("my tool\t\u{7}x/1"), "my toolx"),
+            (None, None, ""),
+        ];
+        for (field_manager, user_agent, expected) in cases {
+            assert_eq!(
+                manager_or_user_agent(field_manager, user_agent),
+                expected,
+                "{field_manager:?} {user_agent:?}"
+            );
+        }
+        let long = "é".repeat(100);
+        let manager = manager_or_user_agent(None, Some(&long));
+        assert_eq!(manager.len(), 128);
+        assert_eq!(manager, "é".repeat(64));
+    }
+
+    /// A Deployment as `kubectl apply` (client-side) creates it: the annotation and an `Update`
+    /// entry of `kubectl-client-side-apply`.
+    fn client_side_applied(replicas: i64) -> Value {
+        let mut object = web(replicas);
+        let annotation = format!("{}\n", web(replicas));
+        object["metadata"]["annotations"] =
+            json!({"kubectl.kubernetes.io/last-applied-configuration": annotation});
+        let updater = Updater {
+            manager: "kubectl-client-side-apply".into(),
+            api_version: "apps/v1".into(),
+            subresource: String::new(),
+        };
+        record_update(Some("Deployment"), None, &mut object, &updater, NOW);
+        stored(object)
+    }
+
+    /// `kubectl` may take over fields that still have their last-applied values; the server
+    /// then rewrites the annotation as Go's encoder writes the applied object.
+    #[test]
+    fn ssa_kubectl_takes_over_last_applied_fields() {
+        let live = client_side_applied(3);
+        let mut applied = web(5);
+        applied["metadata"]["labels"]["tier"] = json!("<front&end>");
+        let out = server_side_apply(
+            Some("Deployment"),
+            Some(&live),
+            &applied,
+            "kubectl",
+            false,
+            LATER,
+        )
+        .expect("no conflict for kubectl");
+        assert_eq!(out["spec"]["replicas"], 5);
+        let kubectl = entry_of(&out, "kubectl").expect("kubectl");
+        assert_eq!(kubectl["operation"], "Apply");
+        assert_eq!(kubectl["fieldsV1"]["f:spec"]["f:replicas"], json!({}));
+        let csa = entry_of(&out, "kubectl-client-side-apply").expect("csa");
+        assert_eq!(csa["fieldsV1"]["f:spec"].get("f:replicas"), None);
+        assert_eq!(
+            csa["fieldsV1"]["f:metadata"]["f:annotations"],
+            json!({".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}),
+            "the annotation stays with the client-side manager"
+        );
+        let annotation =
+            out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+                .as_str()
+                .expect("annotation");
+        assert_eq!(
+            annotation,
+            concat!(
+                r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"app":"web","tier":"\u003cfront\u0026end\u003e"},"name":"web","namespace":"default"},"#,
+                r#""spec":{"replicas":5,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"#,
+                r#""spec":{"containers":[{"image":"nginx:1.25","name":"nginx","ports":[{"containerPort":80}]}]}}}}"#,
+                "\n"
+            )
+        );
+
+        // Other managers get the conflict.
+        let error = server_side_apply(
+            Some("Deployment"),
+            Some(&live),
+            &web(5),
+            "alice",
+            false,
+            LATER,
+        )
+        .expect_err("conflict");
+        assert!(
+            error.to_string().starts_with(
+                "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\""
+            ),
+            "{error}"
+        );
+        // An apply by another manager leaves the annotation alone.
+        let out = server_side_apply(
+            Some("Deployment"),
+            Some(&live),
+            &web(5),
+            "alice",
+            true,
+            LATER,
+        )
+        .expect("forced");
+        assert_eq!(
+            out["metadata"]["annotations"],
+            live["metadata"]["annotations"]
+        );
+    }
+
+    /// Fields changed since the last client-side apply still conflict, and only those are
+    /// reported; an annotation for another apiVersion, or none, allows nothing.
+    #[test]
+    fn ssa_last_applied_exception_covers_only_unchanged_fields() {
+        let mut live = client_side_applied(3);
+        live["spec"]["paused"] = json!(true);
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.26");
+        let mut entries = managed(&live);
+        entries[0]["fieldsV1"]["f:spec"]["f:paused"] = json!({});
+        live["metadata"]["managedFields"] = Value::Array(entries);
+        let mut applied = web(5);
+        applied["spec"]["paused"] = json!(false);
+        applied["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.27");
+        let error = server_side_apply(
+            Some("Deployment"),
+            Some(&live),
+            &applied,
+            "kubectl",
+            false,
+            LATER,
+        )
+        .expect_err("conflict");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using apps/v1 at {NOW}:\n- .spec.paused\n- .spec.template.spec.containers[name=\"nginx\"].image"
+            ),
+            ".spec.replicas still has its last-applied value"
+        );
+
+        let mut other = client_side_applied(3);
+        other["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+            json!(web(3).to_string().replace("apps/v1", "apps/v1beta1"));
+        let error = server_side_apply(
+            Some("Deployment"),
+            Some(&other),
+            &web(5),
+            "kubectl",
+            false,
+            LATER,
+        )
+        .expect_err("another apiVersion");
+        assert!(error.to_string().ends_with(".spec.replicas"), "{error}");
+
+        // Without managed fields, `before-first-apply` conflicts are forgiven as well; the
+        // annotation is not added where there was none.
+        let mut unmanaged = client_side_applied(3);
+        if let Some(Value::Object(meta)) = unmanaged.get_mut("metadata") {
+            meta.shift_remove("managedFields");
+        }
+        let out = server_side_apply(
+            Some("Deployment"),
+            Some(&unmanaged),
+            &web(5),
+            "kubectl",
+            false,
+            LATER,
+        )
+        .expect("forgiven");
+        assert_eq!(out["spec"]["replicas"], 5);
+        let out = server_side_apply(
+            Some("Deployment"),
+            Some(&stored(web(3))),
+            &web(3),
+            "kubectl",
+            false,
+            LATER,
+        )
+        .expect("same values");
+        assert_eq!(out["metadata"].get("annotations"), None);
+    }
+
     // ------------------------------------------------------------------ property tests
 
     /// Keys that hit the list table.
@@ -4029,6 +5035,46 @@ mod tests {
                     meta.shift_remove("managedFields");
                 }
                 live = Some(stored);
+            }
+        }
+
+        /// A sequence of writes by different managers: the owned fields are exactly the
+        /// object's trackable fields, every entry decodes, and writing the same object again
+        /// changes nothing.
+        #[test]
+        fn prop_update_owners_cover_the_object(
+            kind in arb_kind(),
+            objects in prop::collection::vec(arb_kind().prop_flat_map(arb_object), 1..5),
+            managers in prop::collection::vec(prop::sample::select(vec!["alice", "bob", "carol"]), 5),
+        ) {
+            let mut live: Option<Value> = None;
+            for (index, object) in objects.iter().enumerate() {
+                let mut new = object.clone();
+                new["kind"] = json!(kind);
+                if let Some(Value::Object(meta)) = new.get_mut("metadata") {
+                    meta.shift_remove("managedFields");
+                }
+                let manager = managers.get(index).copied().unwrap_or("alice");
+                let now = format!("2024-05-01T10:00:0{index}Z");
+                record_update(Some(kind), live.as_ref(), &mut new, &updater(manager), &now);
+                let items = managed(&new);
+                let entries = decode_entry_list(&items, true);
+                prop_assert!(entries.is_some(), "{}", new);
+                let entries = entries.unwrap_or_default();
+                prop_assert_eq!(entries.len(), items.len());
+                let owned: FieldSet = entries.iter().flat_map(|e| e.set.iter().cloned()).collect();
+                let mut content = new.clone();
+                if let Some(Value::Object(meta)) = content.get_mut("metadata") {
+                    meta.shift_remove("managedFields");
+                }
+                let mut expected = FieldSet::new();
+                Ssa { kind: Some(kind) }.all_paths(&content, &mut Vec::new(), &mut Vec::new(), &mut expected);
+                expected.retain(|path| is_trackable(path));
+                prop_assert_eq!(owned, expected);
+                let mut again = new.clone();
+                record_update(Some(kind), Some(&new), &mut again, &updater("dave"), "2030-01-01T00:00:00Z");
+                prop_assert_eq!(&again, &new);
+                live = Some(new);
             }
         }
 

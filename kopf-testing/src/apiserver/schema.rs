@@ -2348,7 +2348,7 @@ fn is_format_char(c: char) -> bool {
 }
 
 /// Go's `json.Marshal` of a decoded value (sorted keys, HTML-safe escaping).
-fn go_json(v: &Value) -> String {
+pub(crate) fn go_json(v: &Value) -> String {
     let mut out = String::new();
     write_go_json(v, &mut out, 0);
     out

@@ -13,7 +13,7 @@ use super::catalog::{Builtin, ResourceDef};
 use super::handler::{Context, Reply};
 use super::lifecycle::{self, DeleteOptions, Deletion, Scope};
 use super::object::{self, ObjectKey};
-use super::patch::{self, PatchError};
+use super::patch::{self, PatchError, Updater};
 use super::protobuf::{self, ProtobufError};
 use super::request::{Format, ObjectPath, Verb};
 use super::selector::{FieldSelector, LabelSelector};
@@ -351,6 +351,20 @@ fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Re
     Ok(Reply::json(StatusCode::OK, &list))
 }
 
+/// The author of a write that is not an apply, for its `Update` entry in managedFields: the
+/// `fieldManager` parameter or the User-Agent's product, the request's apiVersion and
+/// subresource.
+fn updater(context: &Context, target: &Target<'_>) -> Updater {
+    Updater {
+        manager: patch::manager_or_user_agent(
+            context.query.get("fieldManager"),
+            context.user_agent.as_deref(),
+        ),
+        api_version: target.def.api_version(target.version),
+        subresource: target.path.subresource.clone().unwrap_or_default(),
+    }
+}
+
 /// The media type of Kubernetes' protobuf encoding.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
@@ -482,15 +496,18 @@ fn create(
     let dry_run = dry_run(context)?;
     let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
-    create_object(shared, target, object, validation, dry_run)
+    let updater = updater(context, target);
+    create_object(shared, target, object, validation, dry_run, Some(&updater))
 }
 
+/// Creates an object, after admission; `updater` records an `Update` entry in managedFields.
 fn create_object(
     shared: &Shared,
     target: &Target<'_>,
     mut object: Value,
     validation: FieldValidation,
     dry_run: bool,
+    updater: Option<&Updater>,
 ) -> ApiResult<Reply> {
     let (stored, warnings) = commit(shared, dry_run, |state| {
         if object::name(&object).is_empty() {
@@ -511,7 +528,7 @@ fn create_object(
             object::meta_mut(&mut object).insert("name".into(), json!(name));
         }
         let warnings = admission::admit(&target.def, target.version, &mut object, validation)?;
-        let mut stored = lifecycle::create(state, &target.def, object)?;
+        let mut stored = lifecycle::create(state, &target.def, object, updater)?;
         if dry_run {
             stored = unstored(&stored, None);
         }
@@ -532,17 +549,25 @@ fn update(
     let object = parse_object(context, target, body)?;
     let object = target.for_storage(object);
     let name = target.name().to_string();
-    write_object(shared, target, &name, scope, validation, dry_run, |_| {
-        Ok(object)
-    })
+    let updater = updater(context, target);
+    write_object(
+        shared,
+        target,
+        &name,
+        (scope, Some(&updater)),
+        validation,
+        dry_run,
+        |_| Ok(object),
+    )
 }
 
-/// Replaces an object with what `change` makes of its current state, after admission.
+/// Replaces an object with what `change` makes of its current state, after admission, in
+/// `scope`; the updater, if any, records an `Update` entry in managedFields.
 fn write_object(
     shared: &Shared,
     target: &Target<'_>,
     name: &str,
-    scope: Scope,
+    (scope, updater): (Scope, Option<&Updater>),
     validation: FieldValidation,
     dry_run: bool,
     change: impl FnOnce(&Value) -> ApiResult<Value>,
@@ -556,7 +581,7 @@ fn write_object(
         check_identity(target, &mut new)?;
         let mut new = target.for_storage(new);
         let warnings = admission::admit(&target.def, target.version, &mut new, validation)?;
-        let mut stored = lifecycle::update(state, &target.def, &old, new, scope)?;
+        let mut stored = lifecycle::update(state, &target.def, &old, new, scope, updater)?;
         if dry_run {
             stored = unstored(&stored, Some(object::resource_version(&old)));
         }
@@ -625,11 +650,12 @@ fn patch(
     if kind != PatchKind::Json && !document.is_object() {
         return Err(ApiError::bad_request("the patch must be a JSON object"));
     }
+    let updater = updater(context, target);
     write_object(
         shared,
         target,
         &name,
-        scope,
+        (scope, Some(&updater)),
         validation,
         dry_run,
         |current| {
@@ -686,13 +712,13 @@ fn apply(
                 .map_err(|e| patch_error(target, &name, e))?;
         check_identity(target, &mut object)?;
         let object = target.for_storage(object);
-        return create_object(shared, target, object, validation, dry_run);
+        return create_object(shared, target, object, validation, dry_run, None);
     }
     write_object(
         shared,
         target,
         &name,
-        scope,
+        (scope, None),
         validation,
         dry_run,
         |current| {
@@ -858,11 +884,12 @@ fn scale(
             let document = parse_json(body)?;
             let dry_run = dry_run(context)?;
             let mut proposed = None;
+            let updater = updater(context, target);
             let reply = write_object(
                 shared,
                 target,
                 &name,
-                Scope::Main,
+                (Scope::Main, Some(&updater)),
                 FieldValidation::Ignore,
                 dry_run,
                 |current| {

@@ -1413,16 +1413,12 @@ async fn server_dry_runs_store_nothing() {
     server.stop().await;
 }
 
-/// Switching an object from client-side to server-side apply works in a real cluster: the
-/// fields that the last client-side apply set (its annotation) do not conflict for the manager
-/// `kubectl`.
-///
-/// KNOWN SERVER GAP, hence ignored: the fake server keeps no `Update` entries in managedFields
-/// (so kubectl's own migration of `kubectl-client-side-apply` finds nothing to migrate), and its
-/// server-side apply gives every existing field to `before-first-apply` without Kubernetes'
-/// last-applied exception (`lastAppliedManager`), so this apply fails with a conflict.
+/// Switching an object from client-side to server-side apply works as in a real cluster: the
+/// client-side apply's `Update` entry (`kubectl-client-side-apply`) owns the fields it set, the
+/// first server-side apply may take over those still equal to the last-applied annotation
+/// (Kubernetes' `lastAppliedManager`), and kubectl then migrates the old entry into its
+/// `Apply` entry and keeps the annotation with its own `kubectl-last-applied` manager.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the fake server lacks the client-side to server-side apply upgrade"]
 async fn switch_from_client_side_to_server_side_apply() {
     let Some((_turn, server, kubectl)) =
         setup("switch_from_client_side_to_server_side_apply").await
@@ -1432,16 +1428,84 @@ async fn switch_from_client_side_to_server_side_apply() {
     kubectl.apply_crd().await;
     let path = kubectl.manifest("example.yaml", &example("kopf-example-1", "1m", ""));
     kubectl.ok(&["apply", "-f", &path]).await;
+    let get = [
+        "get",
+        "kopfexample",
+        "kopf-example-1",
+        "--show-managed-fields",
+    ];
+    let object = kubectl.json(&get).await;
+    let managed = object["metadata"]["managedFields"].clone();
+    assert_eq!(managed.as_array().map(Vec::len), Some(1), "{managed}");
+    assert_eq!(managed[0]["manager"], "kubectl-client-side-apply");
+    assert_eq!(managed[0]["operation"], "Update");
+    assert_eq!(managed[0]["apiVersion"], "kopf.dev/v1");
+    assert_eq!(
+        managed[0]["fieldsV1"],
+        json!({
+            "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}},
+            "f:spec": {".": {}, "f:duration": {}},
+        })
+    );
+
     let path = kubectl.manifest("example.yaml", &example("kopf-example-1", "2m", ""));
     let out = kubectl.ok(&["apply", "--server-side", "-f", &path]).await;
     assert_eq!(
         out.trim(),
         "kopfexample.kopf.dev/kopf-example-1 serverside-applied"
     );
-    let object = kubectl
-        .json(&["get", "kopfexample", "kopf-example-1"])
-        .await;
+    let object = kubectl.json(&get).await;
     assert_eq!(object["spec"], json!({"duration": "2m"}));
+    let annotation =
+        object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("the annotation stays");
+    let last: Value = serde_json::from_str(annotation).expect("JSON");
+    assert_eq!(
+        last["spec"],
+        json!({"duration": "2m"}),
+        "the server keeps the annotation up to date for kubectl"
+    );
+    let managers: Vec<(&str, &str, &Value)> = object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["manager"].as_str().unwrap_or_default(),
+                m["operation"].as_str().unwrap_or_default(),
+                &m["fieldsV1"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        managers,
+        [
+            ("kubectl", "Apply", &json!({"f:spec": {"f:duration": {}}})),
+            (
+                "kubectl-last-applied",
+                "Apply",
+                &json!({"f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/last-applied-configuration": {}}}})
+            ),
+        ],
+        "the client-side entry was migrated"
+    );
+
+    // From now on, another value by another manager conflicts with kubectl.
+    let path = kubectl.manifest("alice.yaml", &example("kopf-example-1", "3m", ""));
+    let err = kubectl
+        .fails(&[
+            "apply",
+            "--server-side",
+            "--field-manager=alice",
+            "-f",
+            &path,
+        ])
+        .await;
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.duration"#),
+        "{err}"
+    );
 
     drop(kubectl);
     server.stop().await;
