@@ -14,10 +14,15 @@
 //! and the handler stops early (it will run again next time). With `spec.ignoreStop: true` it
 //! does not, so the operator waits for the grace period, unless you press Ctrl+C again.
 //!
+//! With `spec.blocking: true` the work is done by a sync handler (`kopf::blocking`), which
+//! blocks a thread of the operator's own and polls its `stopped` token. One that also ignores
+//! the stop cannot be interrupted: after the grace period the operator abandons it with a
+//! warning naming it, and the process exits all the same.
+//!
 //! Exit codes: 0 after a clean stop, 130 after a second signal, 1 otherwise.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kopf::{
     ChangeHandler, Invocation, Operator, OperatorError, Registry, Result, Selector, Settings,
@@ -53,7 +58,12 @@ pub(crate) async fn operate() -> u8 {
         }
     }
     let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
-    let registry = Registry::new().with(ChangeHandler::on_create(examples, "create_fn", work));
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(examples.clone(), "create_fn", work).when(|i| !blocking(i)))
+        .with(
+            ChangeHandler::on_create(examples, "create_sync_fn", kopf::blocking(work_blocking))
+                .when(blocking),
+        );
     // The client comes from the kubeconfig (`KUBECONFIG`) or the in-cluster environment.
     match Operator::new(registry)
         .settings(settings)
@@ -85,12 +95,44 @@ async fn work(invocation: Invocation) -> Result<Option<Value>> {
         tokio::select! {
             _ = work => {}
             _ = invocation.stopped().cancelled() => {
-                tracing::info!(parent: invocation.logger(), "stopping early; the work resumes on the next run");
+                let reason = invocation.stop_reason().map(|r| r.to_string()).unwrap_or_default();
+                tracing::info!(parent: invocation.logger(), %reason, "stopping early; the work resumes on the next run");
                 return Err(TemporaryError::new("interrupted by the operator's stop")
                     .immediately()
                     .into());
             }
         }
+    }
+    Ok(Some(json!({"worked": seconds})))
+}
+
+/// Whether the work is for the sync handler (`spec.blocking`).
+fn blocking(invocation: &Invocation) -> bool {
+    invocation.spec()["blocking"].as_bool().unwrap_or(false)
+}
+
+/// As [`work`], in a sync handler: blocks its thread for `spec.duration` seconds, polling the
+/// `stopped` token unless `spec.ignoreStop` is true.
+fn work_blocking(invocation: Invocation) -> Result<Option<Value>> {
+    let seconds = invocation.spec()["duration"].as_f64().unwrap_or(0.0);
+    let ignore_stop = invocation.spec()["ignoreStop"].as_bool().unwrap_or(false);
+    tracing::info!(parent: invocation.logger(), seconds, ignore_stop, "working on a thread");
+    let until = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+    while let Some(left) = until
+        .checked_duration_since(Instant::now())
+        .filter(|left| !left.is_zero())
+    {
+        if !ignore_stop && invocation.stopped().is_cancelled() {
+            let reason = invocation
+                .stop_reason()
+                .map(|r| r.to_string())
+                .unwrap_or_default();
+            tracing::info!(parent: invocation.logger(), %reason, "stopping early; the work resumes on the next run");
+            return Err(TemporaryError::new("interrupted by the operator's stop")
+                .immediately()
+                .into());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
     }
     Ok(Some(json!({"worked": seconds})))
 }

@@ -1,5 +1,6 @@
 //! The `stoppable` example as a process, stopped by real signals: SIGTERM ends it cleanly with
-//! exit code 0; a second SIGINT during a slow graceful stop ends it at once with 130.
+//! exit code 0; a second SIGINT during a slow graceful stop ends it at once with 130; a sync
+//! handler that never returns is abandoned after the grace period, and the process exits.
 //!
 //! The process under test runs the example's own code (`../stoppable.rs`, compiled into this
 //! test as a module) in this very test binary, started again with [`CHILD`] set. Running the
@@ -67,6 +68,11 @@ async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
         progress.contains("interrupted by the operator's stop"),
         "the handler stopped early and will resume: {progress}"
     );
+    assert!(
+        operator.log().contains("reason=the operator is exiting"),
+        "the handler was told why: {}",
+        operator.log()
+    );
     drop(client);
     wait("the operator's watches to close", || async {
         (server.stats().open_watches == 0).then_some(())
@@ -106,6 +112,44 @@ async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
 
     // Within the test's deadline, well before the grace period of 60 s.
     assert_eq!(operator.exit_code().await, 130, "{}", operator.log());
+    drop(client);
+    wait("every connection to close", || async {
+        (server.stats().open_connections == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_process_exits() {
+    let server = server_with_crd().await;
+    let mut operator = OperatorProcess::start(&server, Duration::from_secs(1));
+    operator.wait_until_watching(&server).await;
+    let client = server.client();
+    send(
+        &client,
+        "POST",
+        COLLECTION,
+        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "stuck"},
+               "spec": {"duration": 3600, "blocking": true, "ignoreStop": true}}),
+    )
+    .await;
+    operator.wait_for_log("working on a thread").await;
+
+    operator.signal("TERM");
+
+    // 1: the stop needed the grace period. The process exits though a thread is still blocked
+    // (tokio's runtime would wait for its own blocking pool when dropped; this is not it).
+    assert_eq!(operator.exit_code().await, 1, "{}", operator.log());
+    let log = operator.log();
+    assert!(
+        log.contains("abandoning the sync handler create_sync_fn on default/stuck"),
+        "the warning names the handler and the object:\n{log}"
+    );
+    assert!(
+        log.contains("some work had to be aborted after the grace period"),
+        "{log}"
+    );
     drop(client);
     wait("every connection to close", || async {
         (server.stats().open_connections == 0).then_some(())

@@ -41,6 +41,9 @@ pub(crate) enum ErrorKind {
     Temporary(Option<Duration>),
     /// Do not retry.
     Permanent,
+    /// The framework's own: the handler was stopped before it started (a sync handler still
+    /// waiting for a thread); nothing is recorded, as after an abort.
+    NotStarted,
 }
 
 impl Error {
@@ -48,6 +51,14 @@ impl Error {
     pub fn msg(message: impl fmt::Display) -> Self {
         Error {
             kind: ErrorKind::Arbitrary,
+            source: message.to_string().into(),
+        }
+    }
+
+    /// The handler was stopped before it started: it did not run, and nothing is recorded.
+    pub(crate) fn not_started(message: impl fmt::Display) -> Self {
+        Error {
+            kind: ErrorKind::NotStarted,
             source: message.to_string().into(),
         }
     }

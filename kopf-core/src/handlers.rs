@@ -25,8 +25,11 @@ use tokio_util::sync::CancellationToken;
 use crate::diff::Diff;
 use crate::errors::Result;
 use crate::filters::{MetaFilter, ValueFilter};
+use crate::memos::Memo;
 use crate::patch::Patch;
+use crate::posting::{Events, Logger};
 use crate::resources::{Resource, Selector};
+use crate::tasks::{StopReason, Tasks};
 
 /// What a handler function returns: a value to store in `status.<handler-id>`, or nothing.
 pub type HandlerResult = Result<Option<Value>>;
@@ -375,8 +378,11 @@ pub struct Invocation {
     pub(crate) param: Option<Value>,
     pub(crate) patch: Arc<Mutex<Patch>>,
     pub(crate) client: kube::Client,
-    pub(crate) stopped: CancellationToken,
-    pub(crate) span: tracing::Span,
+    /// The invocation's node of the cancellation tree: its token is `stopped`.
+    pub(crate) node: Tasks,
+    pub(crate) logger: Logger,
+    pub(crate) events: Events,
+    pub(crate) memo: Memo,
 }
 
 impl Invocation {
@@ -517,15 +523,61 @@ impl Invocation {
         &self.client
     }
 
-    /// Cancelled when the handler should stop: the operator is exiting, or its timeout passed.
+    /// Cancelled when the handler should stop: the operator is exiting, or its timeout passed
+    /// ([`stop_reason`](Self::stop_reason) tells which). An async handler can `.await`
+    /// `stopped().cancelled()`; a [sync](crate::blocking) one can poll
+    /// `stopped().is_cancelled()`.
     pub fn stopped(&self) -> &CancellationToken {
-        &self.stopped
+        self.node.token()
     }
 
-    /// The object's tracing span (resource, namespace, name, handler id): log with
-    /// `tracing::info!(parent: invocation.logger(), ...)`.
-    pub fn logger(&self) -> &tracing::Span {
-        &self.span
+    /// Why [`stopped`](Self::stopped) was cancelled; `None` while it is not.
+    ///
+    /// ```
+    /// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// invocation.stopped().cancelled().await;
+    /// match invocation.stop_reason() {
+    ///     Some(kopf::StopReason::Timeout) => Err(kopf::PermanentError::new("too slow").into()),
+    ///     _ => Err(kopf::TemporaryError::new("interrupted; resuming later").into()),
+    /// }
+    /// # }
+    /// ```
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.node.stop_reason()
+    }
+
+    /// The handler's logger: the object's tracing span (resource, namespace, name, handler
+    /// id), whose records are also posted as Kubernetes Events when
+    /// [`PostingSettings::loggers`](crate::PostingSettings::loggers) is on. Log with
+    /// `invocation.logger().info(...)`, or `tracing::info!(parent: invocation.logger(), ...)`
+    /// for the logs alone.
+    pub fn logger(&self) -> &Logger {
+        &self.logger
+    }
+
+    /// Posts Kubernetes Events about the object (Kopf's `kopf.info`, `kopf.warn`,
+    /// `kopf.exception`, `kopf.event`): `invocation.events().info("Reason", "message")`.
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// The object's memo: kept while the object lives, shared by all its handlers, seeded
+    /// from the operator's memo (see [`Memo`]).
+    ///
+    /// ```
+    /// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// let memo = invocation.memo();
+    /// let seen = memo.update(|values| {
+    ///     let seen = values.get("seen").and_then(|v| v.as_u64()).unwrap_or(0) + 1;
+    ///     values.insert("seen".into(), seen.into());
+    ///     seen
+    /// });
+    /// invocation.logger().info(format_args!("seen {seen} times"));
+    /// # Ok(None)
+    /// # }
+    /// ```
+    pub fn memo(&self) -> &Memo {
+        &self.memo
     }
 }
 

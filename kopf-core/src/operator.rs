@@ -14,20 +14,18 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::memos::Memo;
 use crate::namespaces::NamespacePatterns;
-use crate::processing::Processor;
-use crate::queueing::Queue;
+use crate::observation::Observer;
+use crate::posting::Poster;
 use crate::registry::Registry;
-use crate::resources::{self, Selector};
 use crate::settings::Settings;
-use crate::tasks::Tasks;
-use crate::watching::{self, Event};
+use crate::tasks::{StopReason, Tasks, Work};
 
 /// Why an operator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +36,9 @@ pub enum OperatorError {
     /// The namespace patterns are invalid.
     #[error("invalid namespace patterns: {0}")]
     Namespaces(String),
-    /// Some work ignored its cancellation past the grace period and was aborted.
+    /// Some work ignored its cancellation past the grace period: async handlers were aborted,
+    /// and [sync handlers](crate::blocking), which cannot be interrupted, were abandoned to
+    /// finish on their own threads.
     #[error(
         "the operator stopped, but some work had to be aborted after the grace period of {0:?}"
     )]
@@ -85,6 +85,7 @@ pub struct Operator {
     client: Option<kube::Client>,
     scope: Scope,
     ready: watch::Sender<bool>,
+    memo: Memo,
 }
 
 impl std::fmt::Debug for Operator {
@@ -93,6 +94,7 @@ impl std::fmt::Debug for Operator {
             .field("registry", &self.registry)
             .field("settings", &self.settings)
             .field("scope", &self.scope)
+            .field("memo", &self.memo)
             .finish_non_exhaustive()
     }
 }
@@ -106,7 +108,24 @@ impl Operator {
             client: None,
             scope: Scope::Cluster,
             ready: watch::channel(false).0,
+            memo: Memo::new(),
         }
+    }
+
+    /// The operator's memo (Kopf's `kopf.run(memo=)`): each object's memo starts as a shallow
+    /// copy of it, so typed values put here (clients, channels, shared counters) reach every
+    /// handler through [`Invocation::memo`](crate::Invocation::memo).
+    ///
+    /// ```
+    /// # fn example(registry: kopf::Registry) {
+    /// use std::sync::atomic::AtomicUsize;
+    /// let operator = kopf::Operator::new(registry)
+    ///     .memo(kopf::Memo::new().with(AtomicUsize::new(0)).with_value("region", "eu-1"));
+    /// # }
+    /// ```
+    pub fn memo(mut self, memo: Memo) -> Operator {
+        self.memo = memo;
+        self
     }
 
     /// Use these settings.
@@ -138,7 +157,9 @@ impl Operator {
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, and returns only when no task of
-    /// the operator is alive and its clients are dropped.
+    /// the operator is alive and its clients are dropped. The one exception: a
+    /// [sync handler](crate::blocking) still running after the grace period is abandoned on
+    /// its thread, which keeps what the handler holds until it returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
         self.run_until(stop, CancellationToken::new()).await
     }
@@ -185,194 +206,88 @@ impl Operator {
                     .map_err(|e| OperatorError::Namespaces(e.to_string()))?,
             ),
         };
-        let tasks = Tasks::root();
-        let selectors = self.registry.selectors();
-        let pending = Arc::new(AtomicUsize::new(selectors.len()));
-        if selectors.is_empty() {
-            self.ready.send_replace(true);
-        }
-        let ready = Arc::new(self.ready);
-        for selector in selectors {
-            let served = Served {
-                client: client.clone(),
-                registry: self.registry.clone(),
-                settings: self.settings.clone(),
-                selector,
-                patterns: patterns.clone(),
-                tasks: tasks.child(),
-                pending: pending.clone(),
-                ready: ready.clone(),
-            };
-            tasks.spawn(served.run());
-        }
+        let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
+        let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
+        let observer = Observer {
+            client: client.clone(),
+            registry: self.registry.clone(),
+            settings: self.settings.clone(),
+            patterns,
+            tasks: tasks.child(),
+            ready: self.ready,
+            poster: poster.clone(),
+            memo: self.memo.clone(),
+        };
+        tasks.spawn(observer.run());
         drop(client);
+        // The poster drains at the stop until every handle is gone: this one must not wait.
+        drop(poster);
 
         stop.cancelled().await;
-        tracing::info!(target: "kopf::operator", "stopping");
-        tasks.cancel();
-        let grace = self.settings.process.grace_period;
-        let graceful = tokio::select! {
-            finished = tokio::time::timeout(grace, tasks.wait()) => finished.is_ok(),
-            _ = abort.cancelled() => false,
-        };
-        if !graceful {
-            if abort.is_cancelled() {
-                tracing::warn!(target: "kopf::operator", tasks = tasks.len(), "aborting the work left at once");
-            } else {
-                tracing::warn!(target: "kopf::operator", ?grace, tasks = tasks.len(), "aborting the work left after the grace period");
-            }
-            tasks.abort();
-            tasks.wait().await;
-            return Err(OperatorError::Aborted(grace));
-        }
-        Ok(())
+        shut_down(&tasks, self.settings.process.grace_period, &abort).await
     }
 }
 
-/// Serving one selector: resolving it, and watching it in every namespace it concerns.
-struct Served {
-    client: kube::Client,
-    registry: Arc<Registry>,
-    settings: Settings,
-    selector: Selector,
-    patterns: Option<NamespacePatterns>,
-    tasks: Tasks,
-    pending: Arc<AtomicUsize>,
-    ready: Arc<watch::Sender<bool>>,
+/// The stop (the shutdown contract): asks everything to stop, waits up to the grace period for
+/// the tasks and for sync handlers' threads, then aborts the tasks and abandons the threads
+/// (they cannot be interrupted), naming the handlers that were still running.
+async fn shut_down(
+    tasks: &Tasks,
+    grace: Duration,
+    abort: &CancellationToken,
+) -> Result<(), OperatorError> {
+    let running = tasks.running();
+    let reason = StopReason::OperatorExiting;
+    if running.is_empty() {
+        tracing::info!(target: "kopf::operator", "stopping ({reason})");
+    } else {
+        tracing::info!(target: "kopf::operator", handlers = running.len(), "stopping ({reason}); asking the handlers in flight to stop: {}", listed(&running));
+    }
+    tasks.cancel(reason);
+    let threads = tasks.threads();
+    let everything = async {
+        tasks.wait().await;
+        threads.idle().await;
+    };
+    let graceful = tokio::select! {
+        finished = tokio::time::timeout(grace, everything) => finished.is_ok(),
+        _ = abort.cancelled() => false,
+    };
+    if graceful {
+        threads.close();
+        threads.exited().await;
+        return Ok(());
+    }
+    let when = if abort.is_cancelled() {
+        "at once (a second signal)".to_string()
+    } else {
+        format!("after the grace period of {grace:?}")
+    };
+    let on_threads = threads.busy();
+    for work in tasks.running() {
+        if !on_threads.contains(&work) {
+            tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "aborting the {work} {when}: it is still running");
+        }
+    }
+    tracing::warn!(target: "kopf::operator", tasks = tasks.len(), "aborting the work left {when}");
+    tasks.abort();
+    tasks.wait().await;
+    threads.close();
+    threads.exited().await;
+    for work in threads.busy() {
+        tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "abandoning the sync {work} {when}: its thread cannot be interrupted and is left to finish on its own");
+    }
+    Err(OperatorError::Aborted(grace))
 }
 
-impl Served {
-    async fn run(self) {
-        let token = self.tasks.token().clone();
-        let mut counted = false;
-        let mut delay = Duration::from_millis(200);
-        loop {
-            let resolved = tokio::select! {
-                _ = token.cancelled() => return,
-                resolved = resources::resolve(&self.client, &self.selector) => resolved,
-            };
-            let resource = match resolved {
-                Ok(Some(resource)) => resource,
-                Ok(None) => {
-                    tracing::debug!(target: "kopf::operator", selector = %self.selector, "the resource is not served (yet)");
-                    if !counted {
-                        // Nothing to list: do not hold readiness back.
-                        counted = true;
-                        self.listed();
-                    }
-                    if !sleep(&token, delay).await {
-                        return;
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(target: "kopf::operator", selector = %self.selector, %error, "discovery failed; retrying");
-                    if !sleep(&token, delay).await {
-                        return;
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                    continue;
-                }
-            };
-            delay = Duration::from_millis(200);
-            let namespaces: Vec<Option<String>> = match (&self.patterns, resource.namespaced) {
-                (Some(patterns), true) => match patterns.is_exact() {
-                    Some(names) => names.into_iter().map(Some).collect(),
-                    None => vec![None],
-                },
-                _ => vec![None],
-            };
-            let processor = Arc::new(Processor::new(
-                self.client.clone(),
-                resource.clone(),
-                &self.registry,
-                &self.selector,
-                self.settings.clone(),
-            ));
-            let listings = Arc::new(AtomicUsize::new(namespaces.len()));
-            let node = self.tasks.child();
-            let (gone_tx, mut gone_rx) = tokio::sync::mpsc::channel::<()>(1);
-            for namespace in namespaces {
-                let queue = Queue::new(
-                    processor.clone(),
-                    node.child(),
-                    self.settings.queueing.worker_limit,
-                    self.settings.queueing.idle_timeout,
-                );
-                let client = self.client.clone();
-                let resource = resource.clone();
-                let settings = self.settings.watching.clone();
-                let patterns = self.patterns.clone();
-                let listings = listings.clone();
-                let served_ready = if counted {
-                    None
-                } else {
-                    Some((self.pending.clone(), self.ready.clone()))
-                };
-                let gone = gone_tx.clone();
-                let watcher_token = node.token().clone();
-                let selector = processor.label_selector();
-                node.spawn(async move {
-                    let mut listed = false;
-                    let result = watching::watch(
-                        &client,
-                        &resource,
-                        namespace.as_deref(),
-                        selector.as_deref(),
-                        &settings,
-                        &watcher_token,
-                        |event| {
-                            if let Event::ListingDone = event {
-                                if !listed {
-                                    listed = true;
-                                    if listings.fetch_sub(1, Ordering::SeqCst) == 1
-                                        && let Some((pending, ready)) = &served_ready
-                                        && pending.fetch_sub(1, Ordering::SeqCst) == 1
-                                    {
-                                        ready.send_replace(true);
-                                    }
-                                }
-                                return;
-                            }
-                            let in_scope = match (&event, &patterns) {
-                                (Event::Listed(o) | Event::Changed(_, o), Some(patterns)) => {
-                                    o["metadata"]["namespace"]
-                                        .as_str()
-                                        .is_none_or(|ns| patterns.matches(ns))
-                                }
-                                _ => true,
-                            };
-                            if in_scope {
-                                queue.push(event);
-                            }
-                        },
-                    )
-                    .await;
-                    if let Err(error) = result {
-                        tracing::info!(target: "kopf::operator", %error, "stopped watching");
-                        let _ = gone.try_send(());
-                    }
-                });
-            }
-            drop(gone_tx);
-            counted = true;
-            // Until stopped, or until the resource disappears: then stop its watchers and
-            // resolve it again (a CRD may come back).
-            tokio::select! {
-                _ = token.cancelled() => return,
-                _ = gone_rx.recv() => {
-                    node.cancel();
-                }
-            }
-        }
+/// The first few of the works, for one log line.
+fn listed(works: &[Work]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = works.iter().take(SHOWN).map(Work::to_string).collect();
+    if works.len() > SHOWN {
+        names.push(format!("and {} more", works.len() - SHOWN));
     }
-
-    fn listed(&self) {
-        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.ready.send_replace(true);
-        }
-    }
+    names.join(", ")
 }
 
 /// The next SIGINT or SIGTERM.
@@ -389,11 +304,4 @@ async fn signalled() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
-}
-
-async fn sleep(token: &CancellationToken, delay: Duration) -> bool {
-    tokio::select! {
-        _ = token.cancelled() => false,
-        _ = tokio::time::sleep(delay) => true,
-    }
 }

@@ -1,6 +1,7 @@
 //! One object's events, processed: event handlers for every event; then, for the newest
-//! state, the finalizer, the cause (Kopf's detection), one due change handler (Kopf's `asap`
-//! lifecycle), its progress record, its result, and the patch that stores all of it.
+//! state, the finalizer, the cause (Kopf's detection), the due change handlers that the
+//! lifecycle picks (one by default: Kopf's `asap`), their progress records and results, and
+//! the patch that stores all of it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,15 +14,14 @@ use crate::diff::{self, Diff};
 use crate::execution::{self, Outcome};
 use crate::filters;
 use crate::handlers::{ChangeHandler, EventHandler, Invocation, Options, Reason, Trigger};
+use crate::memos::Memo;
 use crate::patch::Patch;
 use crate::patching::{self, Target};
+use crate::posting::{Logger, Poster};
 use crate::registry::Registry;
 use crate::resources::{Resource, Selector};
 use crate::settings::Settings;
-use crate::storage::{
-    AnnotationsDiffBaseStorage, AnnotationsProgressStorage, DiffBaseStorage, HandlerId,
-    ProgressRecord, ProgressStorage, SmartProgressStorage,
-};
+use crate::storage::{DiffBaseStorage, HandlerId, ProgressRecord, ProgressStorage};
 use crate::tasks::Tasks;
 use crate::watching::Event;
 
@@ -47,6 +47,8 @@ struct Memory {
     awaited: Option<(String, Instant)>,
     /// Failed writes in a row, for throttling.
     failures: usize,
+    /// The object's memo: a shallow copy of the operator's, made on first sight.
+    memo: Option<Memo>,
 }
 
 /// Processes the objects of one resource.
@@ -56,10 +58,12 @@ pub(crate) struct Processor {
     changes: Vec<ChangeHandler>,
     events: Vec<EventHandler>,
     settings: Settings,
-    progress: SmartProgressStorage,
-    diffbase: AnnotationsDiffBaseStorage,
+    progress: Arc<dyn ProgressStorage>,
+    diffbase: Arc<dyn DiffBaseStorage>,
     extra_fields: Vec<Vec<String>>,
     memories: Mutex<HashMap<String, Memory>>,
+    poster: Poster,
+    memo: Memo,
 }
 
 impl Processor {
@@ -67,25 +71,20 @@ impl Processor {
         client: kube::Client,
         resource: Resource,
         registry: &Registry,
-        selector: &Selector,
+        selectors: &[Selector],
         settings: Settings,
+        poster: Poster,
+        memo: Memo,
     ) -> Processor {
-        let changes: Vec<ChangeHandler> = registry.changes_for(selector).cloned().collect();
-        let events: Vec<EventHandler> = registry.events_for(selector).cloned().collect();
+        let changes: Vec<ChangeHandler> = registry.changes_for(selectors).cloned().collect();
+        let events: Vec<EventHandler> = registry.events_for(selectors).cloned().collect();
         let extra_fields = changes
             .iter()
             .filter_map(|h| h.options.field.clone())
             .collect();
-        let persistence = &settings.persistence;
         Processor {
-            progress: SmartProgressStorage {
-                annotations: AnnotationsProgressStorage {
-                    v1: persistence.v1_keys,
-                    ..AnnotationsProgressStorage::new(persistence.prefix.clone())
-                },
-                ..SmartProgressStorage::default()
-            },
-            diffbase: AnnotationsDiffBaseStorage::new(persistence.prefix.clone()),
+            progress: settings.persistence.progress_storage.clone(),
+            diffbase: settings.persistence.diffbase_storage.clone(),
             client,
             resource,
             changes,
@@ -93,6 +92,8 @@ impl Processor {
             settings,
             extra_fields,
             memories: Mutex::default(),
+            poster,
+            memo,
         }
     }
 
@@ -295,7 +296,7 @@ impl Processor {
                 tasks,
             );
             invocation.event_type = kind.map(String::from);
-            invocation.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace());
+            invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace());
             if handler
                 .options
                 .when
@@ -311,11 +312,11 @@ impl Processor {
                 ..handler.options.clone()
             };
             let outcome = execution::execute(
+                &handler.id,
                 &handler.function,
                 &options,
                 Duration::ZERO,
                 invocation,
-                tasks.abort_token(),
             )
             .await;
             patch.merge(std::mem::take(
@@ -357,6 +358,14 @@ impl Processor {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
+        let events = self.poster.events(&body, &self.resource);
+        let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
+        let memo = self.memory(uid, |memory| {
+            memory
+                .memo
+                .get_or_insert_with(|| self.memo.shallow_copy())
+                .clone()
+        });
         Invocation {
             body,
             resource: self.resource.clone(),
@@ -370,8 +379,10 @@ impl Processor {
             param: options.param.clone(),
             patch: Arc::default(),
             client: self.client.clone(),
-            stopped: tasks.token().child_token(),
-            span: tracing::Span::none(),
+            node: tasks.child(),
+            logger: Logger::new(tracing::Span::none(), events.clone()),
+            events,
+            memo,
         }
     }
 
@@ -507,12 +518,19 @@ impl Processor {
         }
         let is_done = |r: &ProgressRecord| r.success || r.failure;
         let due = |r: &ProgressRecord| r.delayed.is_none_or(|d| d <= now);
-        let next = selected
+        // As Kopf, the lifecycle plans among the awakened handlers, in registration order.
+        let awakened: Vec<_> = selected
             .iter()
             .filter(|(h, ..)| records.get(&h.id).is_some_and(|r| !is_done(r) && due(r)))
-            .min_by_key(|(h, ..)| records.get(&h.id).map(|r| r.retries).unwrap_or(0));
+            .collect();
+        let retries: Vec<u32> = awakened
+            .iter()
+            .map(|(h, ..)| records.get(&h.id).map_or(0, |r| r.retries))
+            .collect();
+        let plan = self.settings.execution.lifecycle.plan(&retries);
         let mut merge = json!({});
-        if let Some((handler, narrowed, old_value, new_value)) = next {
+        let mut finished_any = false;
+        for (handler, narrowed, old_value, new_value) in plan.into_iter().map(|i| awakened[i]) {
             let record = records.get(&handler.id).cloned().unwrap_or_default();
             let started = record.started.unwrap_or(now);
             let mut invocation = self.invocation(
@@ -526,14 +544,14 @@ impl Processor {
             );
             invocation.retry = record.retries;
             invocation.started = started;
-            invocation.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
+            invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
             let patch = invocation.patch.clone();
             let outcome = execution::execute(
+                &handler.id,
                 &handler.function,
                 &handler.options,
                 self.settings.execution.default_backoff,
                 invocation,
-                tasks.abort_token(),
             )
             .await;
             let user_patch = std::mem::take(
@@ -542,6 +560,7 @@ impl Processor {
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             );
             cycle.patch.merge(user_patch);
+            let finished = crate::storage::timestamps::now();
             let mut updated = record.clone();
             updated.started = Some(started);
             updated.purpose = Some(reason.as_str().to_string());
@@ -550,7 +569,7 @@ impl Processor {
                 Outcome::Success(result) => {
                     tracing::info!(target: "kopf::handler", handler = %handler.id, "handler succeeded");
                     updated.success = true;
-                    updated.stopped = Some(now);
+                    updated.stopped = Some(finished);
                     updated.delayed = None;
                     updated.message = None;
                     if let Some(result) = result {
@@ -560,19 +579,23 @@ impl Processor {
                 Outcome::Failure(message) => {
                     tracing::error!(target: "kopf::handler", handler = %handler.id, %message, "handler failed permanently");
                     updated.failure = true;
-                    updated.stopped = Some(now);
+                    updated.stopped = Some(finished);
                     updated.delayed = None;
                     updated.message = Some(message);
                 }
                 Outcome::Retry { delay, message } => {
                     tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, ?delay, "handler failed; will retry");
-                    let at = now + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
+                    let at =
+                        finished + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
                     updated.delayed = Some(at);
                     updated.message = Some(message);
                 }
+                // Stopping: no more handlers; keep what the finished ones did, if any.
+                Outcome::Aborted if finished_any => break,
                 Outcome::Aborted => return cycle,
             }
             records.insert(handler.id.clone(), updated);
+            finished_any = true;
         }
 
         let all_done = records.values().all(is_done);
@@ -597,6 +620,7 @@ impl Processor {
                         .store(&HandlerId::new(id.as_str()), record, body, &mut merge);
                 }
             }
+            let now = crate::storage::timestamps::now();
             cycle.wakeup = records
                 .values()
                 .filter(|r| !is_done(r))

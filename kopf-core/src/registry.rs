@@ -47,18 +47,24 @@ impl Registry {
         selectors
     }
 
+    /// The change handlers of any of these selectors, in registration order.
     pub(crate) fn changes_for<'a>(
         &'a self,
-        selector: &'a Selector,
+        selectors: &'a [Selector],
     ) -> impl Iterator<Item = &'a ChangeHandler> {
-        self.changes.iter().filter(move |h| &h.selector == selector)
+        self.changes
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
     }
 
+    /// The event handlers of any of these selectors, in registration order.
     pub(crate) fn events_for<'a>(
         &'a self,
-        selector: &'a Selector,
+        selectors: &'a [Selector],
     ) -> impl Iterator<Item = &'a EventHandler> {
-        self.events.iter().filter(move |h| &h.selector == selector)
+        self.events
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
     }
 }
 
@@ -81,4 +87,78 @@ impl From<EventHandler> for AnyHandler {
     fn from(handler: EventHandler) -> Self {
         AnyHandler::Event(handler)
     }
+}
+
+/// A handler that an attribute macro registered automatically: the descriptor's constructor
+/// and where the function is, to order the handlers as the source does.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Collected {
+    make: fn() -> AnyHandler,
+    module: &'static str,
+    line: u32,
+}
+
+impl Collected {
+    /// Used by the attribute macros through `inventory::submit!`.
+    pub const fn new(make: fn() -> AnyHandler, module: &'static str, line: u32) -> Self {
+        Collected { make, module, line }
+    }
+}
+
+inventory::collect!(Collected);
+
+/// A function annotated with `#[kopf::on_*]`: the attribute generates a type of the same name
+/// (types and functions live in different namespaces) implementing this trait, so that
+/// [`handlers!`](crate::handlers) can name the function.
+#[doc(hidden)]
+pub trait Descriptor {
+    /// The handler that the attribute describes.
+    fn descriptor() -> AnyHandler;
+}
+
+impl Registry {
+    /// Every handler registered by `#[kopf::on_*]` attributes in the program, ordered by
+    /// module path, then by line (so one module's handlers run in source order).
+    ///
+    /// Registration happens when the program is linked (through the `inventory` crate), so a
+    /// handler is collected only if its crate is linked into the binary. Rust links a
+    /// dependency only if the binary refers to it: a library of handlers that the binary
+    /// never names is silently left out, even when it is listed in `Cargo.toml`. Refer to it
+    /// from the binary: `use my_handlers as _;` is enough (checked on Linux with the default
+    /// linker, in debug and release builds); calling a function of it is sure everywhere. Or
+    /// build the registry explicitly with [`handlers!`](crate::handlers).
+    pub fn collected() -> Self {
+        let mut collected: Vec<&Collected> = inventory::iter::<Collected>.into_iter().collect();
+        collected.sort_by_key(|c| (c.module, c.line));
+        let mut registry = Registry::new();
+        for handler in collected {
+            registry.add((handler.make)());
+        }
+        registry
+    }
+}
+
+/// A [`Registry`] of the named `#[kopf::on_*]` functions, in the order given: what tests and
+/// embedders use to run exactly the handlers they name.
+///
+/// ```
+/// #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+/// async fn create_fn(name: &str) -> kopf::Result<serde_json::Value> {
+///     Ok(serde_json::json!({"message": format!("hello {name}")}))
+/// }
+///
+/// mod more {
+///     #[kopf::on_delete("kopfexamples", optional)]
+///     pub(crate) async fn delete_fn() {}
+/// }
+///
+/// let registry = kopf::handlers![create_fn, more::delete_fn];
+/// ```
+#[macro_export]
+macro_rules! handlers {
+    ($($handler:path),* $(,)?) => {
+        $crate::Registry::new()
+            $(.with(<$handler as $crate::__private::Descriptor>::descriptor()))*
+    };
 }

@@ -15,8 +15,11 @@
 //!   (`kopf.zalando.org/last-handled-configuration`, Kopf's default),
 //!   [`StatusDiffBaseStorage`] and [`MultiDiffBaseStorage`].
 //!
-//! All writes go into a JSON merge-patch being built for the object; nothing here talks to the
-//! API server.
+//! An operator uses the storages of its
+//! [`PersistenceSettings`](crate::PersistenceSettings): annotations (Kopf's default), `status`,
+//! or both. All writes go into a JSON merge-patch being built for the object; nothing here
+//! talks to the API server (the operator sends the `status` part to `/status` when the resource
+//! has a status subresource).
 //!
 //! # Annotation keys
 //!

@@ -262,6 +262,7 @@ mod tests {
             kind: "KopfExample".into(),
             namespaced: true,
             status_subresource: true,
+            ..Resource::default()
         };
         assert_eq!(
             collection_path(&resource, Some("ns")),

@@ -426,6 +426,16 @@ pub struct SmartProgressStorage {
     pub status: StatusProgressStorage,
 }
 
+impl SmartProgressStorage {
+    /// Kopf's default storage with the annotations under another prefix.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            annotations: AnnotationsProgressStorage::new(prefix),
+            status: StatusProgressStorage::default(),
+        }
+    }
+}
+
 impl ProgressStorage for SmartProgressStorage {
     fn fetch(&self, key: &HandlerId, body: &Value) -> Option<ProgressRecord> {
         self.annotations

@@ -18,23 +18,23 @@ use tokio_util::sync::CancellationToken;
 use crate::support::{Calls, create, examples, server_with_crd, wait_object};
 
 /// Longer than any test may take: work that lasts this long must have been cut off.
-const HOUR: Duration = Duration::from_secs(3600);
+pub(crate) const HOUR: Duration = Duration::from_secs(3600);
 
 /// An operator run by the test itself, on a server the test keeps (unlike the harness).
-struct Running {
+pub(crate) struct Running {
     stop: CancellationToken,
     task: JoinHandle<Result<(), OperatorError>>,
 }
 
 impl Running {
-    fn start(operator: Operator) -> (Running, Ready) {
+    pub(crate) fn start(operator: Operator) -> (Running, Ready) {
         let ready = operator.ready();
         let stop = CancellationToken::new();
         let task = tokio::spawn(operator.run(stop.clone()));
         (Running { stop, task }, ready)
     }
 
-    async fn ready(operator: Operator) -> Running {
+    pub(crate) async fn ready(operator: Operator) -> Running {
         let (running, ready) = Running::start(operator);
         tokio::time::timeout(DEADLINE, ready.wait())
             .await
@@ -43,7 +43,7 @@ impl Running {
     }
 
     /// Stops the operator; returns what `run()` returned.
-    async fn stop(self) -> Result<(), OperatorError> {
+    pub(crate) async fn stop(self) -> Result<(), OperatorError> {
         self.stop.cancel();
         tokio::time::timeout(DEADLINE, self.task)
             .await
@@ -53,7 +53,7 @@ impl Running {
 }
 
 /// The tasks alive on the test's runtime (the fake servers run on runtimes of their own).
-fn alive_tasks() -> usize {
+pub(crate) fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks()
@@ -61,7 +61,7 @@ fn alive_tasks() -> usize {
 
 /// Waits until nothing of the operator is left: no watch and no connection on the server, and
 /// no more tasks on this runtime than `tasks_before`. Call after dropping the test's clients.
-async fn assert_nothing_left(server: &FakeApiServer, tasks_before: usize) {
+pub(crate) async fn assert_nothing_left(server: &FakeApiServer, tasks_before: usize) {
     wait("the operator's watches to close", || async {
         (server.stats().open_watches == 0).then_some(())
     })
@@ -81,7 +81,7 @@ async fn assert_no_task_left(tasks_before: usize) {
     .await;
 }
 
-fn settings(grace_period: Duration) -> Settings {
+pub(crate) fn settings(grace_period: Duration) -> Settings {
     let mut settings = kopf_testing::test_settings();
     settings.process.grace_period = grace_period;
     settings
@@ -100,7 +100,7 @@ fn recording(calls: &Calls) -> ChangeHandler {
 }
 
 /// Sets its flag when dropped: shows that an aborted handler's future was really dropped.
-struct DropFlag(Arc<AtomicBool>);
+pub(crate) struct DropFlag(pub(crate) Arc<AtomicBool>);
 
 impl Drop for DropFlag {
     fn drop(&mut self) {

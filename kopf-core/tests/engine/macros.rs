@@ -1,0 +1,185 @@
+//! Handlers written with the attribute macros, registered with `kopf::handlers!`: their
+//! arguments arrive converted to the types they ask for, their results and patches are
+//! stored, and a spec that does not fit its type is a permanent error.
+
+use kopf::diff::Diff;
+use kopf::{Memo, Operator, Patch, Reason};
+use kopf_testing::OperatorHarness;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::support::{Calls, create, delete, patch, server_with_crd, wait_gone, wait_object};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Spec {
+    replicas: i64,
+    image: String,
+}
+
+/// The recorder the test puts into the operator's memo.
+fn calls(memo: &Memo) -> std::sync::Arc<Calls> {
+    memo.get::<Calls>()
+        .expect("the test's recorder is in the memo")
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn create_fn(
+    memo: &Memo,
+    spec: Spec,
+    name: &str,
+    namespace: Option<&str>,
+    patch: &mut Patch,
+    retry: u32,
+    reason: Reason,
+    old: Option<Value>,
+) -> kopf::Result<Value> {
+    calls(memo).record(json!({
+        "handler": "create", "spec": spec, "name": name, "namespace": namespace,
+        "retry": retry, "reason": reason.as_str(), "old": old,
+    }));
+    patch
+        .status()
+        .insert("replicas".into(), json!(spec.replicas));
+    Ok(json!({"message": format!("created {name} with {}", spec.image)}))
+}
+
+#[kopf::on_field("kopfexamples", field = "spec.replicas")]
+async fn replicas_fn(new: Option<i64>, old: Option<i64>, diff: &Diff, memo: Memo) -> Option<i64> {
+    calls(&memo).record(json!({"handler": "replicas", "old": old, "new": new, "diff": diff.len()}));
+    new
+}
+
+// A sync handler: it runs on one of the operator's threads.
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples", id = "update")]
+fn update_fn(body: Value, memo: &Memo, reason: Option<Reason>) -> String {
+    calls(memo).record(json!({"handler": "update", "generation": body["metadata"]["generation"], "reason": reason.map(Reason::as_str)}));
+    "updated".to_string()
+}
+
+#[kopf::on_delete("kopfexamples")]
+async fn delete_fn(_name: String, memo: &Memo) {
+    calls(memo).record(json!({"handler": "delete"}));
+}
+
+#[kopf::on_create("kopfexamples", id = "typed", labels("case" = "typed"))]
+async fn typed_fn(spec: Spec, memo: &Memo) -> kopf::Result<()> {
+    calls(memo).record(json!({"handler": "typed", "replicas": spec.replicas}));
+    Ok(())
+}
+
+#[kopf::on_create("kopfexamples", id = "sibling", labels("case" = "typed"))]
+async fn sibling_fn(spec: &Value, memo: &Memo) -> Value {
+    calls(memo).record(json!({"handler": "sibling"}));
+    json!({"saw": spec})
+}
+
+async fn start(registry: kopf::Registry, calls: &Calls) -> OperatorHarness {
+    OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry)
+            .settings(kopf_testing::test_settings())
+            .memo(Memo::new().with(calls.clone())),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotated_handlers_get_converted_arguments_and_their_results_are_stored() {
+    let calls = Calls::default();
+    let registry = kopf::handlers![create_fn, replicas_fn, update_fn, delete_fn];
+    let harness = start(registry, &calls).await;
+    let client = harness.client();
+
+    create(&client, "one", json!({"replicas": 2, "image": "nginx"})).await;
+    let created = wait_object(&harness, "one", "the handlers' results", |o| {
+        o["status"]["create_fn"]["message"] == "created one with nginx"
+            && o["status"]["replicas_fn/spec.replicas"] == 2
+    })
+    .await;
+    assert_eq!(
+        created["status"]["replicas"], 2,
+        "the handler's patch is applied"
+    );
+    let first = calls.all()[0].clone();
+    assert_eq!(
+        first,
+        json!({
+            "handler": "create", "spec": {"replicas": 2, "image": "nginx"}, "name": "one",
+            "namespace": "default", "retry": 0, "reason": "create", "old": null,
+        })
+    );
+
+    patch(&client, "one", json!({"spec": {"replicas": 3}})).await;
+    wait_object(&harness, "one", "the update's results", |o| {
+        o["status"]["update"] == "updated" && o["status"]["replicas_fn/spec.replicas"] == 3
+    })
+    .await;
+
+    delete(&client, "one").await;
+    wait_gone(&harness, "one").await;
+    harness.stop().await.expect("a clean stop");
+
+    let calls = calls.all();
+    let replicas: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c["handler"] == "replicas")
+        .collect();
+    assert_eq!(
+        replicas,
+        [
+            &json!({"handler": "replicas", "old": null, "new": 2, "diff": 1}),
+            &json!({"handler": "replicas", "old": 2, "new": 3, "diff": 1}),
+        ],
+        "{calls:?}"
+    );
+    let update = calls
+        .iter()
+        .find(|c| c["handler"] == "update")
+        .expect("an update");
+    assert_eq!(update["generation"], 2);
+    assert_eq!(update["reason"], "update");
+    assert_eq!(calls.iter().filter(|c| c["handler"] == "delete").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_that_does_not_fit_the_argument_type_is_a_permanent_error() {
+    let calls = Calls::default();
+    let harness = start(kopf::handlers![typed_fn, sibling_fn], &calls).await;
+    let client = harness.client();
+    for (name, replicas) in [("bad", json!("many")), ("good", json!(3))] {
+        crate::support::send(
+            &client,
+            "POST",
+            crate::support::COLLECTION,
+            "application/json",
+            json!({
+                "metadata": {"name": name, "labels": {"case": "typed"}},
+                "spec": {"replicas": replicas, "image": "nginx"},
+            }),
+        )
+        .await;
+    }
+    for name in ["bad", "good"] {
+        wait_object(&harness, name, "handling to finish", |o| {
+            !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_null()
+        })
+        .await;
+    }
+    let bad = crate::support::get(&client, "bad")
+        .await
+        .expect("the object");
+    assert_eq!(
+        bad["status"]["sibling"]["saw"]["replicas"], "many",
+        "the sibling handler ran"
+    );
+    harness.stop().await.expect("a clean stop");
+
+    // The typed handler's body never ran for the bad object, and was not retried: the
+    // conversion failed for good before the call.
+    let typed: Vec<Value> = calls
+        .all()
+        .into_iter()
+        .filter(|c| c["handler"] == "typed")
+        .collect();
+    assert_eq!(typed, [json!({"handler": "typed", "replicas": 3})]);
+}

@@ -1,0 +1,375 @@
+//! Kubernetes Events posted about objects (handlers' log records and the events toolkit), and
+//! memos: the operator's seeded into each object's, each object's kept while it lives.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kopf::{ChangeHandler, EventHandler, Memo, Operator, Registry, Selector, Settings};
+use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, test_settings, wait};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{
+    Calls, create, delete, examples, get, patch, send, server_with_crd, wait_object,
+};
+
+const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+async fn events(client: &kube::Client) -> Vec<Value> {
+    let request = http::Request::get(EVENTS).body(Vec::new()).unwrap();
+    let list: Value = client.request(request).await.expect("events are listed");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Runs an operator to its end on a server the test keeps: once `run()` returned, the poster
+/// has posted all it ever will.
+async fn run_until(
+    server: &FakeApiServer,
+    operator: Operator,
+    done: impl AsyncFnOnce(&kube::Client),
+) {
+    let operator = operator.client(server.client());
+    let ready = operator.ready();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(operator.run(stop.clone()));
+    tokio::time::timeout(DEADLINE, ready.wait())
+        .await
+        .expect("the operator gets ready in time");
+    done(&server.client()).await;
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, running)
+        .await
+        .expect("run() returns in time")
+        .expect("run() does not panic")
+        .expect("a clean stop");
+}
+
+/// A create handler that logs at every level and posts an event through the toolkit, about
+/// its object and about a core Event (which Kopf never posts about).
+fn logging_registry() -> Registry {
+    Registry::new().with(ChangeHandler::on_create(examples(), "create_fn", |inv| async move {
+        let logger = inv.logger();
+        logger.debug("a debug record");
+        logger.info(format_args!("hello from {}", inv.name()));
+        logger.warn("x".repeat(2000));
+        logger.error("an error record");
+        inv.events().info("Created", "by the toolkit");
+        let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default"}});
+        inv.events().about(&event).info("Loop", "never posted");
+        Ok(Some(json!("done")))
+    }))
+}
+
+fn by_message<'a>(events: &'a [Value], prefix: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
+        .unwrap_or_else(|| panic!("an event with a message starting {prefix:?} in {events:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_records_are_posted_as_events_in_kopfs_shape_when_asked() {
+    let mut settings = test_settings();
+    settings.posting.loggers = true;
+    let server = server_with_crd().await;
+    let mut object = Value::Null;
+    run_until(
+        &server,
+        Operator::new(logging_registry()).settings(settings),
+        async |client| {
+            create(client, "one", json!({})).await;
+            object = wait("the create handler's result", || async {
+                get(client, "one")
+                    .await
+                    .filter(|o| o["status"]["create_fn"] == "done")
+            })
+            .await;
+            wait("four events", || async {
+                (events(client).await.len() >= 4).then_some(())
+            })
+            .await;
+        },
+    )
+    .await;
+
+    let events = events(&server.client()).await;
+    assert_eq!(
+        events.len(),
+        4,
+        "info, warn, error, toolkit; no debug, nothing about Events: {events:#?}"
+    );
+    let expected_reference = json!({
+        "apiVersion": "kopf.dev/v1",
+        "kind": "KopfExample",
+        "name": "one",
+        "uid": object["metadata"]["uid"],
+        "namespace": "default",
+    });
+    for event in &events {
+        assert!(
+            event["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("kopf-event-") && n.len() > "kopf-event-".len()),
+            "a generated name: {event:#}"
+        );
+        assert_eq!(event["metadata"]["generateName"], "kopf-event-");
+        assert_eq!(event["metadata"]["namespace"], "default");
+        assert_eq!(event["involvedObject"], expected_reference);
+        assert_eq!(event["action"], "Action?");
+        assert_eq!(event["source"], json!({"component": "kopf"}));
+        assert_eq!(event["reportingComponent"], "kopf");
+        assert_eq!(event["reportingInstance"], "dev");
+        // The server keeps them in its own format (RFC 3339 in UTC, `Z`).
+        for stamp in ["eventTime", "firstTimestamp", "lastTimestamp"] {
+            let stamp = event[stamp].as_str().unwrap_or_default();
+            assert!(
+                stamp.starts_with("20") && stamp.ends_with('Z'),
+                "{stamp}: {event:#}"
+            );
+        }
+    }
+    let info = by_message(&events, "hello from one");
+    assert_eq!(
+        (&info["type"], &info["reason"]),
+        (&json!("Normal"), &json!("Logging"))
+    );
+    let warning = by_message(&events, "xxx");
+    assert_eq!(
+        (&warning["type"], &warning["reason"]),
+        (&json!("Warning"), &json!("Logging"))
+    );
+    let cut = warning["message"].as_str().unwrap();
+    assert_eq!(cut, format!("{}...{}", "x".repeat(511), "x".repeat(510)));
+    let error = by_message(&events, "an error record");
+    assert_eq!(
+        (&error["type"], &error["reason"]),
+        (&json!("Error"), &json!("Logging"))
+    );
+    let toolkit = by_message(&events, "by the toolkit");
+    assert_eq!(
+        (&toolkit["type"], &toolkit["reason"]),
+        (&json!("Normal"), &json!("Created"))
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_only_the_toolkit_posts_and_disabled_posting_posts_nothing() {
+    for (enabled, expected) in [(true, vec!["by the toolkit"]), (false, vec![])] {
+        let mut settings = test_settings();
+        settings.posting.enabled = enabled;
+        let server = server_with_crd().await;
+        run_until(
+            &server,
+            Operator::new(logging_registry()).settings(settings),
+            async |client| {
+                create(client, "one", json!({})).await;
+                wait("the create handler's result", || async {
+                    get(client, "one")
+                        .await
+                        .filter(|o| o["status"]["create_fn"] == "done")
+                })
+                .await;
+            },
+        )
+        .await;
+        let events = events(&server.client()).await;
+        let messages: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e["message"].as_str())
+            .collect();
+        assert_eq!(messages, expected, "posting enabled: {enabled}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
+    let namespaces = Selector::new("", "v1", "namespaces");
+    let registry = Registry::new().with(EventHandler::on_event(
+        namespaces,
+        "seen",
+        |inv| async move {
+            if inv.name() == "watched" {
+                inv.events().warn("Seen", "a namespace");
+            }
+            Ok(None)
+        },
+    ));
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let mut uid = Value::Null;
+    run_until(
+        &server,
+        Operator::new(registry).settings(test_settings()),
+        async |client| {
+            let created = send(
+                client,
+                "POST",
+                "/api/v1/namespaces",
+                "application/json",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched"}}),
+            )
+            .await;
+            uid = created["metadata"]["uid"].clone();
+            wait("the event", || async {
+                (!events(client).await.is_empty()).then_some(())
+            })
+            .await;
+        },
+    )
+    .await;
+    let events = events(&server.client()).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(
+        events[0]["involvedObject"],
+        json!({"apiVersion": "v1", "kind": "Namespace", "name": "watched", "uid": uid, "namespace": "default"})
+    );
+    assert_eq!(
+        (&events[0]["type"], &events[0]["reason"]),
+        (&json!("Warning"), &json!("Seen"))
+    );
+    server.stop().await;
+}
+
+/// Counts its drops: shows when an object's memo is gone.
+struct Tracked(Arc<AtomicUsize>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The object's name, as its first event handler saw it.
+struct Owner(String);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memos_are_seeded_from_the_operator_kept_per_object_and_dropped_with_it() {
+    let shared = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let calls = Calls::default();
+    let (c1, c2, d) = (calls.clone(), calls.clone(), dropped.clone());
+    let registry = Registry::new()
+        .with(EventHandler::on_event(examples(), "count", move |inv| {
+            let dropped = d.clone();
+            async move {
+                let memo = inv.memo();
+                memo.get::<Arc<AtomicUsize>>()
+                    .expect("the operator's value, seeded")
+                    .fetch_add(1, Ordering::SeqCst);
+                memo.update(|values| {
+                    let seen = values.get("events").and_then(Value::as_u64).unwrap_or(0);
+                    values.insert("events".into(), (seen + 1).into());
+                });
+                if memo.get::<Owner>().is_none() {
+                    memo.insert(Owner(inv.name().to_string()));
+                    memo.insert(Tracked(dropped));
+                }
+                Ok(None)
+            }
+        }))
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            move |inv| {
+                let calls = c1.clone();
+                async move {
+                    let memo = inv.memo();
+                    calls.record(json!({
+                        "handler": "create",
+                        "name": inv.name(),
+                        "owner": memo.get::<Owner>().map(|o| o.0.clone()),
+                        "greeting": memo.value("greeting"),
+                        "created": memo.value("created"),
+                        "events": memo.value("events"),
+                    }));
+                    memo.set("created", inv.name());
+                    Ok(None)
+                }
+            },
+        ))
+        .with(ChangeHandler::on_update(
+            examples(),
+            "update_fn",
+            move |inv| {
+                let calls = c2.clone();
+                async move {
+                    let memo = inv.memo();
+                    calls.record(json!({
+                        "handler": "update",
+                        "name": inv.name(),
+                        "owner": memo.get::<Owner>().map(|o| o.0.clone()),
+                        "created": memo.value("created"),
+                        "events": memo.value("events"),
+                    }));
+                    Ok(None)
+                }
+            },
+        ));
+    let mut settings: Settings = test_settings();
+    settings.queueing.idle_timeout = Duration::from_millis(100);
+    let operator = Operator::new(registry).settings(settings).memo(
+        Memo::new()
+            .with(shared.clone())
+            .with_value("greeting", "hello"),
+    );
+    let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
+    let client = harness.client();
+
+    create(&client, "one", json!({"field": 1})).await;
+    calls.wait_len(1).await;
+    create(&client, "two", json!({"field": 1})).await;
+    let created = calls.wait_len(2).await;
+    for (call, name) in created.iter().zip(["one", "two"]) {
+        assert_eq!(call["handler"], "create");
+        assert_eq!(call["name"], name);
+        assert_eq!(
+            call["owner"], name,
+            "the event handler's value, in the same memo"
+        );
+        assert_eq!(call["greeting"], "hello", "seeded from the operator's memo");
+        assert_eq!(
+            call["created"],
+            Value::Null,
+            "nothing from the other object"
+        );
+        assert_eq!(
+            call["events"], 1,
+            "the event handlers ran first, on the same memo"
+        );
+    }
+
+    // Longer than the idle timeout: the worker of "one" ends; its memo stays.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    patch(&client, "one", json!({"spec": {"field": 2}})).await;
+    let updated = calls.wait_len(3).await;
+    let update = &updated[2];
+    assert_eq!(update["handler"], "update");
+    assert_eq!(update["owner"], "one");
+    assert_eq!(
+        update["created"], "one",
+        "set by the create handler of this object"
+    );
+    assert!(
+        update["events"].as_u64().is_some_and(|n| n >= 2),
+        "{update}"
+    );
+
+    // The operator's typed value is one, shared by all objects' memos.
+    let counted = wait_object(&harness, "two", "two's object", |_| true).await;
+    assert!(counted["metadata"]["uid"].is_string());
+    assert!(shared.load(Ordering::SeqCst) >= 3);
+
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    delete(&client, "one").await;
+    wait("one's memo to be dropped", || async {
+        (dropped.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "two's memo stays");
+    harness.stop().await.expect("a clean stop");
+}

@@ -1,0 +1,336 @@
+//! Selectors of several resources (a category, everything, a predicate) and Kopf's name forms:
+//! each matched resource is served once, with the handlers of every selector matching it,
+//! including resources whose CRDs appear after the start.
+
+use kopf::filters::MetaFilter;
+use kopf::{ChangeHandler, EVERYTHING, EventHandler, Invocation, Operator, Registry, Selector};
+use kopf_testing::{FakeApiServer, OperatorHarness, test_settings, wait};
+use serde_json::{Value, json};
+
+use crate::support::{Calls, send};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// A namespaced CRD `plural.group` (version `v1`, with a status subresource).
+fn crd(group: &str, kind: &str, short_names: &[&str], categories: &[&str]) -> Value {
+    let plural = format!("{}s", kind.to_lowercase());
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                "shortNames": short_names, "categories": categories,
+            },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    })
+}
+
+async fn add_crd(client: &kube::Client, crd: Value) {
+    let created = send(client, "POST", CRDS, "application/json", crd).await;
+    assert!(created["error"].is_null(), "the CRD is created: {created}");
+}
+
+/// A server with widgets (`a.example`, short name `wdg`, category `gadgets`), gizmos
+/// (`b.example`, category `gadgets`) and sprockets (`a.example`, no category).
+async fn server_with_crds() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let client = server.client();
+    add_crd(&client, crd("a.example", "Widget", &["wdg"], &["gadgets"])).await;
+    add_crd(&client, crd("b.example", "Gizmo", &[], &["gadgets"])).await;
+    add_crd(&client, crd("a.example", "Sprocket", &[], &[])).await;
+    server
+}
+
+/// Creates `name` of `kind` in `group` in the default namespace, with these labels.
+async fn create(client: &kube::Client, group: &str, kind: &str, name: &str, labels: Value) {
+    let plural = format!("{}s", kind.to_lowercase());
+    let path = format!("/apis/{group}/v1/namespaces/default/{plural}");
+    let body = json!({
+        "apiVersion": format!("{group}/v1"), "kind": kind,
+        "metadata": {"name": name, "labels": labels}, "spec": {},
+    });
+    let created = send(client, "POST", &path, "application/json", body).await;
+    assert!(created["error"].is_null(), "{name} is created: {created}");
+}
+
+/// A handler recording what it saw: its id, the object's kind and name, the resource.
+fn recording(
+    calls: &Calls,
+    id: &'static str,
+) -> impl Fn(Invocation) -> std::future::Ready<kopf::HandlerResult> + Send + Sync + 'static {
+    let calls = calls.clone();
+    move |invocation| {
+        calls.record(json!({
+            "id": id,
+            "kind": invocation.body()["kind"],
+            "name": invocation.name(),
+            "resource": invocation.resource().to_string(),
+        }));
+        std::future::ready(Ok(None))
+    }
+}
+
+fn seen(calls: &Calls) -> Vec<(String, String)> {
+    let mut seen: Vec<(String, String)> = calls
+        .all()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap_or_default().to_string(),
+                c["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+async fn wait_seen(calls: &Calls, expected: &[(&str, &str)]) {
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect();
+    wait(&format!("the handler calls {expected:?}"), || async {
+        let seen = seen(calls);
+        expected.iter().all(|e| seen.contains(e)).then_some(())
+    })
+    .await;
+}
+
+/// Lets late events arrive (if the operator were to handle something it should not).
+async fn settle() {
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_category_serves_every_crd_in_it_including_one_created_later() {
+    let calls = Calls::default();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        Selector::category("gadgets"),
+        "create_fn",
+        recording(&calls, "create_fn"),
+    ));
+    let harness = OperatorHarness::start_on(
+        server_with_crds().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(&client, "a.example", "Widget", "w1", json!({})).await;
+    create(&client, "b.example", "Gizmo", "g1", json!({})).await;
+    create(&client, "a.example", "Sprocket", "s1", json!({})).await;
+    wait_seen(&calls, &[("create_fn", "w1"), ("create_fn", "g1")]).await;
+
+    // A CRD of the category appears: it is served without a restart.
+    add_crd(&client, crd("c.example", "Doohickey", &[], &["gadgets"])).await;
+    let created = wait("the new resource to be served", || async {
+        let path = "/apis/c.example/v1/namespaces/default/doohickeys";
+        let body =
+            json!({"apiVersion": "c.example/v1", "kind": "Doohickey", "metadata": {"name": "d1"}});
+        let created = send(&client, "POST", path, "application/json", body).await;
+        created["error"].is_null().then_some(created)
+    })
+    .await;
+    assert_eq!(created["metadata"]["name"], "d1");
+    wait_seen(&calls, &[("create_fn", "d1")]).await;
+    settle().await;
+    harness.stop().await.expect("a clean stop");
+
+    let mut resources: Vec<(String, String)> = calls
+        .all()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["resource"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    resources.sort();
+    assert_eq!(
+        resources,
+        [
+            ("d1".into(), "doohickeys.v1.c.example".into()),
+            ("g1".into(), "gizmos.v1.b.example".into()),
+            ("w1".into(), "widgets.v1.a.example".into()),
+        ],
+        "each object handled once, and nothing outside the category"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_predicate_serves_the_resources_it_accepts() {
+    let calls = Calls::default();
+    let gizmos_and_sprockets =
+        Selector::matching(|resource| resource.kind == "Gizmo" || resource.kind == "Sprocket");
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        gizmos_and_sprockets,
+        "create_fn",
+        recording(&calls, "create_fn"),
+    ));
+    let harness = OperatorHarness::start_on(
+        server_with_crds().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(&client, "a.example", "Widget", "w1", json!({})).await;
+    create(&client, "b.example", "Gizmo", "g1", json!({})).await;
+    create(&client, "a.example", "Sprocket", "s1", json!({})).await;
+    wait_seen(&calls, &[("create_fn", "g1"), ("create_fn", "s1")]).await;
+    settle().await;
+    harness.stop().await.expect("a clean stop");
+
+    assert_eq!(
+        seen(&calls),
+        [
+            ("create_fn".to_string(), "g1".to_string()),
+            ("create_fn".to_string(), "s1".to_string())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopfs_name_forms_select_one_resource_and_share_its_objects() {
+    let calls = Calls::default();
+    // Four selectors of one resource: one processor runs all four handlers on each object
+    // (they would fight over the object's state if each had its own).
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            Selector::named("Widget"),
+            "by_kind",
+            recording(&calls, "by_kind"),
+        ))
+        .with(ChangeHandler::on_create(
+            Selector::named("wdg"),
+            "by_short_name",
+            recording(&calls, "by_short_name"),
+        ))
+        .with(ChangeHandler::on_create(
+            Selector::named("widgets.a.example"),
+            "by_plural_and_group",
+            recording(&calls, "by_plural_and_group"),
+        ))
+        .with(ChangeHandler::on_create(
+            Selector::named_in("a.example/v1", "widget"),
+            "by_group_version_and_singular",
+            recording(&calls, "by_group_version_and_singular"),
+        ))
+        .with(ChangeHandler::on_create(
+            Selector::named("Gizmo.b.example"),
+            "by_kind_and_group",
+            recording(&calls, "by_kind_and_group"),
+        ));
+    let harness = OperatorHarness::start_on(
+        server_with_crds().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(&client, "a.example", "Widget", "w1", json!({})).await;
+    create(&client, "b.example", "Gizmo", "g1", json!({})).await;
+    create(&client, "a.example", "Sprocket", "s1", json!({})).await;
+    let expected = [
+        ("by_group_version_and_singular", "w1"),
+        ("by_kind", "w1"),
+        ("by_kind_and_group", "g1"),
+        ("by_plural_and_group", "w1"),
+        ("by_short_name", "w1"),
+    ];
+    wait_seen(&calls, &expected).await;
+    settle().await;
+    harness.stop().await.expect("a clean stop");
+
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect();
+    assert_eq!(seen(&calls), expected, "each handler once, on its resource");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_serves_crds_and_builtins_but_not_events() {
+    let calls = Calls::default();
+    let registry = Registry::new().with(
+        EventHandler::on_event(EVERYTHING, "event_fn", recording(&calls, "event_fn"))
+            .label("selected", MetaFilter::Value("yes".into())),
+    );
+    let harness = OperatorHarness::start_on(
+        server_with_crds().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(
+        &client,
+        "a.example",
+        "Widget",
+        "w1",
+        json!({"selected": "yes"}),
+    )
+    .await;
+    create(&client, "a.example", "Widget", "w2", json!({})).await;
+    for (name, labels) in [("cm1", json!({"selected": "yes"})), ("cm2", json!({}))] {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {}});
+        let created = send(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            body,
+        )
+        .await;
+        assert!(created["error"].is_null(), "{created}");
+    }
+    wait_seen(&calls, &[("event_fn", "w1"), ("event_fn", "cm1")]).await;
+    settle().await;
+
+    let kinds: std::collections::BTreeSet<String> = calls
+        .all()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c["kind"].as_str().unwrap(),
+                c["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["ConfigMap/cm1", "Widget/w1"],
+        "only the labelled objects"
+    );
+    let watched_events = harness
+        .server()
+        .requests()
+        .iter()
+        .any(|r| r.resource.starts_with("events") && (r.verb == "watch" || r.verb == "list"));
+    assert!(!watched_events, "events are not part of everything");
+    let watched_configmaps = harness
+        .server()
+        .requests()
+        .iter()
+        .any(|r| r.resource == "configmaps" && r.verb == "watch");
+    assert!(watched_configmaps, "built-ins are part of everything");
+    harness.stop().await.expect("a clean stop");
+}

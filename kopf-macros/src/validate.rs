@@ -1,0 +1,873 @@
+//! What the attribute and the function mean for a handler kind, with every mistake gathered
+//! into one combined error.
+
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use quote::ToTokens as _;
+use syn::spanned::Spanned as _;
+use syn::visit_mut::VisitMut;
+use syn::{Ident, LitStr};
+
+use crate::kinds::{self, Kind};
+use crate::parse::{Attribute, Item};
+
+/// A handler ready to be expanded.
+pub(crate) struct Handler {
+    pub(crate) kind: Kind,
+    /// The path of the `kopf` crate (`::kopf` unless `crate = ...`).
+    pub(crate) krate: TokenStream,
+    pub(crate) resource: Resource,
+    pub(crate) id: LitStr,
+    /// `on_field`'s field, passed to its constructor.
+    pub(crate) field: Option<LitStr>,
+    pub(crate) options: Vec<Setter>,
+    pub(crate) arguments: Vec<Argument>,
+    pub(crate) output: Output,
+}
+
+/// The resource the handler serves.
+pub(crate) enum Resource {
+    Exact {
+        group: String,
+        version: String,
+        plural: String,
+        span: Span,
+    },
+    Named(String, Span),
+    NamedIn(String, String, Span),
+    Category(LitStr),
+    /// A `Selector` constant such as `kopf::EVERYTHING`.
+    Constant(syn::Path),
+    Typed(syn::Type),
+}
+
+/// One option, as a call on the handler's descriptor.
+pub(crate) enum Setter {
+    Errors(Ident),
+    Timeout(Duration),
+    Retries(TokenStream),
+    Backoff(Duration),
+    Param(TokenStream),
+    Label(LitStr, MetaFilter),
+    Annotation(LitStr, MetaFilter),
+    When(TokenStream),
+    Field(LitStr),
+    Value(ValueFilter),
+    Old(ValueFilter),
+    New(ValueFilter),
+    Optional,
+    Deleted,
+}
+
+/// A duration written as a literal (checked here) or as an expression of type `Duration`.
+pub(crate) enum Duration {
+    Literal { secs: u64, nanos: u32, span: Span },
+    Expr(TokenStream),
+}
+
+/// A label or annotation filter.
+pub(crate) enum MetaFilter {
+    Value(LitStr),
+    Present(Span),
+    Absent(Span),
+    Callable(TokenStream),
+}
+
+/// A `value`/`old`/`new` filter.
+pub(crate) enum ValueFilter {
+    Json(TokenStream),
+    Present(Span),
+    Absent(Span),
+    Callable(TokenStream),
+}
+
+/// One parameter of the function: which argument it asks for and as what type.
+pub(crate) struct Argument {
+    /// The argument's name (the marker type in `__private::args`), spanned at the parameter.
+    pub(crate) name: Ident,
+    /// The parameter's type with its lifetimes elided.
+    pub(crate) ty: syn::Type,
+    /// Written as a reference: borrowed from the invocation.
+    pub(crate) borrowed: bool,
+}
+
+/// What the function returns.
+pub(crate) enum Output {
+    /// Nothing: stores nothing.
+    Unit,
+    /// A value to store.
+    Value(syn::Type),
+    /// A `Result` whose `Ok` is stored and whose `Err` converts into `kopf::Error`.
+    Result(syn::Type),
+}
+
+/// Gathers errors so that the user sees all of them at once.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(errors) => errors.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+}
+
+/// Checks the attribute and the function for the kind.
+/// Another handler attribute on the function (applied after this one), if any.
+pub(crate) fn stacked(function: &syn::ItemFn) -> Option<&syn::Attribute> {
+    function.attrs.iter().find(|attribute| {
+        let last = attribute
+            .path()
+            .segments
+            .last()
+            .map(|s| s.ident.to_string());
+        last.is_some_and(|name| kinds::ATTRIBUTES.contains(&name.as_str()))
+    })
+}
+
+pub(crate) fn handler(
+    kind: Kind,
+    attribute: syn::Result<Attribute>,
+    function: &syn::ItemFn,
+) -> syn::Result<Handler> {
+    let mut errors = Errors::default();
+    if let Some(stacked) = stacked(function) {
+        errors.push(syn::Error::new_spanned(
+            stacked,
+            "one handler attribute per function: stacking them is not supported yet; \
+             write another function that calls this one",
+        ));
+    }
+    let arguments = signature(kind, &function.sig, &mut errors);
+    let output = output(&function.sig.output);
+    let handler = match attribute {
+        Ok(attribute) => options(kind, attribute, function, arguments, output, &mut errors),
+        Err(error) => {
+            errors.push(error);
+            None
+        }
+    };
+    match (errors.0, handler) {
+        (Some(errors), _) => Err(errors),
+        (None, Some(handler)) => Ok(handler),
+        (None, None) => Err(syn::Error::new(Span::call_site(), "invalid handler")),
+    }
+}
+
+fn options(
+    kind: Kind,
+    attribute: Attribute,
+    function: &syn::ItemFn,
+    arguments: Vec<Argument>,
+    output: Output,
+    errors: &mut Errors,
+) -> Option<Handler> {
+    let attr = kind.attribute();
+    let mut strings: Vec<LitStr> = Vec::new();
+    let mut typed: Option<syn::Type> = None;
+    let mut krate: Option<TokenStream> = None;
+    let mut id: Option<LitStr> = None;
+    let mut field: Option<LitStr> = None;
+    let mut category: Option<LitStr> = None;
+    let mut setters: Vec<Setter> = Vec::new();
+    let mut needs_field: Vec<(String, Span)> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+
+    for item in attribute.items {
+        let (key, span) = match &item {
+            Item::Str(literal) => {
+                if typed.is_some() {
+                    errors.at(
+                        literal.span(),
+                        "the resource is either strings or a type, not both",
+                    );
+                } else if seen.is_empty() {
+                    strings.push(literal.clone());
+                } else {
+                    errors.at(
+                        literal.span(),
+                        "the resource comes first, before the options",
+                    );
+                }
+                continue;
+            }
+            Item::Type(ty) => match flag_name(ty) {
+                Some(flag) => (flag, ty.span()),
+                None if seen.is_empty() && strings.is_empty() && typed.is_none() => {
+                    typed = Some(ty.clone());
+                    continue;
+                }
+                None => {
+                    errors.at(
+                        ty.span(),
+                        "expected an option (`key = value`); the resource is given once, first",
+                    );
+                    continue;
+                }
+            },
+            Item::Value { key, .. } | Item::List { key, .. } => (key.to_string(), key.span()),
+        };
+        if !kinds::ALL_OPTIONS.contains(&key.as_str()) {
+            errors.at(
+                span,
+                format!(
+                    "unknown option `{key}` of `{attr}`{}; its options are: {}",
+                    suggestion(&key, &kind.options()),
+                    kind.options().join(", ")
+                ),
+            );
+            continue;
+        }
+        if !kind.accepts(&key) {
+            errors.at(
+                span,
+                format!(
+                    "`{key}` is not an option of `{attr}`{}; its options are: {}",
+                    kinds::option_elsewhere(&key),
+                    kind.options().join(", ")
+                ),
+            );
+            continue;
+        }
+        if seen.contains(&key) {
+            errors.at(span, format!("`{key}` is given twice"));
+            continue;
+        }
+        seen.push(key.clone());
+        match (key.as_str(), item) {
+            ("labels" | "annotations", Item::List { entries, .. }) => {
+                for entry in entries {
+                    let filter = meta_filter(entry.value);
+                    setters.push(if key == "labels" {
+                        Setter::Label(entry.key, filter)
+                    } else {
+                        Setter::Annotation(entry.key, filter)
+                    });
+                }
+            }
+            ("labels" | "annotations", _) => errors.at(
+                span,
+                format!(
+                    "expected `{key}(\"key\" = \"value\", \"other\" = present, \"old\" = absent)`"
+                ),
+            ),
+            (flag @ ("optional" | "deleted"), item) => {
+                let on = match item {
+                    Item::Type(_) => true,
+                    Item::Value { value, .. } => match syn::parse2::<syn::LitBool>(value) {
+                        Ok(literal) => literal.value,
+                        Err(_) => {
+                            errors.at(span, format!("expected `{flag}` or `{flag} = true`"));
+                            false
+                        }
+                    },
+                    _ => {
+                        errors.at(span, format!("expected `{flag}` or `{flag} = true`"));
+                        false
+                    }
+                };
+                if on {
+                    setters.push(if flag == "optional" {
+                        Setter::Optional
+                    } else {
+                        Setter::Deleted
+                    });
+                }
+            }
+            (_, Item::Value { value, .. }) => match key.as_str() {
+                "crate" => match syn::parse2::<syn::Path>(value) {
+                    Ok(path) => krate = Some(path.into_token_stream()),
+                    Err(error) => errors.push(syn::Error::new(
+                        error.span(),
+                        "expected the path of the kopf crate: `crate = ::my_kopf`",
+                    )),
+                },
+                "id" => match string(value, "an id: `id = \"create_fn\"`", errors) {
+                    Some(literal) if literal.value().is_empty() => {
+                        errors.at(literal.span(), "the id cannot be empty")
+                    }
+                    Some(literal) => id = Some(literal),
+                    None => {}
+                },
+                "category" => {
+                    if let Some(literal) = string(value, "a category: `category = \"all\"`", errors)
+                    {
+                        category = Some(literal);
+                    }
+                }
+                "field" => {
+                    match string(value, "a dotted field: `field = \"spec.replicas\"`", errors) {
+                        Some(literal) if literal.value().trim_matches('.').is_empty() => {
+                            errors.at(literal.span(), "the field cannot be empty")
+                        }
+                        Some(literal) => field = Some(literal),
+                        None => {}
+                    }
+                }
+                "errors" => {
+                    if let Some(mode) = errors_mode(value, errors) {
+                        setters.push(Setter::Errors(mode));
+                    }
+                }
+                "timeout" => {
+                    if let Some(duration) = duration(value, errors) {
+                        setters.push(Setter::Timeout(duration));
+                    }
+                }
+                "backoff" => {
+                    if let Some(duration) = duration(value, errors) {
+                        setters.push(Setter::Backoff(duration));
+                    }
+                }
+                "retries" => {
+                    if let Some(retries) = retries(value, errors) {
+                        setters.push(Setter::Retries(retries));
+                    }
+                }
+                "param" => setters.push(Setter::Param(value)),
+                "when" => setters.push(Setter::When(value)),
+                filter @ ("value" | "old" | "new") => {
+                    needs_field.push((filter.to_string(), span));
+                    let parsed = value_filter(value);
+                    setters.push(match filter {
+                        "value" => Setter::Value(parsed),
+                        "old" => Setter::Old(parsed),
+                        _ => Setter::New(parsed),
+                    });
+                }
+                _ => errors.at(span, format!("expected `{key}` without a value")),
+            },
+            (_, Item::List { span: list, .. }) => {
+                errors.at(list, format!("expected `{key} = ...`"));
+            }
+            (_, _) => errors.at(span, format!("expected `{key} = ...`")),
+        }
+    }
+
+    if kind == Kind::Field && field.is_none() && errors.0.is_none() {
+        errors.at(
+            Span::call_site(),
+            "`on_field` needs the field whose changes it handles: `field = \"spec.replicas\"`",
+        );
+    }
+    if field.is_none() {
+        for (filter, span) in needs_field {
+            errors.at(
+                span,
+                format!("`{filter}` filters a field's value: it needs `field = \"...\"`"),
+            );
+        }
+    }
+    let resource = resource(strings, typed, category, errors);
+    let id = id.unwrap_or_else(|| {
+        let name = function.sig.ident.to_string();
+        LitStr::new(
+            name.strip_prefix("r#").unwrap_or(&name),
+            function.sig.ident.span(),
+        )
+    });
+    let field = match (kind, field) {
+        (Kind::Field, field) => field,
+        (_, Some(field)) => {
+            setters.push(Setter::Field(field));
+            None
+        }
+        (_, None) => None,
+    };
+    Some(Handler {
+        kind,
+        krate: krate.unwrap_or_else(|| quote::quote!(::kopf)),
+        resource: resource?,
+        id,
+        field,
+        options: setters,
+        arguments,
+        output,
+    })
+}
+
+/// A bare `optional`/`deleted` written where a type could be.
+fn flag_name(ty: &syn::Type) -> Option<String> {
+    let syn::Type::Path(path) = ty else {
+        return None;
+    };
+    let ident = path.path.get_ident()?.to_string();
+    kinds::FLAGS.contains(&ident.as_str()).then_some(ident)
+}
+
+fn resource(
+    strings: Vec<LitStr>,
+    typed: Option<syn::Type>,
+    category: Option<LitStr>,
+    errors: &mut Errors,
+) -> Option<Resource> {
+    if let Some(category) = category {
+        if let Some(extra) = strings.first() {
+            errors.at(
+                extra.span(),
+                "the resource is either named or a `category`, not both",
+            );
+        } else if let Some(ty) = typed {
+            errors.at(
+                ty.span(),
+                "the resource is either a type or a `category`, not both",
+            );
+        }
+        return Some(Resource::Category(category));
+    }
+    if let Some(ty) = typed {
+        if let syn::Type::Path(path) = &ty
+            && path.qself.is_none()
+            && path
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "EVERYTHING")
+        {
+            return Some(Resource::Constant(path.path.clone()));
+        }
+        return Some(Resource::Typed(ty));
+    }
+    let values: Vec<String> = strings.iter().map(LitStr::value).collect();
+    let span = strings.first().map_or(Span::call_site(), LitStr::span);
+    if let Some(empty) = strings.iter().find(|s| s.value().is_empty()) {
+        errors.at(empty.span(), "a resource name cannot be empty (the core group is written by omitting it: `(\"v1\", \"pods\")`)");
+        return None;
+    }
+    match values.as_slice() {
+        [] => {
+            errors.at(
+                Span::call_site(),
+                "a handler needs a resource: `(\"kopf.dev\", \"v1\", \"kopfexamples\")`, `(\"kopf.dev/v1\", \"kopfexamples\")`, `(\"kopfexamples\")`, a `kube::Resource` type, `kopf::EVERYTHING` or `category = \"all\"`",
+            );
+            None
+        }
+        [name] => Some(Resource::Named(name.clone(), span)),
+        [group_version, name] => Some(Resource::NamedIn(group_version.clone(), name.clone(), span)),
+        [group, version, plural] => Some(Resource::Exact {
+            group: group.clone(),
+            version: version.clone(),
+            plural: plural.clone(),
+            span,
+        }),
+        [_, _, _, extra, ..] => {
+            errors.at(
+                strings[3].span(),
+                format!("unexpected `\"{extra}\"`: a resource is at most a group, a version and a plural"),
+            );
+            None
+        }
+    }
+}
+
+fn string(value: TokenStream, expected: &str, errors: &mut Errors) -> Option<LitStr> {
+    match syn::parse2::<LitStr>(value.clone()) {
+        Ok(literal) => Some(literal),
+        Err(_) => {
+            errors.push(syn::Error::new_spanned(
+                value,
+                format!("expected {expected}"),
+            ));
+            None
+        }
+    }
+}
+
+fn errors_mode(value: TokenStream, errors: &mut Errors) -> Option<Ident> {
+    let (text, span) = match syn::parse2::<syn::Expr>(value.clone()) {
+        Ok(syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(literal),
+            ..
+        })) => (literal.value(), literal.span()),
+        Ok(syn::Expr::Path(path)) if path.path.get_ident().is_some() => {
+            (path.path.segments[0].ident.to_string(), path.span())
+        }
+        _ => (String::new(), value.span()),
+    };
+    let variant = match text.as_str() {
+        "temporary" => "Temporary",
+        "permanent" => "Permanent",
+        "ignored" => "Ignored",
+        _ => {
+            errors.at(
+                span,
+                "expected `errors = \"temporary\"`, `\"permanent\"` or `\"ignored\"`",
+            );
+            return None;
+        }
+    };
+    Some(Ident::new(variant, span))
+}
+
+fn retries(value: TokenStream, errors: &mut Errors) -> Option<TokenStream> {
+    match syn::parse2::<syn::Expr>(value.clone()) {
+        Ok(syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(literal),
+            ..
+        })) => match literal.base10_parse::<u32>() {
+            Ok(n) => Some(syn::LitInt::new(&n.to_string(), literal.span()).into_token_stream()),
+            Err(_) => {
+                errors.at(
+                    literal.span(),
+                    "expected a number of attempts from 0 to 4294967295",
+                );
+                None
+            }
+        },
+        Ok(syn::Expr::Lit(other)) => {
+            errors.at(other.span(), "expected a number of attempts: `retries = 3`");
+            None
+        }
+        _ => Some(value),
+    }
+}
+
+const DURATION_HELP: &str = "expected a duration: a number of seconds (`10`, `1.5`) or a string with units (`\"500ms\"`, `\"10s\"`, `\"5m\"`, `\"1h\"`, `\"1m30s\"`)";
+
+fn duration(value: TokenStream, errors: &mut Errors) -> Option<Duration> {
+    let literal = match syn::parse2::<syn::Expr>(value.clone()) {
+        Ok(syn::Expr::Lit(syn::ExprLit { lit, .. })) => lit,
+        Ok(syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        })) if matches!(&*expr, syn::Expr::Lit(_)) => {
+            errors.push(syn::Error::new_spanned(
+                value,
+                format!("a duration cannot be negative: {DURATION_HELP}"),
+            ));
+            return None;
+        }
+        _ => return Some(Duration::Expr(value)),
+    };
+    let span = literal.span();
+    let parsed = match &literal {
+        syn::Lit::Str(text) => parse_duration(&text.value()),
+        syn::Lit::Int(number) if number.suffix().is_empty() => {
+            parse_number(number.base10_digits(), SECOND)
+        }
+        syn::Lit::Float(number) if number.suffix().is_empty() => {
+            parse_number(number.base10_digits(), SECOND)
+        }
+        _ => None,
+    };
+    match parsed {
+        Some(nanos) if nanos <= u128::from(u64::MAX) * SECOND => Some(Duration::Literal {
+            secs: (nanos / SECOND) as u64,
+            nanos: (nanos % SECOND) as u32,
+            span,
+        }),
+        _ => {
+            let shown = literal.to_token_stream().to_string();
+            errors.at(span, format!("bad duration {shown}: {DURATION_HELP}"));
+            None
+        }
+    }
+}
+
+const SECOND: u128 = 1_000_000_000;
+
+/// `"500ms"`, `"10s"`, `"1.5m"`, `"1h30m"`, `"10"` (seconds) into nanoseconds.
+fn parse_duration(text: &str) -> Option<u128> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return parse_number(text, SECOND);
+    }
+    let mut total: u128 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let (number, after) = rest.split_at(number_len);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 1_000_000,
+            "s" => SECOND,
+            "m" => 60 * SECOND,
+            "h" => 3600 * SECOND,
+            _ => return None,
+        };
+        total = total.checked_add(parse_number(number, scale)?)?;
+        rest = after;
+    }
+    Some(total)
+}
+
+/// A decimal number (no sign, no exponent) times `scale`, exactly.
+fn parse_number(text: &str, scale: u128) -> Option<u128> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    if !whole
+        .chars()
+        .chain(fraction.chars())
+        .all(|c| c.is_ascii_digit())
+        || fraction.len() > 18
+    {
+        return None;
+    }
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let fraction_value: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    let fraction_scale = 10u128.pow(fraction.len() as u32);
+    whole
+        .checked_mul(scale)?
+        .checked_add(fraction_value.checked_mul(scale)? / fraction_scale)
+}
+
+fn single_ident(value: &TokenStream) -> Option<Ident> {
+    let mut tokens = value.clone().into_iter();
+    match (tokens.next(), tokens.next()) {
+        (Some(TokenTree::Ident(ident)), None) => Some(ident),
+        _ => None,
+    }
+}
+
+fn meta_filter(value: TokenStream) -> MetaFilter {
+    if let Ok(literal) = syn::parse2::<LitStr>(value.clone()) {
+        return MetaFilter::Value(literal);
+    }
+    match single_ident(&value) {
+        Some(ident) if ident == "present" => MetaFilter::Present(ident.span()),
+        Some(ident) if ident == "absent" => MetaFilter::Absent(ident.span()),
+        _ => MetaFilter::Callable(value),
+    }
+}
+
+fn value_filter(value: TokenStream) -> ValueFilter {
+    if let Some(ident) = single_ident(&value) {
+        match ident.to_string().as_str() {
+            "present" => return ValueFilter::Present(ident.span()),
+            "absent" => return ValueFilter::Absent(ident.span()),
+            "null" | "true" | "false" => return ValueFilter::Json(value),
+            _ => {}
+        }
+    }
+    let json = match value.clone().into_iter().next() {
+        Some(TokenTree::Literal(_)) => true,
+        Some(TokenTree::Punct(punct)) => punct.as_char() == '-',
+        Some(TokenTree::Group(group)) => {
+            matches!(group.delimiter(), Delimiter::Brace | Delimiter::Bracket)
+        }
+        _ => false,
+    };
+    if json {
+        ValueFilter::Json(value)
+    } else {
+        ValueFilter::Callable(value)
+    }
+}
+
+/// The function's parameters as arguments, and the checks of its signature.
+fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argument> {
+    let attr = kind.attribute();
+    if let Some(constness) = &sig.constness {
+        errors.at(constness.span, "a handler cannot be a `const fn`");
+    }
+    if let Some(unsafety) = &sig.unsafety {
+        errors.at(unsafety.span, "a handler cannot be an `unsafe fn`");
+    }
+    if let Some(abi) = &sig.abi {
+        errors.at(abi.span(), "a handler cannot have an `extern` ABI");
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.at(variadic.span(), "a handler cannot be variadic");
+    }
+    for param in &sig.generics.params {
+        if !matches!(param, syn::GenericParam::Lifetime(_)) {
+            errors.at(
+                param.span(),
+                "a handler cannot be generic: its arguments are converted to the types written",
+            );
+        }
+    }
+    let valid = kind.arguments().join(", ");
+    let mut arguments = Vec::new();
+    for input in &sig.inputs {
+        let typed = match input {
+            syn::FnArg::Receiver(receiver) => {
+                errors.at(
+                    receiver.span(),
+                    "a handler is a free function, not a method",
+                );
+                continue;
+            }
+            syn::FnArg::Typed(typed) => typed,
+        };
+        let ident = match &*typed.pat {
+            syn::Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => &pat.ident,
+            other => {
+                errors.at(
+                    other.span(),
+                    format!("handler arguments are given by name: write one of {valid}"),
+                );
+                continue;
+            }
+        };
+        let written = ident.to_string();
+        let written = written.strip_prefix("r#").unwrap_or(&written);
+        // `_spec` asks for `spec` without an unused-variable warning.
+        let name = match written.strip_prefix('_') {
+            Some(rest) if !rest.is_empty() => rest,
+            _ => written,
+        };
+        if !kind.arguments().contains(&name) {
+            let message = match kinds::elsewhere(name) {
+                Some(reason) => format!(
+                    "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
+                ),
+                None => format!(
+                    "unknown argument `{name}`{}; `{attr}` handlers get: {valid}",
+                    suggestion(name, kind.arguments())
+                ),
+            };
+            errors.at(ident.span(), message);
+            continue;
+        }
+        let mut ty = (*typed.ty).clone();
+        if contains_impl_trait(&ty) {
+            errors.at(
+                typed.ty.span(),
+                "argument types are concrete types: `impl Trait` cannot be converted to",
+            );
+            continue;
+        }
+        let borrowed = contains_borrow(ty.to_token_stream());
+        ElideLifetimes.visit_type_mut(&mut ty);
+        arguments.push(Argument {
+            name: Ident::new(name, ident.span()),
+            ty,
+            borrowed,
+        });
+    }
+    arguments
+}
+
+fn output(output: &syn::ReturnType) -> Output {
+    match output {
+        syn::ReturnType::Default => Output::Unit,
+        syn::ReturnType::Type(_, ty) => {
+            let is_result = match &**ty {
+                syn::Type::Path(path) => path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Result"),
+                _ => false,
+            };
+            if is_result {
+                Output::Result((**ty).clone())
+            } else {
+                Output::Value((**ty).clone())
+            }
+        }
+    }
+}
+
+/// `" (did you mean `timeout`?)"` for a close misspelling of a valid name, or nothing.
+fn suggestion(written: &str, valid: &[&str]) -> String {
+    valid
+        .iter()
+        .map(|candidate| (distance(written, candidate), candidate))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| format!(" (did you mean `{candidate}`?)"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            current.push(
+                (previous[j] + cost)
+                    .min(previous[j + 1] + 1)
+                    .min(current[j] + 1),
+            );
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// Whether a type is written as a borrow: a `&` or a lifetime anywhere in it.
+fn contains_borrow(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        TokenTree::Punct(punct) => punct.as_char() == '&' || punct.as_char() == '\'',
+        TokenTree::Group(group) => contains_borrow(group.stream()),
+        _ => false,
+    })
+}
+
+fn contains_impl_trait(ty: &syn::Type) -> bool {
+    ty.to_token_stream()
+        .into_iter()
+        .any(|token| matches!(&token, TokenTree::Ident(ident) if ident == "impl"))
+}
+
+/// Replaces named lifetimes with `'_`: the conversion is written inside the wrapper, where
+/// the function's lifetime parameters do not exist.
+struct ElideLifetimes;
+
+impl VisitMut for ElideLifetimes {
+    fn visit_lifetime_mut(&mut self, lifetime: &mut syn::Lifetime) {
+        if lifetime.ident != "static" {
+            lifetime.ident = Ident::new("_", lifetime.ident.span());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(500_000_000));
+        assert_eq!(parse_duration("10s"), Some(10 * SECOND));
+        assert_eq!(parse_duration("5m"), Some(300 * SECOND));
+        assert_eq!(parse_duration("1h"), Some(3600 * SECOND));
+        assert_eq!(parse_duration("1m30s"), Some(90 * SECOND));
+        assert_eq!(parse_duration("1.5s"), Some(1_500_000_000));
+        assert_eq!(parse_duration("10"), Some(10 * SECOND));
+        assert_eq!(parse_duration("0.25"), Some(SECOND / 4));
+        for bad in ["", "10x", "s", "1..5s", "-1s", "1 s", "ms10"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            suggestion("timout", &["id", "timeout"]),
+            " (did you mean `timeout`?)"
+        );
+        assert_eq!(
+            suggestion("nmae", &["name", "namespace"]),
+            " (did you mean `name`?)"
+        );
+        assert_eq!(suggestion("whatever", &["name"]), "");
+    }
+}
