@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Invocation, Operator, Registry, Selector};
+use kopf::diff::Diff;
+use kopf::{Memo, Operator};
 use kopf_testing::FakeApiServer;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -41,9 +42,6 @@ async fn main() -> ExitCode {
     }
 }
 
-/// What the handlers saw, printed at the end.
-type Seen = Arc<Mutex<Vec<String>>>;
-
 async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>> {
     let server = FakeApiServer::start().await?;
     println!("fake Kubernetes API server: {}", server.url());
@@ -51,8 +49,11 @@ async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>
     send(&client, "POST", CRD, crd()).await?;
     println!("created the CRD kopfexamples.kopf.dev");
 
-    let seen: Seen = Arc::default();
-    let operator = Operator::new(registry(&seen)).client(server.client());
+    let memo = Memo::new().with(Seen::default());
+    let handlers = kopf::handlers![create_fn, update_fn, field_fn, delete_fn];
+    let operator = Operator::new(handlers)
+        .memo(memo.clone())
+        .client(server.client());
     let ready = operator.ready();
     let stop = CancellationToken::new();
     let scenario = async {
@@ -65,7 +66,7 @@ async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>
     scenario?;
 
     println!("\nwhat the handlers saw:");
-    for line in seen.lock().expect("not poisoned").iter() {
+    for line in seen(&memo).0.lock().expect("not poisoned").iter() {
         println!("  {line}");
     }
     drop(client);
@@ -74,85 +75,53 @@ async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>
     Ok(())
 }
 
-fn registry(seen: &Seen) -> Registry {
-    let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
-    let record = |seen: &Seen| {
-        let seen = seen.clone();
-        move |line: String| seen.lock().expect("not poisoned").push(line)
-    };
-    let (on_create, on_update, on_field, on_delete) =
-        (record(seen), record(seen), record(seen), record(seen));
-    Registry::new()
-        .with(ChangeHandler::on_create(
-            examples.clone(),
-            "create_fn",
-            move |inv: Invocation| {
-                let record = on_create.clone();
-                async move {
-                    record(format!(
-                        "create_fn: {} with spec {}",
-                        inv.name(),
-                        inv.spec()
-                    ));
-                    Ok(Some(json!({"message": "hello world"})))
-                }
-            },
-        ))
-        .with(ChangeHandler::on_update(
-            examples.clone(),
-            "update_fn",
-            move |inv: Invocation| {
-                let record = on_update.clone();
-                async move {
-                    let changes: Vec<String> = inv
-                        .diff()
-                        .iter()
-                        .map(|d| {
-                            format!(
-                                "{} {}: {} -> {}",
-                                d.op,
-                                d.path.join("."),
-                                shown(d.old.as_ref()),
-                                shown(d.new.as_ref())
-                            )
-                        })
-                        .collect();
-                    record(format!(
-                        "update_fn: {} changed: {}",
-                        inv.name(),
-                        changes.join(", ")
-                    ));
-                    Ok(None)
-                }
-            },
-        ))
-        .with(ChangeHandler::on_field(
-            examples.clone(),
-            "field_fn",
-            "spec.field",
-            move |inv: Invocation| {
-                let record = on_field.clone();
-                async move {
-                    record(format!(
-                        "field_fn: spec.field went from {} to {}",
-                        shown(inv.old()),
-                        shown(inv.new())
-                    ));
-                    Ok(None)
-                }
-            },
-        ))
-        .with(ChangeHandler::on_delete(
-            examples,
-            "delete_fn",
-            move |inv: Invocation| {
-                let record = on_delete.clone();
-                async move {
-                    record(format!("delete_fn: {} is going away", inv.name()));
-                    Ok(None)
-                }
-            },
-        ))
+/// What the handlers saw, printed at the end; kept in the operator's memo.
+#[derive(Debug, Default)]
+struct Seen(Mutex<Vec<String>>);
+
+impl Seen {
+    fn record(&self, line: String) {
+        self.0.lock().expect("not poisoned").push(line);
+    }
+}
+
+/// Kopf's classic example, as Kopf users know it: handlers ask for the arguments they need.
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn create_fn(name: &str, spec: &Value, memo: &Memo) -> Value {
+    seen(memo).record(format!("create_fn: {name} with spec {spec}"));
+    json!({"message": "hello world"})
+}
+
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples")]
+async fn update_fn(name: &str, diff: &Diff, memo: &Memo) {
+    let changes: Vec<String> = diff
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}: {} -> {}",
+                d.op,
+                d.path.join("."),
+                shown(d.old.as_ref()),
+                shown(d.new.as_ref())
+            )
+        })
+        .collect();
+    seen(memo).record(format!("update_fn: {name} changed: {}", changes.join(", ")));
+}
+
+#[kopf::on_field("kopf.dev", "v1", "kopfexamples", field = "spec.field")]
+async fn field_fn(old: Option<String>, new: Option<String>, memo: &Memo) {
+    seen(memo).record(format!("field_fn: spec.field went from {old:?} to {new:?}"));
+}
+
+#[kopf::on_delete("kopf.dev", "v1", "kopfexamples")]
+async fn delete_fn(name: &str, memo: &Memo) {
+    seen(memo).record(format!("delete_fn: {name} is going away"));
+}
+
+fn seen(memo: &Memo) -> Arc<Seen> {
+    memo.get::<Seen>()
+        .expect("the quickstart puts its recorder into the memo")
 }
 
 /// A value as JSON, or `(absent)`.
