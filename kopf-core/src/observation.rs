@@ -26,10 +26,8 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::memos::Memo;
 use crate::namespaces::NamespacePatterns;
-use crate::posting::Poster;
-use crate::processing::Processor;
+use crate::processing::{Common, Processor};
 use crate::queueing::Queue;
 use crate::registry::Registry;
 use crate::resources::{Resource, Selector};
@@ -52,8 +50,7 @@ pub(crate) struct Observer {
     pub(crate) patterns: Option<NamespacePatterns>,
     pub(crate) tasks: Tasks,
     pub(crate) ready: watch::Sender<bool>,
-    pub(crate) poster: Poster,
-    pub(crate) memo: Memo,
+    pub(crate) common: Common,
 }
 
 /// One served resource.
@@ -234,8 +231,7 @@ impl Observer {
             &self.registry,
             &selectors,
             self.settings.clone(),
-            self.poster.clone(),
-            self.memo.clone(),
+            self.common.clone(),
         ));
         let node = self.tasks.child();
         let gone = Arc::new(AtomicBool::new(false));

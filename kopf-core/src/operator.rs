@@ -23,6 +23,7 @@ use crate::memos::Memo;
 use crate::namespaces::NamespacePatterns;
 use crate::observation::Observer;
 use crate::posting::Poster;
+use crate::processing::Common;
 use crate::registry::Registry;
 use crate::settings::Settings;
 use crate::tasks::{StopReason, Tasks, Work};
@@ -215,8 +216,13 @@ impl Operator {
             patterns,
             tasks: tasks.child(),
             ready: self.ready,
-            poster: poster.clone(),
-            memo: self.memo.clone(),
+            common: Common {
+                poster: poster.clone(),
+                memo: self.memo.clone(),
+                writes: Arc::new(tokio::sync::Semaphore::new(
+                    self.settings.networking.max_concurrent_writes.max(1),
+                )),
+            },
         };
         tasks.spawn(observer.run());
         drop(client);

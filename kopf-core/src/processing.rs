@@ -51,6 +51,17 @@ struct Memory {
     memo: Option<Memo>,
 }
 
+/// What the processors of one operator share.
+#[derive(Debug, Clone)]
+pub(crate) struct Common {
+    /// Posts Kubernetes Events.
+    pub(crate) poster: Poster,
+    /// The operator's memo, copied into each object's on first sight.
+    pub(crate) memo: Memo,
+    /// Permits for writes in flight.
+    pub(crate) writes: Arc<tokio::sync::Semaphore>,
+}
+
 /// Processes the objects of one resource.
 pub(crate) struct Processor {
     client: kube::Client,
@@ -64,6 +75,8 @@ pub(crate) struct Processor {
     memories: Mutex<HashMap<String, Memory>>,
     poster: Poster,
     memo: Memo,
+    /// Limits the writes in flight, so that a burst of objects does not open a connection each.
+    writes: Arc<tokio::sync::Semaphore>,
 }
 
 impl Processor {
@@ -73,8 +86,7 @@ impl Processor {
         registry: &Registry,
         selectors: &[Selector],
         settings: Settings,
-        poster: Poster,
-        memo: Memo,
+        common: Common,
     ) -> Processor {
         let changes: Vec<ChangeHandler> = registry.changes_for(selectors).cloned().collect();
         let events: Vec<EventHandler> = registry.events_for(selectors).cloned().collect();
@@ -92,8 +104,9 @@ impl Processor {
             settings,
             extra_fields,
             memories: Mutex::default(),
-            poster,
-            memo,
+            poster: common.poster,
+            memo: common.memo,
+            writes: common.writes,
         }
     }
 
@@ -238,6 +251,14 @@ impl Processor {
         let version = body["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default();
+        // A stop while waiting for a permit ends the wait: the write is retried next time.
+        let permit = tokio::select! {
+            permit = self.writes.acquire() => permit.ok(),
+            _ = tasks.token().cancelled() => None,
+        };
+        if permit.is_none() {
+            return Err(Duration::ZERO);
+        }
         match patching::apply(
             &target,
             patch,

@@ -208,11 +208,15 @@ pub struct NetworkingSettings {
     /// Delays between retries of a failed write (connection errors, 5xx, 429); a
     /// `Retry-After` answer waits at least as long as it says (Kopf: 1, 1, 2, 3, 5, 8, 13, 21 s).
     pub error_backoffs: Vec<Duration>,
+    /// At most this many of the operator's own writes (patches of handled objects) are in
+    /// flight at once: a burst of objects reuses a few connections instead of opening one each.
+    pub max_concurrent_writes: usize,
 }
 
 impl Default for NetworkingSettings {
     fn default() -> Self {
         NetworkingSettings {
+            max_concurrent_writes: 16,
             error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
                 .into_iter()
                 .map(Duration::from_secs)
