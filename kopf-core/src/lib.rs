@@ -23,6 +23,7 @@
 //! task of it is left, and its connections are closed.
 
 mod blocking;
+mod cli;
 pub mod diff;
 mod errors;
 mod execution;
@@ -48,6 +49,7 @@ mod tasks;
 mod watching;
 
 pub use blocking::blocking;
+pub use cli::{run, run_with};
 pub use errors::{Error, PermanentError, Result, TemporaryError};
 pub use handlers::{
     ChangeHandler, ErrorsMode, EventHandler, HandlerFn, HandlerFuture, HandlerResult, Invocation,

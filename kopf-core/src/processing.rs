@@ -327,6 +327,7 @@ impl Processor {
                 continue;
             }
             let written = invocation.patch.clone();
+            let span = invocation.logger.span.clone();
             // Failures are reported, never retried: an event is not seen twice.
             let options = Options {
                 errors: crate::handlers::ErrorsMode::Permanent,
@@ -345,6 +346,10 @@ impl Processor {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             ));
+            if let Outcome::Success(_) = outcome {
+                // Logged as Kopf does, but never posted: event handlers are silent.
+                tracing::info!(target: "kopf::objects", parent: &span, "Handler '{}' succeeded.", handler.id);
+            }
             match outcome {
                 Outcome::Success(Some(result)) => deliver(&mut patch, &handler.id, result),
                 Outcome::Failure(message) | Outcome::Retry { message, .. } => {
@@ -567,6 +572,7 @@ impl Processor {
             invocation.started = started;
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
             let patch = invocation.patch.clone();
+            let logger = invocation.logger.clone();
             let outcome = execution::execute(
                 &handler.id,
                 &handler.function,
@@ -588,7 +594,7 @@ impl Processor {
             updated.retries = record.retries + 1;
             match outcome {
                 Outcome::Success(result) => {
-                    tracing::info!(target: "kopf::handler", handler = %handler.id, "handler succeeded");
+                    logger.info(format_args!("Handler '{}' succeeded.", handler.id));
                     updated.success = true;
                     updated.stopped = Some(finished);
                     updated.delayed = None;
@@ -598,14 +604,22 @@ impl Processor {
                     }
                 }
                 Outcome::Failure(message) => {
-                    tracing::error!(target: "kopf::handler", handler = %handler.id, %message, "handler failed permanently");
+                    logger.error(format_args!(
+                        "Handler '{}' failed permanently: {message}",
+                        handler.id
+                    ));
                     updated.failure = true;
                     updated.stopped = Some(finished);
                     updated.delayed = None;
                     updated.message = Some(message);
                 }
                 Outcome::Retry { delay, message } => {
-                    tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, ?delay, "handler failed; will retry");
+                    // As Kopf, at ERROR; the delay goes to a DEBUG line.
+                    logger.error(format_args!(
+                        "Handler '{}' failed temporarily: {message}",
+                        handler.id
+                    ));
+                    tracing::debug!(target: "kopf::handler", parent: logger.span(), ?delay, "retrying after the delay");
                     let at =
                         finished + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
                     updated.delayed = Some(at);
@@ -633,6 +647,18 @@ impl Processor {
                 self.diffbase.store(body, &new, &mut merge);
             }
             cycle.handled = true;
+            if !records.is_empty() {
+                let succeeded = records.values().filter(|r| r.success).count();
+                let failed = records.values().filter(|r| r.failure).count();
+                let logger = Logger::new(
+                    tracing::info_span!(target: "kopf::handler", "object", object.name = body["metadata"]["name"].as_str(), object.namespace = body["metadata"]["namespace"].as_str(), reason = %reason),
+                    self.poster.events(body, &self.resource),
+                );
+                logger.info(format_args!(
+                    "{} is processed: {succeeded} succeeded; {failed} failed.",
+                    title(reason)
+                ));
+            }
         } else {
             for (id, record) in &records {
                 let stored = self.progress.fetch(&HandlerId::new(id.as_str()), body);
@@ -658,6 +684,16 @@ impl Processor {
             }
         }
         cycle
+    }
+}
+
+/// Kopf's title of a cause, capitalized, for the log lines.
+fn title(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Create => "Creation",
+        Reason::Update => "Updating",
+        Reason::Delete => "Deletion",
+        Reason::Resume => "Resuming",
     }
 }
 

@@ -6,6 +6,7 @@ mod support;
 mod blocking;
 mod changes;
 mod interop;
+mod logs;
 mod macros;
 mod persistence;
 mod posting;

@@ -85,8 +85,8 @@ async fn log_records_are_posted_as_events_in_kopfs_shape_when_asked() {
                     .filter(|o| o["status"]["create_fn"] == "done")
             })
             .await;
-            wait("four events", || async {
-                (events(client).await.len() >= 4).then_some(())
+            wait("six events", || async {
+                (events(client).await.len() >= 6).then_some(())
             })
             .await;
         },
@@ -96,8 +96,9 @@ async fn log_records_are_posted_as_events_in_kopfs_shape_when_asked() {
     let events = events(&server.client()).await;
     assert_eq!(
         events.len(),
-        4,
-        "info, warn, error, toolkit; no debug, nothing about Events: {events:#?}"
+        6,
+        "info, warn, error, toolkit, and Kopf's two lines (the handler's success, the \
+         cause processed); no debug, nothing about Events: {events:#?}"
     );
     let expected_reference = json!({
         "apiVersion": "kopf.dev/v1",
@@ -141,6 +142,16 @@ async fn log_records_are_posted_as_events_in_kopfs_shape_when_asked() {
     );
     let cut = warning["message"].as_str().unwrap();
     assert_eq!(cut, format!("{}...{}", "x".repeat(511), "x".repeat(510)));
+    for kopfs in [
+        "Handler 'create_fn' succeeded.",
+        "Creation is processed: 1 succeeded; 0 failed.",
+    ] {
+        let line = by_message(&events, kopfs);
+        assert_eq!(
+            (&line["type"], &line["reason"]),
+            (&json!("Normal"), &json!("Logging"))
+        );
+    }
     let error = by_message(&events, "an error record");
     assert_eq!(
         (&error["type"], &error["reason"]),

@@ -1,0 +1,146 @@
+//! Kopf's log lines that users rely on: each handler's outcome, and each cause once handled.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use kopf::{ChangeHandler, EventHandler, PermanentError, Registry, TemporaryError};
+use kopf_testing::OperatorHarness;
+use serde_json::json;
+
+use crate::support::{create, delete, examples, patch, server_with_crd, wait_gone};
+
+/// Everything logged in this test binary, from the first call on (other tests' lines too:
+/// the test picks its object's lines by name).
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let writer = Buffer(logs.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+        logs
+    })
+}
+
+#[derive(Clone)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The logged lines about the object `name`.
+fn lines_of(name: &str) -> Vec<String> {
+    let logs = logs().lock().unwrap();
+    String::from_utf8_lossy(&logs)
+        .lines()
+        .filter(|line| line.contains(&format!("\"{name}\"")))
+        .map(String::from)
+        .collect()
+}
+
+/// Waits until a line about `name` contains `text`.
+async fn wait_line(name: &str, text: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !lines_of(name).iter().any(|line| line.contains(text)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no line {text:?} about {name} in:\n{}",
+            lines_of(name).join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopfs_log_lines_for_handlers_and_causes() {
+    logs();
+    let name = "log-lines";
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            |_| async { Ok(None) },
+        ))
+        .with(ChangeHandler::on_update(
+            examples(),
+            "flaky_fn",
+            |inv| async move {
+                if inv.retry() == 0 {
+                    return Err(TemporaryError::new("not yet")
+                        .delay(Duration::from_millis(50))
+                        .into());
+                }
+                Ok(None)
+            },
+        ))
+        .with(ChangeHandler::on_update(
+            examples(),
+            "broken_fn",
+            |_| async { Err(PermanentError::new("no way").into()) },
+        ))
+        .with(ChangeHandler::on_delete(
+            examples(),
+            "delete_fn",
+            |_| async { Ok(None) },
+        ))
+        .with(EventHandler::on_event(examples(), "event_fn", |_| async {
+            Ok(None)
+        }));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    let client = harness.client();
+
+    create(&client, name, json!({"field": "a"})).await;
+    wait_line(name, "Creation is processed: 1 succeeded; 0 failed.").await;
+    patch(&client, name, json!({"spec": {"field": "b"}})).await;
+    wait_line(name, "Updating is processed: 1 succeeded; 1 failed.").await;
+    delete(&client, name).await;
+    wait_gone(&harness, name).await;
+    wait_line(name, "Deletion is processed: 1 succeeded; 0 failed.").await;
+    harness.stop().await.expect("a clean stop");
+
+    let lines = lines_of(name);
+    let find = |text: &str| {
+        lines
+            .iter()
+            .find(|line| line.contains(text))
+            .unwrap_or_else(|| panic!("no line {text:?} in:\n{}", lines.join("\n")))
+            .clone()
+    };
+    let succeeded = find("Handler 'create_fn' succeeded.");
+    assert!(succeeded.contains(" INFO "), "{succeeded}");
+    assert!(
+        succeeded.contains("handler.id=create_fn"),
+        "the handler's span: {succeeded}"
+    );
+    let temporary = find("Handler 'flaky_fn' failed temporarily: not yet");
+    assert!(temporary.contains(" ERROR "), "{temporary}");
+    find("Handler 'flaky_fn' succeeded.");
+    let permanent = find("Handler 'broken_fn' failed permanently: no way");
+    assert!(permanent.contains(" ERROR "), "{permanent}");
+    find("Handler 'delete_fn' succeeded.");
+    find("Handler 'event_fn' succeeded.");
+    // Each cause is reported once, when it is fully handled.
+    for cause in ["Creation", "Updating", "Deletion"] {
+        let processed = lines
+            .iter()
+            .filter(|line| line.contains(&format!("{cause} is processed:")))
+            .count();
+        assert_eq!(processed, 1, "{cause}:\n{}", lines.join("\n"));
+    }
+}
