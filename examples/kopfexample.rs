@@ -1,0 +1,48 @@
+//! Kopf's classic example operator, for any cluster: the one of `KUBECONFIG` (or the in-cluster
+//! environment), for instance the fake API server's:
+//!
+//! ```sh
+//! cargo run -p kopf-testing --bin kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
+//! export KUBECONFIG=/tmp/kopf.kubeconfig
+//! kubectl apply -f examples/crd.yaml
+//! cargo run --example kopfexample -- --all-namespaces &
+//! kubectl apply -f examples/obj.yaml
+//! kubectl get kopfexamples        # MESSAGE: hello world
+//! kubectl delete -f examples/obj.yaml
+//! ```
+//!
+//! The command line is Kopf's `kopf run`: `--namespace`/`-n`, `--all-namespaces`/`-A`,
+//! `--verbose`, `--log-format`; `--help` lists them.
+
+use std::process::ExitCode;
+
+use kopf::diff::Diff;
+use kopf::{Logger, Patch};
+use serde_json::{Value, json};
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn create_fn(name: &str, spec: &Value, logger: &Logger) -> Value {
+    logger.info(format!("Creating {name} with spec {spec}"));
+    json!({"message": "hello world"})
+}
+
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples")]
+async fn update_fn(diff: &Diff, logger: &Logger, patch: &mut Patch) {
+    logger.info(format!("Updated: {} change(s)", diff.len()));
+    patch.status().insert("updated".into(), json!(true));
+}
+
+#[kopf::on_field("kopf.dev", "v1", "kopfexamples", field = "spec.field")]
+async fn field_fn(old: Option<String>, new: Option<String>, logger: &Logger) {
+    logger.info(format!("spec.field: {old:?} -> {new:?}"));
+}
+
+#[kopf::on_delete("kopf.dev", "v1", "kopfexamples")]
+async fn delete_fn(name: &str, logger: &Logger) {
+    logger.info(format!("Deleting {name}"));
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    kopf::run().await
+}
