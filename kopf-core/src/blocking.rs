@@ -19,7 +19,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::errors::Error;
 use crate::handlers::{HandlerFuture, HandlerResult, Invocation};
-use crate::tasks::{StopReason, Tasks, Work};
+use crate::tasks::{StopReason, Tasks, Work, lock};
 
 /// Turns a blocking function into a handler function (a sync handler), to run on the
 /// operator's own threads.
@@ -257,12 +257,6 @@ fn serve(receiver: &Mutex<mpsc::Receiver<(Work, Job)>>, state: &watch::Sender<St
         s.threads = s.threads.saturating_sub(1);
         s.idle = s.idle.saturating_sub(1);
     });
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::processing::Processor;
-use crate::tasks::Tasks;
+use crate::tasks::{Tasks, lock};
 use crate::watching::Event;
 
 type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;
@@ -134,10 +134,4 @@ impl Worker {
             wakeup = next.wakeup.map(|delay| tokio::time::Instant::now() + delay);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

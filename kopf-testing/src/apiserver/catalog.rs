@@ -100,6 +100,19 @@ impl ResourceDef {
         }
     }
 
+    /// The object as served in `version`: `apiVersion` and `kind` first, then the rest.
+    pub(crate) fn render(&self, version: &str, object: &Value) -> Value {
+        let mut rendered = serde_json::Map::new();
+        rendered.insert("apiVersion".into(), Value::from(self.api_version(version)));
+        rendered.insert("kind".into(), Value::from(self.kind.clone()));
+        for (key, value) in object.as_object().into_iter().flatten() {
+            if key != "apiVersion" && key != "kind" {
+                rendered.insert(key.clone(), value.clone());
+            }
+        }
+        Value::Object(rendered)
+    }
+
     pub(crate) fn has_status(&self) -> bool {
         self.versions.iter().any(|v| v.status)
     }

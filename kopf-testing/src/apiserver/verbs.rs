@@ -52,18 +52,7 @@ impl Target<'_> {
 
     /// The object as served in the requested version.
     pub(crate) fn render(&self, object: &Value) -> Value {
-        let mut rendered = serde_json::Map::new();
-        rendered.insert(
-            "apiVersion".into(),
-            json!(self.def.api_version(self.version)),
-        );
-        rendered.insert("kind".into(), json!(self.def.kind));
-        for (key, value) in object.as_object().into_iter().flatten() {
-            if key != "apiVersion" && key != "kind" {
-                rendered.insert(key.clone(), value.clone());
-            }
-        }
-        Value::Object(rendered)
+        self.def.render(self.version, object)
     }
 
     /// The object as stored: in the storage version.

@@ -235,18 +235,7 @@ impl WatchStream {
     }
 
     fn rendered(&self, object: &Value) -> Value {
-        let mut rendered = serde_json::Map::new();
-        rendered.insert(
-            "apiVersion".into(),
-            json!(self.def.api_version(&self.version)),
-        );
-        rendered.insert("kind".into(), json!(self.def.kind));
-        for (key, value) in object.as_object().into_iter().flatten() {
-            if key != "apiVersion" && key != "kind" {
-                rendered.insert(key.clone(), value.clone());
-            }
-        }
-        let rendered = Value::Object(rendered);
+        let rendered = self.def.render(&self.version, object);
         if self.table {
             let path = super::request::ObjectPath {
                 group: self.def.group.clone(),
