@@ -251,10 +251,11 @@ impl Processor {
         let version = body["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default();
-        // A stop while waiting for a permit ends the wait: the write is retried next time.
+        // Writes during a stop still go out (a handler's last progress); only the abort at
+        // the end of the grace period ends the wait for a permit.
         let permit = tokio::select! {
             permit = self.writes.acquire() => permit.ok(),
-            _ = tasks.token().cancelled() => None,
+            _ = tasks.abort_token().cancelled() => None,
         };
         if permit.is_none() {
             return Err(Duration::ZERO);

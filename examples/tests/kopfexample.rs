@@ -1,0 +1,345 @@
+//! The `kopfexample` example as a process, as its documentation runs it: with `-A` and
+//! `--log-format plain` against a cluster (the fake API server's, by `KUBECONFIG`), it creates,
+//! updates and deletes `examples/obj.yaml`'s object, and exits with 0 on SIGTERM; `--help`
+//! lists the options.
+//!
+//! The process under test runs the example's own code (`../kopfexample.rs`, compiled into this
+//! test as a module) in this very test binary, started again with [`CHILD`] set (see
+//! `stoppable.rs` for why not the example's binary). Unlike there, the child gets the
+//! operator's real command line (`-A --log-format plain`, `--help`), which libtest would
+//! reject as its own: so this test has no harness (`harness = false` in `Cargo.toml`), and its
+//! `main` is either the operator's (in the child) or runs the scenarios (in the parent).
+//!
+//! The example's handlers are registered in this binary too (`#[kopf::on_*]` collects them
+//! wherever they are compiled): only the child runs an operator, so only it uses them.
+
+#![cfg(unix)]
+
+#[path = "../kopfexample.rs"]
+#[allow(
+    dead_code,
+    reason = "the example's `main` belongs to its binary; the child process runs `kopf::run`, \
+              which finds the module's handlers"
+)]
+mod kopfexample;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kopf_testing::{FakeApiServer, wait};
+use serde_json::{Value, json};
+
+/// Set in the environment of the child process: run the operator there.
+const CHILD: &str = "KOPF_EXAMPLES_KOPFEXAMPLE_CHILD";
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+/// `metadata.name` in `examples/obj.yaml`.
+const NAME: &str = "kopf-example-1";
+
+fn main() -> ExitCode {
+    if std::env::var_os(CHILD).is_some() {
+        // As the example's `main`: the command line is the operator's.
+        return tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(kopf::run());
+    }
+    // Parent: libtest's options (`--list`, filters, `--nocapture`, ...) do not apply here.
+    if std::env::args().any(|arg| arg == "--list") {
+        return ExitCode::SUCCESS;
+    }
+    scenario("help_lists_the_options", help_lists_the_options);
+    scenario(
+        "the_operator_handles_an_object_from_creation_to_deletion_and_stops_on_sigterm",
+        || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(the_operator_handles_an_object_from_creation_to_deletion());
+        },
+    );
+    println!("\ntest result: ok. 2 passed; 0 failed\n");
+    ExitCode::SUCCESS
+}
+
+/// Runs one scenario, reporting it as libtest would; a failure panics (exit code 101).
+fn scenario(name: &str, body: impl FnOnce()) {
+    println!("test {name} ...");
+    body();
+    println!("test {name} ... ok");
+}
+
+fn help_lists_the_options() {
+    let output = child_command(&["--help"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("the operator's process runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("--namespace"), "{stdout}");
+    assert!(stdout.contains("--all-namespaces"), "{stdout}");
+}
+
+async fn the_operator_handles_an_object_from_creation_to_deletion() {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let client = server.client();
+    // The manifests as `kubectl apply --server-side` sends them: YAML, as they are.
+    apply(
+        &client,
+        &format!("{CRDS}/kopfexamples.kopf.dev"),
+        include_str!("../crd.yaml"),
+    )
+    .await;
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = directory.path().join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let mut operator = OperatorProcess::start(&kubeconfig, &["-A", "--log-format", "plain"]);
+    operator.wait_until_watching(&server).await;
+
+    apply(
+        &client,
+        &format!("{COLLECTION}/{NAME}"),
+        include_str!("../obj.yaml"),
+    )
+    .await;
+    wait("status.create_fn.message", || async {
+        let object = get(&client, NAME).await?;
+        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
+    })
+    .await;
+    operator
+        .wait_for_log("Handler 'create_fn' succeeded.")
+        .await;
+
+    send(
+        &client,
+        "PATCH",
+        &format!("{COLLECTION}/{NAME}"),
+        "application/merge-patch+json",
+        json!({"spec": {"field": "changed"}}).to_string(),
+    )
+    .await;
+    wait("status.updated", || async {
+        let object = get(&client, NAME).await?;
+        (object["status"]["updated"] == true).then_some(())
+    })
+    .await;
+
+    let request = http::Request::delete(format!("{COLLECTION}/{NAME}"))
+        .body(Vec::new())
+        .unwrap();
+    client
+        .request_text(request)
+        .await
+        .expect("the deletion is requested");
+    wait("the object to be gone", || async {
+        get(&client, NAME).await.is_none().then_some(())
+    })
+    .await;
+    operator.wait_for_log("Deletion is processed").await;
+    let log = operator.log();
+    assert!(log.contains("Creating kopf-example-1 with spec"), "{log}");
+    assert!(log.contains("Handler 'update_fn' succeeded."), "{log}");
+    assert!(log.contains("Deleting kopf-example-1"), "{log}");
+    assert!(
+        !log.contains("Absence of either namespaces or cluster-wide flag"),
+        "-A was understood: {log}"
+    );
+
+    operator.signal("TERM");
+    assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    drop(client);
+    wait("the operator's watches to close", || async {
+        (server.stats().open_watches == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+/// This test binary, as the operator's process with `args` as its command line.
+fn child_command(args: &[&str]) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary's path"));
+    command
+        .args(args)
+        .env(CHILD, "1")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        // The command line only: none of Kopf's variables from the environment.
+        .env_remove("KOPF_RUN_NAMESPACES")
+        .env_remove("KOPF_RUN_NAMESPACE")
+        .env_remove("KOPF_RUN_CLUSTERWIDE")
+        .env_remove("KOPF_RUN_VERBOSE")
+        .env_remove("KOPF_RUN_DEBUG")
+        .env_remove("KOPF_RUN_QUIET")
+        .env_remove("KOPF_RUN_LOG_FORMAT")
+        // kube reads proxies from the environment; the fake server is local.
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy");
+    command
+}
+
+/// The example's operator in a child process, killed if the test ends before it exits (as
+/// tokio's `kill_on_drop`, which needs tokio's `process` feature).
+struct OperatorProcess {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl OperatorProcess {
+    fn start(kubeconfig: &std::path::Path, args: &[&str]) -> OperatorProcess {
+        let mut child = child_command(args)
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the operator's process starts");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("a piped stderr");
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        OperatorProcess { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Once it watches, it has also set up its signal handlers (before anything else).
+    async fn wait_until_watching(&mut self, server: &FakeApiServer) {
+        poll("the operator to watch", || {
+            assert!(
+                self.is_running(),
+                "the operator exited early:\n{}",
+                self.log()
+            );
+            (server.stats().open_watches > 0).then_some(())
+        })
+        .await;
+    }
+
+    async fn wait_for_log(&mut self, text: &str) {
+        poll(&format!("{text:?} in the operator's log"), || {
+            if self.log().contains(text) {
+                return Some(());
+            }
+            assert!(
+                self.is_running(),
+                "the operator exited early:\n{}",
+                self.log()
+            );
+            None
+        })
+        .await;
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("the child's status").is_none()
+    }
+
+    /// Sends a signal, as `kill -TERM pid` does.
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name} succeeded");
+    }
+
+    /// Waits for the process to exit; its exit code.
+    async fn exit_code(&mut self) -> i32 {
+        let status = poll("the operator to exit", || {
+            self.child.try_wait().expect("the child's status")
+        })
+        .await;
+        status
+            .code()
+            .unwrap_or_else(|| panic!("exited by a signal: {status:?}"))
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// As [`wait`], for conditions that need no `.await`.
+async fn poll<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+    let until = tokio::time::Instant::now() + kopf_testing::DEADLINE;
+    loop {
+        if let Some(value) = condition() {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Server-side apply of a YAML manifest, as `kubectl apply --server-side`.
+async fn apply(client: &kube::Client, path: &str, yaml: &str) -> Value {
+    send(
+        client,
+        "PATCH",
+        &format!("{path}?fieldManager=test"),
+        "application/apply-patch+yaml",
+        yaml.to_string(),
+    )
+    .await
+}
+
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: String,
+) -> Value {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body.into_bytes())
+        .unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|error| panic!("{method} {path} succeeds: {error}"));
+    serde_json::from_str(&text).expect("a JSON answer")
+}
+
+async fn get(client: &kube::Client, name: &str) -> Option<Value> {
+    let request = http::Request::get(format!("{COLLECTION}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request::<Value>(request).await.ok()
+}
