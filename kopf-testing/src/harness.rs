@@ -30,9 +30,19 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// server's tasks are never mistaken for the operator's).
 #[derive(Debug)]
 pub struct OperatorHarness {
-    server: FakeApiServer,
+    /// The fake API server; taken by [`OperatorHarness::stop`].
+    server: Option<FakeApiServer>,
     stop: CancellationToken,
-    running: tokio::task::JoinHandle<Result<(), OperatorError>>,
+    /// The task running the operator; taken by [`OperatorHarness::stop`].
+    running: Option<tokio::task::JoinHandle<Result<(), OperatorError>>>,
+}
+
+/// A harness dropped without [`OperatorHarness::stop`] (a failing test) still stops its
+/// operator: the task ends on its own instead of outliving the test's interest in it.
+impl Drop for OperatorHarness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 /// Settings that make tests quick: short idle and consistency timeouts, short backoffs.
@@ -66,20 +76,20 @@ impl OperatorHarness {
             .await
             .expect("the operator gets ready in time");
         OperatorHarness {
-            server,
+            server: Some(server),
             stop,
-            running,
+            running: Some(running),
         }
     }
 
     /// The fake API server.
     pub fn server(&self) -> &FakeApiServer {
-        &self.server
+        self.server.as_ref().expect("the server lives until stop()")
     }
 
     /// A client of the fake API server, for the test's own requests.
     pub fn client(&self) -> kube::Client {
-        self.server.client()
+        self.server().client()
     }
 
     /// Waits until `condition` holds for the objects of a collection (an API path such as
@@ -104,18 +114,21 @@ impl OperatorHarness {
 
     /// Stops the operator and waits for `run()` to return; then checks that the operator left
     /// no watch open on the server. Returns what `run()` returned.
-    pub async fn stop(self) -> Result<(), OperatorError> {
+    pub async fn stop(mut self) -> Result<(), OperatorError> {
         self.stop.cancel();
-        let result = tokio::time::timeout(DEADLINE, self.running)
+        let running = self.running.take().expect("only stop() takes the task");
+        let result = tokio::time::timeout(DEADLINE, running)
             .await
             .expect("the operator stops in time")
             .expect("the operator's task did not panic");
-        let server = &self.server;
+        let server = self.server();
         wait("the operator's watches to close", || async {
             (server.stats().open_watches == 0).then_some(())
         })
         .await;
-        self.server.stop().await;
+        if let Some(server) = self.server.take() {
+            server.stop().await;
+        }
         result
     }
 }
