@@ -18,3 +18,8 @@ pub use apiserver::{
     FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats,
 };
 pub use harness::{DEADLINE, OperatorHarness, test_settings, wait};
+
+/// The README's code, compiled as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
