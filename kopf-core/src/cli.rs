@@ -30,6 +30,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use crate::manifests;
 use crate::operator::{Operator, OperatorError};
 use crate::registry::Registry;
 
@@ -56,14 +57,30 @@ pub async fn run() -> ExitCode {
 
 /// As [`run`], with an explicit registry instead of the automatically registered handlers.
 pub async fn run_with(registry: Registry) -> ExitCode {
-    let options = match parse_from(std::env::args_os())
-        .and_then(|cli| resolve(cli.args(), |name| std::env::var(name).ok()))
-    {
-        Ok(options) => options,
-        Err(error) => {
-            let _ = error.print();
-            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
+    let cli = match parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(error) => return usage_exit(&error),
+    };
+    let args = match cli.command {
+        Some(Command::Crd) => {
+            print!("{}", manifests::crd_yaml(&registry));
+            return ExitCode::SUCCESS;
         }
+        Some(Command::Rbac(args)) => {
+            return match rbac(&registry, args, |name| std::env::var(name).ok()) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => usage_exit(&error),
+            };
+        }
+        Some(Command::Run(args)) => args,
+        None => cli.run,
+    };
+    let options = match resolve(args, |name| std::env::var(name).ok()) {
+        Ok(options) => options,
+        Err(error) => return usage_exit(&error),
     };
     init_logging(&options);
     let mut operator = Operator::new(registry);
@@ -75,6 +92,41 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         None => {}
     }
     exit_code(operator.run_until_signalled().await)
+}
+
+/// Prints a usage error and returns its exit code (0 for `--help`, else 2).
+fn usage_exit(error: &clap::Error) -> ExitCode {
+    let _ = error.print();
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
+}
+
+/// The text of `rbac`: the namespaces as `run` takes them (with Kopf's environment variables).
+fn rbac(
+    registry: &Registry,
+    args: RbacArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<String, clap::Error> {
+    let RbacArgs {
+        namespaces,
+        all_namespaces,
+        service_account,
+        service_account_namespace,
+        no_service_account,
+    } = args;
+    let run = RunArgs {
+        namespaces,
+        all_namespaces,
+        ..RunArgs::default()
+    };
+    let options = resolve(run, env)?;
+    let options = manifests::RbacOptions {
+        namespaces: options.namespaces,
+        service_account,
+        service_account_namespace,
+        with_service_account: !no_service_account,
+    };
+    manifests::rbac_yaml(registry, &options)
+        .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
 }
 
 /// The exit code for the operator's result (logging the error, if any).
@@ -109,10 +161,13 @@ struct Cli {
 }
 
 impl Cli {
+    /// The options of `run` (the default subcommand); `None` for the other subcommands.
+    #[cfg(test)]
     fn args(self) -> RunArgs {
         match self.command {
             Some(Command::Run(args)) => args,
             None => self.run,
+            Some(Command::Crd | Command::Rbac(_)) => panic!("not a run"),
         }
     }
 }
@@ -133,6 +188,46 @@ enum Command {
     /// Start the operator and handle the objects until SIGINT or SIGTERM (the default).
     #[command(after_help = ENVIRONMENT)]
     Run(RunArgs),
+    /// Print the CRDs of the typed custom resources, as YAML.
+    ///
+    /// The CRDs are those that the program declares with `Registry::crd::<K>()`.
+    Crd,
+    /// Print the RBAC that the handlers need, as YAML.
+    ///
+    /// A ServiceAccount, a ClusterRole (and a Role per namespace when -n gives plain names)
+    /// and their bindings.
+    #[command(after_help = RBAC_NOTE)]
+    Rbac(RbacArgs),
+}
+
+const RBAC_NOTE: &str = "\
+The RBAC is computed from the handlers, without a cluster. Resources given by a name that
+discovery resolves (a short name, a kind, no group) are printed as given: check them.";
+
+/// The options of `rbac`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+struct RbacArgs {
+    /// The namespace patterns the operator will serve, as for `run`: plain names get Roles,
+    /// globs and negations a ClusterRole (with the right to list namespaces).
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "PATTERN",
+        conflicts_with = "all_namespaces"
+    )]
+    namespaces: Vec<String>,
+    /// The operator will serve all namespaces: a ClusterRole.
+    #[arg(short = 'A', long = "all-namespaces")]
+    all_namespaces: bool,
+    /// The ServiceAccount the roles are bound to, also the roles' name.
+    #[arg(long, value_name = "NAME", default_value = "kopf-operator")]
+    service_account: String,
+    /// The ServiceAccount's namespace.
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    service_account_namespace: String,
+    /// Do not print the ServiceAccount itself, only the roles and bindings.
+    #[arg(long)]
+    no_service_account: bool,
 }
 
 /// The options of `run`.
@@ -599,6 +694,84 @@ mod tests {
         );
     }
 
+    #[test]
+    fn crd_and_rbac_subcommands() {
+        let cli = parse_from(["my-operator", "crd"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Crd)));
+        let registry = Registry::new().with(crate::ChangeHandler::on_create(
+            crate::Selector::new("kopf.dev", "v1", "kopfexamples"),
+            "create_fn",
+            |_| async { Ok(None) },
+        ));
+        let rbac_of = |args: &[&str], env: &[(&str, &str)]| {
+            let cli = parse_from(["my-operator", "rbac"].iter().chain(args)).unwrap();
+            let Some(Command::Rbac(args)) = cli.command else {
+                panic!("not rbac: {cli:?}");
+            };
+            let env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            rbac(&registry, args, |name| {
+                env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+            })
+        };
+        let documents = |text: String| -> Vec<Value> {
+            text.split("\n---\n")
+                .skip(1)
+                .map(|doc| serde_norway::from_str(doc).unwrap())
+                .collect()
+        };
+        let all = documents(rbac_of(&["-A"], &[]).unwrap());
+        let kinds: Vec<&Value> = all.iter().map(|d| &d["kind"]).collect();
+        assert_eq!(
+            kinds,
+            ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+        );
+        assert_eq!(all[0]["metadata"]["name"], "kopf-operator");
+        let named = documents(
+            rbac_of(
+                &[
+                    "-n",
+                    "ns1",
+                    "--service-account=op",
+                    "--service-account-namespace",
+                    "ops",
+                    "--no-service-account",
+                ],
+                &[],
+            )
+            .unwrap(),
+        );
+        let kinds: Vec<&Value> = named.iter().map(|d| &d["kind"]).collect();
+        assert_eq!(
+            kinds,
+            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        );
+        assert_eq!(
+            named[2]["metadata"],
+            serde_json::json!({"name": "op", "namespace": "ns1"})
+        );
+        assert_eq!(
+            named[3]["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}])
+        );
+        assert_eq!(
+            named[2]["rules"][0]["resources"],
+            serde_json::json!(["kopfexamples"])
+        );
+        // Kopf's environment variables too; bad patterns are usage errors.
+        let from_env = documents(rbac_of(&[], &[("KOPF_RUN_NAMESPACE", "ns2")]).unwrap());
+        assert_eq!(from_env[3]["metadata"]["namespace"], "ns2");
+        assert_eq!(rbac_of(&["-n", "a,,b"], &[]).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            parse_from(["my-operator", "rbac", "-n", "x", "-A"])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+    }
+
     /// The `--help` text, compared with `tests/cli_help.txt`; run with `KOPF_UPDATE_HELP=1`
     /// to rewrite that file after an intended change.
     #[test]
@@ -606,10 +779,12 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli_help.txt");
         let top = parse_from(["my-operator", "--help"]).unwrap_err();
         let run = parse_from(["my-operator", "run", "--help"]).unwrap_err();
+        let rbac = parse_from(["my-operator", "rbac", "--help"]).unwrap_err();
         let actual = format!(
-            "$ my-operator --help\n{}\n$ my-operator run --help\n{}",
+            "$ my-operator --help\n{}\n$ my-operator run --help\n{}\n$ my-operator rbac --help\n{}",
             top.render(),
-            run.render()
+            run.render(),
+            rbac.render()
         );
         if std::env::var_os("KOPF_UPDATE_HELP").is_some() {
             std::fs::write(path, &actual).unwrap();

@@ -31,6 +31,7 @@ mod extract;
 pub mod filters;
 mod handlers;
 mod lifecycles;
+mod manifests;
 mod memos;
 mod namespaces;
 mod observation;

@@ -1,5 +1,7 @@
 //! The registry: the handlers an operator runs, grouped by the resources they serve.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::handlers::{ChangeHandler, EventHandler};
 use crate::resources::Selector;
 
@@ -9,6 +11,8 @@ use crate::resources::Selector;
 pub struct Registry {
     pub(crate) changes: Vec<ChangeHandler>,
     pub(crate) events: Vec<EventHandler>,
+    /// The CRDs that the `crd` subcommand prints, in declaration order.
+    pub(crate) crds: Vec<CustomResourceDefinition>,
 }
 
 impl Registry {
@@ -28,6 +32,44 @@ impl Registry {
         match handler.into() {
             AnyHandler::Change(handler) => self.changes.push(handler),
             AnyHandler::Event(handler) => self.events.push(handler),
+        }
+    }
+
+    /// Declares the CRD of a typed custom resource (e.g. a `#[derive(kube::CustomResource)]`
+    /// type), for the operator binary's `crd` subcommand to print.
+    ///
+    /// A handler's attribute cannot tell whether its typed resource is a custom resource (Rust
+    /// has no specialization to ask "does this type implement `CustomResourceExt`?"), so the
+    /// CRDs are declared here, through the resource type's `kube::CustomResourceExt`:
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(kube::CustomResource, Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+    /// #[kube(group = "kopf.dev", version = "v1", kind = "KopfExample", namespaced)]
+    /// struct KopfExampleSpec {
+    ///     field: String,
+    /// }
+    ///
+    /// # async fn main_() -> std::process::ExitCode {
+    /// kopf::run_with(kopf::Registry::collected().crd::<KopfExample>()).await
+    /// # }
+    /// ```
+    ///
+    /// Declaring a CRD does not serve it: handlers name their resources themselves.
+    pub fn crd<K: kube::CustomResourceExt>(mut self) -> Self {
+        self.add_crd::<K>();
+        self
+    }
+
+    /// Declares the CRD of a typed custom resource; see [`Registry::crd`].
+    pub fn add_crd<K: kube::CustomResourceExt>(&mut self) {
+        let crd = K::crd();
+        if !self
+            .crds
+            .iter()
+            .any(|c| c.metadata.name == crd.metadata.name)
+        {
+            self.crds.push(crd);
         }
     }
 
