@@ -387,8 +387,55 @@ mod tests {
         assert_eq!(documents[0]["spec"]["names"]["shortNames"], json!(["kex"]));
     }
 
-    /// The printed CRD, applied to the fake API server, serves its resource. (The fake server
-    /// does not serve `rbac.authorization.k8s.io`, so the RBAC is checked by the tests above.)
+    /// The printed RBAC, applied to the fake API server, is accepted as it is: every document
+    /// is a valid object of its kind, namespaced where it must be.
+    #[tokio::test]
+    async fn printed_rbac_applies_to_the_fake_server() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let client = server.client();
+        for namespaces in [None, Some(&["default", "kube-system"][..])] {
+            let text = rbac_yaml(&registry(), &options(namespaces)).unwrap();
+            for document in parse(&text) {
+                let kind = document["kind"].as_str().unwrap().to_string();
+                let name = document["metadata"]["name"].as_str().unwrap().to_string();
+                let (prefix, plural) = match kind.as_str() {
+                    "ServiceAccount" => ("/api/v1".to_string(), "serviceaccounts"),
+                    "ClusterRole" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "clusterroles",
+                    ),
+                    "ClusterRoleBinding" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "clusterrolebindings",
+                    ),
+                    "Role" => ("/apis/rbac.authorization.k8s.io/v1".to_string(), "roles"),
+                    "RoleBinding" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "rolebindings",
+                    ),
+                    other => panic!("an unexpected kind in the RBAC output: {other}"),
+                };
+                let path = match document["metadata"]["namespace"].as_str() {
+                    Some(ns) => format!("{prefix}/namespaces/{ns}/{plural}/{name}"),
+                    None => format!("{prefix}/{plural}/{name}"),
+                };
+                let request = http::Request::patch(format!("{path}?fieldManager=kopf&force=true"))
+                    .header("content-type", "application/apply-patch+yaml")
+                    .body(serde_json::to_vec(&document).unwrap())
+                    .unwrap();
+                let text = client
+                    .request_text(request)
+                    .await
+                    .unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+                let applied: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(applied["kind"], kind.as_str(), "{applied}");
+            }
+        }
+        drop(client);
+        server.stop().await;
+    }
+
+    /// The printed CRD, applied to the fake API server, serves its resource.
     #[tokio::test]
     async fn printed_crds_apply_to_the_fake_server() {
         let server = kopf_testing::FakeApiServer::start().await.unwrap();

@@ -176,6 +176,10 @@ fn normalize_builtin(builtin: Builtin, object: &mut Value) -> Result<Vec<String>
         MutatingWebhookConfiguration => normalize_typed::<
             api::admissionregistration::v1::MutatingWebhookConfiguration,
         >(object, ""),
+        ClusterRole => normalize_typed::<api::rbac::v1::ClusterRole>(object, ""),
+        ClusterRoleBinding => normalize_typed::<api::rbac::v1::ClusterRoleBinding>(object, ""),
+        Role => normalize_typed::<api::rbac::v1::Role>(object, ""),
+        RoleBinding => normalize_typed::<api::rbac::v1::RoleBinding>(object, ""),
     }
 }
 

@@ -26,6 +26,10 @@ pub(crate) enum Builtin {
     CustomResourceDefinition,
     ValidatingWebhookConfiguration,
     MutatingWebhookConfiguration,
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
 }
 
 /// Where the `scale` subresource reads and writes its numbers.
@@ -236,6 +240,49 @@ impl ResourceDef {
                     "MutatingWebhookConfiguration",
                 ],
                 false,
+                &[],
+                false,
+            ),
+            Self::builtin(
+                ClusterRole,
+                [
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "clusterroles",
+                    "ClusterRole",
+                ],
+                false,
+                &[],
+                false,
+            ),
+            Self::builtin(
+                ClusterRoleBinding,
+                [
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "clusterrolebindings",
+                    "ClusterRoleBinding",
+                ],
+                false,
+                &[],
+                false,
+            ),
+            Self::builtin(
+                Role,
+                ["rbac.authorization.k8s.io", "v1", "roles", "Role"],
+                true,
+                &[],
+                false,
+            ),
+            Self::builtin(
+                RoleBinding,
+                [
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "rolebindings",
+                    "RoleBinding",
+                ],
+                true,
                 &[],
                 false,
             ),
