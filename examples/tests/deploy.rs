@@ -1,0 +1,252 @@
+//! `examples/deploy/`: its manifests apply to a cluster (the fake API server's, with a real
+//! kubectl), and `rbac.yaml` grants what `kopfexample`'s handlers need.
+//!
+//! `rbac.yaml` is what `kopfexample rbac -A` prints (see `examples/deploy/README.md`); the
+//! printing is behind the operator's command line, so this test checks the rules that the
+//! handlers need rather than the text: regenerate the file when the handlers change.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use kopf_testing::FakeApiServer;
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+/// How long one kubectl command may take.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn the_manifests_apply_with_kubectl() {
+    let test = "the_manifests_apply_with_kubectl";
+    let Some(path) = kubectl(test) else {
+        return;
+    };
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake API server starts");
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    server
+        .write_kubeconfig(dir.path().join("kubeconfig"))
+        .expect("the kubeconfig is written");
+    let kubectl = Kubectl {
+        path,
+        dir: dir.path().to_path_buf(),
+    };
+
+    let crd = examples_dir().join("crd.yaml").display().to_string();
+    let deploy = examples_dir().join("deploy").display().to_string();
+    let out = kubectl.ok(&["apply", "-f", &crd, "-f", &deploy]).await;
+    for applied in [
+        "customresourcedefinition.apiextensions.k8s.io/kopfexamples.kopf.dev created",
+        "serviceaccount/kopf-operator created",
+        "clusterrole.rbac.authorization.k8s.io/kopf-operator created",
+        "clusterrolebinding.rbac.authorization.k8s.io/kopf-operator created",
+        "deployment.apps/kopf-operator created",
+    ] {
+        assert!(
+            out.lines().any(|line| line.trim() == applied),
+            "`kubectl apply` did not say {applied:?}:\n{out}"
+        );
+    }
+
+    let out = kubectl
+        .ok(&[
+            "get",
+            "deployment",
+            "kopf-operator",
+            "-o",
+            "jsonpath={.spec.template.spec.terminationGracePeriodSeconds} \
+             {.spec.template.spec.serviceAccountName} {.spec.replicas} {.spec.strategy.type}",
+        ])
+        .await;
+    assert_eq!(out.trim(), "30 kopf-operator 1 Recreate");
+
+    let out = kubectl
+        .ok(&[
+            "get",
+            "clusterrolebinding",
+            "kopf-operator",
+            "-o",
+            "jsonpath={.roleRef.name} {.subjects[0].kind} {.subjects[0].name} \
+             {.subjects[0].namespace}",
+        ])
+        .await;
+    assert_eq!(
+        out.trim(),
+        "kopf-operator ServiceAccount kopf-operator default"
+    );
+
+    // Applying again changes nothing.
+    let out = kubectl.ok(&["apply", "-f", &crd, "-f", &deploy]).await;
+    assert!(
+        out.lines().all(|line| line.trim().ends_with(" unchanged")),
+        "a second `kubectl apply` changed something:\n{out}"
+    );
+}
+
+#[test]
+fn the_deployment_outlasts_the_operators_grace_period() {
+    let text = read(&examples_dir().join("deploy/deployment.yaml"));
+    let deployment: Value = serde_norway::from_str(&text).expect("deployment.yaml is YAML");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds is set");
+    let operators = kopf::Settings::default().process.grace_period;
+    assert!(
+        Duration::from_secs(grace) > operators,
+        "terminationGracePeriodSeconds ({grace} s) must exceed the operator's grace period \
+         ({operators:?})"
+    );
+    assert_eq!(pod["serviceAccountName"], "kopf-operator");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+}
+
+#[test]
+fn the_rbac_grants_what_the_handlers_need() {
+    let text = read(&examples_dir().join("deploy/rbac.yaml"));
+    let documents: Vec<Value> = text
+        .split("\n---")
+        .filter(|document| {
+            document
+                .lines()
+                .any(|line| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+        })
+        .map(|document| serde_norway::from_str(document).expect("rbac.yaml is YAML"))
+        .collect();
+    let kinds: Vec<&str> = documents
+        .iter()
+        .map(|document| {
+            document["kind"]
+                .as_str()
+                .expect("every document has a kind")
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+        "rbac.yaml is not what `kopfexample rbac -A` prints: regenerate it \
+         (examples/deploy/README.md)"
+    );
+
+    let account = &documents[0];
+    assert_eq!(account["metadata"]["name"], "kopf-operator");
+    assert_eq!(account["metadata"]["namespace"], "default");
+
+    let rules = documents[1]["rules"]
+        .as_array()
+        .expect("the ClusterRole has rules");
+    for (group, resource, verbs) in [
+        (
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &["list", "watch"][..],
+        ),
+        (
+            "kopf.dev",
+            "kopfexamples",
+            &["get", "list", "watch", "patch"],
+        ),
+        ("kopf.dev", "kopfexamples/status", &["patch"]),
+        ("", "events", &["create"]),
+    ] {
+        for verb in verbs {
+            assert!(
+                rules.iter().any(|rule| grants(rule, group, resource, verb)),
+                "the ClusterRole does not grant {verb} on {group}/{resource}: regenerate \
+                 rbac.yaml (examples/deploy/README.md)"
+            );
+        }
+    }
+
+    assert_eq!(
+        documents[2]["roleRef"],
+        json!({
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "kopf-operator",
+        })
+    );
+    assert_eq!(
+        documents[2]["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "kopf-operator", "namespace": "default"}])
+    );
+}
+
+/// Whether one rule of a role grants `verb` on `resource` of `group`.
+fn grants(rule: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    let has = |field: &str, value: &str| {
+        rule[field]
+            .as_array()
+            .is_some_and(|values| values.iter().any(|v| v == value || v == "*"))
+    };
+    has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+}
+
+/// The `examples/` folder.
+fn examples_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// kubectl pointed at one server, with its kubeconfig and discovery cache in `dir`.
+struct Kubectl {
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+impl Kubectl {
+    /// Runs kubectl to its end (within the deadline), which must succeed; returns its stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let child = Command::new(&self.path)
+            .env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl starts");
+        let output: Output = tokio::time::timeout(DEADLINE, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {DEADLINE:?}"))
+            .expect("kubectl's output is read");
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
+    }
+}
+
+/// Whether we run under CI, where a missing tool is a failure rather than a skip.
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// The path of `kubectl`, or a loud skip (a failure under CI).
+fn kubectl(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("kubectl"))
+        .find(|path| path.is_file());
+    if found.is_none() {
+        let why = "kubectl is not installed (not found in PATH)";
+        if in_ci() {
+            panic!("{test}: {why} (CI is set, so this is a failure, not a skip)");
+        }
+        eprintln!("\n!!! SKIPPED {test}: {why}\n");
+    }
+    found
+}
