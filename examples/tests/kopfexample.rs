@@ -23,13 +23,13 @@
 )]
 mod kopfexample;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod support;
+
+use std::process::{ExitCode, Stdio};
 
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
+use support::{OperatorProcess, child_command};
 
 /// Set in the environment of the child process: run the operator there.
 const CHILD: &str = "KOPF_EXAMPLES_KOPFEXAMPLE_CHILD";
@@ -76,7 +76,7 @@ fn scenario(name: &str, body: impl FnOnce()) {
 }
 
 fn help_lists_the_options() {
-    let output = child_command(&["--help"])
+    let output = child_command(CHILD, &["--help"])
         .stdin(Stdio::null())
         .output()
         .expect("the operator's process runs");
@@ -109,7 +109,11 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
     server
         .write_kubeconfig(&kubeconfig)
         .expect("the kubeconfig is written");
-    let mut operator = OperatorProcess::start(&kubeconfig, &["-A", "--log-format", "plain"]);
+    let mut operator = {
+        let mut command = child_command(CHILD, &["-A", "--log-format", "plain"]);
+        command.env("KUBECONFIG", &kubeconfig);
+        OperatorProcess::spawn(command, Vec::new())
+    };
     operator.wait_until_watching(&server).await;
 
     apply(
@@ -170,139 +174,6 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
     })
     .await;
     server.stop().await;
-}
-
-/// This test binary, as the operator's process with `args` as its command line.
-fn child_command(args: &[&str]) -> Command {
-    let mut command = Command::new(std::env::current_exe().expect("the test binary's path"));
-    command
-        .args(args)
-        .env(CHILD, "1")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        // The command line only: none of Kopf's variables from the environment.
-        .env_remove("KOPF_RUN_NAMESPACES")
-        .env_remove("KOPF_RUN_NAMESPACE")
-        .env_remove("KOPF_RUN_CLUSTERWIDE")
-        .env_remove("KOPF_RUN_VERBOSE")
-        .env_remove("KOPF_RUN_DEBUG")
-        .env_remove("KOPF_RUN_QUIET")
-        .env_remove("KOPF_RUN_LOG_FORMAT")
-        // kube reads proxies from the environment; the fake server is local.
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy");
-    command
-}
-
-/// The example's operator in a child process, killed if the test ends before it exits (as
-/// tokio's `kill_on_drop`, which needs tokio's `process` feature).
-struct OperatorProcess {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl OperatorProcess {
-    fn start(kubeconfig: &std::path::Path, args: &[&str]) -> OperatorProcess {
-        let mut child = child_command(args)
-            .env("KUBECONFIG", kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the operator's process starts");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("a piped stderr");
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        OperatorProcess { child, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// Once it watches, it has also set up its signal handlers (before anything else).
-    async fn wait_until_watching(&mut self, server: &FakeApiServer) {
-        poll("the operator to watch", || {
-            assert!(
-                self.is_running(),
-                "the operator exited early:\n{}",
-                self.log()
-            );
-            (server.stats().open_watches > 0).then_some(())
-        })
-        .await;
-    }
-
-    async fn wait_for_log(&mut self, text: &str) {
-        poll(&format!("{text:?} in the operator's log"), || {
-            if self.log().contains(text) {
-                return Some(());
-            }
-            assert!(
-                self.is_running(),
-                "the operator exited early:\n{}",
-                self.log()
-            );
-            None
-        })
-        .await;
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child.try_wait().expect("the child's status").is_none()
-    }
-
-    /// Sends a signal, as `kill -TERM pid` does.
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{name} succeeded");
-    }
-
-    /// Waits for the process to exit; its exit code.
-    async fn exit_code(&mut self) -> i32 {
-        let status = poll("the operator to exit", || {
-            self.child.try_wait().expect("the child's status")
-        })
-        .await;
-        status
-            .code()
-            .unwrap_or_else(|| panic!("exited by a signal: {status:?}"))
-    }
-}
-
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// As [`wait`], for conditions that need no `.await`.
-async fn poll<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
-    let until = tokio::time::Instant::now() + kopf_testing::DEADLINE;
-    loop {
-        if let Some(value) = condition() {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < until,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Server-side apply of a YAML manifest, as `kubectl apply --server-side`.

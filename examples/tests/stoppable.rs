@@ -18,13 +18,13 @@
 )]
 mod stoppable;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+mod support;
+
 use std::time::Duration;
 
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
+use support::{OperatorProcess, child_command};
 
 /// Set in the environment of the child process: run the operator there.
 const CHILD: &str = "KOPF_EXAMPLES_STOPPABLE_CHILD";
@@ -43,7 +43,7 @@ fn operator_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
     let server = server_with_crd().await;
-    let mut operator = OperatorProcess::start(&server, Duration::from_secs(60));
+    let mut operator = start(&server, Duration::from_secs(60));
     operator.wait_until_watching(&server).await;
     let client = server.client();
     send(
@@ -88,7 +88,7 @@ async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
     let server = server_with_crd().await;
-    let mut operator = OperatorProcess::start(&server, Duration::from_secs(60));
+    let mut operator = start(&server, Duration::from_secs(60));
     operator.wait_until_watching(&server).await;
     let client = server.client();
     send(
@@ -123,7 +123,7 @@ async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_process_exits() {
     let server = server_with_crd().await;
-    let mut operator = OperatorProcess::start(&server, Duration::from_secs(1));
+    let mut operator = start(&server, Duration::from_secs(1));
     operator.wait_until_watching(&server).await;
     let client = server.client();
     send(
@@ -158,133 +158,23 @@ async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_proces
     server.stop().await;
 }
 
-/// The example's operator in a child process, killed if the test ends before it exits.
-struct OperatorProcess {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-    _kubeconfig: tempfile::TempPath,
-}
-
-impl OperatorProcess {
-    fn start(server: &FakeApiServer, grace_period: Duration) -> OperatorProcess {
-        let kubeconfig = tempfile::NamedTempFile::new()
-            .expect("a temporary file")
-            .into_temp_path();
-        server
-            .write_kubeconfig(&kubeconfig)
-            .expect("the kubeconfig is written");
-        let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
-            .args(["operator_process", "--exact", "--nocapture", "--quiet"])
-            .env(CHILD, "1")
-            .env("KUBECONFIG", &kubeconfig)
-            .env(
-                "STOPPABLE_GRACE_PERIOD",
-                grace_period.as_secs_f64().to_string(),
-            )
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            // kube reads proxies from the environment; the fake server is local.
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .env_remove("HTTP_PROXY")
-            .env_remove("http_proxy")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the operator's process starts");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("a piped stderr");
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        OperatorProcess {
-            child,
-            log,
-            _kubeconfig: kubeconfig,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// Once it watches, it has also set up its signal handlers (before anything else).
-    async fn wait_until_watching(&mut self, server: &FakeApiServer) {
-        poll("the operator to watch", || {
-            assert!(
-                self.is_running(),
-                "the operator exited early:\n{}",
-                self.log()
-            );
-            (server.stats().open_watches > 0).then_some(())
-        })
-        .await;
-    }
-
-    async fn wait_for_log(&self, text: &str) {
-        wait(&format!("{text:?} in the operator's log"), || async {
-            self.log
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|line| line.contains(text))
-                .then_some(())
-        })
-        .await;
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child.try_wait().expect("the child's status").is_none()
-    }
-
-    /// Sends a signal, as `kill -TERM pid` does.
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{name} succeeded");
-    }
-
-    /// Waits for the process to exit; its exit code.
-    async fn exit_code(&mut self) -> i32 {
-        let status = poll("the operator to exit", || {
-            self.child.try_wait().expect("the child's status")
-        })
-        .await;
-        status
-            .code()
-            .unwrap_or_else(|| panic!("exited by a signal: {status:?}"))
-    }
-}
-
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// As [`wait`], for conditions that need no `.await`.
-async fn poll<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
-    let until = tokio::time::Instant::now() + kopf_testing::DEADLINE;
-    loop {
-        if let Some(value) = condition() {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < until,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Starts the example's operator with this grace period, against `server`.
+fn start(server: &FakeApiServer, grace_period: Duration) -> OperatorProcess {
+    let kubeconfig = tempfile::NamedTempFile::new()
+        .expect("a temporary file")
+        .into_temp_path();
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let mut command = child_command(
+        CHILD,
+        &["operator_process", "--exact", "--nocapture", "--quiet"],
+    );
+    command.env("KUBECONFIG", &kubeconfig).env(
+        "STOPPABLE_GRACE_PERIOD",
+        grace_period.as_secs_f64().to_string(),
+    );
+    OperatorProcess::spawn(command, vec![kubeconfig])
 }
 
 /// A server on a runtime of its own with the KopfExample CRD.
