@@ -15,10 +15,12 @@
 //! `--verbose`, `--log-format`; `--help` lists them.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use kopf::diff::Diff;
 use kopf::{Logger, Patch};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
 async fn create_fn(name: &str, spec: &Value, logger: &Logger) -> Value {
@@ -40,6 +42,25 @@ async fn field_fn(old: Option<String>, new: Option<String>, logger: &Logger) {
 #[kopf::on_delete("kopf.dev", "v1", "kopfexamples")]
 async fn delete_fn(name: &str, logger: &Logger) {
     logger.info(format!("Deleting {name}"));
+}
+
+/// Runs for as long as the object exists; stops when it is deleted or the operator exits.
+#[kopf::daemon("kopf.dev", "v1", "kopfexamples", cancellation_backoff = "5s")]
+async fn daemon_fn(name: &str, stopped: &CancellationToken, logger: &Logger) {
+    logger.info(format!("Monitoring {name}"));
+    while !stopped.is_cancelled() {
+        tokio::select! {
+            _ = stopped.cancelled() => {}
+            _ = tokio::time::sleep(Duration::from_secs(30)) => logger.info(format!("{name} is still there")),
+        }
+    }
+    logger.info(format!("Stopped monitoring {name}"));
+}
+
+/// Every minute, once the object has been left alone for 10 seconds.
+#[kopf::timer("kopf.dev", "v1", "kopfexamples", interval = "1m", idle = "10s")]
+async fn timer_fn(spec: &Value) -> Value {
+    json!({"checked": spec.get("field")})
 }
 
 #[tokio::main]

@@ -72,12 +72,15 @@ where
     move |invocation: Invocation| -> HandlerFuture {
         let function = function.clone();
         let node = invocation.node.clone();
+        // The toolkits' free functions act for the handler on its thread too.
+        let current = crate::current::Current::of(&invocation);
         Box::pin(async move {
             // Started on the first poll: an attempt dropped before that runs nothing; nor
             // does one stopped while it waited for a thread.
             let stopped = node.token().clone();
-            let result = node
-                .spawn_blocking(move || (!stopped.is_cancelled()).then(|| function(invocation)));
+            let result = node.spawn_blocking(move || {
+                (!stopped.is_cancelled()).then(|| current.enter_sync(|| function(invocation)))
+            });
             let mut waiting = Waiting {
                 node: &node,
                 done: false,
@@ -226,6 +229,14 @@ impl Threads {
     pub(crate) async fn exited(&self) {
         let mut state = self.state.subscribe();
         let _ = state.wait_for(|s| s.threads == s.busy.len()).await;
+    }
+
+    /// Waits until no job doing this work is running.
+    pub(crate) async fn finished(&self, work: &Work) {
+        let mut state = self.state.subscribe();
+        let _ = state
+            .wait_for(|s| !s.busy.values().any(|busy| busy == work))
+            .await;
     }
 
     /// The jobs running now.

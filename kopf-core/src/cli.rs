@@ -91,6 +91,12 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         }
         None => {}
     }
+    if let Some(url) = options.liveness {
+        operator = operator.liveness(url);
+    }
+    if let Some(url) = options.metrics {
+        operator = operator.metrics(url);
+    }
     exit_code(operator.run_until_signalled().await)
 }
 
@@ -180,6 +186,8 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_VERBOSE, KOPF_RUN_DEBUG, KOPF_RUN_QUIET
                            as -v, -d, -q
   KOPF_RUN_LOG_FORMAT      as --log-format
+  KOPF_RUN_LIVENESS        as -L
+  KOPF_RUN_METRICS         as --metrics
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
   KUBECONFIG               the kubeconfig files (else ~/.kube/config, else in-cluster)";
 
@@ -258,6 +266,15 @@ struct RunArgs {
     /// target and level too (full), or one JSON object per line (json).
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormat>,
+    /// Serve the liveness endpoint at this URL (e.g. http://0.0.0.0:8080/healthz): GET answers
+    /// with the probe handlers' results as JSON. GET /readyz on the same host and port answers
+    /// 200 once every resource has been listed.
+    #[arg(short = 'L', long, value_name = "URL", value_parser = crate::probing::check_url)]
+    liveness: Option<String>,
+    /// Serve Prometheus metrics at this URL (e.g. http://0.0.0.0:9090/metrics): handler
+    /// invocations, durations and errors, watch events, workers and queue depth, API requests.
+    #[arg(long, value_name = "URL", value_parser = crate::metrics::check_url)]
+    metrics: Option<String>,
 }
 
 /// The log formats of `--log-format`.
@@ -282,6 +299,10 @@ struct Options {
     /// The tracing filter; `None` uses `RUST_LOG`, else INFO.
     filter: Option<&'static str>,
     format: LogFormat,
+    /// The liveness endpoint's URL, if any.
+    liveness: Option<String>,
+    /// The metrics endpoint's URL, if any.
+    metrics: Option<String>,
 }
 
 /// Parses the command line; the program name is the first item.
@@ -351,6 +372,28 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             })?,
         },
     };
+    let liveness = match args.liveness {
+        Some(url) => Some(url),
+        None => env("KOPF_RUN_LIVENESS")
+            .map(|url| {
+                crate::probing::check_url(&url).map_err(|error| {
+                    usage(
+                        clap::error::ErrorKind::InvalidValue,
+                        format!("KOPF_RUN_LIVENESS={url:?} is not a liveness URL: {error}"),
+                    )
+                })
+            })
+            .transpose()?,
+    };
+    let metrics = match args.metrics {
+        Some(url) => Some(url),
+        None => env("KOPF_RUN_METRICS")
+            .map(|url| {
+                crate::metrics::check_url(&url)
+                    .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
+            })
+            .transpose()?,
+    };
     // As Kopf: debug or verbose beat quiet.
     let filter = if debug {
         Some("debug")
@@ -366,6 +409,8 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         clusterwide,
         filter,
         format,
+        liveness,
+        metrics,
     })
 }
 
@@ -646,6 +691,52 @@ mod tests {
             assert_eq!(error.exit_code(), 2, "{args:?}");
         }
         assert_eq!(options(&["--help"], &[]).unwrap_err().exit_code(), 0);
+    }
+
+    #[test]
+    fn metrics_from_the_command_line_or_the_environment() {
+        let url = "http://0.0.0.0:9090/metrics";
+        assert_eq!(
+            options(&["--metrics", url], &[])
+                .unwrap()
+                .metrics
+                .as_deref(),
+            Some(url)
+        );
+        let from_env = options(&[], &[("KOPF_RUN_METRICS", url)]).unwrap();
+        assert_eq!(from_env.metrics.as_deref(), Some(url));
+        assert_eq!(options(&[], &[]).unwrap().metrics, None);
+        let bad = options(&[], &[("KOPF_RUN_METRICS", "https://0.0.0.0:9090/")]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        let bad = options(&["--metrics", "0.0.0.0:9090"], &[]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        assert!(bad.to_string().contains("http://HOST:PORT/PATH"), "{bad}");
+    }
+
+    #[test]
+    fn liveness_from_the_command_line_or_the_environment() {
+        let url = "http://0.0.0.0:8080/healthz";
+        assert_eq!(
+            options(&["-L", url], &[]).unwrap().liveness.as_deref(),
+            Some(url)
+        );
+        let from_env = options(&[], &[("KOPF_RUN_LIVENESS", url)]).unwrap();
+        assert_eq!(from_env.liveness.as_deref(), Some(url));
+        let given = options(
+            &["--liveness=http://127.0.0.1:9/x"],
+            &[("KOPF_RUN_LIVENESS", url)],
+        );
+        assert_eq!(
+            given.unwrap().liveness.as_deref(),
+            Some("http://127.0.0.1:9/x")
+        );
+        assert_eq!(options(&[], &[]).unwrap().liveness, None);
+        let bad = options(&[], &[("KOPF_RUN_LIVENESS", "https://0.0.0.0:8080/")]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        assert_eq!(
+            options(&["-L", "ftp://x/"], &[]).unwrap_err().exit_code(),
+            2
+        );
     }
 
     #[test]

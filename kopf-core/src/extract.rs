@@ -68,6 +68,10 @@ pub mod args {
         event_type,
         memo,
         events,
+        stopped,
+        subhandlers,
+        activity,
+        settings,
     );
 }
 
@@ -84,6 +88,13 @@ pub struct Scope<'a> {
 pub struct PatchSlot<'a> {
     invocation: &'a Invocation,
     patch: Patch,
+}
+
+impl<'a> Scope<'a> {
+    /// The invocation that the arguments come from.
+    pub(crate) fn invocation(&self) -> &'a Invocation {
+        self.invocation
+    }
 }
 
 impl<'a> PatchSlot<'a> {
@@ -117,7 +128,7 @@ impl Drop for PatchSlot<'_> {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
-    note = "borrowed forms: `&serde_json::Value` for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client",
+    note = "borrowed forms: `&serde_json::Value` for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
     note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`"
 )]
 pub trait BorrowedArgument<'a, Name>: Sized {
@@ -129,7 +140,7 @@ pub trait BorrowedArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers",
     note = "`patch` is only given as `&mut kopf::Patch`"
 )]
 pub trait OwnedArgument<Name>: Sized {
@@ -227,6 +238,8 @@ borrowed! {
     logger: &'a tracing::Span => |scope| scope.invocation.logger().span();
     memo: &'a Memo => |scope| scope.invocation.memo();
     events: &'a Events => |scope| scope.invocation.events();
+    stopped: &'a tokio_util::sync::CancellationToken => |scope| scope.invocation.stopped();
+    subhandlers: &'a crate::SubHandlers => |scope| scope.invocation.subhandlers();
 }
 
 #[diagnostic::do_not_recommend]
@@ -270,6 +283,9 @@ owned! {
     logger: tracing::Span => |invocation| invocation.logger().span().clone();
     memo: Memo => |invocation| invocation.memo().clone();
     events: Events => |invocation| invocation.events().clone();
+    stopped: tokio_util::sync::CancellationToken => |invocation| invocation.stopped().clone();
+    stopped: crate::Stopped => |invocation| crate::Stopped::new(invocation.node.clone());
+    subhandlers: crate::SubHandlers => |invocation| invocation.subhandlers().clone();
 }
 
 #[diagnostic::do_not_recommend]

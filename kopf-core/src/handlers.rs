@@ -134,7 +134,7 @@ pub(crate) struct Options {
     pub(crate) new: Option<ValueFilter>,
 }
 
-fn boxed<F, Fut>(function: F) -> HandlerFn
+pub(crate) fn boxed<F, Fut>(function: F) -> HandlerFn
 where
     F: Fn(Invocation) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = HandlerResult> + Send + 'static,
@@ -142,17 +142,18 @@ where
     Arc::new(move |invocation| Box::pin(function(invocation)))
 }
 
-macro_rules! option_setters {
+/// The setters of the options that pace and limit a handler's attempts, for every kind.
+macro_rules! retry_setters {
     () => {
         /// What to do with arbitrary errors (default: retry after `backoff`).
-        pub fn errors(mut self, mode: ErrorsMode) -> Self {
+        pub fn errors(mut self, mode: crate::handlers::ErrorsMode) -> Self {
             self.options.errors = mode;
             self
         }
 
         /// Give up when this long has passed since the first attempt; a running attempt is
         /// cancelled when the time is up.
-        pub fn timeout(mut self, timeout: Duration) -> Self {
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
             self.options.timeout = Some(timeout);
             self
         }
@@ -164,25 +165,32 @@ macro_rules! option_setters {
         }
 
         /// The delay before retrying after an arbitrary error (default: the settings' 60 s).
-        pub fn backoff(mut self, backoff: Duration) -> Self {
+        pub fn backoff(mut self, backoff: std::time::Duration) -> Self {
             self.options.backoff = Some(backoff);
             self
         }
 
         /// A value passed to the handler as `param`.
-        pub fn param(mut self, param: Value) -> Self {
+        pub fn param(mut self, param: serde_json::Value) -> Self {
             self.options.param = Some(param);
             self
         }
+    };
+}
+
+/// The setters of every option of resource handlers: [`retry_setters`] and the filters.
+macro_rules! option_setters {
+    () => {
+        crate::handlers::retry_setters!();
 
         /// Only for objects whose label `key` passes the filter.
-        pub fn label(mut self, key: &str, filter: MetaFilter) -> Self {
+        pub fn label(mut self, key: &str, filter: crate::filters::MetaFilter) -> Self {
             self.options.labels.insert(key.into(), filter);
             self
         }
 
         /// Only for objects whose annotation `key` passes the filter.
-        pub fn annotation(mut self, key: &str, filter: MetaFilter) -> Self {
+        pub fn annotation(mut self, key: &str, filter: crate::filters::MetaFilter) -> Self {
             self.options.annotations.insert(key.into(), filter);
             self
         }
@@ -190,13 +198,15 @@ macro_rules! option_setters {
         /// Only when the predicate holds.
         pub fn when(
             mut self,
-            predicate: impl Fn(&Invocation) -> bool + Send + Sync + 'static,
+            predicate: impl Fn(&crate::Invocation) -> bool + Send + Sync + 'static,
         ) -> Self {
-            self.options.when = Some(Arc::new(predicate));
+            self.options.when = Some(std::sync::Arc::new(predicate));
             self
         }
     };
 }
+
+pub(crate) use {option_setters, retry_setters};
 
 impl ChangeHandler {
     fn new<F, Fut>(trigger: Trigger, selector: Selector, id: &str, function: F) -> Self
@@ -383,6 +393,10 @@ pub struct Invocation {
     pub(crate) logger: Logger,
     pub(crate) events: Events,
     pub(crate) memo: Memo,
+    /// The operator's indexes (and, for index functions, where their entries go).
+    pub(crate) indexes: crate::indexing::Indexes,
+    /// Sub-handlers registered by this call (change handlers).
+    pub(crate) subhandlers: crate::subhandlers::SubHandlers,
 }
 
 impl Invocation {
@@ -578,6 +592,13 @@ impl Invocation {
     /// ```
     pub fn memo(&self) -> &Memo {
         &self.memo
+    }
+
+    /// Registers sub-handlers (Kopf's `@kopf.subhandler`): each gets a progress record of its
+    /// own, under the id `<this handler's id>/<its id>`, and this handler finishes when they
+    /// all have. See [`SubHandlers`](crate::SubHandlers).
+    pub fn subhandlers(&self) -> &crate::subhandlers::SubHandlers {
+        &self.subhandlers
     }
 }
 

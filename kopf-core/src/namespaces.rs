@@ -20,8 +20,14 @@
 //! Unlike Kopf, an empty list of patterns and an empty glob (`""`, `"!"`, `"a,,b"`) are errors
 //! rather than patterns that silently match nothing. Kopf's regular expressions (possible only
 //! from Python code, not from the command line) are not supported.
+//!
+//! Patterns that are not all plain names select among the namespaces that exist:
+//! [`ObservedNamespaces`] follows a watch of `namespaces` and tells which are served now
+//! (Kopf's `revise_namespaces`).
 
-#![allow(dead_code, reason = "used by the namespace observer once it lands")]
+use std::collections::BTreeSet;
+
+use serde_json::Value;
 
 /// An invalid `--namespace` pattern.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,13 +90,6 @@ impl NamespacePatterns {
             .map(Pattern::as_name)
             .collect::<Option<Vec<_>>>()
             .map(dedup)
-    }
-
-    /// The patterns that are plain names, ignoring the others (Kopf's
-    /// `select_specific_namespaces`): what Kopf serves when it may not list namespaces, or when
-    /// scanning is disabled, assuming those namespaces exist.
-    pub(crate) fn specific_names(&self) -> Vec<String> {
-        dedup(self.patterns.iter().filter_map(Pattern::as_name).collect())
     }
 }
 
@@ -300,6 +299,114 @@ fn parse_set(chars: &[char], start: usize) -> Option<(Token, usize)> {
     Some((Token::Set { negated, ranges }, end + 1))
 }
 
+/// The namespaces served now: those that exist and that the patterns match, kept up to date
+/// from a watch of `namespaces` (Kopf's `revise_namespaces`).
+///
+/// A namespace stops being served when it is gone (`DELETED`), or when it is terminating with
+/// conditions none of which still blocks it: until then, the operator must keep handling its
+/// objects (their finalizers hold the namespace's termination). A namespace terminating
+/// without conditions yet keeps being served, as in Kopf.
+#[derive(Debug, Clone)]
+pub(crate) struct ObservedNamespaces {
+    patterns: NamespacePatterns,
+    served: BTreeSet<String>,
+    /// What the listing in progress has found.
+    listing: BTreeSet<String>,
+}
+
+/// What one namespace's state means for serving it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Revision {
+    Serve,
+    Stop,
+    /// Terminating but blocked, or not matched: as it was.
+    Keep,
+}
+
+impl ObservedNamespaces {
+    /// Nothing served yet: a listing comes first.
+    pub(crate) fn new(patterns: NamespacePatterns) -> ObservedNamespaces {
+        ObservedNamespaces {
+            patterns,
+            served: BTreeSet::new(),
+            listing: BTreeSet::new(),
+        }
+    }
+
+    /// The namespaces served now.
+    pub(crate) fn served(&self) -> &BTreeSet<String> {
+        &self.served
+    }
+
+    /// One namespace of a (re)listing.
+    pub(crate) fn listed(&mut self, namespace: &Value) {
+        let Some(name) = name_of(namespace) else {
+            return;
+        };
+        let keep = match self.revise(None, namespace) {
+            Revision::Serve => true,
+            Revision::Keep => self.served.contains(name),
+            Revision::Stop => false,
+        };
+        if keep {
+            self.listing.insert(name.to_owned());
+        }
+    }
+
+    /// The listing is complete: what it found is served, and namespaces that it did not find
+    /// (gone while no watch was open) are not. Whether anything changed.
+    pub(crate) fn listing_done(&mut self) -> bool {
+        let listing = std::mem::take(&mut self.listing);
+        let changed = listing != self.served;
+        self.served = listing;
+        changed
+    }
+
+    /// A change from the watch stream (`ADDED`, `MODIFIED`, `DELETED`). Whether anything
+    /// changed.
+    pub(crate) fn changed(&mut self, kind: &str, namespace: &Value) -> bool {
+        let Some(name) = name_of(namespace) else {
+            return false;
+        };
+        match self.revise(Some(kind), namespace) {
+            Revision::Serve => self.served.insert(name.to_owned()),
+            Revision::Stop => self.served.remove(name),
+            Revision::Keep => false,
+        }
+    }
+
+    fn revise(&self, kind: Option<&str>, namespace: &Value) -> Revision {
+        let Some(name) = name_of(namespace) else {
+            return Revision::Keep;
+        };
+        let conditions = namespace["status"]["conditions"].as_array();
+        let terminating = !namespace["metadata"]["deletionTimestamp"].is_null();
+        // Kopf: marked for deletion is not enough, it must prove it can be deleted first.
+        let deleted =
+            kind == Some("DELETED") || (terminating && conditions.is_some_and(|c| !c.is_empty()));
+        let blocked = conditions
+            .into_iter()
+            .flatten()
+            .any(|condition| condition["status"] == "True");
+        if deleted && blocked {
+            tracing::debug!(target: "kopf::observer", namespace = name, "the namespace's termination is pending");
+            Revision::Keep
+        } else if deleted {
+            Revision::Stop
+        } else if self.patterns.matches(name) {
+            Revision::Serve
+        } else {
+            Revision::Keep
+        }
+    }
+}
+
+fn name_of(namespace: &Value) -> Option<&str> {
+    namespace["metadata"]["name"]
+        .as_str()
+        .filter(|name| !name.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,13 +596,79 @@ mod tests {
         );
     }
 
+    fn namespace(name: &str) -> Value {
+        serde_json::json!({"metadata": {"name": name}, "status": {"phase": "Active"}})
+    }
+
+    fn terminating(name: &str, conditions: Value) -> Value {
+        serde_json::json!({
+            "metadata": {"name": name, "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Terminating", "conditions": conditions},
+        })
+    }
+
+    fn served(observed: &ObservedNamespaces) -> Vec<&str> {
+        observed.served().iter().map(String::as_str).collect()
+    }
+
+    // Modeled on Kopf's tests/observation/test_revision_of_namespaces.py.
     #[test]
-    fn specific_names_skip_the_patterns() {
-        assert_eq!(
-            patterns(&["ns1", "n*s", "ns1,ns2", "!x", "ns2"]).specific_names(),
-            ["ns1", "ns2"]
+    fn a_listing_serves_the_matching_namespaces_and_forgets_the_vanished() {
+        let mut observed = ObservedNamespaces::new(patterns(&["team-*,!team-skip"]));
+        for name in ["team-a", "team-skip", "default", "team-b"] {
+            observed.listed(&namespace(name));
+        }
+        assert!(observed.listing_done());
+        assert_eq!(served(&observed), ["team-a", "team-b"]);
+        observed.listed(&namespace("team-a"));
+        assert!(observed.listing_done(), "team-b vanished between watches");
+        assert_eq!(served(&observed), ["team-a"]);
+        observed.listed(&namespace("team-a"));
+        assert!(!observed.listing_done(), "nothing changed");
+    }
+
+    #[test]
+    fn namespaces_come_and_go_with_the_watch() {
+        let mut observed = ObservedNamespaces::new(patterns(&["team-*"]));
+        assert!(!observed.listing_done(), "an empty listing serves nothing");
+        assert!(observed.changed("ADDED", &namespace("team-new")));
+        assert!(!observed.changed("ADDED", &namespace("other")));
+        assert!(!observed.changed("MODIFIED", &namespace("team-new")));
+        assert_eq!(served(&observed), ["team-new"]);
+        assert!(observed.changed("DELETED", &namespace("team-new")));
+        assert!(observed.served().is_empty());
+        assert!(!observed.changed("DELETED", &namespace("other")));
+    }
+
+    #[test]
+    fn a_terminating_namespace_is_served_until_nothing_blocks_its_deletion() {
+        let mut observed = ObservedNamespaces::new(patterns(&["team-*"]));
+        observed.changed("ADDED", &namespace("team-a"));
+        let no_conditions_yet = terminating("team-a", serde_json::json!([]));
+        assert!(!observed.changed("MODIFIED", &no_conditions_yet));
+        let blocked = terminating(
+            "team-a",
+            serde_json::json!([
+                {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain"},
+                {"type": "NamespaceDeletionDiscoveryFailure", "status": "False"},
+            ]),
         );
-        assert!(patterns(&["n*s", "n?s"]).specific_names().is_empty());
+        assert!(!observed.changed("MODIFIED", &blocked));
+        observed.listed(&blocked);
+        observed.listing_done();
+        assert_eq!(served(&observed), ["team-a"], "blocked: still served");
+        let unblocked = terminating(
+            "team-a",
+            serde_json::json!([{"type": "NamespaceContentRemaining", "status": "False"}]),
+        );
+        assert!(observed.changed("MODIFIED", &unblocked));
+        assert!(observed.served().is_empty());
+        observed.listed(&blocked);
+        observed.listing_done();
+        assert!(
+            observed.served().is_empty(),
+            "a blocked namespace not served before is not started"
+        );
     }
 
     /// A reference matcher: fnmatch's `*`/`?` semantics by plain recursion.
@@ -517,7 +690,6 @@ mod tests {
             if let Ok(p) = NamespacePatterns::parse(&list) {
                 let _ = p.matches(&name);
                 let _ = p.is_exact();
-                let _ = p.specific_names();
             }
         }
 

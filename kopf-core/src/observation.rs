@@ -1,6 +1,7 @@
 //! The observer: which resources the handlers' selectors match, served once each with the
-//! handlers of every selector that matched it, kept up to date as resources come and go
-//! (Kopf's resource observer).
+//! handlers of every selector that matched it, in the namespaces that the operator serves, kept
+//! up to date as resources and namespaces come and go (Kopf's resource and namespace
+//! observers).
 //!
 //! Discovery runs at the start; again when a CRD changes (the observer watches
 //! `customresourcedefinitions`, as Kopf does), when a served resource stops being served, and
@@ -10,23 +11,36 @@
 //! longer matched has its subtree of the task tree cancelled, and a resource whose description
 //! or set of selectors changed is restarted.
 //!
+//! Where a namespaced resource is watched depends on the operator's [`Scope`]: cluster-wide
+//! (`-A`); in each namespace named (`-n ns1 -n ns2`); or, for globs and negations, in each
+//! existing namespace that the patterns match: the observer lists `namespaces` before the first
+//! discovery and then watches them, starting a watcher in a matching namespace when it appears
+//! and cancelling that watcher's subtree when the namespace is deleted. Without permission to
+//! list namespaces (or with scanning disabled), patterns fall back to one cluster-wide watcher
+//! whose events are filtered by the patterns (Kopf serves only the patterns' plain names then,
+//! which serves nothing for globs). Cluster-scoped resources are always watched cluster-wide.
+//!
 //! Invariants:
 //! 1. At most one set of watchers (one per namespace) and one `Processor` per resource: two
 //!    selectors matching one resource share them, so the object's state is written by one
 //!    worker, with all the handlers.
-//! 2. Readiness counts the watchers of the first discovery only: the operator is ready when
-//!    each has listed once or ended.
+//! 2. At most one watcher per (resource, namespace): each in its own node of the task tree,
+//!    under its resource's node.
+//! 3. Readiness counts the watchers of the first discovery only (with the namespaces of the
+//!    first namespace listing): the operator is ready when each has listed once or ended.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use kube::api::ListParams;
+use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::namespaces::NamespacePatterns;
+use crate::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::processing::{Common, Processor};
 use crate::queueing::Queue;
 use crate::registry::Registry;
@@ -53,11 +67,40 @@ pub(crate) struct Observer {
     pub(crate) common: Common,
 }
 
+/// Where namespaced resources are watched.
+enum Scope {
+    /// All namespaces: one cluster-wide watcher per resource.
+    Cluster,
+    /// Plain names: one watcher per name, whether the namespace exists or not.
+    Named(Vec<String>),
+    /// Globs and negations: one watcher per matching namespace, as the namespace watcher sees
+    /// them come and go.
+    Observed(watch::Receiver<BTreeSet<String>>),
+    /// Globs and negations without namespace observation: one cluster-wide watcher, its
+    /// events filtered by the patterns.
+    Filtered,
+}
+
+impl Scope {
+    /// The namespaces to watch the resource in (`None`: cluster-wide).
+    fn namespaces(&self, resource: &Resource) -> BTreeSet<Option<String>> {
+        match self {
+            _ if !resource.namespaced => BTreeSet::from([None]),
+            Scope::Cluster | Scope::Filtered => BTreeSet::from([None]),
+            Scope::Named(names) => names.iter().cloned().map(Some).collect(),
+            Scope::Observed(served) => served.borrow().iter().cloned().map(Some).collect(),
+        }
+    }
+}
+
 /// One served resource.
 struct Served {
     resource: Resource,
     selectors: Vec<Selector>,
+    processor: Arc<Processor>,
     node: Tasks,
+    /// The watchers by namespace (`None`: cluster-wide), each its own node under `node`.
+    watchers: BTreeMap<Option<String>, Tasks>,
     /// Set when a watcher found the resource gone: restart it if it is still discovered.
     gone: Arc<AtomicBool>,
 }
@@ -78,6 +121,13 @@ impl Observer {
             ready.send_replace(true);
             return;
         }
+        let Some(scope) = self.scope().await else {
+            return;
+        };
+        let mut namespace_changes = match &scope {
+            Scope::Observed(served) => Some(served.clone()),
+            _ => None,
+        };
         let rescan = Arc::new(Notify::new());
         if !self.settings.scanning.disabled {
             self.watch_crds(&rescan);
@@ -90,54 +140,147 @@ impl Observer {
         let mut warned = BTreeSet::new();
         let mut first = Some(ready);
         let mut failures = 0u32;
+        // The next discovery, when one is due; none starts before `earliest`.
+        let mut due = Some(Instant::now());
+        let mut earliest = Instant::now();
         loop {
-            let started = Instant::now();
-            let scanned = tokio::select! {
-                _ = token.cancelled() => return,
-                scanned = scanning::scan(&self.client, &groups) => scanned,
+            let discovery_due = async {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
             };
-            match scanned {
-                Ok(resources) => {
-                    failures = 0;
-                    let plan = plan(&selectors, &self.registry, &resources);
-                    for warning in plan.warnings.difference(&warned) {
-                        tracing::warn!(target: "kopf::observer", "{warning}");
-                    }
-                    warned = plan.warnings;
-                    self.reconcile(&mut served, plan.resources, first.take(), &rescan);
-                }
-                Err(error) => {
-                    failures += 1;
-                    tracing::warn!(target: "kopf::observer", %error, "discovery failed; retrying");
-                    let delay = Duration::from_millis(200)
-                        .saturating_mul(2u32.saturating_pow(failures.min(8)))
-                        .min(Duration::from_secs(30));
-                    if !sleep(&token, delay).await {
-                        return;
-                    }
-                    continue;
-                }
-            }
-            let periodically = async {
-                if self.settings.scanning.disabled {
+            let namespaces_changed = async {
+                let changed = match namespace_changes.as_mut() {
+                    Some(changes) => changes.changed().await.is_ok(),
+                    None => false,
+                };
+                if !changed {
+                    // No namespaces to follow, or their watcher has ended (a stop).
                     std::future::pending::<()>().await;
                 }
-                tokio::time::sleep(self.settings.scanning.interval).await;
             };
             tokio::select! {
                 _ = token.cancelled() => return,
-                _ = rescan.notified() => {}
-                _ = periodically => {}
-            }
-            if !sleep(
-                &token,
-                (started + MIN_GAP).saturating_duration_since(Instant::now()),
-            )
-            .await
-            {
-                return;
+                _ = namespaces_changed => self.follow_namespaces(&mut served, &scope, &rescan),
+                _ = rescan.notified() => {
+                    due = Some(due.map_or(earliest, |at| at.min(earliest)));
+                }
+                _ = discovery_due => {
+                    let started = Instant::now();
+                    earliest = started + MIN_GAP;
+                    let scanned = tokio::select! {
+                        _ = token.cancelled() => return,
+                        scanned = scanning::scan(&self.client, &groups) => scanned,
+                    };
+                    due = match scanned {
+                        Ok(resources) => {
+                            failures = 0;
+                            let plan = plan(&selectors, &self.registry, &resources);
+                            for warning in plan.warnings.difference(&warned) {
+                                tracing::warn!(target: "kopf::observer", "{warning}");
+                            }
+                            warned = plan.warnings;
+                            self.reconcile(&mut served, plan.resources, &scope, first.take(), &rescan);
+                            (!self.settings.scanning.disabled)
+                                .then(|| (started + self.settings.scanning.interval).max(earliest))
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            tracing::warn!(target: "kopf::observer", %error, "discovery failed; retrying");
+                            Some(Instant::now() + retry_delay(failures))
+                        }
+                    };
+                }
             }
         }
+    }
+
+    /// Where namespaced resources are watched; for patterns, after listing the namespaces.
+    /// `None` if the operator stopped meanwhile.
+    async fn scope(&self) -> Option<Scope> {
+        let Some(patterns) = &self.patterns else {
+            return Some(Scope::Cluster);
+        };
+        if let Some(names) = patterns.is_exact() {
+            return Some(Scope::Named(names));
+        }
+        if self.settings.scanning.disabled {
+            return Some(Scope::Filtered);
+        }
+        let token = self.tasks.token();
+        let mut failures = 0u32;
+        loop {
+            let listed = tokio::select! {
+                _ = token.cancelled() => return None,
+                listed = list_namespaces(&self.client, self.settings.watching.list_page_size) => listed,
+            };
+            match listed {
+                Ok(namespaces) => {
+                    let mut observed = ObservedNamespaces::new(patterns.clone());
+                    for namespace in &namespaces {
+                        observed.listed(namespace);
+                    }
+                    observed.listing_done();
+                    tracing::info!(target: "kopf::observer", namespaces = ?observed.served(), "serving the namespaces that the patterns match");
+                    let (sender, receiver) = watch::channel(observed.served().clone());
+                    self.watch_namespaces(observed, sender);
+                    return Some(Scope::Observed(receiver));
+                }
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    tracing::warn!(target: "kopf::observer", message = %status.message, "Not enough permissions to list namespaces: watching cluster-wide and filtering by the namespace patterns instead; grant `list` and `watch` on namespaces to watch only the matching ones");
+                    return Some(Scope::Filtered);
+                }
+                Err(error) => {
+                    failures += 1;
+                    tracing::warn!(target: "kopf::observer", %error, "listing namespaces failed; retrying");
+                    if !sleep(token, retry_delay(failures)).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Watches namespaces: the ones served now go to `served` whenever they change.
+    fn watch_namespaces(
+        &self,
+        mut observed: ObservedNamespaces,
+        served: watch::Sender<BTreeSet<String>>,
+    ) {
+        let client = self.client.clone();
+        let settings = self.settings.watching.clone();
+        let token = self.tasks.token().clone();
+        self.tasks.spawn(async move {
+            let namespaces = namespaces_resource();
+            let watched = watching::watch(
+                &client,
+                &namespaces,
+                None,
+                None,
+                &settings,
+                &token,
+                |event| {
+                    let changed = match event {
+                        Event::Listed(namespace) => {
+                            observed.listed(&namespace);
+                            false
+                        }
+                        Event::ListingDone => observed.listing_done(),
+                        Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
+                    };
+                    if changed {
+                        served.send_replace(observed.served().clone());
+                    }
+                },
+            )
+            .await;
+            if let Err(error) = watched {
+                tracing::warn!(target: "kopf::observer", %error, "namespaces are not watched: namespaces created or deleted from now on are not noticed");
+                // Keeps the last known namespaces served until the operator stops.
+                token.cancelled().await;
+            }
+        });
     }
 
     /// Watches CRDs: any change (not the listing) asks for a discovery.
@@ -171,6 +314,7 @@ impl Observer {
         &self,
         served: &mut BTreeMap<Key, Served>,
         plan: BTreeMap<Key, (Resource, Vec<Selector>)>,
+        scope: &Scope,
         first: Option<Arc<watch::Sender<bool>>>,
         rescan: &Arc<Notify>,
     ) {
@@ -187,7 +331,7 @@ impl Observer {
             keep
         });
         let readiness = first.map(|ready| {
-            let watchers = plan.values().map(|(r, _)| self.namespaces(r).len()).sum();
+            let watchers = plan.values().map(|(r, _)| scope.namespaces(r).len()).sum();
             if watchers == 0 {
                 ready.send_replace(true);
             }
@@ -201,30 +345,43 @@ impl Observer {
                 continue;
             }
             tracing::info!(target: "kopf::observer", %resource, selectors = ?selectors.iter().map(ToString::to_string).collect::<Vec<_>>(), "serving");
-            let started = self.serve(resource, selectors, readiness.as_ref(), rescan);
+            let mut started = self.serve(resource, selectors);
+            for namespace in scope.namespaces(&started.resource) {
+                let listing = Listing(readiness.clone());
+                self.start_watcher(&mut started, namespace, listing, rescan);
+            }
             served.insert(key, started);
         }
     }
 
-    /// The namespaces to watch the resource in (`None`: all of them, cluster-wide).
-    fn namespaces(&self, resource: &Resource) -> Vec<Option<String>> {
-        match (&self.patterns, resource.namespaced) {
-            (Some(patterns), true) => match patterns.is_exact() {
-                Some(names) => names.into_iter().map(Some).collect(),
-                None => vec![None],
-            },
-            _ => vec![None],
+    /// Makes the watchers of every served resource those of the namespaces served now.
+    fn follow_namespaces(
+        &self,
+        served: &mut BTreeMap<Key, Served>,
+        scope: &Scope,
+        rescan: &Arc<Notify>,
+    ) {
+        for resource in served.values_mut() {
+            let wanted = scope.namespaces(&resource.resource);
+            resource.watchers.retain(|namespace, node| {
+                let keep = wanted.contains(namespace);
+                if !keep {
+                    tracing::info!(target: "kopf::observer", resource = %resource.resource, namespace = namespace.as_deref(), "stopped watching in a deleted namespace");
+                    node.cancel(StopReason::NamespaceDeleted);
+                }
+                keep
+            });
+            for namespace in wanted {
+                if !resource.watchers.contains_key(&namespace) {
+                    tracing::info!(target: "kopf::observer", resource = %resource.resource, namespace = namespace.as_deref(), "watching in a new namespace");
+                    self.start_watcher(resource, namespace, Listing(None), rescan);
+                }
+            }
         }
     }
 
-    /// Starts the watchers of a resource, feeding one processor.
-    fn serve(
-        &self,
-        resource: Resource,
-        selectors: Vec<Selector>,
-        readiness: Option<&Arc<Readiness>>,
-        rescan: &Arc<Notify>,
-    ) -> Served {
+    /// A served resource without watchers yet: its processor and its node of the task tree.
+    fn serve(&self, resource: Resource, selectors: Vec<Selector>) -> Served {
         let processor = Arc::new(Processor::new(
             self.client.clone(),
             resource.clone(),
@@ -233,64 +390,106 @@ impl Observer {
             self.settings.clone(),
             self.common.clone(),
         ));
-        let node = self.tasks.child();
-        let gone = Arc::new(AtomicBool::new(false));
-        for namespace in self.namespaces(&resource) {
-            let queue = Queue::new(
-                processor.clone(),
-                node.child(),
-                self.settings.queueing.worker_limit,
-                self.settings.queueing.idle_timeout,
-            );
-            let client = self.client.clone();
-            let resource = resource.clone();
-            let settings = self.settings.watching.clone();
-            let patterns = self.patterns.clone();
-            let mut listing = Listing(readiness.cloned());
-            let gone = gone.clone();
-            let rescan = rescan.clone();
-            let token = node.token().clone();
-            let label_selector = processor.label_selector();
-            node.spawn(async move {
-                let watched = watching::watch(
-                    &client,
-                    &resource,
-                    namespace.as_deref(),
-                    label_selector.as_deref(),
-                    &settings,
-                    &token,
-                    |event| {
-                        if let Event::ListingDone = event {
-                            listing.done();
-                            return;
-                        }
-                        let in_scope = match (&event, &patterns) {
-                            (Event::Listed(o) | Event::Changed(_, o), Some(patterns)) => {
-                                o["metadata"]["namespace"]
-                                    .as_str()
-                                    .is_none_or(|ns| patterns.matches(ns))
-                            }
-                            _ => true,
-                        };
-                        if in_scope {
-                            queue.push(event);
-                        }
-                    },
-                )
-                .await;
-                listing.done();
-                if let Err(error) = watched {
-                    tracing::info!(target: "kopf::observer", %error, "stopped watching");
-                    gone.store(true, Ordering::SeqCst);
-                    rescan.notify_one();
-                }
-            });
-        }
         Served {
             resource,
             selectors,
-            node,
-            gone,
+            processor,
+            node: self.tasks.child(),
+            watchers: BTreeMap::new(),
+            gone: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Starts the resource's watcher in one namespace (`None`: cluster-wide), feeding the
+    /// resource's processor through a queue of its own.
+    fn start_watcher(
+        &self,
+        served: &mut Served,
+        namespace: Option<String>,
+        mut listing: Listing,
+        rescan: &Arc<Notify>,
+    ) {
+        let node = served.node.child();
+        let queue = Queue::new(
+            served.processor.clone(),
+            node.child(),
+            self.settings.queueing.worker_limit,
+            self.settings.queueing.idle_timeout,
+        );
+        let client = self.client.clone();
+        let resource = served.resource.clone();
+        let settings = self.settings.watching.clone();
+        let patterns = self.patterns.clone();
+        let gone = served.gone.clone();
+        let rescan = rescan.clone();
+        let token = node.token().clone();
+        let label_selector = served.processor.label_selector();
+        let watched_in = namespace.clone();
+        node.spawn(async move {
+            let watched = watching::watch(
+                &client,
+                &resource,
+                watched_in.as_deref(),
+                label_selector.as_deref(),
+                &settings,
+                &token,
+                |event| {
+                    if let Event::ListingDone = event {
+                        listing.done();
+                        return;
+                    }
+                    let in_scope = match (&event, &patterns) {
+                        (Event::Listed(o) | Event::Changed(_, o), Some(patterns)) => o["metadata"]
+                            ["namespace"]
+                            .as_str()
+                            .is_none_or(|ns| patterns.matches(ns)),
+                        _ => true,
+                    };
+                    if in_scope {
+                        queue.push(event);
+                    }
+                },
+            )
+            .await;
+            listing.done();
+            if let Err(error) = watched {
+                tracing::info!(target: "kopf::observer", %error, "stopped watching");
+                gone.store(true, Ordering::SeqCst);
+                rescan.notify_one();
+            }
+        });
+        served.watchers.insert(namespace, node);
+    }
+}
+
+/// The core `namespaces` resource.
+fn namespaces_resource() -> Resource {
+    Resource {
+        group: String::new(),
+        version: "v1".into(),
+        plural: "namespaces".into(),
+        kind: "Namespace".into(),
+        ..Resource::default()
+    }
+}
+
+/// Every namespace, page by page.
+async fn list_namespaces(client: &kube::Client, page_size: u32) -> Result<Vec<Value>, kube::Error> {
+    let request = kube::core::Request::new("/api/v1/namespaces");
+    let mut params = ListParams::default().limit(page_size);
+    let mut namespaces = Vec::new();
+    loop {
+        let http = request.list(&params).map_err(kube::Error::BuildRequest)?;
+        let mut page: Value = client.request(http).await?;
+        if let Some(items) = page["items"].as_array_mut() {
+            namespaces.append(items);
+        }
+        match page["metadata"]["continue"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+        {
+            Some(next) => params.continue_token = Some(next.to_owned()),
+            None => return Ok(namespaces),
         }
     }
 }
@@ -369,6 +568,13 @@ impl Listing {
             readiness.ready.send_replace(true);
         }
     }
+}
+
+/// How long to wait after `failures` failed discoveries or namespace listings in a row.
+fn retry_delay(failures: u32) -> Duration {
+    Duration::from_millis(200)
+        .saturating_mul(2u32.saturating_pow(failures.min(8)))
+        .min(Duration::from_secs(30))
 }
 
 /// Sleeps unless cancelled; `false` when cancelled.

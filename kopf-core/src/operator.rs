@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::activities::{Activities, Activity};
+use crate::indexing::Indexes;
 use crate::memos::Memo;
 use crate::namespaces::NamespacePatterns;
 use crate::observation::Observer;
@@ -47,6 +49,31 @@ pub enum OperatorError {
     /// A second signal asked to stop at once; work in flight was aborted.
     #[error("stopped at once by a second signal")]
     Interrupted,
+    /// The login handlers gave no usable credentials at the start.
+    #[error("cannot log in: {0}")]
+    Login(#[source] crate::authentication::LoginError),
+    /// The metrics endpoint cannot be served: a bad URL, or its address cannot be bound.
+    #[error("cannot serve the metrics: {0}")]
+    Metrics(#[source] crate::metrics::MetricsError),
+    /// An activity handler failed for good: a startup handler (the operator stopped before
+    /// watching anything), or a cleanup handler (or it outlived the cleanup timeout).
+    #[error("the {activity} handler {handler} failed: {message}")]
+    Activity {
+        /// The activity: startup or cleanup.
+        activity: Activity,
+        /// The handler's id.
+        handler: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
+    #[error("cannot serve the liveness endpoint {url}: {message}")]
+    Liveness {
+        /// The URL as given.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Which namespaces the operator serves.
@@ -87,6 +114,9 @@ pub struct Operator {
     scope: Scope,
     ready: watch::Sender<bool>,
     memo: Memo,
+    liveness: Option<String>,
+    metrics: Option<String>,
+    metrics_endpoint: watch::Sender<Option<String>>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -110,7 +140,42 @@ impl Operator {
             scope: Scope::Cluster,
             ready: watch::channel(false).0,
             memo: Memo::new(),
+            liveness: None,
+            metrics: None,
+            metrics_endpoint: watch::channel(None).0,
         }
+    }
+
+    /// Serves Prometheus metrics at this URL (`http://host:port/path`, HTTP only; off by
+    /// default), as `--metrics` does, in the OpenMetrics text format:
+    ///
+    /// - `kopf_handler_invocations_total{handler, outcome}` (`success`, `retry`, `failure`),
+    ///   `kopf_handler_errors_total{handler}`, `kopf_handler_retries_total{handler}`, and the
+    ///   histogram `kopf_handler_duration_seconds{handler}`;
+    /// - `kopf_watch_events_total{resource, type}` (`LISTED`, `ADDED`, `MODIFIED`,
+    ///   `DELETED`), `kopf_watch_starts_total{resource}`, and the gauges
+    ///   `kopf_workers{resource}` and `kopf_queue_depth{resource}`;
+    /// - `kopf_api_requests_total{verb, code}`: every request to the API server, the
+    ///   handlers' own included.
+    ///
+    /// A bad URL, or an address that cannot be bound, is an [`OperatorError::Metrics`] from
+    /// `run()`. Port 0 picks a free port: see [`metrics_endpoint`](Self::metrics_endpoint).
+    ///
+    /// ```no_run
+    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+    /// let operator = kopf::Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
+    /// operator.run_until_signalled().await
+    /// # }
+    /// ```
+    pub fn metrics(mut self, url: impl Into<String>) -> Operator {
+        self.metrics = Some(url.into());
+        self
+    }
+
+    /// A handle that resolves to the URL of the metrics endpoint once it listens (with the
+    /// real port when the URL asked for port 0).
+    pub fn metrics_endpoint(&self) -> crate::metrics::MetricsEndpoint {
+        crate::metrics::MetricsEndpoint(self.metrics_endpoint.subscribe())
     }
 
     /// The operator's memo (Kopf's `kopf.run(memo=)`): each object's memo starts as a shallow
@@ -135,7 +200,8 @@ impl Operator {
         self
     }
 
-    /// Use this client (default: from the kubeconfig or the in-cluster environment).
+    /// Use this client (default: from the kubeconfig or the in-cluster environment). With
+    /// [login handlers](crate::LoginHandler), their credentials are used instead.
     pub fn client(mut self, client: kube::Client) -> Operator {
         self.client = Some(client);
         self
@@ -148,6 +214,26 @@ impl Operator {
         patterns: impl IntoIterator<Item = S>,
     ) -> Operator {
         self.scope = Scope::Namespaces(patterns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Serves the liveness endpoint at this URL, as Kopf's `--liveness`:
+    /// `http://host:port/path` (HTTP only). Started after the startup handlers, it answers
+    /// `GET /path` with 200 and the [probe handlers'](crate::ActivityHandler::on_probe)
+    /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
+    /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
+    /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
+    /// once) and 503 before. A bad URL, or an address that cannot be bound, is an
+    /// [`OperatorError::Liveness`] from `run()`.
+    ///
+    /// ```no_run
+    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+    /// let operator = kopf::Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
+    /// operator.run_until_signalled().await
+    /// # }
+    /// ```
+    pub fn liveness(mut self, url: impl Into<String>) -> Operator {
+        self.liveness = Some(url.into());
         self
     }
 
@@ -190,16 +276,10 @@ impl Operator {
     }
 
     async fn run_until(
-        self,
+        mut self,
         stop: CancellationToken,
         abort: CancellationToken,
     ) -> Result<(), OperatorError> {
-        let client = match self.client {
-            Some(client) => client,
-            None => kube::Client::try_default()
-                .await
-                .map_err(OperatorError::Client)?,
-        };
         let patterns = match &self.scope {
             Scope::Cluster => None,
             Scope::Namespaces(patterns) => Some(
@@ -208,7 +288,66 @@ impl Operator {
             ),
         };
         let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
+        // Metrics first, so that the login's requests are counted; the login before anything
+        // else, since everything else needs the client.
+        let explicit = self.client.take();
+        let connecting = async {
+            if let Some(url) = &self.metrics {
+                let metrics = crate::metrics::Metrics::new();
+                tasks.measure(metrics.clone());
+                let url = crate::metrics::MetricsUrl::parse(url).map_err(OperatorError::Metrics)?;
+                crate::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
+                    .await
+                    .map_err(OperatorError::Metrics)?;
+            }
+            crate::authentication::connect(
+                explicit,
+                self.registry.logins.clone(),
+                &tasks,
+                self.memo.clone(),
+                self.settings.execution.default_backoff,
+            )
+            .await
+        };
+        let connected = tokio::select! {
+            connected = connecting => connected,
+            _ = stop.cancelled() => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+        };
+        let client = match connected {
+            Ok(client) => client,
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(error);
+            }
+        };
+        let activities = Activities::new(
+            self.registry.clone(),
+            client.clone(),
+            &self.settings,
+            self.memo.clone(),
+        );
+        let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
+            Ok(true) => match &self.liveness {
+                Some(url) => {
+                    crate::probing::serve(url, &activities, Ready(self.ready.subscribe()), &tasks)
+                        .await
+                }
+                None => Ok(()),
+            },
+            Ok(false) => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = started {
+            let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            return Err(error);
+        }
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
+        // Filled from the first listings: handlers of objects wait for them.
+        let indexes = Indexes::new(&self.registry.indexes, self.ready.subscribe());
         let observer = Observer {
             client: client.clone(),
             registry: self.registry.clone(),
@@ -222,6 +361,7 @@ impl Operator {
                 writes: Arc::new(tokio::sync::Semaphore::new(
                     self.settings.networking.max_concurrent_writes.max(1),
                 )),
+                indexes,
             },
         };
         tasks.spawn(observer.run());
@@ -230,7 +370,9 @@ impl Operator {
         drop(poster);
 
         stop.cancelled().await;
-        shut_down(&tasks, self.settings.process.grace_period, &abort).await
+        let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+        let cleaned = activities.clean_up(&self.settings, &abort).await;
+        stopped.and(cleaned)
     }
 }
 

@@ -10,10 +10,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::daemons::{self, Background, Daemons};
 use crate::diff::{self, Diff};
 use crate::execution::{self, Outcome};
 use crate::filters;
 use crate::handlers::{ChangeHandler, EventHandler, Invocation, Options, Reason, Trigger};
+use crate::indexing::{Filler, IndexHandler, IndexedEvent, Indexes, IndexingState};
 use crate::memos::Memo;
 use crate::patch::Patch;
 use crate::patching::{self, Target};
@@ -22,8 +24,12 @@ use crate::registry::Registry;
 use crate::resources::{Resource, Selector};
 use crate::settings::Settings;
 use crate::storage::{DiffBaseStorage, HandlerId, ProgressRecord, ProgressStorage};
-use crate::tasks::Tasks;
+use crate::subhandlers::SubHandler;
+use crate::tasks::{StopReason, Tasks};
 use crate::watching::Event;
+
+/// How long a deletion waits for the object's daemons and timers to end before checking again.
+const DAEMONS_POLLING: Duration = Duration::from_secs(1);
 
 /// What a worker should do after processing.
 #[derive(Debug, Default)]
@@ -49,6 +55,10 @@ struct Memory {
     failures: usize,
     /// The object's memo: a shallow copy of the operator's, made on first sight.
     memo: Option<Memo>,
+    /// The object's daemons and timers.
+    daemons: Daemons,
+    /// The object's failed indexing, per index.
+    indexing: BTreeMap<String, IndexingState>,
 }
 
 /// What the processors of one operator share.
@@ -60,6 +70,8 @@ pub(crate) struct Common {
     pub(crate) memo: Memo,
     /// Permits for writes in flight.
     pub(crate) writes: Arc<tokio::sync::Semaphore>,
+    /// The operator's indexes.
+    pub(crate) indexes: Indexes,
 }
 
 /// Processes the objects of one resource.
@@ -68,6 +80,12 @@ pub(crate) struct Processor {
     resource: Resource,
     changes: Vec<ChangeHandler>,
     events: Vec<EventHandler>,
+    background: Vec<Background>,
+    indexers: Vec<IndexHandler>,
+    indexes: Indexes,
+    filler: Filler,
+    /// Whether some timer waits for objects to be idle (so their essence is compared).
+    idle_timers: bool,
     settings: Settings,
     progress: Arc<dyn ProgressStorage>,
     diffbase: Arc<dyn DiffBaseStorage>,
@@ -90,6 +108,7 @@ impl Processor {
     ) -> Processor {
         let changes: Vec<ChangeHandler> = registry.changes_for(selectors).cloned().collect();
         let events: Vec<EventHandler> = registry.events_for(selectors).cloned().collect();
+        let background: Vec<Background> = registry.background_for(selectors).cloned().collect();
         let extra_fields = changes
             .iter()
             .filter_map(|h| h.options.field.clone())
@@ -101,13 +120,23 @@ impl Processor {
             resource,
             changes,
             events,
+            idle_timers: background.iter().any(Background::waits_for_idle),
+            background,
             settings,
             extra_fields,
             memories: Mutex::default(),
             poster: common.poster,
             memo: common.memo,
             writes: common.writes,
+            indexers: registry.indexes_for(selectors).cloned().collect(),
+            filler: common.indexes.filler(),
+            indexes: common.indexes,
         }
+    }
+
+    /// The resource whose objects this processor handles.
+    pub(crate) fn resource(&self) -> &Resource {
+        &self.resource
     }
 
     /// A label selector to send to the server: when every handler of this resource filters
@@ -117,7 +146,8 @@ impl Processor {
             .changes
             .iter()
             .map(|h| &h.options.labels)
-            .chain(self.events.iter().map(|h| &h.options.labels));
+            .chain(self.events.iter().map(|h| &h.options.labels))
+            .chain(self.indexers.iter().map(|h| &h.options.labels));
         let first = all.next()?;
         let selector = filters::label_selector(first)?;
         all.all(|labels| filters::label_selector(labels).as_deref() == Some(&selector))
@@ -141,7 +171,12 @@ impl Processor {
 
     /// Processes a batch of events of one object (or, with an empty batch, its newest state
     /// again because a retry is due).
-    pub(crate) async fn process(&self, uid: &str, batch: Vec<Event>, tasks: &Tasks) -> Next {
+    pub(crate) async fn process(
+        self: &Arc<Self>,
+        uid: &str,
+        batch: Vec<Event>,
+        tasks: &Tasks,
+    ) -> Next {
         let mut deleted = false;
         let mut versions = Vec::new();
         let mut patch = Patch::default();
@@ -164,9 +199,14 @@ impl Processor {
                     .to_string(),
             );
             deleted = kind == Some("DELETED");
+            self.index(uid, kind, object, tasks).await;
+            if !self.indexes_filled(tasks).await {
+                return Next::default();
+            }
             patch.merge(self.run_event_handlers(kind, object, tasks).await);
         }
         if deleted {
+            self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
             self.forget(uid);
             return Next {
                 wakeup: None,
@@ -200,9 +240,12 @@ impl Processor {
                 gone: false,
             };
         }
+        if !self.indexes_filled(tasks).await {
+            return Next::default();
+        }
         let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
         let cycle = self
-            .handle_changes(&body, listed && !handled_once, tasks)
+            .handle_changes(uid, &body, listed && !handled_once, tasks)
             .await;
         if cycle.handled {
             self.memory(uid, |m| m.handled_once = true);
@@ -220,9 +263,61 @@ impl Processor {
         }
     }
 
+    /// Counts a queued event for the filling of the indexes (see `indexing`, invariant 2).
+    pub(crate) fn expect(&self, event: &Event) {
+        if !self.indexers.is_empty() {
+            self.filler.expect(matches!(event, Event::Listed(_)));
+        }
+    }
+
+    /// Updates the operator's indexes with one event of the object.
+    async fn index(&self, uid: &str, kind: Option<&str>, object: &Arc<Value>, tasks: &Tasks) {
+        if self.indexers.is_empty() {
+            return;
+        }
+        let mut states = self.memory(uid, |m| std::mem::take(&mut m.indexing));
+        let event = IndexedEvent {
+            object,
+            listed: kind.is_none(),
+            deleted: kind == Some("DELETED"),
+        };
+        let invocation = |handler: &IndexHandler| {
+            if !self.object_matches(&handler.options, object) {
+                return None;
+            }
+            let invocation = self.invocation(
+                object.clone(),
+                None,
+                Diff::default(),
+                None,
+                None,
+                &handler.options,
+                tasks,
+            );
+            match &handler.options.when {
+                Some(when) if !when(&invocation) => None,
+                _ => Some(invocation),
+            }
+        };
+        let backoff = self.settings.execution.default_backoff;
+        self.indexes
+            .update(&self.indexers, event, &mut states, backoff, invocation)
+            .await;
+        self.filler.indexed(event.listed);
+        self.memory(uid, |m| m.indexing = states);
+    }
+
+    /// Waits until the operator's indexes are filled after the start (at once when they are,
+    /// or when this resource has only index functions); `false` when stopped first.
+    async fn indexes_filled(&self, tasks: &Tasks) -> bool {
+        let handles =
+            !self.changes.is_empty() || !self.events.is_empty() || !self.background.is_empty();
+        !handles || self.indexes.filled(tasks.token()).await
+    }
+
     /// Sends a patch to the object and remembers the version to wait for. On failure, the
     /// delay before trying again grows with each failure in a row (Kopf's `error_delays`).
-    async fn write(
+    pub(crate) async fn write(
         &self,
         uid: &str,
         body: &Value,
@@ -318,7 +413,11 @@ impl Processor {
                 tasks,
             );
             invocation.event_type = kind.map(String::from);
-            invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace());
+            // As Kopf's local logger: event handlers' logs are never posted as Events.
+            invocation.logger = Logger::new(
+                tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()),
+                Poster::disabled().events(object, &self.resource),
+            );
             if handler
                 .options
                 .when
@@ -328,10 +427,10 @@ impl Processor {
                 continue;
             }
             let written = invocation.patch.clone();
-            let span = invocation.logger.span.clone();
-            // Failures are reported, never retried: an event is not seen twice.
+            // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
+            // seen twice); `execute` logs them.
             let options = Options {
-                errors: crate::handlers::ErrorsMode::Permanent,
+                errors: crate::handlers::ErrorsMode::Ignored,
                 ..handler.options.clone()
             };
             let outcome = execution::execute(
@@ -347,16 +446,8 @@ impl Processor {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             ));
-            if let Outcome::Success(_) = outcome {
-                // Logged as Kopf does, but never posted: event handlers are silent.
-                tracing::info!(target: "kopf::objects", parent: &span, "Handler '{}' succeeded.", handler.id);
-            }
-            match outcome {
-                Outcome::Success(Some(result)) => deliver(&mut patch, &handler.id, result),
-                Outcome::Failure(message) | Outcome::Retry { message, .. } => {
-                    tracing::warn!(target: "kopf::handler", handler = %handler.id, %message, "an event handler failed (ignored)");
-                }
-                Outcome::Success(None) | Outcome::Aborted => {}
+            if let Outcome::Success(Some(result)) = outcome {
+                deliver(&mut patch, &handler.id, result);
             }
         }
         patch
@@ -375,7 +466,7 @@ impl Processor {
         clippy::too_many_arguments,
         reason = "an invocation has that many parts"
     )]
-    fn invocation(
+    pub(crate) fn invocation(
         &self,
         body: Arc<Value>,
         reason: Option<Reason>,
@@ -410,7 +501,68 @@ impl Processor {
             logger: Logger::new(tracing::Span::none(), events.clone()),
             events,
             memo,
+            indexes: self.indexes.clone(),
+            subhandlers: Default::default(),
         }
+    }
+
+    /// The daemons and timers whose filters the object passes.
+    fn matching_background(&self, body: &Arc<Value>, tasks: &Tasks) -> Vec<&Background> {
+        self.background
+            .iter()
+            .filter(|h| self.object_matches(h.options(), body))
+            .filter(|h| match &h.options().when {
+                Some(when) => when(&self.invocation(
+                    body.clone(),
+                    None,
+                    Diff::default(),
+                    None,
+                    None,
+                    h.options(),
+                    tasks,
+                )),
+                None => true,
+            })
+            .collect()
+    }
+
+    /// Starts the object's matching daemons and timers that do not run yet; stops the others.
+    fn spawn(
+        self: &Arc<Self>,
+        uid: &str,
+        body: &Arc<Value>,
+        matching: &[&Background],
+        tasks: &Tasks,
+    ) {
+        if self.background.is_empty() {
+            return;
+        }
+        self.memory(uid, |m| {
+            m.daemons.reconcile(
+                matching,
+                body,
+                |handler, live, tasks| daemons::start(self.clone(), uid, handler, live, tasks),
+                tasks,
+            );
+        });
+    }
+
+    /// Asks the object's daemons and timers to stop because it is deleted, and waits a little
+    /// for them to end; `true` when none runs any more.
+    async fn daemons_ended(&self, uid: &str) -> bool {
+        let ended = self.memory(uid, |m| {
+            m.daemons.stop(StopReason::ObjectDeleted);
+            m.daemons.ended()
+        });
+        match ended {
+            None => true,
+            Some(ended) => tokio::time::timeout(DAEMONS_POLLING, ended).await.is_ok(),
+        }
+    }
+
+    /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
+    pub(crate) fn default_backoff(&self) -> Duration {
+        self.settings.execution.default_backoff
     }
 
     /// The essence of the object as Kopf defines it, without our own progress keys.
@@ -420,7 +572,13 @@ impl Processor {
         essence
     }
 
-    async fn handle_changes(&self, body: &Arc<Value>, initial: bool, tasks: &Tasks) -> Cycle {
+    async fn handle_changes(
+        self: &Arc<Self>,
+        uid: &str,
+        body: &Arc<Value>,
+        initial: bool,
+        tasks: &Tasks,
+    ) -> Cycle {
         let mut cycle = Cycle::default();
         let finalizer = &self.settings.persistence.finalizer;
         let finalizers = body["metadata"].get("finalizers");
@@ -433,11 +591,19 @@ impl Processor {
             .iter()
             .filter(|h| self.object_matches(&h.options, body))
             .collect();
-        if matching.is_empty() {
-            // Kopf's prematch: nothing here concerns this object; leave it as it is.
+        let background = self.matching_background(body, tasks);
+        if !self.background.is_empty() {
+            let essence = self.idle_timers.then(|| self.essence(body));
+            self.memory(uid, |m| m.daemons.observe(body, essence));
+        }
+        if matching.is_empty() && background.is_empty() {
+            // Kopf's prematch: nothing here concerns this object; leave it as it is (but stop
+            // the daemons whose filters it no longer passes).
+            self.spawn(uid, body, &[], tasks);
             return cycle;
         }
-        let needs_finalizer = matching.iter().any(|h| h.requires_finalizer());
+        let needs_finalizer =
+            !background.is_empty() || matching.iter().any(|h| h.requires_finalizer());
         if !deleting && needs_finalizer && !has_finalizer {
             cycle
                 .patch
@@ -445,13 +611,30 @@ impl Processor {
             return cycle;
         }
         if !deleting && !needs_finalizer && has_finalizer {
+            self.spawn(uid, body, &[], tasks);
             if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
                 cycle.patch.operation(operation);
             }
             return cycle;
         }
         if deleting && !has_finalizer {
-            return cycle; // Kopf's FREE: the object is going, nothing holds it for us.
+            // Kopf's FREE: the object is going, nothing holds it for us.
+            self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
+            return cycle;
+        }
+        if !deleting {
+            self.spawn(uid, body, &background, tasks);
+        } else if !self.daemons_ended(uid).await {
+            // The deletion handlers run once the daemons and timers have ended.
+            cycle.wakeup = Some(DAEMONS_POLLING);
+            return cycle;
+        }
+        if matching.is_empty() {
+            // Only daemons and timers concern this object: no diff-base, no progress.
+            if deleting && let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
+                cycle.patch.operation(operation);
+            }
+            return cycle;
         }
 
         let old = self.diffbase.fetch(body).map(|mut old| {
@@ -574,7 +757,8 @@ impl Processor {
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
             let patch = invocation.patch.clone();
             let logger = invocation.logger.clone();
-            let outcome = execution::execute(
+            let subhandlers = invocation.subhandlers.clone();
+            let mut outcome = execution::execute(
                 &handler.id,
                 &handler.function,
                 &handler.options,
@@ -582,63 +766,74 @@ impl Processor {
                 invocation,
             )
             .await;
-            let user_patch = std::mem::take(
-                &mut *patch
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            );
-            cycle.patch.merge(user_patch);
-            let finished = crate::storage::timestamps::now();
-            let mut updated = record.clone();
-            updated.started = Some(started);
-            updated.purpose = Some(reason.as_str().to_string());
-            updated.retries = record.retries + 1;
-            match outcome {
-                Outcome::Success(result) => {
-                    logger.info(format_args!("Handler '{}' succeeded.", handler.id));
-                    updated.success = true;
-                    updated.stopped = Some(finished);
-                    updated.delayed = None;
-                    updated.message = None;
-                    if let Some(result) = result {
-                        deliver(&mut cycle.patch, &handler.id, result);
+            cycle.patch.merge(take(&patch));
+            let mut subrefs = record.subrefs.clone();
+            if let Outcome::Success(result) = &outcome {
+                let children = subhandlers.take();
+                if !children.is_empty() {
+                    let context = Context {
+                        body,
+                        reason,
+                        diff: narrowed,
+                        old: old_value,
+                        new: new_value,
+                        tasks,
+                    };
+                    let settled = self
+                        .run_subhandlers(
+                            &handler.id,
+                            children,
+                            &context,
+                            &mut records,
+                            &mut cycle.patch,
+                        )
+                        .await;
+                    for id in settled.ids {
+                        let id = HandlerId::new(id.as_str());
+                        if !subrefs.contains(&id) {
+                            subrefs.push(id);
+                        }
                     }
+                    outcome = match settled.outcome {
+                        Outcome::Success(_) => Outcome::Success(result.clone()),
+                        other => other,
+                    };
+                    report_parent(&handler.id, &outcome, &logger);
                 }
-                Outcome::Failure(message) => {
-                    logger.error(format_args!(
-                        "Handler '{}' failed permanently: {message}",
-                        handler.id
-                    ));
-                    updated.failure = true;
-                    updated.stopped = Some(finished);
-                    updated.delayed = None;
-                    updated.message = Some(message);
-                }
-                Outcome::Retry { delay, message } => {
-                    // As Kopf, at ERROR; the delay goes to a DEBUG line.
-                    logger.error(format_args!(
-                        "Handler '{}' failed temporarily: {message}",
-                        handler.id
-                    ));
-                    tracing::debug!(target: "kopf::handler", parent: logger.span(), ?delay, "retrying after the delay");
-                    let at =
-                        finished + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
-                    updated.delayed = Some(at);
-                    updated.message = Some(message);
-                }
-                // Stopping: no more handlers; keep what the finished ones did, if any.
-                Outcome::Aborted if finished_any => break,
-                Outcome::Aborted => return cycle,
             }
+            let Some(mut updated) = settle(
+                &handler.id,
+                &record,
+                started,
+                reason,
+                outcome,
+                &mut cycle.patch,
+            ) else {
+                // Stopping: no more handlers; keep what the finished ones did, if any.
+                if finished_any {
+                    break;
+                }
+                return cycle;
+            };
+            updated.subrefs = subrefs;
             records.insert(handler.id.clone(), updated);
             finished_any = true;
         }
 
         let all_done = records.values().all(is_done);
         if all_done {
+            let mut purged: Vec<HandlerId> = Vec::new();
+            for (id, record) in &records {
+                purged.push(HandlerId::new(id.as_str()));
+                purged.extend(record.subrefs.iter().cloned());
+            }
             for (handler, ..) in &selected {
-                self.progress
-                    .purge(&HandlerId::new(handler.id.as_str()), body, &mut merge);
+                purged.push(HandlerId::new(handler.id.as_str()));
+            }
+            purged.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            purged.dedup();
+            for id in &purged {
+                self.progress.purge(id, body, &mut merge);
             }
             if reason == Reason::Delete {
                 if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
@@ -648,9 +843,15 @@ impl Processor {
                 self.diffbase.store(body, &new, &mut merge);
             }
             cycle.handled = true;
-            if !records.is_empty() {
-                let succeeded = records.values().filter(|r| r.success).count();
-                let failed = records.values().filter(|r| r.failure).count();
+            // Sub-handlers are counted in their parents.
+            let top: Vec<&ProgressRecord> = records
+                .iter()
+                .filter(|(id, _)| selected.iter().any(|(h, ..)| h.id == **id))
+                .map(|(_, record)| record)
+                .collect();
+            if !top.is_empty() {
+                let succeeded = top.iter().filter(|r| r.success).count();
+                let failed = top.iter().filter(|r| r.failure).count();
                 let logger = Logger::new(
                     tracing::info_span!(target: "kopf::handler", "object", object.name = body["metadata"]["name"].as_str(), object.namespace = body["metadata"]["namespace"].as_str(), reason = %reason),
                     self.poster.events(body, &self.resource),
@@ -707,7 +908,7 @@ struct Cycle {
 }
 
 /// Kopf's result delivery: a map merges into `status.<id>`, anything else replaces it.
-fn deliver(patch: &mut Patch, id: &str, result: Value) {
+pub(crate) fn deliver(patch: &mut Patch, id: &str, result: Value) {
     match result {
         Value::Object(map) => {
             let status = patch.status();
@@ -723,5 +924,240 @@ fn deliver(patch: &mut Patch, id: &str, result: Value) {
         other => {
             patch.status().insert(id.to_string(), other);
         }
+    }
+}
+
+/// Takes what a handler put in its patch.
+fn take(patch: &Mutex<Patch>) -> Patch {
+    std::mem::take(
+        &mut *patch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// A handler's progress record after an attempt (which `execute` logged), with its result
+/// delivered to the patch; `None` when the attempt was aborted (nothing to record).
+fn settle(
+    id: &str,
+    record: &ProgressRecord,
+    started: time::OffsetDateTime,
+    reason: Reason,
+    outcome: Outcome,
+    patch: &mut Patch,
+) -> Option<ProgressRecord> {
+    let finished = crate::storage::timestamps::now();
+    let mut updated = record.clone();
+    updated.started = Some(started);
+    updated.purpose = Some(reason.as_str().to_string());
+    updated.retries = record.retries + 1;
+    match outcome {
+        Outcome::Success(result) => {
+            updated.success = true;
+            updated.stopped = Some(finished);
+            updated.delayed = None;
+            updated.message = None;
+            if let Some(result) = result {
+                deliver(patch, id, result);
+            }
+        }
+        Outcome::Failure(message) => {
+            updated.failure = true;
+            updated.stopped = Some(finished);
+            updated.delayed = None;
+            updated.message = Some(message);
+        }
+        Outcome::Retry { delay, message } => {
+            let at = finished + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
+            updated.delayed = Some(at);
+            updated.message = (!message.is_empty()).then_some(message);
+        }
+        Outcome::Aborted => return None,
+    }
+    Some(updated)
+}
+
+/// Logs how a parent stands once its sub-handlers settled, as Kopf's `execute` does for a
+/// handler that registered some.
+fn report_parent(id: &str, outcome: &Outcome, logger: &Logger) {
+    match outcome {
+        Outcome::Success(_) => logger.info(format_args!("Handler '{id}' succeeded.")),
+        Outcome::Failure(message) => {
+            logger.error(format_args!("Handler '{id}' failed permanently: {message}"));
+        }
+        Outcome::Retry { .. } => {
+            tracing::debug!(target: "kopf::handler", parent: logger.span(), "Handler '{id}' has unfinished sub-handlers. Will retry soon.");
+        }
+        Outcome::Aborted => {}
+    }
+}
+
+/// What the handlers of one cause see, for the sub-handlers of one of them.
+struct Context<'a> {
+    body: &'a Arc<Value>,
+    reason: Reason,
+    diff: &'a Diff,
+    old: &'a Option<Value>,
+    new: &'a Option<Value>,
+    tasks: &'a Tasks,
+}
+
+/// How the sub-handlers of a parent stand after a cycle.
+struct Settled {
+    /// Their ids (`parent/child`), at any depth.
+    ids: Vec<String>,
+    /// `Success` when all succeeded, `Failure` when all finished and some failed, `Retry`
+    /// (with an empty message) while some are unfinished, `Aborted` when stopping.
+    outcome: Outcome,
+}
+
+impl Processor {
+    /// Runs the due sub-handlers that a parent registered (in the lifecycle's order), records
+    /// their progress in `records`, and tells how they stand.
+    fn run_subhandlers<'a>(
+        self: &'a Arc<Self>,
+        parent: &'a str,
+        children: Vec<SubHandler>,
+        context: &'a Context<'a>,
+        records: &'a mut BTreeMap<String, ProgressRecord>,
+        patch: &'a mut Patch,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Settled> + Send + 'a>> {
+        Box::pin(async move {
+            let body = context.body;
+            let reason = context.reason;
+            let now = crate::storage::timestamps::now();
+            let ids: Vec<String> = children
+                .iter()
+                .map(|c| format!("{parent}/{}", c.id))
+                .collect();
+            for id in &ids {
+                if !records.contains_key(id) {
+                    let record = self
+                        .progress
+                        .fetch(&HandlerId::new(id.as_str()), body)
+                        .filter(|r| r.purpose.as_deref().is_none_or(|p| p == reason.as_str()))
+                        .unwrap_or_default();
+                    records.insert(id.clone(), record);
+                }
+            }
+            let is_done = |r: &ProgressRecord| r.success || r.failure;
+            let due = |r: &ProgressRecord| r.delayed.is_none_or(|d| d <= now);
+            let awakened: Vec<usize> = (0..children.len())
+                .filter(|&i| records.get(&ids[i]).is_some_and(|r| !is_done(r) && due(r)))
+                .collect();
+            let retries: Vec<u32> = awakened
+                .iter()
+                .map(|&i| records.get(&ids[i]).map_or(0, |r| r.retries))
+                .collect();
+            let mut all_ids = ids.clone();
+            for i in self
+                .settings
+                .execution
+                .lifecycle
+                .plan(&retries)
+                .into_iter()
+                .map(|i| awakened[i])
+            {
+                let (child, id) = (&children[i], &ids[i]);
+                let record = records.get(id).cloned().unwrap_or_default();
+                let started = record.started.unwrap_or(now);
+                let mut invocation = self.invocation(
+                    body.clone(),
+                    Some(reason),
+                    context.diff.clone(),
+                    context.old.clone(),
+                    context.new.clone(),
+                    &child.options,
+                    context.tasks,
+                );
+                invocation.retry = record.retries;
+                invocation.started = started;
+                invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
+                let written = invocation.patch.clone();
+                let logger = invocation.logger.clone();
+                let grandchildren = invocation.subhandlers.clone();
+                let mut outcome = execution::execute(
+                    id,
+                    &child.function,
+                    &child.options,
+                    self.settings.execution.default_backoff,
+                    invocation,
+                )
+                .await;
+                patch.merge(take(&written));
+                let mut subrefs = record.subrefs.clone();
+                if let Outcome::Success(result) = &outcome {
+                    let grandchildren = grandchildren.take();
+                    if !grandchildren.is_empty() {
+                        let settled = self
+                            .run_subhandlers(id, grandchildren, context, records, patch)
+                            .await;
+                        for nested in settled.ids {
+                            all_ids.push(nested.clone());
+                            let nested = HandlerId::new(nested.as_str());
+                            if !subrefs.contains(&nested) {
+                                subrefs.push(nested);
+                            }
+                        }
+                        outcome = match settled.outcome {
+                            Outcome::Success(_) => Outcome::Success(result.clone()),
+                            other => other,
+                        };
+                        report_parent(id, &outcome, &logger);
+                    }
+                }
+                let Some(mut updated) = settle(id, &record, started, reason, outcome, patch) else {
+                    return Settled {
+                        ids: all_ids,
+                        outcome: Outcome::Aborted,
+                    };
+                };
+                updated.subrefs = subrefs;
+                records.insert(id.clone(), updated);
+            }
+            for id in &ids {
+                if let Some(record) = records.get(id) {
+                    all_ids.extend(record.subrefs.iter().map(|s| s.as_str().to_string()));
+                }
+            }
+            all_ids.sort();
+            all_ids.dedup();
+            let pending: Vec<&ProgressRecord> = ids
+                .iter()
+                .filter_map(|id| records.get(id))
+                .filter(|r| !is_done(r))
+                .collect();
+            let outcome = if pending.is_empty() {
+                let failed: Vec<&str> = ids
+                    .iter()
+                    .filter(|id| records.get(*id).is_some_and(|r| r.failure))
+                    .map(String::as_str)
+                    .collect();
+                if failed.is_empty() {
+                    Outcome::Success(None)
+                } else {
+                    Outcome::Failure(format!("sub-handlers failed: {}", failed.join(", ")))
+                }
+            } else {
+                let now = crate::storage::timestamps::now();
+                let delay = pending
+                    .iter()
+                    .map(|r| {
+                        r.delayed.map_or(Duration::ZERO, |d| {
+                            (d - now).try_into().unwrap_or(Duration::ZERO)
+                        })
+                    })
+                    .min()
+                    .unwrap_or(Duration::ZERO);
+                Outcome::Retry {
+                    delay,
+                    message: String::new(),
+                }
+            };
+            Settled {
+                ids: all_ids,
+                outcome,
+            }
+        })
     }
 }

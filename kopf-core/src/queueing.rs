@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::metrics::ResourceMetrics;
 use crate::processing::Processor;
 use crate::tasks::{Tasks, lock};
 use crate::watching::Event;
@@ -26,6 +27,7 @@ pub(crate) struct Queue {
     tasks: Tasks,
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
+    metrics: Option<ResourceMetrics>,
 }
 
 impl Queue {
@@ -35,7 +37,11 @@ impl Queue {
         limit: Option<usize>,
         idle_timeout: Duration,
     ) -> Queue {
+        let metrics = tasks
+            .metrics()
+            .map(|m| m.resource(&processor.resource().to_string()));
         Queue {
+            metrics,
             workers: Arc::default(),
             processor,
             tasks,
@@ -53,6 +59,14 @@ impl Queue {
                 .to_string(),
             Event::ListingDone => return,
         };
+        self.processor.expect(&event);
+        if let Some(metrics) = &self.metrics {
+            metrics.received(match &event {
+                Event::Changed(kind, _) => Some(*kind),
+                _ => None,
+            });
+            metrics.queue_depth.inc();
+        }
         let mut workers = lock(&self.workers);
         if let Some(sender) = workers.get(&uid)
             && sender.send(event.clone()).is_ok()
@@ -62,7 +76,11 @@ impl Queue {
         let (sender, receiver) = mpsc::unbounded_channel();
         let _ = sender.send(event);
         workers.insert(uid.clone(), sender);
+        if let Some(metrics) = &self.metrics {
+            metrics.workers.inc();
+        }
         let worker = Worker {
+            metrics: self.metrics.clone(),
             uid,
             receiver,
             workers: self.workers.clone(),
@@ -83,6 +101,16 @@ struct Worker {
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
     tasks: Tasks,
+    metrics: Option<ResourceMetrics>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.workers.dec();
+            metrics.queue_depth.dec_by(self.receiver.len() as i64);
+        }
+    }
 }
 
 impl Worker {
@@ -108,6 +136,9 @@ impl Worker {
             let mut batch: Vec<Event> = first.into_iter().collect();
             while let Ok(event) = self.receiver.try_recv() {
                 batch.push(event);
+            }
+            if let Some(metrics) = &self.metrics {
+                metrics.queue_depth.dec_by(batch.len() as i64);
             }
             let woken =
                 batch.is_empty() && wakeup.is_some_and(|w| w <= tokio::time::Instant::now());

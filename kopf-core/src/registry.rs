@@ -2,7 +2,11 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use crate::activities::ActivityHandler;
+use crate::authentication::LoginHandler;
+use crate::daemons::{Background, DaemonHandler, TimerHandler};
 use crate::handlers::{ChangeHandler, EventHandler};
+use crate::indexing::IndexHandler;
 use crate::resources::Selector;
 
 /// The handlers of an operator. Tests and embedders build one explicitly, so each operator
@@ -11,6 +15,14 @@ use crate::resources::Selector;
 pub struct Registry {
     pub(crate) changes: Vec<ChangeHandler>,
     pub(crate) events: Vec<EventHandler>,
+    /// Daemons and timers.
+    pub(crate) background: Vec<Background>,
+    /// Startup, cleanup and probe handlers, in registration order.
+    pub(crate) activities: Vec<ActivityHandler>,
+    /// Index functions.
+    pub(crate) indexes: Vec<IndexHandler>,
+    /// Login handlers, in registration order.
+    pub(crate) logins: Vec<LoginHandler>,
     /// The CRDs that the `crd` subcommand prints, in declaration order.
     pub(crate) crds: Vec<CustomResourceDefinition>,
 }
@@ -32,6 +44,11 @@ impl Registry {
         match handler.into() {
             AnyHandler::Change(handler) => self.changes.push(handler),
             AnyHandler::Event(handler) => self.events.push(handler),
+            AnyHandler::Index(handler) => self.indexes.push(handler),
+            AnyHandler::Activity(handler) => self.activities.push(handler),
+            AnyHandler::Login(handler) => self.logins.push(handler),
+            AnyHandler::Daemon(handler) => self.background.push(Background::Daemon(handler)),
+            AnyHandler::Timer(handler) => self.background.push(Background::Timer(handler)),
         }
     }
 
@@ -80,7 +97,9 @@ impl Registry {
             .changes
             .iter()
             .map(|h| &h.selector)
-            .chain(self.events.iter().map(|h| &h.selector));
+            .chain(self.events.iter().map(|h| &h.selector))
+            .chain(self.indexes.iter().map(|h| &h.selector))
+            .chain(self.background.iter().map(Background::selector));
         for selector in all {
             if !selectors.contains(selector) {
                 selectors.push(selector.clone());
@@ -95,6 +114,26 @@ impl Registry {
         selectors: &'a [Selector],
     ) -> impl Iterator<Item = &'a ChangeHandler> {
         self.changes
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
+    }
+
+    /// The daemons and timers of any of these selectors, in registration order.
+    pub(crate) fn background_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a Background> {
+        self.background
+            .iter()
+            .filter(move |h| selectors.contains(h.selector()))
+    }
+
+    /// The index functions of any of these selectors, in registration order.
+    pub(crate) fn indexes_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a IndexHandler> {
+        self.indexes
             .iter()
             .filter(move |h| selectors.contains(&h.selector))
     }
@@ -117,11 +156,51 @@ pub enum AnyHandler {
     Change(ChangeHandler),
     /// An event handler.
     Event(EventHandler),
+    /// An index function.
+    Index(IndexHandler),
+    /// A startup, cleanup or probe handler.
+    Activity(ActivityHandler),
+    /// A login handler.
+    Login(LoginHandler),
+    /// A daemon.
+    Daemon(DaemonHandler),
+    /// A timer.
+    Timer(TimerHandler),
+}
+
+impl From<DaemonHandler> for AnyHandler {
+    fn from(handler: DaemonHandler) -> Self {
+        AnyHandler::Daemon(handler)
+    }
+}
+
+impl From<TimerHandler> for AnyHandler {
+    fn from(handler: TimerHandler) -> Self {
+        AnyHandler::Timer(handler)
+    }
+}
+
+impl From<LoginHandler> for AnyHandler {
+    fn from(handler: LoginHandler) -> Self {
+        AnyHandler::Login(handler)
+    }
+}
+
+impl From<ActivityHandler> for AnyHandler {
+    fn from(handler: ActivityHandler) -> Self {
+        AnyHandler::Activity(handler)
+    }
 }
 
 impl From<ChangeHandler> for AnyHandler {
     fn from(handler: ChangeHandler) -> Self {
         AnyHandler::Change(handler)
+    }
+}
+
+impl From<IndexHandler> for AnyHandler {
+    fn from(handler: IndexHandler) -> Self {
+        AnyHandler::Index(handler)
     }
 }
 

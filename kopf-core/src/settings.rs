@@ -232,12 +232,17 @@ pub struct ProcessSettings {
     /// After a stop, work that ignores its cancellation gets this long before it is aborted.
     /// Below Kubernetes' 30 s pod grace period, so cleanups end before the SIGKILL.
     pub grace_period: Duration,
+    /// The cleanup handlers, run after the grace period, get this long in all before they are
+    /// aborted (beyond Kopf, which does not bound them). With the grace period, it stays below
+    /// Kubernetes' 30 s pod grace period.
+    pub cleanup_timeout: Duration,
 }
 
 impl Default for ProcessSettings {
     fn default() -> Self {
         ProcessSettings {
             grace_period: Duration::from_secs(20),
+            cleanup_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -41,6 +41,11 @@ pub enum StopReason {
     ObjectDeleted,
     /// The resource is no longer served (e.g. its CRD was deleted): its watchers stop.
     ResourceGone,
+    /// The object no longer passes a daemon's or timer's filters: that daemon or timer stops
+    /// (and starts again if the object matches later).
+    FiltersMismatch,
+    /// The namespace is deleted: the watchers in it stop (with `--namespace` globs).
+    NamespaceDeleted,
 }
 
 impl fmt::Display for StopReason {
@@ -50,7 +55,50 @@ impl fmt::Display for StopReason {
             StopReason::Timeout => "the handler timed out",
             StopReason::ObjectDeleted => "the object is deleted",
             StopReason::ResourceGone => "the resource is no longer served",
+            StopReason::FiltersMismatch => "the object no longer matches the filters",
+            StopReason::NamespaceDeleted => "the namespace is deleted",
         })
+    }
+}
+
+/// A handler's `stopped` with its reason: what daemons and timers take as a `stopped:
+/// kopf::Stopped` argument (Kopf's `DaemonStopped`), to tell why they were stopped.
+///
+/// ```
+/// #[kopf::daemon("kopfexamples")]
+/// async fn monitor(stopped: kopf::Stopped, logger: &kopf::Logger) {
+///     stopped.cancelled().await;
+///     if stopped.reason() == Some(kopf::StopReason::ObjectDeleted) {
+///         logger.info("the object is gone: cleaning up");
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Stopped(Tasks);
+
+impl Stopped {
+    pub(crate) fn new(node: Tasks) -> Stopped {
+        Stopped(node)
+    }
+
+    /// Waits until the handler is asked to stop.
+    pub async fn cancelled(&self) {
+        self.0.token().cancelled().await;
+    }
+
+    /// Whether the handler was asked to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.token().is_cancelled()
+    }
+
+    /// Why the handler was asked to stop; `None` while it is not.
+    pub fn reason(&self) -> Option<StopReason> {
+        self.0.stop_reason()
+    }
+
+    /// The token itself, e.g. to hand to a library that takes a `CancellationToken`.
+    pub fn token(&self) -> &CancellationToken {
+        self.0.token()
     }
 }
 
@@ -114,6 +162,8 @@ struct Shared {
     threads: Threads,
     in_flight: Mutex<BTreeMap<u64, Work>>,
     next: AtomicU64,
+    /// The operator's metrics, when it serves them.
+    metrics: OnceLock<crate::metrics::Metrics>,
 }
 
 impl Tasks {
@@ -129,6 +179,7 @@ impl Tasks {
                 threads: Threads::new(max_threads),
                 in_flight: Mutex::default(),
                 next: AtomicU64::new(0),
+                metrics: OnceLock::new(),
             }),
         }
     }
@@ -259,6 +310,16 @@ impl Tasks {
     /// How many tasks are alive.
     pub(crate) fn len(&self) -> usize {
         self.tracker.len()
+    }
+
+    /// Counts the tree's work in these metrics (set once, at the start).
+    pub(crate) fn measure(&self, metrics: crate::metrics::Metrics) {
+        let _ = self.shared.metrics.set(metrics);
+    }
+
+    /// The operator's metrics, when it serves them.
+    pub(crate) fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.shared.metrics.get()
     }
 }
 

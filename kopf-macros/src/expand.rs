@@ -89,7 +89,10 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
     let p = quote!(#krate::__private);
     let vis = &function.vis;
     let name = &function.sig.ident;
-    let selector = selector(&handler.resource, &p);
+    let selector = handler
+        .resource
+        .as_ref()
+        .map(|resource| selector(resource, &p));
     let id = &handler.id;
     let wrapper = wrapper(handler, function, &p);
     let constructor = match handler.kind {
@@ -102,11 +105,39 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
             quote!(#p::ChangeHandler::on_field(#selector, #id, #field, #wrapper))
         }
         Kind::Event => quote!(#p::EventHandler::on_event(#selector, #id, #wrapper)),
+        Kind::Startup => quote!(#p::ActivityHandler::on_startup(#id, #wrapper)),
+        Kind::Cleanup => quote!(#p::ActivityHandler::on_cleanup(#id, #wrapper)),
+        Kind::Probe => quote!(#p::ActivityHandler::on_probe(#id, #wrapper)),
+        Kind::Login => quote!(#p::LoginHandler::from_fn(#id, #wrapper)),
+        Kind::Index => quote! {
+            #p::IndexHandler::generated::<
+                <#name as #p::IndexDescriptor>::Key,
+                <#name as #p::IndexDescriptor>::Value,
+            >(#selector, #id, #wrapper)
+        },
+        Kind::Daemon => quote!(#p::DaemonHandler::new(#selector, #id, #wrapper)),
+        Kind::Timer => {
+            let interval = handler.interval.as_ref().map(|d| duration(d, &p));
+            quote!(#p::TimerHandler::new(#selector, #id, #interval, #wrapper))
+        }
     };
     let setters = handler
         .options
         .iter()
         .map(|setter| self::setter(setter, &p));
+    let index = index_descriptor(handler, name, &p);
+    // A parameter that names no index in scope is rustc's error; these names, in scope where
+    // the indexes are named, make it suggest the argument the user may have meant.
+    let arguments: Vec<syn::Ident> = if handler.arguments.iter().any(|a| a.index) {
+        handler
+            .kind
+            .arguments()
+            .iter()
+            .map(|argument| format_ident!("{}", argument))
+            .collect()
+    } else {
+        Vec::new()
+    };
     quote! {
         #[doc(hidden)]
         #[allow(
@@ -120,9 +151,15 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
 
         impl #p::Descriptor for #name {
             fn descriptor() -> #p::AnyHandler {
+                #(
+                    #[allow(non_camel_case_types, dead_code, reason = "an argument's name")]
+                    type #arguments = ();
+                )*
                 #p::AnyHandler::from(#constructor #(#setters)*)
             }
         }
+
+        #index
 
         #p::inventory::submit! {
             #p::Collected::new(
@@ -131,6 +168,33 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
                 #p::line!(),
             )
         }
+    }
+}
+
+/// For `#[kopf::index]`: the index's key and value types, through which handlers' parameters
+/// of the function's name take the index.
+fn index_descriptor(handler: &Handler, name: &syn::Ident, p: &TokenStream) -> TokenStream {
+    let entries = match (&handler.kind, &handler.output) {
+        (Kind::Index, Output::Value(ty)) => quote_spanned!(ty.span()=> #ty),
+        (Kind::Index, Output::Result(ty)) => {
+            quote_spanned!(ty.span()=> <#ty as #p::IndexResult>::Entries)
+        }
+        _ => return TokenStream::new(),
+    };
+    let id = &handler.id;
+    quote! {
+        impl #p::IndexDescriptor for #name {
+            type Key = <#entries as #p::IntoIndexEntries>::Key;
+            type Value = <#entries as #p::IntoIndexEntries>::Value;
+            fn id() -> &'static str {
+                #id
+            }
+        }
+
+        impl #p::IndexOf<
+            <#entries as #p::IntoIndexEntries>::Key,
+            <#entries as #p::IntoIndexEntries>::Value,
+        > for #name {}
     }
 }
 
@@ -200,7 +264,11 @@ fn wrapper(handler: &Handler, function: &syn::ItemFn, p: &TokenStream) -> TokenS
     let mut names = Vec::new();
     for (index, argument) in handler.arguments.iter().enumerate() {
         let local = format_ident!("__kopf_argument_{}", index);
-        let conversion = conversion(argument, p, &invocation, &scope);
+        let conversion = if handler.kind.is_activity() {
+            activity_conversion(argument, p, &invocation, &scope)
+        } else {
+            conversion(argument, p, &invocation, &scope)
+        };
         bindings.push(quote! {
             let #local = match #conversion {
                 #p::Ok(value) => value,
@@ -214,6 +282,15 @@ fn wrapper(handler: &Handler, function: &syn::ItemFn, p: &TokenStream) -> TokenS
         None => quote!(#name(#(#names),*)),
     };
     let result = match &handler.output {
+        Output::Value(ty) if handler.kind == Kind::Index => {
+            quote_spanned!(ty.span()=> #p::index_output(#invocation, #call))
+        }
+        Output::Result(ty) if handler.kind == Kind::Index => {
+            quote_spanned!(ty.span()=> #p::index_result_output(#invocation, #call))
+        }
+        Output::Value(ty) | Output::Result(ty) if handler.kind == Kind::Login => {
+            quote_spanned!(ty.span()=> <#ty as #p::LoginOutput>::into_login_result(#call))
+        }
         Output::Unit => quote!({ #call; #p::Ok(#p::None) }),
         // `impl Trait` cannot be named in a qualified path: a function takes it.
         Output::Value(ty) if contains_impl(ty) => quote_spanned!(ty.span()=> #p::output(#call)),
@@ -227,24 +304,69 @@ fn wrapper(handler: &Handler, function: &syn::ItemFn, p: &TokenStream) -> TokenS
             quote_spanned!(ty.span()=> <#ty as #p::ResultOutput>::into_handler_result(#call))
         }
     };
+    // Activity handlers get the operator's invocation, and settings instead of a patch.
+    let (invocation_type, slot, blocking) = if handler.kind.is_activity() {
+        (
+            quote!(#p::ActivityInvocation),
+            quote!(#p::SettingsSlot),
+            quote!(#p::blocking_activity),
+        )
+    } else {
+        (
+            quote!(#p::Invocation),
+            quote!(#p::PatchSlot),
+            quote!(#p::blocking),
+        )
+    };
     let body = quote! {
         let #invocation = &#invocation;
-        let mut __kopf_patch = #p::PatchSlot::new(#invocation);
+        let mut __kopf_patch = #slot::new(#invocation);
         #[allow(unused_mut, unused_variables, reason = "not every handler borrows")]
         let mut #scope = __kopf_patch.scope();
         #(#bindings)*
         #result
     };
+    // Login handlers return credentials, not a value to store.
+    let (future, result, blocking) = if handler.kind == Kind::Login {
+        (
+            quote!(#p::LoginFuture),
+            quote!(#p::LoginResult),
+            quote!(#p::blocking_login),
+        )
+    } else {
+        (
+            quote!(#p::HandlerFuture),
+            quote!(#p::HandlerResult),
+            blocking,
+        )
+    };
     match function.sig.asyncness {
         Some(_) => quote! {
-            |#invocation: #p::Invocation| -> #p::HandlerFuture {
+            |#invocation: #invocation_type| -> #future {
                 #p::Box::pin(async move { #body })
             }
         },
         // A sync handler runs on the operator's own threads.
         None => quote! {
-            #p::blocking(|#invocation: #p::Invocation| -> #p::HandlerResult { #body })
+            #blocking(|#invocation: #invocation_type| -> #result { #body })
         },
+    }
+}
+
+/// The conversion of one argument of an activity handler, spanned at its type.
+fn activity_conversion(
+    argument: &Argument,
+    p: &TokenStream,
+    invocation: &syn::Ident,
+    scope: &syn::Ident,
+) -> TokenStream {
+    let ty = &argument.ty;
+    let marker = &argument.name;
+    let span = ty.span();
+    if argument.borrowed {
+        quote_spanned!(span=> <#ty as #p::BorrowedActivityArgument<'_, #p::args::#marker>>::borrow(&mut #scope))
+    } else {
+        quote_spanned!(span=> <#ty as #p::OwnedActivityArgument<#p::args::#marker>>::extract(#invocation))
     }
 }
 
@@ -258,6 +380,13 @@ fn conversion(
     let ty = &argument.ty;
     let marker = &argument.name;
     let span = ty.span();
+    // An index: `#marker` names the `#[kopf::index]` function's descriptor type.
+    if argument.index && argument.borrowed {
+        return quote_spanned!(span=> <#ty as #p::BorrowedIndexArgument<'_, #marker>>::borrow(&mut #scope));
+    }
+    if argument.index {
+        return quote_spanned!(span=> <#ty as #p::IndexArgument<#marker>>::extract(#invocation));
+    }
     if argument.borrowed {
         quote_spanned!(span=> <#ty as #p::BorrowedArgument<'_, #p::args::#marker>>::borrow(&mut #scope))
     } else {
@@ -302,14 +431,33 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
         }
         Setter::Optional => quote!(.optional()),
         Setter::Deleted => quote!(.deleted()),
+        Setter::Sharp => quote!(.sharp()),
+        Setter::InitialDelay(duration) => {
+            let duration = self::duration(duration, p);
+            quote!(.initial_delay(#duration))
+        }
+        Setter::CancellationBackoff(duration) => {
+            let duration = self::duration(duration, p);
+            quote!(.cancellation_backoff(#duration))
+        }
+        Setter::CancellationTimeout(duration) => {
+            let duration = self::duration(duration, p);
+            quote!(.cancellation_timeout(#duration))
+        }
+        Setter::Idle(duration) => {
+            let duration = self::duration(duration, p);
+            quote!(.idle(#duration))
+        }
     }
 }
 
 fn duration(duration: &Duration, p: &TokenStream) -> TokenStream {
     match duration {
         Duration::Literal { secs, nanos, span } => {
-            let secs = syn::LitInt::new(&format!("{secs}u64"), *span);
-            let nanos = syn::LitInt::new(&format!("{nanos}u32"), *span);
+            // Not spanned at the user's literal: lints reading its source text (`0.05`) would
+            // mistake these for it (clippy's `zero_prefixed_literal`).
+            let secs = syn::LitInt::new(&format!("{secs}u64"), Span::call_site());
+            let nanos = syn::LitInt::new(&format!("{nanos}u32"), Span::call_site());
             quote_spanned!(*span=> #p::Duration::new(#secs, #nanos))
         }
         Duration::Expr(expr) => expr.clone(),

@@ -9,7 +9,33 @@ pub(crate) enum Kind {
     Delete,
     Field,
     Event,
+    Index,
+    Daemon,
+    Timer,
+    Startup,
+    Cleanup,
+    Probe,
+    Login,
 }
+
+/// What login handlers get: they run before the operator has a client.
+const LOGIN_ARGUMENTS: &[&str] = &["logger", "memo", "param", "retry", "started", "runtime"];
+
+/// What startup handlers get: the operator's settings, which they may change, and what every
+/// activity gets.
+const STARTUP_ARGUMENTS: &[&str] = &[
+    "activity", "settings", "logger", "memo", "retry", "started", "runtime", "param", "client",
+];
+
+/// What cleanup and probe handlers get.
+const ACTIVITY_ARGUMENTS: &[&str] = &[
+    "activity", "logger", "memo", "retry", "started", "runtime", "param", "client",
+];
+
+/// The options of activity handlers: they serve no resource.
+const ACTIVITY_OPTIONS: &[&str] = &[
+    "id", "errors", "timeout", "retries", "backoff", "param", "crate",
+];
 
 const CHANGE_ARGUMENTS: &[&str] = &[
     "body",
@@ -35,6 +61,7 @@ const CHANGE_ARGUMENTS: &[&str] = &[
     "client",
     "memo",
     "events",
+    "subhandlers",
 ];
 
 const EVENT_ARGUMENTS: &[&str] = &[
@@ -57,6 +84,48 @@ const EVENT_ARGUMENTS: &[&str] = &[
     "events",
 ];
 
+const DAEMON_ARGUMENTS: &[&str] = &[
+    "body",
+    "spec",
+    "meta",
+    "status",
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "patch",
+    "logger",
+    "retry",
+    "started",
+    "runtime",
+    "param",
+    "resource",
+    "client",
+    "memo",
+    "events",
+    "stopped",
+];
+
+const INDEX_ARGUMENTS: &[&str] = &[
+    "body",
+    "spec",
+    "meta",
+    "status",
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "logger",
+    "retry",
+    "started",
+    "runtime",
+    "param",
+    "resource",
+    "memo",
+];
+
 const COMMON_OPTIONS: &[&str] = &[
     "id",
     "category",
@@ -67,6 +136,26 @@ const COMMON_OPTIONS: &[&str] = &[
     "crate",
 ];
 const CHANGE_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff", "field", "value"];
+const INDEX_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff"];
+const DAEMON_OPTIONS: &[&str] = &[
+    "errors",
+    "timeout",
+    "retries",
+    "backoff",
+    "initial_delay",
+    "cancellation_backoff",
+    "cancellation_timeout",
+];
+const TIMER_OPTIONS: &[&str] = &[
+    "errors",
+    "timeout",
+    "retries",
+    "backoff",
+    "initial_delay",
+    "interval",
+    "idle",
+    "sharp",
+];
 
 /// The attributes' names.
 pub(crate) const ATTRIBUTES: &[&str] = &[
@@ -76,10 +165,17 @@ pub(crate) const ATTRIBUTES: &[&str] = &[
     "on_delete",
     "on_field",
     "on_event",
+    "index",
+    "daemon",
+    "timer",
+    "on_startup",
+    "on_cleanup",
+    "on_probe",
+    "on_login",
 ];
 
 /// Options that take no value (`optional`, or `optional = true`).
-pub(crate) const FLAGS: &[&str] = &["optional", "deleted"];
+pub(crate) const FLAGS: &[&str] = &["optional", "deleted", "sharp"];
 
 /// Every option any kind accepts, to tell "unknown" from "not for this kind".
 pub(crate) const ALL_OPTIONS: &[&str] = &[
@@ -100,6 +196,12 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
     "new",
     "optional",
     "deleted",
+    "initial_delay",
+    "cancellation_backoff",
+    "cancellation_timeout",
+    "interval",
+    "idle",
+    "sharp",
 ];
 
 impl Kind {
@@ -112,6 +214,13 @@ impl Kind {
             Kind::Delete => "on_delete",
             Kind::Field => "on_field",
             Kind::Event => "on_event",
+            Kind::Index => "index",
+            Kind::Daemon => "daemon",
+            Kind::Timer => "timer",
+            Kind::Startup => "on_startup",
+            Kind::Cleanup => "on_cleanup",
+            Kind::Probe => "on_probe",
+            Kind::Login => "on_login",
         }
     }
 
@@ -119,12 +228,20 @@ impl Kind {
     pub(crate) fn arguments(self) -> &'static [&'static str] {
         match self {
             Kind::Event => EVENT_ARGUMENTS,
+            Kind::Startup => STARTUP_ARGUMENTS,
+            Kind::Cleanup | Kind::Probe => ACTIVITY_ARGUMENTS,
+            Kind::Login => LOGIN_ARGUMENTS,
+            Kind::Index => INDEX_ARGUMENTS,
+            Kind::Daemon | Kind::Timer => DAEMON_ARGUMENTS,
             _ => CHANGE_ARGUMENTS,
         }
     }
 
     /// Whether this kind accepts the option.
     pub(crate) fn accepts(self, option: &str) -> bool {
+        if !self.serves_resource() {
+            return ACTIVITY_OPTIONS.contains(&option);
+        }
         COMMON_OPTIONS.contains(&option)
             || match self {
                 Kind::Event => false,
@@ -134,7 +251,23 @@ impl Kind {
                     CHANGE_OPTIONS.contains(&option) || option == "old" || option == "new"
                 }
                 Kind::Delete => CHANGE_OPTIONS.contains(&option) || option == "optional",
+                Kind::Index => INDEX_OPTIONS.contains(&option),
+                Kind::Daemon => DAEMON_OPTIONS.contains(&option),
+                Kind::Timer => TIMER_OPTIONS.contains(&option),
+                Kind::Startup | Kind::Cleanup | Kind::Probe | Kind::Login => false,
             }
+    }
+
+    /// Whether this kind serves the operator itself (`on_startup`, `on_cleanup`, `on_probe`):
+    /// it takes no resource, and its invocation is an activity's.
+    pub(crate) fn is_activity(self) -> bool {
+        matches!(self, Kind::Startup | Kind::Cleanup | Kind::Probe)
+    }
+
+    /// Whether this kind serves a resource: all but activities and `on_login` (which gets
+    /// the invocation of resource handlers, without an object).
+    pub(crate) fn serves_resource(self) -> bool {
+        !self.is_activity() && self != Kind::Login
     }
 
     /// The options this kind accepts, for error messages.
@@ -147,15 +280,34 @@ impl Kind {
     }
 }
 
+/// Whether some kind of handler gets this argument: any other parameter name takes the index
+/// of the `#[kopf::index]` function of that name.
+pub(crate) fn is_argument(name: &str) -> bool {
+    [
+        CHANGE_ARGUMENTS,
+        EVENT_ARGUMENTS,
+        INDEX_ARGUMENTS,
+        DAEMON_ARGUMENTS,
+        STARTUP_ARGUMENTS,
+    ]
+    .iter()
+    .any(|arguments| arguments.contains(&name))
+        || elsewhere(name).is_some()
+}
+
 /// Where an argument that this kind does not get is available, for error messages.
 pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
     Some(match argument {
         "event_type" => "only `on_event` handlers get it",
-        "diff" | "old" | "new" | "reason" | "retry" | "started" | "runtime" => {
+        "diff" | "old" | "new" | "reason" | "subhandlers" => {
             "only change handlers get it: `on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`"
         }
-        "stopped" => "daemons and timers get it, and they are not supported yet",
-        "settings" => "it is not supported yet",
+        "retry" | "started" | "runtime" => {
+            "only handlers that are retried get it: change handlers, `daemon`, `timer`"
+        }
+        "stopped" => "only daemons and timers get it: `daemon`, `timer`",
+        "settings" => "only `on_startup` handlers get it, to change the operator's settings",
+        "activity" => "only activity handlers get it: `on_startup`, `on_cleanup`, `on_probe`",
         _ => return None,
     })
 }
@@ -170,6 +322,12 @@ pub(crate) fn option_elsewhere(option: &str) -> &'static str {
             " (event handlers are never retried: their errors are logged)"
         }
         "field" | "value" => " (only change handlers have it)",
+        "initial_delay" => " (only `daemon` and `timer` have it)",
+        "cancellation_backoff" | "cancellation_timeout" => " (only `daemon` has it)",
+        "interval" | "idle" | "sharp" => " (only `timer` has it)",
+        "category" | "labels" | "annotations" | "when" => {
+            " (only handlers of resources have it; activity handlers serve the operator itself)"
+        }
         _ => "",
     }
 }

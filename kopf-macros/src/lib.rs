@@ -42,9 +42,9 @@
 //! | option | kinds | meaning |
 //! |---|---|---|
 //! | `id = "name"` | all | the handler id (default: the function's name; `on_field` and `field = ...` append `/field`) |
-//! | `errors = "temporary"` \| `"permanent"` \| `"ignored"` | change | what an arbitrary error does |
-//! | `timeout = "10s"`, `backoff = 1.5` | change | durations: seconds as numbers, or strings with `ms`, `s`, `m`, `h` (`"1m30s"`), or any `Duration` expression |
-//! | `retries = 3` | change | give up after this many attempts |
+//! | `errors = "temporary"` \| `"permanent"` \| `"ignored"` | change, `index` | what an arbitrary error does |
+//! | `timeout = "10s"`, `backoff = 1.5` | change, `index` | durations: seconds as numbers, or strings with `ms`, `s`, `m`, `h` (`"1m30s"`), or any `Duration` expression |
+//! | `retries = 3` | change, `index` | give up after this many attempts |
 //! | `param = {"any": "json"}` | all | the `param` argument, written as in `serde_json::json!` |
 //! | `labels("app" = "web", tier = present, "legacy" = absent, "x" = \|v\| ...)` | all | label filters: a value, `present`, `absent`, or a `Fn(Option<&str>) -> bool` |
 //! | `annotations(...)` | all | the same for annotations |
@@ -53,6 +53,12 @@
 //! | `value = ...`, `old = ...`, `new = ...` | change; `old`/`new` on `on_update`, `on_field` | field filters: JSON (`1`, `"x"`, `{"a": 1}`, `null`), `present`, `absent`, or a `Fn(Option<&Value>) -> bool`; they need `field` |
 //! | `optional` | `on_delete` | do not block deletion with a finalizer |
 //! | `deleted` | `on_resume` | also resume objects being deleted |
+//! | `initial_delay = "1s"` | `daemon`, `timer` | wait this long after the object is first seen |
+//! | `cancellation_backoff = "5s"` | `daemon` | after `stopped`, how long the daemon may take to return before it is dropped |
+//! | `cancellation_timeout = "1m"` | `daemon` | for a sync daemon: how long to wait for its thread before abandoning it |
+//! | `interval = "1m"` | `timer` (required) | how often the timer runs |
+//! | `idle = "30s"` | `timer` | run only once the object has not changed for that long |
+//! | `sharp` | `timer` | run on a fixed grid of intervals, however long runs take |
 //! | `crate = path` | all | where the `kopf` crate is, when it is renamed |
 //!
 //! A value is read as a Rust expression when it is one, otherwise as tokens up to the next
@@ -84,11 +90,19 @@
 //! | `client` | `&kube::Client` | `kube::Client` |
 //! | `memo` | `&kopf::Memo` | `kopf::Memo` (a handle to the same memo) |
 //! | `events` | `&kopf::Events` | `kopf::Events` |
+//! | `stopped` | `&tokio_util::sync::CancellationToken` | `tokio_util::sync::CancellationToken`, or `kopf::Stopped` (which also tells why) |
+//! | `subhandlers` | `&kopf::SubHandlers` | `kopf::SubHandlers` (a handle to the same registrations) |
 //!
 //! Change handlers (`on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`) get all
-//! but `event_type`; `on_event` handlers get all but `diff`, `old`, `new`, `reason`, `retry`,
-//! `started`, `runtime`. A name the kind does not get, or a type the name does not convert
-//! to, is a compile error at that parameter.
+//! but `event_type` and `stopped`; `on_event` handlers get all but `diff`, `old`, `new`,
+//! `reason`, `retry`, `started`, `runtime`, `stopped`, `subhandlers`; daemons and timers get
+//! all but `diff`, `old`, `new`, `reason`, `event_type`, `subhandlers`. A name the kind does not
+//! get, or a type the name does not convert to, is a compile error at that parameter.
+//!
+//! Any other name takes an index: the one built by the `#[kopf::index]` function of that
+//! name, which must be in scope, as `&kopf::Index<K, V>` or `kopf::Index<K, V>` with the types
+//! it returns. A misspelt index is not found in scope, and an index of other types does not
+//! convert: both are compile errors at the parameter.
 //!
 //! ## Results
 //!
@@ -97,6 +111,29 @@
 //! `std::result::Result<T, E>` or an alias of it, with `T: Serialize` and `E: Into<kopf::Error>`
 //! (any `std::error::Error + Send + Sync + 'static`); any other type must be `Serialize`.
 //! A value is stored at `status.<handler-id>`; `()` and `None` store nothing.
+//!
+//! ## Activity handlers
+//!
+//! `on_startup`, `on_cleanup` and `on_probe` serve the operator itself: they take no
+//! resource, only the options `id`, `errors`, `timeout`, `retries`, `backoff`, `param` and
+//! `crate`, and their arguments are `activity` (`kopf::Activity`), `logger`, `memo`, `retry`,
+//! `started`, `runtime`, `param`, `client` (in the forms above), and for `on_startup` only,
+//! `settings` (`&mut kopf::Settings` to change the operator's settings, or `kopf::Settings`
+//! for a copy).
+//!
+//! ```
+//! #[kopf::on_startup(retries = 3, backoff = 1)]
+//! async fn configure(settings: &mut kopf::Settings, memo: &kopf::Memo) -> kopf::Result<()> {
+//!     settings.posting.enabled = false;
+//!     memo.set("region", "eu-1");
+//!     Ok(())
+//! }
+//!
+//! #[kopf::on_probe(id = "now")]
+//! async fn now() -> String {
+//!     "alive".into()
+//! }
+//! ```
 //!
 //! ## Sync handlers
 //!
@@ -118,6 +155,7 @@ use proc_macro::TokenStream;
 mod expand;
 mod kinds;
 mod parse;
+mod test_attr;
 mod validate;
 
 use kinds::Kind;
@@ -165,6 +203,135 @@ pub fn on_field(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn on_event(args: TokenStream, item: TokenStream) -> TokenStream {
     handler(Kind::Event, args, item)
+}
+
+/// An index (Kopf's `@kopf.index`): the function runs for every event of the resource, and
+/// what it returns for each object is kept in memory as a `kopf::Index<K, V>` that every
+/// handler of the operator can take as an argument named after the function (its `id` is the
+/// index's name for the plain API). It returns the object's entries: a map
+/// (`BTreeMap<K, V>`, `HashMap<K, V>`), a `(K, V)` pair, a `Vec<(K, V)>`, or an `Option` of
+/// one (`None` keeps the object's entries as they are), also inside a `Result`. Arbitrary
+/// errors are logged and ignored by default. Options: `id`, `errors`, `timeout`, `retries`,
+/// `backoff`, `param`, `labels(..)`, `annotations(..)`, `when`, `crate`. Arguments: the
+/// resource arguments, `logger`, `retry`, `started`, `runtime`, `param`, `resource`, `memo`.
+///
+/// ```
+/// use std::collections::BTreeMap;
+///
+/// #[kopf::index("v1", "pods")]
+/// async fn pods_by_app(labels: BTreeMap<String, String>, name: String) -> Option<(String, String)> {
+///     Some((labels.get("app")?.clone(), name))
+/// }
+///
+/// #[kopf::on_create("kopfexamples")]
+/// fn create_fn(pods_by_app: &kopf::Index<String, String>) -> usize {
+///     pods_by_app.get("web").map_or(0, |pods| pods.len())
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn index(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Index, args, item)
+}
+
+/// A daemon (Kopf's `@kopf.daemon`): one long-running task per object, started when the object
+/// is first seen and stopped (its `stopped` token cancelled) when the object is deleted, stops
+/// passing the filters, or the operator exits. Options: `id`, `errors`, `timeout`, `retries`,
+/// `backoff`, `param`, `labels(..)`, `annotations(..)`, `when`, `initial_delay`,
+/// `cancellation_backoff` (how long after `stopped` before the daemon is dropped),
+/// `cancellation_timeout` (how long to wait for a sync daemon's thread before abandoning it),
+/// `crate`. Arguments: the resource arguments, `patch`, `logger`, `retry`, `started`,
+/// `runtime`, `param`, `memo`, `events`, `client`, and `stopped`
+/// (`&tokio_util::sync::CancellationToken`).
+///
+/// ```
+/// #[kopf::daemon("kopfexamples", cancellation_backoff = "5s")]
+/// async fn monitor(name: &str, stopped: &tokio_util::sync::CancellationToken) {
+///     while !stopped.is_cancelled() {
+///         tokio::select! {
+///             _ = stopped.cancelled() => {}
+///             _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
+///                 tracing::info!("{name} is still there");
+///             }
+///         }
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn daemon(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Daemon, args, item)
+}
+
+/// A timer (Kopf's `@kopf.timer`): called every `interval` for each object, never twice at
+/// once. Options: `interval` (required), `initial_delay`, `idle` (run only after the object has
+/// not changed for that long), `sharp` (on a fixed grid), `id`, `errors`, `timeout`,
+/// `retries`, `backoff`, `param`, `labels(..)`, `annotations(..)`, `when`, `crate`. Arguments:
+/// as `daemon`.
+///
+/// ```
+/// #[kopf::timer("kopfexamples", interval = "1m", idle = "30s")]
+/// async fn check(spec: &serde_json::Value) -> serde_json::Value {
+///     serde_json::json!({"checked": spec})
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn timer(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Timer, args, item)
+}
+
+/// Run before the operator watches anything (Kopf's `@kopf.on.startup`): retried until it
+/// succeeds, and a failure for good stops the operator. It may change the operator's
+/// settings (`settings: &mut kopf::Settings`) and memo. Options: `id`, `errors`, `timeout`,
+/// `retries`, `backoff`, `param`, `crate`; see [activity handlers](crate#activity-handlers).
+#[proc_macro_attribute]
+pub fn on_startup(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Startup, args, item)
+}
+
+/// Run once when the operator stops, after the handlers in flight stopped, within the
+/// cleanup timeout (Kopf's `@kopf.on.cleanup`). Options: as `on_startup`.
+#[proc_macro_attribute]
+pub fn on_cleanup(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Cleanup, args, item)
+}
+
+/// Run when the liveness endpoint is asked, at most once per 10 seconds; the result is shown
+/// there under the handler's id (Kopf's `@kopf.on.probe`). Options: as `on_startup`.
+#[proc_macro_attribute]
+pub fn on_probe(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Probe, args, item)
+}
+
+/// Give the operator's credentials, at the start and again whenever the API server answers
+/// `401 Unauthorized` (Kopf's `@kopf.on.login`). The function returns `kopf::ConnectionInfo`
+/// or `kube::Config`, an `Option` of either (`None`: no credentials from this handler), or a
+/// `kopf::Result` of those. Options: `id`, `errors`, `timeout`, `retries`, `backoff`, `param`,
+/// `crate`; arguments: `logger`, `memo`, `param`, `retry`, `started`, `runtime`.
+///
+/// ```
+/// #[kopf::on_login(retries = 3)]
+/// async fn login_fn(logger: &kopf::Logger) -> kopf::Result<kopf::ConnectionInfo> {
+///     let token = std::env::var("MY_TOKEN")?;
+///     logger.info("logging in with MY_TOKEN");
+///     Ok(kopf::ConnectionInfo::new("https://cluster.example:6443").token(token))
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn on_login(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Login, args, item)
+}
+
+/// An `async fn` test with a started `kopf_testing::OperatorHarness`; use it as
+/// `#[kopf_testing::test]`, which documents it.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::ItemFn>(item.clone()) {
+        Ok(function) => test_attr::expand(args.into(), function).into(),
+        Err(error) => {
+            let mut output = TokenStream::from(error.to_compile_error());
+            output.extend(item);
+            output
+        }
+    }
 }
 
 fn handler(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {

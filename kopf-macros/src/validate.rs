@@ -15,10 +15,13 @@ pub(crate) struct Handler {
     pub(crate) kind: Kind,
     /// The path of the `kopf` crate (`::kopf` unless `crate = ...`).
     pub(crate) krate: TokenStream,
-    pub(crate) resource: Resource,
+    /// `None` for activity handlers, which serve the operator itself.
+    pub(crate) resource: Option<Resource>,
     pub(crate) id: LitStr,
     /// `on_field`'s field, passed to its constructor.
     pub(crate) field: Option<LitStr>,
+    /// A timer's interval, passed to its constructor.
+    pub(crate) interval: Option<Duration>,
     pub(crate) options: Vec<Setter>,
     pub(crate) arguments: Vec<Argument>,
     pub(crate) output: Output,
@@ -56,6 +59,11 @@ pub(crate) enum Setter {
     New(ValueFilter),
     Optional,
     Deleted,
+    InitialDelay(Duration),
+    CancellationBackoff(Duration),
+    CancellationTimeout(Duration),
+    Idle(Duration),
+    Sharp,
 }
 
 /// A duration written as a literal (checked here) or as an expression of type `Duration`.
@@ -88,6 +96,8 @@ pub(crate) struct Argument {
     pub(crate) ty: syn::Type,
     /// Written as a reference: borrowed from the invocation.
     pub(crate) borrowed: bool,
+    /// Not an argument's name: the index of the `#[kopf::index]` function of that name.
+    pub(crate) index: bool,
 }
 
 /// What the function returns.
@@ -145,6 +155,25 @@ pub(crate) fn handler(
     }
     let arguments = signature(kind, &function.sig, &mut errors);
     let output = output(&function.sig.output);
+    if kind == Kind::Index {
+        match &output {
+            Output::Unit => errors.at(
+                function.sig.ident.span(),
+                "an index function returns the object's entries: a map (`BTreeMap<K, V>`), a `(K, V)` pair, a `Vec<(K, V)>`, or an `Option` of one",
+            ),
+            Output::Value(ty) | Output::Result(ty) if contains_impl_trait(ty) => errors.at(
+                ty.span(),
+                "an index function's return type is written out (its key and value types name the index's type), not `impl Trait`",
+            ),
+            _ => {}
+        }
+    }
+    if kind == Kind::Login && matches!(output, Output::Unit) {
+        errors.at(
+            function.sig.ident.span(),
+            "a login handler returns the credentials: `kopf::ConnectionInfo` or `kube::Config`, an `Option` of either, or a `kopf::Result` of those",
+        );
+    }
     let handler = match attribute {
         Ok(attribute) => options(kind, attribute, function, arguments, output, &mut errors),
         Err(error) => {
@@ -173,6 +202,7 @@ fn options(
     let mut krate: Option<TokenStream> = None;
     let mut id: Option<LitStr> = None;
     let mut field: Option<LitStr> = None;
+    let mut interval: Option<Duration> = None;
     let mut category: Option<LitStr> = None;
     let mut setters: Vec<Setter> = Vec::new();
     let mut needs_field: Vec<(String, Span)> = Vec::new();
@@ -256,7 +286,7 @@ fn options(
                     "expected `{key}(\"key\" = \"value\", \"other\" = present, \"old\" = absent)`"
                 ),
             ),
-            (flag @ ("optional" | "deleted"), item) => {
+            (flag @ ("optional" | "deleted" | "sharp"), item) => {
                 let on = match item {
                     Item::Type(_) => true,
                     Item::Value { value, .. } => match syn::parse2::<syn::LitBool>(value) {
@@ -272,10 +302,10 @@ fn options(
                     }
                 };
                 if on {
-                    setters.push(if flag == "optional" {
-                        Setter::Optional
-                    } else {
-                        Setter::Deleted
+                    setters.push(match flag {
+                        "optional" => Setter::Optional,
+                        "deleted" => Setter::Deleted,
+                        _ => Setter::Sharp,
                     });
                 }
             }
@@ -324,6 +354,20 @@ fn options(
                         setters.push(Setter::Backoff(duration));
                     }
                 }
+                "interval" => interval = duration(value, errors),
+                delay @ ("initial_delay"
+                | "cancellation_backoff"
+                | "cancellation_timeout"
+                | "idle") => {
+                    if let Some(duration) = duration(value, errors) {
+                        setters.push(match delay {
+                            "initial_delay" => Setter::InitialDelay(duration),
+                            "cancellation_backoff" => Setter::CancellationBackoff(duration),
+                            "cancellation_timeout" => Setter::CancellationTimeout(duration),
+                            _ => Setter::Idle(duration),
+                        });
+                    }
+                }
                 "retries" => {
                     if let Some(retries) = retries(value, errors) {
                         setters.push(Setter::Retries(retries));
@@ -355,6 +399,12 @@ fn options(
             "`on_field` needs the field whose changes it handles: `field = \"spec.replicas\"`",
         );
     }
+    if kind == Kind::Timer && interval.is_none() && errors.0.is_none() {
+        errors.at(
+            Span::call_site(),
+            "a `timer` needs its interval: `interval = \"10s\"` (or a number of seconds)",
+        );
+    }
     if field.is_none() {
         for (filter, span) in needs_field {
             errors.at(
@@ -363,7 +413,24 @@ fn options(
             );
         }
     }
-    let resource = resource(strings, typed, category, errors);
+    let resource = if !kind.serves_resource() {
+        let given = strings
+            .first()
+            .map(LitStr::span)
+            .or(typed.as_ref().map(|t| t.span()));
+        if let Some(span) = given {
+            errors.at(
+                span,
+                format!(
+                    "`{attr}` handlers serve the operator itself, not a resource: the attribute takes only options ({})",
+                    kind.options().join(", ")
+                ),
+            );
+        }
+        None
+    } else {
+        Some(resource(strings, typed, category, errors)?)
+    };
     let id = id.unwrap_or_else(|| {
         let name = function.sig.ident.to_string();
         LitStr::new(
@@ -382,9 +449,10 @@ fn options(
     Some(Handler {
         kind,
         krate: krate.unwrap_or_else(|| quote::quote!(::kopf)),
-        resource: resource?,
+        resource,
         id,
         field,
+        interval,
         options: setters,
         arguments,
         output,
@@ -729,14 +797,20 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             Some(rest) if !rest.is_empty() => rest,
             _ => written,
         };
-        if !kind.arguments().contains(&name) {
+        // Any other name takes the index of the `#[kopf::index]` function of that name; a
+        // misspelt one is not found in scope (rustc's error, at the parameter).
+        let index = kind.serves_resource() && !kinds::is_argument(name);
+        if !index && !kind.arguments().contains(&name) {
             let message = match kinds::elsewhere(name) {
                 Some(reason) => format!(
                     "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
                 ),
-                None => format!(
+                None if !kinds::is_argument(name) => format!(
                     "unknown argument `{name}`{}; `{attr}` handlers get: {valid}",
                     suggestion(name, kind.arguments())
+                ),
+                None => format!(
+                    "`{name}` is not given to `{attr}` handlers; `{attr}` handlers get: {valid}"
                 ),
             };
             errors.at(ident.span(), message);
@@ -756,6 +830,7 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             name: Ident::new(name, ident.span()),
             ty,
             borrowed,
+            index,
         });
     }
     arguments

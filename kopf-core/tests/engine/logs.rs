@@ -40,7 +40,7 @@ impl std::io::Write for Buffer {
 }
 
 /// The logged lines about the object `name`.
-fn lines_of(name: &str) -> Vec<String> {
+pub(crate) fn lines_of(name: &str) -> Vec<String> {
     let logs = logs().lock().unwrap();
     String::from_utf8_lossy(&logs)
         .lines()
@@ -50,7 +50,7 @@ fn lines_of(name: &str) -> Vec<String> {
 }
 
 /// Waits until a line about `name` contains `text`.
-async fn wait_line(name: &str, text: &str) {
+pub(crate) async fn wait_line(name: &str, text: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !lines_of(name).iter().any(|line| line.contains(text)) {
         assert!(
@@ -143,4 +143,66 @@ async fn kopfs_log_lines_for_handlers_and_causes() {
             .count();
         assert_eq!(processed, 1, "{cause}:\n{}", lines.join("\n"));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_error_modes_are_logged_in_kopfs_words() {
+    let name = "worded";
+    let registry = Registry::new()
+        .with(
+            ChangeHandler::on_create(examples(), "limited_fn", |_| async {
+                Err(kopf::Error::msg("boom"))
+            })
+            .retries(1),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "ignoring_fn", |_| async {
+                Err(kopf::Error::msg("meh"))
+            })
+            .errors(kopf::ErrorsMode::Ignored),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "slow_fn", |_| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(None)
+            })
+            .timeout(Duration::from_millis(200)),
+        )
+        .with(
+            ChangeHandler::on_create(examples(), "backoff_fn", |_| async {
+                Err(kopf::Error::msg("again"))
+            })
+            .backoff(Duration::from_millis(1500)),
+        );
+    lines_of(name); // Logs are captured from now on.
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+    )
+    .await;
+    create(&harness.client(), name, json!({})).await;
+    wait_line(
+        name,
+        "Handler 'limited_fn' failed with an exception and will stop now (it would exceed 1 retries on the next attempt): boom",
+    )
+    .await;
+    wait_line(
+        name,
+        "Handler 'ignoring_fn' failed with an exception and will ignore it: meh",
+    )
+    .await;
+    wait_line(name, "Handler 'slow_fn' has timed out after 0:00:0").await;
+    wait_line(
+        name,
+        "Handler 'backoff_fn' failed with an exception and will try again in 1.5 seconds: again",
+    )
+    .await;
+    harness.stop().await.expect("a clean stop");
+    assert!(
+        !lines_of(name)
+            .iter()
+            .any(|line| line.contains("Handler 'ignoring_fn' succeeded.")),
+        "an ignored error is not reported as a success"
+    );
 }

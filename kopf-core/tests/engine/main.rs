@@ -3,13 +3,20 @@
 
 mod support;
 
+mod activities;
 mod blocking;
 mod changes;
+mod daemons;
+mod indexes;
 mod interop;
+mod login;
 mod logs;
 mod macros;
+mod metrics;
 mod persistence;
 mod posting;
 mod robustness;
 mod selectors;
 mod stopping;
+mod subhandlers;
+mod toolkit;

@@ -24,7 +24,7 @@ async fn events(client: &kube::Client) -> Vec<Value> {
 
 /// Runs an operator to its end on a server the test keeps: once `run()` returned, the poster
 /// has posted all it ever will.
-async fn run_until(
+pub(crate) async fn run_until(
     server: &FakeApiServer,
     operator: Operator,
     done: impl AsyncFnOnce(&kube::Client),
@@ -161,6 +161,66 @@ async fn log_records_are_posted_as_events_in_kopfs_shape_when_asked() {
     assert_eq!(
         (&toolkit["type"], &toolkit["reason"]),
         (&json!("Normal"), &json!("Created"))
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_records_and_toolkit_events_at_or_above_the_level_are_posted() {
+    let mut settings = test_settings();
+    settings.posting.loggers = true;
+    settings.posting.level = tracing::Level::WARN;
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        |inv| async move {
+            let logger = inv.logger();
+            logger.info("an info record");
+            logger.warn("a warning record");
+            logger.error("an error record");
+            kopf::info(inv.body(), "Info", "an info event");
+            kopf::warn(inv.body(), "Warning", "a warning event");
+            kopf::exception(inv.body(), "Error", "an error event");
+            kopf::event(
+                inv.body(),
+                "Normal",
+                "Any",
+                "an event of any type, whatever the level",
+            );
+            Ok(Some(json!("done")))
+        },
+    ));
+    let server = server_with_crd().await;
+    run_until(
+        &server,
+        Operator::new(registry).settings(settings),
+        async |client| {
+            create(client, "one", json!({})).await;
+            wait("the create handler's result", || async {
+                get(client, "one")
+                    .await
+                    .filter(|o| o["status"]["create_fn"] == "done")
+            })
+            .await;
+        },
+    )
+    .await;
+    let events = events(&server.client()).await;
+    let mut posted: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| Some((e["type"].as_str()?, e["message"].as_str()?)))
+        .collect();
+    posted.sort_unstable();
+    assert_eq!(
+        posted,
+        [
+            ("Error", "an error event"),
+            ("Error", "an error record"),
+            ("Normal", "an event of any type, whatever the level"),
+            ("Warning", "a warning event"),
+            ("Warning", "a warning record"),
+        ],
+        "nothing at INFO, Kopf's own lines included"
     );
     server.stop().await;
 }

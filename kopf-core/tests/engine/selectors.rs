@@ -1,10 +1,11 @@
 //! Selectors of several resources (a category, everything, a predicate) and Kopf's name forms:
 //! each matched resource is served once, with the handlers of every selector matching it,
-//! including resources whose CRDs appear after the start.
+//! including resources whose CRDs appear after the start. Namespace globs: one watcher per
+//! matching namespace, started and stopped as namespaces come and go.
 
 use kopf::filters::MetaFilter;
 use kopf::{ChangeHandler, EVERYTHING, EventHandler, Invocation, Operator, Registry, Selector};
-use kopf_testing::{FakeApiServer, OperatorHarness, test_settings, wait};
+use kopf_testing::{FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
 use crate::support::{Calls, send};
@@ -332,5 +333,222 @@ async fn everything_serves_crds_and_builtins_but_not_events() {
         .iter()
         .any(|r| r.resource == "configmaps" && r.verb == "watch");
     assert!(watched_configmaps, "built-ins are part of everything");
+    harness.stop().await.expect("a clean stop");
+}
+
+// Namespace globs.
+
+/// A server with widgets (`a.example`) and these namespaces.
+async fn server_with_widgets_in(namespaces: &[&str]) -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let client = server.client();
+    add_crd(&client, crd("a.example", "Widget", &[], &[])).await;
+    for name in namespaces {
+        create_namespace(&client, name).await;
+    }
+    server
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) {
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let created = send(
+        client,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        body,
+    )
+    .await;
+    assert_eq!(created["metadata"]["name"], name, "{created}");
+}
+
+/// Creates the widget `name` in `namespace`.
+async fn create_widget_in(client: &kube::Client, namespace: &str, name: &str) {
+    let path = format!("/apis/a.example/v1/namespaces/{namespace}/widgets");
+    let body = json!({"apiVersion": "a.example/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}});
+    let created = send(client, "POST", &path, "application/json", body).await;
+    assert!(created["metadata"]["uid"].is_string(), "{created}");
+}
+
+/// An operator creating widgets, recording each one's namespace, for these patterns.
+fn widgets_operator(calls: &Calls, patterns: &[&str]) -> Operator {
+    let calls = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        Selector::new("a.example", "v1", "widgets"),
+        "create_fn",
+        move |invocation: Invocation| {
+            calls.record(json!({"namespace": invocation.namespace(), "name": invocation.name()}));
+            std::future::ready(Ok(None))
+        },
+    ));
+    Operator::new(registry)
+        .settings(test_settings())
+        .namespaces(patterns.iter().copied())
+}
+
+/// The namespaces of the handled widgets, sorted.
+fn handled_in(calls: &Calls) -> Vec<String> {
+    let mut namespaces: Vec<String> = calls
+        .all()
+        .iter()
+        .map(|c| c["namespace"].as_str().unwrap_or("(none)").to_string())
+        .collect();
+    namespaces.sort();
+    namespaces
+}
+
+async fn wait_handled_in(calls: &Calls, expected: &[&str]) {
+    wait(&format!("widgets handled in {expected:?}"), || async {
+        let handled = handled_in(calls);
+        expected
+            .iter()
+            .all(|ns| handled.iter().any(|h| h == ns))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The namespaces of the watch requests for widgets so far (`None`: cluster-wide).
+fn widget_watches(server: &FakeApiServer) -> Vec<Option<String>> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "widgets.a.example" && r.verb == "watch")
+        .map(|r| r.namespace.clone())
+        .collect()
+}
+
+async fn wait_open_watches(server: &FakeApiServer, expected: usize, what: &str) {
+    wait(what, || async {
+        (server.stats().open_watches == expected).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_globs_are_watched_per_namespace_as_namespaces_come_and_go() {
+    let calls = Calls::default();
+    let server = server_with_widgets_in(&["team-a", "team-b", "team-skip", "other"]).await;
+    // One pattern: `team-*` narrowed by `!team-skip*`. (As separate `-n` values, `!team-skip*`
+    // would serve every namespace but those, and `team-*` would serve them: Kopf serves a
+    // namespace that any pattern matches.)
+    let operator = widgets_operator(&calls, &["team-*,!team-skip*"]);
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let client = harness.client();
+    let server = harness.server();
+    // Ready means that the watchers of the namespaces listed at the start have listed.
+    let listed: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "widgets.a.example" && r.verb == "list")
+        .map(|r| r.namespace.clone())
+        .collect();
+    assert!(
+        listed.contains(&Some("team-a".into())) && listed.contains(&Some("team-b".into())),
+        "ready after listing in team-a and team-b: {listed:?}"
+    );
+
+    // The ones to skip first: when the served ones are handled, the others had their chance.
+    for namespace in ["team-skip", "other", "team-a", "team-b"] {
+        create_widget_in(&client, namespace, "w").await;
+    }
+    wait_handled_in(&calls, &["team-a", "team-b"]).await;
+    // CRDs, namespaces, and widgets in team-a and team-b.
+    wait_open_watches(server, 4, "four watches: CRDs, namespaces, two namespaces").await;
+
+    // A matching namespace appears: its watcher starts, and its widgets are handled.
+    create_namespace(&client, "team-new").await;
+    wait("a watch of widgets in team-new", || async {
+        widget_watches(server)
+            .contains(&Some("team-new".into()))
+            .then_some(())
+    })
+    .await;
+    create_widget_in(&client, "team-new", "w").await;
+    wait_handled_in(&calls, &["team-new"]).await;
+    wait_open_watches(server, 5, "a fifth watch, in team-new").await;
+
+    // The namespace is deleted: its watcher stops.
+    let deleted = send(
+        &client,
+        "DELETE",
+        "/api/v1/namespaces/team-new",
+        "application/json",
+        json!({}),
+    )
+    .await;
+    assert!(deleted["error"].is_null(), "{deleted}");
+    wait("team-new to be gone", || async {
+        let got = send(
+            &client,
+            "GET",
+            "/api/v1/namespaces/team-new",
+            "application/json",
+            json!(null),
+        )
+        .await;
+        (got["kind"] != "Namespace").then_some(())
+    })
+    .await;
+    wait_open_watches(server, 4, "the watch in team-new to close").await;
+
+    // A namespace that the pattern excludes never gets a watcher.
+    create_namespace(&client, "team-skip-2").await;
+    create_namespace(&client, "team-c").await;
+    create_widget_in(&client, "team-skip-2", "w").await;
+    create_widget_in(&client, "team-c", "w").await;
+    wait_handled_in(&calls, &["team-c"]).await;
+    settle().await;
+
+    assert_eq!(
+        handled_in(&calls),
+        ["team-a", "team-b", "team-c", "team-new"],
+        "each widget of the matching namespaces once, nothing else"
+    );
+    let watches = widget_watches(server);
+    assert!(
+        !watches.contains(&None),
+        "no cluster-wide watch of widgets: {watches:?}"
+    );
+    for namespace in ["team-skip", "other", "team-skip-2"] {
+        assert!(
+            !watches.contains(&Some(namespace.into())),
+            "no watch in {namespace}: {watches:?}"
+        );
+    }
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_permission_to_list_namespaces_globs_filter_a_cluster_wide_watch() {
+    let calls = Calls::default();
+    let server = server_with_widgets_in(&["team-a", "team-skip", "other"]).await;
+    server.inject(Fault::respond(403).verb("list").resource("namespaces"));
+    let operator = widgets_operator(&calls, &["team-*,!team-skip"]);
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let client = harness.client();
+
+    for namespace in ["team-skip", "other", "team-a"] {
+        create_widget_in(&client, namespace, "w").await;
+    }
+    wait_handled_in(&calls, &["team-a"]).await;
+    settle().await;
+
+    assert_eq!(handled_in(&calls), ["team-a"], "the patterns still apply");
+    let server = harness.server();
+    assert_eq!(
+        widget_watches(server),
+        [None],
+        "one cluster-wide watch of widgets"
+    );
+    let namespace_watches = server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "namespaces" && r.verb == "watch")
+        .count();
+    assert_eq!(namespace_watches, 0, "namespaces are not watched");
     harness.stop().await.expect("a clean stop");
 }

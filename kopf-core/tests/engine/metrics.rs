@@ -1,0 +1,283 @@
+//! The metrics endpoint: scraped over HTTP, its counters match the handlers that ran and the
+//! requests the operator sent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kopf::{ChangeHandler, Operator, Registry, TemporaryError};
+use kopf_testing::{Fault, OperatorHarness, SentRequest, test_settings, wait};
+use serde_json::json;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::support::{create, examples, server_with_crd, wait_object};
+
+/// `GET url` over plain HTTP/1.1: the status code and the body.
+async fn scrape(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").expect("an http url");
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("the metrics endpoint accepts connections");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("a response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
+    (code, body.to_string())
+}
+
+/// The samples of the exposition: `name{labels}` to value.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The Kubernetes verb of a request the operator sent, as the API server names it.
+fn verb(request: &SentRequest) -> &'static str {
+    let watching = request
+        .query
+        .split('&')
+        .any(|p| p == "watch=true" || p == "watch=1");
+    match request.method.as_str() {
+        "GET" if watching => "watch",
+        "GET" if request.name.is_none() && request.resource.is_some() => "list",
+        "GET" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if request.name.is_none() => "deletecollection",
+        "DELETE" => "delete",
+        _ => "other",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scraped_counters_match_the_handlers_that_ran_and_the_requests_sent() {
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            |_| async { Ok(Some(json!({"message": "created"}))) },
+        ))
+        .with(ChangeHandler::on_create(
+            examples(),
+            "flaky_fn",
+            move |_| {
+                let first = !failed_once.swap(true, Ordering::SeqCst);
+                async move {
+                    if first {
+                        return Err(TemporaryError::new("not yet")
+                            .delay(Duration::from_millis(100))
+                            .into());
+                    }
+                    Ok(Some(json!("done")))
+                }
+            },
+        ));
+    let server = server_with_crd().await;
+    // The operator's first listing of the objects fails, to see a code other than 200.
+    server.inject(
+        Fault::respond(500)
+            .verb("list")
+            .resource("kopfexamples.kopf.dev")
+            .times(1),
+    );
+    let operator = Operator::new(registry)
+        .settings(test_settings())
+        .metrics("http://127.0.0.1:0/metrics");
+    let endpoint = operator.metrics_endpoint();
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
+        .await
+        .expect("the endpoint listens");
+    let client = harness.client();
+    for name in ["one", "two", "three"] {
+        create(&client, name, json!({"field": name})).await;
+    }
+    for name in ["one", "two", "three"] {
+        wait_object(&harness, name, "both handlers done", |o| {
+            o["status"]["create_fn"]["message"] == "created" && o["status"]["flaky_fn"] == "done"
+        })
+        .await;
+    }
+
+    let (code, text) = scrape(&url).await;
+    assert_eq!(code, 200, "{text}");
+    let scraped = samples(&text);
+    let value = |series: &str| scraped.get(series).copied().unwrap_or(0.0);
+    let handlers = [
+        (
+            r#"kopf_handler_invocations_total{handler="create_fn",outcome="success"}"#,
+            3.0,
+        ),
+        (
+            r#"kopf_handler_invocations_total{handler="create_fn",outcome="retry"}"#,
+            0.0,
+        ),
+        (
+            r#"kopf_handler_invocations_total{handler="flaky_fn",outcome="success"}"#,
+            3.0,
+        ),
+        (
+            r#"kopf_handler_invocations_total{handler="flaky_fn",outcome="retry"}"#,
+            1.0,
+        ),
+        (
+            r#"kopf_handler_invocations_total{handler="flaky_fn",outcome="failure"}"#,
+            0.0,
+        ),
+        (r#"kopf_handler_errors_total{handler="flaky_fn"}"#, 1.0),
+        (r#"kopf_handler_retries_total{handler="flaky_fn"}"#, 1.0),
+        (
+            r#"kopf_handler_duration_seconds_count{handler="create_fn"}"#,
+            3.0,
+        ),
+        (
+            r#"kopf_handler_duration_seconds_count{handler="flaky_fn"}"#,
+            4.0,
+        ),
+    ];
+    for (series, expected) in handlers {
+        assert_eq!(value(series), expected, "{series} in:\n{text}");
+    }
+    let resource = "kopfexamples.v1.kopf.dev";
+    assert_eq!(
+        value(&format!(
+            r#"kopf_watch_events_total{{resource="{resource}",type="ADDED"}}"#
+        )),
+        3.0,
+        "{text}"
+    );
+    assert!(
+        value(&format!(
+            r#"kopf_watch_starts_total{{resource="{resource}"}}"#
+        )) >= 1.0
+    );
+    assert_eq!(
+        value(r#"kopf_api_requests_total{verb="list",code="500"}"#),
+        1.0,
+        "the injected failure is counted with its code:\n{text}"
+    );
+
+    // Every request the operator sent is counted once, by verb (the operator may still be
+    // writing its last patches: wait until both sides agree).
+    wait(
+        "the API request counts to match what the operator sent",
+        || async {
+            let (_, text) = scrape(&url).await;
+            let mut counted: BTreeMap<String, f64> = BTreeMap::new();
+            for (series, value) in samples(&text) {
+                if let Some(labels) = series.strip_prefix("kopf_api_requests_total{verb=\"") {
+                    let verb = labels.split('"').next().unwrap_or_default().to_string();
+                    *counted.entry(verb).or_default() += value;
+                }
+            }
+            let mut sent: BTreeMap<String, f64> = BTreeMap::new();
+            for request in harness.sent() {
+                *sent.entry(verb(&request).to_string()).or_default() += 1.0;
+            }
+            (counted == sent && counted.get("patch").copied().unwrap_or(0.0) >= 3.0).then_some(())
+        },
+    )
+    .await;
+
+    // Idle workers end (the test settings' idle timeout is short), and nothing stays queued.
+    wait("the workers to idle out", || async {
+        let scraped = samples(&scrape(&url).await.1);
+        let gauge = |name: &str| {
+            scraped
+                .get(&format!(r#"{name}{{resource="{resource}"}}"#))
+                .copied()
+        };
+        (gauge("kopf_workers") == Some(0.0) && gauge("kopf_queue_depth") == Some(0.0)).then_some(())
+    })
+    .await;
+
+    let (code, _) = scrape(&url.replace("/metrics", "/elsewhere")).await;
+    assert_eq!(code, 404);
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+    assert!(
+        tokio::net::TcpStream::connect(
+            url.trim_start_matches("http://")
+                .trim_end_matches("/metrics")
+        )
+        .await
+        .is_err(),
+        "the endpoint is gone after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_metrics_url_stops_the_operator_with_a_clear_error() {
+    let server = server_with_crd().await;
+    let error = Operator::new(Registry::new())
+        .client(server.client())
+        .metrics("https://127.0.0.1:0/metrics")
+        .run(tokio_util::sync::CancellationToken::new())
+        .await
+        .expect_err("https is not served");
+    let message = error.to_string();
+    assert!(
+        message.contains("expected http://HOST:PORT/PATH"),
+        "{message}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_in_one_process_count_apart() {
+    let mut running = Vec::new();
+    for id in ["first_fn", "second_fn"] {
+        let registry = Registry::new().with(ChangeHandler::on_create(examples(), id, |_| async {
+            Ok(None)
+        }));
+        let operator = Operator::new(registry)
+            .settings(test_settings())
+            .metrics("http://127.0.0.1:0/metrics");
+        let endpoint = operator.metrics_endpoint();
+        let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
+        let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
+            .await
+            .expect("the endpoint listens");
+        create(&harness.client(), "one", json!({})).await;
+        running.push((id, harness, url));
+    }
+    for (id, _, url) in &running {
+        let series =
+            format!(r#"kopf_handler_invocations_total{{handler="{id}",outcome="success"}}"#);
+        wait("the operator's own handler counted", || async {
+            let (_, text) = scrape(url).await;
+            let scraped = samples(&text);
+            let others = scraped
+                .keys()
+                .filter(|s| s.starts_with("kopf_handler_invocations_total") && !s.contains(id))
+                .count();
+            assert_eq!(
+                others, 0,
+                "{url} counts another operator's handlers:\n{text}"
+            );
+            (scraped.get(&series) == Some(&1.0)).then_some(())
+        })
+        .await;
+    }
+    for (_, harness, _) in running {
+        harness.stop().await.expect("a clean stop");
+    }
+}

@@ -1,0 +1,136 @@
+//! Sub-handlers: registered by a handler while it runs, each with its own progress record
+//! (`parent/child`), listed in the parent's `subrefs`; the parent finishes when they all have.
+
+use std::time::Duration;
+
+use kopf::{ChangeHandler, Registry, SubHandler, TemporaryError};
+use kopf_testing::{OperatorHarness, test_settings};
+use serde_json::{Value, json};
+
+use crate::logs::{lines_of, wait_line};
+use crate::support::{Calls, create, examples, server_with_crd, wait_object};
+
+fn progress(object: &Value, id: &str) -> Option<Value> {
+    let text = object["metadata"]["annotations"][format!("kopf.zalando.org/{id}")].as_str()?;
+    serde_json::from_str(text).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_run_each_with_its_own_retries_and_the_parent_waits_for_them() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!("parent"));
+                for item in ["a", "b"] {
+                    let calls = calls.clone();
+                    invocation
+                        .subhandlers()
+                        .add(format!("item-{item}"), move |child| {
+                            let calls = calls.clone();
+                            async move {
+                                calls.record(json!({"child": item, "retry": child.retry()}));
+                                if item == "b" && child.retry() == 0 {
+                                    // Long enough for the test to see the progress on the object.
+                                    return Err(TemporaryError::new("not yet")
+                                        .delay(Duration::from_secs(1))
+                                        .into());
+                                }
+                                Ok(Some(json!({"item": item})))
+                            }
+                        });
+                }
+                Ok(Some(json!({"message": "all items done"})))
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "one", json!({})).await;
+
+    let pending = wait_object(&harness, "one", "the parent's subrefs", |o| {
+        progress(o, "create_fn").is_some_and(|p| p["subrefs"].is_array())
+    })
+    .await;
+    assert_eq!(
+        progress(&pending, "create_fn").unwrap()["subrefs"],
+        json!(["create_fn/item-a", "create_fn/item-b"])
+    );
+    let done = wait_object(&harness, "one", "the parent's result", |o| {
+        o["status"]["create_fn"]["message"] == "all items done"
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/item-a"], json!({"item": "a"}));
+    assert_eq!(done["status"]["create_fn/item-b"], json!({"item": "b"}));
+    let annotations = done["metadata"]["annotations"].as_object().unwrap();
+    assert!(
+        !annotations
+            .keys()
+            .any(|k| k.starts_with("kopf.zalando.org/create_fn")),
+        "every progress record is purged once all finished: {annotations:?}"
+    );
+    let children: Vec<Value> = calls.all().into_iter().filter(|c| c.is_object()).collect();
+    assert_eq!(
+        children,
+        [
+            json!({"child": "a", "retry": 0}),
+            json!({"child": "b", "retry": 0}),
+            json!({"child": "b", "retry": 1}),
+        ],
+        "each child runs until it succeeds, and never again after"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        |invocation| async move {
+            invocation.subhandlers().register(
+                SubHandler::new("flaky", |_| async {
+                    Err(kopf::Error::msg("always broken"))
+                })
+                .retries(2)
+                .backoff(Duration::from_millis(50)),
+            );
+            invocation
+                .subhandlers()
+                .add("fine", |_| async { Ok(Some(json!("ok"))) });
+            Ok(None)
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    lines_of("subfail"); // Logs are captured from now on.
+    create(&client, "subfail", json!({})).await;
+    wait_line(
+        "subfail",
+        "Handler 'create_fn' failed permanently: sub-handlers failed: create_fn/flaky",
+    )
+    .await;
+    let done = wait_object(
+        &harness,
+        "subfail",
+        "the diff-base after all finished",
+        |o| o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string(),
+    )
+    .await;
+    assert_eq!(done["status"]["create_fn/fine"], json!("ok"));
+    harness.stop().await.expect("a clean stop");
+}

@@ -1,0 +1,36 @@
+//! Login handlers: async and sync, returning connection info, a kube-client configuration, or
+//! an `Option` or `Result` of them, with every argument they get and every option they take.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+#[kopf::on_login(id = "vault", errors = "permanent", timeout = "1m", retries = 3, backoff = 1.5, param = {"path": "secret/k8s"})]
+async fn from_vault(
+    memo: &kopf::Memo,
+    logger: &kopf::Logger,
+    retry: u32,
+    started: SystemTime,
+    runtime: Duration,
+    param: Option<&Value>,
+) -> kopf::Result<kopf::ConnectionInfo> {
+    logger.info(format_args!("attempt {retry} since {started:?} ({runtime:?}): {param:?}"));
+    let token: String = memo.value_as("token").ok_or(kopf::TemporaryError::new("no token yet"))?;
+    Ok(kopf::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
+}
+
+#[kopf::on_login]
+fn from_environment(_logger: tracing::Span) -> Option<kopf::ConnectionInfo> {
+    let token = std::env::var("TOKEN").ok()?;
+    Some(kopf::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
+}
+
+#[kopf::on_login]
+async fn from_a_config() -> Result<kube::Config, std::io::Error> {
+    Ok(kube::Config::new("https://10.0.0.1:6443".parse().unwrap()))
+}
+
+fn main() {
+    let registry = kopf::handlers![from_vault, from_environment, from_a_config];
+    let _ = registry;
+}

@@ -1,0 +1,119 @@
+//! What a harness starts with: CRDs and objects installed before the operator starts (so its
+//! first listing already sees them), its settings, memo and namespaces.
+
+use kopf::{Memo, Operator, Registry, Settings};
+use serde_json::Value;
+
+use super::{LogCapture, OperatorHarness, test_settings};
+use crate::FakeApiServer;
+
+/// Starts an [`OperatorHarness`] with more than a registry; from [`OperatorHarness::builder`].
+///
+/// ```no_run
+/// # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+/// # #[kube(group = "kopf.dev", version = "v1", kind = "KopfExample", namespaced)]
+/// # struct KopfExampleSpec {}
+/// # async fn example(registry: kopf::Registry) {
+/// let harness = kopf_testing::OperatorHarness::builder()
+///     .crd::<KopfExample>()
+///     .apply("{apiVersion: v1, kind: ConfigMap, metadata: {name: config}}")
+///     .start(registry)
+///     .await;
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct HarnessBuilder {
+    /// JSON objects and YAML documents, applied in order.
+    objects: Vec<Prepared>,
+    settings: Settings,
+    memo: Option<Memo>,
+    namespaces: Option<Vec<String>>,
+    logs: Option<LogCapture>,
+}
+
+#[derive(Debug)]
+enum Prepared {
+    Value(Value),
+    Yaml(String),
+}
+
+impl Default for HarnessBuilder {
+    fn default() -> Self {
+        HarnessBuilder {
+            objects: Vec::new(),
+            settings: test_settings(),
+            memo: None,
+            namespaces: None,
+            logs: None,
+        }
+    }
+}
+
+impl HarnessBuilder {
+    /// Installs the CRD of a typed custom resource before the operator starts.
+    pub fn crd<K: kube::CustomResourceExt>(mut self) -> Self {
+        let crd = serde_json::to_value(K::crd()).expect("CRDs serialize");
+        self.objects.push(Prepared::Value(crd));
+        self
+    }
+
+    /// Applies YAML documents (CRDs, objects) before the operator starts; see
+    /// [`OperatorHarness::apply`].
+    pub fn apply(mut self, yaml: impl Into<String>) -> Self {
+        self.objects.push(Prepared::Yaml(yaml.into()));
+        self
+    }
+
+    /// The operator's settings (default: [`test_settings`]).
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The operator's memo.
+    pub fn memo(mut self, memo: Memo) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    /// Serve only these namespaces (as `kopf::Operator::namespaces`).
+    pub fn namespaces<S: Into<String>>(mut self, patterns: impl IntoIterator<Item = S>) -> Self {
+        self.namespaces = Some(patterns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Captures the operator's logs for [`OperatorHarness::logs`].
+    pub(crate) fn logs(mut self, logs: LogCapture) -> Self {
+        self.logs = Some(logs);
+        self
+    }
+
+    /// Starts a fresh fake API server, applies the CRDs and objects, then starts the operator
+    /// with these handlers and waits until it is ready.
+    pub async fn start(self, registry: Registry) -> OperatorHarness {
+        let server = FakeApiServer::builder()
+            .start_on_own_runtime()
+            .await
+            .expect("the fake API server starts");
+        let mut harness = OperatorHarness::without_operator(server, self.logs);
+        for prepared in self.objects {
+            match prepared {
+                Prepared::Value(object) => {
+                    harness.apply_value(object).await;
+                }
+                Prepared::Yaml(yaml) => {
+                    harness.apply(&yaml).await;
+                }
+            }
+        }
+        let mut operator = Operator::new(registry).settings(self.settings);
+        if let Some(memo) = self.memo {
+            operator = operator.memo(memo);
+        }
+        if let Some(namespaces) = self.namespaces {
+            operator = operator.namespaces(namespaces);
+        }
+        harness.launch(operator).await;
+        harness
+    }
+}

@@ -1,0 +1,184 @@
+//! The operator harness and `#[kopf_testing::test]`: objects applied, created, patched and
+//! waited for; what the operator sent and logged, kept apart from the test's own requests
+//! and from other tests; the stop and its checks.
+
+use kopf_testing::OperatorHarness;
+use serde_json::json;
+
+const CRD: &str = include_str!("../../../examples/crd.yaml");
+
+#[derive(
+    kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug, schemars::JsonSchema,
+)]
+#[kube(
+    group = "harness.kopf.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus"
+)]
+struct WidgetSpec {
+    size: u32,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, Clone, Debug, Default, schemars::JsonSchema)]
+struct WidgetStatus {
+    measure: Option<u32>,
+}
+
+#[kopf::on_create(Widget)]
+async fn measure(spec: WidgetSpec) -> u32 {
+    spec.size * 2
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn create_fn(name: &str, logger: &kopf::Logger) -> String {
+    logger.info(format!("hello from {name}"));
+    format!("created {name}")
+}
+
+#[kopf_testing::test(handlers = [create_fn], apply = CRD)]
+async fn objects_are_applied_replaced_patched_and_deleted(harness: OperatorHarness) {
+    let applied = harness
+        .apply(
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: one}, data: {a: '1'}}\n\
+             ---\n\
+             {apiVersion: v1, kind: ConfigMap, metadata: {name: two, namespace: kube-system}}",
+        )
+        .await;
+    assert_eq!(applied.len(), 2);
+    assert_eq!(applied[1]["metadata"]["namespace"], "kube-system");
+
+    let replaced = harness
+        .apply("{apiVersion: v1, kind: ConfigMap, metadata: {name: one}, data: {b: '2'}}")
+        .await;
+    assert_eq!(replaced[0]["data"], json!({"b": "2"}));
+
+    let patched = harness
+        .patch("configmaps", None, "one", json!({"data": {"c": "3"}}))
+        .await;
+    assert_eq!(patched["data"], json!({"b": "2", "c": "3"}));
+    let got = harness.get("ConfigMap", "default", "one").await;
+    assert_eq!(got.expect("the ConfigMap")["data"]["c"], "3");
+    assert!(harness.get("configmaps", "default", "none").await.is_none());
+
+    harness.delete("configmaps", "kube-system", "two").await;
+    harness
+        .wait_for_deletion("configmaps", "kube-system", "two")
+        .await;
+}
+
+#[kopf_testing::test(handlers = [create_fn], apply = CRD)]
+async fn what_the_operator_sent_and_logged_is_its_own(harness: &OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: sender}}")
+        .await;
+    let object = harness
+        .wait_for("kopfexamples.kopf.dev", "default", "sender", |o| {
+            !o["status"]["create_fn"].is_null()
+        })
+        .await;
+    assert_eq!(object["status"]["create_fn"], "created sender");
+
+    let line = harness.wait_for_log("hello from sender").await;
+    assert!(line.contains("INFO"), "{line}");
+    // Another test's operator logs "hello from other" at the same time, on its own runtime.
+    assert!(
+        !harness
+            .logs()
+            .iter()
+            .any(|l| l.contains("hello from other")),
+        "another test's lines leaked in"
+    );
+
+    let patches = harness.patches_to("sender");
+    assert!(
+        patches
+            .iter()
+            .any(|p| p.subresource.as_deref() == Some("status")
+                && p.body["status"]["create_fn"] == "created sender"),
+        "{patches:#?}"
+    );
+    // The test's own requests (the apply above) are not the operator's.
+    assert!(
+        harness
+            .sent()
+            .iter()
+            .all(|r| !(r.method == "POST" && r.resource.as_deref() == Some("kopfexamples"))),
+        "the test's own create is not among the operator's requests"
+    );
+}
+
+#[kopf_testing::test(handlers = [create_fn], apply = CRD)]
+async fn another_operator_logs_on_its_own(harness: OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: other}}")
+        .await;
+    harness.wait_for_log("hello from other").await;
+    assert!(
+        !harness
+            .logs()
+            .iter()
+            .any(|l| l.contains("hello from sender"))
+    );
+    // Stopping in the body is fine: the attribute then has nothing left to stop.
+    harness.stop().await.expect("a clean stop");
+}
+
+#[kopf_testing::test(handlers = [measure], crds = [Widget])]
+async fn a_test_may_leave_the_harness_aside_and_return_a_result() -> Result<(), serde_json::Error> {
+    let widget: WidgetSpec = serde_json::from_value(json!({"size": 1}))?;
+    assert_eq!(widget.size, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_works_without_the_attribute() {
+    let harness = OperatorHarness::builder()
+        .crd::<Widget>()
+        .start(kopf::handlers![measure])
+        .await;
+    let created = harness
+        .create(&Widget::new("w", WidgetSpec { size: 21 }))
+        .await;
+    assert_eq!(created.spec.size, 21);
+    assert!(created.metadata.uid.is_some());
+    let measured = harness
+        .wait_for("widgets", None, "w", |o| o["status"]["measure"] == 42)
+        .await;
+    let widget: Widget = serde_json::from_value(measured).expect("a Widget");
+    assert_eq!(widget.status.and_then(|s| s.measure), Some(42));
+    harness.stop().await.expect("a clean stop");
+}
+
+#[test]
+#[should_panic(expected = "logs are captured only in #[kopf_testing::test] tests")]
+fn logs_need_the_attribute() {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let harness = OperatorHarness::start(kopf::Registry::new()).await;
+        harness.logs();
+    });
+}
+
+/// Where [`leak_client`] keeps the operator's client past the operator's life.
+static LEAKED: std::sync::Mutex<Option<kube::Client>> = std::sync::Mutex::new(None);
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn leak_client(client: kube::Client) {
+    *LEAKED.lock().unwrap() = Some(client);
+}
+
+/// The stop's checks are real: an operator that keeps its client past `run()` fails the test
+/// (after the deadline, waiting for the client to go).
+#[kopf_testing::test(handlers = [leak_client], apply = CRD)]
+#[should_panic(expected = "waiting for the operator to drop its kube client")]
+async fn an_operator_keeping_its_client_fails_the_test(harness: OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: leaky}}")
+        .await;
+    kopf_testing::wait("the handler to keep the client", || async {
+        LEAKED.lock().unwrap().is_some().then_some(())
+    })
+    .await;
+}
