@@ -63,6 +63,22 @@ async fn timer_fn(spec: &Value) -> Value {
     json!({"checked": spec.get("field")})
 }
 
+#[kopf::on_startup]
+async fn startup_fn(logger: &Logger) {
+    logger.info("Starting up: nothing is watched yet");
+}
+
+#[kopf::on_cleanup]
+async fn cleanup_fn(logger: &Logger) {
+    logger.info("Cleaning up: every handler has stopped");
+}
+
+/// Served at the `--liveness` URL, e.g. `-L http://0.0.0.0:8080/healthz`.
+#[kopf::on_probe]
+async fn now_fn() -> String {
+    format!("{:?}", std::time::SystemTime::now())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     kopf::run().await

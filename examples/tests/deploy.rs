@@ -93,12 +93,23 @@ fn the_deployment_outlasts_the_operators_grace_period() {
     let grace = pod["terminationGracePeriodSeconds"]
         .as_u64()
         .expect("terminationGracePeriodSeconds is set");
-    let operators = kopf::Settings::default().process.grace_period;
+    let process = kopf::Settings::default().process;
+    let operators = process.grace_period + process.cleanup_timeout;
     assert!(
         Duration::from_secs(grace) > operators,
         "terminationGracePeriodSeconds ({grace} s) must exceed the operator's grace period \
-         ({operators:?})"
+         plus its cleanup timeout ({operators:?})"
     );
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("the operator's arguments")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args, ["-A", "--liveness", "http://0.0.0.0:8080/healthz"]);
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(pod["serviceAccountName"], "kopf-operator");
     assert_eq!(deployment["spec"]["replicas"], 1);
     assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");

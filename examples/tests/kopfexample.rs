@@ -109,12 +109,30 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
     server
         .write_kubeconfig(&kubeconfig)
         .expect("the kubeconfig is written");
+    let port = free_port();
+    let liveness = format!("http://127.0.0.1:{port}/healthz");
     let mut operator = {
-        let mut command = child_command(CHILD, &["-A", "--log-format", "plain"]);
+        let mut command = child_command(
+            CHILD,
+            &["-A", "--log-format", "plain", "--liveness", &liveness],
+        );
         command.env("KUBECONFIG", &kubeconfig);
         OperatorProcess::spawn(command, Vec::new())
     };
     operator.wait_until_watching(&server).await;
+    operator
+        .wait_for_log("Starting up: nothing is watched yet")
+        .await;
+    wait("the readiness check to pass", || async {
+        (http_get(port, "/readyz").await?.0 == 200).then_some(())
+    })
+    .await;
+    let (status, probes) = http_get(port, "/healthz")
+        .await
+        .expect("the liveness endpoint");
+    assert_eq!(status, 200, "{probes}");
+    let probes: Value = serde_json::from_str(&probes).expect("the probes' results as JSON");
+    assert!(probes["now_fn"].is_string(), "{probes}");
 
     apply(
         &client,
@@ -168,12 +186,38 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
 
     operator.signal("TERM");
     assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    let log = operator.log();
+    assert!(
+        log.contains("Cleaning up: every handler has stopped"),
+        "{log}"
+    );
     drop(client);
     wait("the operator's watches to close", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;
     server.stop().await;
+}
+
+/// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// `GET path` on 127.0.0.1: the status code and the body; `None` while nothing listens.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_string();
+    Some((status, body))
 }
 
 /// Server-side apply of a YAML manifest, as `kubectl apply --server-side`.
