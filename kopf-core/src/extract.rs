@@ -17,6 +17,8 @@
 //!    when the attempt is cancelled (timeout, shutdown) or panics, as with the shared patch of
 //!    the plain API.
 
+use std::any::Any;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
@@ -80,6 +82,14 @@ pub mod args {
 pub struct Scope<'a> {
     invocation: &'a Invocation,
     patch: Option<&'a mut Patch>,
+    typed: &'a Typed,
+}
+
+/// The JSON parts of the object deserialized into the handler's own types for one call, so
+/// that they can be lent (`body: &MyResource`): one slot per argument name, each filled once.
+#[derive(Debug, Default)]
+pub(crate) struct Typed {
+    slots: [OnceLock<Box<dyn Any + Send + Sync>>; 6],
 }
 
 /// Holds the patch a handler fills through `patch: &mut Patch`, and merges it into the
@@ -88,6 +98,7 @@ pub struct Scope<'a> {
 pub struct PatchSlot<'a> {
     invocation: &'a Invocation,
     patch: Patch,
+    typed: Typed,
 }
 
 impl<'a> Scope<'a> {
@@ -103,6 +114,7 @@ impl<'a> PatchSlot<'a> {
         PatchSlot {
             invocation,
             patch: Patch::default(),
+            typed: Typed::default(),
         }
     }
 
@@ -111,6 +123,7 @@ impl<'a> PatchSlot<'a> {
         Scope {
             invocation: self.invocation,
             patch: Some(&mut self.patch),
+            typed: &self.typed,
         }
     }
 }
@@ -128,7 +141,7 @@ impl Drop for PatchSlot<'_> {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
-    note = "borrowed forms: `&serde_json::Value` for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
+    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
     note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`"
 )]
 pub trait BorrowedArgument<'a, Name>: Sized {
@@ -194,6 +207,47 @@ json_arguments! {
     status => |invocation| invocation.status(), via deserialize;
     labels => |invocation| invocation.labels(), via map_or_empty;
     annotations => |invocation| invocation.annotations(), via map_or_empty;
+}
+
+/// A JSON part of the object lent as a type of the handler's own (`body: &MyResource`,
+/// `spec: &MySpec`): deserialized once for the call. The attribute macros use it for those
+/// names when the borrowed type is not `serde_json::Value`.
+#[diagnostic::on_unimplemented(
+    message = "this handler argument cannot be borrowed as `{Self}`",
+    label = "the type must implement `serde::de::DeserializeOwned`",
+    note = "or borrow it as it is, `&serde_json::Value`"
+)]
+pub trait BorrowedTyped<'a, Name>: Sized {
+    /// Deserializes the argument for the call and lends it.
+    fn borrow_typed(scope: &mut Scope<'a>) -> Result<Self>;
+}
+
+macro_rules! typed_json_arguments {
+    ($($name:ident => $slot:literal, via $convert:ident;)*) => {$(
+        impl<'a, T: DeserializeOwned + Send + Sync + 'static> BorrowedTyped<'a, args::$name>
+            for &'a T
+        {
+            fn borrow_typed(scope: &mut Scope<'a>) -> Result<Self> {
+                let slot = &scope.typed.slots[$slot];
+                if slot.get().is_none() {
+                    let value: T = $convert(stringify!($name), scope.invocation.$name())?;
+                    let _ = slot.set(Box::new(value));
+                }
+                slot.get()
+                    .and_then(|value| value.downcast_ref::<T>())
+                    .ok_or_else(|| Error::msg(concat!("the `", stringify!($name), "` argument was asked for twice")))
+            }
+        }
+    )*};
+}
+
+typed_json_arguments! {
+    body => 0, via deserialize;
+    spec => 1, via deserialize;
+    meta => 2, via deserialize;
+    status => 3, via deserialize;
+    labels => 4, via map_or_empty;
+    annotations => 5, via map_or_empty;
 }
 
 macro_rules! optional_json_arguments {

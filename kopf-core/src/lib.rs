@@ -118,8 +118,8 @@ pub mod __private {
     pub use crate::blocking::blocking;
     pub use crate::daemons::{DaemonHandler, TimerHandler};
     pub use crate::extract::{
-        BorrowedArgument, Output, OwnedArgument, PatchSlot, ResultOutput, Scope, TypedResource,
-        args, output, result_output,
+        BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
+        TypedResource, args, output, result_output,
     };
     pub use crate::filters::{MetaFilter, ValueFilter};
     pub use crate::handlers::{

@@ -43,11 +43,13 @@ pub(crate) struct Next {
 /// What the operator remembers of an object between events (Kopf's memories).
 #[derive(Debug, Default)]
 struct Memory {
+    /// Seen at least once (its newest state may have been let go since).
+    seen: bool,
     /// First seen in a listing (not a watch event): resume handlers apply.
     listed: bool,
     /// A cause was completely handled since the operator started: no more resuming.
     handled_once: bool,
-    /// The newest state seen.
+    /// The newest state seen, while the object's worker lives.
     latest: Option<Arc<Value>>,
     /// After our own PATCH: the version to wait for, and until when.
     awaited: Option<(String, Instant)>,
@@ -162,6 +164,19 @@ impl Processor {
         f(memories.entry(uid.to_string()).or_default())
     }
 
+    /// Lets go of the object's newest state when its worker idles out: an idle operator keeps
+    /// a few flags per object, not the objects (the next event brings the state again).
+    pub(crate) fn release(&self, uid: &str) {
+        if let Some(memory) = self
+            .memories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(uid)
+        {
+            memory.latest = None;
+        }
+    }
+
     fn forget(&self, uid: &str) {
         self.memories
             .lock()
@@ -187,8 +202,9 @@ impl Processor {
                 Event::ListingDone => continue,
             };
             self.memory(uid, |memory| {
-                if memory.latest.is_none() && kind.is_none() {
-                    memory.listed = true;
+                if !memory.seen {
+                    memory.seen = true;
+                    memory.listed = kind.is_none();
                 }
                 memory.latest = Some(object.clone());
             });

@@ -146,9 +146,11 @@ impl Worker {
                 if wakeup.is_some() {
                     continue;
                 }
-                // Idle: leave the map, unless an event slipped in meanwhile.
+                // Idle: leave the map, unless an event slipped in meanwhile. The object's newest
+                // state is let go under the map's lock, before any new worker can start for it.
                 let mut workers = lock(&self.workers);
                 if self.receiver.is_empty() {
+                    self.processor.release(&self.uid);
                     workers.remove(&self.uid);
                     return;
                 }

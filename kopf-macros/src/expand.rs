@@ -387,11 +387,34 @@ fn conversion(
     if argument.index {
         return quote_spanned!(span=> <#ty as #p::IndexArgument<#marker>>::extract(#invocation));
     }
+    if argument.borrowed && typed_json(argument) {
+        return quote_spanned!(span=> <#ty as #p::BorrowedTyped<'_, #p::args::#marker>>::borrow_typed(&mut #scope));
+    }
     if argument.borrowed {
         quote_spanned!(span=> <#ty as #p::BorrowedArgument<'_, #p::args::#marker>>::borrow(&mut #scope))
     } else {
         quote_spanned!(span=> <#ty as #p::OwnedArgument<#p::args::#marker>>::extract(#invocation))
     }
+}
+
+/// A JSON part of the object borrowed as a type of the user's (`body: &MyResource`,
+/// `spec: &MySpec`): it is deserialized once for the call and lent. Written as `&Value` (or
+/// any path ending in `Value`) it is borrowed as it is.
+fn typed_json(argument: &Argument) -> bool {
+    const JSON: &[&str] = &["body", "spec", "meta", "status", "labels", "annotations"];
+    let name = argument.name.to_string();
+    let syn::Type::Reference(reference) = &argument.ty else {
+        return false;
+    };
+    let as_is = match &*reference.elem {
+        syn::Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "Value"),
+        _ => false,
+    };
+    JSON.contains(&name.as_str()) && !as_is && reference.mutability.is_none()
 }
 
 fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {

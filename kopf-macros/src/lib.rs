@@ -75,7 +75,7 @@
 //!
 //! | name | borrowed | owned |
 //! |---|---|---|
-//! | `body`, `spec`, `meta`, `status`, `labels`, `annotations` | `&serde_json::Value` | any `DeserializeOwned` type (`MySpec`, `Option<MyStatus>`, `BTreeMap<String, String>`; absent labels are empty) |
+//! | `body`, `spec`, `meta`, `status`, `labels`, `annotations` | `&serde_json::Value` as it is, or `&T` of any `DeserializeOwned` type (`body: &KopfExample`, deserialized once for the call) | any `DeserializeOwned` type (`MySpec`, `Option<MyStatus>`, `BTreeMap<String, String>`; absent labels are empty) |
 //! | `old`, `new`, `param` | `Option<&serde_json::Value>` | any `DeserializeOwned` type (`Option<i64>`: `None` when absent) |
 //! | `name`, `uid` | `&str` | `String` |
 //! | `namespace`, `event_type` | `Option<&str>` | `Option<String>` |

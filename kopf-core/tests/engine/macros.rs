@@ -183,3 +183,58 @@ async fn a_spec_that_does_not_fit_the_argument_type_is_a_permanent_error() {
         .collect();
     assert_eq!(typed, [json!({"handler": "typed", "replicas": 3})]);
 }
+
+/// A typed custom resource, borrowed whole by a handler.
+#[derive(kube::CustomResource, Debug, Clone, Serialize, Deserialize)]
+#[kube(
+    group = "kopf.dev",
+    version = "v1",
+    kind = "KopfExample",
+    namespaced,
+    schema = "disabled"
+)]
+struct KopfExampleSpec {
+    replicas: i64,
+    image: String,
+}
+
+#[kopf::on_create(KopfExample, id = "borrowing", labels("case" = "borrowed"))]
+async fn borrowing_fn(body: &KopfExample, spec: &Spec, meta: &Value, memo: &Memo) -> String {
+    use kube::ResourceExt as _;
+    calls(memo).record(json!({
+        "handler": "borrowing", "name": body.name_any(), "replicas": body.spec.replicas,
+        "image": spec.image, "uid": meta["uid"].is_string(),
+    }));
+    format!("{} replicas", body.spec.replicas)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_bodies_and_specs_are_lent_to_handlers() {
+    let calls = Calls::default();
+    let harness = start(kopf::handlers![borrowing_fn], &calls).await;
+    let client = harness.client();
+    let body = json!({
+        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": "lent", "labels": {"case": "borrowed"}},
+        "spec": {"replicas": 4, "image": "nginx"},
+    });
+    crate::support::send(
+        &client,
+        "POST",
+        crate::support::COLLECTION,
+        "application/json",
+        body,
+    )
+    .await;
+    wait_object(&harness, "lent", "the borrowing handler's result", |o| {
+        o["status"]["borrowing"] == "4 replicas"
+    })
+    .await;
+    harness.stop().await.expect("a clean stop");
+    assert_eq!(
+        calls.all(),
+        [
+            json!({"handler": "borrowing", "name": "lent", "replicas": 4, "image": "nginx", "uid": true})
+        ]
+    );
+}
