@@ -132,10 +132,11 @@ impl Attempt<'_> {
             logger,
             subhandlers,
         } = self;
-        let report = Report {
+        let mut report = Report {
             label,
             id,
             logger: &logger,
+            exiting: false,
         };
         if let Some(timeout) = options.timeout
             && runtime >= timeout
@@ -184,6 +185,9 @@ impl Attempt<'_> {
         {
             tracing::info!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
         }
+        // A retry asked for because the operator is exiting is not a failed attempt.
+        report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);
+        let report = report;
         // Kopf's look-ahead: a retry that could not happen is a failure now.
         let limit = |delay: Duration| -> Option<Limit> {
             if let Some(limit) = options.retries
@@ -303,6 +307,9 @@ struct Report<'a> {
     label: &'static str,
     id: &'a str,
     logger: &'a Logger,
+    /// The operator is exiting: a retry is not recorded (as Kopf records nothing of a
+    /// cancelled handler), so the next start tries again with the same count.
+    exiting: bool,
 }
 
 impl Report<'_> {
@@ -313,6 +320,13 @@ impl Report<'_> {
     }
 
     fn retry(&self, delay: Duration, line: String, message: String) -> Outcome {
+        if self.exiting {
+            let (label, id) = (self.label, self.id);
+            self.logger.info(format_args!(
+                "{label} '{id}' was interrupted by the operator's exit ({message}); it is not counted as an attempt"
+            ));
+            return Outcome::Aborted;
+        }
         self.logger.error(&line);
         Outcome::Retry { delay, message }
     }

@@ -206,6 +206,14 @@ async fn a_handler_that_honours_its_stop_returns_early_and_cleans_up() {
 
     assert!(result.is_ok(), "no grace period was needed: {result:?}");
     assert_eq!(steps.all(), vec![json!("started"), json!("cleaned up")]);
+    let object = crate::support::get(&server.client(), "slow")
+        .await
+        .expect("the object");
+    assert!(
+        object["metadata"]["annotations"]["kopf.zalando.org/slow_fn"].is_null(),
+        "a retry asked for because the operator exits is not an attempt: nothing is recorded \
+         ({object})"
+    );
     assert_nothing_left(&server, tasks_before).await;
     server.stop().await;
 }
