@@ -305,6 +305,16 @@ impl ResourceDef {
                     column("Age", "date", ".metadata.creationTimestamp"),
                 ];
             }
+            if def.builtin == Some(Event) {
+                // As the real server's printer, short of its computed `kind/name` object.
+                def.versions[0].printer_columns = vec![
+                    column("Last Seen", "date", ".lastTimestamp"),
+                    column("Type", "string", ".type"),
+                    column("Reason", "string", ".reason"),
+                    column("Object", "string", ".involvedObject.name"),
+                    column("Message", "string", ".message"),
+                ];
+            }
             if def.builtin == Some(Deployment) {
                 def.versions[0].scale = Some(ScalePaths {
                     spec_replicas: ".spec.replicas".into(),
