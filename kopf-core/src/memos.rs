@@ -57,7 +57,8 @@ use serde_json::{Map, Value};
 type Typed = Arc<dyn Any + Send + Sync>;
 
 /// A shared store for handlers' own state: typed values (one per type) and JSON values (by
-/// key). Cloning gives another handle to the same store. See the [module docs](self).
+/// key). Cloning gives another handle to the same store. Each object's memo starts as a
+/// shallow copy of the operator's: typed values are shared (the same `Arc`), JSON values copied.
 #[derive(Clone, Default)]
 pub struct Memo {
     contents: Arc<Mutex<Contents>>,
