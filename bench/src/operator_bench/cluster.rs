@@ -1,0 +1,278 @@
+//! One `kopf-fake-apiserver` process per measurement, with the KopfExample CRD, a few
+//! namespaces, and a client for the runner's own requests.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::process::Process;
+
+/// The namespaces the objects are spread over.
+pub(crate) const NAMESPACES: usize = 4;
+
+/// How many requests the runner sends at once when it creates, patches or deletes objects.
+pub(crate) const CONCURRENCY: usize = 16;
+
+/// The requests by verb (summed over resources), as the server counts them.
+pub(crate) type Verbs = BTreeMap<String, f64>;
+
+/// A fake API server in a process of its own.
+pub(crate) struct Cluster {
+    process: Option<Process>,
+    /// The kubeconfig for clients.
+    pub(crate) kubeconfig: PathBuf,
+    /// The runner's client.
+    pub(crate) client: kube::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts the server and sets up the CRD and namespaces.
+    pub(crate) async fn start(binary: &Path) -> Result<Cluster, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut command = Command::new(binary);
+        command
+            .args(["--bind", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        // Wait for "listening on ...", then hand the process to the watcher threads.
+        let stdout = child.stdout.take().expect("a piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(|e| format!("the fake API server said nothing: {e}"))?;
+        if !line.starts_with("listening on") {
+            let _ = child.kill();
+            return Err(format!("the fake API server did not start: {line:?}"));
+        }
+        let process = Process::adopt("kopf-fake-apiserver", child);
+        let client = client_for(&kubeconfig).await?;
+        let cluster = Cluster {
+            process: Some(process),
+            kubeconfig,
+            client,
+            _dir: dir,
+        };
+        cluster.setup().await?;
+        Ok(cluster)
+    }
+
+    async fn setup(&self) -> Result<(), String> {
+        let crd: Value = serde_norway::from_str(CRD).map_err(|e| format!("the CRD: {e}"))?;
+        self.send(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd,
+        )
+        .await?;
+        for n in 0..NAMESPACES {
+            let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": namespace(n)}});
+            self.send("POST", "/api/v1/namespaces", &namespace).await?;
+        }
+        Ok(())
+    }
+
+    /// An error if the server's process has exited.
+    pub(crate) fn check_running(&self) -> Result<(), String> {
+        self.process.as_ref().map_or(Ok(()), Process::check_running)
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> i32 {
+        self.process.as_ref().map_or(0, Process::pid)
+    }
+
+    /// Stops the server.
+    pub(crate) fn stop(mut self) {
+        if let Some(process) = self.process.take() {
+            let _ = process.terminate(Duration::from_secs(10));
+        }
+    }
+
+    /// Sends a request; its JSON answer.
+    pub(crate) async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: &Value,
+    ) -> Result<Value, String> {
+        send(&self.client, method, path, body).await
+    }
+
+    /// The server's counters (`/_fake/stats`).
+    pub(crate) async fn stats(&self) -> Result<Value, String> {
+        let request = http::Request::get("/_fake/stats")
+            .body(Vec::new())
+            .expect("a GET request");
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| format!("GET /_fake/stats: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("GET /_fake/stats: {e}"))
+    }
+
+    /// Requests so far, by verb, to KopfExamples and everything else alike.
+    pub(crate) async fn verbs(&self) -> Result<Verbs, String> {
+        let stats = self.stats().await?;
+        let mut verbs = Verbs::new();
+        if let Some(requests) = stats["requests"].as_object() {
+            for (verb, resources) in requests {
+                let total: f64 = resources
+                    .as_object()
+                    .map(|r| r.values().filter_map(Value::as_f64).sum())
+                    .unwrap_or(0.0);
+                verbs.insert(verb.clone(), total);
+            }
+        }
+        Ok(verbs)
+    }
+
+    /// Watch requests to KopfExamples so far.
+    pub(crate) async fn kopfexample_watches(&self) -> Result<u64, String> {
+        let stats = self.stats().await?;
+        Ok(stats["requests"]["watch"]["kopfexamples.kopf.dev"]
+            .as_u64()
+            .unwrap_or(0))
+    }
+
+    /// Open TCP connections now.
+    pub(crate) async fn open_connections(&self) -> Result<u64, String> {
+        Ok(self.stats().await?["open_connections"]
+            .as_u64()
+            .unwrap_or(0))
+    }
+
+    /// Creates `count` objects, `CONCURRENCY` at a time; `then` runs after each creation.
+    pub(crate) async fn create_objects<F, Fut>(
+        &self,
+        count: usize,
+        finalizer: Option<&str>,
+        then: F,
+    ) -> Result<(), String>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let results: Vec<Result<(), String>> = futures::stream::iter(0..count)
+            .map(|i| {
+                let mut object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                                        "metadata": {"name": name(i)}, "spec": {"seq": 0}});
+                if let Some(finalizer) = finalizer {
+                    object["metadata"]["finalizers"] = json!([finalizer]);
+                }
+                let then = &then;
+                async move {
+                    self.send("POST", &collection(i), &object).await?;
+                    then(i).await
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+
+    /// Deletes `count` objects, `CONCURRENCY` at a time; `then` runs after each deletion.
+    pub(crate) async fn delete_objects<F, Fut>(&self, count: usize, then: F) -> Result<(), String>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let results: Vec<Result<(), String>> = futures::stream::iter(0..count)
+            .map(|i| {
+                let then = &then;
+                async move {
+                    self.send("DELETE", &path(i), &json!({})).await?;
+                    then(i).await
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take() {
+            let _ = process.terminate(Duration::from_secs(10));
+        }
+    }
+}
+
+/// The namespace of the `n`th namespace.
+fn namespace(n: usize) -> String {
+    format!("bench-{n}")
+}
+
+/// The name of the `i`th object.
+pub(crate) fn name(i: usize) -> String {
+    format!("example-{i}")
+}
+
+/// The collection URL of the `i`th object.
+fn collection(i: usize) -> String {
+    format!(
+        "/apis/kopf.dev/v1/namespaces/{}/kopfexamples",
+        namespace(i % NAMESPACES)
+    )
+}
+
+/// The URL of the `i`th object.
+pub(crate) fn path(i: usize) -> String {
+    format!("{}/{}", collection(i), name(i))
+}
+
+/// The KopfExample CRD, as Kopf's examples define it.
+const CRD: &str = include_str!("../../../examples/crd.yaml");
+
+async fn client_for(kubeconfig: &Path) -> Result<kube::Client, String> {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| format!("the kubeconfig: {e}"))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("the kubeconfig: {e}"))?;
+    config.proxy_url = None;
+    config.read_timeout = Some(Duration::from_secs(600));
+    kube::Client::try_from(config).map_err(|e| format!("a client: {e}"))
+}
+
+/// Sends a request with a JSON body (a merge patch for PATCH); its JSON answer.
+pub(crate) async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: &Value,
+) -> Result<Value, String> {
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(serde_json::to_vec(body).expect("JSON"))
+        .expect("a request");
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("{method} {path}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("{method} {path}: {e}"))
+}

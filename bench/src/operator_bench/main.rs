@@ -1,0 +1,227 @@
+//! `operator-bench`: the same jobs done by kopf-rs, Python Kopf and a kube-rs `Controller`,
+//! each a separate process measured from outside against a fresh `kopf-fake-apiserver`
+//! process, runs interleaved; the medians and ratios go to `BENCHMARKS.md`.
+//!
+//! ```sh
+//! cargo build --release -p kopf-testing -p kopf-bench --bins
+//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7] [--out BENCHMARKS.md]
+//! ```
+//!
+//! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
+//! create burst. Python Kopf comes from `scripts/python-env` (a virtualenv with kopf 1.45.2).
+
+mod cluster;
+mod observe;
+mod operators;
+mod process;
+mod report;
+mod scenarios;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use operators::{Kind, Programs};
+use report::Report;
+use scenarios::Sizes;
+
+/// The command line.
+struct Options {
+    sizes: Sizes,
+    runs: usize,
+    scenarios: Vec<u8>,
+    operators: Vec<Kind>,
+    out: PathBuf,
+}
+
+const USAGE: &str = "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7]
+       [--operators kopf-rs,kopf,kube-rs] [--idle-objects N] [--update-objects N]
+       [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N] [--out PATH]
+
+Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
+finalizers, 6 startup, 7 instruction counts (callgrind). Defaults are small: --objects 200
+--runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
+--instruction-objects 100 --out BENCHMARKS.md";
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        sizes: Sizes {
+            objects: 200,
+            idle_objects: 2000,
+            update_objects: 100,
+            update_rate: 20,
+            update_seconds: 10,
+            instruction_objects: 100,
+        },
+        runs: 3,
+        scenarios: vec![1, 2, 3, 4, 5, 6, 7],
+        operators: vec![Kind::KopfRs, Kind::Kopf, Kind::KubeRs],
+        out: PathBuf::from("BENCHMARKS.md"),
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Err(USAGE.into());
+    }
+    for pair in args.chunks(2) {
+        let [option, value] = pair else {
+            return Err(format!("{} needs a value\n{USAGE}", pair[0]));
+        };
+        let number = || {
+            value
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0 || option == "--instruction-objects")
+                .ok_or_else(|| format!("{option} takes a positive number, not {value:?}"))
+        };
+        match option.as_str() {
+            "--objects" => options.sizes.objects = number()?,
+            "--runs" => options.runs = number()?,
+            "--idle-objects" => options.sizes.idle_objects = number()?.max(2),
+            "--update-objects" => options.sizes.update_objects = number()?,
+            "--update-rate" => options.sizes.update_rate = number()? as u32,
+            "--update-seconds" => options.sizes.update_seconds = number()? as u32,
+            "--instruction-objects" => options.sizes.instruction_objects = number()?,
+            "--out" => options.out = PathBuf::from(value),
+            "--scenarios" => {
+                options.scenarios = value
+                    .split(',')
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=7).contains(n)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 7, not {value:?}"))?;
+            }
+            "--operators" => {
+                options.operators = value
+                    .split(',')
+                    .map(|s| Kind::parse(s.trim()))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        format!("--operators takes kopf-rs, kopf, kube-rs, not {value:?}")
+                    })?;
+            }
+            other => return Err(format!("unknown option {other}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// The workspace's root (this package's parent).
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the bench package is in the workspace")
+        .to_path_buf()
+}
+
+/// The virtualenv's python, made or refreshed by `scripts/python-env`.
+fn python_env() -> Result<PathBuf, String> {
+    let script = root().join("scripts/python-env");
+    let output = std::process::Command::new(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !output.status.success() {
+        return Err(format!("{} failed ({})", script.display(), output.status));
+    }
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    Ok(PathBuf::from(path))
+}
+
+fn main() -> ExitCode {
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut notes = Vec::new();
+    let python = match python_env() {
+        Ok(python) => python,
+        Err(error) => {
+            eprintln!("{error}: Python Kopf is left out");
+            notes.push(format!("Python Kopf was left out: {error}."));
+            PathBuf::from("python3")
+        }
+    };
+    let mut operators = options.operators.clone();
+    if !notes.is_empty() {
+        operators.retain(|k| *k != Kind::Kopf);
+    }
+    let programs = match Programs::find(python, &root()) {
+        Ok(programs) => programs,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut report = Report::new(
+        options.sizes.clone(),
+        options.runs,
+        operators.clone(),
+        notes,
+    );
+    runtime.block_on(run_all(&programs, &options, &operators, &mut report));
+    let text = report.markdown();
+    if let Err(error) = std::fs::write(&options.out, &text) {
+        eprintln!("cannot write {}: {error}", options.out.display());
+        println!("{text}");
+        return ExitCode::FAILURE;
+    }
+    println!("{text}");
+    eprintln!("written to {}", options.out.display());
+    ExitCode::SUCCESS
+}
+
+async fn run_all(programs: &Programs, options: &Options, operators: &[Kind], report: &mut Report) {
+    let sizes = &options.sizes;
+    for &scenario in &options.scenarios {
+        let with_ceiling = matches!(scenario, 1 | 5);
+        let mut kinds = operators.to_vec();
+        if with_ceiling {
+            kinds.push(Kind::Ceiling);
+        }
+        let runs = if scenario == 7 { 1 } else { options.runs };
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        if scenario == 7 && sizes.instruction_objects == 0 {
+            continue;
+        }
+        for run in 0..runs {
+            for &kind in &kinds {
+                eprintln!(
+                    "scenario {scenario}, run {}/{runs}: {}",
+                    run + 1,
+                    kind.title()
+                );
+                let result = match scenario {
+                    1 => scenarios::create_burst(programs, kind, sizes.objects).await,
+                    2 => scenarios::steady_updates(programs, kind, sizes, run).await,
+                    3 => scenarios::idle_scale(programs, kind, sizes.idle_objects).await,
+                    4 => scenarios::shutdown(programs, kind, sizes.objects).await,
+                    5 => scenarios::deletion(programs, kind, sizes.objects).await,
+                    6 => scenarios::startup(programs, kind, sizes.objects).await,
+                    _ => {
+                        scenarios::instructions(
+                            programs,
+                            kind,
+                            sizes.instruction_objects,
+                            dir.path(),
+                        )
+                        .await
+                    }
+                };
+                match &result {
+                    Ok(sample) => {
+                        for (name, value) in sample {
+                            eprintln!("  {name}: {value:.3}");
+                        }
+                    }
+                    Err(error) => eprintln!("  failed: {error}"),
+                }
+                report.add(scenario, run, kind, result);
+            }
+        }
+    }
+}

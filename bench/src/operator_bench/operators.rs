@@ -1,0 +1,119 @@
+//! The three operators that do the same job, and how each is started.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::process::Process;
+
+/// Who does the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `bench-kopf-rs-operator`.
+    KopfRs,
+    /// Python Kopf running `bench/operators/kopf_operator.py`.
+    Kopf,
+    /// `bench-kube-rs-operator`.
+    KubeRs,
+    /// No operator: the runner writes what the handlers would, with no framework.
+    Ceiling,
+}
+
+impl Kind {
+    /// The column title.
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            Kind::KopfRs => "kopf-rs",
+            Kind::Kopf => "Kopf (Python)",
+            Kind::KubeRs => "kube-rs Controller",
+            Kind::Ceiling => "server ceiling",
+        }
+    }
+
+    /// The name on the command line (`--operators`).
+    pub(crate) fn parse(name: &str) -> Option<Kind> {
+        match name {
+            "kopf-rs" => Some(Kind::KopfRs),
+            "kopf" => Some(Kind::Kopf),
+            "kube-rs" => Some(Kind::KubeRs),
+            _ => None,
+        }
+    }
+}
+
+/// Where the programs are.
+pub(crate) struct Programs {
+    /// `kopf-fake-apiserver`.
+    pub(crate) server: PathBuf,
+    kopf_rs: PathBuf,
+    kube_rs: PathBuf,
+    python: PathBuf,
+    script: PathBuf,
+}
+
+impl Programs {
+    /// The binaries next to this one, and the virtualenv's python.
+    pub(crate) fn find(python: PathBuf, root: &Path) -> Result<Programs, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+        let dir = exe.parent().expect("a binary lives in a directory");
+        let programs = Programs {
+            server: dir.join("kopf-fake-apiserver"),
+            kopf_rs: dir.join("bench-kopf-rs-operator"),
+            kube_rs: dir.join("bench-kube-rs-operator"),
+            python,
+            script: root.join("bench/operators/kopf_operator.py"),
+        };
+        for binary in [&programs.server, &programs.kopf_rs, &programs.kube_rs] {
+            if !binary.is_file() {
+                return Err(format!(
+                    "{} is missing: build everything first with\n  cargo build --release -p kopf-testing -p kopf-bench --bins",
+                    binary.display()
+                ));
+            }
+        }
+        Ok(programs)
+    }
+
+    /// Starts an operator of this kind against the cluster of `kubeconfig`, with the handlers
+    /// of `mode`, marking its writes with `run`; under `valgrind` if given (its arguments).
+    pub(crate) fn start(
+        &self,
+        kind: Kind,
+        kubeconfig: &Path,
+        mode: &str,
+        run: &str,
+        valgrind: Option<&[String]>,
+    ) -> Result<Process, String> {
+        let (program, args): (&Path, Vec<String>) = match kind {
+            Kind::KopfRs => (&self.kopf_rs, vec!["--all-namespaces".into()]),
+            Kind::KubeRs => (&self.kube_rs, vec![]),
+            Kind::Kopf => (
+                &self.python,
+                vec![
+                    "-m".into(),
+                    "kopf".into(),
+                    "run".into(),
+                    "--standalone".into(),
+                    "--all-namespaces".into(),
+                    self.script.display().to_string(),
+                ],
+            ),
+            Kind::Ceiling => unreachable!("the ceiling has no operator"),
+        };
+        let mut command = match valgrind {
+            Some(valgrind) => {
+                let mut command = Command::new("valgrind");
+                command.args(valgrind).arg(program);
+                command
+            }
+            None => Command::new(program),
+        };
+        command
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("BENCH_MODE", mode)
+            .env("BENCH_RUN", run)
+            .env("RUST_LOG", "info")
+            .env("PYTHONUNBUFFERED", "1");
+        Process::spawn(kind.title(), command)
+    }
+}

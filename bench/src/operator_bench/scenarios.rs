@@ -1,0 +1,803 @@
+//! The scenarios: each runs one operator (or the ceiling client) against a fresh fake API
+//! server and returns what it measured, as named figures.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
+use serde_json::{Value, json};
+
+use crate::cluster::{self, Cluster, Verbs};
+use crate::observe::{Observer, Seen};
+use crate::operators::{Kind, Programs};
+use crate::process::{Process, cpu_seconds};
+
+/// Longer than any wait should take.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// How long an operator may take to exit after SIGTERM before it is killed.
+const EXIT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Longer than the idle timeout after which kopf-rs and Kopf end an object's worker (5 s by
+/// default in both): idle memory is measured after it.
+const IDLE_WORKERS_GONE: Duration = Duration::from_secs(7);
+
+/// Named figures of one run, in the order they are reported.
+pub(crate) type Sample = Vec<(String, f64)>;
+
+/// The sizes of the scenarios.
+#[derive(Debug, Clone)]
+pub(crate) struct Sizes {
+    /// Objects of the create burst, shutdown, deletion and startup scenarios.
+    pub(crate) objects: usize,
+    /// Objects of the idle scenario (it also runs with half as many).
+    pub(crate) idle_objects: usize,
+    /// Objects that the steady updates go to.
+    pub(crate) update_objects: usize,
+    /// Updates per second.
+    pub(crate) update_rate: u32,
+    /// For how long the updates go on, in seconds.
+    pub(crate) update_seconds: u32,
+    /// Objects of the instruction-count run (0: none).
+    pub(crate) instruction_objects: usize,
+}
+
+/// Unix seconds now.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn unix(time: SystemTime) -> f64 {
+    time.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// Whether `count` objects carry the mark of `handler` from `run`.
+fn marked(
+    count: usize,
+    handler: &'static str,
+    run: &'static str,
+) -> impl Fn(&HashMap<String, Seen>) -> bool {
+    move |objects| {
+        objects.len() >= count
+            && objects
+                .values()
+                .filter(|seen| seen.status[handler]["run"] == run)
+                .count()
+                >= count
+    }
+}
+
+/// The marks (unix seconds) of `handler` from `run`.
+fn marks(observer: &Observer, handler: &str, run: &str) -> Vec<f64> {
+    observer.with(|objects| {
+        objects
+            .values()
+            .filter(|seen| seen.status[handler]["run"] == run)
+            .filter_map(|seen| seen.status[handler]["at"].as_f64())
+            .collect()
+    })
+}
+
+/// Waits until the operator watches KopfExamples (more watches than the runner's own).
+async fn ready(
+    cluster: &Cluster,
+    observer: Option<&Observer>,
+    operator: &Process,
+    deadline: Duration,
+) -> Result<(), String> {
+    let until = Instant::now() + deadline;
+    loop {
+        operator.check_running()?;
+        cluster.check_running()?;
+        let own = observer.map_or(0, |o| o.own_requests().1);
+        if cluster.kopfexample_watches().await? > own {
+            return Ok(());
+        }
+        if Instant::now() > until {
+            return Err(format!(
+                "{} did not watch KopfExamples within {deadline:?}; its last output:\n{}",
+                operator.label,
+                operator.tail()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The request counters once no write has come for a second (or after 15 s).
+async fn settled_verbs(cluster: &Cluster) -> Result<Verbs, String> {
+    let until = Instant::now() + Duration::from_secs(15);
+    let mut last = cluster.verbs().await?;
+    let mut quiet = 0;
+    while quiet < 4 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let verbs = cluster.verbs().await?;
+        if writes(&verbs) == writes(&last) {
+            quiet += 1;
+        } else {
+            quiet = 0;
+        }
+        last = verbs;
+    }
+    Ok(last)
+}
+
+/// API writes among the requests.
+fn writes(verbs: &Verbs) -> f64 {
+    ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| verbs.get(*v).copied().unwrap_or(0.0))
+        .sum()
+}
+
+/// The operator's requests: `after - before - own` (the runner's), per verb.
+fn operator_verbs(before: &Verbs, after: &Verbs, own: &[(&str, f64)]) -> Verbs {
+    let mut verbs = Verbs::new();
+    for (verb, count) in after {
+        let mut count = count - before.get(verb).copied().unwrap_or(0.0);
+        for (own_verb, own_count) in own {
+            if own_verb == verb {
+                count -= own_count;
+            }
+        }
+        if count > 0.0 {
+            verbs.insert(verb.clone(), count);
+        }
+    }
+    verbs
+}
+
+/// Figures about the operator's requests for `per` objects (or updates).
+fn request_figures(sample: &mut Sample, verbs: &Verbs, per: f64, unit: &str) {
+    let total: f64 = verbs.values().sum();
+    sample.push((format!("API requests per {unit}"), total / per));
+    sample.push((format!("API writes per {unit}"), writes(verbs) / per));
+    for verb in [
+        "get", "list", "watch", "create", "update", "patch", "delete", "other",
+    ] {
+        if let Some(count) = verbs.get(verb) {
+            sample.push((format!("… {verb} per {unit}"), count / per));
+        }
+    }
+}
+
+/// Scenario 1: N objects created at once; each needs a create handler's status write.
+pub(crate) async fn create_burst(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<Sample, String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let operator = match kind {
+        Kind::Ceiling => None,
+        _ => {
+            let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", None)?;
+            ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
+            Some(operator)
+        }
+    };
+    let before = cluster.verbs().await?;
+    let own_before = observer.own_requests();
+    let cpu_before = operator.as_ref().map_or(0.0, Process::cpu);
+    let server_before = cpu_seconds(cluster.pid());
+    let start = Instant::now();
+    if kind == Kind::Ceiling {
+        let client = cluster.client.clone();
+        cluster
+            .create_objects(objects, None, |i| {
+                let client = client.clone();
+                async move {
+                    let status = json!({"status": {"create_fn": {"at": now(), "run": "1"}}});
+                    cluster::send(
+                        &client,
+                        "PATCH",
+                        &format!("{}/status", cluster::path(i)),
+                        &status,
+                    )
+                    .await
+                    .map(drop)
+                }
+            })
+            .await?;
+    } else {
+        cluster
+            .create_objects(objects, None, |_| async { Ok(()) })
+            .await?;
+    }
+    let done = observer
+        .wait(
+            "every create handler's status",
+            DEADLINE,
+            marked(objects, "create_fn", "1"),
+        )
+        .await;
+    if let Some(operator) = &operator {
+        operator.check_running()?;
+    }
+    let done = done?;
+    let wall = done.duration_since(start).as_secs_f64();
+    let after = settled_verbs(&cluster).await?;
+    let own_after = observer.own_requests();
+    let cpu = operator.as_ref().map_or(0.0, |o| o.cpu() - cpu_before);
+    let (_, peak) = operator.as_ref().map_or((0, 0), Process::memory);
+    let server_cpu = cpu_seconds(cluster.pid()) - server_before;
+    if let Some(operator) = operator {
+        operator.terminate(EXIT_DEADLINE);
+    }
+    cluster.stop();
+    let own = [
+        ("create", objects as f64),
+        ("list", (own_after.0 - own_before.0) as f64),
+        ("watch", (own_after.1 - own_before.1) as f64),
+    ];
+    let verbs = operator_verbs(&before, &after, &own);
+    let n = objects as f64;
+    let mut sample: Sample = vec![
+        ("wall time until the last status, s".into(), wall),
+        ("objects per second".into(), n / wall),
+        ("API writes per second".into(), writes(&verbs) / wall),
+    ];
+    if kind != Kind::Ceiling {
+        sample.push(("operator CPU, s".into(), cpu));
+        sample.push(("operator CPU per object, ms".into(), cpu * 1e3 / n));
+        sample.push((
+            "operator CPU per API write, ms".into(),
+            cpu * 1e3 / writes(&verbs).max(1.0),
+        ));
+        sample.push(("operator peak RSS, MiB".into(), peak as f64 / 1024.0));
+    }
+    sample.push(("server CPU, s".into(), server_cpu));
+    request_figures(&mut sample, &verbs, n, "object");
+    Ok(sample)
+}
+
+/// A small deterministic generator for picking objects.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Percentile `p` (0..=100) of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Scenario 2: M updates per second to random objects for T seconds.
+pub(crate) async fn steady_updates(
+    programs: &Programs,
+    kind: Kind,
+    sizes: &Sizes,
+    run: usize,
+) -> Result<Sample, String> {
+    let objects = sizes.update_objects;
+    let cluster = Cluster::start(&programs.server).await?;
+    cluster
+        .create_objects(objects, None, |_| async { Ok(()) })
+        .await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let operator = programs.start(kind, &cluster.kubeconfig, "update", "1", None)?;
+    ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
+    observer
+        .wait(
+            "every create handler's status",
+            DEADLINE,
+            marked(objects, "create_fn", "1"),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "{e}; {}",
+                operator.check_running().err().unwrap_or_default()
+            )
+        })?;
+    let before = settled_verbs(&cluster).await?;
+    let own_before = observer.own_requests();
+    let cpu_before = operator.cpu();
+    let total = (sizes.update_rate * sizes.update_seconds) as usize;
+    let mut written: HashMap<u64, f64> = HashMap::new();
+    let mut last_seq: HashMap<usize, u64> = HashMap::new();
+    let mut random = XorShift(0x9E37_79B9_7F4A_7C15 ^ (run as u64 + 1));
+    let mut interval =
+        tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(sizes.update_rate)));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut pending = FuturesUnordered::new();
+    let mut seq = 0;
+    while seq < total as u64 || !pending.is_empty() {
+        tokio::select! {
+            _ = interval.tick(), if seq < total as u64 => {
+                seq += 1;
+                let i = random.below(objects);
+                last_seq.insert(i, seq);
+                written.insert(seq, now());
+                let client = cluster.client.clone();
+                pending.push(async move {
+                    cluster::send(&client, "PATCH", &cluster::path(i), &json!({"spec": {"seq": seq}})).await
+                });
+            }
+            Some(result) = pending.next() => { result?; }
+        }
+    }
+    let wanted: Vec<(String, u64)> = last_seq
+        .iter()
+        .map(|(i, seq)| (format!("{}/{}", namespace_of(*i), cluster::name(*i)), *seq))
+        .collect();
+    observer
+        .wait(
+            "the last update of every object",
+            Duration::from_secs(120),
+            |seen| {
+                wanted.iter().all(|(name, seq)| {
+                    seen.get(name)
+                        .and_then(|s| s.status["update_fn"]["seq"].as_u64())
+                        .is_some_and(|handled| handled >= *seq)
+                })
+            },
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "{e}; {}",
+                operator.check_running().err().unwrap_or_default()
+            )
+        })?;
+    let after = settled_verbs(&cluster).await?;
+    let own_after = observer.own_requests();
+    let cpu = operator.cpu() - cpu_before;
+    operator.terminate(EXIT_DEADLINE);
+    cluster.stop();
+    let mut latencies: Vec<f64> = observer
+        .updates()
+        .iter()
+        .filter_map(|mark| written.get(&mark.seq).map(|at| (mark.at - at) * 1e3))
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let own = [
+        ("patch", total as f64),
+        ("list", (own_after.0 - own_before.0) as f64),
+        ("watch", (own_after.1 - own_before.1) as f64),
+    ];
+    let verbs = operator_verbs(&before, &after, &own);
+    let n = total as f64;
+    let mut sample: Sample = vec![
+        (
+            "update → handler latency p50, ms".into(),
+            percentile(&latencies, 50.0),
+        ),
+        (
+            "update → handler latency p99, ms".into(),
+            percentile(&latencies, 99.0),
+        ),
+        (
+            "updates seen by a handler, %".into(),
+            latencies.len() as f64 * 100.0 / n,
+        ),
+        ("operator CPU, s".into(), cpu),
+        ("operator CPU per update, ms".into(), cpu * 1e3 / n),
+        (
+            "operator CPU per API write, ms".into(),
+            cpu * 1e3 / writes(&verbs).max(1.0),
+        ),
+    ];
+    request_figures(&mut sample, &verbs, n, "update");
+    Ok(sample)
+}
+
+fn namespace_of(i: usize) -> String {
+    format!("bench-{}", i % cluster::NAMESPACES)
+}
+
+/// Scenario 3, one size: the operator's resident memory (MiB) once it has seen `objects` and
+/// nothing is left to do.
+pub(crate) async fn idle_memory(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<f64, String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    cluster
+        .create_objects(objects, None, |_| async { Ok(()) })
+        .await?;
+    let operator = programs.start(kind, &cluster.kubeconfig, "idle", "1", None)?;
+    ready(&cluster, None, &operator, DEADLINE).await?;
+    // Settled: past the per-object workers' idle timeout, and less than 10 ms of CPU in each
+    // of two consecutive seconds.
+    let until = Instant::now() + DEADLINE;
+    let earliest = Instant::now() + IDLE_WORKERS_GONE;
+    let (mut quiet, mut cpu) = (0, operator.cpu());
+    while quiet < 2 || Instant::now() < earliest {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        operator.check_running()?;
+        let now = operator.cpu();
+        quiet = if now - cpu < 0.01 { quiet + 1 } else { 0 };
+        cpu = now;
+        if Instant::now() > until {
+            return Err(format!(
+                "{} did not settle within {DEADLINE:?}",
+                operator.label
+            ));
+        }
+    }
+    let (rss, _) = operator.memory();
+    operator.terminate(EXIT_DEADLINE);
+    cluster.stop();
+    Ok(rss as f64 / 1024.0)
+}
+
+/// Scenario 3: idle memory at two sizes, and the memory per object from their difference.
+pub(crate) async fn idle_scale(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<Sample, String> {
+    let small = objects / 2;
+    let rss_small = idle_memory(programs, kind, small).await?;
+    let rss_large = idle_memory(programs, kind, objects).await?;
+    Ok(vec![
+        (format!("RSS with {small} objects, MiB"), rss_small),
+        (format!("RSS with {objects} objects, MiB"), rss_large),
+        (
+            "memory per object, KiB".into(),
+            (rss_large - rss_small) * 1024.0 / (objects - small) as f64,
+        ),
+    ])
+}
+
+/// One shutdown: SIGTERM to exit once every object is handled (mode `create`), or once every
+/// busy handler or daemon runs (`busy`, `daemon`); and the connections it left open.
+async fn shutdown_once(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+    mode: &str,
+) -> Result<(Option<f64>, f64), String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    cluster
+        .create_objects(objects, None, |_| async { Ok(()) })
+        .await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let baseline = cluster.open_connections().await?;
+    let operator = programs.start(kind, &cluster.kubeconfig, mode, "1", None)?;
+    if mode == "create" {
+        observer
+            .wait(
+                "every create handler's status",
+                DEADLINE,
+                marked(objects, "create_fn", "1"),
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "{e}; {}",
+                    operator.check_running().err().unwrap_or_default()
+                )
+            })?;
+    } else {
+        let until = Instant::now() + DEADLINE;
+        while operator.started() < objects {
+            operator.check_running()?;
+            cluster.check_running()?;
+            if Instant::now() > until {
+                return Err(format!(
+                    "only {} of {objects} {mode} handlers of {} started",
+                    operator.started(),
+                    operator.label
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let exit = operator
+        .terminate(EXIT_DEADLINE)
+        .map(|d| d.as_secs_f64() * 1e3);
+    let until = Instant::now() + Duration::from_secs(1);
+    let mut open = cluster.open_connections().await?;
+    while open > baseline && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        open = cluster.open_connections().await?;
+    }
+    drop(observer);
+    cluster.stop();
+    Ok((exit, open.saturating_sub(baseline) as f64))
+}
+
+/// Scenario 4: SIGTERM to exit, idle, with a handler in flight per object, and with a daemon
+/// per object.
+pub(crate) async fn shutdown(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<Sample, String> {
+    let deadline = EXIT_DEADLINE.as_secs_f64() * 1e3;
+    let mut sample = Sample::new();
+    let mut killed = 0.0;
+    let mut left = Vec::new();
+    for (mode, what) in [
+        ("create", "idle".to_string()),
+        ("busy", format!("{objects} handlers in flight")),
+        ("daemon", format!("{objects} daemons")),
+    ] {
+        let (exit, open) = shutdown_once(programs, kind, objects, mode).await?;
+        if exit.is_none() {
+            killed += 1.0;
+        }
+        sample.push((
+            format!("SIGTERM → exit, {what}, ms"),
+            exit.unwrap_or(deadline),
+        ));
+        left.push((format!("connections left open after exit, {what}"), open));
+    }
+    sample.push((
+        format!("killed after {} s (of 3 exits)", EXIT_DEADLINE.as_secs()),
+        killed,
+    ));
+    sample.extend(left);
+    Ok(sample)
+}
+
+/// Scenario 5: N objects with a delete handler (a finalizer) deleted at once.
+pub(crate) async fn deletion(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<Sample, String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    let finalizer = (kind == Kind::Ceiling).then_some("bench.kopf.dev/cleanup");
+    cluster
+        .create_objects(objects, finalizer, |_| async { Ok(()) })
+        .await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let operator = match kind {
+        Kind::Ceiling => None,
+        _ => {
+            let operator = programs.start(kind, &cluster.kubeconfig, "delete", "1", None)?;
+            ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
+            let handled = marked(objects, "create_fn", "1");
+            observer
+                .wait("every object handled, with a finalizer", DEADLINE, |seen| {
+                    handled(seen) && seen.values().all(|s| s.finalizers > 0)
+                })
+                .await
+                .map_err(|e| {
+                    format!(
+                        "{e}; {}",
+                        operator.check_running().err().unwrap_or_default()
+                    )
+                })?;
+            Some(operator)
+        }
+    };
+    let before = settled_verbs(&cluster).await?;
+    let own_before = observer.own_requests();
+    let cpu_before = operator.as_ref().map_or(0.0, Process::cpu);
+    let server_before = cpu_seconds(cluster.pid());
+    let start = Instant::now();
+    let client = cluster.client.clone();
+    cluster
+        .delete_objects(objects, |i| {
+            let client = client.clone();
+            async move {
+                if kind == Kind::Ceiling {
+                    let patch = json!({"metadata": {"finalizers": Value::Null}});
+                    cluster::send(&client, "PATCH", &cluster::path(i), &patch).await?;
+                }
+                Ok(())
+            }
+        })
+        .await?;
+    let done = observer
+        .wait("every object gone", DEADLINE, |seen| seen.is_empty())
+        .await;
+    if let Some(operator) = &operator {
+        operator.check_running()?;
+    }
+    let wall = done?.duration_since(start).as_secs_f64();
+    let after = settled_verbs(&cluster).await?;
+    let own_after = observer.own_requests();
+    let cpu = operator.as_ref().map_or(0.0, |o| o.cpu() - cpu_before);
+    let server_cpu = cpu_seconds(cluster.pid()) - server_before;
+    if let Some(operator) = operator {
+        operator.terminate(EXIT_DEADLINE);
+    }
+    cluster.stop();
+    let own = [
+        ("delete", objects as f64),
+        ("list", (own_after.0 - own_before.0) as f64),
+        ("watch", (own_after.1 - own_before.1) as f64),
+    ];
+    let verbs = operator_verbs(&before, &after, &own);
+    let n = objects as f64;
+    let mut sample: Sample = vec![
+        ("wall time until all are gone, s".into(), wall),
+        ("objects per second".into(), n / wall),
+    ];
+    if kind != Kind::Ceiling {
+        sample.push(("operator CPU, s".into(), cpu));
+        sample.push(("operator CPU per object, ms".into(), cpu * 1e3 / n));
+        sample.push((
+            "operator CPU per API write, ms".into(),
+            cpu * 1e3 / writes(&verbs).max(1.0),
+        ));
+    }
+    sample.push(("server CPU, s".into(), server_cpu));
+    request_figures(&mut sample, &verbs, n, "object");
+    Ok(sample)
+}
+
+/// Scenario 6: process start to the first (and last) handler call with N objects present,
+/// fresh (to be created) and then already handled (to be resumed by a new process).
+pub(crate) async fn startup(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+) -> Result<Sample, String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    cluster
+        .create_objects(objects, None, |_| async { Ok(()) })
+        .await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let mut sample = Sample::new();
+    for (run, handler, what) in [("1", "create_fn", "fresh"), ("2", "resume_fn", "resumed")] {
+        let operator = programs.start(kind, &cluster.kubeconfig, "startup", run, None)?;
+        let started = unix(operator.spawned_at);
+        observer
+            .wait(
+                &format!("every {handler} of run {run}"),
+                DEADLINE,
+                marked(objects, handler, run),
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "{e}; {}",
+                    operator.check_running().err().unwrap_or_default()
+                )
+            })?;
+        operator.terminate(EXIT_DEADLINE);
+        let times = marks(&observer, handler, run);
+        let first = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let last = times.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        sample.push((format!("start → first handler, {what}, s"), first - started));
+        sample.push((format!("start → last handler, {what}, s"), last - started));
+    }
+    cluster.stop();
+    Ok(sample)
+}
+
+/// Instruction counts (callgrind) of a small create burst: the operator's instructions from
+/// the moment it watches until every object is handled and its writes have settled.
+pub(crate) async fn instructions(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+    dir: &Path,
+) -> Result<Sample, String> {
+    let out = dir.join(format!(
+        "callgrind.{}.out",
+        kind.title().split(' ').next().unwrap_or("op")
+    ));
+    let valgrind = vec![
+        "--tool=callgrind".to_string(),
+        format!("--callgrind-out-file={}", out.display()),
+    ];
+    let cluster = Cluster::start(&programs.server).await?;
+    let observer = Observer::start(cluster.client.clone()).await?;
+    let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", Some(&valgrind))?;
+    ready(
+        &cluster,
+        Some(&observer),
+        &operator,
+        Duration::from_secs(600),
+    )
+    .await?;
+    // The watch is open; let the start finish its own work (slow under valgrind): wait for
+    // two quiet seconds in a row (under 20 ms of CPU each).
+    let until = Instant::now() + Duration::from_secs(300);
+    let (mut quiet, mut cpu) = (0, operator.cpu());
+    while quiet < 2 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        operator.check_running()?;
+        let now = operator.cpu();
+        quiet = if now - cpu < 0.02 { quiet + 1 } else { 0 };
+        cpu = now;
+    }
+    callgrind_control(&["-z", &operator.pid().to_string()])?;
+    let before = cluster.verbs().await?;
+    let own_before = observer.own_requests();
+    cluster
+        .create_objects(objects, None, |_| async { Ok(()) })
+        .await?;
+    observer
+        .wait(
+            "every create handler's status",
+            Duration::from_secs(900),
+            marked(objects, "create_fn", "1"),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "{e}; {}",
+                operator.check_running().err().unwrap_or_default()
+            )
+        })?;
+    let after = settled_verbs(&cluster).await?;
+    let own_after = observer.own_requests();
+    callgrind_control(&["-d", &operator.pid().to_string()])?;
+    let total = dumped_instructions(&out)?;
+    operator.terminate(Duration::from_secs(120));
+    cluster.stop();
+    let own = [
+        ("create", objects as f64),
+        ("list", (own_after.0 - own_before.0) as f64),
+        ("watch", (own_after.1 - own_before.1) as f64),
+    ];
+    let verbs = operator_verbs(&before, &after, &own);
+    Ok(vec![
+        (
+            "instructions per object, millions".into(),
+            total / objects as f64 / 1e6,
+        ),
+        (
+            "instructions per API write, millions".into(),
+            total / writes(&verbs).max(1.0) / 1e6,
+        ),
+    ])
+}
+
+fn callgrind_control(args: &[&str]) -> Result<(), String> {
+    let output = std::process::Command::new("callgrind_control")
+        .args(args)
+        .output()
+        .map_err(|e| format!("callgrind_control: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "callgrind_control {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// The instructions in the newest dump next to `out` (`out.N`, written by `callgrind_control -d`).
+fn dumped_instructions(out: &Path) -> Result<f64, String> {
+    let dir = out.parent().expect("a directory");
+    let prefix = out
+        .file_name()
+        .expect("a file name")
+        .to_string_lossy()
+        .to_string();
+    let mut dumps: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    dumps.sort();
+    let (_, newest) = dumps.last().ok_or("callgrind wrote no dump")?;
+    let text = std::fs::read_to_string(newest).map_err(|e| format!("{}: {e}", newest.display()))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+        })
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no instruction total in {}", newest.display()))
+}

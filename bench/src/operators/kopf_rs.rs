@@ -1,0 +1,111 @@
+//! `bench-kopf-rs-operator`: the kopf-rs side of `operator-bench`, a separate process that the
+//! runner measures from outside. It serves KopfExamples (`examples/crd.yaml`) with the handlers
+//! that `BENCH_MODE` chooses; every handler that writes leaves `{"at": <unix seconds>, "run":
+//! BENCH_RUN}` (and `"seq"` for updates) in `status.<handler id>`, so the runner sees when it
+//! ran; busy handlers and daemons print `BENCH-STARTED <name>` when they start. The other
+//! options are Kopf's `kopf run` ones (`--all-namespaces`, ...).
+//!
+//! The same job is done by `bench/operators/kopf_operator.py` (Python Kopf) and
+//! `bench-kube-rs-operator` (a kube-rs `Controller`).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kopf::{ChangeHandler, Invocation, Registry, Selector, TemporaryError};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+#[path = "common.rs"]
+mod common;
+
+use common::{Mode, mark};
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn create_fn() -> Value {
+    mark(None)
+}
+
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples")]
+async fn update_fn(spec: &Value) -> Value {
+    mark(spec.get("seq"))
+}
+
+#[kopf::on_resume("kopf.dev", "v1", "kopfexamples")]
+async fn resume_fn() -> Value {
+    mark(None)
+}
+
+#[kopf::on_delete("kopf.dev", "v1", "kopfexamples")]
+async fn delete_fn() {}
+
+#[kopf::on_event("kopf.dev", "v1", "kopfexamples")]
+async fn event_fn() {}
+
+/// A create handler that works until the operator stops (scenario "shutdown, in flight").
+/// Change handlers get no `stopped` argument from the attributes, so this one is registered
+/// with [`ChangeHandler`] and reads it from its [`Invocation`].
+async fn busy_fn(invocation: Invocation) -> kopf::Result<Option<Value>> {
+    common::started(invocation.name());
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_secs(3600)) => Ok(Some(mark(None))),
+        _ = invocation.stopped().cancelled() => {
+            Err(TemporaryError::new("stopped by the operator's exit").immediately().into())
+        }
+    }
+}
+
+/// A daemon that runs until the operator stops (scenario "shutdown, daemons").
+#[kopf::daemon("kopf.dev", "v1", "kopfexamples")]
+async fn daemon_fn(name: &str, stopped: &CancellationToken) {
+    common::started(name);
+    stopped.cancelled().await;
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let mode = match Mode::from_env() {
+        Ok(mode) => mode,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let registry = match mode {
+        Mode::Create => kopf::handlers![create_fn],
+        Mode::Update => kopf::handlers![create_fn, update_fn],
+        Mode::Delete => kopf::handlers![create_fn, delete_fn],
+        Mode::Startup => kopf::handlers![create_fn, resume_fn],
+        Mode::Idle => kopf::handlers![event_fn],
+        Mode::Busy => Registry::new().with(ChangeHandler::on_create(
+            Selector::new("kopf.dev", "v1", "kopfexamples"),
+            "create_fn",
+            busy_fn,
+        )),
+        Mode::Daemon => kopf::handlers![daemon_fn],
+    };
+    // For experiments only: another cap on concurrent writes (set it in operator-bench's
+    // environment, which its operators inherit; the benchmark's figures leave it unset).
+    if let Ok(writes) = std::env::var("BENCH_MAX_CONCURRENT_WRITES") {
+        let Ok(writes) = writes.parse() else {
+            eprintln!("BENCH_MAX_CONCURRENT_WRITES must be a number, not {writes:?}");
+            return ExitCode::from(2);
+        };
+        let mut settings = kopf::Settings::default();
+        settings.networking.max_concurrent_writes = writes;
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .init();
+        return match kopf::Operator::new(registry)
+            .settings(settings)
+            .run_until_signalled()
+            .await
+        {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    kopf::run_with(registry).await
+}
