@@ -183,7 +183,7 @@ impl Attempt<'_> {
             && let Some(reason) = node.stop_reason()
             && let Some(work) = node.work()
         {
-            tracing::info!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
+            tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
         }
         // A retry asked for because the operator is exiting is not a failed attempt.
         report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);

@@ -50,31 +50,51 @@ pub(crate) async fn apply(
         let (body, operations) = patch.into_merge();
         (body, None, operations)
     };
-    let mut newest = None;
-    if let Some(body) = body {
-        let merge = KubePatch::Merge(&body);
-        let sent = retried(backoffs, target.stop, || {
-            api.patch(target.name, &params, &merge)
-        });
-        match sent.await? {
-            Some(object) => newest = object.metadata.resource_version,
-            None => return Ok(None),
+    // The object and its status are written at once: they are separate writes anyway, and
+    // a watch delivers each version, so waiting for the object's own version (the one with
+    // the diff-base and progress) is enough for consistency.
+    let body_sent = async {
+        match &body {
+            Some(body) => {
+                let merge = KubePatch::Merge(body);
+                retried(backoffs, target.stop, || {
+                    api.patch(target.name, &params, &merge)
+                })
+                .await
+                .map(Some)
+            }
+            None => Ok(None),
         }
-    }
-    if let Some(status) = status {
-        let merge = KubePatch::Merge(&status);
-        let sent = retried(backoffs, target.stop, || {
-            api.patch_status(target.name, &params, &merge)
-        });
-        match sent.await? {
-            Some(object) => newest = object.metadata.resource_version,
-            None => return Ok(None),
+    };
+    let status_sent = async {
+        match &status {
+            Some(status) => {
+                let merge = KubePatch::Merge(status);
+                retried(backoffs, target.stop, || {
+                    api.patch_status(target.name, &params, &merge)
+                })
+                .await
+                .map(Some)
+            }
+            None => Ok(None),
         }
+    };
+    let (body_sent, status_sent) = futures::join!(body_sent, status_sent);
+    let (body_sent, status_sent) = (body_sent?, status_sent?);
+    // `Some(None)`: the object is gone (404).
+    if matches!(body_sent, Some(None)) || matches!(status_sent, Some(None)) {
+        return Ok(None);
     }
+    let version_of = |sent: Option<Option<DynamicObject>>| {
+        sent.flatten()
+            .and_then(|object| object.metadata.resource_version)
+    };
+    let (body_version, status_version) = (version_of(body_sent), version_of(status_sent));
+    let mut newest = body_version.clone().or_else(|| status_version.clone());
     if !operations.is_empty() {
-        let version = newest
-            .clone()
-            .unwrap_or_else(|| resource_version.to_string());
+        // The `test` needs the object's current version: the later of the two writes'.
+        let version =
+            latest(body_version, status_version).unwrap_or_else(|| resource_version.to_string());
         let mut guarded =
             vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
         guarded.extend(operations);
@@ -103,6 +123,18 @@ pub(crate) async fn apply(
         }
     }
     Ok(newest)
+}
+
+/// The later of two resourceVersions. They are opaque to clients, but servers (etcd, the fake
+/// server) make them increasing numbers; a wrong guess only costs a retried JSON patch.
+fn latest(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+            (Ok(x), Ok(y)) if x > y => Some(a),
+            _ => Some(b),
+        },
+        (a, b) => a.or(b),
+    }
 }
 
 /// Calls `request`, retrying connection errors, 5xx and 429 after the given delays (until

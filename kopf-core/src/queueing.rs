@@ -156,7 +156,8 @@ impl Worker {
                 }
                 continue;
             }
-            let next = self.processor.process(&self.uid, batch, &self.tasks).await;
+            // Boxed: the processing future is large, and a worker waits far more than it works.
+            let next = Box::pin(self.processor.process(&self.uid, batch, &self.tasks)).await;
             if next.gone {
                 let mut workers = lock(&self.workers);
                 if self.receiver.is_empty() {

@@ -29,7 +29,8 @@
 //! Kopf: `kopf/_cogs/configs/conventions.py` (`StorageKeyFormingConvention`,
 //! `StorageKeyMarkingConvention`, `CollisionEvadingConvention`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock};
 
 use base64::Engine as _;
 use base64::alphabet::Alphabet;
@@ -119,8 +120,36 @@ pub(crate) fn make_v2_key(prefix: &str, key: &str) -> String {
 
 /// All keys under which a storage keeps `key` on this object: the V2 key first, then the V1
 /// key if `v1` is on and it differs.
+///
+/// The keys of an id depend only on the prefix, the id and whether the object is a
+/// Deployment's ReplicaSet; they are asked for several times per object and cycle, so they
+/// are remembered (a handful per operator: one per handler id).
 pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Vec<String> {
-    let key = mark_key(key, body);
+    type Cache = HashMap<(String, bool, String, bool), Vec<String>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    /// Enough for every handler of many operators; past it, the cache starts afresh.
+    const CAPACITY: usize = 4096;
+    let marked = is_deployment_replicaset(body);
+    let cache = CACHE.get_or_init(Mutex::default);
+    let lookup = (prefix.to_owned(), v1, key.to_owned(), marked);
+    if let Some(keys) = crate::tasks::lock(cache).get(&lookup) {
+        return keys.clone();
+    }
+    let keys = compute_keys(prefix, v1, key, marked);
+    let mut cache = crate::tasks::lock(cache);
+    if cache.len() >= CAPACITY {
+        cache.clear();
+    }
+    cache.insert(lookup, keys.clone());
+    keys
+}
+
+fn compute_keys(prefix: &str, v1: bool, key: &str, marked: bool) -> Vec<String> {
+    let key = if marked {
+        format!("{key}{DEPLOYMENT_REPLICASET_MARK}")
+    } else {
+        key.to_owned()
+    };
     let mut keys = vec![make_v2_key(prefix, &key)];
     if v1 {
         let v1_key = make_v1_key(prefix, &key);
@@ -131,23 +160,18 @@ pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Vec<
     keys
 }
 
-/// Appends `-ofDRS` to ids on ReplicaSets owned by Deployments, whose annotations Kubernetes
-/// overwrites with the Deployment's.
-fn mark_key(key: &str, body: &Value) -> String {
-    let is_replicaset = body.get("kind").and_then(Value::as_str) == Some("ReplicaSet");
-    let owned_by_deployment = body
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|owners| {
-            owners
-                .iter()
-                .any(|owner| owner.get("kind").and_then(Value::as_str) == Some("Deployment"))
-        });
-    if is_replicaset && owned_by_deployment {
-        format!("{key}{DEPLOYMENT_REPLICASET_MARK}")
-    } else {
-        key.to_owned()
-    }
+/// Whether `-ofDRS` goes after ids on this object: a ReplicaSet owned by a Deployment, whose
+/// annotations Kubernetes overwrites with the Deployment's.
+fn is_deployment_replicaset(body: &Value) -> bool {
+    body.get("kind").and_then(Value::as_str) == Some("ReplicaSet")
+        && body
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|owners| {
+                owners
+                    .iter()
+                    .any(|owner| owner.get("kind").and_then(Value::as_str) == Some("Deployment"))
+            })
 }
 
 /// The prefixes among these annotation keys that belong to Kopf-based operators.
