@@ -242,8 +242,16 @@ impl Attempt<'_> {
                 arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
             }
             Some(Ok(Ok(value))) => {
-                if subhandlers.is_none_or(|s| s.is_empty()) {
-                    logger.info(format_args!("{label} '{id}' succeeded."));
+                match node.stop_reason() {
+                    // A stop ends many at once (every daemon at the exit): one line each at
+                    // DEBUG, so that a stop is not slowed down by its own logs.
+                    Some(reason) => {
+                        tracing::debug!(target: "kopf::handler", parent: logger.span(), "{label} '{id}' succeeded after it was asked to stop: {reason}.")
+                    }
+                    None if subhandlers.is_none_or(|s| s.is_empty()) => {
+                        logger.info(format_args!("{label} '{id}' succeeded."));
+                    }
+                    None => {}
                 }
                 Outcome::Success(value)
             }
@@ -322,9 +330,7 @@ impl Report<'_> {
     fn retry(&self, delay: Duration, line: String, message: String) -> Outcome {
         if self.exiting {
             let (label, id) = (self.label, self.id);
-            self.logger.info(format_args!(
-                "{label} '{id}' was interrupted by the operator's exit ({message}); it is not counted as an attempt"
-            ));
+            tracing::debug!(target: "kopf::handler", parent: self.logger.span(), "{label} '{id}' was interrupted by the operator's exit ({message}); it is not counted as an attempt");
             return Outcome::Aborted;
         }
         self.logger.error(&line);

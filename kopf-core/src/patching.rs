@@ -34,14 +34,14 @@ impl Target<'_> {
     }
 }
 
-/// Sends the patch; returns the object's newest resourceVersion (`None` if the object is
-/// gone or nothing was sent).
+/// Sends the patch; returns the resourceVersions that the writes made, all of which a watch
+/// will deliver (none if the object is gone or nothing was sent).
 pub(crate) async fn apply(
     target: &Target<'_>,
     patch: Patch,
     resource_version: &str,
     backoffs: &[Duration],
-) -> Result<Option<String>, kube::Error> {
+) -> Result<Vec<String>, kube::Error> {
     let api = target.api();
     let params = PatchParams::default();
     let (body, status, operations) = if target.resource.status_subresource {
@@ -50,9 +50,8 @@ pub(crate) async fn apply(
         let (body, operations) = patch.into_merge();
         (body, None, operations)
     };
-    // The object and its status are written at once: they are separate writes anyway, and
-    // a watch delivers each version, so waiting for the object's own version (the one with
-    // the diff-base and progress) is enough for consistency.
+    // The object and its status are written at once: they are separate writes anyway, and a
+    // watch delivers each version; the caller waits until both have come back.
     let body_sent = async {
         match &body {
             Some(body) => {
@@ -83,14 +82,18 @@ pub(crate) async fn apply(
     let (body_sent, status_sent) = (body_sent?, status_sent?);
     // `Some(None)`: the object is gone (404).
     if matches!(body_sent, Some(None)) || matches!(status_sent, Some(None)) {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let version_of = |sent: Option<Option<DynamicObject>>| {
         sent.flatten()
             .and_then(|object| object.metadata.resource_version)
     };
     let (body_version, status_version) = (version_of(body_sent), version_of(status_sent));
-    let mut newest = body_version.clone().or_else(|| status_version.clone());
+    let mut written: Vec<String> = body_version
+        .iter()
+        .chain(&status_version)
+        .cloned()
+        .collect();
     if !operations.is_empty() {
         // The `test` needs the object's current version: the later of the two writes'.
         let version =
@@ -113,8 +116,9 @@ pub(crate) async fn apply(
         })
         .await;
         match result {
-            Ok(Some(object)) => newest = object.metadata.resource_version,
-            Ok(None) => return Ok(None),
+            // After both merges (the `test` made sure): the one version to wait for.
+            Ok(Some(object)) => written = object.metadata.resource_version.into_iter().collect(),
+            Ok(None) => return Ok(Vec::new()),
             // The object changed meanwhile: the next cycle sees it and tries again.
             Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
                 tracing::debug!(message = %status.message, "a guarded JSON patch met a newer version; retrying later");
@@ -122,7 +126,7 @@ pub(crate) async fn apply(
             Err(error) => return Err(error),
         }
     }
-    Ok(newest)
+    Ok(written)
 }
 
 /// The later of two resourceVersions. They are opaque to clients, but servers (etcd, the fake

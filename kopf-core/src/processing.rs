@@ -52,7 +52,7 @@ struct Memory {
     /// The newest state seen, while the object's worker lives.
     latest: Option<Arc<Value>>,
     /// After our own PATCH: the version to wait for, and until when.
-    awaited: Option<(String, Instant)>,
+    awaited: Option<(Vec<String>, Instant)>,
     /// Failed writes in a row, for throttling.
     failures: usize,
     /// The object's memo: a shallow copy of the operator's, made on first sight.
@@ -164,8 +164,8 @@ impl Processor {
         f(memories.entry(uid.to_string()).or_default())
     }
 
-    /// Lets go of the object's newest state when its worker idles out: an idle operator keeps
-    /// a few flags per object, not the objects (the next event brings the state again).
+    /// Lets go of the object's newest state when nothing is due for it: an operator at rest
+    /// keeps a few flags per object, not the objects (the next event brings the state again).
     pub(crate) fn release(&self, uid: &str) {
         if let Some(memory) = self
             .memories
@@ -234,17 +234,15 @@ impl Processor {
         };
         // Kopf's consistency rule: after our own PATCH, wait (bounded) until its version comes
         // back before running change handlers on a state that may predate it.
-        let waiting = self.memory(uid, |memory| match &memory.awaited {
-            Some((version, _)) if versions.contains(version) => {
-                memory.awaited = None;
-                None
+        // Several writes (the object and its status) are waited for until each has come back.
+        let waiting = self.memory(uid, |memory| {
+            let (pending, until) = memory.awaited.as_mut()?;
+            pending.retain(|version| !versions.contains(version));
+            if !pending.is_empty() && *until > Instant::now() {
+                return Some(*until - Instant::now());
             }
-            Some((_, until)) if *until > Instant::now() => Some(*until - Instant::now()),
-            Some(_) => {
-                memory.awaited = None;
-                None
-            }
-            None => None,
+            memory.awaited = None;
+            None
         });
         if let Some(remaining) = waiting {
             let wakeup = match self.write(uid, &body, patch, tasks).await {
@@ -383,7 +381,7 @@ impl Processor {
                 let timeout = self.settings.persistence.consistency_timeout;
                 self.memory(uid, |m| {
                     m.failures = 0;
-                    if let Some(newest) = newest.filter(|_| !timeout.is_zero()) {
+                    if !newest.is_empty() && !timeout.is_zero() {
                         m.awaited = Some((newest, Instant::now() + timeout));
                     }
                 });

@@ -166,6 +166,11 @@ impl Worker {
                 }
             }
             wakeup = next.wakeup.map(|delay| tokio::time::Instant::now() + delay);
+            if wakeup.is_none() {
+                // Nothing due: the next event brings the state again, so an object at rest
+                // costs a few flags, not its body, even while its worker waits to idle out.
+                self.processor.release(&self.uid);
+            }
         }
     }
 }
