@@ -24,7 +24,7 @@ use crate::registry::Registry;
 use crate::resources::{Resource, Selector};
 use crate::settings::Settings;
 use crate::storage::{DiffBaseStorage, HandlerId, ProgressRecord, ProgressStorage};
-use crate::subhandlers::SubHandler;
+use crate::subhandlers::{SubHandler, SubHandlers};
 use crate::tasks::{StopReason, Tasks};
 use crate::watching::Event;
 
@@ -772,7 +772,7 @@ impl Processor {
             let patch = invocation.patch.clone();
             let logger = invocation.logger.clone();
             let subhandlers = invocation.subhandlers.clone();
-            let mut outcome = execution::execute(
+            let outcome = execution::execute(
                 &handler.id,
                 &handler.function,
                 &handler.options,
@@ -782,39 +782,26 @@ impl Processor {
             .await;
             cycle.patch.merge(take(&patch));
             let mut subrefs = record.subrefs.clone();
-            if let Outcome::Success(result) = &outcome {
-                let children = subhandlers.take();
-                if !children.is_empty() {
-                    let context = Context {
-                        body,
-                        reason,
-                        diff: narrowed,
-                        old: old_value,
-                        new: new_value,
-                        tasks,
-                    };
-                    let settled = self
-                        .run_subhandlers(
-                            &handler.id,
-                            children,
-                            &context,
-                            &mut records,
-                            &mut cycle.patch,
-                        )
-                        .await;
-                    for id in settled.ids {
-                        let id = HandlerId::new(id.as_str());
-                        if !subrefs.contains(&id) {
-                            subrefs.push(id);
-                        }
-                    }
-                    outcome = match settled.outcome {
-                        Outcome::Success(_) => Outcome::Success(result.clone()),
-                        other => other,
-                    };
-                    report_parent(&handler.id, &outcome, &logger);
-                }
-            }
+            let context = Context {
+                body,
+                reason,
+                diff: narrowed,
+                old: old_value,
+                new: new_value,
+                tasks,
+            };
+            let outcome = self
+                .with_subhandlers(
+                    &handler.id,
+                    outcome,
+                    &subhandlers,
+                    &context,
+                    &mut records,
+                    &mut cycle.patch,
+                    &mut subrefs,
+                    &logger,
+                )
+                .await;
             let Some(mut updated) = settle(
                 &handler.id,
                 &record,
@@ -1026,6 +1013,47 @@ struct Settled {
 }
 
 impl Processor {
+    /// After a handler's call: runs the sub-handlers it registered, if any, adds their ids to
+    /// `subrefs`, and tells how the handler stands (its own outcome when it registered none).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parent's record and the cycle's state, lent for the call"
+    )]
+    async fn with_subhandlers(
+        self: &Arc<Self>,
+        id: &str,
+        outcome: Outcome,
+        registered: &SubHandlers,
+        context: &Context<'_>,
+        records: &mut BTreeMap<String, ProgressRecord>,
+        patch: &mut Patch,
+        subrefs: &mut Vec<HandlerId>,
+        logger: &Logger,
+    ) -> Outcome {
+        let Outcome::Success(result) = &outcome else {
+            return outcome;
+        };
+        let children = registered.take();
+        if children.is_empty() {
+            return outcome;
+        }
+        let settled = self
+            .run_subhandlers(id, children, context, records, patch)
+            .await;
+        for nested in settled.ids {
+            let nested = HandlerId::new(nested.as_str());
+            if !subrefs.contains(&nested) {
+                subrefs.push(nested);
+            }
+        }
+        let outcome = match settled.outcome {
+            Outcome::Success(_) => Outcome::Success(result.clone()),
+            other => other,
+        };
+        report_parent(id, &outcome, logger);
+        outcome
+    }
+
     /// Runs the due sub-handlers that a parent registered (in the lifecycle's order), records
     /// their progress in `records`, and tells how they stand.
     fn run_subhandlers<'a>(
@@ -1090,7 +1118,7 @@ impl Processor {
                 let written = invocation.patch.clone();
                 let logger = invocation.logger.clone();
                 let grandchildren = invocation.subhandlers.clone();
-                let mut outcome = execution::execute(
+                let outcome = execution::execute(
                     id,
                     &child.function,
                     &child.options,
@@ -1100,26 +1128,18 @@ impl Processor {
                 .await;
                 patch.merge(take(&written));
                 let mut subrefs = record.subrefs.clone();
-                if let Outcome::Success(result) = &outcome {
-                    let grandchildren = grandchildren.take();
-                    if !grandchildren.is_empty() {
-                        let settled = self
-                            .run_subhandlers(id, grandchildren, context, records, patch)
-                            .await;
-                        for nested in settled.ids {
-                            all_ids.push(nested.clone());
-                            let nested = HandlerId::new(nested.as_str());
-                            if !subrefs.contains(&nested) {
-                                subrefs.push(nested);
-                            }
-                        }
-                        outcome = match settled.outcome {
-                            Outcome::Success(_) => Outcome::Success(result.clone()),
-                            other => other,
-                        };
-                        report_parent(id, &outcome, &logger);
-                    }
-                }
+                let outcome = self
+                    .with_subhandlers(
+                        id,
+                        outcome,
+                        &grandchildren,
+                        context,
+                        records,
+                        patch,
+                        &mut subrefs,
+                        &logger,
+                    )
+                    .await;
                 let Some(mut updated) = settle(id, &record, started, reason, outcome, patch) else {
                     return Settled {
                         ids: all_ids,
