@@ -12,7 +12,11 @@
 //! ```
 //!
 //! The command line is Kopf's `kopf run`: `--namespace`/`-n`, `--all-namespaces`/`-A`,
-//! `--verbose`, `--log-format`; `--help` lists them.
+//! `--verbose`, `--log-format`, `--liveness` (the probe's results at that URL, readiness at
+//! `/readyz` next to it), `--metrics`; `--help` lists them.
+//!
+//! Besides the change handlers: a daemon and a timer per object, startup and cleanup
+//! handlers, and a probe.
 
 use std::process::ExitCode;
 use std::time::Duration;
