@@ -10,6 +10,16 @@ use crate::scenarios::{Sample, Sizes};
 /// One measurement: the run (from 0), who did the job, and what was measured or what failed.
 type Outcome = (usize, Kind, Result<Sample, String>);
 
+/// Whether a figure meets a target.
+type Met = fn(f64) -> bool;
+
+/// A row of the targets table: the target, the figure it is judged by (if measured), the
+/// figure's unit, and whether a figure meets the target.
+type TargetRow = (String, Option<f64>, &'static str, Met);
+
+/// The scenarios that some targets are set for alike, and their names there.
+const BURST_AND_DELETION: [(u8, &str); 2] = [(1, "create burst"), (5, "deletion")];
+
 /// Everything measured in one invocation.
 pub(crate) struct Report {
     sizes: Sizes,
@@ -248,7 +258,7 @@ impl Report {
     fn targets(&self, out: &mut String) {
         let _ = writeln!(out, "\n## Targets\n");
         let _ = writeln!(out, "| target | measured | met |\n|---|---|---|");
-        let mut row = |target: &str, value: Option<f64>, unit: &str, met: fn(f64) -> bool| {
+        for (target, value, unit, met) in self.target_rows() {
             let (measured, verdict) = match value {
                 Some(v) => (
                     format!("{v:.3}{unit}"),
@@ -257,84 +267,80 @@ impl Report {
                 None => ("not measured".into(), "–"),
             };
             let _ = writeln!(out, "| {target} | {measured} | {verdict} |");
-        };
+        }
+    }
+
+    /// The rows of the targets table, in order.
+    fn target_rows(&self) -> Vec<TargetRow> {
         use Kind::{Kopf, KopfRs, KubeRs};
-        row(
-            "create-burst throughput ≥ 10× Python Kopf's",
-            self.ratio(1, "objects per second", KopfRs, Kopf),
-            "×",
-            |v| v >= 10.0,
-        );
-        row(
-            "create-burst CPU ≤ 1/10 of Python Kopf's",
-            self.ratio(1, "operator CPU, s", KopfRs, Kopf),
-            "×",
-            |v| v <= 0.1,
-        );
-        row(
-            "create-burst peak memory ≤ 1/10 of Python Kopf's",
-            self.ratio(1, "operator peak RSS, MiB", KopfRs, Kopf),
-            "×",
-            |v| v <= 0.1,
-        );
-        for (scenario, what) in [(1, "create burst"), (5, "deletion")] {
-            row(
-                &format!("{what}: operator CPU per API write ≤ kube-rs's"),
-                self.ratio(scenario, "operator CPU per API write, ms", KopfRs, KubeRs),
-                "×",
-                |v| v <= 1.0,
-            );
+        let mut rows = Vec::new();
+        let kopf: [(&str, &str, Met); 3] = [
+            (
+                "create-burst throughput ≥ 10× Python Kopf's",
+                "objects per second",
+                |v| v >= 10.0,
+            ),
+            (
+                "create-burst CPU ≤ 1/10 of Python Kopf's",
+                "operator CPU, s",
+                |v| v <= 0.1,
+            ),
+            (
+                "create-burst peak memory ≤ 1/10 of Python Kopf's",
+                "operator peak RSS, MiB",
+                |v| v <= 0.1,
+            ),
+        ];
+        for (target, metric, met) in kopf {
+            rows.push(self.ratio_target(target.into(), 1, metric, Kopf, met));
         }
-        row(
-            "create burst: API writes per second ≥ kube-rs's",
-            self.ratio(1, "API writes per second", KopfRs, KubeRs),
-            "×",
-            |v| v >= 1.0,
-        );
-        row(
-            "create burst: objects per second ≥ kube-rs's",
-            self.ratio(1, "objects per second", KopfRs, KubeRs),
-            "×",
-            |v| v >= 1.0,
-        );
-        for metric in [
-            "update → handler latency p50, ms",
-            "update → handler latency p99, ms",
+        for (scenario, what) in BURST_AND_DELETION {
+            let target = format!("{what}: operator CPU per API write ≤ kube-rs's");
+            let metric = "operator CPU per API write, ms";
+            rows.push(self.ratio_target(target, scenario, metric, KubeRs, |v| v <= 1.0));
+        }
+        for metric in ["API writes per second", "objects per second"] {
+            let target = format!("create burst: {metric} ≥ kube-rs's");
+            rows.push(self.ratio_target(target, 1, metric, KubeRs, |v| v >= 1.0));
+        }
+        let objects = self.sizes.objects;
+        let busy = format!("SIGTERM → exit, {objects} handlers in flight, ms");
+        let daemons = format!("SIGTERM → exit, {objects} daemons, ms");
+        for (scenario, metric) in [
+            (2, "update → handler latency p50, ms"),
+            (2, "update → handler latency p99, ms"),
+            (4, "SIGTERM → exit, idle, ms"),
+            (4, busy.as_str()),
+            (4, daemons.as_str()),
         ] {
-            row(
-                &format!("{metric} ≤ kube-rs's"),
-                self.ratio(2, metric, KopfRs, KubeRs),
-                "×",
-                |v| v <= 1.0,
-            );
+            let target = format!("{metric} ≤ kube-rs's");
+            rows.push(self.ratio_target(target, scenario, metric, KubeRs, |v| v <= 1.0));
         }
-        let busy = format!(
-            "SIGTERM → exit, {} handlers in flight, ms",
-            self.sizes.objects
-        );
-        let daemons = format!("SIGTERM → exit, {} daemons, ms", self.sizes.objects);
-        for metric in ["SIGTERM → exit, idle, ms", busy.as_str(), daemons.as_str()] {
-            row(
-                &format!("{metric} ≤ kube-rs's"),
-                self.ratio(4, metric, KopfRs, KubeRs),
-                "×",
-                |v| v <= 1.0,
-            );
+        for (scenario, what) in BURST_AND_DELETION {
+            let target = format!("{what}: API requests per object ≤ Python Kopf's");
+            let metric = "API requests per object";
+            rows.push(self.ratio_target(target, scenario, metric, Kopf, |v| v <= 1.0));
         }
-        for (scenario, what) in [(1, "create burst"), (5, "deletion")] {
-            row(
-                &format!("{what}: API requests per object ≤ Python Kopf's"),
-                self.ratio(scenario, "API requests per object", KopfRs, Kopf),
-                "×",
-                |v| v <= 1.0,
-            );
-        }
-        row(
-            "idle memory per object < 1 KiB",
+        rows.push((
+            "idle memory per object < 1 KiB".into(),
             self.median_of(3, KopfRs, "memory per object, KiB"),
             " KiB",
             |v| v < 1.0,
-        );
+        ));
+        rows
+    }
+
+    /// A row of the targets table judged by kopf-rs's `metric` over `other`'s in `scenario`.
+    fn ratio_target(
+        &self,
+        target: String,
+        scenario: u8,
+        metric: &str,
+        other: Kind,
+        met: Met,
+    ) -> TargetRow {
+        let value = self.ratio(scenario, metric, Kind::KopfRs, other);
+        (target, value, "×", met)
     }
 
     fn failures(&self, out: &mut String) {

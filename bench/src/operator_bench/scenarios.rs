@@ -168,6 +168,151 @@ fn request_figures(sample: &mut Sample, verbs: &Verbs, per: f64, unit: &str) {
     }
 }
 
+/// A fresh fake API server with `objects` objects (with `finalizer`, if any) already in it.
+async fn populated(
+    programs: &Programs,
+    objects: usize,
+    finalizer: Option<&str>,
+) -> Result<Cluster, String> {
+    let cluster = Cluster::start(&programs.server).await?;
+    cluster
+        .create_objects(objects, finalizer, |_| async { Ok(()) })
+        .await?;
+    Ok(cluster)
+}
+
+/// Starts the operator of `kind` in `mode` and waits until it watches; none for the ceiling
+/// client, which does the operator's job itself.
+async fn start_operator(
+    programs: &Programs,
+    kind: Kind,
+    cluster: &Cluster,
+    observer: &Observer,
+    mode: &str,
+) -> Result<Option<Process>, String> {
+    if kind == Kind::Ceiling {
+        return Ok(None);
+    }
+    let operator = programs.start(kind, &cluster.kubeconfig, mode, "1", None)?;
+    ready(cluster, Some(observer), &operator, DEADLINE).await?;
+    Ok(Some(operator))
+}
+
+/// Stops the operator (if any) and then the fake API server.
+fn stop(operator: Option<Process>, cluster: Cluster) {
+    if let Some(operator) = operator {
+        operator.terminate(EXIT_DEADLINE);
+    }
+    cluster.stop();
+}
+
+/// Waits until every one of `objects` carries the create handler's mark of run 1.
+async fn all_created(
+    observer: &Observer,
+    objects: usize,
+    deadline: Duration,
+) -> Result<Instant, String> {
+    observer
+        .wait(
+            "every create handler's status",
+            deadline,
+            marked(objects, "create_fn", "1"),
+        )
+        .await
+}
+
+/// Adds to a failed wait's error why the operator stopped, if it did.
+fn blame(operator: &Process) -> impl Fn(String) -> String + '_ {
+    |e| {
+        format!(
+            "{e}; {}",
+            operator.check_running().err().unwrap_or_default()
+        )
+    }
+}
+
+/// A measured stretch: what it watches, and the counters at its start.
+struct Stretch<'a> {
+    cluster: &'a Cluster,
+    observer: &'a Observer,
+    operator: Option<&'a Process>,
+    verbs: Verbs,
+    own: (u64, u64),
+    cpu: f64,
+    server_cpu: f64,
+    start: Instant,
+}
+
+/// What was spent during a measured stretch.
+struct Spent {
+    /// The operator's requests per verb (the runner's own left out).
+    verbs: Verbs,
+    /// Operator CPU seconds (0 without an operator).
+    cpu: f64,
+    /// Fake API server CPU seconds.
+    server_cpu: f64,
+}
+
+impl<'a> Stretch<'a> {
+    /// Starts a stretch now, with `verbs` the request counters just read.
+    fn start(
+        verbs: Verbs,
+        cluster: &'a Cluster,
+        observer: &'a Observer,
+        operator: Option<&'a Process>,
+    ) -> Stretch<'a> {
+        Stretch {
+            cluster,
+            observer,
+            operator,
+            verbs,
+            own: observer.own_requests(),
+            cpu: operator.map_or(0.0, Process::cpu),
+            server_cpu: cpu_seconds(cluster.pid()),
+            start: Instant::now(),
+        }
+    }
+
+    /// Seconds from the start until a wait was `done`; the operator's error first if it has
+    /// stopped meanwhile.
+    fn wall(&self, done: Result<Instant, String>) -> Result<f64, String> {
+        if let Some(operator) = self.operator {
+            operator.check_running()?;
+        }
+        Ok(done?.duration_since(self.start).as_secs_f64())
+    }
+
+    /// What was spent since the start, once the writes have settled; `own` is the runner's own
+    /// requests besides its lists and watches (a verb and how many).
+    async fn spent(self, own: (&str, f64)) -> Result<Spent, String> {
+        let after = settled_verbs(self.cluster).await?;
+        let own_after = self.observer.own_requests();
+        let cpu = self.operator.map_or(0.0, |o| o.cpu() - self.cpu);
+        let server_cpu = cpu_seconds(self.cluster.pid()) - self.server_cpu;
+        let own = [
+            own,
+            ("list", (own_after.0 - self.own.0) as f64),
+            ("watch", (own_after.1 - self.own.1) as f64),
+        ];
+        Ok(Spent {
+            verbs: operator_verbs(&self.verbs, &after, &own),
+            cpu,
+            server_cpu,
+        })
+    }
+}
+
+/// Figures about the operator's CPU for `per` objects (or updates).
+fn cpu_figures(sample: &mut Sample, spent: &Spent, per: f64, unit: &str) {
+    let cpu = spent.cpu;
+    sample.push(("operator CPU, s".into(), cpu));
+    sample.push((format!("operator CPU per {unit}, ms"), cpu * 1e3 / per));
+    sample.push((
+        "operator CPU per API write, ms".into(),
+        cpu * 1e3 / writes(&spent.verbs).max(1.0),
+    ));
+}
+
 /// Scenario 1: N objects created at once; each needs a create handler's status write.
 pub(crate) async fn create_burst(
     programs: &Programs,
@@ -176,19 +321,9 @@ pub(crate) async fn create_burst(
 ) -> Result<Sample, String> {
     let cluster = Cluster::start(&programs.server).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
-    let operator = match kind {
-        Kind::Ceiling => None,
-        _ => {
-            let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", None)?;
-            ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
-            Some(operator)
-        }
-    };
+    let operator = start_operator(programs, kind, &cluster, &observer, "create").await?;
     let before = cluster.verbs().await?;
-    let own_before = observer.own_requests();
-    let cpu_before = operator.as_ref().map_or(0.0, Process::cpu);
-    let server_before = cpu_seconds(cluster.pid());
-    let start = Instant::now();
+    let stretch = Stretch::start(before, &cluster, &observer, operator.as_ref());
     if kind == Kind::Ceiling {
         let client = cluster.client.clone();
         cluster
@@ -212,50 +347,23 @@ pub(crate) async fn create_burst(
             .create_objects(objects, None, |_| async { Ok(()) })
             .await?;
     }
-    let done = observer
-        .wait(
-            "every create handler's status",
-            DEADLINE,
-            marked(objects, "create_fn", "1"),
-        )
-        .await;
-    if let Some(operator) = &operator {
-        operator.check_running()?;
-    }
-    let done = done?;
-    let wall = done.duration_since(start).as_secs_f64();
-    let after = settled_verbs(&cluster).await?;
-    let own_after = observer.own_requests();
-    let cpu = operator.as_ref().map_or(0.0, |o| o.cpu() - cpu_before);
+    let done = all_created(&observer, objects, DEADLINE).await;
+    let wall = stretch.wall(done)?;
+    let spent = stretch.spent(("create", objects as f64)).await?;
     let (_, peak) = operator.as_ref().map_or((0, 0), Process::memory);
-    let server_cpu = cpu_seconds(cluster.pid()) - server_before;
-    if let Some(operator) = operator {
-        operator.terminate(EXIT_DEADLINE);
-    }
-    cluster.stop();
-    let own = [
-        ("create", objects as f64),
-        ("list", (own_after.0 - own_before.0) as f64),
-        ("watch", (own_after.1 - own_before.1) as f64),
-    ];
-    let verbs = operator_verbs(&before, &after, &own);
+    stop(operator, cluster);
     let n = objects as f64;
     let mut sample: Sample = vec![
         ("wall time until the last status, s".into(), wall),
         ("objects per second".into(), n / wall),
-        ("API writes per second".into(), writes(&verbs) / wall),
+        ("API writes per second".into(), writes(&spent.verbs) / wall),
     ];
     if kind != Kind::Ceiling {
-        sample.push(("operator CPU, s".into(), cpu));
-        sample.push(("operator CPU per object, ms".into(), cpu * 1e3 / n));
-        sample.push((
-            "operator CPU per API write, ms".into(),
-            cpu * 1e3 / writes(&verbs).max(1.0),
-        ));
+        cpu_figures(&mut sample, &spent, n, "object");
         sample.push(("operator peak RSS, MiB".into(), peak as f64 / 1024.0));
     }
-    sample.push(("server CPU, s".into(), server_cpu));
-    request_figures(&mut sample, &verbs, n, "object");
+    sample.push(("server CPU, s".into(), spent.server_cpu));
+    request_figures(&mut sample, &spent.verbs, n, "object");
     Ok(sample)
 }
 
@@ -288,29 +396,15 @@ pub(crate) async fn steady_updates(
     run: usize,
 ) -> Result<Sample, String> {
     let objects = sizes.update_objects;
-    let cluster = Cluster::start(&programs.server).await?;
-    cluster
-        .create_objects(objects, None, |_| async { Ok(()) })
-        .await?;
+    let cluster = populated(programs, objects, None).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "update", "1", None)?;
     ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
-    observer
-        .wait(
-            "every create handler's status",
-            DEADLINE,
-            marked(objects, "create_fn", "1"),
-        )
+    all_created(&observer, objects, DEADLINE)
         .await
-        .map_err(|e| {
-            format!(
-                "{e}; {}",
-                operator.check_running().err().unwrap_or_default()
-            )
-        })?;
+        .map_err(blame(&operator))?;
     let before = settled_verbs(&cluster).await?;
-    let own_before = observer.own_requests();
-    let cpu_before = operator.cpu();
+    let stretch = Stretch::start(before, &cluster, &observer, Some(&operator));
     let total = (sizes.update_rate * sizes.update_seconds) as usize;
     let mut written: HashMap<u64, f64> = HashMap::new();
     let mut last_seq: HashMap<usize, u64> = HashMap::new();
@@ -352,30 +446,16 @@ pub(crate) async fn steady_updates(
             },
         )
         .await
-        .map_err(|e| {
-            format!(
-                "{e}; {}",
-                operator.check_running().err().unwrap_or_default()
-            )
-        })?;
-    let after = settled_verbs(&cluster).await?;
-    let own_after = observer.own_requests();
-    let cpu = operator.cpu() - cpu_before;
-    operator.terminate(EXIT_DEADLINE);
-    cluster.stop();
+        .map_err(blame(&operator))?;
+    let n = total as f64;
+    let spent = stretch.spent(("patch", n)).await?;
+    stop(Some(operator), cluster);
     let mut latencies: Vec<f64> = observer
         .updates()
         .iter()
         .filter_map(|mark| written.get(&mark.seq).map(|at| (mark.at - at) * 1e3))
         .collect();
     latencies.sort_by(f64::total_cmp);
-    let own = [
-        ("patch", total as f64),
-        ("list", (own_after.0 - own_before.0) as f64),
-        ("watch", (own_after.1 - own_before.1) as f64),
-    ];
-    let verbs = operator_verbs(&before, &after, &own);
-    let n = total as f64;
     let mut sample: Sample = vec![
         (
             "update → handler latency p50, ms".into(),
@@ -389,14 +469,9 @@ pub(crate) async fn steady_updates(
             "updates seen by a handler, %".into(),
             latencies.len() as f64 * 100.0 / n,
         ),
-        ("operator CPU, s".into(), cpu),
-        ("operator CPU per update, ms".into(), cpu * 1e3 / n),
-        (
-            "operator CPU per API write, ms".into(),
-            cpu * 1e3 / writes(&verbs).max(1.0),
-        ),
     ];
-    request_figures(&mut sample, &verbs, n, "update");
+    cpu_figures(&mut sample, &spent, n, "update");
+    request_figures(&mut sample, &spent.verbs, n, "update");
     Ok(sample)
 }
 
@@ -411,10 +486,7 @@ pub(crate) async fn idle_memory(
     kind: Kind,
     objects: usize,
 ) -> Result<f64, String> {
-    let cluster = Cluster::start(&programs.server).await?;
-    cluster
-        .create_objects(objects, None, |_| async { Ok(()) })
-        .await?;
+    let cluster = populated(programs, objects, None).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "idle", "1", None)?;
     ready(&cluster, None, &operator, DEADLINE).await?;
     // Settled: past the per-object workers' idle timeout, and less than 10 ms of CPU in each
@@ -436,8 +508,7 @@ pub(crate) async fn idle_memory(
         }
     }
     let (rss, _) = operator.memory();
-    operator.terminate(EXIT_DEADLINE);
-    cluster.stop();
+    stop(Some(operator), cluster);
     Ok(rss as f64 / 1024.0)
 }
 
@@ -468,27 +539,14 @@ async fn shutdown_once(
     objects: usize,
     mode: &str,
 ) -> Result<(Option<f64>, f64), String> {
-    let cluster = Cluster::start(&programs.server).await?;
-    cluster
-        .create_objects(objects, None, |_| async { Ok(()) })
-        .await?;
+    let cluster = populated(programs, objects, None).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let baseline = cluster.open_connections().await?;
     let operator = programs.start(kind, &cluster.kubeconfig, mode, "1", None)?;
     if mode == "create" {
-        observer
-            .wait(
-                "every create handler's status",
-                DEADLINE,
-                marked(objects, "create_fn", "1"),
-            )
+        all_created(&observer, objects, DEADLINE)
             .await
-            .map_err(|e| {
-                format!(
-                    "{e}; {}",
-                    operator.check_running().err().unwrap_or_default()
-                )
-            })?;
+            .map_err(blame(&operator))?;
     } else {
         let until = Instant::now() + DEADLINE;
         while operator.started() < objects {
@@ -559,37 +617,21 @@ pub(crate) async fn deletion(
     kind: Kind,
     objects: usize,
 ) -> Result<Sample, String> {
-    let cluster = Cluster::start(&programs.server).await?;
     let finalizer = (kind == Kind::Ceiling).then_some("bench.kopf.dev/cleanup");
-    cluster
-        .create_objects(objects, finalizer, |_| async { Ok(()) })
-        .await?;
+    let cluster = populated(programs, objects, finalizer).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
-    let operator = match kind {
-        Kind::Ceiling => None,
-        _ => {
-            let operator = programs.start(kind, &cluster.kubeconfig, "delete", "1", None)?;
-            ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
-            let handled = marked(objects, "create_fn", "1");
-            observer
-                .wait("every object handled, with a finalizer", DEADLINE, |seen| {
-                    handled(seen) && seen.values().all(|s| s.finalizers > 0)
-                })
-                .await
-                .map_err(|e| {
-                    format!(
-                        "{e}; {}",
-                        operator.check_running().err().unwrap_or_default()
-                    )
-                })?;
-            Some(operator)
-        }
-    };
+    let operator = start_operator(programs, kind, &cluster, &observer, "delete").await?;
+    if let Some(operator) = &operator {
+        let handled = marked(objects, "create_fn", "1");
+        observer
+            .wait("every object handled, with a finalizer", DEADLINE, |seen| {
+                handled(seen) && seen.values().all(|s| s.finalizers > 0)
+            })
+            .await
+            .map_err(blame(operator))?;
+    }
     let before = settled_verbs(&cluster).await?;
-    let own_before = observer.own_requests();
-    let cpu_before = operator.as_ref().map_or(0.0, Process::cpu);
-    let server_before = cpu_seconds(cluster.pid());
-    let start = Instant::now();
+    let stretch = Stretch::start(before, &cluster, &observer, operator.as_ref());
     let client = cluster.client.clone();
     cluster
         .delete_objects(objects, |i| {
@@ -606,39 +648,19 @@ pub(crate) async fn deletion(
     let done = observer
         .wait("every object gone", DEADLINE, |seen| seen.is_empty())
         .await;
-    if let Some(operator) = &operator {
-        operator.check_running()?;
-    }
-    let wall = done?.duration_since(start).as_secs_f64();
-    let after = settled_verbs(&cluster).await?;
-    let own_after = observer.own_requests();
-    let cpu = operator.as_ref().map_or(0.0, |o| o.cpu() - cpu_before);
-    let server_cpu = cpu_seconds(cluster.pid()) - server_before;
-    if let Some(operator) = operator {
-        operator.terminate(EXIT_DEADLINE);
-    }
-    cluster.stop();
-    let own = [
-        ("delete", objects as f64),
-        ("list", (own_after.0 - own_before.0) as f64),
-        ("watch", (own_after.1 - own_before.1) as f64),
-    ];
-    let verbs = operator_verbs(&before, &after, &own);
+    let wall = stretch.wall(done)?;
+    let spent = stretch.spent(("delete", objects as f64)).await?;
+    stop(operator, cluster);
     let n = objects as f64;
     let mut sample: Sample = vec![
         ("wall time until all are gone, s".into(), wall),
         ("objects per second".into(), n / wall),
     ];
     if kind != Kind::Ceiling {
-        sample.push(("operator CPU, s".into(), cpu));
-        sample.push(("operator CPU per object, ms".into(), cpu * 1e3 / n));
-        sample.push((
-            "operator CPU per API write, ms".into(),
-            cpu * 1e3 / writes(&verbs).max(1.0),
-        ));
+        cpu_figures(&mut sample, &spent, n, "object");
     }
-    sample.push(("server CPU, s".into(), server_cpu));
-    request_figures(&mut sample, &verbs, n, "object");
+    sample.push(("server CPU, s".into(), spent.server_cpu));
+    request_figures(&mut sample, &spent.verbs, n, "object");
     Ok(sample)
 }
 
@@ -649,10 +671,7 @@ pub(crate) async fn startup(
     kind: Kind,
     objects: usize,
 ) -> Result<Sample, String> {
-    let cluster = Cluster::start(&programs.server).await?;
-    cluster
-        .create_objects(objects, None, |_| async { Ok(()) })
-        .await?;
+    let cluster = populated(programs, objects, None).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let mut sample = Sample::new();
     for (run, handler, what) in [("1", "create_fn", "fresh"), ("2", "resume_fn", "resumed")] {
@@ -665,12 +684,7 @@ pub(crate) async fn startup(
                 marked(objects, handler, run),
             )
             .await
-            .map_err(|e| {
-                format!(
-                    "{e}; {}",
-                    operator.check_running().err().unwrap_or_default()
-                )
-            })?;
+            .map_err(blame(&operator))?;
         operator.terminate(EXIT_DEADLINE);
         let times = marks(&observer, handler, run);
         let first = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -721,35 +735,18 @@ pub(crate) async fn instructions(
     }
     callgrind_control(&["-z", &operator.pid().to_string()])?;
     let before = cluster.verbs().await?;
-    let own_before = observer.own_requests();
+    let stretch = Stretch::start(before, &cluster, &observer, Some(&operator));
     cluster
         .create_objects(objects, None, |_| async { Ok(()) })
         .await?;
-    observer
-        .wait(
-            "every create handler's status",
-            Duration::from_secs(900),
-            marked(objects, "create_fn", "1"),
-        )
+    all_created(&observer, objects, Duration::from_secs(900))
         .await
-        .map_err(|e| {
-            format!(
-                "{e}; {}",
-                operator.check_running().err().unwrap_or_default()
-            )
-        })?;
-    let after = settled_verbs(&cluster).await?;
-    let own_after = observer.own_requests();
+        .map_err(blame(&operator))?;
+    let spent = stretch.spent(("create", objects as f64)).await?;
     callgrind_control(&["-d", &operator.pid().to_string()])?;
     let total = dumped_instructions(&out)?;
     operator.terminate(Duration::from_secs(120));
     cluster.stop();
-    let own = [
-        ("create", objects as f64),
-        ("list", (own_after.0 - own_before.0) as f64),
-        ("watch", (own_after.1 - own_before.1) as f64),
-    ];
-    let verbs = operator_verbs(&before, &after, &own);
     Ok(vec![
         (
             "instructions per object, millions".into(),
@@ -757,7 +754,7 @@ pub(crate) async fn instructions(
         ),
         (
             "instructions per API write, millions".into(),
-            total / writes(&verbs).max(1.0) / 1e6,
+            total / writes(&spent.verbs).max(1.0) / 1e6,
         ),
     ])
 }
