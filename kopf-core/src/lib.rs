@@ -52,6 +52,7 @@ mod queueing;
 mod registry;
 mod resources;
 mod scanning;
+mod serving;
 mod settings;
 pub mod storage;
 mod subhandlers;

@@ -33,7 +33,6 @@ use std::time::Duration;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::TokioIo;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -44,6 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::execution::Outcome;
+use crate::serving::{self, HttpUrl};
 use crate::tasks::Tasks;
 
 /// Why the metrics endpoint could not start.
@@ -377,22 +377,14 @@ impl MetricsUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let uri: http::Uri = url.parse().map_err(|_| invalid("not a URL"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(_) => return Err(invalid("only http is served")),
-            None => return Err(invalid("the scheme is missing")),
-        }
-        let host = uri.host().ok_or_else(|| invalid("the host is missing"))?;
-        let port = uri
-            .port_u16()
-            .ok_or_else(|| invalid("the port is missing"))?;
-        let path = match uri.path() {
+        let parsed = HttpUrl::parse(url).map_err(invalid)?;
+        let port = parsed.port.ok_or_else(|| invalid("the port is missing"))?;
+        let path = match parsed.path.as_str() {
             "" | "/" => "/metrics".to_string(),
             path => path.to_string(),
         };
         Ok(MetricsUrl {
-            host: host.trim_start_matches('[').trim_end_matches(']').into(),
+            host: parsed.host,
             port,
             path,
         })
@@ -430,34 +422,10 @@ pub(crate) async fn serve(
     };
     tracing::info!(target: "kopf::metrics", "serving metrics at http://{shown}{}", url.path);
     endpoint.send_replace(Some(format!("http://{shown}{}", url.path)));
-    let node = tasks.child();
     let path: Arc<str> = url.path.as_str().into();
-    tasks.spawn(async move {
-        let token = node.token().clone();
-        loop {
-            let accepted = tokio::select! {
-                _ = token.cancelled() => return,
-                accepted = listener.accept() => accepted,
-            };
-            let Ok((stream, _)) = accepted else {
-                continue;
-            };
-            let metrics = metrics.clone();
-            let path = path.clone();
-            let token = token.clone();
-            node.spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let answer = answer(&metrics, &path, &request);
-                    async move { Ok::<_, std::convert::Infallible>(answer) }
-                });
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                tokio::select! {
-                    _ = token.cancelled() => {}
-                    _ = connection => {}
-                }
-            });
-        }
+    serving::serve(listener, tasks.child(), move |request| {
+        let answer = answer(&metrics, &path, &request);
+        async move { answer }
     });
     Ok(())
 }

@@ -10,12 +10,10 @@
 //!   `/readyz` itself.
 //!
 //! Invariants:
-//! 1. The server and each of its connections are tasks of one node of the operator's tree:
-//!    when the node is cancelled, the listener is closed and every connection ends after its
-//!    response in flight (idle keep-alive connections at once).
+//! 1. The server and its connections are tasks of one node of the operator's tree
+//!    ([`serving`](crate::serving)).
 //! 2. The probe cache's lock is held while the probes run, so that they run one at a time.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,15 +21,13 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 use crate::activities::Activities;
 use crate::operator::{OperatorError, Ready};
+use crate::serving::{self, HttpUrl};
 use crate::tasks::Tasks;
 
 /// How long probe results are kept (Kopf: 10 s).
@@ -51,27 +47,13 @@ pub(crate) struct Endpoint {
 impl Endpoint {
     /// Parses `http://host[:port][/path]` (port 80 and path `/` by default, as Kopf).
     pub(crate) fn parse(url: &str) -> Result<Endpoint, String> {
-        const EXPECTED: &str = "expected an HTTP URL such as http://0.0.0.0:8080/healthz";
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|error| format!("{error}; {EXPECTED}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!(
-                "only http:// is served (no TLS, as Kopf); {EXPECTED}"
-            ));
-        }
-        let host = uri.host().unwrap_or_default();
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        if host.is_empty() {
-            return Err(format!("the host is missing; {EXPECTED}"));
-        }
+        let url = HttpUrl::parse(url).map_err(|reason| {
+            format!("{reason}; expected an HTTP URL such as http://0.0.0.0:8080/healthz")
+        })?;
         Ok(Endpoint {
-            host: host.to_string(),
-            port: uri.port_u16().unwrap_or(80),
-            path: uri.path().to_string(),
+            host: url.host,
+            port: url.port.unwrap_or(80),
+            path: url.path,
         })
     }
 }
@@ -110,7 +92,10 @@ pub(crate) async fn serve(
         ready,
         node: node.clone(),
     });
-    node.spawn(accept(listener, server));
+    serving::serve(listener, node, move |request| {
+        let server = server.clone();
+        async move { server.respond(request).await }
+    });
     Ok(())
 }
 
@@ -122,44 +107,6 @@ struct Server {
     cache: tokio::sync::Mutex<Option<(Instant, Map<String, Value>)>>,
     ready: Ready,
     node: Tasks,
-}
-
-/// Accepts connections until the node is cancelled; each is served in a task of the node.
-async fn accept(listener: TcpListener, server: Arc<Server>) {
-    let token = server.node.token().clone();
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // E.g. out of file descriptors: wait rather than spin.
-                    tracing::warn!(target: "kopf::probing", %error, "cannot accept a connection");
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                        _ = token.cancelled() => break,
-                    }
-                }
-            },
-            _ = token.cancelled() => break,
-        };
-        let connection_server = server.clone();
-        let token = token.clone();
-        server.node.spawn(async move {
-            let service = service_fn(move |request| {
-                let server = connection_server.clone();
-                async move { Ok::<_, Infallible>(server.respond(request).await) }
-            });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = token.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-        });
-    }
 }
 
 impl Server {
