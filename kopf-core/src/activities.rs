@@ -283,21 +283,7 @@ where
     move |invocation: ActivityInvocation| -> HandlerFuture {
         let function = function.clone();
         let node = invocation.node.clone();
-        Box::pin(async move {
-            let stopped = node.token().clone();
-            let result = node
-                .spawn_blocking(move || (!stopped.is_cancelled()).then(|| function(invocation)));
-            match result.await {
-                Ok(Ok(Some(result))) => result,
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                Ok(Ok(None)) | Err(_) => {
-                    let reason = node.stop_reason().unwrap_or(StopReason::OperatorExiting);
-                    Err(Error::not_started(format_args!(
-                        "the sync handler did not start: {reason}"
-                    )))
-                }
-            }
-        })
+        crate::blocking::on_thread(node, move || function(invocation))
     }
 }
 

@@ -74,32 +74,39 @@ where
         let node = invocation.node.clone();
         // The toolkits' free functions act for the handler on its thread too.
         let current = crate::current::Current::of(&invocation);
-        Box::pin(async move {
-            // Started on the first poll: an attempt dropped before that runs nothing; nor
-            // does one stopped while it waited for a thread.
-            let stopped = node.token().clone();
-            let result = node.spawn_blocking(move || {
-                (!stopped.is_cancelled()).then(|| current.enter_sync(|| function(invocation)))
-            });
-            let mut waiting = Waiting {
-                node: &node,
-                done: false,
-            };
-            let result = result.await;
-            waiting.done = true;
-            match result {
-                Ok(Ok(Some(result))) => result,
-                // The attempt's own panic handling reports it, as for an async handler.
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                Ok(Ok(None)) | Err(_) => {
-                    let reason = node.stop_reason().unwrap_or(StopReason::OperatorExiting);
-                    Err(Error::not_started(format_args!(
-                        "the sync handler did not start: {reason}"
-                    )))
-                }
-            }
-        })
+        on_thread(node, move || current.enter_sync(|| function(invocation)))
     }
+}
+
+/// Runs a sync handler's call on one of the operator's threads, as a handler future: for
+/// [`blocking`] and the other kinds' sync adapters.
+pub(crate) fn on_thread<C>(node: Tasks, call: C) -> HandlerFuture
+where
+    C: FnOnce() -> HandlerResult + Send + 'static,
+{
+    Box::pin(async move {
+        // Started on the first poll: an attempt dropped before that runs nothing; nor does
+        // one stopped while it waited for a thread.
+        let stopped = node.token().clone();
+        let result = node.spawn_blocking(move || (!stopped.is_cancelled()).then(call));
+        let mut waiting = Waiting {
+            node: &node,
+            done: false,
+        };
+        let result = result.await;
+        waiting.done = true;
+        match result {
+            Ok(Ok(Some(result))) => result,
+            // The attempt's own panic handling reports it, as for an async handler.
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Ok(Ok(None)) | Err(_) => {
+                let reason = node.stop_reason().unwrap_or(StopReason::OperatorExiting);
+                Err(Error::not_started(format_args!(
+                    "the sync handler did not start: {reason}"
+                )))
+            }
+        }
+    })
 }
 
 /// Warns when the operator stops waiting for a sync handler that is still running (after its
