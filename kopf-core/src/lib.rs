@@ -22,74 +22,52 @@
 //! Everything the operator runs is a node of one cancellation tree: when `run` returns, no
 //! task of it is left, and its connections are closed.
 
-mod activities;
-mod authentication;
-mod blocking;
-mod cli;
-mod current;
-mod daemons;
-pub mod diff;
-mod errors;
-mod execution;
-mod extract;
-pub mod filters;
-mod handlers;
-pub mod hierarchies;
-mod indexing;
-mod lifecycles;
-mod manifests;
-mod memos;
-mod metrics;
-mod namespaces;
-mod observation;
-mod operator;
-mod patch;
-mod patching;
-mod posting;
-mod probing;
-mod processing;
-mod queueing;
-mod registry;
-mod resources;
-mod scanning;
-mod serving;
-mod settings;
-pub mod storage;
-mod subhandlers;
-mod tasks;
-mod watching;
+// The layers, bottom up: each uses only those above it in this list (ARCHITECTURE.md).
+mod structs;
+mod configs;
+mod aiokits;
+mod clients;
+mod actions;
+mod intents;
+mod engines;
+mod reactor;
+mod kits;
 
-pub use activities::{Activity, ActivityHandler, ActivityInvocation};
-pub use authentication::{
+pub use configs::storage;
+pub use kits::hierarchies;
+pub use structs::{diff, filters};
+
+pub use engines::activities::{Activity, ActivityHandler, ActivityInvocation};
+pub use engines::authentication::{
     ConnectionInfo, Credentials, LoginError, LoginFn, LoginFuture, LoginHandler, LoginResult,
 };
-pub use blocking::blocking;
-pub use cli::{run, run_with};
-pub use daemons::{DaemonHandler, TimerHandler};
-pub use errors::{Error, PermanentError, Result, TemporaryError};
-pub use handlers::{
+pub use aiokits::blocking::blocking;
+pub use kits::cli::{run, run_with};
+pub use engines::daemons::{DaemonHandler, TimerHandler};
+pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
+pub use actions::handlers::{
     ChangeHandler, ErrorsMode, EventHandler, HandlerFn, HandlerFuture, HandlerResult, Invocation,
     Reason, Trigger, WhenFn,
 };
-pub use hierarchies::{
+pub use kits::hierarchies::{
     adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
     remove_owner_reference,
 };
-pub use indexing::{Index, IndexHandler, IndexKey, IndexValue, IntoIndexEntries, Store};
-pub use lifecycles::Lifecycle;
-pub use memos::Memo;
-pub use metrics::{MetricsEndpoint, MetricsError};
-pub use operator::{Operator, OperatorError, Ready};
-pub use patch::Patch;
-pub use posting::{Events, Logger, event, exception, info, warn};
-pub use registry::{AnyHandler, Registry};
-pub use resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
-pub use settings::{
+pub use engines::indexing::{Index, IndexHandler, IndexKey, IndexValue, IntoIndexEntries, Store};
+pub use configs::lifecycles::Lifecycle;
+pub use structs::memos::Memo;
+pub use aiokits::metrics::{MetricsEndpoint, MetricsError};
+pub use reactor::operator::{Operator, OperatorError, Ready};
+pub use structs::patch::Patch;
+pub use clients::posting::{Events, Logger, event, exception, info, warn};
+pub use intents::registry::{AnyHandler, Registry};
+pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
+pub use configs::settings::{
     ExecutionSettings, NetworkingSettings, PersistenceSettings, PostingSettings, ProcessSettings,
     QueueingSettings, ScanningSettings, Settings, WatchingSettings,
 };
-pub use subhandlers::{SubHandler, SubHandlers};
-pub use tasks::{StopReason, Stopped};
+pub use actions::subhandlers::{SubHandler, SubHandlers};
+pub use aiokits::tasks::{StopReason, Stopped};
 
 pub use kopf_macros::{
     daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_probe,
@@ -109,27 +87,27 @@ pub mod __private {
     pub use inventory;
     pub use serde_json;
 
-    pub use crate::activities::{
+    pub use crate::engines::activities::{
         ActivityHandler, ActivityInvocation, ActivityScope, BorrowedActivityArgument,
         OwnedActivityArgument, SettingsSlot, blocking_activity,
     };
-    pub use crate::authentication::{
+    pub use crate::engines::authentication::{
         LoginFuture, LoginHandler, LoginOutput, LoginResult, blocking_login,
     };
-    pub use crate::blocking::blocking;
-    pub use crate::daemons::{DaemonHandler, TimerHandler};
-    pub use crate::extract::{
+    pub use crate::aiokits::blocking::blocking;
+    pub use crate::engines::daemons::{DaemonHandler, TimerHandler};
+    pub use crate::actions::extract::{
         BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
         TypedResource, args, output, result_output,
     };
-    pub use crate::filters::{MetaFilter, ValueFilter};
-    pub use crate::handlers::{
+    pub use crate::structs::filters::{MetaFilter, ValueFilter};
+    pub use crate::actions::handlers::{
         ChangeHandler, ErrorsMode, EventHandler, HandlerFuture, HandlerResult, Invocation,
     };
-    pub use crate::indexing::{
+    pub use crate::engines::indexing::{
         BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexHandler, IndexOf, IndexResult,
         IntoIndexEntries, index_output, index_result_output,
     };
-    pub use crate::registry::{AnyHandler, Collected, Descriptor};
-    pub use crate::resources::Selector;
+    pub use crate::intents::registry::{AnyHandler, Collected, Descriptor};
+    pub use crate::structs::resources::Selector;
 }

@@ -1,0 +1,405 @@
+//! Running one handler once: limits checked first, the attempt raced against its timeout and
+//! the operator's abort, panics caught, and the result turned into an [`Outcome`]. A timeout
+//! cancels the handler's `stopped` token with [`StopReason::Timeout`]; a handler that returns
+//! after being asked to stop is logged with the reason.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use serde_json::Value;
+
+use crate::structs::errors::ErrorKind;
+use crate::actions::handlers::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
+use crate::clients::posting::Logger;
+use crate::actions::subhandlers::SubHandlers;
+use crate::aiokits::tasks::{StopReason, Tasks, Work};
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// Done; the value (if any) goes to `status.<handler-id>`.
+    Success(Option<Value>),
+    /// Try again after the delay.
+    Retry { delay: Duration, message: String },
+    /// Done, failed.
+    Failure(String),
+    /// The operator aborted the attempt, or stopped it before it started; nothing is
+    /// recorded.
+    Aborted,
+}
+
+/// Runs one attempt of the resource handler `id` whose earlier attempts failed `retry` times
+/// since `started`. The attempt is registered as in flight while it runs, and its invocation's
+/// node is named after it, so that a stop can say what it waits for and what it aborts.
+pub(crate) async fn execute(
+    id: &str,
+    function: &HandlerFn,
+    options: &Options,
+    default_backoff: Duration,
+    mut invocation: Invocation,
+) -> Outcome {
+    let work = Work::new(id, invocation.namespace(), invocation.name());
+    invocation.node = invocation.node.doing(work);
+    let attempt = Attempt {
+        label: "Handler",
+        id,
+        options: options.into(),
+        default_backoff,
+        retry: invocation.retry,
+        runtime: invocation.runtime(),
+        node: invocation.node.clone(),
+        logger: invocation.logger.clone(),
+        // A parent with sub-handlers is reported by the caller, once they have finished.
+        subhandlers: Some(invocation.subhandlers.clone()),
+    };
+    // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.
+    let current = crate::actions::current::Current::of(&invocation);
+    attempt
+        .run(move || current.enter(|| function(invocation)))
+        .await
+}
+
+/// The options of a handler that limit and pace its attempts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retrying {
+    pub(crate) errors: ErrorsMode,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retries: Option<u32>,
+    pub(crate) backoff: Option<Duration>,
+}
+
+impl From<&Options> for Retrying {
+    fn from(options: &Options) -> Retrying {
+        Retrying {
+            errors: options.errors,
+            timeout: options.timeout,
+            retries: options.retries,
+            backoff: options.backoff,
+        }
+    }
+}
+
+/// One attempt of any handler (resource handlers through [`execute`], operator activities
+/// directly): what it needs besides the call itself.
+pub(crate) struct Attempt<'a> {
+    /// `Handler` or `Activity`, as Kopf's log lines start.
+    pub(crate) label: &'static str,
+    pub(crate) id: &'a str,
+    pub(crate) options: Retrying,
+    pub(crate) default_backoff: Duration,
+    /// Failed attempts before this one.
+    pub(crate) retry: u32,
+    /// Since the first attempt.
+    pub(crate) runtime: Duration,
+    /// The invocation's node, named after its work.
+    pub(crate) node: Tasks,
+    pub(crate) logger: Logger,
+    /// The sub-handlers the call may register.
+    pub(crate) subhandlers: Option<SubHandlers>,
+}
+
+impl Attempt<'_> {
+    /// Checks the limits, makes the call (raced against its timeout and the abort, panics
+    /// caught), logs the outcome in Kopf's words, and counts it in the operator's metrics.
+    pub(crate) async fn run<Fut>(self, call: impl FnOnce() -> Fut) -> Outcome
+    where
+        Fut: Future<Output = HandlerResult>,
+    {
+        let metrics = self.node.metrics().cloned();
+        let began = std::time::Instant::now();
+        let (id, retry) = (self.id, self.retry);
+        let outcome = self.attempt(call).await;
+        if let Some(metrics) = metrics {
+            metrics.handled(id, retry, &outcome, began.elapsed());
+        }
+        outcome
+    }
+
+    async fn attempt<Fut>(self, call: impl FnOnce() -> Fut) -> Outcome
+    where
+        Fut: Future<Output = HandlerResult>,
+    {
+        let Attempt {
+            label,
+            id,
+            options,
+            default_backoff,
+            retry,
+            runtime,
+            node,
+            logger,
+            subhandlers,
+        } = self;
+        let mut report = Report {
+            label,
+            id,
+            logger: &logger,
+            exiting: false,
+        };
+        if let Some(timeout) = options.timeout
+            && runtime >= timeout
+        {
+            return report.timed_out(runtime);
+        }
+        if let Some(limit) = options.retries
+            && retry >= limit
+        {
+            return report.failure(
+                format!("{label} '{id}' has exceeded {limit} retries."),
+                None,
+            );
+        }
+        let _in_flight = node.in_flight();
+        let remaining = options.timeout.map(|t| t.saturating_sub(runtime));
+        let began = std::time::Instant::now();
+        let attempt = AssertUnwindSafe(call()).catch_unwind();
+        let timed = async {
+            match remaining {
+                Some(remaining) => {
+                    tokio::pin!(attempt);
+                    tokio::select! {
+                        finished = &mut attempt => Some(finished),
+                        // The reason is set while the attempt is still alive, so a sync
+                        // handler's thread, abandoned when the attempt is dropped, is logged
+                        // with it.
+                        _ = tokio::time::sleep(remaining) => {
+                            node.cancel(StopReason::Timeout);
+                            None
+                        }
+                    }
+                }
+                None => Some(attempt.await),
+            }
+        };
+        let abort = node.abort_token().clone();
+        let finished = tokio::select! {
+            biased;
+            _ = abort.cancelled() => return Outcome::Aborted,
+            finished = timed => finished,
+        };
+        if finished.is_some()
+            && let Some(reason) = node.stop_reason()
+            && let Some(work) = node.work()
+        {
+            tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
+        }
+        // A retry asked for because the operator is exiting is not a failed attempt.
+        report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);
+        let report = report;
+        // Kopf's look-ahead: a retry that could not happen is a failure now.
+        let limit = |delay: Duration| -> Option<Limit> {
+            if let Some(limit) = options.retries
+                && retry + 1 >= limit
+            {
+                return Some(Limit::Retries(limit));
+            }
+            match options.timeout {
+                Some(timeout) if runtime + began.elapsed() + delay >= timeout => {
+                    Some(Limit::Timeout(timeout))
+                }
+                _ => None,
+            }
+        };
+        let arbitrary = |message: String| -> Outcome {
+            match options.errors {
+                ErrorsMode::Temporary => {
+                    let delay = options.backoff.unwrap_or(default_backoff);
+                    match limit(delay) {
+                        Some(limit) => report.failure(
+                            format!(
+                                "{label} '{id}' failed with an exception and will stop now ({}): {message}",
+                                limit.next_attempt()
+                            ),
+                            Some(message),
+                        ),
+                        None => report.retry(
+                            delay,
+                            format!(
+                                "{label} '{id}' failed with an exception and will try again in {} seconds: {message}",
+                                seconds(delay)
+                            ),
+                            message,
+                        ),
+                    }
+                }
+                ErrorsMode::Permanent => report.failure(
+                    format!("{label} '{id}' failed with an exception and will stop now: {message}"),
+                    Some(message),
+                ),
+                ErrorsMode::Ignored => {
+                    logger.error(format_args!(
+                        "{label} '{id}' failed with an exception and will ignore it: {message}"
+                    ));
+                    Outcome::Success(None)
+                }
+            }
+        };
+        match finished {
+            None => report.timed_out(runtime + began.elapsed()),
+            Some(Err(panic)) => {
+                arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
+            }
+            Some(Ok(Ok(value))) => {
+                match node.stop_reason() {
+                    // A stop ends many at once (every daemon at the exit): one line each at
+                    // DEBUG, so that a stop is not slowed down by its own logs.
+                    Some(reason) => {
+                        tracing::debug!(target: "kopf::handler", parent: logger.span(), "{label} '{id}' succeeded after it was asked to stop: {reason}.")
+                    }
+                    None if subhandlers.is_none_or(|s| s.is_empty()) => {
+                        logger.info(format_args!("{label} '{id}' succeeded."));
+                    }
+                    None => {}
+                }
+                Outcome::Success(value)
+            }
+            Some(Ok(Err(error))) => match error.kind() {
+                ErrorKind::Temporary(delay) => {
+                    let delay = delay.unwrap_or_default();
+                    let message = error.to_string();
+                    match limit(delay) {
+                        Some(Limit::Retries(limit)) => report.failure(
+                            format!("{label} '{id}' failed temporarily but will exceed {limit} retries: {message}"),
+                            None,
+                        ),
+                        Some(Limit::Timeout(timeout)) => report.failure(
+                            format!(
+                                "{label} '{id}' failed temporarily but will time out after {} seconds: {message}",
+                                seconds(timeout)
+                            ),
+                            None,
+                        ),
+                        None => report.retry(
+                            delay,
+                            format!("{label} '{id}' failed temporarily: {message}"),
+                            message,
+                        ),
+                    }
+                }
+                ErrorKind::Permanent => {
+                    let message = error.to_string();
+                    report.failure(
+                        format!("{label} '{id}' failed permanently: {message}"),
+                        Some(message),
+                    )
+                }
+                ErrorKind::Arbitrary => arbitrary(error.to_string()),
+                ErrorKind::NotStarted => Outcome::Aborted,
+            },
+        }
+    }
+}
+
+/// A limit that the next attempt would pass.
+enum Limit {
+    Retries(u32),
+    Timeout(Duration),
+}
+
+impl Limit {
+    fn next_attempt(&self) -> String {
+        match self {
+            Limit::Retries(limit) => format!("it would exceed {limit} retries on the next attempt"),
+            Limit::Timeout(timeout) => format!(
+                "it would time out in {} seconds on the next attempt",
+                seconds(*timeout)
+            ),
+        }
+    }
+}
+
+/// Logs an attempt's outcome with Kopf's wording, and makes the outcome.
+struct Report<'a> {
+    label: &'static str,
+    id: &'a str,
+    logger: &'a Logger,
+    /// The operator is exiting: a retry is not recorded (as Kopf records nothing of a
+    /// cancelled handler), so the next start tries again with the same count.
+    exiting: bool,
+}
+
+impl Report<'_> {
+    /// A failure; the line is logged, and stored unless a shorter `message` is given.
+    fn failure(&self, line: String, message: Option<String>) -> Outcome {
+        self.logger.error(&line);
+        Outcome::Failure(message.unwrap_or(line))
+    }
+
+    fn retry(&self, delay: Duration, line: String, message: String) -> Outcome {
+        if self.exiting {
+            let (label, id) = (self.label, self.id);
+            tracing::debug!(target: "kopf::handler", parent: self.logger.span(), "{label} '{id}' was interrupted by the operator's exit ({message}); it is not counted as an attempt");
+            return Outcome::Aborted;
+        }
+        self.logger.error(&line);
+        Outcome::Retry { delay, message }
+    }
+
+    fn timed_out(&self, runtime: Duration) -> Outcome {
+        let (label, id) = (self.label, self.id);
+        self.failure(
+            format!("{label} '{id}' has timed out after {}.", timedelta(runtime)),
+            None,
+        )
+    }
+}
+
+/// Seconds as Python prints a float: `60`, `1.5`.
+fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs}")
+    }
+}
+
+/// A duration as Python prints a `timedelta`: `0:01:00`, `0:00:01.500000`, `1 day, 2:00:00`.
+fn timedelta(duration: Duration) -> String {
+    let total = duration.as_secs();
+    let (days, rest) = (total / 86_400, total % 86_400);
+    let (hours, minutes, secs) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    let micros = duration.subsec_micros();
+    let mut text = String::new();
+    if days > 0 {
+        text.push_str(&format!("{days} day{}, ", if days == 1 { "" } else { "s" }));
+    }
+    text.push_str(&format!("{hours}:{minutes:02}:{secs:02}"));
+    if micros > 0 {
+        text.push_str(&format!(".{micros:06}"));
+    }
+    text
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        (*message).to_string()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "(a non-string panic payload)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_as_python_prints_them_in_kopfs_lines() {
+        assert_eq!(seconds(Duration::from_secs(60)), "60");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5");
+        assert_eq!(timedelta(Duration::from_secs(60)), "0:01:00");
+        assert_eq!(timedelta(Duration::from_millis(60_250)), "0:01:00.250000");
+        assert_eq!(
+            timedelta(Duration::from_secs(86_400 + 7200)),
+            "1 day, 2:00:00"
+        );
+        assert_eq!(
+            timedelta(Duration::from_secs(3 * 86_400)),
+            "3 days, 0:00:00"
+        );
+    }
+}

@@ -1,0 +1,458 @@
+//! Handler arguments by name, converted by type: what `#[kopf::on_*]` functions receive.
+//!
+//! The attribute macros turn each parameter of a handler function into one call here: the
+//! parameter's name picks a marker type in [`args`], its type picks the conversion. A type
+//! written as a reference (`&Value`, `Option<&str>`, `&mut Patch`) borrows from the invocation
+//! through [`BorrowedArgument`]; any other type is produced by [`OwnedArgument`], which
+//! deserializes the parts of the object that are JSON (`spec: MySpec`, `old: Option<i64>`).
+//! A wrong type is a compile error at the parameter, explained by the traits'
+//! `on_unimplemented` messages; a value that does not deserialize is a
+//! [`PermanentError`] naming the argument and the type, never a panic.
+//!
+//! Invariants the generated code relies on:
+//! 1. A handler names each argument once (Rust rejects a repeated parameter name), so the one
+//!    `&mut Patch` of a [`Scope`] is taken at most once.
+//! 2. The handler's own [`Patch`] lives in a [`PatchSlot`] for the length of the call and is
+//!    merged into the invocation's patch when the slot is dropped: after the call, and also
+//!    when the attempt is cancelled (timeout, shutdown) or panics, as with the shared patch of
+//!    the plain API.
+
+use std::any::Any;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::structs::diff::Diff;
+use crate::structs::errors::{Error, PermanentError, Result};
+use crate::actions::handlers::{HandlerResult, Invocation, Reason};
+use crate::structs::memos::Memo;
+use crate::structs::patch::Patch;
+use crate::clients::posting::{Events, Logger};
+use crate::structs::resources::{Resource, Selector};
+
+/// One marker type per argument name, so that a conversion is chosen by name and type.
+#[allow(
+    non_camel_case_types,
+    reason = "compile errors print these as the argument names the user wrote"
+)]
+pub mod args {
+    macro_rules! names {
+        ($($name:ident),* $(,)?) => {$(
+            #[doc = concat!("The `", stringify!($name), "` argument.")]
+            #[derive(Debug)]
+            pub enum $name {}
+        )*};
+    }
+    names!(
+        body,
+        spec,
+        meta,
+        status,
+        name,
+        namespace,
+        uid,
+        labels,
+        annotations,
+        patch,
+        logger,
+        diff,
+        old,
+        new,
+        reason,
+        retry,
+        started,
+        runtime,
+        param,
+        resource,
+        client,
+        event_type,
+        memo,
+        events,
+        stopped,
+        subhandlers,
+        activity,
+        settings,
+    );
+}
+
+/// What borrowed arguments borrow from: the invocation, and the handler's own patch.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    invocation: &'a Invocation,
+    patch: Option<&'a mut Patch>,
+    typed: &'a Typed,
+}
+
+/// The JSON parts of the object deserialized into the handler's own types for one call, so
+/// that they can be lent (`body: &MyResource`): one slot per argument name, each filled once.
+#[derive(Debug, Default)]
+pub(crate) struct Typed {
+    slots: [OnceLock<Box<dyn Any + Send + Sync>>; 6],
+}
+
+/// Holds the patch a handler fills through `patch: &mut Patch`, and merges it into the
+/// invocation's patch when dropped.
+#[derive(Debug)]
+pub struct PatchSlot<'a> {
+    invocation: &'a Invocation,
+    patch: Patch,
+    typed: Typed,
+}
+
+impl<'a> Scope<'a> {
+    /// The invocation that the arguments come from.
+    pub(crate) fn invocation(&self) -> &'a Invocation {
+        self.invocation
+    }
+}
+
+impl<'a> PatchSlot<'a> {
+    /// An empty patch for one call of the handler.
+    pub fn new(invocation: &'a Invocation) -> Self {
+        PatchSlot {
+            invocation,
+            patch: Patch::default(),
+            typed: Typed::default(),
+        }
+    }
+
+    /// The scope that the call's borrowed arguments come from.
+    pub fn scope(&mut self) -> Scope<'_> {
+        Scope {
+            invocation: self.invocation,
+            patch: Some(&mut self.patch),
+            typed: &self.typed,
+        }
+    }
+}
+
+impl Drop for PatchSlot<'_> {
+    fn drop(&mut self) {
+        let patch = std::mem::take(&mut self.patch);
+        if !patch.is_empty() {
+            self.invocation.patch().merge(patch);
+        }
+    }
+}
+
+/// An argument borrowed from the invocation: its type is written as a reference.
+#[diagnostic::on_unimplemented(
+    message = "this handler argument cannot be borrowed as `{Self}`",
+    label = "not a type this argument is borrowed as",
+    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
+    note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`"
+)]
+pub trait BorrowedArgument<'a, Name>: Sized {
+    /// Borrows the argument.
+    fn borrow(scope: &mut Scope<'a>) -> Result<Self>;
+}
+
+/// An argument converted from the invocation into a value of the handler's own.
+#[diagnostic::on_unimplemented(
+    message = "this handler argument cannot be converted into `{Self}`",
+    label = "not a type this argument converts to",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers",
+    note = "`patch` is only given as `&mut kopf::Patch`"
+)]
+pub trait OwnedArgument<Name>: Sized {
+    /// Produces the argument; a value that does not fit the type is a permanent error.
+    fn extract(invocation: &Invocation) -> Result<Self>;
+}
+
+fn deserialize<T: DeserializeOwned>(argument: &str, value: &Value) -> Result<T> {
+    T::deserialize(value).map_err(|error| {
+        PermanentError::new(format!(
+            "the `{argument}` argument does not fit {}: {error}",
+            std::any::type_name::<T>()
+        ))
+        .into()
+    })
+}
+
+const NULL: Value = Value::Null;
+
+/// Labels and annotations: absent ones are an empty map, so `BTreeMap<String, String>` works.
+fn map_or_empty<T: DeserializeOwned>(argument: &str, value: &Value) -> Result<T> {
+    if value.is_null() {
+        deserialize(argument, &Value::Object(Map::new()))
+    } else {
+        deserialize(argument, value)
+    }
+}
+
+macro_rules! json_arguments {
+    ($($name:ident => |$invocation:ident| $value:expr, via $convert:ident;)*) => {$(
+        #[diagnostic::do_not_recommend]
+        impl<'a> BorrowedArgument<'a, args::$name> for &'a Value {
+            fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+                let $invocation = scope.invocation;
+                Ok($value)
+            }
+        }
+
+        impl<T: DeserializeOwned> OwnedArgument<args::$name> for T {
+            fn extract($invocation: &Invocation) -> Result<Self> {
+                $convert(stringify!($name), $value)
+            }
+        }
+    )*};
+}
+
+json_arguments! {
+    body => |invocation| invocation.body(), via deserialize;
+    spec => |invocation| invocation.spec(), via deserialize;
+    meta => |invocation| invocation.meta(), via deserialize;
+    status => |invocation| invocation.status(), via deserialize;
+    labels => |invocation| invocation.labels(), via map_or_empty;
+    annotations => |invocation| invocation.annotations(), via map_or_empty;
+}
+
+/// A JSON part of the object lent as a type of the handler's own (`body: &MyResource`,
+/// `spec: &MySpec`): deserialized once for the call. The attribute macros use it for those
+/// names when the borrowed type is not `serde_json::Value`.
+#[diagnostic::on_unimplemented(
+    message = "this handler argument cannot be borrowed as `{Self}`",
+    label = "the type must implement `serde::de::DeserializeOwned`",
+    note = "or borrow it as it is, `&serde_json::Value`"
+)]
+pub trait BorrowedTyped<'a, Name>: Sized {
+    /// Deserializes the argument for the call and lends it.
+    fn borrow_typed(scope: &mut Scope<'a>) -> Result<Self>;
+}
+
+macro_rules! typed_json_arguments {
+    ($($name:ident => $slot:literal, via $convert:ident;)*) => {$(
+        impl<'a, T: DeserializeOwned + Send + Sync + 'static> BorrowedTyped<'a, args::$name>
+            for &'a T
+        {
+            fn borrow_typed(scope: &mut Scope<'a>) -> Result<Self> {
+                let slot = &scope.typed.slots[$slot];
+                if slot.get().is_none() {
+                    let value: T = $convert(stringify!($name), scope.invocation.$name())?;
+                    let _ = slot.set(Box::new(value));
+                }
+                slot.get()
+                    .and_then(|value| value.downcast_ref::<T>())
+                    .ok_or_else(|| Error::msg(concat!("the `", stringify!($name), "` argument was asked for twice")))
+            }
+        }
+    )*};
+}
+
+typed_json_arguments! {
+    body => 0, via deserialize;
+    spec => 1, via deserialize;
+    meta => 2, via deserialize;
+    status => 3, via deserialize;
+    labels => 4, via map_or_empty;
+    annotations => 5, via map_or_empty;
+}
+
+macro_rules! optional_json_arguments {
+    ($($name:ident),*) => {$(
+        #[diagnostic::do_not_recommend]
+        impl<'a> BorrowedArgument<'a, args::$name> for Option<&'a Value> {
+            fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+                Ok(scope.invocation.$name())
+            }
+        }
+
+        impl<T: DeserializeOwned> OwnedArgument<args::$name> for T {
+            fn extract(invocation: &Invocation) -> Result<Self> {
+                deserialize(stringify!($name), invocation.$name().unwrap_or(&NULL))
+            }
+        }
+    )*};
+}
+
+optional_json_arguments!(old, new, param);
+
+macro_rules! borrowed {
+    ($($name:ident: $type:ty => |$scope:ident| $value:expr;)*) => {$(
+        #[diagnostic::do_not_recommend]
+        impl<'a> BorrowedArgument<'a, args::$name> for $type {
+            fn borrow($scope: &mut Scope<'a>) -> Result<Self> {
+                Ok($value)
+            }
+        }
+    )*};
+}
+
+borrowed! {
+    name: &'a str => |scope| scope.invocation.name();
+    uid: &'a str => |scope| scope.invocation.uid();
+    namespace: Option<&'a str> => |scope| scope.invocation.namespace();
+    event_type: Option<&'a str> => |scope| scope.invocation.event_type();
+    diff: &'a Diff => |scope| scope.invocation.diff();
+    resource: &'a Resource => |scope| scope.invocation.resource();
+    client: &'a kube::Client => |scope| scope.invocation.client();
+    logger: &'a Logger => |scope| scope.invocation.logger();
+    logger: &'a tracing::Span => |scope| scope.invocation.logger().span();
+    memo: &'a Memo => |scope| scope.invocation.memo();
+    events: &'a Events => |scope| scope.invocation.events();
+    stopped: &'a tokio_util::sync::CancellationToken => |scope| scope.invocation.stopped();
+    subhandlers: &'a crate::SubHandlers => |scope| scope.invocation.subhandlers();
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a> BorrowedArgument<'a, args::patch> for &'a mut Patch {
+    fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+        // Invariant 1: taken once per scope.
+        scope
+            .patch
+            .take()
+            .ok_or_else(|| Error::msg("the patch was given to two arguments"))
+    }
+}
+
+macro_rules! owned {
+    ($($name:ident: $type:ty => |$invocation:ident| $value:expr;)*) => {$(
+        #[diagnostic::do_not_recommend]
+        impl OwnedArgument<args::$name> for $type {
+            fn extract($invocation: &Invocation) -> Result<Self> {
+                Ok($value)
+            }
+        }
+    )*};
+}
+
+owned! {
+    name: String => |invocation| invocation.name().to_owned();
+    uid: String => |invocation| invocation.uid().to_owned();
+    namespace: Option<String> => |invocation| invocation.namespace().map(str::to_owned);
+    event_type: Option<String> => |invocation| invocation.event_type().map(str::to_owned);
+    diff: Diff => |invocation| invocation.diff().clone();
+    reason: Option<Reason> => |invocation| invocation.reason();
+    retry: u32 => |invocation| invocation.retry();
+    retry: u64 => |invocation| invocation.retry().into();
+    retry: usize => |invocation| invocation.retry() as usize;
+    started: time::OffsetDateTime => |invocation| invocation.started();
+    started: SystemTime => |invocation| invocation.started().into();
+    runtime: Duration => |invocation| invocation.runtime();
+    resource: Resource => |invocation| invocation.resource().clone();
+    client: kube::Client => |invocation| invocation.client().clone();
+    logger: Logger => |invocation| invocation.logger().clone();
+    logger: tracing::Span => |invocation| invocation.logger().span().clone();
+    memo: Memo => |invocation| invocation.memo().clone();
+    events: Events => |invocation| invocation.events().clone();
+    stopped: tokio_util::sync::CancellationToken => |invocation| invocation.stopped().clone();
+    stopped: crate::Stopped => |invocation| crate::Stopped::new(invocation.node.clone());
+    subhandlers: crate::SubHandlers => |invocation| invocation.subhandlers().clone();
+}
+
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::reason> for Reason {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        invocation.reason().ok_or_else(|| {
+            PermanentError::new("the `reason` argument is only given to change handlers").into()
+        })
+    }
+}
+
+/// What a handler returns that is not a `Result`: stored in `status.<handler-id>`.
+#[diagnostic::on_unimplemented(
+    message = "a handler cannot return `{Self}`",
+    label = "its result is stored in `status.<handler-id>`: it must implement `serde::Serialize`",
+    note = "`()` and `None` store nothing; return `kopf::Result<T>` to report errors"
+)]
+pub trait Output {
+    /// The value to store, if any.
+    fn into_handler_result(self) -> HandlerResult;
+}
+
+impl<T: serde::Serialize> Output for T {
+    fn into_handler_result(self) -> HandlerResult {
+        output(self)
+    }
+}
+
+/// What a handler returns as a `Result` (a return type whose last path segment is `Result`).
+#[diagnostic::on_unimplemented(
+    message = "a handler cannot return `{Self}`",
+    label = "a handler's `Result` is `std::result::Result<T, E>` (or an alias of it)",
+    note = "its `Ok` value is stored in `status.<handler-id>` (`T: serde::Serialize`; `()` stores nothing), its error converts into `kopf::Error` (`E: std::error::Error + Send + Sync + 'static`, or `kopf::Error` itself)"
+)]
+pub trait ResultOutput {
+    /// The value to store, or the error.
+    fn into_handler_result(self) -> HandlerResult;
+}
+
+impl<T: serde::Serialize, E: Into<Error>> ResultOutput for std::result::Result<T, E> {
+    fn into_handler_result(self) -> HandlerResult {
+        result_output(self)
+    }
+}
+
+/// A typed resource that selects a handler's resource: `#[kopf::on_create(KopfExample)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a typed Kubernetes resource",
+    label = "expected a `kube::Resource<DynamicType = ()>`, e.g. a `#[derive(CustomResource)]` type or a k8s-openapi type",
+    note = "or name the resource with strings: `(\"kopf.dev\", \"v1\", \"kopfexamples\")` or `(\"kopfexamples\")`"
+)]
+pub trait TypedResource {
+    /// The selector of the resource.
+    fn selector() -> Selector;
+}
+
+#[diagnostic::do_not_recommend]
+impl<K: kube::Resource<DynamicType = ()>> TypedResource for K {
+    fn selector() -> Selector {
+        Selector::of::<K>()
+    }
+}
+
+/// Stores a handler's return value: `null` (from `()` or `None`) stores nothing.
+pub fn output<T: serde::Serialize>(value: T) -> HandlerResult {
+    match serde_json::to_value(value) {
+        Ok(Value::Null) => Ok(None),
+        Ok(value) => Ok(Some(value)),
+        Err(error) => Err(PermanentError::new(format!(
+            "the handler's result does not serialize into JSON: {error}"
+        ))
+        .into()),
+    }
+}
+
+/// Stores a handler's `Ok` value, or converts its error into a [`kopf::Error`](Error).
+pub fn result_output<T: serde::Serialize, E: Into<Error>>(
+    result: std::result::Result<T, E>,
+) -> HandlerResult {
+    match result {
+        Ok(value) => output(value),
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outputs_store_nothing_for_null() {
+        assert!(output(()).unwrap().is_none());
+        assert!(output(None::<i32>).unwrap().is_none());
+        assert_eq!(output(json!({"a": 1})).unwrap(), Some(json!({"a": 1})));
+        let failed: std::result::Result<(), std::io::Error> = Err(std::io::Error::other("disk"));
+        let error = result_output(failed).unwrap_err();
+        assert!(!error.is_permanent());
+        assert_eq!(error.to_string(), "disk");
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_a_permanent_error_naming_the_argument() {
+        let error = deserialize::<i64>("old", &json!("x")).unwrap_err();
+        assert!(error.is_permanent());
+        assert!(
+            error
+                .to_string()
+                .starts_with("the `old` argument does not fit i64: "),
+            "{error}"
+        );
+        let labels: std::collections::BTreeMap<String, String> =
+            map_or_empty("labels", &Value::Null).unwrap();
+        assert!(labels.is_empty());
+    }
+}

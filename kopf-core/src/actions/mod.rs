@@ -1,0 +1,7 @@
+//! One handler call: the invocation and its arguments, the execution of one attempt, the delivery of its results.
+
+pub(crate) mod current;
+pub(crate) mod execution;
+pub(crate) mod extract;
+pub(crate) mod handlers;
+pub(crate) mod subhandlers;

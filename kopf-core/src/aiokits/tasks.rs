@@ -1,0 +1,400 @@
+//! The cancellation tree: the one place where the operator starts work.
+//!
+//! Invariants:
+//! 1. Every task is spawned through [`Tasks::spawn`], so it is tracked by the operator's one
+//!    `TaskTracker`, and `run()` returns only when the tracker is empty.
+//! 2. Every task gets a token from the tree: cancelling a node asks its whole subtree to stop.
+//!    Tasks honour it at their own pace (watchers at once, handlers when they can). A node is
+//!    cancelled for a [`StopReason`], recorded before its token fires, so whoever wakes up
+//!    can tell why; a node not cancelled itself reports its nearest cancelled ancestor's.
+//! 3. When the grace period ends, the `abort` token fires: every task is dropped at its next
+//!    `.await`, whatever it was doing.
+//! 4. Blocking work (sync handlers) runs through [`Tasks::spawn_blocking`] on the operator's
+//!    own [`Threads`], never on tokio's blocking pool. It cannot be aborted: at the abort it is
+//!    abandoned, and its thread finishes on its own. This is the one exception to 1.
+//! 5. Handler attempts register what they are ([`Work`]) while they run, so a stop can name
+//!    what it waits for and what it aborts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::aiokits::blocking::Threads;
+
+/// Why a handler was asked to stop: its [`stopped`](crate::Invocation::stopped) token was
+/// cancelled for this reason ([`Invocation::stop_reason`](crate::Invocation::stop_reason)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The operator is exiting: a signal, or the embedder's stop token.
+    OperatorExiting,
+    /// The handler's `timeout` has passed since its first attempt.
+    Timeout,
+    /// The object is being deleted. Daemons and timers stop for it (Kopf's `stopped` on
+    /// deletion); change handlers are not interrupted by a deletion.
+    ObjectDeleted,
+    /// The resource is no longer served (e.g. its CRD was deleted): its watchers stop.
+    ResourceGone,
+    /// The object no longer passes a daemon's or timer's filters: that daemon or timer stops
+    /// (and starts again if the object matches later).
+    FiltersMismatch,
+    /// The namespace is deleted: the watchers in it stop (with `--namespace` globs).
+    NamespaceDeleted,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::OperatorExiting => "the operator is exiting",
+            StopReason::Timeout => "the handler timed out",
+            StopReason::ObjectDeleted => "the object is deleted",
+            StopReason::ResourceGone => "the resource is no longer served",
+            StopReason::FiltersMismatch => "the object no longer matches the filters",
+            StopReason::NamespaceDeleted => "the namespace is deleted",
+        })
+    }
+}
+
+/// A handler's `stopped` with its reason: what daemons and timers take as a `stopped:
+/// kopf::Stopped` argument (Kopf's `DaemonStopped`), to tell why they were stopped.
+///
+/// ```
+/// #[kopf::daemon("kopfexamples")]
+/// async fn monitor(stopped: kopf::Stopped, logger: &kopf::Logger) {
+///     stopped.cancelled().await;
+///     if stopped.reason() == Some(kopf::StopReason::ObjectDeleted) {
+///         logger.info("the object is gone: cleaning up");
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Stopped(Tasks);
+
+impl Stopped {
+    pub(crate) fn new(node: Tasks) -> Stopped {
+        Stopped(node)
+    }
+
+    /// Waits until the handler is asked to stop.
+    pub async fn cancelled(&self) {
+        self.0.token().cancelled().await;
+    }
+
+    /// Whether the handler was asked to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.token().is_cancelled()
+    }
+
+    /// Why the handler was asked to stop; `None` while it is not.
+    pub fn reason(&self) -> Option<StopReason> {
+        self.0.stop_reason()
+    }
+
+    /// The token itself, e.g. to hand to a library that takes a `CancellationToken`.
+    pub fn token(&self) -> &CancellationToken {
+        self.0.token()
+    }
+}
+
+/// What a piece of running work is, for the logs of a stop: a handler on an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Work {
+    pub(crate) handler: Arc<str>,
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    pub(crate) object: Arc<str>,
+}
+
+impl Work {
+    pub(crate) fn new(handler: &str, namespace: Option<&str>, name: &str) -> Work {
+        let object = match namespace {
+            Some(namespace) => format!("{namespace}/{name}"),
+            None => name.to_string(),
+        };
+        Work {
+            handler: handler.into(),
+            object: object.into(),
+        }
+    }
+}
+
+impl fmt::Display for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "handler {} on {}", self.handler, self.object)
+    }
+}
+
+/// A node of the operator's cancellation tree, with what the whole tree shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Tasks {
+    token: CancellationToken,
+    reason: Arc<Reason>,
+    /// What this node runs, when it is a handler's node.
+    work: Option<Work>,
+    abort: CancellationToken,
+    tracker: TaskTracker,
+    shared: Arc<Shared>,
+}
+
+/// A node's stop reason, and its parent's.
+#[derive(Debug, Default)]
+struct Reason {
+    own: OnceLock<StopReason>,
+    parent: Option<Arc<Reason>>,
+}
+
+impl Reason {
+    fn nearest(&self) -> Option<StopReason> {
+        match self.own.get() {
+            Some(reason) => Some(*reason),
+            None => self.parent.as_ref()?.nearest(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    threads: Threads,
+    in_flight: Mutex<BTreeMap<u64, Work>>,
+    next: AtomicU64,
+    /// The operator's metrics, when it serves them.
+    metrics: OnceLock<crate::aiokits::metrics::Metrics>,
+}
+
+impl Tasks {
+    /// The root of a new tree, with a pool of at most `max_threads` threads for blocking work.
+    pub(crate) fn root(max_threads: usize) -> Tasks {
+        Tasks {
+            token: CancellationToken::new(),
+            reason: Arc::default(),
+            work: None,
+            abort: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            shared: Arc::new(Shared {
+                threads: Threads::new(max_threads),
+                in_flight: Mutex::default(),
+                next: AtomicU64::new(0),
+                metrics: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// A child node: cancelled with this one, or on its own.
+    pub(crate) fn child(&self) -> Tasks {
+        Tasks {
+            token: self.token.child_token(),
+            reason: Arc::new(Reason {
+                own: OnceLock::new(),
+                parent: Some(self.reason.clone()),
+            }),
+            work: self.work.clone(),
+            abort: self.abort.clone(),
+            tracker: self.tracker.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// This node, described as running `work` (named by blocking jobs and stop logs).
+    pub(crate) fn doing(mut self, work: Work) -> Tasks {
+        self.work = Some(work);
+        self
+    }
+
+    /// What this node runs, if it is a handler's node.
+    pub(crate) fn work(&self) -> Option<&Work> {
+        self.work.as_ref()
+    }
+
+    /// This node's token: cancelled when this part of the operator should stop.
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Fires when the grace period is over and everything is dropped.
+    pub(crate) fn abort_token(&self) -> &CancellationToken {
+        &self.abort
+    }
+
+    /// Why this node was cancelled (its own reason, or its nearest ancestor's); `None` while
+    /// it is not cancelled.
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
+        if self.token.is_cancelled() {
+            self.reason.nearest()
+        } else {
+            None
+        }
+    }
+
+    /// Starts a task in this node. It ends by itself, when its token asks, or at the abort.
+    pub(crate) fn spawn<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let abort = self.abort.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                biased;
+                _ = abort.cancelled() => {}
+                _ = future => {}
+            }
+        });
+    }
+
+    /// Runs blocking work on one of the operator's threads; its result (or its panic) comes
+    /// back through the receiver. It is named in logs by this node's work.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the receiver does not stop the work: it runs to its end and its result is
+    /// discarded. Work not started yet when its receiver is dropped never starts.
+    pub(crate) fn spawn_blocking<T, F>(&self, job: F) -> oneshot::Receiver<std::thread::Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let work = self
+            .work
+            .clone()
+            .unwrap_or_else(|| Work::new("(unnamed)", None, "(no object)"));
+        self.shared.threads.run(work, job)
+    }
+
+    /// Registers this node's work as in flight until the guard is dropped.
+    pub(crate) fn in_flight(&self) -> InFlight {
+        let key = self.shared.next.fetch_add(1, Ordering::Relaxed);
+        if let Some(work) = &self.work {
+            lock(&self.shared.in_flight).insert(key, work.clone());
+        }
+        InFlight {
+            shared: self.shared.clone(),
+            key,
+        }
+    }
+
+    /// The handlers running now, oldest first.
+    pub(crate) fn running(&self) -> Vec<Work> {
+        lock(&self.shared.in_flight).values().cloned().collect()
+    }
+
+    /// The operator's threads for blocking work.
+    pub(crate) fn threads(&self) -> &Threads {
+        &self.shared.threads
+    }
+
+    /// Asks this node's tasks to stop, for this reason (unless it was cancelled before, by
+    /// itself or by an ancestor: the first reason stays).
+    pub(crate) fn cancel(&self, reason: StopReason) {
+        if !self.token.is_cancelled() {
+            let _ = self.reason.own.set(reason);
+        }
+        self.token.cancel();
+    }
+
+    /// Drops every task of the tree at its next `.await`.
+    pub(crate) fn abort(&self) {
+        self.cancel(StopReason::OperatorExiting);
+        self.abort.cancel();
+    }
+
+    /// Waits until every task of the tree has ended. Call after the tree stops growing.
+    pub(crate) async fn wait(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
+    /// How many tasks are alive.
+    pub(crate) fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Counts the tree's work in these metrics (set once, at the start).
+    pub(crate) fn measure(&self, metrics: crate::aiokits::metrics::Metrics) {
+        let _ = self.shared.metrics.set(metrics);
+    }
+
+    /// The operator's metrics, when it serves them.
+    pub(crate) fn metrics(&self) -> Option<&crate::aiokits::metrics::Metrics> {
+        self.shared.metrics.get()
+    }
+}
+
+/// Work registered as in flight by [`Tasks::in_flight`], until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    shared: Arc<Shared>,
+    key: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        lock(&self.shared.in_flight).remove(&self.key);
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn cancelling_a_node_reaches_its_subtree_and_abort_ends_the_stubborn() {
+        let root = Tasks::root(1);
+        let child = root.child();
+        let polite = child.token().clone();
+        child.spawn(async move { polite.cancelled().await });
+        child.spawn(std::future::pending());
+        assert_eq!(root.len(), 2);
+        root.cancel(StopReason::OperatorExiting);
+        tokio::time::timeout(Duration::from_millis(50), root.wait())
+            .await
+            .expect_err("the stubborn task waits");
+        assert_eq!(root.len(), 1, "the polite task ended on cancellation");
+        root.abort();
+        tokio::time::timeout(Duration::from_secs(5), root.wait())
+            .await
+            .expect("abort ends everything");
+    }
+
+    #[test]
+    fn a_node_reports_its_own_stop_reason_or_its_nearest_ancestors() {
+        let root = Tasks::root(1);
+        let (timed_out, other) = (root.child().child(), root.child().child());
+        assert_eq!(timed_out.stop_reason(), None, "not cancelled yet");
+        timed_out.cancel(StopReason::Timeout);
+        root.cancel(StopReason::OperatorExiting);
+        assert_eq!(timed_out.stop_reason(), Some(StopReason::Timeout));
+        assert_eq!(other.stop_reason(), Some(StopReason::OperatorExiting));
+        timed_out.cancel(StopReason::ResourceGone);
+        other.cancel(StopReason::ResourceGone);
+        assert_eq!(
+            (timed_out.stop_reason(), other.stop_reason()),
+            (Some(StopReason::Timeout), Some(StopReason::OperatorExiting)),
+            "the first reason stays, an ancestor's included"
+        );
+    }
+
+    #[test]
+    fn in_flight_work_is_listed_until_its_guard_drops() {
+        let root = Tasks::root(1);
+        let node = root
+            .child()
+            .doing(Work::new("create_fn", Some("default"), "x"));
+        let guard = node.in_flight();
+        let names: Vec<String> = root.running().iter().map(Work::to_string).collect();
+        assert_eq!(names, ["handler create_fn on default/x"]);
+        drop(guard);
+        assert!(root.running().is_empty());
+    }
+}

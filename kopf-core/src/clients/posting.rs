@@ -1,0 +1,759 @@
+//! Kubernetes Events about objects (Kopf's posting): posted by handlers through [`Events`],
+//! and, when the settings ask, from what handlers log through their object's [`Logger`].
+//!
+//! ```
+//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! let logger = invocation.logger();
+//! // To the logs; also posted as an Event if `settings.posting.loggers` is on.
+//! logger.info(format_args!("creating {} replicas", invocation.spec()["replicas"]));
+//! // An Event about the object (if `settings.posting.enabled`, the default).
+//! invocation.events().info("Created", "the database is ready");
+//! # Ok(None)
+//! # }
+//! ```
+//!
+//! Or, as in Kopf, with the free functions [`info`](crate::info), [`warn`](crate::warn),
+//! [`exception`](crate::exception) and [`event`](crate::event), about any object, through the
+//! operator running the current handler:
+//!
+//! ```
+//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! kopf::info(invocation.body(), "Created", "the database is ready");
+//! # Ok(None)
+//! # }
+//! ```
+//!
+//! Events are queued without waiting and posted in the background by one task per operator.
+//! They look as Kopf's: `generateName` from [`PostingSettings::event_name_prefix`], the
+//! object in `involvedObject`, `reportingComponent`, `source.component`, three timestamps of
+//! now, a message cut to 1024 characters.
+//!
+//! Invariants:
+//! 1. Handlers never wait for posting: a full queue drops the event, with a warning in the
+//!    logs. A failed post is logged and forgotten; it never fails a handler.
+//! 2. The poster is the only task that posts. When the operator stops, it posts what is
+//!    still queued and what handlers log while they stop, until they are all gone or
+//!    [`DRAIN_TIMEOUT`] passed, whichever is first.
+//! 3. Events about core `v1` Events are never posted (each would beget another).
+//! 4. The free functions post only on behalf of a handler (see `current`): outside of one
+//!    they post nothing, and say so once in the logs.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::Level;
+
+use crate::actions::current::Current;
+use crate::structs::resources::Resource;
+use crate::configs::settings::PostingSettings;
+use crate::aiokits::tasks::Tasks;
+
+/// Events queued beyond this many are dropped: handlers must never wait for posting.
+const QUEUE_CAPACITY: usize = 1024;
+
+/// After a stop, the poster posts for at most this long.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Kopf's `MAX_MESSAGE_LENGTH` (in characters) and `CUT_MESSAGE_INFIX`.
+const MAX_MESSAGE_LENGTH: usize = 1024;
+const CUT_MESSAGE_INFIX: &str = "...";
+
+/// One event to post.
+#[derive(Debug)]
+struct Queued {
+    /// `involvedObject`, without the namespace of cluster-scoped objects (the poster knows it).
+    reference: Arc<Map<String, Value>>,
+    kind: String,
+    reason: String,
+    message: String,
+}
+
+/// The operator's queue of events, with the settings that decide what is queued.
+#[derive(Debug, Clone)]
+pub(crate) struct Poster {
+    /// `None` when posting is disabled: nothing is queued.
+    sender: Option<mpsc::Sender<Queued>>,
+    settings: Arc<PostingSettings>,
+}
+
+impl Poster {
+    /// Starts the operator's poster (unless posting is disabled).
+    pub(crate) fn start(client: kube::Client, settings: &PostingSettings, tasks: &Tasks) -> Poster {
+        if !settings.enabled {
+            return Poster::disabled();
+        }
+        let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        let settings = Arc::new(settings.clone());
+        tasks.spawn(post(
+            receiver,
+            client,
+            settings.clone(),
+            tasks.token().clone(),
+        ));
+        Poster {
+            sender: Some(sender),
+            settings,
+        }
+    }
+
+    /// A poster that posts nothing.
+    pub(crate) fn disabled() -> Poster {
+        Poster {
+            sender: None,
+            settings: Arc::new(PostingSettings {
+                enabled: false,
+                ..PostingSettings::default()
+            }),
+        }
+    }
+
+    /// Events about an object of this resource.
+    pub(crate) fn events(&self, body: &Value, resource: &Resource) -> Events {
+        Events {
+            poster: self.clone(),
+            reference: Arc::new(reference(body, Some(resource))),
+        }
+    }
+
+    fn enqueue(
+        &self,
+        reference: &Arc<Map<String, Value>>,
+        kind: &str,
+        reason: &str,
+        message: String,
+    ) {
+        let Some(sender) = &self.sender else { return };
+        if reference.get("apiVersion").and_then(Value::as_str) == Some("v1")
+            && reference.get("kind").and_then(Value::as_str) == Some("Event")
+        {
+            return;
+        }
+        let queued = Queued {
+            reference: reference.clone(),
+            kind: kind.to_string(),
+            reason: reason.to_string(),
+            message,
+        };
+        if let Err(error) = sender.try_send(queued) {
+            let dropped = match &error {
+                mpsc::error::TrySendError::Full(queued)
+                | mpsc::error::TrySendError::Closed(queued) => queued,
+            };
+            tracing::warn!(target: "kopf::posting", reason = %dropped.reason, message = %dropped.message, "an event was dropped: the queue is full or the poster has stopped");
+        }
+    }
+
+    /// Whether records (or toolkit events) of this level are posted, as Kopf's
+    /// `record.levelno >= settings.posting.level`.
+    fn passes(&self, level: Level) -> bool {
+        // `tracing` orders levels by verbosity: ERROR < WARN < INFO < DEBUG < TRACE.
+        self.settings.enabled && level <= self.settings.level
+    }
+}
+
+/// Kopf's object reference (`bodies.build_object_reference`): apiVersion, kind, name, uid,
+/// namespace, those present. apiVersion and kind fall back to the resource's (list items of
+/// built-in resources come without them).
+fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
+    let meta = &body["metadata"];
+    let api_version = body["apiVersion"]
+        .as_str()
+        .map(String::from)
+        .or_else(|| resource.map(Resource::api_version));
+    let kind = body["kind"]
+        .as_str()
+        .map(String::from)
+        .or_else(|| resource.map(|r| r.kind.clone()));
+    let fields = [
+        ("apiVersion", api_version),
+        ("kind", kind),
+        ("name", meta["name"].as_str().map(String::from)),
+        ("uid", meta["uid"].as_str().map(String::from)),
+        ("namespace", meta["namespace"].as_str().map(String::from)),
+    ];
+    fields
+        .into_iter()
+        .filter_map(|(key, value)| {
+            Some((
+                key.to_string(),
+                Value::String(value.filter(|v| !v.is_empty())?),
+            ))
+        })
+        .collect()
+}
+
+/// Posts Kubernetes Events about an object (Kopf's `kopf.event`, `kopf.info`, `kopf.warn`,
+/// `kopf.exception`); get it from [`Invocation::events`](crate::Invocation::events). Unlike
+/// the free functions ([`info`](crate::info), ...), which post only from within a handler, it
+/// can be moved into tasks and threads of the handler's own.
+///
+/// Nothing is posted when [`PostingSettings::enabled`] is off, or below
+/// [`PostingSettings::level`] (`info` needs the level at INFO or more verbose, `warn` at WARN,
+/// `exception` at ERROR). Posting happens in the background: these methods never wait, and
+/// a failure to post is only logged.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// let events = invocation.events();
+/// events.info("Scaled", format_args!("to {} replicas", 3));
+/// if let Err(error) = "x".parse::<u32>() {
+///     events.exception("InvalidSize", &error); // type `Error`, the error as the message
+/// }
+/// // About another object, e.g. a child the handler created:
+/// let child = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "child", "namespace": "default"}});
+/// events.about(&child).warn("Adopted", "by its parent");
+/// # Ok(None)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Events {
+    poster: Poster,
+    reference: Arc<Map<String, Value>>,
+}
+
+impl Events {
+    /// An event of type `Normal`.
+    pub fn info(&self, reason: &str, message: impl fmt::Display) {
+        if self.poster.passes(Level::INFO) {
+            self.post("Normal", reason, message.to_string());
+        }
+    }
+
+    /// An event of type `Warning`.
+    pub fn warn(&self, reason: &str, message: impl fmt::Display) {
+        if self.poster.passes(Level::WARN) {
+            self.post("Warning", reason, message.to_string());
+        }
+    }
+
+    /// An event of type `Error` with the error as its message (Kopf's `kopf.exception`).
+    pub fn exception(&self, reason: &str, error: impl fmt::Display) {
+        if self.poster.passes(Level::ERROR) {
+            self.post("Error", reason, error.to_string());
+        }
+    }
+
+    /// An event of any type (`Normal`, `Warning`, ...), whatever the level setting.
+    pub fn event(&self, kind: &str, reason: &str, message: impl fmt::Display) {
+        if self.poster.settings.enabled {
+            self.post(kind, reason, message.to_string());
+        }
+    }
+
+    /// Events about another object (a body as JSON, or any object that serializes to one,
+    /// e.g. a `k8s_openapi` type), posted as this object's are.
+    pub fn about(&self, object: &impl serde::Serialize) -> Events {
+        match serde_json::to_value(object) {
+            Ok(body) => self.about_body(&body),
+            Err(error) => {
+                tracing::warn!(target: "kopf::posting", %error, "events about an object that does not serialize to JSON are posted without a reference to it");
+                self.about_body(&Value::Null)
+            }
+        }
+    }
+
+    fn about_body(&self, body: &Value) -> Events {
+        let reference = reference(body, None);
+        // The handler's own object, maybe without apiVersion and kind (as list items of
+        // built-in resources come): referred to as its resource says.
+        let uid = reference.get("uid");
+        if uid.is_some() && uid == self.reference.get("uid") {
+            return self.clone();
+        }
+        Events {
+            poster: self.poster.clone(),
+            reference: Arc::new(reference),
+        }
+    }
+
+    fn post(&self, kind: &str, reason: &str, message: String) {
+        self.poster.enqueue(&self.reference, kind, reason, message);
+    }
+
+    /// Posts a log record if the settings ask for it (`loggers` and the level).
+    fn record(&self, level: Level, message: impl FnOnce() -> String) {
+        if self.poster.settings.loggers && self.poster.passes(level) {
+            let kind = match level {
+                Level::ERROR => "Error",
+                Level::WARN => "Warning",
+                Level::INFO => "Normal",
+                _ => "Debug",
+            };
+            self.post(kind, "Logging", message());
+        }
+    }
+}
+
+/// Posts an event of type `Normal` about an object, through the operator running the
+/// current handler (Kopf's `kopf.info`).
+///
+/// The object is anything that serializes to a Kubernetes object: a body as JSON (the
+/// handler's own, or another's), a `k8s_openapi` type, a `kube::CustomResource` type; a JSON
+/// array posts one event about each of its items. The event refers to the object by its
+/// `apiVersion`, `kind`, `name`, `uid` and `namespace`; the message is cut to 1024 characters
+/// as Kopf cuts it. Events about core `v1` Events are never posted.
+///
+/// Like [`Events::info`] (of which it is the free-standing form), it posts only when the
+/// settings let it ([`PostingSettings::enabled`], and [`PostingSettings::level`] at INFO or
+/// more verbose), never waits, and never fails the handler.
+///
+/// **Only from within a handler**: an async handler's attempt, or a sync handler's run on its
+/// operator thread. Called anywhere else (including a task or thread a handler spawned
+/// itself), it posts nothing and warns once in the logs; there, take `invocation.events()`
+/// along and post through it.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// kopf::info(invocation.body(), "Created", "the database is ready");
+/// let child = ConfigMap {
+///     metadata: kube::api::ObjectMeta {
+///         name: Some("settings".into()),
+///         namespace: Some("default".into()),
+///         ..Default::default()
+///     },
+///     ..Default::default()
+/// };
+/// kopf::info(&child, "Adopted", format_args!("by {}", invocation.name()));
+/// # Ok(None)
+/// # }
+/// ```
+pub fn info<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: impl fmt::Display) {
+    for_each_about("info", object, |events| events.info(reason, &message));
+}
+
+/// Posts an event of type `Warning` about an object, through the operator running the
+/// current handler (Kopf's `kopf.warn`); as [`info`](crate::info) does, but at level WARN.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// if invocation.spec()["replicas"].as_u64() > Some(10) {
+///     kopf::warn(invocation.body(), "TooMany", "more than 10 replicas requested");
+/// }
+/// # Ok(None)
+/// # }
+/// ```
+pub fn warn<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: impl fmt::Display) {
+    for_each_about("warn", object, |events| events.warn(reason, &message));
+}
+
+/// Posts an event of type `Error` about an object with the error as its message, through the
+/// operator running the current handler (Kopf's `kopf.exception`); as [`info`](crate::info)
+/// does, but at level ERROR.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// if let Err(error) = "many".parse::<u32>() {
+///     kopf::exception(invocation.body(), "InvalidSize", &error);
+/// }
+/// # Ok(None)
+/// # }
+/// ```
+pub fn exception<O: serde::Serialize + ?Sized>(object: &O, reason: &str, error: impl fmt::Display) {
+    for_each_about("exception", object, |events| {
+        events.exception(reason, &error);
+    });
+}
+
+/// Posts an event of any type (`Normal`, `Warning`, ...) about an object, through the
+/// operator running the current handler (Kopf's `kopf.event`); as [`info`](crate::info) does,
+/// but whatever the level setting.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// kopf::event(invocation.body(), "Normal", "Scaled", "to 3 replicas");
+/// # Ok(None)
+/// # }
+/// ```
+pub fn event<O: serde::Serialize + ?Sized>(
+    object: &O,
+    kind: &str,
+    reason: &str,
+    message: impl fmt::Display,
+) {
+    for_each_about("event", object, |events| {
+        events.event(kind, reason, &message);
+    });
+}
+
+/// Posts through the current handler's operator about the object, or each item of an array.
+fn for_each_about<O: serde::Serialize + ?Sized>(
+    function: &str,
+    object: &O,
+    post: impl Fn(&Events),
+) {
+    let posted = Current::with(|current| {
+        if current.events.poster.sender.is_none() {
+            return; // Posting is disabled: no need to look at the object.
+        }
+        match serde_json::to_value(object) {
+            Ok(Value::Array(items)) => {
+                for item in &items {
+                    post(&current.events.about_body(item));
+                }
+            }
+            Ok(body) => post(&current.events.about_body(&body)),
+            Err(error) => {
+                tracing::warn!(target: "kopf::posting", %error, "kopf::{function}() posted nothing: the object does not serialize to JSON");
+            }
+        }
+    });
+    if posted.is_none() {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if WARNED.swap(true, Ordering::Relaxed) {
+            tracing::debug!(target: "kopf::posting", "kopf::{function}() was called outside of a handler; nothing was posted");
+        } else {
+            tracing::warn!(target: "kopf::posting", "kopf::{function}() was called outside of a handler, so nothing was posted: kopf::info/warn/exception/event post only from within a handler (an async handler's attempt or a sync handler's thread), through its operator; in tasks or threads of your own, post through `invocation.events()` taken along (this warning is logged once)");
+        }
+    }
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Events")
+            .field("object", &self.reference)
+            .field("enabled", &self.poster.sender.is_some())
+            .finish()
+    }
+}
+
+/// A handler's logger: its object's tracing span (resource, namespace, name, handler id),
+/// whose records are also posted as Kubernetes Events of the object when
+/// [`PostingSettings::loggers`] is on (off by default, as in Kopf 1.44+), with reason
+/// `Logging` and a type by level (`Normal` for INFO, `Warning`, `Error`).
+///
+/// Only records made through these methods are posted; `tracing` macros with the logger as
+/// their parent go to the logs alone:
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// let logger = invocation.logger();
+/// logger.info("starting"); // logs, and may be posted
+/// tracing::debug!(parent: logger, attempt = invocation.retry(), "details"); // logs only
+/// # Ok(None)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Logger {
+    pub(crate) span: tracing::Span,
+    events: Events,
+}
+
+impl Logger {
+    pub(crate) fn new(span: tracing::Span, events: Events) -> Logger {
+        Logger { span, events }
+    }
+
+    /// The span, for `tracing` macros and `.instrument()`.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Logs at DEBUG (posted as type `Debug` only if the posting level is DEBUG or TRACE).
+    pub fn debug(&self, message: impl fmt::Display) {
+        tracing::debug!(target: "kopf::objects", parent: &self.span, "{message}");
+        self.events.record(Level::DEBUG, || message.to_string());
+    }
+
+    /// Logs at INFO.
+    pub fn info(&self, message: impl fmt::Display) {
+        tracing::info!(target: "kopf::objects", parent: &self.span, "{message}");
+        self.events.record(Level::INFO, || message.to_string());
+    }
+
+    /// Logs at WARN.
+    pub fn warn(&self, message: impl fmt::Display) {
+        tracing::warn!(target: "kopf::objects", parent: &self.span, "{message}");
+        self.events.record(Level::WARN, || message.to_string());
+    }
+
+    /// Logs at ERROR.
+    pub fn error(&self, message: impl fmt::Display) {
+        tracing::error!(target: "kopf::objects", parent: &self.span, "{message}");
+        self.events.record(Level::ERROR, || message.to_string());
+    }
+}
+
+impl fmt::Debug for Logger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Logger")
+            .field("span", &self.span)
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+/// So that `tracing::info!(parent: invocation.logger(), ...)` logs in the object's span.
+impl From<&Logger> for Option<tracing::Id> {
+    fn from(logger: &Logger) -> Self {
+        logger.span.id()
+    }
+}
+
+/// The poster task: posts until the operator stops, then drains (invariant 2).
+async fn post(
+    mut receiver: mpsc::Receiver<Queued>,
+    client: kube::Client,
+    settings: Arc<PostingSettings>,
+    token: CancellationToken,
+) {
+    loop {
+        let queued = tokio::select! {
+            biased;
+            queued = receiver.recv() => queued,
+            _ = token.cancelled() => break,
+        };
+        let Some(queued) = queued else { return };
+        post_one(&client, &settings, queued).await;
+    }
+    let draining = async {
+        while let Some(queued) = receiver.recv().await {
+            post_one(&client, &settings, queued).await;
+        }
+    };
+    if tokio::time::timeout(DRAIN_TIMEOUT, draining).await.is_err() {
+        tracing::debug!(target: "kopf::posting", "stopped posting with events left in the queue");
+    }
+}
+
+async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Queued) {
+    let namespace = queued
+        .reference
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| client.default_namespace())
+        .to_string();
+    let body = event_body(
+        settings,
+        &queued,
+        &namespace,
+        time::OffsetDateTime::now_utc(),
+    );
+    let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/events"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default());
+    let result = match request {
+        Ok(request) => client.request_text(request).await.map(drop),
+        Err(error) => Err(kube::Error::HttpError(error)),
+    };
+    if let Err(error) = result {
+        tracing::warn!(target: "kopf::posting", %error, r#type = %queued.kind, reason = %queued.reason, message = %queued.message, "failed to post an event; ignoring");
+    }
+}
+
+/// The Event as Kopf posts it (`kopf/_cogs/clients/events.py`).
+fn event_body(
+    settings: &PostingSettings,
+    queued: &Queued,
+    namespace: &str,
+    now: time::OffsetDateTime,
+) -> Value {
+    let mut involved = (*queued.reference).clone();
+    involved.insert("namespace".into(), namespace.into());
+    let now = crate::configs::storage::timestamps::format_iso8601(now);
+    json!({
+        "metadata": {
+            "namespace": namespace,
+            "generateName": settings.event_name_prefix,
+        },
+        "action": "Action?",
+        "type": queued.kind,
+        "reason": queued.reason,
+        "message": cut(&queued.message),
+        "reportingComponent": settings.reporting_component,
+        "reportingInstance": settings.reporting_instance,
+        "source": {"component": settings.reporting_component},
+        "involvedObject": involved,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "eventTime": now,
+    })
+}
+
+/// Kopf's cut of long messages: the first 511 and the last 510 characters around `...`.
+fn cut(message: &str) -> String {
+    let length = message.chars().count();
+    if length <= MAX_MESSAGE_LENGTH {
+        return message.to_string();
+    }
+    let infix = CUT_MESSAGE_INFIX.len();
+    let head = MAX_MESSAGE_LENGTH / 2 - infix / 2;
+    let tail = MAX_MESSAGE_LENGTH / 2 - (infix - infix / 2);
+    let prefix: String = message.chars().take(head).collect();
+    let suffix: String = message.chars().skip(length - tail).collect();
+    format!("{prefix}{CUT_MESSAGE_INFIX}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_as_kopf_cuts_them() {
+        assert_eq!(cut("short"), "short");
+        let exact = "é".repeat(1024);
+        assert_eq!(cut(&exact), exact);
+        let long: String = (0..2000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let cut = cut(&long);
+        assert_eq!(cut.chars().count(), 1024);
+        assert_eq!(&cut[..511], &long[..511]);
+        assert_eq!(&cut[511..514], "...");
+        assert_eq!(&cut[514..], &long[2000 - 510..]);
+    }
+
+    #[test]
+    fn references_keep_what_is_present_in_kopf_order() {
+        let resource = Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: false,
+            status_subresource: true,
+            ..Resource::default()
+        };
+        let body = json!({"metadata": {"name": "n", "uid": "u"}});
+        let reference = Value::Object(reference(&body, Some(&resource)));
+        assert_eq!(
+            serde_json::to_string(&reference).unwrap(),
+            r#"{"apiVersion":"kopf.dev/v1","kind":"KopfExample","name":"n","uid":"u"}"#
+        );
+    }
+
+    #[test]
+    fn an_event_has_kopfs_shape() {
+        let queued = Queued {
+            reference: Arc::new(reference(
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}}),
+                None,
+            )),
+            kind: "Normal".into(),
+            reason: "Logging".into(),
+            message: "hello".into(),
+        };
+        let now = time::macros::datetime!(2026-03-01 12:34:56.123456 UTC);
+        let body = event_body(&PostingSettings::default(), &queued, "default", now);
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"namespace": "default", "generateName": "kopf-event-"},
+                "action": "Action?",
+                "type": "Normal",
+                "reason": "Logging",
+                "message": "hello",
+                "reportingComponent": "kopf",
+                "reportingInstance": "dev",
+                "source": {"component": "kopf"},
+                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u1", "namespace": "default"},
+                "firstTimestamp": "2026-03-01T12:34:56.123456+00:00",
+                "lastTimestamp": "2026-03-01T12:34:56.123456+00:00",
+                "eventTime": "2026-03-01T12:34:56.123456+00:00",
+            })
+        );
+    }
+
+    /// A poster whose queue the test reads, and a handler's context about a KopfExample
+    /// listed without apiVersion and kind.
+    fn handler(level: Level) -> (Current, mpsc::Receiver<Queued>) {
+        let (sender, receiver) = mpsc::channel(16);
+        let poster = Poster {
+            sender: Some(sender),
+            settings: Arc::new(PostingSettings {
+                level,
+                ..PostingSettings::default()
+            }),
+        };
+        let resource = Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            ..Resource::default()
+        };
+        let body = Arc::new(json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}}));
+        let current = Current {
+            events: poster.events(&body, &resource),
+            body,
+        };
+        (current, receiver)
+    }
+
+    fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
+        std::iter::from_fn(|| receiver.try_recv().ok())
+            .map(|q| json!({"object": *q.reference, "type": q.kind, "reason": q.reason, "message": q.message}))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_free_functions_post_through_the_current_handlers_operator() {
+        let (current, mut queue) = handler(Level::INFO);
+        let own = current.body.clone();
+        current
+            .clone()
+            .enter(|| async move {
+                crate::info(&*own, "Created", "own");
+                let child = k8s_openapi::api::core::v1::ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some("child".into()),
+                        namespace: Some("ns".into()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                crate::warn(&child, "Adopted", format_args!("by {}", 1));
+                let many = json!([
+                    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
+                    {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}},
+                ]);
+                crate::exception(&many, "Failed", "boom".parse::<u32>().unwrap_err());
+                crate::event(&*own, "Custom", "Any", "whatever");
+                tokio::task::yield_now().await;
+            })
+            .await;
+        let own = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "name": "one", "uid": "u1", "namespace": "ns"});
+        assert_eq!(
+            drain(&mut queue),
+            vec![
+                json!({"object": own, "type": "Normal", "reason": "Created", "message": "own"}),
+                json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "name": "child", "namespace": "ns"}, "type": "Warning", "reason": "Adopted", "message": "by 1"}),
+                json!({"object": {"apiVersion": "v1", "kind": "Pod", "name": "a"}, "type": "Error", "reason": "Failed", "message": "invalid digit found in string"}),
+                json!({"object": own, "type": "Custom", "reason": "Any", "message": "whatever"}),
+            ],
+            "the own object referred to as its resource says, nothing about the Event"
+        );
+
+        crate::info(&*current.body, "Outside", "not posted, not a panic");
+        crate::warn(&*current.body, "Outside", "not posted, not a panic");
+        assert_eq!(drain(&mut queue), Vec::<Value>::new());
+    }
+
+    #[test]
+    fn the_free_functions_obey_the_level_on_sync_handlers_threads() {
+        let (current, mut queue) = handler(Level::WARN);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                current.clone().enter_sync(|| {
+                    let own = &*current.body;
+                    crate::info(own, "Info", "below the level");
+                    crate::warn(own, "Warn", "at the level");
+                    crate::exception(own, "Error", "above the level");
+                    crate::event(own, "Normal", "Event", "whatever the level");
+                });
+            });
+        });
+        let reasons: Vec<Value> = drain(&mut queue)
+            .iter()
+            .map(|e| e["reason"].clone())
+            .collect();
+        assert_eq!(reasons, [json!("Warn"), json!("Error"), json!("Event")]);
+    }
+}

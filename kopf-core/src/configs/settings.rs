@@ -1,0 +1,287 @@
+//! The operator's settings, grouped as Kopf groups them, with Kopf's defaults where they apply.
+//!
+//! Startup handlers may change them before anything is watched; tests set them directly:
+//!
+//! ```
+//! let mut settings = kopf::Settings::default();
+//! settings.queueing.idle_timeout = std::time::Duration::from_secs(1);
+//! settings.process.grace_period = std::time::Duration::from_secs(5);
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::configs::lifecycles::Lifecycle;
+use crate::configs::storage::{
+    AnnotationsDiffBaseStorage, DiffBaseStorage, ProgressStorage, SmartProgressStorage,
+};
+
+/// All settings of an operator.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Settings {
+    /// How resources are discovered.
+    pub scanning: ScanningSettings,
+    /// How resources are watched.
+    pub watching: WatchingSettings,
+    /// How events are queued to per-object workers.
+    pub queueing: QueueingSettings,
+    /// How handlers are executed.
+    pub execution: ExecutionSettings,
+    /// Where state is kept on the objects.
+    pub persistence: PersistenceSettings,
+    /// How the API is called.
+    pub networking: NetworkingSettings,
+    /// How the process stops.
+    pub process: ProcessSettings,
+    /// What is posted as Kubernetes Events.
+    pub posting: PostingSettings,
+}
+
+/// Watching (Kopf's `settings.watching`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WatchingSettings {
+    /// `timeoutSeconds` asked of the server for each watch request (none by default).
+    pub server_timeout: Option<Duration>,
+    /// A watch stream silent for this long is reconnected (Kopf: 70 s). Bookmarks count as
+    /// activity, so a healthy but quiet stream is not cut.
+    pub inactivity_timeout: Duration,
+    /// Delay before reconnecting a watch that ended (Kopf: 0.1 s); errors back off further.
+    pub reconnect_backoff: Duration,
+    /// Page size of the initial listing.
+    pub list_page_size: u32,
+}
+
+impl Default for WatchingSettings {
+    fn default() -> Self {
+        WatchingSettings {
+            server_timeout: None,
+            inactivity_timeout: Duration::from_secs(70),
+            reconnect_backoff: Duration::from_millis(100),
+            list_page_size: 500,
+        }
+    }
+}
+
+/// Discovery of the resources that selectors match (Kopf's `settings.scanning`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ScanningSettings {
+    /// Discover resources only at the start and when a served one disappears: no watching of
+    /// CRDs, no periodic discovery (Kopf's `disabled`, e.g. without RBAC for CRDs).
+    pub disabled: bool,
+    /// Discover again this often (beyond Kopf, which relies on watching CRDs alone): for
+    /// aggregated APIs, which no CRD announces, and for CRD changes that were missed.
+    pub interval: Duration,
+}
+
+impl Default for ScanningSettings {
+    fn default() -> Self {
+        ScanningSettings {
+            disabled: false,
+            interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Queueing (Kopf's `settings.queueing`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct QueueingSettings {
+    /// At most this many per-object workers at once (unlimited by default).
+    pub worker_limit: Option<usize>,
+    /// A worker with no events for this long exits (Kopf: 5 s).
+    pub idle_timeout: Duration,
+    /// Delays between retries of an object whose processing keeps failing (Kopf's
+    /// `error_delays`, seconds).
+    pub error_delays: Vec<Duration>,
+}
+
+impl Default for QueueingSettings {
+    fn default() -> Self {
+        QueueingSettings {
+            worker_limit: None,
+            idle_timeout: Duration::from_secs(5),
+            error_delays: [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+        }
+    }
+}
+
+/// Handler execution (Kopf's `settings.execution`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ExecutionSettings {
+    /// Delay before retrying a handler after an arbitrary error (Kopf: 60 s).
+    pub default_backoff: Duration,
+    /// Which due change handlers run in one processing cycle (Kopf's `kopf.run(lifecycle=)`;
+    /// [`Lifecycle::Asap`] by default).
+    pub lifecycle: Lifecycle,
+    /// At most this many threads run [sync handlers](crate::aiokits::blocking) at once; more calls
+    /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
+    pub max_blocking_threads: usize,
+}
+
+impl Default for ExecutionSettings {
+    fn default() -> Self {
+        ExecutionSettings {
+            default_backoff: Duration::from_secs(60),
+            lifecycle: Lifecycle::default(),
+            max_blocking_threads: std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+                .saturating_add(4)
+                .min(32),
+        }
+    }
+}
+
+/// Persistence (Kopf's `settings.persistence`): where the operator keeps its state on the
+/// objects.
+///
+/// By default, as Kopf 1.44+: progress records in annotations (legacy records in `status` are
+/// still read) and the diff-base in an annotation, all under `kopf.zalando.org`. To keep the
+/// state elsewhere, pick other storages (see [`crate::configs::storage`]); the prefix of annotations and
+/// Kopf's V1 keys are options of the storages:
+///
+/// ```
+/// use std::sync::Arc;
+/// use kopf::storage::{
+///     AnnotationsDiffBaseStorage, MultiDiffBaseStorage, SmartProgressStorage,
+///     StatusDiffBaseStorage, StatusProgressStorage,
+/// };
+///
+/// let mut settings = kopf::Settings::default();
+/// // Progress only in `status.kopf.progress`, as Kopf before 0.27 kept it.
+/// settings.persistence.progress_storage = Arc::new(StatusProgressStorage {
+///     writable: true,
+///     ..StatusProgressStorage::default()
+/// });
+/// // The diff-base in an annotation of our own prefix and in `status`; read from the first.
+/// settings.persistence.diffbase_storage = Arc::new(MultiDiffBaseStorage {
+///     storages: vec![
+///         Box::new(AnnotationsDiffBaseStorage::new("my-operator.example.com")),
+///         Box::new(StatusDiffBaseStorage::default()),
+///     ],
+/// });
+/// // Or: the default progress storage under another prefix.
+/// settings.persistence.progress_storage =
+///     Arc::new(SmartProgressStorage::new("my-operator.example.com"));
+/// ```
+///
+/// State kept in `status` of a resource with a status subresource costs an extra PATCH (to
+/// `/status`) per write, and the CRD's schema must keep the fields (e.g.
+/// `x-kubernetes-preserve-unknown-fields` on `status`), or they are silently dropped.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PersistenceSettings {
+    /// The finalizer that blocks deletion until delete handlers ran.
+    pub finalizer: String,
+    /// Where handlers' progress is kept while a cause is being handled (Kopf's default,
+    /// [`SmartProgressStorage`], by default).
+    pub progress_storage: Arc<dyn ProgressStorage>,
+    /// Where the essence of the object as last handled is kept (Kopf's default,
+    /// [`AnnotationsDiffBaseStorage`], by default).
+    pub diffbase_storage: Arc<dyn DiffBaseStorage>,
+    /// After its own PATCH, a worker waits this long for the new resourceVersion to come back
+    /// before running change handlers again (Kopf: 5 s; zero disables).
+    pub consistency_timeout: Duration,
+}
+
+impl Default for PersistenceSettings {
+    fn default() -> Self {
+        PersistenceSettings {
+            finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
+            progress_storage: Arc::new(SmartProgressStorage::default()),
+            diffbase_storage: Arc::new(AnnotationsDiffBaseStorage::default()),
+            consistency_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// API calls (Kopf's `settings.networking`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NetworkingSettings {
+    /// Delays between retries of a failed write (connection errors, 5xx, 429); a
+    /// `Retry-After` answer waits at least as long as it says (Kopf: 1, 1, 2, 3, 5, 8, 13, 21 s).
+    pub error_backoffs: Vec<Duration>,
+    /// At most this many of the operator's own writes (patches of handled objects) are in
+    /// flight at once: a burst of objects reuses a few connections instead of opening one each.
+    pub max_concurrent_writes: usize,
+}
+
+impl Default for NetworkingSettings {
+    fn default() -> Self {
+        NetworkingSettings {
+            max_concurrent_writes: 16,
+            error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+        }
+    }
+}
+
+/// Stopping (beyond Kopf: its exit has no grace period).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProcessSettings {
+    /// After a stop, work that ignores its cancellation gets this long before it is aborted.
+    /// Below Kubernetes' 30 s pod grace period, so cleanups end before the SIGKILL.
+    pub grace_period: Duration,
+    /// The cleanup handlers, run after the grace period, get this long in all before they are
+    /// aborted (beyond Kopf, which does not bound them). With the grace period, it stays below
+    /// Kubernetes' 30 s pod grace period.
+    pub cleanup_timeout: Duration,
+}
+
+impl Default for ProcessSettings {
+    fn default() -> Self {
+        ProcessSettings {
+            grace_period: Duration::from_secs(20),
+            cleanup_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Kubernetes Events (Kopf's `settings.posting`): what handlers post through
+/// [`Invocation::events`](crate::Invocation::events), and whether what they log through
+/// [`Invocation::logger`](crate::Invocation::logger) is posted too.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.posting.loggers = true; // post handlers' log records too, as Kopf before 1.44
+/// settings.posting.level = tracing::Level::WARN; // but only warnings and errors
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PostingSettings {
+    /// Whether anything is posted at all (Kopf: on).
+    pub enabled: bool,
+    /// Whether handlers' log records are posted too (Kopf 1.44+: off).
+    pub loggers: bool,
+    /// Records and toolkit events less severe than this are not posted (Kopf: INFO).
+    pub level: tracing::Level,
+    /// `reportingComponent` and `source.component` of the events (Kopf: `kopf`).
+    pub reporting_component: String,
+    /// `reportingInstance` of the events (Kopf: `dev`).
+    pub reporting_instance: String,
+    /// The events' `metadata.generateName` (Kopf: `kopf-event-`).
+    pub event_name_prefix: String,
+}
+
+impl Default for PostingSettings {
+    fn default() -> Self {
+        PostingSettings {
+            enabled: true,
+            loggers: false,
+            level: tracing::Level::INFO,
+            reporting_component: "kopf".into(),
+            reporting_instance: "dev".into(),
+            event_name_prefix: "kopf-event-".into(),
+        }
+    }
+}

@@ -1,0 +1,675 @@
+//! Daemons and timers: one long-running task, or one periodic task, per (object, handler),
+//! alive while the object exists and passes the handler's filters (Kopf's spawning handlers).
+//!
+//! ```
+//! use std::time::Duration;
+//! use kopf::{DaemonHandler, Registry, Selector, TimerHandler};
+//!
+//! let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
+//! let registry = Registry::new()
+//!     .with(DaemonHandler::new(examples.clone(), "monitor", |invocation| async move {
+//!         while !invocation.stopped().is_cancelled() {
+//!             // ... watch something external for this object ...
+//!             tokio::select! {
+//!                 _ = invocation.stopped().cancelled() => {}
+//!                 _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+//!             }
+//!         }
+//!         Ok(None)
+//!     }).cancellation_backoff(Duration::from_secs(5)))
+//!     .with(TimerHandler::new(examples, "check", Duration::from_secs(60), |invocation| async move {
+//!         Ok(Some(serde_json::json!({"checked": invocation.name()})))
+//!     }).idle(Duration::from_secs(30)));
+//! ```
+//!
+//! Invariants:
+//! 1. At most one task per (object, handler): the object's [`Daemons`] holds it, and only the
+//!    object's worker (one per object) starts or stops it.
+//! 2. Each daemon or timer is a node of the cancellation tree. Stopping one cancels its node
+//!    for a [`StopReason`] (its `stopped` argument), waits its `cancellation_backoff` for it to
+//!    return on its own, then drops the running attempt. A sync one, whose thread cannot be
+//!    dropped, is waited for up to `cancellation_timeout`, then abandoned with a warning.
+//! 3. The operator's finalizer stays on a deleted object until none of its daemons and timers
+//!    runs: the worker re-checks until they all ended.
+//! 4. A timer's runs never overlap: one loop runs an attempt, then sleeps.
+//! 5. A daemon that returned or failed for good while not asked to stop is not started again
+//!    for that object; one stopped because the filters stopped matching starts again when
+//!    they match again.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::structs::diff::Diff;
+use crate::actions::execution::{self, Outcome};
+use crate::actions::handlers::{HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters};
+use crate::structs::patch::Patch;
+use crate::reactor::processing::{Processor, deliver};
+use crate::structs::resources::Selector;
+use crate::aiokits::tasks::{StopReason, Tasks, Work, lock};
+
+/// How long a stopped daemon may keep running before it is dropped, when it declares no
+/// `cancellation_backoff`: enough to notice `stopped` and return, not to do slow work.
+const INSTANT_EXIT: Duration = Duration::from_millis(100);
+
+/// A daemon (Kopf's `@kopf.daemon`): one long-running task per object, started when the
+/// object is first seen (after the operator's finalizer is on it) and stopped when the object
+/// is deleted, stops passing the filters, or the operator exits.
+///
+/// The function gets the usual resource arguments, plus
+/// [`stopped`](crate::Invocation::stopped): a token cancelled when the daemon should return,
+/// with its [`stop_reason`](crate::Invocation::stop_reason). A daemon that returns (or fails
+/// permanently) is not started again for that object; a temporary error restarts it after the
+/// error's delay (an arbitrary error: after `backoff`). Its result goes to
+/// `status.<handler-id>` and its `patch` to the object, as for change handlers.
+///
+/// Stopping: `stopped` is cancelled; the daemon has `cancellation_backoff` (default: a brief
+/// moment) to return on its own; then its future is dropped at its next `.await`. A
+/// [sync daemon](crate::aiokits::blocking), which cannot be dropped, gets `cancellation_timeout` more
+/// (default: no limit) and is then abandoned with a warning. Deletion waits for all of it:
+/// the finalizer stays until the daemon ended or was abandoned.
+#[derive(Clone)]
+pub struct DaemonHandler {
+    pub(crate) id: String,
+    pub(crate) selector: Selector,
+    pub(crate) function: HandlerFn,
+    pub(crate) options: Options,
+    pub(crate) initial_delay: Option<Duration>,
+    pub(crate) cancellation_backoff: Option<Duration>,
+    pub(crate) cancellation_timeout: Option<Duration>,
+}
+
+impl DaemonHandler {
+    /// A daemon for the objects of the selected resource.
+    pub fn new<F, Fut>(selector: Selector, id: &str, function: F) -> Self
+    where
+        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        DaemonHandler {
+            id: id.into(),
+            selector,
+            function: boxed(function),
+            options: Options::default(),
+            initial_delay: None,
+            cancellation_backoff: None,
+            cancellation_timeout: None,
+        }
+    }
+
+    /// Wait this long after the object is first seen before starting the daemon.
+    pub fn initial_delay(mut self, delay: Duration) -> Self {
+        self.initial_delay = Some(delay);
+        self
+    }
+
+    /// After `stopped` is cancelled, give the daemon this long to return on its own before its
+    /// future is dropped (default: a brief moment). Set it when the daemon cleans up after
+    /// `stopped` with `.await`s of its own.
+    pub fn cancellation_backoff(mut self, backoff: Duration) -> Self {
+        self.cancellation_backoff = Some(backoff);
+        self
+    }
+
+    /// For a sync daemon, whose thread cannot be interrupted: how long to wait for it after the
+    /// backoff before abandoning it with a warning (and releasing the object's finalizer).
+    /// Default: no limit, so a deleted object waits for its sync daemons to return.
+    pub fn cancellation_timeout(mut self, timeout: Duration) -> Self {
+        self.cancellation_timeout = Some(timeout);
+        self
+    }
+
+    /// The handler's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    option_setters!();
+}
+
+impl fmt::Debug for DaemonHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DaemonHandler")
+            .field("id", &self.id)
+            .field("selector", &self.selector)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A timer (Kopf's `@kopf.timer`): called every `interval` for each object, never two runs at
+/// once for one object.
+///
+/// After a run that succeeded or failed for good, the next one comes `interval` later (with
+/// [`sharp`](Self::sharp): on the next tick of a fixed grid); after a temporary error, after
+/// the error's delay. With [`idle`](Self::idle), a run waits until the object has not changed
+/// (its essence: spec, labels, annotations) for that long. Timers get
+/// [`stopped`](crate::Invocation::stopped) too, and stop as daemons do.
+#[derive(Clone)]
+pub struct TimerHandler {
+    pub(crate) id: String,
+    pub(crate) selector: Selector,
+    pub(crate) function: HandlerFn,
+    pub(crate) options: Options,
+    pub(crate) initial_delay: Option<Duration>,
+    pub(crate) interval: Duration,
+    pub(crate) idle: Option<Duration>,
+    pub(crate) sharp: bool,
+}
+
+impl TimerHandler {
+    /// A timer for the objects of the selected resource, called every `interval`.
+    pub fn new<F, Fut>(selector: Selector, id: &str, interval: Duration, function: F) -> Self
+    where
+        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        TimerHandler {
+            id: id.into(),
+            selector,
+            function: boxed(function),
+            options: Options::default(),
+            initial_delay: None,
+            interval,
+            idle: None,
+            sharp: false,
+        }
+    }
+
+    /// Wait this long after the object is first seen before the first run.
+    pub fn initial_delay(mut self, delay: Duration) -> Self {
+        self.initial_delay = Some(delay);
+        self
+    }
+
+    /// Run only once the object has not changed for this long.
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// Run on a fixed grid of `interval`s from the timer's start, however long runs take.
+    pub fn sharp(mut self) -> Self {
+        self.sharp = true;
+        self
+    }
+
+    /// The handler's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    option_setters!();
+}
+
+impl fmt::Debug for TimerHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHandler")
+            .field("id", &self.id)
+            .field("selector", &self.selector)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A daemon or a timer, as the registry keeps them.
+#[derive(Debug, Clone)]
+pub(crate) enum Background {
+    Daemon(DaemonHandler),
+    Timer(TimerHandler),
+}
+
+impl Background {
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Background::Daemon(d) => &d.id,
+            Background::Timer(t) => &t.id,
+        }
+    }
+
+    pub(crate) fn selector(&self) -> &Selector {
+        match self {
+            Background::Daemon(d) => &d.selector,
+            Background::Timer(t) => &t.selector,
+        }
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        match self {
+            Background::Daemon(d) => &d.options,
+            Background::Timer(t) => &t.options,
+        }
+    }
+
+    fn function(&self) -> &HandlerFn {
+        match self {
+            Background::Daemon(d) => &d.function,
+            Background::Timer(t) => &t.function,
+        }
+    }
+
+    fn initial_delay(&self) -> Option<Duration> {
+        match self {
+            Background::Daemon(d) => d.initial_delay,
+            Background::Timer(t) => t.initial_delay,
+        }
+    }
+
+    /// Whether this is a timer waiting for the object to be idle.
+    pub(crate) fn waits_for_idle(&self) -> bool {
+        matches!(self, Background::Timer(TimerHandler { idle: Some(_), .. }))
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Background::Daemon(_) => "Daemon",
+            Background::Timer(_) => "Timer",
+        }
+    }
+
+    fn cancellation(&self) -> (Option<Duration>, Option<Duration>) {
+        match self {
+            Background::Daemon(d) => (d.cancellation_backoff, d.cancellation_timeout),
+            Background::Timer(_) => (None, None),
+        }
+    }
+}
+
+/// What the daemons and timers of one object see of it: the newest body, and when its essence
+/// last changed.
+#[derive(Debug)]
+pub(crate) struct Live {
+    body: watch::Sender<Arc<Value>>,
+    changed: Mutex<(Instant, Option<Value>)>,
+}
+
+impl Live {
+    fn new(body: Arc<Value>) -> Live {
+        Live {
+            body: watch::Sender::new(body),
+            changed: Mutex::new((Instant::now(), None)),
+        }
+    }
+
+    fn body(&self) -> Arc<Value> {
+        self.body.borrow().clone()
+    }
+
+    fn idle_for(&self) -> Duration {
+        lock(&self.changed).0.elapsed()
+    }
+}
+
+/// One running daemon or timer.
+#[derive(Debug)]
+pub(crate) struct Running {
+    node: Tasks,
+    /// Becomes `true` when its task has ended (or was dropped).
+    ended: watch::Receiver<bool>,
+    /// Set when it ended on its own for good: it is not started again for this object.
+    finished: Arc<AtomicBool>,
+}
+
+impl Running {
+    fn has_ended(&self) -> bool {
+        *self.ended.borrow()
+    }
+}
+
+/// The daemons and timers of one object.
+#[derive(Debug, Default)]
+pub(crate) struct Daemons {
+    running: HashMap<String, Running>,
+    /// Those that ended on their own for good, not to be started again.
+    finished: HashSet<String>,
+    live: Option<Arc<Live>>,
+}
+
+impl Daemons {
+    /// Shows the newest state of the object to its daemons; `essence`, when given, resets the
+    /// idle time of timers if it differs from the last one.
+    pub(crate) fn observe(&mut self, body: &Arc<Value>, essence: Option<Value>) {
+        let live = self
+            .live
+            .get_or_insert_with(|| Arc::new(Live::new(body.clone())));
+        live.body.send_replace(body.clone());
+        if let Some(essence) = essence {
+            let mut changed = lock(&live.changed);
+            if changed.1.as_ref().is_some_and(|last| *last != essence) {
+                changed.0 = Instant::now();
+            }
+            changed.1 = Some(essence);
+        }
+    }
+
+    /// Forgets the tasks that ended, remembering those that ended for good.
+    fn sweep(&mut self) {
+        let finished = &mut self.finished;
+        self.running.retain(|id, running| {
+            if !running.has_ended() {
+                return true;
+            }
+            if running.finished.load(Ordering::SeqCst) {
+                finished.insert(id.clone());
+            }
+            false
+        });
+    }
+
+    /// Starts the matching daemons and timers that do not run yet (and did not finish for
+    /// good); stops the running ones that no longer match.
+    pub(crate) fn reconcile(
+        &mut self,
+        matching: &[&Background],
+        body: &Arc<Value>,
+        start: impl Fn(&Background, Arc<Live>, &Tasks) -> Running,
+        tasks: &Tasks,
+    ) {
+        self.sweep();
+        for (id, running) in &self.running {
+            if !matching.iter().any(|h| h.id() == id) {
+                running.node.cancel(StopReason::FiltersMismatch);
+            }
+        }
+        let live = self
+            .live
+            .get_or_insert_with(|| Arc::new(Live::new(body.clone())))
+            .clone();
+        for handler in matching {
+            let id = handler.id();
+            if self.running.contains_key(id) || self.finished.contains(id) {
+                continue;
+            }
+            self.running
+                .insert(id.to_string(), start(handler, live.clone(), tasks));
+        }
+    }
+
+    /// Asks every daemon and timer of the object to stop, for this reason.
+    pub(crate) fn stop(&mut self, reason: StopReason) {
+        for running in self.running.values() {
+            running.node.cancel(reason);
+        }
+    }
+
+    /// A future that resolves when every daemon and timer asked to stop has ended; `None` when
+    /// none runs.
+    pub(crate) fn ended(&mut self) -> Option<impl Future<Output = ()> + use<>> {
+        self.sweep();
+        if self.running.is_empty() {
+            return None;
+        }
+        let mut waiting: Vec<watch::Receiver<bool>> =
+            self.running.values().map(|r| r.ended.clone()).collect();
+        Some(async move {
+            for ended in &mut waiting {
+                let _ = ended.wait_for(|ended| *ended).await;
+            }
+        })
+    }
+}
+
+/// Starts a daemon or timer for the object `uid` as a child of `tasks`.
+pub(crate) fn start(
+    processor: Arc<Processor>,
+    uid: &str,
+    handler: &Background,
+    live: Arc<Live>,
+    tasks: &Tasks,
+) -> Running {
+    let body = live.body();
+    let namespace = body["metadata"]["namespace"].as_str();
+    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+    let work = Work::new(handler.id(), namespace, name);
+    let node = tasks.child().doing(work.clone());
+    let (ended, receiver) = watch::channel(false);
+    let finished = Arc::new(AtomicBool::new(false));
+    let runner = Runner {
+        processor,
+        uid: uid.to_string(),
+        handler: handler.clone(),
+        live,
+        node: node.clone(),
+        work,
+        finished: finished.clone(),
+    };
+    tasks.spawn(async move {
+        // Dropped with the task (even at the abort): the object's worker learns it ended.
+        let _ended = Ended(ended);
+        runner.run().await;
+    });
+    Running {
+        node,
+        ended: receiver,
+        finished,
+    }
+}
+
+struct Ended(watch::Sender<bool>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// One daemon or timer of one object, running.
+struct Runner {
+    processor: Arc<Processor>,
+    uid: String,
+    handler: Background,
+    live: Arc<Live>,
+    node: Tasks,
+    work: Work,
+    finished: Arc<AtomicBool>,
+}
+
+impl Runner {
+    async fn run(self) {
+        let kind = self.handler.kind();
+        if let Some(delay) = self.handler.initial_delay()
+            && !self.sleep(delay).await
+        {
+            return;
+        }
+        tracing::debug!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "{kind} '{}' started.", self.work.handler);
+        match &self.handler {
+            Background::Daemon(_) => self.run_daemon().await,
+            Background::Timer(timer) => {
+                let (interval, idle, sharp) = (timer.interval, timer.idle, timer.sharp);
+                self.run_timer(interval, idle, sharp).await;
+            }
+        }
+        if let Some(reason) = self.node.stop_reason() {
+            tracing::debug!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, stop_reason = %reason, "{kind} '{}' has exited on request: {reason}.", self.work.handler);
+        }
+    }
+
+    async fn run_daemon(&self) {
+        let mut retry = 0;
+        let started = time::OffsetDateTime::now_utc();
+        loop {
+            match self.attempt(retry, started).await {
+                Outcome::Success(_) | Outcome::Failure(_) => {
+                    if !self.node.token().is_cancelled() {
+                        self.finished.store(true, Ordering::SeqCst);
+                        tracing::info!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "Daemon '{}' has exited on its own and will not be restarted.", self.work.handler);
+                    }
+                    return;
+                }
+                Outcome::Retry { delay, .. } => {
+                    retry += 1;
+                    if !self.sleep(delay).await {
+                        return;
+                    }
+                }
+                Outcome::Aborted => return,
+            }
+        }
+    }
+
+    async fn run_timer(&self, interval: Duration, idle: Option<Duration>, sharp: bool) {
+        let origin = Instant::now();
+        let mut retry = 0;
+        let mut started = time::OffsetDateTime::now_utc();
+        loop {
+            if let Some(idle) = idle {
+                loop {
+                    let quiet = self.live.idle_for();
+                    if quiet >= idle {
+                        break;
+                    }
+                    if !self.sleep(idle - quiet).await {
+                        return;
+                    }
+                }
+            }
+            let delay = match self.attempt(retry, started).await {
+                Outcome::Retry { delay, .. } => {
+                    retry += 1;
+                    delay
+                }
+                Outcome::Success(_) | Outcome::Failure(_) => {
+                    retry = 0;
+                    started = time::OffsetDateTime::now_utc();
+                    if sharp {
+                        till_next_tick(origin.elapsed(), interval)
+                    } else {
+                        interval
+                    }
+                }
+                Outcome::Aborted => return,
+            };
+            if !self.sleep(delay).await {
+                return;
+            }
+        }
+    }
+
+    /// Sleeps unless stopped first; `false` when stopped.
+    async fn sleep(&self, delay: Duration) -> bool {
+        tokio::select! {
+            _ = self.node.token().cancelled() => false,
+            _ = tokio::time::sleep(delay) => true,
+        }
+    }
+
+    /// One call of the function on the newest body; its results and patch are written to the
+    /// object right away.
+    async fn attempt(&self, retry: u32, started: time::OffsetDateTime) -> Outcome {
+        if self.node.token().is_cancelled() {
+            return Outcome::Aborted;
+        }
+        let id = self.handler.id();
+        let options = self.handler.options();
+        let body = self.live.body();
+        let mut invocation = self.processor.invocation(
+            body.clone(),
+            None,
+            Diff::default(),
+            None,
+            None,
+            options,
+            &self.node,
+        );
+        invocation.retry = retry;
+        invocation.started = started;
+        invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
+        let written = invocation.patch.clone();
+        let attempt = execution::execute(
+            id,
+            self.handler.function(),
+            options,
+            self.processor.default_backoff(),
+            invocation,
+        );
+        let outcome = self.cancellable(attempt).await;
+        let mut patch: Patch = std::mem::take(&mut *lock(&written));
+        if let Outcome::Success(Some(result)) = &outcome {
+            deliver(&mut patch, id, result.clone());
+        }
+        if !patch.is_empty() {
+            let _ = self
+                .processor
+                .write(&self.uid, &self.live.body(), patch, &self.node)
+                .await;
+        }
+        outcome
+    }
+
+    /// Runs the attempt until it ends, or until it was asked to stop and its backoff passed;
+    /// then drops it. A sync attempt goes on on its thread: it is waited for up to the
+    /// cancellation timeout, then abandoned.
+    async fn cancellable(&self, attempt: impl Future<Output = Outcome>) -> Outcome {
+        let (backoff, timeout) = self.handler.cancellation();
+        let mut attempt = Box::pin(attempt);
+        let token = self.node.token().clone();
+        let cancelled = async {
+            token.cancelled().await;
+            tokio::time::sleep(backoff.unwrap_or(INSTANT_EXIT)).await;
+        };
+        tokio::select! {
+            outcome = &mut attempt => return outcome,
+            _ = cancelled => {}
+        }
+        drop(attempt);
+        let threads = self.node.threads();
+        if threads.busy().contains(&self.work) {
+            let finished = threads.finished(&self.work);
+            let in_time = match timeout {
+                Some(timeout) => tokio::time::timeout(timeout, finished).await.is_ok(),
+                None => {
+                    finished.await;
+                    true
+                }
+            };
+            if !in_time {
+                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "{} '{}' did not exit in time after it was asked to stop; leaving it orphaned on its thread.", self.handler.kind(), self.work.handler);
+            }
+        }
+        Outcome::Aborted
+    }
+}
+
+/// How long from `elapsed` to the next multiple of `interval`.
+fn till_next_tick(elapsed: Duration, interval: Duration) -> Duration {
+    let interval_ns = interval.as_nanos().max(1);
+    let into_tick = elapsed.as_nanos() % interval_ns;
+    Duration::from_nanos(u64::try_from(interval_ns - into_tick).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structs::filters::MetaFilter;
+
+    #[test]
+    fn sharp_timers_sleep_until_the_next_tick_of_their_grid() {
+        let s = Duration::from_secs;
+        assert_eq!(till_next_tick(s(0), s(10)), s(10));
+        assert_eq!(till_next_tick(s(3), s(10)), s(7));
+        assert_eq!(till_next_tick(s(13), s(10)), s(7));
+        assert_eq!(till_next_tick(s(20), s(10)), s(10));
+    }
+
+    #[test]
+    fn filters_are_set_on_daemons_and_timers_as_on_other_handlers() {
+        let selector = Selector::new("kopf.dev", "v1", "kopfexamples");
+        let daemon = DaemonHandler::new(selector.clone(), "d", |_| async { Ok(None) })
+            .label("app", MetaFilter::Present)
+            .cancellation_backoff(Duration::from_secs(1));
+        assert!(daemon.options.labels.contains_key("app"));
+        let timer = TimerHandler::new(selector, "t", Duration::from_secs(5), |_| async {
+            Ok(None)
+        })
+        .idle(Duration::from_secs(2))
+        .sharp();
+        assert!(Background::Timer(timer).waits_for_idle());
+    }
+}

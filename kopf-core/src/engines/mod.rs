@@ -1,0 +1,7 @@
+//! What runs each kind of handler outside the per-object cycle: activities, daemons and timers, indexes, login, probes.
+
+pub(crate) mod activities;
+pub(crate) mod authentication;
+pub(crate) mod daemons;
+pub(crate) mod indexing;
+pub(crate) mod probing;

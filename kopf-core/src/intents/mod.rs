@@ -1,0 +1,3 @@
+//! What the operator is asked to do: handler declarations of every kind and the registry. No runtime code.
+
+pub(crate) mod registry;

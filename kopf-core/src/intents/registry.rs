@@ -1,0 +1,285 @@
+//! The registry: the handlers an operator runs, grouped by the resources they serve.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use crate::engines::activities::ActivityHandler;
+use crate::engines::authentication::LoginHandler;
+use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
+use crate::actions::handlers::{ChangeHandler, EventHandler};
+use crate::engines::indexing::IndexHandler;
+use crate::structs::resources::Selector;
+
+/// The handlers of an operator. Tests and embedders build one explicitly, so each operator
+/// runs exactly the handlers it names.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub(crate) changes: Vec<ChangeHandler>,
+    pub(crate) events: Vec<EventHandler>,
+    /// Daemons and timers.
+    pub(crate) background: Vec<Background>,
+    /// Startup, cleanup and probe handlers, in registration order.
+    pub(crate) activities: Vec<ActivityHandler>,
+    /// Index functions.
+    pub(crate) indexes: Vec<IndexHandler>,
+    /// Login handlers, in registration order.
+    pub(crate) logins: Vec<LoginHandler>,
+    /// The CRDs that the `crd` subcommand prints, in declaration order.
+    pub(crate) crds: Vec<CustomResourceDefinition>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a handler.
+    pub fn with(mut self, handler: impl Into<AnyHandler>) -> Self {
+        self.add(handler);
+        self
+    }
+
+    /// Adds a handler.
+    pub fn add(&mut self, handler: impl Into<AnyHandler>) {
+        match handler.into() {
+            AnyHandler::Change(handler) => self.changes.push(handler),
+            AnyHandler::Event(handler) => self.events.push(handler),
+            AnyHandler::Index(handler) => self.indexes.push(handler),
+            AnyHandler::Activity(handler) => self.activities.push(handler),
+            AnyHandler::Login(handler) => self.logins.push(handler),
+            AnyHandler::Daemon(handler) => self.background.push(Background::Daemon(handler)),
+            AnyHandler::Timer(handler) => self.background.push(Background::Timer(handler)),
+        }
+    }
+
+    /// Declares the CRD of a typed custom resource (e.g. a `#[derive(kube::CustomResource)]`
+    /// type), for the operator binary's `crd` subcommand to print.
+    ///
+    /// A handler's attribute cannot tell whether its typed resource is a custom resource (Rust
+    /// has no specialization to ask "does this type implement `CustomResourceExt`?"), so the
+    /// CRDs are declared here, through the resource type's `kube::CustomResourceExt`:
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(kube::CustomResource, Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+    /// #[kube(group = "kopf.dev", version = "v1", kind = "KopfExample", namespaced)]
+    /// struct KopfExampleSpec {
+    ///     field: String,
+    /// }
+    ///
+    /// # async fn main_() -> std::process::ExitCode {
+    /// kopf::run_with(kopf::Registry::collected().crd::<KopfExample>()).await
+    /// # }
+    /// ```
+    ///
+    /// Declaring a CRD does not serve it: handlers name their resources themselves.
+    pub fn crd<K: kube::CustomResourceExt>(mut self) -> Self {
+        self.add_crd::<K>();
+        self
+    }
+
+    /// Declares the CRD of a typed custom resource; see [`Registry::crd`].
+    pub fn add_crd<K: kube::CustomResourceExt>(&mut self) {
+        let crd = K::crd();
+        if !self
+            .crds
+            .iter()
+            .any(|c| c.metadata.name == crd.metadata.name)
+        {
+            self.crds.push(crd);
+        }
+    }
+
+    /// Every resource selector that some handler uses, each once, in registration order.
+    pub(crate) fn selectors(&self) -> Vec<Selector> {
+        let mut selectors: Vec<Selector> = Vec::new();
+        let all = self
+            .changes
+            .iter()
+            .map(|h| &h.selector)
+            .chain(self.events.iter().map(|h| &h.selector))
+            .chain(self.indexes.iter().map(|h| &h.selector))
+            .chain(self.background.iter().map(Background::selector));
+        for selector in all {
+            if !selectors.contains(selector) {
+                selectors.push(selector.clone());
+            }
+        }
+        selectors
+    }
+
+    /// The change handlers of any of these selectors, in registration order.
+    pub(crate) fn changes_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a ChangeHandler> {
+        self.changes
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
+    }
+
+    /// The daemons and timers of any of these selectors, in registration order.
+    pub(crate) fn background_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a Background> {
+        self.background
+            .iter()
+            .filter(move |h| selectors.contains(h.selector()))
+    }
+
+    /// The index functions of any of these selectors, in registration order.
+    pub(crate) fn indexes_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a IndexHandler> {
+        self.indexes
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
+    }
+
+    /// The event handlers of any of these selectors, in registration order.
+    pub(crate) fn events_for<'a>(
+        &'a self,
+        selectors: &'a [Selector],
+    ) -> impl Iterator<Item = &'a EventHandler> {
+        self.events
+            .iter()
+            .filter(move |h| selectors.contains(&h.selector))
+    }
+}
+
+/// Any kind of handler, for [`Registry::with`].
+#[derive(Debug)]
+pub enum AnyHandler {
+    /// A change handler.
+    Change(ChangeHandler),
+    /// An event handler.
+    Event(EventHandler),
+    /// An index function.
+    Index(IndexHandler),
+    /// A startup, cleanup or probe handler.
+    Activity(ActivityHandler),
+    /// A login handler.
+    Login(LoginHandler),
+    /// A daemon.
+    Daemon(DaemonHandler),
+    /// A timer.
+    Timer(TimerHandler),
+}
+
+impl From<DaemonHandler> for AnyHandler {
+    fn from(handler: DaemonHandler) -> Self {
+        AnyHandler::Daemon(handler)
+    }
+}
+
+impl From<TimerHandler> for AnyHandler {
+    fn from(handler: TimerHandler) -> Self {
+        AnyHandler::Timer(handler)
+    }
+}
+
+impl From<LoginHandler> for AnyHandler {
+    fn from(handler: LoginHandler) -> Self {
+        AnyHandler::Login(handler)
+    }
+}
+
+impl From<ActivityHandler> for AnyHandler {
+    fn from(handler: ActivityHandler) -> Self {
+        AnyHandler::Activity(handler)
+    }
+}
+
+impl From<ChangeHandler> for AnyHandler {
+    fn from(handler: ChangeHandler) -> Self {
+        AnyHandler::Change(handler)
+    }
+}
+
+impl From<IndexHandler> for AnyHandler {
+    fn from(handler: IndexHandler) -> Self {
+        AnyHandler::Index(handler)
+    }
+}
+
+impl From<EventHandler> for AnyHandler {
+    fn from(handler: EventHandler) -> Self {
+        AnyHandler::Event(handler)
+    }
+}
+
+/// A handler that an attribute macro registered automatically: the descriptor's constructor
+/// and where the function is, to order the handlers as the source does.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Collected {
+    make: fn() -> AnyHandler,
+    module: &'static str,
+    line: u32,
+}
+
+impl Collected {
+    /// Used by the attribute macros through `inventory::submit!`.
+    pub const fn new(make: fn() -> AnyHandler, module: &'static str, line: u32) -> Self {
+        Collected { make, module, line }
+    }
+}
+
+inventory::collect!(Collected);
+
+/// A function annotated with `#[kopf::on_*]`: the attribute generates a type of the same name
+/// (types and functions live in different namespaces) implementing this trait, so that
+/// [`handlers!`](crate::actions::handlers) can name the function.
+#[doc(hidden)]
+pub trait Descriptor {
+    /// The handler that the attribute describes.
+    fn descriptor() -> AnyHandler;
+}
+
+impl Registry {
+    /// Every handler registered by `#[kopf::on_*]` attributes in the program, ordered by
+    /// module path, then by line (so one module's handlers run in source order).
+    ///
+    /// Registration happens when the program is linked (through the `inventory` crate), so a
+    /// handler is collected only if its crate is linked into the binary. Rust links a
+    /// dependency only if the binary refers to it: a library of handlers that the binary
+    /// never names is silently left out, even when it is listed in `Cargo.toml`. Refer to it
+    /// from the binary: `use my_handlers as _;` is enough (checked on Linux with the default
+    /// linker, in debug and release builds); calling a function of it is sure everywhere. Or
+    /// build the registry explicitly with [`handlers!`](crate::actions::handlers).
+    pub fn collected() -> Self {
+        let mut collected: Vec<&Collected> = inventory::iter::<Collected>.into_iter().collect();
+        collected.sort_by_key(|c| (c.module, c.line));
+        let mut registry = Registry::new();
+        for handler in collected {
+            registry.add((handler.make)());
+        }
+        registry
+    }
+}
+
+/// A [`Registry`] of the named `#[kopf::on_*]` functions, in the order given: what tests and
+/// embedders use to run exactly the handlers they name.
+///
+/// ```
+/// #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+/// async fn create_fn(name: &str) -> kopf::Result<serde_json::Value> {
+///     Ok(serde_json::json!({"message": format!("hello {name}")}))
+/// }
+///
+/// mod more {
+///     #[kopf::on_delete("kopfexamples", optional)]
+///     pub(crate) async fn delete_fn() {}
+/// }
+///
+/// let registry = kopf::handlers![create_fn, more::delete_fn];
+/// ```
+#[macro_export]
+macro_rules! handlers {
+    ($($handler:path),* $(,)?) => {
+        $crate::Registry::new()
+            $(.with(<$handler as $crate::__private::Descriptor>::descriptor()))*
+    };
+}

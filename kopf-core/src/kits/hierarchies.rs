@@ -1,0 +1,995 @@
+//! Kopf's hierarchies toolkit: children made owned by their parent, named after it, put in its
+//! namespace and given its labels, before the handler creates them.
+//!
+//! ```
+//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! let mut child = serde_json::json!({
+//!     "apiVersion": "v1",
+//!     "kind": "ConfigMap",
+//!     "data": {"greeting": "hello"},
+//! });
+//! kopf::adopt(&mut child, invocation.body())?;
+//! // Now owned by the handler's object (and deleted with it by Kubernetes), named
+//! // `<parent's name>-<random suffix>`, in the parent's namespace, with the parent's labels:
+//! // ready to be created with `invocation.client()`.
+//! # Ok(None)
+//! # }
+//! ```
+//!
+//! **Children** are anything the functions can change the metadata of, one or many:
+//! - a JSON body, `&mut serde_json::Value` (a JSON array is taken item by item);
+//! - a typed object, `&mut K` for any [`kube::Resource`]: a `k8s_openapi` type such as
+//!   `Pod`, a `#[derive(kube::CustomResource)]` type, a `DynamicObject`;
+//! - many of them: anything iterable over those (`&mut [Value]`, `&mut Vec<Pod>`,
+//!   `[&mut a, &mut b]`, `&mut Option<Pod>`, `pods.iter_mut()`, ...).
+//!
+//! **Owners** are a JSON body, `&serde_json::Value` (such as the handler's
+//! [`body`](crate::Invocation::body)), or a typed object `&K` for any [`kube::Resource`] of a
+//! static type. They must be as the API server returned them: an owner reference needs the
+//! owner's `uid`. [`adopt_to_current`] takes the object of the handler running now as the
+//! owner, as Kopf's `kopf.adopt(objs)` does when no owner is given.
+//!
+//! The functions change the children only (never the owner, never anything in the cluster):
+//! they are meant for children about to be created. A child that is not a Kubernetes object
+//! (say, a JSON string, or `metadata.labels` that is not an object) is an error; the children
+//! before it in a sequence are changed already.
+//!
+//! The `Form` type parameters of [`Children`] and [`Owner`] only let one function take both
+//! JSON and typed objects: they are inferred, never written.
+
+use std::marker::PhantomData;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::{Map, Value};
+
+use crate::actions::current::Current;
+
+/// Why the children could not be changed. With `?` in a handler, it is an arbitrary error:
+/// the handler is retried, which helps only if the object changes (for a bad owner or child
+/// made by the handler itself, it is a bug to fix).
+///
+/// ```
+/// let manifest = serde_json::json!({
+///     "apiVersion": "kopf.dev/v1",
+///     "kind": "KopfExample",
+///     "metadata": {"name": "parent"},
+/// });
+/// let error = kopf::adopt(&mut serde_json::json!({}), &manifest).unwrap_err();
+/// assert_eq!(error, kopf::hierarchies::HierarchyError::IncompleteOwner { field: "metadata.uid" });
+/// assert!(error.to_string().starts_with("the owner has no metadata.uid"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HierarchyError {
+    /// The owner lacks a field that owner references need.
+    #[error(
+        "the owner has no {field}: pass the owner as the API server returned it (such as the \
+         handler's body), not a manifest of it"
+    )]
+    IncompleteOwner {
+        /// The missing field: `apiVersion`, `kind`, `metadata.name` or `metadata.uid`.
+        field: &'static str,
+    },
+    /// A child is not a Kubernetes object.
+    #[error("a child is {found}, not a Kubernetes object (a JSON object)")]
+    NotAnObject {
+        /// What the child is instead: `null`, `a string`, ...
+        found: &'static str,
+    },
+    /// A field of a child's metadata has a type Kubernetes would reject.
+    #[error("a child's {field} is {found}, not {expected}")]
+    MalformedChild {
+        /// The field: `metadata`, `metadata.labels`, `metadata.ownerReferences`.
+        field: &'static str,
+        /// What it should be.
+        expected: &'static str,
+        /// What it is.
+        found: &'static str,
+    },
+    /// [`adopt_to_current`] was called where no handler of an object is running.
+    #[error(
+        "no handler of an object is running here to adopt the children to: adopt_to_current() \
+         works only within a resource handler (not in tasks or threads it spawns); elsewhere, \
+         pass the owner to kopf::adopt()"
+    )]
+    NoCurrentObject,
+}
+
+/// The form of a JSON child or owner (inferred, never written).
+#[derive(Debug)]
+pub enum AsJson {}
+
+/// The form of a typed child or owner, a [`kube::Resource`] (inferred, never written).
+#[derive(Debug)]
+pub enum AsTyped {}
+
+/// The form of many children, each of the form `F` (inferred, never written).
+#[derive(Debug)]
+pub struct AsMany<F>(PhantomData<F>);
+
+/// One or many children whose metadata the toolkit changes (see the [module](self) docs):
+/// `&mut serde_json::Value`, `&mut K` for a [`kube::Resource`] `K`, or anything iterable
+/// over those. Sealed: it cannot be implemented outside of kopf.
+pub trait Children<Form> {
+    /// Calls `visit` with the metadata of each child, in order, until an error.
+    #[doc(hidden)]
+    fn visit(
+        self,
+        visit: &mut dyn FnMut(Child<'_>) -> Result<(), HierarchyError>,
+    ) -> Result<(), HierarchyError>;
+}
+
+/// An owner of children (see the [module](self) docs): `serde_json::Value` or a
+/// [`kube::Resource`] of a static type. Sealed: it cannot be implemented outside of kopf.
+pub trait Owner<Form> {
+    /// What the toolkit takes from the owner.
+    #[doc(hidden)]
+    fn facts(&self) -> Result<private::Facts, HierarchyError>;
+}
+
+mod private {
+    //! Sealing: the types the traits' methods take cannot be named outside of kopf.
+
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde_json::{Map, Value};
+
+    /// A child's metadata-holder: a JSON object (its `metadata` made on demand) or a typed
+    /// object's metadata.
+    pub enum Child<'a> {
+        Json(&'a mut Map<String, Value>),
+        Typed(&'a mut ObjectMeta),
+    }
+
+    /// What the toolkit takes from an owner, checked complete.
+    #[derive(Debug)]
+    pub struct Facts {
+        pub(super) api_version: String,
+        pub(super) kind: String,
+        pub(super) name: String,
+        pub(super) uid: String,
+        pub(super) namespace: Option<String>,
+        pub(super) labels: BTreeMap<String, String>,
+    }
+}
+
+use private::{Child, Facts};
+
+impl Children<AsJson> for &mut Value {
+    fn visit(
+        self,
+        visit: &mut dyn FnMut(Child<'_>) -> Result<(), HierarchyError>,
+    ) -> Result<(), HierarchyError> {
+        match self {
+            Value::Object(object) => visit(Child::Json(object)),
+            Value::Array(items) => items.iter_mut().try_for_each(|item| item.visit(visit)),
+            other => Err(HierarchyError::NotAnObject {
+                found: describe(other),
+            }),
+        }
+    }
+}
+
+impl<K: kube::Resource> Children<AsTyped> for &mut K {
+    fn visit(
+        self,
+        visit: &mut dyn FnMut(Child<'_>) -> Result<(), HierarchyError>,
+    ) -> Result<(), HierarchyError> {
+        visit(Child::Typed(self.meta_mut()))
+    }
+}
+
+impl<I, F> Children<AsMany<F>> for I
+where
+    I: IntoIterator,
+    I::Item: Children<F>,
+{
+    fn visit(
+        self,
+        visit: &mut dyn FnMut(Child<'_>) -> Result<(), HierarchyError>,
+    ) -> Result<(), HierarchyError> {
+        self.into_iter().try_for_each(|child| child.visit(visit))
+    }
+}
+
+impl Owner<AsJson> for Value {
+    fn facts(&self) -> Result<Facts, HierarchyError> {
+        let meta = &self["metadata"];
+        let required =
+            |value: &Value, field| text(value).ok_or(HierarchyError::IncompleteOwner { field });
+        let labels = meta["labels"].as_object().into_iter().flatten();
+        Ok(Facts {
+            api_version: required(&self["apiVersion"], "apiVersion")?,
+            kind: required(&self["kind"], "kind")?,
+            name: required(&meta["name"], "metadata.name")?,
+            uid: required(&meta["uid"], "metadata.uid")?,
+            namespace: text(&meta["namespace"]),
+            labels: labels
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                .collect(),
+        })
+    }
+}
+
+impl<K: kube::Resource<DynamicType = ()>> Owner<AsTyped> for K {
+    fn facts(&self) -> Result<Facts, HierarchyError> {
+        let meta = self.meta();
+        let required = |value: &Option<String>, field| {
+            value
+                .clone()
+                .filter(|v| !v.is_empty())
+                .ok_or(HierarchyError::IncompleteOwner { field })
+        };
+        Ok(Facts {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            name: required(&meta.name, "metadata.name")?,
+            uid: required(&meta.uid, "metadata.uid")?,
+            namespace: meta.namespace.clone().filter(|ns| !ns.is_empty()),
+            labels: meta.labels.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// Makes the owner own the children (Kopf's `kopf.append_owner_reference`): appends to
+/// their `metadata.ownerReferences` a reference to it (`apiVersion`, `kind`, `name`, `uid`,
+/// `controller: true`, `blockOwnerDeletion: true`), unless one with its uid is there already.
+///
+/// Kubernetes then deletes the children when the owner is deleted. An owner must be in the
+/// children's namespace, or cluster-scoped.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let mut pods = vec![Pod::default(), Pod::default()];
+/// kopf::append_owner_reference(&mut pods, invocation.body())?;
+/// # Ok(None)
+/// # }
+/// ```
+pub fn append_owner_reference<CF, OF>(
+    objs: impl Children<CF>,
+    owner: &impl Owner<OF>,
+) -> Result<(), HierarchyError> {
+    let owner = owner.facts()?;
+    objs.visit(&mut |mut child| child.append_owner_reference(&owner))
+}
+
+/// Makes the owner not own the children any more (Kopf's `kopf.remove_owner_reference`):
+/// removes from their `metadata.ownerReferences` the references with the owner's uid.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// let mut child = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+/// kopf::append_owner_reference(&mut child, invocation.body())?;
+/// kopf::remove_owner_reference(&mut child, invocation.body())?;
+/// assert_eq!(child["metadata"]["ownerReferences"], serde_json::json!([]));
+/// # Ok(None)
+/// # }
+/// ```
+pub fn remove_owner_reference<CF, OF>(
+    objs: impl Children<CF>,
+    owner: &impl Owner<OF>,
+) -> Result<(), HierarchyError> {
+    let owner = owner.facts()?;
+    objs.visit(&mut |mut child| child.remove_owner_reference(&owner.uid))
+}
+
+/// Labels the children (Kopf's `kopf.label`): adds the labels to their `metadata.labels`;
+/// a label the child has already keeps its value unless `forced`.
+///
+/// ```
+/// let mut child = serde_json::json!({"metadata": {"labels": {"tier": "cache"}}});
+/// kopf::label(&mut child, [("app", "db"), ("tier", "storage")], false)?;
+/// assert_eq!(child["metadata"]["labels"], serde_json::json!({"tier": "cache", "app": "db"}));
+/// kopf::label(&mut child, [("tier", "storage")], true)?;
+/// assert_eq!(child["metadata"]["labels"]["tier"], "storage");
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn label<CF, K, V>(
+    objs: impl Children<CF>,
+    labels: impl IntoIterator<Item = (K, V)>,
+    forced: bool,
+) -> Result<(), HierarchyError>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
+    let labels: Vec<(String, String)> = labels
+        .into_iter()
+        .map(|(key, value)| (key.into(), value.into()))
+        .collect();
+    objs.visit(&mut |mut child| child.label(&labels, forced))
+}
+
+/// Names the children after `name` (Kopf's `kopf.harmonize_naming`), if they have neither a
+/// `metadata.name` nor a `metadata.generateName`: by default (not `strict`) with
+/// `generateName: "<name>-"`, so that Kubernetes adds a random suffix and many children can
+/// be named after one parent; if `strict`, with `name: "<name>"` exactly.
+///
+/// Children with a name of their own keep it (Kopf's `forced` is setting the name yourself).
+///
+/// ```
+/// let mut children = [serde_json::json!({}), serde_json::json!({"metadata": {"name": "mine"}})];
+/// kopf::harmonize_naming(&mut children, "parent", false)?;
+/// assert_eq!(children[0]["metadata"]["generateName"], "parent-");
+/// assert_eq!(children[1]["metadata"]["name"], "mine");
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn harmonize_naming<CF>(
+    objs: impl Children<CF>,
+    name: &str,
+    strict: bool,
+) -> Result<(), HierarchyError> {
+    objs.visit(&mut |mut child| child.harmonize_naming(name, strict))
+}
+
+/// Puts the children into `namespace` (Kopf's `kopf.adjust_namespace`): sets their
+/// `metadata.namespace` if they have none, or always if `forced`.
+///
+/// `None` (the namespace of a cluster-scoped owner) leaves the children's namespace as it is,
+/// or, if `forced`, removes it. So the namespaced children of a cluster-scoped owner keep
+/// what the handler chose, and otherwise go to the namespace of the client creating them.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let mut child = ConfigMap::default();
+/// kopf::adjust_namespace(&mut child, Some("default"), false)?;
+/// assert_eq!(child.metadata.namespace.as_deref(), Some("default"));
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn adjust_namespace<CF>(
+    objs: impl Children<CF>,
+    namespace: Option<&str>,
+    forced: bool,
+) -> Result<(), HierarchyError> {
+    objs.visit(&mut |mut child| child.adjust_namespace(namespace, forced))
+}
+
+/// Adopts the children (Kopf's `kopf.adopt`): makes the owner own them
+/// ([`append_owner_reference`]), names them after it ([`harmonize_naming`], not strict),
+/// puts them into its namespace ([`adjust_namespace`], none for a cluster-scoped owner) and
+/// gives them its labels ([`label`]); what the children have already is kept.
+///
+/// For an exact name rather than a generated one, name the children first (or call
+/// [`harmonize_naming`] with `strict`): adopting keeps their names.
+///
+/// ```
+/// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::{Api, PostParams};
+///
+/// let mut child = ConfigMap {
+///     data: Some([("greeting".to_string(), "hello".to_string())].into()),
+///     ..ConfigMap::default()
+/// };
+/// kopf::adopt(&mut child, invocation.body())?;
+/// let namespace = child.metadata.namespace.clone().unwrap_or_default();
+/// let api: Api<ConfigMap> = Api::namespaced(invocation.client().clone(), &namespace);
+/// let created = api.create(&PostParams::default(), &child).await?;
+/// kopf::info(invocation.body(), "Created", format_args!("the config map {}", created.metadata.name.unwrap_or_default()));
+/// # Ok(None)
+/// # }
+/// ```
+pub fn adopt<CF, OF>(
+    objs: impl Children<CF>,
+    owner: &impl Owner<OF>,
+) -> Result<(), HierarchyError> {
+    let owner = owner.facts()?;
+    let labels: Vec<(String, String)> = owner.labels.clone().into_iter().collect();
+    objs.visit(&mut |mut child| {
+        child.append_owner_reference(&owner)?;
+        child.harmonize_naming(&owner.name, false)?;
+        child.adjust_namespace(owner.namespace.as_deref(), false)?;
+        child.label(&labels, false)
+    })
+}
+
+/// Adopts the children (as [`adopt`] does) to the object of the handler running now, as Kopf's
+/// `kopf.adopt(objs)` does without an owner.
+///
+/// It works within a handler of an object: an async handler's attempt, or a sync handler's run.
+/// Anywhere else (including tasks or threads that a handler spawns), it is
+/// [`HierarchyError::NoCurrentObject`]; pass the owner to [`adopt`] there.
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// let mut child = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+/// kopf::adopt_to_current(&mut child)?;
+/// assert_eq!(child["metadata"]["ownerReferences"][0]["uid"], invocation.uid());
+/// # Ok(None)
+/// # }
+/// ```
+pub fn adopt_to_current<CF>(objs: impl Children<CF>) -> Result<(), HierarchyError> {
+    let body = Current::with(|current| current.body.clone())
+        .filter(|body| body.is_object())
+        .ok_or(HierarchyError::NoCurrentObject)?;
+    adopt(objs, &*body)
+}
+
+impl Child<'_> {
+    fn append_owner_reference(&mut self, owner: &Facts) -> Result<(), HierarchyError> {
+        match self {
+            Child::Json(object) => {
+                let references = json_array(json_metadata(object)?, "ownerReferences")?;
+                if !references.iter().any(|r| r["uid"] == *owner.uid) {
+                    // In Kopf's order of keys.
+                    references.push(serde_json::json!({
+                        "controller": true,
+                        "blockOwnerDeletion": true,
+                        "apiVersion": owner.api_version,
+                        "kind": owner.kind,
+                        "name": owner.name,
+                        "uid": owner.uid,
+                    }));
+                }
+            }
+            Child::Typed(meta) => {
+                let references = meta.owner_references.get_or_insert_default();
+                if !references.iter().any(|r| r.uid == owner.uid) {
+                    references.push(OwnerReference {
+                        api_version: owner.api_version.clone(),
+                        kind: owner.kind.clone(),
+                        name: owner.name.clone(),
+                        uid: owner.uid.clone(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_owner_reference(&mut self, uid: &str) -> Result<(), HierarchyError> {
+        match self {
+            Child::Json(object) => {
+                let references = json_array(json_metadata(object)?, "ownerReferences")?;
+                references.retain(|r| r["uid"] != uid);
+            }
+            Child::Typed(meta) => {
+                if let Some(references) = &mut meta.owner_references {
+                    references.retain(|r| r.uid != uid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn label(&mut self, labels: &[(String, String)], forced: bool) -> Result<(), HierarchyError> {
+        match self {
+            Child::Json(object) => {
+                let existing = json_object(json_metadata(object)?, "labels")?;
+                for (key, value) in labels {
+                    if forced || !existing.contains_key(key) {
+                        existing.insert(key.clone(), value.clone().into());
+                    }
+                }
+            }
+            Child::Typed(meta) => {
+                let existing = meta.labels.get_or_insert_default();
+                for (key, value) in labels {
+                    if forced || !existing.contains_key(key) {
+                        existing.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn harmonize_naming(&mut self, name: &str, strict: bool) -> Result<(), HierarchyError> {
+        match self {
+            Child::Json(object) => {
+                let meta = json_metadata(object)?;
+                let named = |key| meta.get(key).is_some_and(|v| !v.is_null());
+                if named("name") || named("generateName") {
+                    return Ok(());
+                }
+                meta.remove("name");
+                meta.remove("generateName");
+                if strict {
+                    meta.insert("name".into(), name.into());
+                } else {
+                    meta.insert("generateName".into(), format!("{name}-").into());
+                }
+            }
+            Child::Typed(meta) => {
+                if meta.name.is_some() || meta.generate_name.is_some() {
+                    return Ok(());
+                }
+                if strict {
+                    meta.name = Some(name.to_string());
+                } else {
+                    meta.generate_name = Some(format!("{name}-"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn adjust_namespace(
+        &mut self,
+        namespace: Option<&str>,
+        forced: bool,
+    ) -> Result<(), HierarchyError> {
+        match self {
+            Child::Json(object) => {
+                let meta = json_metadata(object)?;
+                if forced || meta.get("namespace").is_none_or(Value::is_null) {
+                    match namespace {
+                        Some(namespace) => meta.insert("namespace".into(), namespace.into()),
+                        None => meta.remove("namespace"),
+                    };
+                }
+            }
+            Child::Typed(meta) => {
+                if forced || meta.namespace.is_none() {
+                    meta.namespace = namespace.map(String::from);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The child's `metadata`, made if absent.
+fn json_metadata(
+    object: &mut Map<String, Value>,
+) -> Result<&mut Map<String, Value>, HierarchyError> {
+    json_object(object, "metadata")
+}
+
+/// `object[key]` as an object, made if absent or null.
+fn json_object<'a>(
+    object: &'a mut Map<String, Value>,
+    key: &'static str,
+) -> Result<&'a mut Map<String, Value>, HierarchyError> {
+    let value = object.entry(key).or_insert(Value::Null);
+    if value.is_null() {
+        *value = Value::Object(Map::new());
+    }
+    let found = describe(value);
+    value
+        .as_object_mut()
+        .ok_or_else(|| malformed(key, "an object", found))
+}
+
+/// `object[key]` as an array, made if absent or null.
+fn json_array<'a>(
+    object: &'a mut Map<String, Value>,
+    key: &'static str,
+) -> Result<&'a mut Vec<Value>, HierarchyError> {
+    let value = object.entry(key).or_insert(Value::Null);
+    if value.is_null() {
+        *value = Value::Array(Vec::new());
+    }
+    let found = describe(value);
+    value
+        .as_array_mut()
+        .ok_or_else(|| malformed(key, "an array", found))
+}
+
+fn malformed(key: &'static str, expected: &'static str, found: &'static str) -> HierarchyError {
+    let field = match key {
+        "metadata" => "metadata",
+        "labels" => "metadata.labels",
+        "ownerReferences" => "metadata.ownerReferences",
+        other => other,
+    };
+    HierarchyError::MalformedChild {
+        field,
+        expected,
+        found,
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    value.as_str().filter(|v| !v.is_empty()).map(String::from)
+}
+
+fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+    use crate::clients::posting::Poster;
+    use crate::structs::resources::Resource;
+
+    fn parent() -> Value {
+        json!({
+            "apiVersion": "kopf.dev/v1",
+            "kind": "KopfExample",
+            "metadata": {
+                "name": "parent",
+                "namespace": "ns1",
+                "uid": "uid-1",
+                "labels": {"app": "db", "tier": "storage"},
+            },
+        })
+    }
+
+    fn kopfs_reference() -> Value {
+        json!({
+            "controller": true,
+            "blockOwnerDeletion": true,
+            "apiVersion": "kopf.dev/v1",
+            "kind": "KopfExample",
+            "name": "parent",
+            "uid": "uid-1",
+        })
+    }
+
+    #[test]
+    fn adopting_a_json_child_sets_what_it_lacks_and_keeps_what_it_has() {
+        let mut bare = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        adopt(&mut bare, &parent()).unwrap();
+        assert_eq!(
+            bare,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "ownerReferences": [kopfs_reference()],
+                    "generateName": "parent-",
+                    "namespace": "ns1",
+                    "labels": {"app": "db", "tier": "storage"},
+                },
+            })
+        );
+        assert_eq!(
+            serde_json::to_string(&bare["metadata"]["ownerReferences"][0]).unwrap(),
+            r#"{"controller":true,"blockOwnerDeletion":true,"apiVersion":"kopf.dev/v1","kind":"KopfExample","name":"parent","uid":"uid-1"}"#,
+            "in Kopf's order of keys"
+        );
+
+        let mut own = json!({"metadata": {
+            "name": "mine",
+            "namespace": "ns2",
+            "labels": {"tier": "cache"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Other", "name": "o", "uid": "uid-0"}],
+        }});
+        adopt(&mut own, &parent()).unwrap();
+        adopt(&mut own, &parent()).unwrap();
+        assert_eq!(
+            own["metadata"],
+            json!({
+                "name": "mine",
+                "namespace": "ns2",
+                "labels": {"tier": "cache", "app": "db"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Other", "name": "o", "uid": "uid-0"},
+                    kopfs_reference(),
+                ],
+            }),
+            "one reference per owner however often adopted; own name, namespace, labels kept"
+        );
+    }
+
+    #[test]
+    fn many_children_of_every_form_are_adopted() {
+        let owner = parent();
+        let mut array = json!([{}, {"metadata": {"generateName": "x-"}}]);
+        adopt(&mut array, &owner).unwrap();
+        assert_eq!(array[0]["metadata"]["generateName"], "parent-");
+        assert_eq!(array[1]["metadata"]["generateName"], "x-");
+        assert_eq!(array[1]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+
+        let mut values = vec![json!({}), json!({})];
+        adopt(&mut values, &owner).unwrap();
+        adopt(values.iter_mut(), &owner).unwrap();
+        let mut pods = [Pod::default(), Pod::default()];
+        adopt(&mut pods, &owner).unwrap();
+        let (mut a, mut b) = (ConfigMap::default(), json!({}));
+        adopt([&mut a], &owner).unwrap();
+        adopt(&mut b, &owner).unwrap();
+        let mut absent: Option<Pod> = None;
+        adopt(&mut absent, &owner).unwrap();
+        for meta in values
+            .iter()
+            .map(|v| &v["metadata"])
+            .chain([&b["metadata"]])
+        {
+            assert_eq!(meta["ownerReferences"].as_array().map(Vec::len), Some(1));
+            assert_eq!(meta["namespace"], "ns1");
+        }
+        for meta in pods.iter().map(|p| &p.metadata).chain([&a.metadata]) {
+            assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
+            assert_eq!(meta.generate_name.as_deref(), Some("parent-"));
+        }
+    }
+
+    #[test]
+    fn typed_children_are_adopted_as_kopf_adopts_kubernetes_models() {
+        let mut pod = Pod {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([("tier".into(), "cache".into())])),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        adopt(&mut pod, &parent()).unwrap();
+        assert_eq!(
+            pod.metadata,
+            ObjectMeta {
+                generate_name: Some("parent-".into()),
+                namespace: Some("ns1".into()),
+                labels: Some(BTreeMap::from([
+                    ("app".into(), "db".into()),
+                    ("tier".into(), "cache".into()),
+                ])),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "kopf.dev/v1".into(),
+                    kind: "KopfExample".into(),
+                    name: "parent".into(),
+                    uid: "uid-1".into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..ObjectMeta::default()
+            }
+        );
+        remove_owner_reference(&mut pod, &parent()).unwrap();
+        assert_eq!(pod.metadata.owner_references, Some(vec![]));
+    }
+
+    #[derive(
+        kube::CustomResource,
+        serde::Serialize,
+        serde::Deserialize,
+        Clone,
+        Debug,
+        schemars::JsonSchema,
+    )]
+    #[kube(group = "kopf.dev", version = "v1", kind = "KopfChild", namespaced)]
+    struct KopfChildSpec {
+        field: String,
+    }
+
+    #[test]
+    fn typed_owners_and_custom_resources_work_as_json_ones() {
+        let owner = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("config".into()),
+                namespace: Some("ns1".into()),
+                uid: Some("uid-2".into()),
+                labels: Some(BTreeMap::from([("app".into(), "db".into())])),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let mut child = KopfChild::new("", KopfChildSpec { field: "x".into() });
+        child.metadata.name = None;
+        adopt(&mut child, &owner).unwrap();
+        let body = serde_json::to_value(&child).unwrap();
+        assert_eq!(
+            body["metadata"],
+            json!({
+                "generateName": "config-",
+                "namespace": "ns1",
+                "labels": {"app": "db"},
+                "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "ConfigMap", "name": "config", "uid": "uid-2",
+                    "controller": true, "blockOwnerDeletion": true,
+                }],
+            })
+        );
+        // And a custom resource as the owner of a JSON child.
+        child.metadata.name = Some("custom".into());
+        child.metadata.uid = Some("uid-3".into());
+        let mut json_child = json!({});
+        append_owner_reference(&mut json_child, &child).unwrap();
+        assert_eq!(
+            json_child["metadata"]["ownerReferences"][0],
+            json!({"controller": true, "blockOwnerDeletion": true, "apiVersion": "kopf.dev/v1", "kind": "KopfChild", "name": "custom", "uid": "uid-3"})
+        );
+    }
+
+    #[test]
+    fn owner_references_are_removed_by_the_owners_uid_only() {
+        let mut child = json!({"metadata": {"ownerReferences": [
+            {"uid": "uid-0"}, {"uid": "uid-1", "name": "renamed"}, {"uid": "uid-2"},
+        ]}});
+        remove_owner_reference(&mut child, &parent()).unwrap();
+        assert_eq!(
+            child["metadata"]["ownerReferences"],
+            json!([{"uid": "uid-0"}, {"uid": "uid-2"}])
+        );
+    }
+
+    #[test]
+    fn labels_are_kept_unless_forced() {
+        let mut children = [
+            json!({"metadata": {"labels": {"app": "mine"}}}),
+            json!({"metadata": {"labels": null}}),
+        ];
+        label(&mut children, [("app", "db")], false).unwrap();
+        assert_eq!(children[0]["metadata"]["labels"], json!({"app": "mine"}));
+        assert_eq!(children[1]["metadata"]["labels"], json!({"app": "db"}));
+        let labels = BTreeMap::from([("app".to_string(), "db".to_string())]);
+        label(&mut children, &labels, true).unwrap();
+        assert_eq!(children[0]["metadata"]["labels"], json!({"app": "db"}));
+        let mut pod = Pod::default();
+        label(&mut pod, &labels, false).unwrap();
+        assert_eq!(pod.metadata.labels, Some(labels));
+    }
+
+    #[test]
+    fn naming_is_a_prefix_or_strict_and_never_replaces_a_name() {
+        let mut children = [
+            json!({}),
+            json!({"metadata": {"name": null}}),
+            json!({"metadata": {"name": "mine"}}),
+            json!({"metadata": {"generateName": "mine-"}}),
+        ];
+        harmonize_naming(&mut children, "parent", true).unwrap();
+        assert_eq!(children[0]["metadata"], json!({"name": "parent"}));
+        assert_eq!(children[1]["metadata"], json!({"name": "parent"}));
+        assert_eq!(children[2]["metadata"], json!({"name": "mine"}));
+        assert_eq!(children[3]["metadata"], json!({"generateName": "mine-"}));
+        let mut pods = [Pod::default(), Pod::default()];
+        harmonize_naming(&mut pods[..1], "parent", false).unwrap();
+        harmonize_naming(&mut pods[1], "parent", true).unwrap();
+        assert_eq!(pods[0].metadata.generate_name.as_deref(), Some("parent-"));
+        assert_eq!(pods[0].metadata.name, None);
+        assert_eq!(pods[1].metadata.name.as_deref(), Some("parent"));
+        assert_eq!(pods[1].metadata.generate_name, None);
+    }
+
+    #[test]
+    fn namespaces_are_set_when_absent_or_forced_and_a_cluster_owner_sets_none() {
+        let mut children = [json!({}), json!({"metadata": {"namespace": "mine"}})];
+        adjust_namespace(&mut children, Some("ns1"), false).unwrap();
+        assert_eq!(children[0]["metadata"]["namespace"], "ns1");
+        assert_eq!(children[1]["metadata"]["namespace"], "mine");
+        adjust_namespace(&mut children, Some("ns2"), true).unwrap();
+        assert_eq!(children[1]["metadata"]["namespace"], "ns2");
+        adjust_namespace(&mut children, None, false).unwrap();
+        assert_eq!(children[1]["metadata"]["namespace"], "ns2");
+        adjust_namespace(&mut children, None, true).unwrap();
+        assert_eq!(children[1]["metadata"], json!({}));
+
+        // A cluster-scoped owner: the namespaced child keeps what it has, or has none.
+        let owner = Namespace {
+            metadata: ObjectMeta {
+                name: Some("team".into()),
+                uid: Some("uid-9".into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let mut children = [json!({}), json!({"metadata": {"namespace": "team"}})];
+        adopt(&mut children, &owner).unwrap();
+        assert_eq!(children[0]["metadata"].get("namespace"), None);
+        assert_eq!(children[1]["metadata"]["namespace"], "team");
+        assert_eq!(
+            children[0]["metadata"]["ownerReferences"][0]["kind"],
+            "Namespace"
+        );
+        let mut pod = Pod::default();
+        adopt(&mut pod, &owner).unwrap();
+        assert_eq!(pod.metadata.namespace, None);
+    }
+
+    #[test]
+    fn bad_owners_and_children_are_clear_errors_that_change_nothing_more() {
+        let mut manifest = parent();
+        manifest["metadata"].as_object_mut().unwrap().remove("uid");
+        let mut child = json!({});
+        let error = adopt(&mut child, &manifest).unwrap_err();
+        assert_eq!(
+            error,
+            HierarchyError::IncompleteOwner {
+                field: "metadata.uid"
+            }
+        );
+        assert!(error.to_string().contains("the owner has no metadata.uid"));
+        assert_eq!(child, json!({}), "nothing changed");
+        assert_eq!(
+            adopt(
+                &mut Pod::default(),
+                &json!({"metadata": {"name": "n", "uid": "u"}})
+            ),
+            Err(HierarchyError::IncompleteOwner {
+                field: "apiVersion"
+            })
+        );
+        assert_eq!(
+            adopt(&mut Pod::default(), &Pod::default()),
+            Err(HierarchyError::IncompleteOwner {
+                field: "metadata.name"
+            })
+        );
+
+        let mut children = [json!({}), json!("text")];
+        assert_eq!(
+            adopt(&mut children, &parent()),
+            Err(HierarchyError::NotAnObject { found: "a string" })
+        );
+        assert_eq!(children[0]["metadata"]["generateName"], "parent-");
+        let mut null = Value::Null;
+        assert_eq!(
+            label(&mut null, [("a", "b")], false),
+            Err(HierarchyError::NotAnObject { found: "null" })
+        );
+        let mut malformed = json!({"metadata": {"labels": ["a"]}});
+        let error = label(&mut malformed, [("a", "b")], false).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "a child's metadata.labels is an array, not an object"
+        );
+        let mut malformed = json!({"metadata": {"ownerReferences": {}}});
+        assert_eq!(
+            append_owner_reference(&mut malformed, &parent()),
+            Err(HierarchyError::MalformedChild {
+                field: "metadata.ownerReferences",
+                expected: "an array",
+                found: "an object"
+            })
+        );
+        let mut malformed = json!({"metadata": 1});
+        assert!(harmonize_naming(&mut malformed, "x", false).is_err());
+    }
+
+    #[tokio::test]
+    async fn adopting_to_the_current_object_works_only_within_a_handler() {
+        let mut child = json!({});
+        let error = adopt_to_current(&mut child).unwrap_err();
+        assert_eq!(error, HierarchyError::NoCurrentObject);
+        assert!(
+            error
+                .to_string()
+                .contains("pass the owner to kopf::adopt()")
+        );
+        assert_eq!(child, json!({}));
+
+        let body = Arc::new(parent());
+        let current = Current {
+            events: Poster::disabled().events(&body, &Resource::default()),
+            body,
+        };
+        let adopted = current
+            .clone()
+            .enter(|| async {
+                let mut child = json!({});
+                adopt_to_current(&mut child).map(|()| child)
+            })
+            .await
+            .unwrap();
+        assert_eq!(adopted["metadata"]["ownerReferences"][0], kopfs_reference());
+        let mut pod = Pod::default();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| current.clone().enter_sync(|| adopt_to_current(&mut pod)))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("ns1"));
+
+        let activity = Current {
+            body: Arc::new(Value::Null),
+            ..current
+        };
+        let outside = activity.enter_sync(|| adopt_to_current(&mut json!({})));
+        assert_eq!(outside, Err(HierarchyError::NoCurrentObject));
+    }
+}

@@ -1,0 +1,488 @@
+//! What the operator binary's `crd` and `rbac` subcommands print: multi-document YAML.
+//!
+//! The RBAC is computed statically from the registry, without a cluster:
+//! - a resource given exactly (`("kopf.dev", "v1", "kopfexamples")`, a typed resource) gets
+//!   `get`, `list`, `watch`, `patch` on its plural and `patch` on its `/status`;
+//! - a resource given by a name that discovery resolves (`("kex")`, `("KopfExample.kopf.dev")`)
+//!   is printed as given: its group if given, else `*`, and the name as the resource. A short
+//!   name, singular or kind must be changed to the plural by hand;
+//! - categories, `EVERYTHING` and predicates need every resource: `*` in `*`;
+//! - every operator creates core `events` and lists and watches `customresourcedefinitions`
+//!   (it watches them to rediscover resources); it lists and watches `namespaces` when the
+//!   namespace patterns are not plain names.
+//!
+//! Without `-n`, or with `-A`, or with namespace globs, it is one ClusterRole. With plain
+//! namespace names, each namespace gets a Role with the resources' rules, and a ClusterRole
+//! keeps the cluster-wide ones.
+
+use serde_json::{Value, json};
+
+use crate::structs::namespaces::{NamespacePatternError, NamespacePatterns};
+use crate::intents::registry::Registry;
+use crate::structs::resources::Selector;
+
+/// The comment heading the `rbac` output.
+const RBAC_HEADER: &str = "\
+# RBAC for the operator's handlers, computed from its registry without a cluster.
+# Resources given by a name that discovery resolves (a short name, a kind, no group) are
+# printed as given: check their apiGroups and resources before applying.
+";
+
+/// Where the RBAC goes: the options of the `rbac` subcommand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RbacOptions {
+    /// The namespace patterns; `None` serves the cluster.
+    pub(crate) namespaces: Option<Vec<String>>,
+    /// The ServiceAccount the roles are bound to (also the roles' names).
+    pub(crate) service_account: String,
+    /// The ServiceAccount's namespace.
+    pub(crate) service_account_namespace: String,
+    /// Whether to print the ServiceAccount too.
+    pub(crate) with_service_account: bool,
+}
+
+/// The CRDs declared with [`Registry::crd`], as YAML documents.
+pub(crate) fn crd_yaml(registry: &Registry) -> String {
+    let documents: Vec<Value> = registry
+        .crds
+        .iter()
+        .map(|crd| serde_json::to_value(crd).unwrap_or_default())
+        .collect();
+    if documents.is_empty() {
+        return "# No CRDs are declared: declare them with `Registry::crd::<K>()`.\n".into();
+    }
+    yaml(&documents)
+}
+
+/// The RBAC of the registry's handlers, as YAML documents.
+pub(crate) fn rbac_yaml(
+    registry: &Registry,
+    options: &RbacOptions,
+) -> Result<String, NamespacePatternError> {
+    Ok(format!(
+        "{RBAC_HEADER}{}",
+        yaml(&rbac_documents(registry, options)?)
+    ))
+}
+
+/// The RBAC documents: the ServiceAccount, the roles and their bindings.
+pub(crate) fn rbac_documents(
+    registry: &Registry,
+    options: &RbacOptions,
+) -> Result<Vec<Value>, NamespacePatternError> {
+    let exact = match &options.namespaces {
+        None => None,
+        Some(patterns) => NamespacePatterns::parse(patterns)?.is_exact(),
+    };
+    let globs = options.namespaces.is_some() && exact.is_none();
+    let resources = resource_rules(&registry.selectors());
+    let mut cluster = vec![rule(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        &["list", "watch"],
+    )];
+    if globs {
+        cluster.push(rule("", &["namespaces"], &["list", "watch"]));
+    }
+    let events = rule("", &["events"], &["create"]);
+    let name = &options.service_account;
+    let subject = json!([{
+        "kind": "ServiceAccount",
+        "name": name,
+        "namespace": options.service_account_namespace,
+    }]);
+    let mut documents = Vec::new();
+    if options.with_service_account {
+        documents.push(json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": options.service_account_namespace},
+        }));
+    }
+    let mut cluster_role = |rules: Vec<Value>| {
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        }));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subject,
+        }));
+    };
+    match exact {
+        None => {
+            cluster.extend(resources);
+            cluster.push(events);
+            cluster_role(cluster);
+        }
+        Some(namespaces) => {
+            cluster_role(cluster);
+            let mut rules = resources;
+            rules.push(events);
+            for namespace in namespaces {
+                documents.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "rules": rules,
+                }));
+                documents.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                    "subjects": subject,
+                }));
+            }
+        }
+    }
+    Ok(documents)
+}
+
+/// The rules for the handled resources: one per group, in order of first use.
+fn resource_rules(selectors: &[Selector]) -> Vec<Value> {
+    const VERBS: &[&str] = &["get", "list", "watch", "patch"];
+    // (group, resources, status subresources)
+    let mut groups: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    let mut add = |group: &str, resource: &str, status: bool| {
+        let index = match groups.iter().position(|(g, ..)| g == group) {
+            Some(index) => index,
+            None => {
+                groups.push((group.to_string(), Vec::new(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let (_, resources, statuses) = &mut groups[index];
+        if !resources.iter().any(|r| r == resource) {
+            resources.push(resource.to_string());
+        }
+        let subresource = format!("{resource}/status");
+        if status && !statuses.contains(&subresource) {
+            statuses.push(subresource);
+        }
+    };
+    for selector in selectors {
+        match selector {
+            Selector::Exact { group, plural, .. } => add(group, plural, true),
+            Selector::Name { group, name, .. } => add(group.as_deref().unwrap_or("*"), name, true),
+            Selector::Category(_) | Selector::Everything | Selector::Matching(_) => {
+                add("*", "*", false)
+            }
+        }
+    }
+    let mut rules = Vec::new();
+    for (group, resources, statuses) in groups {
+        let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
+        rules.push(rule(&group, &resources, VERBS));
+        if !statuses.is_empty() && !resources.contains(&"*") {
+            let statuses: Vec<&str> = statuses.iter().map(String::as_str).collect();
+            rules.push(rule(&group, &statuses, &["patch"]));
+        }
+    }
+    rules
+}
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+}
+
+/// Documents as YAML, each starting with `---`.
+fn yaml(documents: &[Value]) -> String {
+    let mut text = String::new();
+    for document in documents {
+        text.push_str("---\n");
+        // Serializing JSON values to YAML cannot fail.
+        text.push_str(&serde_norway::to_string(document).unwrap_or_default());
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::handlers::{ChangeHandler, EventHandler};
+
+    fn registry() -> Registry {
+        Registry::new()
+            .with(ChangeHandler::on_create(
+                Selector::new("kopf.dev", "v1", "kopfexamples"),
+                "create_fn",
+                |_| async { Ok(None) },
+            ))
+            .with(ChangeHandler::on_update(
+                Selector::new("", "v1", "pods"),
+                "pods_fn",
+                |_| async { Ok(None) },
+            ))
+            .with(EventHandler::on_event(
+                Selector::named("kex"),
+                "event_fn",
+                |_| async { Ok(None) },
+            ))
+    }
+
+    fn options(namespaces: Option<&[&str]>) -> RbacOptions {
+        RbacOptions {
+            namespaces: namespaces.map(|n| n.iter().map(|s| s.to_string()).collect()),
+            service_account: "kopf-operator".into(),
+            service_account_namespace: "default".into(),
+            with_service_account: true,
+        }
+    }
+
+    /// Parses the printed YAML back into documents.
+    pub(crate) fn parse(text: &str) -> Vec<Value> {
+        text.split("\n---\n")
+            .map(|doc| doc.trim_start_matches("---\n"))
+            .filter(|doc| doc.lines().any(|l| !l.starts_with('#') && !l.is_empty()))
+            .map(|doc| serde_norway::from_str(doc).unwrap())
+            .collect()
+    }
+
+    fn kinds(documents: &[Value]) -> Vec<&str> {
+        documents
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn clusterwide_is_one_cluster_role() {
+        let text = rbac_yaml(&registry(), &options(None)).unwrap();
+        assert!(text.starts_with("# RBAC"), "{text}");
+        let documents = parse(&text);
+        assert_eq!(
+            kinds(&documents),
+            ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+        );
+        assert_eq!(
+            documents[1]["rules"],
+            json!([
+                {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["kopf.dev"], "resources": ["kopfexamples"], "verbs": ["get", "list", "watch", "patch"]},
+                {"apiGroups": ["kopf.dev"], "resources": ["kopfexamples/status"], "verbs": ["patch"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+                {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+                {"apiGroups": ["*"], "resources": ["kex"], "verbs": ["get", "list", "watch", "patch"]},
+                {"apiGroups": ["*"], "resources": ["kex/status"], "verbs": ["patch"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+            ])
+        );
+        assert_eq!(documents[0]["metadata"]["namespace"], "default");
+        assert_eq!(documents[2]["roleRef"]["name"], "kopf-operator");
+        assert_eq!(
+            documents[2]["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "kopf-operator", "namespace": "default"}])
+        );
+    }
+
+    #[test]
+    fn exact_namespaces_get_roles() {
+        let documents =
+            rbac_documents(&registry(), &options(Some(&["ns1", "ns2", "ns1"]))).unwrap();
+        assert_eq!(
+            kinds(&documents),
+            [
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Role",
+                "RoleBinding"
+            ]
+        );
+        assert_eq!(
+            documents[1]["rules"],
+            json!([{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]}])
+        );
+        assert_eq!(documents[3]["metadata"]["namespace"], "ns1");
+        assert_eq!(documents[5]["metadata"]["namespace"], "ns2");
+        let rules = documents[3]["rules"].as_array().unwrap();
+        assert_eq!(rules[0]["resources"], json!(["kopfexamples"]));
+        assert_eq!(
+            rules.last().unwrap(),
+            &json!({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+        );
+        assert_eq!(documents[4]["roleRef"]["kind"], "Role");
+        assert_eq!(documents[6]["metadata"]["namespace"], "ns2");
+    }
+
+    #[test]
+    fn globs_need_namespaces_and_a_cluster_role() {
+        let mut options = options(Some(&["ns-*,!ns-x"]));
+        options.with_service_account = false;
+        let documents = rbac_documents(&registry(), &options).unwrap();
+        assert_eq!(kinds(&documents), ["ClusterRole", "ClusterRoleBinding"]);
+        let rules = documents[0]["rules"].as_array().unwrap();
+        assert_eq!(
+            rules[1],
+            json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]})
+        );
+        assert!(rules.iter().any(|r| r["resources"] == json!(["pods"])));
+        assert!(rbac_documents(&registry(), &super::tests::options(Some(&["a,,b"]))).is_err());
+    }
+
+    #[test]
+    fn everything_needs_everything() {
+        let registry = Registry::new()
+            .with(ChangeHandler::on_create(
+                Selector::Everything,
+                "all",
+                |_| async { Ok(None) },
+            ))
+            .with(ChangeHandler::on_create(
+                Selector::category("all"),
+                "category",
+                |_| async { Ok(None) },
+            ));
+        let documents = rbac_documents(&registry, &options(None)).unwrap();
+        assert_eq!(
+            documents[1]["rules"][1],
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "patch"]})
+        );
+        assert_eq!(documents[1]["rules"].as_array().unwrap().len(), 3);
+    }
+
+    /// A typed custom resource, as users derive them.
+    #[derive(
+        kube::CustomResource,
+        serde::Serialize,
+        serde::Deserialize,
+        Clone,
+        Debug,
+        schemars::JsonSchema,
+    )]
+    #[kube(
+        group = "kopf.dev",
+        version = "v1",
+        kind = "KopfExample",
+        plural = "kopfexamples",
+        shortname = "kex",
+        namespaced,
+        status = "ExampleStatus"
+    )]
+    struct ExampleSpec {
+        field: Option<String>,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, schemars::JsonSchema)]
+    struct ExampleStatus {
+        message: Option<String>,
+    }
+
+    #[test]
+    fn crds_print_as_declared() {
+        assert!(crd_yaml(&Registry::new()).starts_with("# No CRDs"));
+        let registry = Registry::new().crd::<KopfExample>().crd::<KopfExample>();
+        let documents = parse(&crd_yaml(&registry));
+        assert_eq!(kinds(&documents), ["CustomResourceDefinition"]);
+        assert_eq!(documents[0]["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(documents[0]["metadata"]["name"], "kopfexamples.kopf.dev");
+        assert_eq!(documents[0]["spec"]["names"]["shortNames"], json!(["kex"]));
+    }
+
+    /// The printed RBAC, applied to the fake API server, is accepted as it is: every document
+    /// is a valid object of its kind, namespaced where it must be.
+    #[tokio::test]
+    async fn printed_rbac_applies_to_the_fake_server() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let client = server.client();
+        for namespaces in [None, Some(&["default", "kube-system"][..])] {
+            let text = rbac_yaml(&registry(), &options(namespaces)).unwrap();
+            for document in parse(&text) {
+                let kind = document["kind"].as_str().unwrap().to_string();
+                let name = document["metadata"]["name"].as_str().unwrap().to_string();
+                let (prefix, plural) = match kind.as_str() {
+                    "ServiceAccount" => ("/api/v1".to_string(), "serviceaccounts"),
+                    "ClusterRole" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "clusterroles",
+                    ),
+                    "ClusterRoleBinding" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "clusterrolebindings",
+                    ),
+                    "Role" => ("/apis/rbac.authorization.k8s.io/v1".to_string(), "roles"),
+                    "RoleBinding" => (
+                        "/apis/rbac.authorization.k8s.io/v1".to_string(),
+                        "rolebindings",
+                    ),
+                    other => panic!("an unexpected kind in the RBAC output: {other}"),
+                };
+                let path = match document["metadata"]["namespace"].as_str() {
+                    Some(ns) => format!("{prefix}/namespaces/{ns}/{plural}/{name}"),
+                    None => format!("{prefix}/{plural}/{name}"),
+                };
+                let request = http::Request::patch(format!("{path}?fieldManager=kopf&force=true"))
+                    .header("content-type", "application/apply-patch+yaml")
+                    .body(serde_json::to_vec(&document).unwrap())
+                    .unwrap();
+                let text = client
+                    .request_text(request)
+                    .await
+                    .unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+                let applied: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(applied["kind"], kind.as_str(), "{applied}");
+            }
+        }
+        drop(client);
+        server.stop().await;
+    }
+
+    /// The printed CRD, applied to the fake API server, serves its resource.
+    #[tokio::test]
+    async fn printed_crds_apply_to_the_fake_server() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let client = server.client();
+        let registry = Registry::new().crd::<KopfExample>();
+        let send = |method: &str, path: &str, content_type: &str, body: Value| {
+            let request = http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("content-type", content_type)
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            let client = client.clone();
+            async move {
+                let text = client.request_text(request).await.unwrap();
+                serde_json::from_str::<Value>(&text).unwrap()
+            }
+        };
+        for crd in parse(&crd_yaml(&registry)) {
+            let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+            let applied = send(
+                "PATCH",
+                &format!(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}?fieldManager=kopf&force=true"
+                ),
+                "application/apply-patch+yaml",
+                crd,
+            )
+            .await;
+            assert_eq!(applied["kind"], "CustomResourceDefinition", "{applied}");
+        }
+        let mut created = Value::Null;
+        for _ in 0..50 {
+            let object = json!({
+                "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                "metadata": {"name": "one"}, "spec": {"field": "x"},
+            });
+            let request = http::Request::post("/apis/kopf.dev/v1/namespaces/default/kopfexamples")
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&object).unwrap())
+                .unwrap();
+            if let Ok(text) = client.request_text(request).await {
+                created = serde_json::from_str(&text).unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(created["spec"]["field"], "x", "{created}");
+    }
+}

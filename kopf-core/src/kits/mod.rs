@@ -1,0 +1,5 @@
+//! For users and their binaries: the command line, manifests, hierarchies.
+
+pub(crate) mod cli;
+pub mod hierarchies;
+pub(crate) mod manifests;

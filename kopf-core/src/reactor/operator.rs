@@ -1,0 +1,455 @@
+//! The operator: runs the registry's handlers against a cluster until stopped.
+//!
+//! ```no_run
+//! # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+//! let stop = tokio_util::sync::CancellationToken::new();
+//! let operator = kopf::Operator::new(registry);
+//! let ready = operator.ready();
+//! let running = tokio::spawn(operator.run(stop.clone()));
+//! ready.wait().await; // every resource has been listed once
+//! stop.cancel();
+//! running.await.expect("the operator task")?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::engines::activities::{Activities, Activity};
+use crate::engines::indexing::Indexes;
+use crate::structs::memos::Memo;
+use crate::structs::namespaces::NamespacePatterns;
+use crate::reactor::observation::Observer;
+use crate::clients::posting::Poster;
+use crate::reactor::processing::Common;
+use crate::intents::registry::Registry;
+use crate::configs::settings::Settings;
+use crate::aiokits::tasks::{StopReason, Tasks, Work};
+
+/// Why an operator could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// No kube client could be made from the environment (kubeconfig or in-cluster).
+    #[error("cannot configure the kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    /// The namespace patterns are invalid.
+    #[error("invalid namespace patterns: {0}")]
+    Namespaces(String),
+    /// Some work ignored its cancellation past the grace period: async handlers were aborted,
+    /// and [sync handlers](crate::aiokits::blocking), which cannot be interrupted, were abandoned to
+    /// finish on their own threads.
+    #[error(
+        "the operator stopped, but some work had to be aborted after the grace period of {0:?}"
+    )]
+    Aborted(Duration),
+    /// A second signal asked to stop at once; work in flight was aborted.
+    #[error("stopped at once by a second signal")]
+    Interrupted,
+    /// The login handlers gave no usable credentials at the start.
+    #[error("cannot log in: {0}")]
+    Login(#[source] crate::engines::authentication::LoginError),
+    /// The metrics endpoint cannot be served: a bad URL, or its address cannot be bound.
+    #[error("cannot serve the metrics: {0}")]
+    Metrics(#[source] crate::aiokits::metrics::MetricsError),
+    /// An activity handler failed for good: a startup handler (the operator stopped before
+    /// watching anything), or a cleanup handler (or it outlived the cleanup timeout).
+    #[error("the {activity} handler {handler} failed: {message}")]
+    Activity {
+        /// The activity: startup or cleanup.
+        activity: Activity,
+        /// The handler's id.
+        handler: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
+    #[error("cannot serve the liveness endpoint {url}: {message}")]
+    Liveness {
+        /// The URL as given.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Which namespaces the operator serves.
+#[derive(Debug, Clone, Default)]
+enum Scope {
+    /// Everything (`-A`).
+    #[default]
+    Cluster,
+    /// Namespaces by name, glob or `!`-negation (`-n`).
+    Namespaces(Vec<String>),
+}
+
+/// Resolves once the operator has listed every resource it serves.
+#[derive(Debug, Clone)]
+pub struct Ready(watch::Receiver<bool>);
+
+impl Ready {
+    /// Waits until the operator is ready (returns at once if it already is; never returns if
+    /// the operator stops before).
+    pub async fn wait(&self) {
+        let mut receiver = self.0.clone();
+        if receiver.wait_for(|ready| *ready).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Whether the operator is ready now.
+    pub fn is_ready(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// An operator: a registry of handlers, settings, and a client.
+pub struct Operator {
+    registry: Arc<Registry>,
+    settings: Settings,
+    client: Option<kube::Client>,
+    scope: Scope,
+    ready: watch::Sender<bool>,
+    memo: Memo,
+    liveness: Option<String>,
+    metrics: Option<String>,
+    metrics_endpoint: watch::Sender<Option<String>>,
+}
+
+impl std::fmt::Debug for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator")
+            .field("registry", &self.registry)
+            .field("settings", &self.settings)
+            .field("scope", &self.scope)
+            .field("memo", &self.memo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Operator {
+    /// An operator for these handlers, with default settings, serving all namespaces.
+    pub fn new(registry: Registry) -> Operator {
+        Operator {
+            registry: Arc::new(registry),
+            settings: Settings::default(),
+            client: None,
+            scope: Scope::Cluster,
+            ready: watch::channel(false).0,
+            memo: Memo::new(),
+            liveness: None,
+            metrics: None,
+            metrics_endpoint: watch::channel(None).0,
+        }
+    }
+
+    /// Serves Prometheus metrics at this URL (`http://host:port/path`, HTTP only; off by
+    /// default), as `--metrics` does, in the OpenMetrics text format:
+    ///
+    /// - `kopf_handler_invocations_total{handler, outcome}` (`success`, `retry`, `failure`),
+    ///   `kopf_handler_errors_total{handler}`, `kopf_handler_retries_total{handler}`, and the
+    ///   histogram `kopf_handler_duration_seconds{handler}`;
+    /// - `kopf_watch_events_total{resource, type}` (`LISTED`, `ADDED`, `MODIFIED`,
+    ///   `DELETED`), `kopf_watch_starts_total{resource}`, and the gauges
+    ///   `kopf_workers{resource}` and `kopf_queue_depth{resource}`;
+    /// - `kopf_api_requests_total{verb, code}`: every request to the API server, the
+    ///   handlers' own included.
+    ///
+    /// A bad URL, or an address that cannot be bound, is an [`OperatorError::Metrics`] from
+    /// `run()`. Port 0 picks a free port: see [`metrics_endpoint`](Self::metrics_endpoint).
+    ///
+    /// ```no_run
+    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+    /// let operator = kopf::Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
+    /// operator.run_until_signalled().await
+    /// # }
+    /// ```
+    pub fn metrics(mut self, url: impl Into<String>) -> Operator {
+        self.metrics = Some(url.into());
+        self
+    }
+
+    /// A handle that resolves to the URL of the metrics endpoint once it listens (with the
+    /// real port when the URL asked for port 0).
+    pub fn metrics_endpoint(&self) -> crate::aiokits::metrics::MetricsEndpoint {
+        crate::aiokits::metrics::MetricsEndpoint(self.metrics_endpoint.subscribe())
+    }
+
+    /// The operator's memo (Kopf's `kopf.run(memo=)`): each object's memo starts as a shallow
+    /// copy of it, so typed values put here (clients, channels, shared counters) reach every
+    /// handler through [`Invocation::memo`](crate::Invocation::memo).
+    ///
+    /// ```
+    /// # fn example(registry: kopf::Registry) {
+    /// use std::sync::atomic::AtomicUsize;
+    /// let operator = kopf::Operator::new(registry)
+    ///     .memo(kopf::Memo::new().with(AtomicUsize::new(0)).with_value("region", "eu-1"));
+    /// # }
+    /// ```
+    pub fn memo(mut self, memo: Memo) -> Operator {
+        self.memo = memo;
+        self
+    }
+
+    /// Use these settings.
+    pub fn settings(mut self, settings: Settings) -> Operator {
+        self.settings = settings;
+        self
+    }
+
+    /// Use this client (default: from the kubeconfig or the in-cluster environment). With
+    /// [login handlers](crate::LoginHandler), their credentials are used instead.
+    pub fn client(mut self, client: kube::Client) -> Operator {
+        self.client = Some(client);
+        self
+    }
+
+    /// Serve only these namespaces: names, globs (`*`, `?`), negations (`!name`), as Kopf's
+    /// `--namespace`.
+    pub fn namespaces<S: Into<String>>(
+        mut self,
+        patterns: impl IntoIterator<Item = S>,
+    ) -> Operator {
+        self.scope = Scope::Namespaces(patterns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Serves the liveness endpoint at this URL, as Kopf's `--liveness`:
+    /// `http://host:port/path` (HTTP only). Started after the startup handlers, it answers
+    /// `GET /path` with 200 and the [probe handlers'](crate::ActivityHandler::on_probe)
+    /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
+    /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
+    /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
+    /// once) and 503 before. A bad URL, or an address that cannot be bound, is an
+    /// [`OperatorError::Liveness`] from `run()`.
+    ///
+    /// ```no_run
+    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+    /// let operator = kopf::Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
+    /// operator.run_until_signalled().await
+    /// # }
+    /// ```
+    pub fn liveness(mut self, url: impl Into<String>) -> Operator {
+        self.liveness = Some(url.into());
+        self
+    }
+
+    /// A handle that resolves once the operator has listed everything it serves.
+    pub fn ready(&self) -> Ready {
+        Ready(self.ready.subscribe())
+    }
+
+    /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
+    /// waits up to the grace period, aborts what is left, and returns only when no task of
+    /// the operator is alive and its clients are dropped. The one exception: a
+    /// [sync handler](crate::aiokits::blocking) still running after the grace period is abandoned on
+    /// its thread, which keeps what the handler holds until it returns.
+    pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
+        self.run_until(stop, CancellationToken::new()).await
+    }
+
+    /// Runs until SIGINT or SIGTERM, then stops gracefully (as [`run`](Self::run)); a second
+    /// signal during the graceful stop aborts everything at once
+    /// ([`OperatorError::Interrupted`]).
+    pub async fn run_until_signalled(self) -> Result<(), OperatorError> {
+        let stop = CancellationToken::new();
+        let abort = CancellationToken::new();
+        let running = self.run_until(stop.clone(), abort.clone());
+        let signals = async {
+            signalled().await;
+            tracing::info!(target: "kopf::operator", "signal received: stopping (a second signal stops at once)");
+            stop.cancel();
+            signalled().await;
+            tracing::warn!(target: "kopf::operator", "second signal received: aborting");
+            abort.cancel();
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            result = running => {
+                if abort.is_cancelled() { Err(OperatorError::Interrupted) } else { result }
+            }
+            _ = signals => unreachable!("the signal listener never ends"),
+        }
+    }
+
+    async fn run_until(
+        mut self,
+        stop: CancellationToken,
+        abort: CancellationToken,
+    ) -> Result<(), OperatorError> {
+        let patterns = match &self.scope {
+            Scope::Cluster => None,
+            Scope::Namespaces(patterns) => Some(
+                NamespacePatterns::parse(patterns)
+                    .map_err(|e| OperatorError::Namespaces(e.to_string()))?,
+            ),
+        };
+        let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
+        // Metrics first, so that the login's requests are counted; the login before anything
+        // else, since everything else needs the client.
+        let explicit = self.client.take();
+        let connecting = async {
+            if let Some(url) = &self.metrics {
+                let metrics = crate::aiokits::metrics::Metrics::new();
+                tasks.measure(metrics.clone());
+                let url = crate::aiokits::metrics::MetricsUrl::parse(url).map_err(OperatorError::Metrics)?;
+                crate::aiokits::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
+                    .await
+                    .map_err(OperatorError::Metrics)?;
+            }
+            crate::engines::authentication::connect(
+                explicit,
+                self.registry.logins.clone(),
+                &tasks,
+                self.memo.clone(),
+                self.settings.execution.default_backoff,
+            )
+            .await
+        };
+        let connected = tokio::select! {
+            connected = connecting => connected,
+            _ = stop.cancelled() => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+        };
+        let client = match connected {
+            Ok(client) => client,
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(error);
+            }
+        };
+        let activities = Activities::new(
+            self.registry.clone(),
+            client.clone(),
+            &self.settings,
+            self.memo.clone(),
+        );
+        let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
+            Ok(true) => match &self.liveness {
+                Some(url) => {
+                    crate::engines::probing::serve(url, &activities, Ready(self.ready.subscribe()), &tasks)
+                        .await
+                }
+                None => Ok(()),
+            },
+            Ok(false) => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = started {
+            let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            return Err(error);
+        }
+        let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
+        // Filled from the first listings: handlers of objects wait for them.
+        let indexes = Indexes::new(&self.registry.indexes, self.ready.subscribe());
+        let observer = Observer {
+            client: client.clone(),
+            registry: self.registry.clone(),
+            settings: self.settings.clone(),
+            patterns,
+            tasks: tasks.child(),
+            ready: self.ready,
+            common: Common {
+                poster: poster.clone(),
+                memo: self.memo.clone(),
+                writes: Arc::new(tokio::sync::Semaphore::new(
+                    self.settings.networking.max_concurrent_writes.max(1),
+                )),
+                indexes,
+            },
+        };
+        tasks.spawn(observer.run());
+        drop(client);
+        // The poster drains at the stop until every handle is gone: this one must not wait.
+        drop(poster);
+
+        stop.cancelled().await;
+        let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+        let cleaned = activities.clean_up(&self.settings, &abort).await;
+        stopped.and(cleaned)
+    }
+}
+
+/// The stop (the shutdown contract): asks everything to stop, waits up to the grace period for
+/// the tasks and for sync handlers' threads, then aborts the tasks and abandons the threads
+/// (they cannot be interrupted), naming the handlers that were still running.
+async fn shut_down(
+    tasks: &Tasks,
+    grace: Duration,
+    abort: &CancellationToken,
+) -> Result<(), OperatorError> {
+    let running = tasks.running();
+    let reason = StopReason::OperatorExiting;
+    if running.is_empty() {
+        tracing::info!(target: "kopf::operator", "stopping ({reason})");
+    } else {
+        tracing::info!(target: "kopf::operator", handlers = running.len(), "stopping ({reason}); asking the handlers in flight to stop: {}", listed(&running));
+    }
+    tasks.cancel(reason);
+    let threads = tasks.threads();
+    let everything = async {
+        tasks.wait().await;
+        threads.idle().await;
+    };
+    let graceful = tokio::select! {
+        finished = tokio::time::timeout(grace, everything) => finished.is_ok(),
+        _ = abort.cancelled() => false,
+    };
+    if graceful {
+        threads.close();
+        threads.exited().await;
+        return Ok(());
+    }
+    let when = if abort.is_cancelled() {
+        "at once (a second signal)".to_string()
+    } else {
+        format!("after the grace period of {grace:?}")
+    };
+    let on_threads = threads.busy();
+    for work in tasks.running() {
+        if !on_threads.contains(&work) {
+            tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "aborting the {work} {when}: it is still running");
+        }
+    }
+    tracing::warn!(target: "kopf::operator", tasks = tasks.len(), "aborting the work left {when}");
+    tasks.abort();
+    tasks.wait().await;
+    threads.close();
+    threads.exited().await;
+    for work in threads.busy() {
+        tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "abandoning the sync {work} {when}: its thread cannot be interrupted and is left to finish on its own");
+    }
+    Err(OperatorError::Aborted(grace))
+}
+
+/// The first few of the works, for one log line.
+fn listed(works: &[Work]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = works.iter().take(SHOWN).map(Work::to_string).collect();
+    if works.len() > SHOWN {
+        names.push(format!("and {} more", works.len() - SHOWN));
+    }
+    names.join(", ")
+}
+
+/// The next SIGINT or SIGTERM.
+async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,176 @@
+//! Per-object workers: the events of one object are handled in order by one worker, created
+//! on demand and ended after an idle timeout.
+//!
+//! Invariants:
+//! 1. At most one worker per object uid exists: the map of workers is the only way to reach
+//!    one, and a worker leaves the map (under its lock) only when its queue is empty, so no
+//!    event is ever sent to a worker that is going away.
+//! 2. Every raw event reaches the processor; only cause detection looks at the newest alone.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::aiokits::metrics::ResourceMetrics;
+use crate::reactor::processing::Processor;
+use crate::aiokits::tasks::{Tasks, lock};
+use crate::clients::watching::Event;
+
+type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;
+
+/// Routes the events of one watcher to per-object workers.
+pub(crate) struct Queue {
+    workers: Workers,
+    processor: Arc<Processor>,
+    tasks: Tasks,
+    limit: Option<Arc<Semaphore>>,
+    idle_timeout: Duration,
+    metrics: Option<ResourceMetrics>,
+}
+
+impl Queue {
+    pub(crate) fn new(
+        processor: Arc<Processor>,
+        tasks: Tasks,
+        limit: Option<usize>,
+        idle_timeout: Duration,
+    ) -> Queue {
+        let metrics = tasks
+            .metrics()
+            .map(|m| m.resource(&processor.resource().to_string()));
+        Queue {
+            metrics,
+            workers: Arc::default(),
+            processor,
+            tasks,
+            limit: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
+            idle_timeout,
+        }
+    }
+
+    /// Hands an event to its object's worker, starting one if needed.
+    pub(crate) fn push(&self, event: Event) {
+        let uid = match &event {
+            Event::Listed(object) | Event::Changed(_, object) => object["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            Event::ListingDone => return,
+        };
+        self.processor.expect(&event);
+        if let Some(metrics) = &self.metrics {
+            metrics.received(match &event {
+                Event::Changed(kind, _) => Some(*kind),
+                _ => None,
+            });
+            metrics.queue_depth.inc();
+        }
+        let mut workers = lock(&self.workers);
+        if let Some(sender) = workers.get(&uid)
+            && sender.send(event.clone()).is_ok()
+        {
+            return;
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let _ = sender.send(event);
+        workers.insert(uid.clone(), sender);
+        if let Some(metrics) = &self.metrics {
+            metrics.workers.inc();
+        }
+        let worker = Worker {
+            metrics: self.metrics.clone(),
+            uid,
+            receiver,
+            workers: self.workers.clone(),
+            processor: self.processor.clone(),
+            limit: self.limit.clone(),
+            idle_timeout: self.idle_timeout,
+            tasks: self.tasks.child(),
+        };
+        self.tasks.spawn(worker.run());
+    }
+}
+
+struct Worker {
+    uid: String,
+    receiver: mpsc::UnboundedReceiver<Event>,
+    workers: Workers,
+    processor: Arc<Processor>,
+    limit: Option<Arc<Semaphore>>,
+    idle_timeout: Duration,
+    tasks: Tasks,
+    metrics: Option<ResourceMetrics>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.workers.dec();
+            metrics.queue_depth.dec_by(self.receiver.len() as i64);
+        }
+    }
+}
+
+impl Worker {
+    async fn run(mut self) {
+        let token = self.tasks.token().clone();
+        let _permit = match &self.limit {
+            Some(limit) => tokio::select! {
+                _ = token.cancelled() => return,
+                permit = limit.clone().acquire_owned() => permit.ok(),
+            },
+            None => None,
+        };
+        let mut wakeup: Option<tokio::time::Instant> = None;
+        loop {
+            // A worker with a retry pending stays until it is due; otherwise it idles out.
+            let deadline =
+                wakeup.unwrap_or_else(|| tokio::time::Instant::now() + self.idle_timeout);
+            let first = tokio::select! {
+                _ = token.cancelled() => return,
+                event = self.receiver.recv() => event,
+                _ = tokio::time::sleep_until(deadline) => None,
+            };
+            let mut batch: Vec<Event> = first.into_iter().collect();
+            while let Ok(event) = self.receiver.try_recv() {
+                batch.push(event);
+            }
+            if let Some(metrics) = &self.metrics {
+                metrics.queue_depth.dec_by(batch.len() as i64);
+            }
+            let woken =
+                batch.is_empty() && wakeup.is_some_and(|w| w <= tokio::time::Instant::now());
+            if batch.is_empty() && !woken {
+                if wakeup.is_some() {
+                    continue;
+                }
+                // Idle: leave the map, unless an event slipped in meanwhile. The object's newest
+                // state is let go under the map's lock, before any new worker can start for it.
+                let mut workers = lock(&self.workers);
+                if self.receiver.is_empty() {
+                    self.processor.release(&self.uid);
+                    workers.remove(&self.uid);
+                    return;
+                }
+                continue;
+            }
+            // Boxed: the processing future is large, and a worker waits far more than it works.
+            let next = Box::pin(self.processor.process(&self.uid, batch, &self.tasks)).await;
+            if next.gone {
+                let mut workers = lock(&self.workers);
+                if self.receiver.is_empty() {
+                    workers.remove(&self.uid);
+                    return;
+                }
+            }
+            wakeup = next.wakeup.map(|delay| tokio::time::Instant::now() + delay);
+            if wakeup.is_none() {
+                // Nothing due: the next event brings the state again, so an object at rest
+                // costs a few flags, not its body, even while its worker waits to idle out.
+                self.processor.release(&self.uid);
+            }
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Plain data: errors, diffs, patches, resources, memos, namespace patterns, filters.
+
+pub mod diff;
+pub(crate) mod errors;
+pub mod filters;
+pub(crate) mod memos;
+pub(crate) mod namespaces;
+pub(crate) mod patch;
+pub(crate) mod resources;
