@@ -23,6 +23,7 @@
 //! task of it is left, and its connections are closed.
 
 // The layers, bottom up: each uses only those above it in this list (ARCHITECTURE.md).
+mod helpers;
 mod structs;
 mod configs;
 mod aiokits;
@@ -41,7 +42,7 @@ pub use engines::activities::{Activity, ActivityHandler, ActivityInvocation};
 pub use engines::authentication::{
     ConnectionInfo, Credentials, LoginError, LoginFn, LoginFuture, LoginHandler, LoginResult,
 };
-pub use aiokits::blocking::blocking;
+pub use actions::blocking::blocking;
 pub use kits::cli::{run, run_with};
 pub use engines::daemons::{DaemonHandler, TimerHandler};
 pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
@@ -56,7 +57,7 @@ pub use kits::hierarchies::{
 pub use engines::indexing::{Index, IndexHandler, IndexKey, IndexValue, IntoIndexEntries, Store};
 pub use configs::lifecycles::Lifecycle;
 pub use structs::memos::Memo;
-pub use aiokits::metrics::{MetricsEndpoint, MetricsError};
+pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use reactor::operator::{Operator, OperatorError, Ready};
 pub use structs::patch::Patch;
 pub use clients::posting::{Events, Logger, event, exception, info, warn};
@@ -94,7 +95,7 @@ pub mod __private {
     pub use crate::engines::authentication::{
         LoginFuture, LoginHandler, LoginOutput, LoginResult, blocking_login,
     };
-    pub use crate::aiokits::blocking::blocking;
+    pub use crate::actions::blocking::blocking;
     pub use crate::engines::daemons::{DaemonHandler, TimerHandler};
     pub use crate::actions::extract::{
         BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,

@@ -14,7 +14,9 @@ use crate::structs::errors::ErrorKind;
 use crate::actions::handlers::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
 use crate::clients::posting::Logger;
 use crate::actions::subhandlers::SubHandlers;
-use crate::aiokits::tasks::{StopReason, Tasks, Work};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::metrics::Ended;
+use crate::aiokits::work::Work;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +30,18 @@ pub(crate) enum Outcome {
     /// The operator aborted the attempt, or stopped it before it started; nothing is
     /// recorded.
     Aborted,
+}
+
+impl Outcome {
+    /// How the attempt ended, for the metrics; `None` when it was aborted (not counted).
+    fn ended(&self) -> Option<Ended> {
+        match self {
+            Outcome::Success(_) => Some(Ended::Success),
+            Outcome::Retry { .. } => Some(Ended::Retry),
+            Outcome::Failure(_) => Some(Ended::Failure),
+            Outcome::Aborted => None,
+        }
+    }
 }
 
 /// Runs one attempt of the resource handler `id` whose earlier attempts failed `retry` times
@@ -111,8 +125,8 @@ impl Attempt<'_> {
         let began = std::time::Instant::now();
         let (id, retry) = (self.id, self.retry);
         let outcome = self.attempt(call).await;
-        if let Some(metrics) = metrics {
-            metrics.handled(id, retry, &outcome, began.elapsed());
+        if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
+            metrics.handled(id, retry, ended, began.elapsed());
         }
         outcome
     }

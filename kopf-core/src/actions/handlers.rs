@@ -539,7 +539,7 @@ impl Invocation {
 
     /// Cancelled when the handler should stop: the operator is exiting, or its timeout passed
     /// ([`stop_reason`](Self::stop_reason) tells which). An async handler can `.await`
-    /// `stopped().cancelled()`; a [sync](crate::aiokits::blocking) one can poll
+    /// `stopped().cancelled()`; a [sync](crate::blocking) one can poll
     /// `stopped().is_cancelled()`.
     pub fn stopped(&self) -> &CancellationToken {
         self.node.token()

@@ -31,7 +31,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use crate::actions::handlers::{HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters};
-use crate::aiokits::tasks::lock;
+use crate::helpers::sync::lock;
 
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:

@@ -1,6 +1,7 @@
 //! Async building blocks: the cancellation tree, threads for sync code, HTTP serving, metric series.
 
-pub(crate) mod blocking;
 pub(crate) mod metrics;
 pub(crate) mod serving;
 pub(crate) mod tasks;
+pub(crate) mod threads;
+pub(crate) mod work;

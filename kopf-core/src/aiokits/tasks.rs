@@ -25,7 +25,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::aiokits::blocking::Threads;
+use crate::aiokits::threads::Threads;
+use crate::aiokits::work::Work;
+use crate::helpers::sync::lock;
 
 /// Why a handler was asked to stop: its [`stopped`](crate::Invocation::stopped) token was
 /// cancelled for this reason ([`Invocation::stop_reason`](crate::Invocation::stop_reason)).
@@ -99,33 +101,6 @@ impl Stopped {
     /// The token itself, e.g. to hand to a library that takes a `CancellationToken`.
     pub fn token(&self) -> &CancellationToken {
         self.0.token()
-    }
-}
-
-/// What a piece of running work is, for the logs of a stop: a handler on an object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Work {
-    pub(crate) handler: Arc<str>,
-    /// `namespace/name`, or `name` for cluster-scoped objects.
-    pub(crate) object: Arc<str>,
-}
-
-impl Work {
-    pub(crate) fn new(handler: &str, namespace: Option<&str>, name: &str) -> Work {
-        let object = match namespace {
-            Some(namespace) => format!("{namespace}/{name}"),
-            None => name.to_string(),
-        };
-        Work {
-            handler: handler.into(),
-            object: object.into(),
-        }
-    }
-}
-
-impl fmt::Display for Work {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "handler {} on {}", self.handler, self.object)
     }
 }
 
@@ -334,13 +309,6 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         lock(&self.shared.in_flight).remove(&self.key);
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub struct ExecutionSettings {
     /// Which due change handlers run in one processing cycle (Kopf's `kopf.run(lifecycle=)`;
     /// [`Lifecycle::Asap`] by default).
     pub lifecycle: Lifecycle,
-    /// At most this many threads run [sync handlers](crate::aiokits::blocking) at once; more calls
+    /// At most this many threads run [sync handlers](crate::blocking) at once; more calls
     /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
     pub max_blocking_threads: usize,
 }

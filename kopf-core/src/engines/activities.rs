@@ -30,7 +30,8 @@ use crate::clients::posting::{Logger, Poster};
 use crate::intents::registry::Registry;
 use crate::structs::resources::Resource;
 use crate::configs::settings::Settings;
-use crate::aiokits::tasks::{StopReason, Tasks, Work};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::work::Work;
 
 /// Which activity a handler serves (Kopf's `activity` argument).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -210,7 +211,7 @@ impl ActivityInvocation {
     /// for other activities this is a copy, and changes have no effect. Do not hold the guard
     /// across an `.await`.
     pub fn settings(&self) -> MutexGuard<'_, Settings> {
-        crate::aiokits::tasks::lock(&self.settings)
+        crate::helpers::sync::lock(&self.settings)
     }
 
     /// The operator's memo: what a startup handler puts here, every object's memo starts with
@@ -272,7 +273,7 @@ impl fmt::Debug for ActivityInvocation {
 }
 
 /// Turns a blocking function into an activity handler function, run on the operator's own
-/// threads (as [`blocking`](crate::aiokits::blocking) does for resource handlers).
+/// threads (as [`blocking`](crate::blocking) does for resource handlers).
 pub fn blocking_activity<F>(
     function: F,
 ) -> impl Fn(ActivityInvocation) -> HandlerFuture + Clone + Send + Sync + 'static
@@ -283,7 +284,7 @@ where
     move |invocation: ActivityInvocation| -> HandlerFuture {
         let function = function.clone();
         let node = invocation.node.clone();
-        crate::aiokits::blocking::on_thread(node, move || function(invocation))
+        crate::actions::blocking::on_thread(node, move || function(invocation))
     }
 }
 
@@ -347,7 +348,7 @@ impl Activities {
         if !self.any(Activity::Startup) {
             return Ok(true);
         }
-        *crate::aiokits::tasks::lock(&self.settings) = settings.clone();
+        *crate::helpers::sync::lock(&self.settings) = settings.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let node = tasks.child();
         let this = self.clone();
@@ -363,7 +364,7 @@ impl Activities {
         };
         match result {
             Ok(Ok(_)) => {
-                *settings = crate::aiokits::tasks::lock(&self.settings).clone();
+                *settings = crate::helpers::sync::lock(&self.settings).clone();
                 Ok(true)
             }
             Ok(Err(failed)) => Err(OperatorError::Activity {
@@ -391,7 +392,7 @@ impl Activities {
             tracing::warn!(target: "kopf::activity", "the cleanup handlers do not run: the operator was stopped at once");
             return Ok(());
         }
-        *crate::aiokits::tasks::lock(&self.settings) = settings.clone();
+        *crate::helpers::sync::lock(&self.settings) = settings.clone();
         let timeout = settings.process.cleanup_timeout;
         let tree = Tasks::root(settings.execution.max_blocking_threads);
         let node = tree.child();
@@ -417,7 +418,7 @@ impl Activities {
         &self,
         node: &Tasks,
     ) -> std::result::Result<Map<String, Value>, Failed> {
-        let default_backoff = crate::aiokits::tasks::lock(&self.settings).execution.default_backoff;
+        let default_backoff = crate::helpers::sync::lock(&self.settings).execution.default_backoff;
         let attempts = self.handlers(Activity::Probe).map(|handler| async move {
             let invocation = self.invocation(handler, node, 0, time::OffsetDateTime::now_utc());
             let outcome = attempt(handler, invocation, default_backoff).await;
@@ -458,7 +459,7 @@ impl Activities {
             let started = time::OffsetDateTime::now_utc();
             let mut retry = 0;
             loop {
-                let default_backoff = crate::aiokits::tasks::lock(&self.settings).execution.default_backoff;
+                let default_backoff = crate::helpers::sync::lock(&self.settings).execution.default_backoff;
                 let invocation = self.invocation(handler, node, retry, started);
                 match attempt(handler, invocation, default_backoff).await {
                     Outcome::Success(value) => {
@@ -497,7 +498,7 @@ impl Activities {
         let events = Poster::disabled().events(&Value::Null, &Resource::default());
         let settings = match handler.activity {
             Activity::Startup => self.settings.clone(),
-            _ => Arc::new(Mutex::new(crate::aiokits::tasks::lock(&self.settings).clone())),
+            _ => Arc::new(Mutex::new(crate::helpers::sync::lock(&self.settings).clone())),
         };
         let object = format!("the operator's {}", handler.activity);
         ActivityInvocation {

@@ -41,7 +41,8 @@ use crate::structs::memos::Memo;
 use crate::aiokits::metrics::{Metrics, RequestKind};
 use crate::clients::posting::{Logger, Poster};
 use crate::structs::resources::Resource;
-use crate::aiokits::tasks::{Tasks, lock};
+use crate::aiokits::tasks::Tasks;
+use crate::helpers::sync::lock;
 
 /// Re-logins that keep getting `401` wait at most this long before the next one.
 pub(crate) const MAX_RELOGIN_DELAY: Duration = Duration::from_secs(30);
@@ -349,7 +350,7 @@ impl std::fmt::Debug for LoginHandler {
     }
 }
 
-/// A sync login function, run on the operator's threads (as [`crate::aiokits::blocking`] does for
+/// A sync login function, run on the operator's threads (as [`crate::blocking`] does for
 /// other handlers). Used by `#[kopf::on_login]` on a plain `fn`.
 #[doc(hidden)]
 pub fn blocking_login<F>(function: F) -> impl Fn(Invocation) -> LoginFuture + Send + Sync + 'static
@@ -360,7 +361,7 @@ where
     move |invocation| -> LoginFuture {
         let slot: Arc<Mutex<Option<Credentials>>> = Arc::default();
         let (function, given) = (function.clone(), slot.clone());
-        let handler = crate::aiokits::blocking::blocking(move |invocation| {
+        let handler = crate::actions::blocking::blocking(move |invocation| {
             *lock(&given) = function(invocation)?;
             Ok(None)
         });

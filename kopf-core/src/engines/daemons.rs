@@ -53,7 +53,9 @@ use crate::actions::handlers::{HandlerFn, HandlerResult, Invocation, Options, bo
 use crate::structs::patch::Patch;
 use crate::reactor::processing::{Processor, deliver};
 use crate::structs::resources::Selector;
-use crate::aiokits::tasks::{StopReason, Tasks, Work, lock};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::work::Work;
+use crate::helpers::sync::lock;
 
 /// How long a stopped daemon may keep running before it is dropped, when it declares no
 /// `cancellation_backoff`: enough to notice `stopped` and return, not to do slow work.
@@ -72,7 +74,7 @@ const INSTANT_EXIT: Duration = Duration::from_millis(100);
 ///
 /// Stopping: `stopped` is cancelled; the daemon has `cancellation_backoff` (default: a brief
 /// moment) to return on its own; then its future is dropped at its next `.await`. A
-/// [sync daemon](crate::aiokits::blocking), which cannot be dropped, gets `cancellation_timeout` more
+/// [sync daemon](crate::blocking), which cannot be dropped, gets `cancellation_timeout` more
 /// (default: no limit) and is then abandoned with a warning. Deletion waits for all of it:
 /// the finalizer stays until the daemon ended or was abandoned.
 #[derive(Clone)]

@@ -4,4 +4,5 @@ pub(crate) mod activities;
 pub(crate) mod authentication;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
+pub(crate) mod metrics;
 pub(crate) mod probing;

@@ -273,7 +273,7 @@ struct RunArgs {
     liveness: Option<String>,
     /// Serve Prometheus metrics at this URL (e.g. http://0.0.0.0:9090/metrics): handler
     /// invocations, durations and errors, watch events, workers and queue depth, API requests.
-    #[arg(long, value_name = "URL", value_parser = crate::aiokits::metrics::check_url)]
+    #[arg(long, value_name = "URL", value_parser = crate::engines::metrics::check_url)]
     metrics: Option<String>,
 }
 
@@ -389,7 +389,7 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         Some(url) => Some(url),
         None => env("KOPF_RUN_METRICS")
             .map(|url| {
-                crate::aiokits::metrics::check_url(&url)
+                crate::engines::metrics::check_url(&url)
                     .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
             })
             .transpose()?,

@@ -28,7 +28,8 @@ use crate::clients::posting::Poster;
 use crate::reactor::processing::Common;
 use crate::intents::registry::Registry;
 use crate::configs::settings::Settings;
-use crate::aiokits::tasks::{StopReason, Tasks, Work};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::work::Work;
 
 /// Why an operator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +41,7 @@ pub enum OperatorError {
     #[error("invalid namespace patterns: {0}")]
     Namespaces(String),
     /// Some work ignored its cancellation past the grace period: async handlers were aborted,
-    /// and [sync handlers](crate::aiokits::blocking), which cannot be interrupted, were abandoned to
+    /// and [sync handlers](crate::blocking), which cannot be interrupted, were abandoned to
     /// finish on their own threads.
     #[error(
         "the operator stopped, but some work had to be aborted after the grace period of {0:?}"
@@ -54,7 +55,7 @@ pub enum OperatorError {
     Login(#[source] crate::engines::authentication::LoginError),
     /// The metrics endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the metrics: {0}")]
-    Metrics(#[source] crate::aiokits::metrics::MetricsError),
+    Metrics(#[source] crate::engines::metrics::MetricsError),
     /// An activity handler failed for good: a startup handler (the operator stopped before
     /// watching anything), or a cleanup handler (or it outlived the cleanup timeout).
     #[error("the {activity} handler {handler} failed: {message}")]
@@ -174,8 +175,8 @@ impl Operator {
 
     /// A handle that resolves to the URL of the metrics endpoint once it listens (with the
     /// real port when the URL asked for port 0).
-    pub fn metrics_endpoint(&self) -> crate::aiokits::metrics::MetricsEndpoint {
-        crate::aiokits::metrics::MetricsEndpoint(self.metrics_endpoint.subscribe())
+    pub fn metrics_endpoint(&self) -> crate::engines::metrics::MetricsEndpoint {
+        crate::engines::metrics::MetricsEndpoint(self.metrics_endpoint.subscribe())
     }
 
     /// The operator's memo (Kopf's `kopf.run(memo=)`): each object's memo starts as a shallow
@@ -245,7 +246,7 @@ impl Operator {
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
-    /// [sync handler](crate::aiokits::blocking) still running after the grace period is abandoned on
+    /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
         self.run_until(stop, CancellationToken::new()).await
@@ -295,8 +296,8 @@ impl Operator {
             if let Some(url) = &self.metrics {
                 let metrics = crate::aiokits::metrics::Metrics::new();
                 tasks.measure(metrics.clone());
-                let url = crate::aiokits::metrics::MetricsUrl::parse(url).map_err(OperatorError::Metrics)?;
-                crate::aiokits::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
+                let url = crate::engines::metrics::MetricsUrl::parse(url).map_err(OperatorError::Metrics)?;
+                crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
                     .await
                     .map_err(OperatorError::Metrics)?;
             }

@@ -15,7 +15,8 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::reactor::processing::Processor;
-use crate::aiokits::tasks::{Tasks, lock};
+use crate::aiokits::tasks::Tasks;
+use crate::helpers::sync::lock;
 use crate::clients::watching::Event;
 
 type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;

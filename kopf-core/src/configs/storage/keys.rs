@@ -132,11 +132,11 @@ pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Vec<
     let marked = is_deployment_replicaset(body);
     let cache = CACHE.get_or_init(Mutex::default);
     let lookup = (prefix.to_owned(), v1, key.to_owned(), marked);
-    if let Some(keys) = crate::aiokits::tasks::lock(cache).get(&lookup) {
+    if let Some(keys) = crate::helpers::sync::lock(cache).get(&lookup) {
         return keys.clone();
     }
     let keys = compute_keys(prefix, v1, key, marked);
-    let mut cache = crate::aiokits::tasks::lock(cache);
+    let mut cache = crate::helpers::sync::lock(cache);
     if cache.len() >= CAPACITY {
         cache.clear();
     }

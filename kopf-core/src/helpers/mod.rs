@@ -1,0 +1,3 @@
+//! Small helpers that know nothing of Kubernetes or operators.
+
+pub(crate) mod sync;
