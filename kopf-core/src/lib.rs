@@ -60,7 +60,8 @@ pub use structs::memos::Memo;
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use reactor::operator::{Operator, OperatorError, Ready};
 pub use structs::patch::Patch;
-pub use clients::posting::{Events, Logger, event, exception, info, warn};
+pub use actions::posting::{event, exception, info, warn};
+pub use clients::posting::{Events, Logger};
 pub use intents::registry::{AnyHandler, Registry};
 pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
 pub use configs::settings::{

@@ -5,4 +5,5 @@ pub(crate) mod current;
 pub(crate) mod execution;
 pub(crate) mod extract;
 pub(crate) mod handlers;
+pub(crate) mod posting;
 pub(crate) mod subhandlers;

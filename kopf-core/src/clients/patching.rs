@@ -104,7 +104,7 @@ pub(crate) async fn apply(
         let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
         let url = format!(
             "{}/{}",
-            crate::clients::watching::collection_path(target.resource, target.namespace),
+            target.resource.collection_path(target.namespace),
             target.name
         );
         let result = retried(backoffs, target.stop, || {

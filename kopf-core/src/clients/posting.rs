@@ -14,7 +14,7 @@
 //!
 //! Or, as in Kopf, with the free functions [`info`](crate::info), [`warn`](crate::warn),
 //! [`exception`](crate::exception) and [`event`](crate::event), about any object, through the
-//! operator running the current handler:
+//! operator running the current handler (they live with the current handler, in `actions`):
 //!
 //! ```
 //! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
@@ -35,12 +35,9 @@
 //!    still queued and what handlers log while they stop, until they are all gone or
 //!    [`DRAIN_TIMEOUT`] passed, whichever is first.
 //! 3. Events about core `v1` Events are never posted (each would beget another).
-//! 4. The free functions post only on behalf of a handler (see `current`): outside of one
-//!    they post nothing, and say so once in the logs.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -48,7 +45,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use crate::actions::current::Current;
 use crate::structs::resources::Resource;
 use crate::configs::settings::PostingSettings;
 use crate::aiokits::tasks::Tasks;
@@ -65,7 +61,7 @@ const CUT_MESSAGE_INFIX: &str = "...";
 
 /// One event to post.
 #[derive(Debug)]
-struct Queued {
+pub(crate) struct Queued {
     /// `involvedObject`, without the namespace of cluster-scoped objects (the poster knows it).
     reference: Arc<Map<String, Value>>,
     kind: String,
@@ -257,7 +253,12 @@ impl Events {
         }
     }
 
-    fn about_body(&self, body: &Value) -> Events {
+    /// Whether these events are posted at all (a disabled poster drops them).
+    pub(crate) fn enabled(&self) -> bool {
+        self.poster.sender.is_some()
+    }
+
+    pub(crate) fn about_body(&self, body: &Value) -> Events {
         let reference = reference(body, None);
         // The handler's own object, maybe without apiVersion and kind (as list items of
         // built-in resources come): referred to as its resource says.
@@ -285,131 +286,6 @@ impl Events {
                 _ => "Debug",
             };
             self.post(kind, "Logging", message());
-        }
-    }
-}
-
-/// Posts an event of type `Normal` about an object, through the operator running the
-/// current handler (Kopf's `kopf.info`).
-///
-/// The object is anything that serializes to a Kubernetes object: a body as JSON (the
-/// handler's own, or another's), a `k8s_openapi` type, a `kube::CustomResource` type; a JSON
-/// array posts one event about each of its items. The event refers to the object by its
-/// `apiVersion`, `kind`, `name`, `uid` and `namespace`; the message is cut to 1024 characters
-/// as Kopf cuts it. Events about core `v1` Events are never posted.
-///
-/// Like [`Events::info`] (of which it is the free-standing form), it posts only when the
-/// settings let it ([`PostingSettings::enabled`], and [`PostingSettings::level`] at INFO or
-/// more verbose), never waits, and never fails the handler.
-///
-/// **Only from within a handler**: an async handler's attempt, or a sync handler's run on its
-/// operator thread. Called anywhere else (including a task or thread a handler spawned
-/// itself), it posts nothing and warns once in the logs; there, take `invocation.events()`
-/// along and post through it.
-///
-/// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
-/// use k8s_openapi::api::core::v1::ConfigMap;
-///
-/// kopf::info(invocation.body(), "Created", "the database is ready");
-/// let child = ConfigMap {
-///     metadata: kube::api::ObjectMeta {
-///         name: Some("settings".into()),
-///         namespace: Some("default".into()),
-///         ..Default::default()
-///     },
-///     ..Default::default()
-/// };
-/// kopf::info(&child, "Adopted", format_args!("by {}", invocation.name()));
-/// # Ok(None)
-/// # }
-/// ```
-pub fn info<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: impl fmt::Display) {
-    for_each_about("info", object, |events| events.info(reason, &message));
-}
-
-/// Posts an event of type `Warning` about an object, through the operator running the
-/// current handler (Kopf's `kopf.warn`); as [`info`](crate::info) does, but at level WARN.
-///
-/// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
-/// if invocation.spec()["replicas"].as_u64() > Some(10) {
-///     kopf::warn(invocation.body(), "TooMany", "more than 10 replicas requested");
-/// }
-/// # Ok(None)
-/// # }
-/// ```
-pub fn warn<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: impl fmt::Display) {
-    for_each_about("warn", object, |events| events.warn(reason, &message));
-}
-
-/// Posts an event of type `Error` about an object with the error as its message, through the
-/// operator running the current handler (Kopf's `kopf.exception`); as [`info`](crate::info)
-/// does, but at level ERROR.
-///
-/// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
-/// if let Err(error) = "many".parse::<u32>() {
-///     kopf::exception(invocation.body(), "InvalidSize", &error);
-/// }
-/// # Ok(None)
-/// # }
-/// ```
-pub fn exception<O: serde::Serialize + ?Sized>(object: &O, reason: &str, error: impl fmt::Display) {
-    for_each_about("exception", object, |events| {
-        events.exception(reason, &error);
-    });
-}
-
-/// Posts an event of any type (`Normal`, `Warning`, ...) about an object, through the
-/// operator running the current handler (Kopf's `kopf.event`); as [`info`](crate::info) does,
-/// but whatever the level setting.
-///
-/// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
-/// kopf::event(invocation.body(), "Normal", "Scaled", "to 3 replicas");
-/// # Ok(None)
-/// # }
-/// ```
-pub fn event<O: serde::Serialize + ?Sized>(
-    object: &O,
-    kind: &str,
-    reason: &str,
-    message: impl fmt::Display,
-) {
-    for_each_about("event", object, |events| {
-        events.event(kind, reason, &message);
-    });
-}
-
-/// Posts through the current handler's operator about the object, or each item of an array.
-fn for_each_about<O: serde::Serialize + ?Sized>(
-    function: &str,
-    object: &O,
-    post: impl Fn(&Events),
-) {
-    let posted = Current::with(|current| {
-        if current.events.poster.sender.is_none() {
-            return; // Posting is disabled: no need to look at the object.
-        }
-        match serde_json::to_value(object) {
-            Ok(Value::Array(items)) => {
-                for item in &items {
-                    post(&current.events.about_body(item));
-                }
-            }
-            Ok(body) => post(&current.events.about_body(&body)),
-            Err(error) => {
-                tracing::warn!(target: "kopf::posting", %error, "kopf::{function}() posted nothing: the object does not serialize to JSON");
-            }
-        }
-    });
-    if posted.is_none() {
-        static WARNED: AtomicBool = AtomicBool::new(false);
-        if WARNED.swap(true, Ordering::Relaxed) {
-            tracing::debug!(target: "kopf::posting", "kopf::{function}() was called outside of a handler; nothing was posted");
-        } else {
-            tracing::warn!(target: "kopf::posting", "kopf::{function}() was called outside of a handler, so nothing was posted: kopf::info/warn/exception/event post only from within a handler (an async handler's attempt or a sync handler's thread), through its operator; in tasks or threads of your own, post through `invocation.events()` taken along (this warning is logged once)");
         }
     }
 }
@@ -590,6 +466,28 @@ fn cut(message: &str) -> String {
     format!("{prefix}{CUT_MESSAGE_INFIX}{suffix}")
 }
 
+/// A poster whose queue a test reads, for the tests of what posts through it.
+#[cfg(test)]
+pub(crate) fn test_poster(level: Level) -> (Poster, mpsc::Receiver<Queued>) {
+    let (sender, receiver) = mpsc::channel(16);
+    let poster = Poster {
+        sender: Some(sender),
+        settings: Arc::new(PostingSettings {
+            level,
+            ..PostingSettings::default()
+        }),
+    };
+    (poster, receiver)
+}
+
+/// What was queued, as `{object, type, reason, message}`.
+#[cfg(test)]
+pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
+    std::iter::from_fn(|| receiver.try_recv().ok())
+        .map(|q| json!({"object": *q.reference, "type": q.kind, "reason": q.reason, "message": q.message}))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,102 +556,5 @@ mod tests {
                 "eventTime": "2026-03-01T12:34:56.123456+00:00",
             })
         );
-    }
-
-    /// A poster whose queue the test reads, and a handler's context about a KopfExample
-    /// listed without apiVersion and kind.
-    fn handler(level: Level) -> (Current, mpsc::Receiver<Queued>) {
-        let (sender, receiver) = mpsc::channel(16);
-        let poster = Poster {
-            sender: Some(sender),
-            settings: Arc::new(PostingSettings {
-                level,
-                ..PostingSettings::default()
-            }),
-        };
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            ..Resource::default()
-        };
-        let body = Arc::new(json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}}));
-        let current = Current {
-            events: poster.events(&body, &resource),
-            body,
-        };
-        (current, receiver)
-    }
-
-    fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
-        std::iter::from_fn(|| receiver.try_recv().ok())
-            .map(|q| json!({"object": *q.reference, "type": q.kind, "reason": q.reason, "message": q.message}))
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn the_free_functions_post_through_the_current_handlers_operator() {
-        let (current, mut queue) = handler(Level::INFO);
-        let own = current.body.clone();
-        current
-            .clone()
-            .enter(|| async move {
-                crate::info(&*own, "Created", "own");
-                let child = k8s_openapi::api::core::v1::ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some("child".into()),
-                        namespace: Some("ns".into()),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                };
-                crate::warn(&child, "Adopted", format_args!("by {}", 1));
-                let many = json!([
-                    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
-                    {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}},
-                ]);
-                crate::exception(&many, "Failed", "boom".parse::<u32>().unwrap_err());
-                crate::event(&*own, "Custom", "Any", "whatever");
-                tokio::task::yield_now().await;
-            })
-            .await;
-        let own = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "name": "one", "uid": "u1", "namespace": "ns"});
-        assert_eq!(
-            drain(&mut queue),
-            vec![
-                json!({"object": own, "type": "Normal", "reason": "Created", "message": "own"}),
-                json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "name": "child", "namespace": "ns"}, "type": "Warning", "reason": "Adopted", "message": "by 1"}),
-                json!({"object": {"apiVersion": "v1", "kind": "Pod", "name": "a"}, "type": "Error", "reason": "Failed", "message": "invalid digit found in string"}),
-                json!({"object": own, "type": "Custom", "reason": "Any", "message": "whatever"}),
-            ],
-            "the own object referred to as its resource says, nothing about the Event"
-        );
-
-        crate::info(&*current.body, "Outside", "not posted, not a panic");
-        crate::warn(&*current.body, "Outside", "not posted, not a panic");
-        assert_eq!(drain(&mut queue), Vec::<Value>::new());
-    }
-
-    #[test]
-    fn the_free_functions_obey_the_level_on_sync_handlers_threads() {
-        let (current, mut queue) = handler(Level::WARN);
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                current.clone().enter_sync(|| {
-                    let own = &*current.body;
-                    crate::info(own, "Info", "below the level");
-                    crate::warn(own, "Warn", "at the level");
-                    crate::exception(own, "Error", "above the level");
-                    crate::event(own, "Normal", "Event", "whatever the level");
-                });
-            });
-        });
-        let reasons: Vec<Value> = drain(&mut queue)
-            .iter()
-            .map(|e| e["reason"].clone())
-            .collect();
-        assert_eq!(reasons, [json!("Warn"), json!("Error"), json!("Event")]);
     }
 }

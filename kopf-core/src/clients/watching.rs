@@ -37,20 +37,6 @@ pub(crate) enum WatchError {
     Gone(String),
 }
 
-/// The URL path of a resource's collection.
-pub(crate) fn collection_path(resource: &Resource, namespace: Option<&str>) -> String {
-    let base = if resource.group.is_empty() {
-        format!("/api/{}", resource.version)
-    } else {
-        format!("/apis/{}/{}", resource.group, resource.version)
-    };
-    match namespace {
-        Some(namespace) if resource.namespaced => {
-            format!("{base}/namespaces/{namespace}/{}", resource.plural)
-        }
-        _ => format!("{base}/{}", resource.plural),
-    }
-}
 
 /// Watches until `token` is cancelled (`Ok`) or the resource disappears (`Err`), calling
 /// `report` for every event in order.
@@ -63,7 +49,7 @@ pub(crate) async fn watch(
     token: &CancellationToken,
     mut report: impl FnMut(Event),
 ) -> Result<(), WatchError> {
-    let request = kube::core::Request::new(collection_path(resource, namespace));
+    let request = kube::core::Request::new(resource.collection_path(namespace));
     let mut failures = 0u32;
     'relist: loop {
         // LIST, page by page.
@@ -253,24 +239,4 @@ mod tests {
         assert!(backoff(base, 100) <= Duration::from_millis(37_500));
     }
 
-    #[test]
-    fn paths() {
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            status_subresource: true,
-            ..Resource::default()
-        };
-        assert_eq!(
-            collection_path(&resource, Some("ns")),
-            "/apis/kopf.dev/v1/namespaces/ns/kopfexamples"
-        );
-        assert_eq!(
-            collection_path(&resource, None),
-            "/apis/kopf.dev/v1/kopfexamples"
-        );
-    }
 }

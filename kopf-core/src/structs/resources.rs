@@ -316,6 +316,21 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// The URL path of a resource's collection.
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        let base = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        match namespace {
+            Some(namespace) if self.namespaced => {
+                format!("{base}/namespaces/{namespace}/{}", self.plural)
+            }
+            _ => format!("{base}/{}", self.plural),
+        }
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -542,5 +557,26 @@ mod tests {
         assert_eq!(Selector::named_in("v1", "pods").to_string(), "pods.v1");
         assert_eq!(Selector::category("all").to_string(), "category all");
         assert_eq!(EVERYTHING.to_string(), "everything");
+    }
+
+    #[test]
+    fn paths() {
+        let resource = Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            status_subresource: true,
+            ..Resource::default()
+        };
+        assert_eq!(
+            resource.collection_path(Some("ns")),
+            "/apis/kopf.dev/v1/namespaces/ns/kopfexamples"
+        );
+        assert_eq!(
+            resource.collection_path(None),
+            "/apis/kopf.dev/v1/kopfexamples"
+        );
     }
 }
