@@ -46,10 +46,11 @@ pub use actions::blocking::blocking;
 pub use kits::cli::{run, run_with};
 pub use engines::daemons::{DaemonHandler, TimerHandler};
 pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
-pub use actions::handlers::{
-    ChangeHandler, ErrorsMode, EventHandler, HandlerFn, HandlerFuture, HandlerResult, Invocation,
-    Reason, Trigger, WhenFn,
+pub use actions::invocation::{
+    ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, Invocation, Reason, SubHandler,
+    SubHandlers, WhenFn,
 };
+pub use intents::handlers::{ChangeHandler, EventHandler, Trigger};
 pub use kits::hierarchies::{
     adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
     remove_owner_reference,
@@ -68,7 +69,6 @@ pub use configs::settings::{
     ExecutionSettings, NetworkingSettings, PersistenceSettings, PostingSettings, ProcessSettings,
     QueueingSettings, ScanningSettings, Settings, WatchingSettings,
 };
-pub use actions::subhandlers::{SubHandler, SubHandlers};
 pub use aiokits::tasks::{StopReason, Stopped};
 
 pub use kopf_macros::{
@@ -103,9 +103,9 @@ pub mod __private {
         TypedResource, args, output, result_output,
     };
     pub use crate::structs::filters::{MetaFilter, ValueFilter};
-    pub use crate::actions::handlers::{
-        ChangeHandler, ErrorsMode, EventHandler, HandlerFuture, HandlerResult, Invocation,
-    };
+    pub use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult, Invocation};
+    pub use crate::intents::handlers::EventHandler;
+    pub use crate::intents::handlers::ChangeHandler;
     pub use crate::engines::indexing::{
         BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexHandler, IndexOf, IndexResult,
         IntoIndexEntries, index_output, index_result_output,

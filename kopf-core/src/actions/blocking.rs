@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::actions::handlers::{HandlerFuture, HandlerResult, Invocation};
+use crate::actions::invocation::{HandlerFuture, HandlerResult, Invocation};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::structs::errors::Error;
 

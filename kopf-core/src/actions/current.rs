@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::actions::handlers::Invocation;
+use crate::actions::invocation::Invocation;
 use crate::clients::posting::Events;
 
 tokio::task_local! {

@@ -11,9 +11,9 @@ use futures::FutureExt as _;
 use serde_json::Value;
 
 use crate::structs::errors::ErrorKind;
-use crate::actions::handlers::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
+use crate::actions::invocation::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
 use crate::clients::posting::Logger;
-use crate::actions::subhandlers::SubHandlers;
+use crate::actions::invocation::SubHandlers;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::metrics::Ended;
 use crate::aiokits::work::Work;

@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::structs::diff::Diff;
 use crate::structs::errors::{Error, PermanentError, Result};
-use crate::actions::handlers::{HandlerResult, Invocation, Reason};
+use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 use crate::clients::posting::{Events, Logger};

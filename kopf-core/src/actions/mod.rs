@@ -3,7 +3,6 @@
 pub(crate) mod blocking;
 pub(crate) mod current;
 pub(crate) mod execution;
+pub(crate) mod invocation;
 pub(crate) mod extract;
-pub(crate) mod handlers;
 pub(crate) mod posting;
-pub(crate) mod subhandlers;

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::structs::errors::{Error, PermanentError, Result};
 use crate::actions::execution::{Attempt, Outcome, Retrying};
 use crate::actions::extract::args;
-use crate::actions::handlers::{ErrorsMode, HandlerFuture, HandlerResult};
+use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult};
 use crate::structs::memos::Memo;
 use crate::reactor::operator::OperatorError;
 use crate::clients::posting::{Logger, Poster};
@@ -174,7 +174,7 @@ impl ActivityHandler {
         self.activity
     }
 
-    crate::actions::handlers::retry_setters!();
+    crate::actions::invocation::retry_setters!();
 }
 
 impl fmt::Debug for ActivityHandler {

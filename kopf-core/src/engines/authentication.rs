@@ -36,7 +36,7 @@ use serde_json::Value;
 use crate::structs::diff::Diff;
 use crate::structs::errors::Result;
 use crate::actions::execution::{self, Outcome};
-use crate::actions::handlers::{HandlerFn, Invocation, Options};
+use crate::actions::invocation::{HandlerFn, Invocation, Options};
 use crate::structs::memos::Memo;
 use crate::aiokits::metrics::{Metrics, RequestKind};
 use crate::clients::posting::{Logger, Poster};
@@ -339,7 +339,7 @@ impl LoginHandler {
         &self.id
     }
 
-    crate::actions::handlers::retry_setters!();
+    crate::actions::invocation::retry_setters!();
 }
 
 impl std::fmt::Debug for LoginHandler {

@@ -49,7 +49,7 @@ use tokio::time::Instant;
 
 use crate::structs::diff::Diff;
 use crate::actions::execution::{self, Outcome};
-use crate::actions::handlers::{HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters};
+use crate::actions::invocation::{HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters};
 use crate::structs::patch::Patch;
 use crate::reactor::processing::{Processor, deliver};
 use crate::structs::resources::Selector;

@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::structs::errors::{Error, PermanentError, Result};
 use crate::actions::execution::{self, Outcome};
 use crate::actions::extract::Scope;
-use crate::actions::handlers::{ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, Invocation, Options};
+use crate::actions::invocation::{ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, Invocation, Options};
 use crate::structs::resources::Selector;
 
 /// Which object an entry comes from: its namespace, name and uid (as Kopf's key).
@@ -507,7 +507,7 @@ impl IndexHandler {
         &self.id
     }
 
-    crate::actions::handlers::option_setters!();
+    crate::actions::invocation::option_setters!();
 }
 
 impl fmt::Debug for IndexHandler {

@@ -1,3 +1,5 @@
-//! What the operator is asked to do: handler declarations of every kind and the registry. No runtime code.
+//! What the operator is asked to do: handler declarations of every kind and the registry. No
+//! runtime code.
 
+pub(crate) mod handlers;
 pub(crate) mod registry;

@@ -5,7 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use crate::engines::activities::ActivityHandler;
 use crate::engines::authentication::LoginHandler;
 use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
-use crate::actions::handlers::{ChangeHandler, EventHandler};
+use crate::intents::handlers::EventHandler;
+use crate::intents::handlers::ChangeHandler;
 use crate::engines::indexing::IndexHandler;
 use crate::structs::resources::Selector;
 
@@ -231,7 +232,7 @@ inventory::collect!(Collected);
 
 /// A function annotated with `#[kopf::on_*]`: the attribute generates a type of the same name
 /// (types and functions live in different namespaces) implementing this trait, so that
-/// [`handlers!`](crate::actions::handlers) can name the function.
+/// [`handlers!`](crate::actions::invocation) can name the function.
 #[doc(hidden)]
 pub trait Descriptor {
     /// The handler that the attribute describes.
@@ -248,7 +249,7 @@ impl Registry {
     /// never names is silently left out, even when it is listed in `Cargo.toml`. Refer to it
     /// from the binary: `use my_handlers as _;` is enough (checked on Linux with the default
     /// linker, in debug and release builds); calling a function of it is sure everywhere. Or
-    /// build the registry explicitly with [`handlers!`](crate::actions::handlers).
+    /// build the registry explicitly with [`handlers!`](crate::actions::invocation).
     pub fn collected() -> Self {
         let mut collected: Vec<&Collected> = inventory::iter::<Collected>.into_iter().collect();
         collected.sort_by_key(|c| (c.module, c.line));

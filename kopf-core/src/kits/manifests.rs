@@ -205,7 +205,8 @@ fn yaml(documents: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::handlers::{ChangeHandler, EventHandler};
+    use crate::intents::handlers::EventHandler;
+    use crate::intents::handlers::ChangeHandler;
 
     fn registry() -> Registry {
         Registry::new()

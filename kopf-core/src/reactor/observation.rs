@@ -588,7 +588,8 @@ async fn sleep(token: &CancellationToken, delay: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::handlers::{ChangeHandler, EventHandler};
+    use crate::intents::handlers::EventHandler;
+    use crate::intents::handlers::ChangeHandler;
 
     fn resource(group: &str, plural: &str, verbs: &[&str]) -> Resource {
         Resource {

@@ -14,7 +14,10 @@ use crate::engines::daemons::{self, Background, Daemons};
 use crate::structs::diff::{self, Diff};
 use crate::actions::execution::{self, Outcome};
 use crate::structs::filters;
-use crate::actions::handlers::{ChangeHandler, EventHandler, Invocation, Options, Reason, Trigger};
+use crate::actions::invocation::{Invocation, Options, Reason};
+use crate::intents::handlers::Trigger;
+use crate::intents::handlers::EventHandler;
+use crate::intents::handlers::ChangeHandler;
 use crate::engines::indexing::{Filler, IndexHandler, IndexedEvent, Indexes, IndexingState};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
@@ -24,7 +27,7 @@ use crate::intents::registry::Registry;
 use crate::structs::resources::{Resource, Selector};
 use crate::configs::settings::Settings;
 use crate::configs::storage::{DiffBaseStorage, HandlerId, ProgressRecord, ProgressStorage};
-use crate::actions::subhandlers::{SubHandler, SubHandlers};
+use crate::actions::invocation::{SubHandler, SubHandlers};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::watching::Event;
 
@@ -444,7 +447,7 @@ impl Processor {
             // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
             // seen twice); `execute` logs them.
             let options = Options {
-                errors: crate::actions::handlers::ErrorsMode::Ignored,
+                errors: crate::actions::invocation::ErrorsMode::Ignored,
                 ..handler.options.clone()
             };
             let outcome = execution::execute(

@@ -1,6 +1,7 @@
-//! Handlers: what they react to, their options, and what they receive when called.
-//!
-//! This is the plain registration API; the attribute macros generate the same descriptors.
+//! A handler as the framework calls it: its function, its options, and the [`Invocation`] it
+//! receives (Kopf's kwargs), with the sub-handlers a call may register. These types refer to
+//! one another (a function takes an invocation, which holds sub-handlers, which hold
+//! functions), so they live together.
 //!
 //! ```
 //! use kopf::{ChangeHandler, Registry, Selector};
@@ -28,7 +29,8 @@ use crate::structs::filters::{MetaFilter, ValueFilter};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 use crate::clients::posting::{Events, Logger};
-use crate::structs::resources::{Resource, Selector};
+use crate::structs::resources::Resource;
+use crate::helpers::sync::lock;
 use crate::aiokits::tasks::{StopReason, Tasks};
 
 /// What a handler function returns: a value to store in `status.<handler-id>`, or nothing.
@@ -85,38 +87,6 @@ pub enum ErrorsMode {
     /// Treat as success.
     Ignored,
 }
-
-/// Which causes a change handler reacts to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// `on_resume`; with `deleted`, also for objects already being deleted.
-    Resume {
-        /// Also resume objects marked for deletion.
-        deleted: bool,
-    },
-    /// `on_create`.
-    Create,
-    /// `on_update`.
-    Update,
-    /// `on_delete`; an `optional` one does not add the finalizer.
-    Delete {
-        /// Do not block deletion for this handler.
-        optional: bool,
-    },
-    /// `on_field`: any change of the handler's `field`.
-    Field,
-}
-
-/// A handler of object changes: `on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`.
-#[derive(Clone)]
-pub struct ChangeHandler {
-    pub(crate) id: String,
-    pub(crate) trigger: Trigger,
-    pub(crate) selector: Selector,
-    pub(crate) function: HandlerFn,
-    pub(crate) options: Options,
-}
-
 /// Options shared by handler kinds.
 #[derive(Clone, Default)]
 pub(crate) struct Options {
@@ -146,7 +116,7 @@ where
 macro_rules! retry_setters {
     () => {
         /// What to do with arbitrary errors (default: retry after `backoff`).
-        pub fn errors(mut self, mode: crate::actions::handlers::ErrorsMode) -> Self {
+        pub fn errors(mut self, mode: crate::actions::invocation::ErrorsMode) -> Self {
             self.options.errors = mode;
             self
         }
@@ -181,7 +151,7 @@ macro_rules! retry_setters {
 /// The setters of every option of resource handlers: [`retry_setters`] and the filters.
 macro_rules! option_setters {
     () => {
-        crate::actions::handlers::retry_setters!();
+        crate::actions::invocation::retry_setters!();
 
         /// Only for objects whose label `key` passes the filter.
         pub fn label(mut self, key: &str, filter: crate::structs::filters::MetaFilter) -> Self {
@@ -208,171 +178,6 @@ macro_rules! option_setters {
 
 pub(crate) use {option_setters, retry_setters};
 
-impl ChangeHandler {
-    fn new<F, Fut>(trigger: Trigger, selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        ChangeHandler {
-            id: id.into(),
-            trigger,
-            selector,
-            function: boxed(function),
-            options: Options::default(),
-        }
-    }
-
-    /// Called for objects created since the operator last handled them.
-    pub fn on_create<F, Fut>(selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        Self::new(Trigger::Create, selector, id, function)
-    }
-
-    /// Called when an object's essence (spec, labels, annotations) changed.
-    pub fn on_update<F, Fut>(selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        Self::new(Trigger::Update, selector, id, function)
-    }
-
-    /// Called when an object is deleted; the operator's finalizer holds the object until this
-    /// handler succeeds (unless [`optional`](Self::optional)).
-    pub fn on_delete<F, Fut>(selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        Self::new(Trigger::Delete { optional: false }, selector, id, function)
-    }
-
-    /// Called for objects found when the operator starts, that it handled before.
-    pub fn on_resume<F, Fut>(selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        Self::new(Trigger::Resume { deleted: false }, selector, id, function)
-    }
-
-    /// Called when the dotted `field` changes (`old`, `new`, `diff` narrowed to it). The
-    /// handler id gets `/field` appended, as in Kopf.
-    pub fn on_field<F, Fut>(selector: Selector, id: &str, field: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        Self::new(Trigger::Field, selector, id, function).field(field)
-    }
-
-    /// Narrows the handler to a field: it runs only when the field changed, and its `old`,
-    /// `new` and `diff` are the field's. The id gets `/field` appended.
-    pub fn field(mut self, field: &str) -> Self {
-        let path = crate::structs::diff::parse_field(field);
-        if self.options.field.is_none() {
-            self.id = format!("{}/{}", self.id, path.join("."));
-        }
-        self.options.field = Some(path);
-        self
-    }
-
-    /// For `on_field` and `on_update` with a field: run only when the old or new value passes.
-    pub fn value(mut self, filter: ValueFilter) -> Self {
-        self.options.value = Some(filter);
-        self
-    }
-
-    /// Run only when the field's old value passes.
-    pub fn old(mut self, filter: ValueFilter) -> Self {
-        self.options.old = Some(filter);
-        self
-    }
-
-    /// Run only when the field's new value passes.
-    pub fn new_value(mut self, filter: ValueFilter) -> Self {
-        self.options.new = Some(filter);
-        self
-    }
-
-    /// For `on_delete`: do not add the finalizer for this handler.
-    pub fn optional(mut self) -> Self {
-        if let Trigger::Delete { .. } = self.trigger {
-            self.trigger = Trigger::Delete { optional: true };
-        }
-        self
-    }
-
-    /// For `on_resume`: also resume objects already marked for deletion.
-    pub fn deleted(mut self) -> Self {
-        if let Trigger::Resume { .. } = self.trigger {
-            self.trigger = Trigger::Resume { deleted: true };
-        }
-        self
-    }
-
-    /// The handler's id (the key of its progress record and of its result in `status`).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    option_setters!();
-
-    pub(crate) fn requires_finalizer(&self) -> bool {
-        self.trigger == Trigger::Delete { optional: false }
-    }
-}
-
-impl fmt::Debug for ChangeHandler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChangeHandler")
-            .field("id", &self.id)
-            .field("trigger", &self.trigger)
-            .field("selector", &self.selector)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A handler of raw watch events (`on_event`): called for every event, errors only logged.
-#[derive(Clone)]
-pub struct EventHandler {
-    pub(crate) id: String,
-    pub(crate) selector: Selector,
-    pub(crate) function: HandlerFn,
-    pub(crate) options: Options,
-}
-
-impl EventHandler {
-    /// Called for every event of the selected resource, including the initial listing.
-    pub fn on_event<F, Fut>(selector: Selector, id: &str, function: F) -> Self
-    where
-        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult> + Send + 'static,
-    {
-        EventHandler {
-            id: id.into(),
-            selector,
-            function: boxed(function),
-            options: Options::default(),
-        }
-    }
-
-    option_setters!();
-}
-
-impl fmt::Debug for EventHandler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventHandler")
-            .field("id", &self.id)
-            .field("selector", &self.selector)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Everything a handler may ask for, given to it when it is called (Kopf's kwargs).
 #[derive(Clone)]
 pub struct Invocation {
@@ -396,7 +201,7 @@ pub struct Invocation {
     /// The operator's indexes (and, for index functions, where their entries go).
     pub(crate) indexes: crate::engines::indexing::Indexes,
     /// Sub-handlers registered by this call (change handlers).
-    pub(crate) subhandlers: crate::actions::subhandlers::SubHandlers,
+    pub(crate) subhandlers: crate::actions::invocation::SubHandlers,
 }
 
 impl Invocation {
@@ -597,7 +402,7 @@ impl Invocation {
     /// Registers sub-handlers (Kopf's `@kopf.subhandler`): each gets a progress record of its
     /// own, under the id `<this handler's id>/<its id>`, and this handler finishes when they
     /// all have. See [`SubHandlers`](crate::SubHandlers).
-    pub fn subhandlers(&self) -> &crate::actions::subhandlers::SubHandlers {
+    pub fn subhandlers(&self) -> &crate::actions::invocation::SubHandlers {
         &self.subhandlers
     }
 }
@@ -610,6 +415,111 @@ impl fmt::Debug for Invocation {
             .field("namespace", &self.namespace())
             .field("reason", &self.reason)
             .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sub-handlers: handlers that a change handler registers while it runs (Kopf's
+/// `@kopf.subhandler`), each with a progress record of its own under the id `parent/child`.
+///
+/// ```
+/// # use kopf::{ChangeHandler, Registry, Selector};
+/// let registry = Registry::new().with(ChangeHandler::on_create(
+///     Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     "create_fn",
+///     |invocation| async move {
+///         for item in ["a", "b"] {
+///             // Progress of `create_fn/item-a` and `create_fn/item-b` is kept on the object.
+///             invocation.subhandlers().add(format!("item-{item}"), move |child| async move {
+///                 child.logger().info(format_args!("handling {item}"));
+///                 Ok(None)
+///             });
+///         }
+///         Ok(None)
+///     },
+/// ));
+/// ```
+///
+/// As in Kopf, the parent function runs again on every processing cycle until all of its
+/// sub-handlers have finished, and registers them again each time: a sub-handler that finished
+/// (its record says so) is not called again, the others run in the operator's lifecycle order,
+/// each retried on its own. The parent's record lists them in `subrefs`; the parent finishes
+/// when all of them have: successfully if they all succeeded, as a permanent failure naming
+/// those that failed otherwise. Results of sub-handlers go to `status.<parent>/<child>`.
+///
+/// The sub-handlers registered by one call of a handler:
+/// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
+/// &kopf::SubHandlers` argument of an attributed handler.
+#[derive(Clone, Default)]
+pub struct SubHandlers(Arc<Mutex<Vec<SubHandler>>>);
+
+impl SubHandlers {
+    /// Registers a sub-handler with default options; its id is `<parent id>/<id>`.
+    pub fn add<F, Fut>(&self, id: impl Into<String>, function: F)
+    where
+        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.register(SubHandler::new(id, function));
+    }
+
+    /// Registers a sub-handler with options of its own (`retries`, `timeout`, `backoff`,
+    /// `errors`, `param`, filters).
+    pub fn register(&self, handler: SubHandler) {
+        let mut handlers = lock(&self.0);
+        match handlers.iter_mut().find(|h| h.id == handler.id) {
+            Some(existing) => *existing = handler,
+            None => handlers.push(handler),
+        }
+    }
+
+    /// Whether none is registered.
+    pub(crate) fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
+    }
+
+    /// Takes the registered sub-handlers, in registration order.
+    pub(crate) fn take(&self) -> Vec<SubHandler> {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+impl fmt::Debug for SubHandlers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<String> = lock(&self.0).iter().map(|h| h.id.clone()).collect();
+        f.debug_tuple("SubHandlers").field(&ids).finish()
+    }
+}
+
+/// A sub-handler with its options, for [`SubHandlers::register`].
+#[derive(Clone)]
+pub struct SubHandler {
+    pub(crate) id: String,
+    pub(crate) function: HandlerFn,
+    pub(crate) options: Options,
+}
+
+impl SubHandler {
+    /// A sub-handler; its id is relative to its parent's.
+    pub fn new<F, Fut>(id: impl Into<String>, function: F) -> Self
+    where
+        F: Fn(Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        SubHandler {
+            id: id.into(),
+            function: boxed(function),
+            options: Options::default(),
+        }
+    }
+
+    option_setters!();
+}
+
+impl fmt::Debug for SubHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubHandler")
+            .field("id", &self.id)
             .finish_non_exhaustive()
     }
 }
