@@ -55,7 +55,8 @@ pub use kits::hierarchies::{
     adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
     remove_owner_reference,
 };
-pub use engines::indexing::{Index, IndexHandler, IndexKey, IndexValue, IntoIndexEntries, Store};
+pub use intents::indexing::IndexHandler;
+pub use structs::indexes::{Index, IndexKey, IndexValue, IntoIndexEntries, Store};
 pub use configs::lifecycles::Lifecycle;
 pub use structs::memos::Memo;
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
@@ -106,10 +107,12 @@ pub mod __private {
     pub use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult, Invocation};
     pub use crate::intents::handlers::EventHandler;
     pub use crate::intents::handlers::ChangeHandler;
-    pub use crate::engines::indexing::{
-        BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexHandler, IndexOf, IndexResult,
-        IntoIndexEntries, index_output, index_result_output,
+    pub use crate::actions::indexing::{
+        BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexOf, IndexResult,
+        index_output, index_result_output,
     };
+    pub use crate::intents::indexing::IndexHandler;
+    pub use crate::structs::indexes::IntoIndexEntries;
     pub use crate::intents::registry::{AnyHandler, Collected, Descriptor};
     pub use crate::structs::resources::Selector;
 }

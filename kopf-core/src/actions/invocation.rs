@@ -199,7 +199,7 @@ pub struct Invocation {
     pub(crate) events: Events,
     pub(crate) memo: Memo,
     /// The operator's indexes (and, for index functions, where their entries go).
-    pub(crate) indexes: crate::engines::indexing::Indexes,
+    pub(crate) indexes: crate::structs::indexes::Indexes,
     /// Sub-handlers registered by this call (change handlers).
     pub(crate) subhandlers: crate::actions::invocation::SubHandlers,
 }

@@ -3,6 +3,7 @@
 pub(crate) mod blocking;
 pub(crate) mod current;
 pub(crate) mod execution;
-pub(crate) mod invocation;
 pub(crate) mod extract;
+pub(crate) mod indexing;
+pub(crate) mod invocation;
 pub(crate) mod posting;

@@ -2,4 +2,5 @@
 //! runtime code.
 
 pub(crate) mod handlers;
+pub(crate) mod indexing;
 pub(crate) mod registry;

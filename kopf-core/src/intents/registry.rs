@@ -7,7 +7,7 @@ use crate::engines::authentication::LoginHandler;
 use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
 use crate::intents::handlers::EventHandler;
 use crate::intents::handlers::ChangeHandler;
-use crate::engines::indexing::IndexHandler;
+use crate::intents::indexing::IndexHandler;
 use crate::structs::resources::Selector;
 
 /// The handlers of an operator. Tests and embedders build one explicitly, so each operator

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::engines::activities::{Activities, Activity};
-use crate::engines::indexing::Indexes;
+use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::namespaces::NamespacePatterns;
 use crate::reactor::observation::Observer;
@@ -348,7 +348,10 @@ impl Operator {
         }
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
-        let indexes = Indexes::new(&self.registry.indexes, self.ready.subscribe());
+        let indexes = Indexes::new(
+            self.registry.indexes.iter().map(|h| (h.id.clone(), h.empty_index())),
+            self.ready.subscribe(),
+        );
         let observer = Observer {
             client: client.clone(),
             registry: self.registry.clone(),

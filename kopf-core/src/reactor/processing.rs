@@ -18,7 +18,9 @@ use crate::actions::invocation::{Invocation, Options, Reason};
 use crate::intents::handlers::Trigger;
 use crate::intents::handlers::EventHandler;
 use crate::intents::handlers::ChangeHandler;
-use crate::engines::indexing::{Filler, IndexHandler, IndexedEvent, Indexes, IndexingState};
+use crate::engines::indexing::{self, IndexedEvent, IndexingState};
+use crate::intents::indexing::IndexHandler;
+use crate::structs::indexes::{Filler, Indexes};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 use crate::clients::patching::{self, Target};
@@ -298,28 +300,41 @@ impl Processor {
             listed: kind.is_none(),
             deleted: kind == Some("DELETED"),
         };
-        let invocation = |handler: &IndexHandler| {
-            if !self.object_matches(&handler.options, object) {
-                return None;
-            }
-            let invocation = self.invocation(
-                object.clone(),
-                None,
-                Diff::default(),
-                None,
-                None,
-                &handler.options,
-                tasks,
-            );
-            match &handler.options.when {
-                Some(when) if !when(&invocation) => None,
-                _ => Some(invocation),
-            }
+        let invocations: Vec<Option<Invocation>> = if event.deleted {
+            Vec::new()
+        } else {
+            self.indexers
+                .iter()
+                .map(|handler| {
+                    if !self.object_matches(&handler.options, object) {
+                        return None;
+                    }
+                    let invocation = self.invocation(
+                        object.clone(),
+                        None,
+                        Diff::default(),
+                        None,
+                        None,
+                        &handler.options,
+                        tasks,
+                    );
+                    match &handler.options.when {
+                        Some(when) if !when(&invocation) => None,
+                        _ => Some(invocation),
+                    }
+                })
+                .collect()
         };
         let backoff = self.settings.execution.default_backoff;
-        self.indexes
-            .update(&self.indexers, event, &mut states, backoff, invocation)
-            .await;
+        indexing::update(
+            &self.indexes,
+            &self.indexers,
+            event,
+            &mut states,
+            backoff,
+            invocations,
+        )
+        .await;
         self.filler.indexed(event.listed);
         self.memory(uid, |m| m.indexing = states);
     }

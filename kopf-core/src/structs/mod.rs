@@ -3,6 +3,7 @@
 pub mod diff;
 pub(crate) mod errors;
 pub mod filters;
+pub(crate) mod indexes;
 pub(crate) mod memos;
 pub(crate) mod namespaces;
 pub(crate) mod patch;
