@@ -38,7 +38,8 @@ pub use configs::storage;
 pub use kits::hierarchies;
 pub use structs::{diff, filters};
 
-pub use engines::activities::{Activity, ActivityHandler, ActivityInvocation};
+pub use actions::activity::{Activity, ActivityInvocation};
+pub use intents::activities::ActivityHandler;
 pub use engines::authentication::{
     ConnectionInfo, Credentials, LoginError, LoginFn, LoginFuture, LoginHandler, LoginResult,
 };
@@ -90,10 +91,11 @@ pub mod __private {
     pub use inventory;
     pub use serde_json;
 
-    pub use crate::engines::activities::{
-        ActivityHandler, ActivityInvocation, ActivityScope, BorrowedActivityArgument,
-        OwnedActivityArgument, SettingsSlot, blocking_activity,
+    pub use crate::actions::activity::{
+        ActivityInvocation, ActivityScope, BorrowedActivityArgument, OwnedActivityArgument,
+        SettingsSlot, blocking_activity,
     };
+    pub use crate::intents::activities::ActivityHandler;
     pub use crate::engines::authentication::{
         LoginFuture, LoginHandler, LoginOutput, LoginResult, blocking_login,
     };

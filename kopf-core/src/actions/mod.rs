@@ -1,5 +1,6 @@
 //! One handler call: the invocation and its arguments, the execution of one attempt, the delivery of its results.
 
+pub(crate) mod activity;
 pub(crate) mod blocking;
 pub(crate) mod current;
 pub(crate) mod execution;

@@ -23,10 +23,10 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::engines::activities::Activities;
-use crate::reactor::operator::{OperatorError, Ready};
 use crate::aiokits::serving::{self, HttpUrl};
 use crate::aiokits::tasks::Tasks;
 
@@ -63,14 +63,23 @@ pub(crate) fn check_url(url: &str) -> Result<String, String> {
     Endpoint::parse(url).map(|_| url.to_string())
 }
 
-/// Binds the endpoint's address and serves it in a node of `tasks` until the tree stops.
+/// Why the liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve the liveness endpoint {url}: {message}")]
+pub(crate) struct LivenessError {
+    pub(crate) url: String,
+    pub(crate) message: String,
+}
+
+/// Binds the endpoint's address and serves it in a node of `tasks` until the tree stops;
+/// `ready` tells whether the operator has listed what it serves (for `/readyz`).
 pub(crate) async fn serve(
     url: &str,
     activities: &Activities,
-    ready: Ready,
+    ready: watch::Receiver<bool>,
     tasks: &Tasks,
-) -> Result<(), OperatorError> {
-    let failed = |message: String| OperatorError::Liveness {
+) -> Result<(), LivenessError> {
+    let failed = |message: String| LivenessError {
         url: url.to_string(),
         message,
     };
@@ -105,7 +114,7 @@ struct Server {
     probes: Activities,
     /// The last results and when they were made.
     cache: tokio::sync::Mutex<Option<(Instant, Map<String, Value>)>>,
-    ready: Ready,
+    ready: watch::Receiver<bool>,
     node: Tasks,
 }
 
@@ -127,7 +136,7 @@ impl Server {
                 ),
             }
         } else if path == READINESS_PATH {
-            let ready = self.ready.is_ready();
+            let ready = *self.ready.borrow();
             let status = if ready {
                 StatusCode::OK
             } else {

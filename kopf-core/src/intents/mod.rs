@@ -1,6 +1,7 @@
 //! What the operator is asked to do: handler declarations of every kind and the registry. No
 //! runtime code.
 
+pub(crate) mod activities;
 pub(crate) mod handlers;
 pub(crate) mod indexing;
 pub(crate) mod registry;

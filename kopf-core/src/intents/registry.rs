@@ -2,7 +2,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::engines::activities::ActivityHandler;
+use crate::intents::activities::ActivityHandler;
 use crate::engines::authentication::LoginHandler;
 use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
 use crate::intents::handlers::EventHandler;

@@ -19,7 +19,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::engines::activities::{Activities, Activity};
+use crate::engines::activities::{Activities, ActivityError};
+use crate::engines::probing::LivenessError;
+use crate::actions::activity::Activity;
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::namespaces::NamespacePatterns;
@@ -75,6 +77,25 @@ pub enum OperatorError {
         /// What went wrong.
         message: String,
     },
+}
+
+impl From<ActivityError> for OperatorError {
+    fn from(error: ActivityError) -> Self {
+        OperatorError::Activity {
+            activity: error.activity,
+            handler: error.handler,
+            message: error.message,
+        }
+    }
+}
+
+impl From<LivenessError> for OperatorError {
+    fn from(error: LivenessError) -> Self {
+        OperatorError::Liveness {
+            url: error.url,
+            message: error.message,
+        }
+    }
 }
 
 /// Which namespaces the operator serves.
@@ -332,15 +353,16 @@ impl Operator {
         let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
             Ok(true) => match &self.liveness {
                 Some(url) => {
-                    crate::engines::probing::serve(url, &activities, Ready(self.ready.subscribe()), &tasks)
+                    crate::engines::probing::serve(url, &activities, self.ready.subscribe(), &tasks)
                         .await
+                        .map_err(OperatorError::from)
                 }
                 None => Ok(()),
             },
             Ok(false) => {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         };
         if let Err(error) = started {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
@@ -376,7 +398,7 @@ impl Operator {
         stop.cancelled().await;
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
         let cleaned = activities.clean_up(&self.settings, &abort).await;
-        stopped.and(cleaned)
+        stopped.and(cleaned.map_err(OperatorError::from))
     }
 }
 

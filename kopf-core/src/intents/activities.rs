@@ -1,0 +1,136 @@
+//! Activity handlers (Kopf's `@kopf.on.startup`, `@kopf.on.cleanup`, `@kopf.on.probe`):
+//! handlers of the operator itself rather than of objects.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::actions::activity::{Activity, ActivityInvocation};
+use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult};
+
+/// An activity handler function as the framework stores it.
+pub(crate) type ActivityFn = Arc<dyn Fn(ActivityInvocation) -> HandlerFuture + Send + Sync>;
+
+/// A handler of the operator's own activities: `on_startup`, `on_cleanup`, `on_probe`.
+///
+/// - **Startup** handlers run before anything is watched, one after another in registration
+///   order, each retried in memory until it succeeds (errors are temporary by default, as in
+///   Kopf). They may change the operator's [`Settings`] and its [`Memo`]: what they leave is
+///   what the operator then runs with. A startup handler that fails for good (a permanent
+///   error, or its `retries` or `timeout` exhausted) stops the operator before it watched
+///   anything: `run()` returns [`OperatorError::Activity`] naming the handler. The one
+///   setting they cannot change is
+///   [`ExecutionSettings::max_blocking_threads`](crate::ExecutionSettings::max_blocking_threads):
+///   the threads that sync startup handlers run on exist before them. A stop during the startup
+///   interrupts it (the handlers' `stopped` fires), and cleanup handlers then do not run.
+/// - **Cleanup** handlers run once when the operator stops: after the handlers' grace period,
+///   one after another, all of them within
+///   [`ProcessSettings::cleanup_timeout`](crate::ProcessSettings::cleanup_timeout). A second
+///   signal aborts them. They do not run if the operator never finished its startup.
+/// - **Probe** handlers run when the [liveness endpoint](crate::Operator::liveness) is asked
+///   (at most once per 10 seconds): their results are its answer.
+///
+/// ```
+/// use kopf::{ActivityHandler, Registry};
+///
+/// let registry = Registry::new()
+///     .with(ActivityHandler::on_startup("configure", |invocation| async move {
+///         invocation.settings().queueing.idle_timeout = std::time::Duration::from_secs(30);
+///         invocation.memo().set("region", "eu-1");
+///         Ok(None)
+///     }))
+///     .with(ActivityHandler::on_probe("connections", |_invocation| async move {
+///         Ok(Some(serde_json::json!(3)))
+///     }))
+///     .with(ActivityHandler::on_cleanup("farewell", |invocation| async move {
+///         invocation.logger().info("bye");
+///         Ok(None)
+///     }));
+/// ```
+///
+/// With the attributes: `#[kopf::on_startup]`, `#[kopf::on_cleanup]`, `#[kopf::on_probe]`.
+#[derive(Clone)]
+pub struct ActivityHandler {
+    pub(crate) id: String,
+    pub(crate) activity: Activity,
+    pub(crate) function: ActivityFn,
+    pub(crate) options: ActivityOptions,
+}
+
+/// The options of activity handlers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ActivityOptions {
+    pub(crate) errors: ErrorsMode,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retries: Option<u32>,
+    pub(crate) backoff: Option<Duration>,
+    pub(crate) param: Option<Value>,
+}
+
+impl ActivityHandler {
+    fn new<F, Fut>(activity: Activity, id: &str, function: F) -> Self
+    where
+        F: Fn(ActivityInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        ActivityHandler {
+            id: id.into(),
+            activity,
+            function: Arc::new(move |invocation| Box::pin(function(invocation))),
+            options: ActivityOptions::default(),
+        }
+    }
+
+    /// Runs before anything is watched; retried until it succeeds, and its failure stops the
+    /// operator. It may change the settings ([`ActivityInvocation::settings`]) and the memo.
+    pub fn on_startup<F, Fut>(id: &str, function: F) -> Self
+    where
+        F: Fn(ActivityInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        Self::new(Activity::Startup, id, function)
+    }
+
+    /// Runs once when the operator stops, within the cleanup timeout.
+    pub fn on_cleanup<F, Fut>(id: &str, function: F) -> Self
+    where
+        F: Fn(ActivityInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        Self::new(Activity::Cleanup, id, function)
+    }
+
+    /// Runs when the liveness endpoint is asked (at most once per 10 seconds); its result is
+    /// shown there under its id.
+    pub fn on_probe<F, Fut>(id: &str, function: F) -> Self
+    where
+        F: Fn(ActivityInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        Self::new(Activity::Probe, id, function)
+    }
+
+    /// The handler's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The activity it serves.
+    pub fn activity(&self) -> Activity {
+        self.activity
+    }
+
+    crate::actions::invocation::retry_setters!();
+}
+
+impl fmt::Debug for ActivityHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActivityHandler")
+            .field("id", &self.id)
+            .field("activity", &self.activity)
+            .finish_non_exhaustive()
+    }
+}
