@@ -40,9 +40,8 @@ pub use structs::{diff, filters};
 
 pub use actions::activity::{Activity, ActivityInvocation};
 pub use intents::activities::ActivityHandler;
-pub use engines::authentication::{
-    ConnectionInfo, Credentials, LoginError, LoginFn, LoginFuture, LoginHandler, LoginResult,
-};
+pub use intents::login::{LoginFn, LoginFuture, LoginHandler, LoginResult};
+pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
 pub use actions::blocking::blocking;
 pub use kits::cli::{run, run_with};
 pub use engines::daemons::{DaemonHandler, TimerHandler};
@@ -96,9 +95,8 @@ pub mod __private {
         SettingsSlot, blocking_activity,
     };
     pub use crate::intents::activities::ActivityHandler;
-    pub use crate::engines::authentication::{
-        LoginFuture, LoginHandler, LoginOutput, LoginResult, blocking_login,
-    };
+    pub use crate::actions::login::{LoginOutput, blocking_login};
+    pub use crate::intents::login::{LoginFuture, LoginHandler, LoginResult};
     pub use crate::actions::blocking::blocking;
     pub use crate::engines::daemons::{DaemonHandler, TimerHandler};
     pub use crate::actions::extract::{

@@ -7,4 +7,5 @@ pub(crate) mod execution;
 pub(crate) mod extract;
 pub(crate) mod indexing;
 pub(crate) mod invocation;
+pub(crate) mod login;
 pub(crate) mod posting;

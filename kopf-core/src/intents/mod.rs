@@ -4,4 +4,5 @@
 pub(crate) mod activities;
 pub(crate) mod handlers;
 pub(crate) mod indexing;
+pub(crate) mod login;
 pub(crate) mod registry;

@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::intents::activities::ActivityHandler;
-use crate::engines::authentication::LoginHandler;
+use crate::intents::login::LoginHandler;
 use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
 use crate::intents::handlers::EventHandler;
 use crate::intents::handlers::ChangeHandler;

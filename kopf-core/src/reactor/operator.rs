@@ -19,7 +19,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::auth::{self, Login};
 use crate::engines::activities::{Activities, ActivityError};
+use crate::engines::authentication::Authenticator;
+use crate::intents::login::LoginHandler;
+use crate::structs::credentials::LoginError;
 use crate::engines::probing::LivenessError;
 use crate::actions::activity::Activity;
 use crate::structs::indexes::Indexes;
@@ -54,7 +58,7 @@ pub enum OperatorError {
     Interrupted,
     /// The login handlers gave no usable credentials at the start.
     #[error("cannot log in: {0}")]
-    Login(#[source] crate::engines::authentication::LoginError),
+    Login(#[source] LoginError),
     /// The metrics endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the metrics: {0}")]
     Metrics(#[source] crate::engines::metrics::MetricsError),
@@ -322,7 +326,7 @@ impl Operator {
                     .await
                     .map_err(OperatorError::Metrics)?;
             }
-            crate::engines::authentication::connect(
+            connect(
                 explicit,
                 self.registry.logins.clone(),
                 &tasks,
@@ -478,4 +482,33 @@ async fn signalled() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The operator's client at the start of `run()`: logged in with the login handlers if there
+/// are any; else the embedder's client, or kube-client's default (kubeconfig or in-cluster).
+/// Wrapped for the metrics when the tree counts them.
+pub(crate) async fn connect(
+    explicit: Option<kube::Client>,
+    logins: Vec<LoginHandler>,
+    tasks: &Tasks,
+    memo: Memo,
+    default_backoff: Duration,
+) -> std::result::Result<kube::Client, OperatorError> {
+    let metrics = tasks.metrics().cloned();
+    let login = if !logins.is_empty() {
+        let authenticator = Authenticator::new(logins, tasks.child(), memo, default_backoff);
+        Login::Handlers(Arc::new(authenticator))
+    } else {
+        match explicit {
+            Some(client) => Login::Fixed(client),
+            None => Login::Fixed(
+                kube::Client::try_default()
+                    .await
+                    .map_err(OperatorError::Client)?,
+            ),
+        }
+    };
+    auth::client(login, metrics)
+        .await
+        .map_err(OperatorError::Login)
 }

@@ -1,5 +1,6 @@
 //! Plain data: errors, diffs, patches, resources, memos, namespace patterns, filters.
 
+pub(crate) mod credentials;
 pub mod diff;
 pub(crate) mod errors;
 pub mod filters;

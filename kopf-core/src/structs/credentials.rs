@@ -1,0 +1,210 @@
+//! Credentials for the API server: what login handlers return, and why they may not do.
+
+/// How to reach and authenticate to the API server: what an `on_login` handler returns (Kopf's
+/// `kopf.ConnectionInfo`). PEM data is given as text; paths name files read at login.
+///
+/// ```
+/// let info = kopf::ConnectionInfo::new("https://10.0.0.1:6443")
+///     .token("secret-token")
+///     .ca_data("-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n")
+///     .default_namespace("operators");
+/// ```
+///
+/// A handler that already has a whole [`kube::Config`] returns that instead (see
+/// [`Credentials`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionInfo {
+    /// The API server's URL, e.g. `https://10.0.0.1:6443`.
+    pub server: String,
+    /// The CA certificate(s) to trust, in PEM.
+    pub ca_data: Option<String>,
+    /// A file with the CA certificate(s) to trust, in PEM.
+    pub ca_path: Option<String>,
+    /// Skip verifying the server's certificate (for development only).
+    pub insecure: bool,
+    /// A bearer token.
+    pub token: Option<String>,
+    /// A user name for basic authentication.
+    pub username: Option<String>,
+    /// A password for basic authentication.
+    pub password: Option<String>,
+    /// A client certificate, in PEM.
+    pub certificate_data: Option<String>,
+    /// A file with a client certificate, in PEM.
+    pub certificate_path: Option<String>,
+    /// The client certificate's private key, in PEM.
+    pub private_key_data: Option<String>,
+    /// A file with the client certificate's private key, in PEM.
+    pub private_key_path: Option<String>,
+    /// The namespace of requests that name none (default `default`).
+    pub default_namespace: Option<String>,
+}
+
+impl ConnectionInfo {
+    /// The server's URL; add credentials with the other methods.
+    pub fn new(server: impl Into<String>) -> ConnectionInfo {
+        ConnectionInfo {
+            server: server.into(),
+            ..ConnectionInfo::default()
+        }
+    }
+
+    /// Authenticate with a bearer token.
+    pub fn token(mut self, token: impl Into<String>) -> ConnectionInfo {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Authenticate with a user name and a password (basic authentication).
+    pub fn basic(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> ConnectionInfo {
+        self.username = Some(username.into());
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Authenticate with a client certificate and its private key, both in PEM.
+    pub fn client_certificate(
+        mut self,
+        certificate: impl Into<String>,
+        private_key: impl Into<String>,
+    ) -> ConnectionInfo {
+        self.certificate_data = Some(certificate.into());
+        self.private_key_data = Some(private_key.into());
+        self
+    }
+
+    /// Trust these CA certificates (PEM).
+    pub fn ca_data(mut self, pem: impl Into<String>) -> ConnectionInfo {
+        self.ca_data = Some(pem.into());
+        self
+    }
+
+    /// Do not verify the server's certificate (for development only).
+    pub fn insecure(mut self) -> ConnectionInfo {
+        self.insecure = true;
+        self
+    }
+
+    /// The namespace of requests that name none.
+    pub fn default_namespace(mut self, namespace: impl Into<String>) -> ConnectionInfo {
+        self.default_namespace = Some(namespace.into());
+        self
+    }
+
+    /// The kube-client configuration for these credentials.
+    pub async fn into_config(self) -> std::result::Result<kube::Config, LoginError> {
+        use base64::Engine as _;
+        let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        let mut cluster = serde_json::Map::new();
+        cluster.insert("server".into(), self.server.clone().into());
+        if let Some(pem) = &self.ca_data {
+            cluster.insert("certificate-authority-data".into(), encode(pem).into());
+        }
+        if let Some(path) = &self.ca_path {
+            cluster.insert("certificate-authority".into(), path.clone().into());
+        }
+        if self.insecure {
+            cluster.insert("insecure-skip-tls-verify".into(), true.into());
+        }
+        let mut user = serde_json::Map::new();
+        let mut put = |key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                user.insert(key.into(), value.into());
+            }
+        };
+        put("token", self.token);
+        put("username", self.username);
+        put("password", self.password);
+        put(
+            "client-certificate-data",
+            self.certificate_data.as_deref().map(encode),
+        );
+        put("client-certificate", self.certificate_path);
+        put(
+            "client-key-data",
+            self.private_key_data.as_deref().map(encode),
+        );
+        put("client-key", self.private_key_path);
+        let mut context = serde_json::json!({"cluster": "login", "user": "login"});
+        if let Some(namespace) = self.default_namespace {
+            context["namespace"] = namespace.into();
+        }
+        let kubeconfig = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "login", "cluster": cluster}],
+            "users": [{"name": "login", "user": user}],
+            "contexts": [{"name": "login", "context": context}],
+            "current-context": "login",
+        });
+        let invalid = |reason: String| LoginError::Invalid {
+            server: self.server.clone(),
+            reason,
+        };
+        let kubeconfig: kube::config::Kubeconfig =
+            serde_json::from_value(kubeconfig).map_err(|e| invalid(e.to_string()))?;
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| invalid(e.to_string()))
+    }
+}
+
+/// What a login handler returns: Kopf-style [`ConnectionInfo`], or a whole [`kube::Config`].
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    /// Kopf's connection info.
+    Info(Box<ConnectionInfo>),
+    /// A kube-client configuration, used as it is.
+    Config(Box<kube::Config>),
+}
+
+impl From<ConnectionInfo> for Credentials {
+    fn from(info: ConnectionInfo) -> Self {
+        Credentials::Info(Box::new(info))
+    }
+}
+
+impl From<kube::Config> for Credentials {
+    fn from(config: kube::Config) -> Self {
+        Credentials::Config(Box::new(config))
+    }
+}
+
+impl Credentials {
+    /// A client for these credentials.
+    pub(crate) async fn into_client(self) -> std::result::Result<kube::Client, LoginError> {
+        let config = match self {
+            Credentials::Info(info) => info.into_config().await?,
+            Credentials::Config(config) => *config,
+        };
+        let server = config.cluster_url.to_string();
+        kube::Client::try_from(config).map_err(|e| LoginError::Invalid {
+            server,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Why the operator could not log in.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// No login handler gave credentials: each failed for good or returned none.
+    #[error("no credentials: every login handler failed or returned none ({0}); check their logs")]
+    NoCredentials(String),
+    /// The credentials cannot make a client.
+    #[error("the credentials for {server} are invalid: {reason}")]
+    Invalid {
+        /// The server the credentials are for.
+        server: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The operator stopped during the login.
+    #[error("the operator stopped during the login")]
+    Stopped,
+}
