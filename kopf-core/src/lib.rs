@@ -44,7 +44,7 @@ pub use intents::login::{LoginFn, LoginFuture, LoginHandler, LoginResult};
 pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
 pub use actions::blocking::blocking;
 pub use kits::cli::{run, run_with};
-pub use engines::daemons::{DaemonHandler, TimerHandler};
+pub use intents::daemons::{DaemonHandler, TimerHandler};
 pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
 pub use actions::invocation::{
     ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, Invocation, Reason, SubHandler,
@@ -98,7 +98,7 @@ pub mod __private {
     pub use crate::actions::login::{LoginOutput, blocking_login};
     pub use crate::intents::login::{LoginFuture, LoginHandler, LoginResult};
     pub use crate::actions::blocking::blocking;
-    pub use crate::engines::daemons::{DaemonHandler, TimerHandler};
+    pub use crate::intents::daemons::{DaemonHandler, TimerHandler};
     pub use crate::actions::extract::{
         BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
         TypedResource, args, output, result_output,

@@ -3,6 +3,7 @@
 pub(crate) mod activity;
 pub(crate) mod blocking;
 pub(crate) mod current;
+pub(crate) mod delivery;
 pub(crate) mod execution;
 pub(crate) mod extract;
 pub(crate) mod indexing;

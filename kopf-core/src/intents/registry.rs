@@ -4,7 +4,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use crate::intents::activities::ActivityHandler;
 use crate::intents::login::LoginHandler;
-use crate::engines::daemons::{Background, DaemonHandler, TimerHandler};
+use crate::intents::daemons::Background;
+use crate::intents::daemons::TimerHandler;
+use crate::intents::daemons::DaemonHandler;
 use crate::intents::handlers::EventHandler;
 use crate::intents::handlers::ChangeHandler;
 use crate::intents::indexing::IndexHandler;

@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::engines::daemons::{self, Background, Daemons};
+use crate::actions::delivery::deliver;
+use crate::engines::daemons::{self, DaemonHost, Daemons};
+use crate::intents::daemons::Background;
 use crate::structs::diff::{self, Diff};
 use crate::actions::execution::{self, Outcome};
 use crate::structs::filters;
@@ -592,11 +594,6 @@ impl Processor {
         }
     }
 
-    /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
-    pub(crate) fn default_backoff(&self) -> Duration {
-        self.settings.execution.default_backoff
-    }
-
     /// The essence of the object as Kopf defines it, without our own progress keys.
     fn essence(&self, body: &Value) -> Value {
         let mut essence = self.diffbase.build(body, &self.extra_fields);
@@ -908,6 +905,29 @@ impl Processor {
     }
 }
 
+impl DaemonHost for Processor {
+    fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation {
+        Processor::invocation(self, body, None, Diff::default(), None, None, options, node)
+    }
+
+    fn default_backoff(&self) -> Duration {
+        self.settings.execution.default_backoff
+    }
+
+    fn write<'a>(
+        &'a self,
+        uid: &'a str,
+        body: &'a Value,
+        patch: Patch,
+        node: &'a Tasks,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            // A failed write is logged and retried by the object's next cycle.
+            let _ = Processor::write(self, uid, body, patch, node).await;
+        })
+    }
+}
+
 /// Kopf's title of a cause, capitalized, for the log lines.
 fn title(reason: Reason) -> &'static str {
     match reason {
@@ -924,26 +944,6 @@ struct Cycle {
     patch: Patch,
     wakeup: Option<Duration>,
     handled: bool,
-}
-
-/// Kopf's result delivery: a map merges into `status.<id>`, anything else replaces it.
-pub(crate) fn deliver(patch: &mut Patch, id: &str, result: Value) {
-    match result {
-        Value::Object(map) => {
-            let status = patch.status();
-            let entry = status.entry(id.to_string()).or_insert_with(|| json!({}));
-            if !entry.is_object() {
-                *entry = json!({});
-            }
-            if let Some(existing) = entry.as_object_mut() {
-                existing.extend(map);
-            }
-        }
-        Value::Null => {}
-        other => {
-            patch.status().insert(id.to_string(), other);
-        }
-    }
 }
 
 /// Takes what a handler put in its patch.
