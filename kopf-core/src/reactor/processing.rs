@@ -34,18 +34,10 @@ use crate::configs::storage::{DiffBaseStorage, HandlerId, ProgressRecord, Progre
 use crate::actions::invocation::{SubHandler, SubHandlers};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::watching::Event;
+use crate::reactor::queueing::{Next, ObjectProcessor};
 
 /// How long a deletion waits for the object's daemons and timers to end before checking again.
 const DAEMONS_POLLING: Duration = Duration::from_secs(1);
-
-/// What a worker should do after processing.
-#[derive(Debug, Default)]
-pub(crate) struct Next {
-    /// Process the object again after this delay, even without new events (a retry is due).
-    pub(crate) wakeup: Option<Duration>,
-    /// The object is gone: the worker may end.
-    pub(crate) gone: bool,
-}
 
 /// What the operator remembers of an object between events (Kopf's memories).
 #[derive(Debug, Default)]
@@ -143,11 +135,6 @@ impl Processor {
         }
     }
 
-    /// The resource whose objects this processor handles.
-    pub(crate) fn resource(&self) -> &Resource {
-        &self.resource
-    }
-
     /// A label selector to send to the server: when every handler of this resource filters
     /// on the same plain labels, objects without them need not be watched at all.
     pub(crate) fn label_selector(&self) -> Option<String> {
@@ -169,19 +156,6 @@ impl Processor {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(memories.entry(uid.to_string()).or_default())
-    }
-
-    /// Lets go of the object's newest state when nothing is due for it: an operator at rest
-    /// keeps a few flags per object, not the objects (the next event brings the state again).
-    pub(crate) fn release(&self, uid: &str) {
-        if let Some(memory) = self
-            .memories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(uid)
-        {
-            memory.latest = None;
-        }
     }
 
     fn forget(&self, uid: &str) {
@@ -281,13 +255,6 @@ impl Processor {
                 wakeup: Some(delay),
                 gone: false,
             },
-        }
-    }
-
-    /// Counts a queued event for the filling of the indexes (see `indexing`, invariant 2).
-    pub(crate) fn expect(&self, event: &Event) {
-        if !self.indexers.is_empty() {
-            self.filler.expect(matches!(event, Event::Listed(_)));
         }
     }
 
@@ -902,6 +869,42 @@ impl Processor {
             }
         }
         cycle
+    }
+}
+
+impl ObjectProcessor for Processor {
+    fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// Counts a queued event for the filling of the indexes (see `structs::indexes`,
+    /// invariant 2).
+    fn expect(&self, event: &Event) {
+        if !self.indexers.is_empty() {
+            self.filler.expect(matches!(event, Event::Listed(_)));
+        }
+    }
+
+    fn process<'a>(
+        self: Arc<Self>,
+        uid: &'a str,
+        batch: Vec<Event>,
+        tasks: &'a Tasks,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Next> + Send + 'a>> {
+        Box::pin(async move { Processor::process(&self, uid, batch, tasks).await })
+    }
+
+    /// An operator at rest keeps a few flags per object, not the objects (the next event
+    /// brings the state again).
+    fn release(&self, uid: &str) {
+        if let Some(memory) = self
+            .memories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(uid)
+        {
+            memory.latest = None;
+        }
     }
 }
 

@@ -6,25 +6,60 @@
 //!    one, and a worker leaves the map (under its lock) only when its queue is empty, so no
 //!    event is ever sent to a worker that is going away.
 //! 2. Every raw event reaches the processor; only cause detection looks at the newest alone.
+//!
+//! The queue knows its processor only as an [`ObjectProcessor`]: what it needs of whatever
+//! processes the events it routes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::aiokits::metrics::ResourceMetrics;
-use crate::reactor::processing::Processor;
 use crate::aiokits::tasks::Tasks;
 use crate::helpers::sync::lock;
 use crate::clients::watching::Event;
+use crate::structs::resources::Resource;
 
 type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;
+
+/// What a worker should do after processing.
+#[derive(Debug, Default)]
+pub(crate) struct Next {
+    /// Process the object again after this delay, even without new events (a retry is due).
+    pub(crate) wakeup: Option<Duration>,
+    /// The object is gone: the worker may end.
+    pub(crate) gone: bool,
+}
+
+/// What processes the events that a queue routes, one object at a time.
+pub(crate) trait ObjectProcessor: Send + Sync + 'static {
+    /// The resource whose objects it processes (for the metrics).
+    fn resource(&self) -> &Resource;
+
+    /// Counts an event as queued, before its worker gets it.
+    fn expect(&self, event: &Event);
+
+    /// Processes a batch of events of the object `uid` (or, with an empty batch, its newest
+    /// state again because a retry is due).
+    fn process<'a>(
+        self: Arc<Self>,
+        uid: &'a str,
+        batch: Vec<Event>,
+        tasks: &'a Tasks,
+    ) -> Pin<Box<dyn Future<Output = Next> + Send + 'a>>;
+
+    /// Lets go of the object's newest state: nothing is due for it.
+    fn release(&self, uid: &str);
+}
 
 /// Routes the events of one watcher to per-object workers.
 pub(crate) struct Queue {
     workers: Workers,
-    processor: Arc<Processor>,
+    processor: Arc<dyn ObjectProcessor>,
     tasks: Tasks,
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
@@ -33,7 +68,7 @@ pub(crate) struct Queue {
 
 impl Queue {
     pub(crate) fn new(
-        processor: Arc<Processor>,
+        processor: Arc<dyn ObjectProcessor>,
         tasks: Tasks,
         limit: Option<usize>,
         idle_timeout: Duration,
@@ -98,7 +133,7 @@ struct Worker {
     uid: String,
     receiver: mpsc::UnboundedReceiver<Event>,
     workers: Workers,
-    processor: Arc<Processor>,
+    processor: Arc<dyn ObjectProcessor>,
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
     tasks: Tasks,
@@ -157,8 +192,11 @@ impl Worker {
                 }
                 continue;
             }
-            // Boxed: the processing future is large, and a worker waits far more than it works.
-            let next = Box::pin(self.processor.process(&self.uid, batch, &self.tasks)).await;
+            // Boxed (by the processor): the processing future is large, and a worker waits far
+            // more than it works.
+            let next = (self.processor.clone())
+                .process(&self.uid, batch, &self.tasks)
+                .await;
             if next.gone {
                 let mut workers = lock(&self.workers);
                 if self.receiver.is_empty() {
