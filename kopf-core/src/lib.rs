@@ -23,54 +23,54 @@
 //! task of it is left, and its connections are closed.
 
 // The layers, bottom up: each uses only those above it in this list (ARCHITECTURE.md).
-mod helpers;
-mod structs;
-mod configs;
+mod actions;
 mod aiokits;
 mod clients;
-mod actions;
-mod intents;
+mod configs;
 mod engines;
-mod reactor;
+mod helpers;
+mod intents;
 mod kits;
+mod reactor;
+mod structs;
 
 pub use configs::storage;
 pub use kits::hierarchies;
 pub use structs::{diff, filters};
 
 pub use actions::activity::{Activity, ActivityInvocation};
-pub use intents::activities::ActivityHandler;
-pub use intents::login::{LoginFn, LoginFuture, LoginHandler, LoginResult};
-pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
 pub use actions::blocking::blocking;
-pub use kits::cli::{run, run_with};
-pub use intents::daemons::{DaemonHandler, TimerHandler};
-pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
 pub use actions::invocation::{
     ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, Invocation, Reason, SubHandler,
     SubHandlers, WhenFn,
 };
-pub use intents::handlers::{ChangeHandler, EventHandler, Trigger};
-pub use kits::hierarchies::{
-    adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
-    remove_owner_reference,
-};
-pub use intents::indexing::IndexHandler;
-pub use structs::indexes::{Index, IndexKey, IndexValue, IntoIndexEntries, Store};
-pub use configs::lifecycles::Lifecycle;
-pub use structs::memos::Memo;
-pub use engines::metrics::{MetricsEndpoint, MetricsError};
-pub use reactor::operator::{Operator, OperatorError, Ready};
-pub use structs::patch::Patch;
 pub use actions::posting::{event, exception, info, warn};
+pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};
-pub use intents::registry::{AnyHandler, Registry};
-pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
+pub use configs::lifecycles::Lifecycle;
 pub use configs::settings::{
     ExecutionSettings, NetworkingSettings, PersistenceSettings, PostingSettings, ProcessSettings,
     QueueingSettings, ScanningSettings, Settings, WatchingSettings,
 };
-pub use aiokits::tasks::{StopReason, Stopped};
+pub use engines::metrics::{MetricsEndpoint, MetricsError};
+pub use intents::activities::ActivityHandler;
+pub use intents::daemons::{DaemonHandler, TimerHandler};
+pub use intents::handlers::{ChangeHandler, EventHandler, Trigger};
+pub use intents::indexing::IndexHandler;
+pub use intents::login::{LoginFn, LoginFuture, LoginHandler, LoginResult};
+pub use intents::registry::{AnyHandler, Registry};
+pub use kits::cli::{run, run_with};
+pub use kits::hierarchies::{
+    adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
+    remove_owner_reference,
+};
+pub use reactor::operator::{Operator, OperatorError, Ready};
+pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
+pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
+pub use structs::indexes::{Index, IndexKey, IndexValue, IntoIndexEntries, Store};
+pub use structs::memos::Memo;
+pub use structs::patch::Patch;
+pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
 
 pub use kopf_macros::{
     daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_probe,
@@ -94,25 +94,25 @@ pub mod __private {
         ActivityInvocation, ActivityScope, BorrowedActivityArgument, OwnedActivityArgument,
         SettingsSlot, blocking_activity,
     };
-    pub use crate::intents::activities::ActivityHandler;
-    pub use crate::actions::login::{LoginOutput, blocking_login};
-    pub use crate::intents::login::{LoginFuture, LoginHandler, LoginResult};
     pub use crate::actions::blocking::blocking;
-    pub use crate::intents::daemons::{DaemonHandler, TimerHandler};
     pub use crate::actions::extract::{
         BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
         TypedResource, args, output, result_output,
     };
-    pub use crate::structs::filters::{MetaFilter, ValueFilter};
-    pub use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult, Invocation};
-    pub use crate::intents::handlers::EventHandler;
-    pub use crate::intents::handlers::ChangeHandler;
     pub use crate::actions::indexing::{
-        BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexOf, IndexResult,
-        index_output, index_result_output,
+        BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexOf, IndexResult, index_output,
+        index_result_output,
     };
+    pub use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult, Invocation};
+    pub use crate::actions::login::{LoginOutput, blocking_login};
+    pub use crate::intents::activities::ActivityHandler;
+    pub use crate::intents::daemons::{DaemonHandler, TimerHandler};
+    pub use crate::intents::handlers::ChangeHandler;
+    pub use crate::intents::handlers::EventHandler;
     pub use crate::intents::indexing::IndexHandler;
-    pub use crate::structs::indexes::IntoIndexEntries;
+    pub use crate::intents::login::{LoginFuture, LoginHandler, LoginResult};
     pub use crate::intents::registry::{AnyHandler, Collected, Descriptor};
+    pub use crate::structs::filters::{MetaFilter, ValueFilter};
+    pub use crate::structs::indexes::IntoIndexEntries;
     pub use crate::structs::resources::Selector;
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use serde_json::Value;
 
-use crate::structs::errors::ErrorKind;
-use crate::actions::invocation::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
-use crate::clients::posting::Logger;
 use crate::actions::invocation::SubHandlers;
-use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::actions::invocation::{ErrorsMode, HandlerFn, HandlerResult, Invocation, Options};
 use crate::aiokits::metrics::Ended;
+use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
+use crate::clients::posting::Logger;
+use crate::structs::errors::ErrorKind;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,12 +24,12 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::actions::invocation::{HandlerResult, Invocation, Reason};
+use crate::clients::posting::{Events, Logger};
 use crate::structs::diff::Diff;
 use crate::structs::errors::{Error, PermanentError, Result};
-use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
-use crate::clients::posting::{Events, Logger};
 use crate::structs::resources::{Resource, Selector};
 
 /// One marker type per argument name, so that a conversion is chosen by name and type.

@@ -23,15 +23,15 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::posting::{Events, Logger};
+use crate::helpers::sync::lock;
 use crate::structs::diff::Diff;
 use crate::structs::errors::Result;
 use crate::structs::filters::{MetaFilter, ValueFilter};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
-use crate::clients::posting::{Events, Logger};
 use crate::structs::resources::Resource;
-use crate::helpers::sync::lock;
-use crate::aiokits::tasks::{StopReason, Tasks};
 
 /// What a handler function returns: a value to store in `status.<handler-id>`, or nothing.
 pub type HandlerResult = Result<Option<Value>>;
@@ -160,7 +160,11 @@ macro_rules! option_setters {
         }
 
         /// Only for objects whose annotation `key` passes the filter.
-        pub fn annotation(mut self, key: &str, filter: crate::structs::filters::MetaFilter) -> Self {
+        pub fn annotation(
+            mut self,
+            key: &str,
+            filter: crate::structs::filters::MetaFilter,
+        ) -> Self {
             self.options.annotations.insert(key.into(), filter);
             self
         }

@@ -96,8 +96,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 impl tower_service::Service<Request<Body>> for Connection {
     type Response = Response<Body>;
     type Error = BoxError;
-    type Future =
-        Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         Poll::Ready(Ok(()))
@@ -165,11 +164,7 @@ impl Connection {
         Ok(retried)
     }
 
-    fn count(
-        &self,
-        kind: Option<&RequestKind>,
-        response: &Result<Response<Body>, kube::Error>,
-    ) {
+    fn count(&self, kind: Option<&RequestKind>, response: &Result<Response<Body>, kube::Error>) {
         if let (Some(metrics), Some(kind)) = (&self.metrics, kind) {
             metrics.requested(kind, response.as_ref().ok().map(Response::status));
         }

@@ -45,9 +45,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use crate::structs::resources::Resource;
-use crate::configs::settings::PostingSettings;
 use crate::aiokits::tasks::Tasks;
+use crate::configs::settings::PostingSettings;
+use crate::structs::resources::Resource;
 
 /// Events queued beyond this many are dropped: handlers must never wait for posting.
 const QUEUE_CAPACITY: usize = 1024;

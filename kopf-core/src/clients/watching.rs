@@ -15,8 +15,8 @@ use rand::Rng as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::structs::resources::Resource;
 use crate::configs::settings::WatchingSettings;
+use crate::structs::resources::Resource;
 
 /// What a watcher reports, in order.
 #[derive(Debug, Clone)]
@@ -36,7 +36,6 @@ pub(crate) enum WatchError {
     #[error("the resource {0} is no longer served")]
     Gone(String),
 }
-
 
 /// Watches until `token` is cancelled (`Ok`) or the resource disappears (`Err`), calling
 /// `report` for every event in order.
@@ -238,5 +237,4 @@ mod tests {
         assert!(backoff(base, 3) >= Duration::from_millis(300));
         assert!(backoff(base, 100) <= Duration::from_millis(37_500));
     }
-
 }

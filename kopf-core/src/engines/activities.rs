@@ -164,7 +164,9 @@ impl Activities {
         &self,
         node: &Tasks,
     ) -> std::result::Result<Map<String, Value>, Failed> {
-        let default_backoff = crate::helpers::sync::lock(&self.settings).execution.default_backoff;
+        let default_backoff = crate::helpers::sync::lock(&self.settings)
+            .execution
+            .default_backoff;
         let attempts = self.handlers(Activity::Probe).map(|handler| async move {
             let invocation = self.invocation(handler, node, 0, time::OffsetDateTime::now_utc());
             let outcome = attempt(handler, invocation, default_backoff).await;
@@ -205,7 +207,9 @@ impl Activities {
             let started = time::OffsetDateTime::now_utc();
             let mut retry = 0;
             loop {
-                let default_backoff = crate::helpers::sync::lock(&self.settings).execution.default_backoff;
+                let default_backoff = crate::helpers::sync::lock(&self.settings)
+                    .execution
+                    .default_backoff;
                 let invocation = self.invocation(handler, node, retry, started);
                 match attempt(handler, invocation, default_backoff).await {
                     Outcome::Success(value) => {
@@ -244,7 +248,9 @@ impl Activities {
         let events = Poster::disabled().events(&Value::Null, &Resource::default());
         let settings = match handler.activity {
             Activity::Startup => self.settings.clone(),
-            _ => Arc::new(Mutex::new(crate::helpers::sync::lock(&self.settings).clone())),
+            _ => Arc::new(Mutex::new(
+                crate::helpers::sync::lock(&self.settings).clone(),
+            )),
         };
         let object = format!("the operator's {}", handler.activity);
         ActivityInvocation {

@@ -207,7 +207,6 @@ impl Authenticator {
     }
 }
 
-
 impl Relogin for Authenticator {
     fn current(&self) -> Option<(kube::Client, u64)> {
         self.current_client()

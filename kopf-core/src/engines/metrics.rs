@@ -58,7 +58,6 @@ impl MetricsEndpoint {
     }
 }
 
-
 /// A parsed `--metrics` URL: where to listen and the path to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MetricsUrl {

@@ -26,9 +26,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::engines::activities::Activities;
 use crate::aiokits::serving::{self, HttpUrl};
 use crate::aiokits::tasks::Tasks;
+use crate::engines::activities::Activities;
 
 /// How long probe results are kept (Kopf: 10 s).
 const CACHE_TIME: Duration = Duration::from_secs(10);

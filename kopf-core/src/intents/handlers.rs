@@ -14,7 +14,9 @@
 use std::fmt;
 use std::future::Future;
 
-use crate::actions::invocation::{HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters};
+use crate::actions::invocation::{
+    HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters,
+};
 use crate::structs::filters::ValueFilter;
 use crate::structs::resources::Selector;
 

@@ -3,13 +3,13 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::intents::activities::ActivityHandler;
-use crate::intents::login::LoginHandler;
 use crate::intents::daemons::Background;
-use crate::intents::daemons::TimerHandler;
 use crate::intents::daemons::DaemonHandler;
-use crate::intents::handlers::EventHandler;
+use crate::intents::daemons::TimerHandler;
 use crate::intents::handlers::ChangeHandler;
+use crate::intents::handlers::EventHandler;
 use crate::intents::indexing::IndexHandler;
+use crate::intents::login::LoginHandler;
 use crate::structs::resources::Selector;
 
 /// The handlers of an operator. Tests and embedders build one explicitly, so each operator

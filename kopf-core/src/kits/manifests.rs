@@ -17,8 +17,8 @@
 
 use serde_json::{Value, json};
 
-use crate::structs::namespaces::{NamespacePatternError, NamespacePatterns};
 use crate::intents::registry::Registry;
+use crate::structs::namespaces::{NamespacePatternError, NamespacePatterns};
 use crate::structs::resources::Selector;
 
 /// The comment heading the `rbac` output.
@@ -205,8 +205,8 @@ fn yaml(documents: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intents::handlers::EventHandler;
     use crate::intents::handlers::ChangeHandler;
+    use crate::intents::handlers::EventHandler;
 
     fn registry() -> Registry {
         Registry::new()

@@ -2,4 +2,5 @@
 
 pub(crate) mod cli;
 pub mod hierarchies;
+pub(crate) mod logging;
 pub(crate) mod manifests;

@@ -40,15 +40,15 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::scanning::{self, Groups};
+use crate::clients::watching::{self, Event};
+use crate::configs::settings::Settings;
+use crate::intents::registry::Registry;
 use crate::reactor::processing::{Common, Processor};
 use crate::reactor::queueing::Queue;
-use crate::intents::registry::Registry;
+use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::structs::resources::{Resource, Selector};
-use crate::clients::scanning::{self, Groups};
-use crate::configs::settings::Settings;
-use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::clients::watching::{self, Event};
 
 /// Discoveries are at least this far apart, however many reasons come.
 pub(crate) const MIN_GAP: Duration = Duration::from_secs(1);
@@ -588,8 +588,8 @@ async fn sleep(token: &CancellationToken, delay: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intents::handlers::EventHandler;
     use crate::intents::handlers::ChangeHandler;
+    use crate::intents::handlers::EventHandler;
 
     fn resource(group: &str, plural: &str, verbs: &[&str]) -> Resource {
         Resource {

@@ -19,23 +19,23 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::activity::Activity;
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::work::Work;
 use crate::clients::auth::{self, Login};
+use crate::clients::posting::Poster;
+use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
-use crate::intents::login::LoginHandler;
-use crate::structs::credentials::LoginError;
 use crate::engines::probing::LivenessError;
-use crate::actions::activity::Activity;
+use crate::intents::login::LoginHandler;
+use crate::intents::registry::Registry;
+use crate::reactor::observation::Observer;
+use crate::reactor::processing::Common;
+use crate::structs::credentials::LoginError;
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::namespaces::NamespacePatterns;
-use crate::reactor::observation::Observer;
-use crate::clients::posting::Poster;
-use crate::reactor::processing::Common;
-use crate::intents::registry::Registry;
-use crate::configs::settings::Settings;
-use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::aiokits::work::Work;
 
 /// Why an operator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -321,7 +321,8 @@ impl Operator {
             if let Some(url) = &self.metrics {
                 let metrics = crate::aiokits::metrics::Metrics::new();
                 tasks.measure(metrics.clone());
-                let url = crate::engines::metrics::MetricsUrl::parse(url).map_err(OperatorError::Metrics)?;
+                let url = crate::engines::metrics::MetricsUrl::parse(url)
+                    .map_err(OperatorError::Metrics)?;
                 crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
                     .await
                     .map_err(OperatorError::Metrics)?;
@@ -375,7 +376,10 @@ impl Operator {
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
         let indexes = Indexes::new(
-            self.registry.indexes.iter().map(|h| (h.id.clone(), h.empty_index())),
+            self.registry
+                .indexes
+                .iter()
+                .map(|h| (h.id.clone(), h.empty_index())),
             self.ready.subscribe(),
         );
         let observer = Observer {

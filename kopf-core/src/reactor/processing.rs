@@ -3,64 +3,43 @@
 //! lifecycle picks (one by default: Kopf's `asap`), their progress records and results, and
 //! the patch that stores all of it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::actions::delivery::deliver;
-use crate::engines::daemons::{self, DaemonHost, Daemons};
-use crate::intents::daemons::Background;
-use crate::structs::diff::{self, Diff};
+use crate::actions::delivery::{deliver, take_patch};
 use crate::actions::execution::{self, Outcome};
-use crate::structs::filters;
-use crate::actions::invocation::{Invocation, Options, Reason};
-use crate::intents::handlers::Trigger;
-use crate::intents::handlers::EventHandler;
-use crate::intents::handlers::ChangeHandler;
-use crate::engines::indexing::{self, IndexedEvent, IndexingState};
+use crate::actions::invocation::{ErrorsMode, Invocation, Options, Reason};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::patching::{self, Target};
+use crate::clients::posting::{Logger, Poster};
+use crate::clients::watching::Event;
+use crate::configs::settings::Settings;
+use crate::configs::storage::timestamps;
+use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
+use crate::engines::daemons::{self, DaemonHost};
+use crate::engines::indexing::{self, IndexedEvent};
+use crate::intents::daemons::Background;
+use crate::intents::handlers::{ChangeHandler, EventHandler};
 use crate::intents::indexing::IndexHandler;
+use crate::intents::registry::Registry;
+use crate::reactor::causes::{self, Selected};
+use crate::reactor::invocations::{Change, Invocations};
+use crate::reactor::memories::{Memories, Memory};
+use crate::reactor::progress::{self, Records};
+use crate::reactor::queueing::{Next, ObjectProcessor};
+use crate::reactor::subhandling::{Cause, SubHandling};
+use crate::structs::diff;
+use crate::structs::filters;
 use crate::structs::indexes::{Filler, Indexes};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
-use crate::clients::patching::{self, Target};
-use crate::clients::posting::{Logger, Poster};
-use crate::intents::registry::Registry;
 use crate::structs::resources::{Resource, Selector};
-use crate::configs::settings::Settings;
-use crate::configs::storage::{DiffBaseStorage, HandlerId, ProgressRecord, ProgressStorage};
-use crate::actions::invocation::{SubHandler, SubHandlers};
-use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::clients::watching::Event;
-use crate::reactor::queueing::{Next, ObjectProcessor};
 
 /// How long a deletion waits for the object's daemons and timers to end before checking again.
 const DAEMONS_POLLING: Duration = Duration::from_secs(1);
-
-/// What the operator remembers of an object between events (Kopf's memories).
-#[derive(Debug, Default)]
-struct Memory {
-    /// Seen at least once (its newest state may have been let go since).
-    seen: bool,
-    /// First seen in a listing (not a watch event): resume handlers apply.
-    listed: bool,
-    /// A cause was completely handled since the operator started: no more resuming.
-    handled_once: bool,
-    /// The newest state seen, while the object's worker lives.
-    latest: Option<Arc<Value>>,
-    /// After our own PATCH: the version to wait for, and until when.
-    awaited: Option<(Vec<String>, Instant)>,
-    /// Failed writes in a row, for throttling.
-    failures: usize,
-    /// The object's memo: a shallow copy of the operator's, made on first sight.
-    memo: Option<Memo>,
-    /// The object's daemons and timers.
-    daemons: Daemons,
-    /// The object's failed indexing, per index.
-    indexing: BTreeMap<String, IndexingState>,
-}
 
 /// What the processors of one operator share.
 #[derive(Debug, Clone)]
@@ -77,13 +56,12 @@ pub(crate) struct Common {
 
 /// Processes the objects of one resource.
 pub(crate) struct Processor {
-    client: kube::Client,
-    resource: Resource,
+    /// What every invocation of this resource's handlers carries.
+    invocations: Invocations,
     changes: Vec<ChangeHandler>,
     events: Vec<EventHandler>,
     background: Vec<Background>,
     indexers: Vec<IndexHandler>,
-    indexes: Indexes,
     filler: Filler,
     /// Whether some timer waits for objects to be idle (so their essence is compared).
     idle_timers: bool,
@@ -91,8 +69,8 @@ pub(crate) struct Processor {
     progress: Arc<dyn ProgressStorage>,
     diffbase: Arc<dyn DiffBaseStorage>,
     extra_fields: Vec<Vec<String>>,
-    memories: Mutex<HashMap<String, Memory>>,
-    poster: Poster,
+    memories: Memories,
+    /// The operator's memo, copied into each object's on first sight.
     memo: Memo,
     /// Limits the writes in flight, so that a burst of objects does not open a connection each.
     writes: Arc<tokio::sync::Semaphore>,
@@ -117,21 +95,23 @@ impl Processor {
         Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
-            client,
-            resource,
+            invocations: Invocations {
+                client,
+                resource,
+                poster: common.poster,
+                indexes: common.indexes.clone(),
+            },
             changes,
             events,
             idle_timers: background.iter().any(Background::waits_for_idle),
             background,
             settings,
             extra_fields,
-            memories: Mutex::default(),
-            poster: common.poster,
+            memories: Memories::default(),
             memo: common.memo,
             writes: common.writes,
             indexers: registry.indexes_for(selectors).cloned().collect(),
             filler: common.indexes.filler(),
-            indexes: common.indexes,
         }
     }
 
@@ -151,18 +131,7 @@ impl Processor {
     }
 
     fn memory<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> T {
-        let mut memories = self
-            .memories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(memories.entry(uid.to_string()).or_default())
-    }
-
-    fn forget(&self, uid: &str) {
-        self.memories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(uid);
+        self.memories.with(uid, f)
     }
 
     /// Processes a batch of events of one object (or, with an empty batch, its newest state
@@ -204,7 +173,7 @@ impl Processor {
         }
         if deleted {
             self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
-            self.forget(uid);
+            self.memories.forget(uid);
             return Next {
                 wakeup: None,
                 gone: true,
@@ -278,15 +247,8 @@ impl Processor {
                     if !self.object_matches(&handler.options, object) {
                         return None;
                     }
-                    let invocation = self.invocation(
-                        object.clone(),
-                        None,
-                        Diff::default(),
-                        None,
-                        None,
-                        &handler.options,
-                        tasks,
-                    );
+                    let invocation =
+                        self.invocation(object.clone(), Change::default(), &handler.options, tasks);
                     match &handler.options.when {
                         Some(when) if !when(&invocation) => None,
                         _ => Some(invocation),
@@ -296,7 +258,7 @@ impl Processor {
         };
         let backoff = self.settings.execution.default_backoff;
         indexing::update(
-            &self.indexes,
+            &self.invocations.indexes,
             &self.indexers,
             event,
             &mut states,
@@ -313,7 +275,7 @@ impl Processor {
     async fn indexes_filled(&self, tasks: &Tasks) -> bool {
         let handles =
             !self.changes.is_empty() || !self.events.is_empty() || !self.background.is_empty();
-        !handles || self.indexes.filled(tasks.token()).await
+        !handles || self.invocations.indexes.filled(tasks.token()).await
     }
 
     /// Sends a patch to the object and remembers the version to wait for. On failure, the
@@ -338,8 +300,8 @@ impl Processor {
             }
         }
         let target = Target {
-            client: &self.client,
-            resource: &self.resource,
+            client: &self.invocations.client,
+            resource: &self.invocations.resource,
             namespace: body["metadata"]["namespace"].as_str(),
             name: body["metadata"]["name"].as_str().unwrap_or_default(),
             stop: tasks.token(),
@@ -404,20 +366,13 @@ impl Processor {
             if !self.object_matches(&handler.options, object) {
                 continue;
             }
-            let mut invocation = self.invocation(
-                object.clone(),
-                None,
-                Diff::default(),
-                None,
-                None,
-                &handler.options,
-                tasks,
-            );
+            let mut invocation =
+                self.invocation(object.clone(), Change::default(), &handler.options, tasks);
             invocation.event_type = kind.map(String::from);
             // As Kopf's local logger: event handlers' logs are never posted as Events.
             invocation.logger = Logger::new(
                 tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()),
-                Poster::disabled().events(object, &self.resource),
+                Poster::disabled().events(object, &self.invocations.resource),
             );
             if handler
                 .options
@@ -431,7 +386,7 @@ impl Processor {
             // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
             // seen twice); `execute` logs them.
             let options = Options {
-                errors: crate::actions::invocation::ErrorsMode::Ignored,
+                errors: ErrorsMode::Ignored,
                 ..handler.options.clone()
             };
             let outcome = execution::execute(
@@ -463,48 +418,27 @@ impl Processor {
             )
     }
 
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an invocation has that many parts"
-    )]
-    pub(crate) fn invocation(
-        &self,
-        body: Arc<Value>,
-        reason: Option<Reason>,
-        diff: Diff,
-        old: Option<Value>,
-        new: Option<Value>,
-        options: &Options,
-        tasks: &Tasks,
-    ) -> Invocation {
-        let events = self.poster.events(&body, &self.resource);
+    /// The object's memo: a shallow copy of the operator's, made on first sight.
+    fn memo_of(&self, body: &Value) -> Memo {
         let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
-        let memo = self.memory(uid, |memory| {
+        self.memory(uid, |memory| {
             memory
                 .memo
                 .get_or_insert_with(|| self.memo.shallow_copy())
                 .clone()
-        });
-        Invocation {
-            body,
-            resource: self.resource.clone(),
-            reason,
-            event_type: None,
-            diff,
-            old,
-            new,
-            retry: 0,
-            started: time::OffsetDateTime::now_utc(),
-            param: options.param.clone(),
-            patch: Arc::default(),
-            client: self.client.clone(),
-            node: tasks.child(),
-            logger: Logger::new(tracing::Span::none(), events.clone()),
-            events,
-            memo,
-            indexes: self.indexes.clone(),
-            subhandlers: Default::default(),
-        }
+        })
+    }
+
+    /// An invocation of a handler with these options on the object, for this change.
+    fn invocation(
+        &self,
+        body: Arc<Value>,
+        change: Change,
+        options: &Options,
+        tasks: &Tasks,
+    ) -> Invocation {
+        let memo = self.memo_of(&body);
+        self.invocations.make(body, memo, change, options, tasks)
     }
 
     /// The daemons and timers whose filters the object passes.
@@ -513,15 +447,9 @@ impl Processor {
             .iter()
             .filter(|h| self.object_matches(h.options(), body))
             .filter(|h| match &h.options().when {
-                Some(when) => when(&self.invocation(
-                    body.clone(),
-                    None,
-                    Diff::default(),
-                    None,
-                    None,
-                    h.options(),
-                    tasks,
-                )),
+                Some(when) => {
+                    when(&self.invocation(body.clone(), Change::default(), h.options(), tasks))
+                }
                 None => true,
             })
             .collect()
@@ -639,115 +567,69 @@ impl Processor {
         });
         let new = self.essence(body);
         let diff = diff::diff(old.as_ref(), Some(&new));
-        let reason = if deleting {
-            Reason::Delete
-        } else if old.is_none() {
-            Reason::Create
-        } else if diff.is_empty() && initial {
-            Reason::Resume
-        } else if diff.is_empty() {
+        let Some(reason) = causes::detect(deleting, old.as_ref(), &diff, initial) else {
             return cycle; // NOOP
-        } else {
-            Reason::Update
         };
-        let selected: Vec<(&ChangeHandler, Diff, Option<Value>, Option<Value>)> = matching
+        let selected = causes::select(matching, reason, initial, &diff, old.as_ref(), &new);
+        let selected: Vec<Selected<'_>> = selected
             .into_iter()
-            .filter_map(|handler| {
-                let runs = match handler.trigger {
-                    Trigger::Create => reason == Reason::Create,
-                    Trigger::Update => reason == Reason::Update,
-                    Trigger::Delete { .. } => reason == Reason::Delete,
-                    Trigger::Resume { deleted } => {
-                        initial && (reason != Reason::Delete || deleted) && reason != Reason::Create
-                    }
-                    Trigger::Field => {
-                        matches!(reason, Reason::Create | Reason::Update | Reason::Resume)
-                    }
-                };
-                if !runs {
-                    return None;
-                }
-                let (diff, old, new) = match &handler.options.field {
-                    Some(field) => {
-                        let narrowed = diff.reduce(field);
-                        let old_value = old.as_ref().and_then(|o| diff::resolve(o, field)).cloned();
-                        let new_value = diff::resolve(&new, field).cloned();
-                        let needs_change =
-                            matches!(handler.trigger, Trigger::Field | Trigger::Update);
-                        if needs_change && reason != Reason::Resume && narrowed.is_empty() {
-                            return None;
-                        }
-                        let o = &handler.options;
-                        if !filters::match_field_change(
-                            o.value.as_ref(),
-                            o.old.as_ref(),
-                            o.new.as_ref(),
-                            old_value.as_ref(),
-                            new_value.as_ref(),
-                        ) {
-                            return None;
-                        }
-                        (narrowed, old_value, new_value)
-                    }
-                    None => (diff.clone(), old.clone(), Some(new.clone())),
-                };
-                Some((handler, diff, old, new))
-            })
-            .collect();
-        let selected: Vec<_> = selected
-            .into_iter()
-            .filter(|(handler, diff, old, new)| match &handler.options.when {
+            .filter(|s| match &s.handler.options.when {
                 Some(when) => when(&self.invocation(
                     body.clone(),
-                    Some(reason),
-                    diff.clone(),
-                    old.clone(),
-                    new.clone(),
-                    &handler.options,
+                    Change {
+                        reason: Some(reason),
+                        diff: s.diff.clone(),
+                        old: s.old.clone(),
+                        new: s.new.clone(),
+                    },
+                    &s.handler.options,
                     tasks,
                 )),
                 None => true,
             })
             .collect();
 
-        // Progress: records of another purpose are stale (superseded) and start afresh.
-        let now = crate::configs::storage::timestamps::now();
-        let mut records: BTreeMap<String, ProgressRecord> = BTreeMap::new();
-        for (handler, ..) in &selected {
-            let id = HandlerId::new(handler.id.as_str());
-            let record = self
-                .progress
-                .fetch(&id, body)
-                .filter(|r| r.purpose.as_deref().is_none_or(|p| p == reason.as_str()))
-                .unwrap_or_default();
-            records.insert(handler.id.clone(), record);
-        }
-        let is_done = |r: &ProgressRecord| r.success || r.failure;
-        let due = |r: &ProgressRecord| r.delayed.is_none_or(|d| d <= now);
+        let now = timestamps::now();
+        let mut records: Records = selected
+            .iter()
+            .map(|s| {
+                let id = s.handler.id.as_str();
+                (
+                    id.to_string(),
+                    progress::fetch(&*self.progress, id, body, reason),
+                )
+            })
+            .collect();
+        let ids: Vec<&str> = selected.iter().map(|s| s.handler.id.as_str()).collect();
         // As Kopf, the lifecycle plans among the awakened handlers, in registration order.
-        let awakened: Vec<_> = selected
-            .iter()
-            .filter(|(h, ..)| records.get(&h.id).is_some_and(|r| !is_done(r) && due(r)))
-            .collect();
-        let retries: Vec<u32> = awakened
-            .iter()
-            .map(|(h, ..)| records.get(&h.id).map_or(0, |r| r.retries))
-            .collect();
-        let plan = self.settings.execution.lifecycle.plan(&retries);
+        let plan = progress::plan(&self.settings.execution.lifecycle, &ids, &records);
+        let memo = self.memo_of(body);
+        let subhandling = SubHandling {
+            invocations: &self.invocations,
+            progress: &*self.progress,
+            lifecycle: &self.settings.execution.lifecycle,
+            default_backoff: self.settings.execution.default_backoff,
+        };
         let mut merge = json!({});
         let mut finished_any = false;
-        for (handler, narrowed, old_value, new_value) in plan.into_iter().map(|i| awakened[i]) {
+        for Selected {
+            handler,
+            diff,
+            old,
+            new,
+        } in plan.into_iter().map(|i| &selected[i])
+        {
             let record = records.get(&handler.id).cloned().unwrap_or_default();
             let started = record.started.unwrap_or(now);
-            let mut invocation = self.invocation(
-                body.clone(),
-                Some(reason),
-                narrowed.clone(),
-                old_value.clone(),
-                new_value.clone(),
-                &handler.options,
-                tasks,
-            );
+            let change = Change {
+                reason: Some(reason),
+                diff: diff.clone(),
+                old: old.clone(),
+                new: new.clone(),
+            };
+            let mut invocation =
+                self.invocations
+                    .make(body.clone(), memo.clone(), change, &handler.options, tasks);
             invocation.retry = record.retries;
             invocation.started = started;
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
@@ -762,29 +644,30 @@ impl Processor {
                 invocation,
             )
             .await;
-            cycle.patch.merge(take(&patch));
+            cycle.patch.merge(take_patch(&patch));
             let mut subrefs = record.subrefs.clone();
-            let context = Context {
+            let cause = Cause {
                 body,
+                memo: &memo,
                 reason,
-                diff: narrowed,
-                old: old_value,
-                new: new_value,
+                diff,
+                old,
+                new,
                 tasks,
             };
-            let outcome = self
-                .with_subhandlers(
+            let outcome = subhandling
+                .settle_parent(
                     &handler.id,
                     outcome,
                     &subhandlers,
-                    &context,
+                    &cause,
                     &mut records,
                     &mut cycle.patch,
                     &mut subrefs,
                     &logger,
                 )
                 .await;
-            let Some(mut updated) = settle(
+            let Some(mut updated) = progress::settle(
                 &handler.id,
                 &record,
                 started,
@@ -803,21 +686,8 @@ impl Processor {
             finished_any = true;
         }
 
-        let all_done = records.values().all(is_done);
-        if all_done {
-            let mut purged: Vec<HandlerId> = Vec::new();
-            for (id, record) in &records {
-                purged.push(HandlerId::new(id.as_str()));
-                purged.extend(record.subrefs.iter().cloned());
-            }
-            for (handler, ..) in &selected {
-                purged.push(HandlerId::new(handler.id.as_str()));
-            }
-            purged.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-            purged.dedup();
-            for id in &purged {
-                self.progress.purge(id, body, &mut merge);
-            }
+        if records.values().all(progress::is_done) {
+            progress::purge(&*self.progress, &records, &ids, body, &mut merge);
             if reason == Reason::Delete {
                 if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
                     cycle.patch.operation(operation);
@@ -829,7 +699,7 @@ impl Processor {
             // Sub-handlers are counted in their parents.
             let top: Vec<&ProgressRecord> = records
                 .iter()
-                .filter(|(id, _)| selected.iter().any(|(h, ..)| h.id == **id))
+                .filter(|(id, _)| ids.contains(&id.as_str()))
                 .map(|(_, record)| record)
                 .collect();
             if !top.is_empty() {
@@ -837,31 +707,18 @@ impl Processor {
                 let failed = top.iter().filter(|r| r.failure).count();
                 let logger = Logger::new(
                     tracing::info_span!(target: "kopf::handler", "object", object.name = body["metadata"]["name"].as_str(), object.namespace = body["metadata"]["namespace"].as_str(), reason = %reason),
-                    self.poster.events(body, &self.resource),
+                    self.invocations
+                        .poster
+                        .events(body, &self.invocations.resource),
                 );
                 logger.info(format_args!(
                     "{} is processed: {succeeded} succeeded; {failed} failed.",
-                    title(reason)
+                    progress::title(reason)
                 ));
             }
         } else {
-            for (id, record) in &records {
-                let stored = self.progress.fetch(&HandlerId::new(id.as_str()), body);
-                if stored.as_ref() != Some(record) {
-                    self.progress
-                        .store(&HandlerId::new(id.as_str()), record, body, &mut merge);
-                }
-            }
-            let now = crate::configs::storage::timestamps::now();
-            cycle.wakeup = records
-                .values()
-                .filter(|r| !is_done(r))
-                .map(|r| {
-                    r.delayed
-                        .map(|d| (d - now).try_into().unwrap_or(Duration::ZERO))
-                        .unwrap_or(Duration::ZERO)
-                })
-                .min();
+            progress::store(&*self.progress, &records, body, &mut merge);
+            cycle.wakeup = progress::next_due(records.values());
         }
         if let Value::Object(merge) = merge {
             for (key, value) in merge {
@@ -874,7 +731,7 @@ impl Processor {
 
 impl ObjectProcessor for Processor {
     fn resource(&self) -> &Resource {
-        &self.resource
+        &self.invocations.resource
     }
 
     /// Counts a queued event for the filling of the indexes (see `structs::indexes`,
@@ -897,20 +754,13 @@ impl ObjectProcessor for Processor {
     /// An operator at rest keeps a few flags per object, not the objects (the next event
     /// brings the state again).
     fn release(&self, uid: &str) {
-        if let Some(memory) = self
-            .memories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(uid)
-        {
-            memory.latest = None;
-        }
+        self.memories.release(uid);
     }
 }
 
 impl DaemonHost for Processor {
     fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation {
-        Processor::invocation(self, body, None, Diff::default(), None, None, options, node)
+        Processor::invocation(self, body, Change::default(), options, node)
     }
 
     fn default_backoff(&self) -> Duration {
@@ -931,288 +781,10 @@ impl DaemonHost for Processor {
     }
 }
 
-/// Kopf's title of a cause, capitalized, for the log lines.
-fn title(reason: Reason) -> &'static str {
-    match reason {
-        Reason::Create => "Creation",
-        Reason::Update => "Updating",
-        Reason::Delete => "Deletion",
-        Reason::Resume => "Resuming",
-    }
-}
-
 /// What one processing cycle produced.
 #[derive(Debug, Default)]
 struct Cycle {
     patch: Patch,
     wakeup: Option<Duration>,
     handled: bool,
-}
-
-/// Takes what a handler put in its patch.
-fn take(patch: &Mutex<Patch>) -> Patch {
-    std::mem::take(
-        &mut *patch
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
-}
-
-/// A handler's progress record after an attempt (which `execute` logged), with its result
-/// delivered to the patch; `None` when the attempt was aborted (nothing to record).
-fn settle(
-    id: &str,
-    record: &ProgressRecord,
-    started: time::OffsetDateTime,
-    reason: Reason,
-    outcome: Outcome,
-    patch: &mut Patch,
-) -> Option<ProgressRecord> {
-    let finished = crate::configs::storage::timestamps::now();
-    let mut updated = record.clone();
-    updated.started = Some(started);
-    updated.purpose = Some(reason.as_str().to_string());
-    updated.retries = record.retries + 1;
-    match outcome {
-        Outcome::Success(result) => {
-            updated.success = true;
-            updated.stopped = Some(finished);
-            updated.delayed = None;
-            updated.message = None;
-            if let Some(result) = result {
-                deliver(patch, id, result);
-            }
-        }
-        Outcome::Failure(message) => {
-            updated.failure = true;
-            updated.stopped = Some(finished);
-            updated.delayed = None;
-            updated.message = Some(message);
-        }
-        Outcome::Retry { delay, message } => {
-            let at = finished + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO);
-            updated.delayed = Some(at);
-            updated.message = (!message.is_empty()).then_some(message);
-        }
-        Outcome::Aborted => return None,
-    }
-    Some(updated)
-}
-
-/// Logs how a parent stands once its sub-handlers settled, as Kopf's `execute` does for a
-/// handler that registered some.
-fn report_parent(id: &str, outcome: &Outcome, logger: &Logger) {
-    match outcome {
-        Outcome::Success(_) => logger.info(format_args!("Handler '{id}' succeeded.")),
-        Outcome::Failure(message) => {
-            logger.error(format_args!("Handler '{id}' failed permanently: {message}"));
-        }
-        Outcome::Retry { .. } => {
-            tracing::debug!(target: "kopf::handler", parent: logger.span(), "Handler '{id}' has unfinished sub-handlers. Will retry soon.");
-        }
-        Outcome::Aborted => {}
-    }
-}
-
-/// What the handlers of one cause see, for the sub-handlers of one of them.
-struct Context<'a> {
-    body: &'a Arc<Value>,
-    reason: Reason,
-    diff: &'a Diff,
-    old: &'a Option<Value>,
-    new: &'a Option<Value>,
-    tasks: &'a Tasks,
-}
-
-/// How the sub-handlers of a parent stand after a cycle.
-struct Settled {
-    /// Their ids (`parent/child`), at any depth.
-    ids: Vec<String>,
-    /// `Success` when all succeeded, `Failure` when all finished and some failed, `Retry`
-    /// (with an empty message) while some are unfinished, `Aborted` when stopping.
-    outcome: Outcome,
-}
-
-impl Processor {
-    /// After a handler's call: runs the sub-handlers it registered, if any, adds their ids to
-    /// `subrefs`, and tells how the handler stands (its own outcome when it registered none).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the parent's record and the cycle's state, lent for the call"
-    )]
-    async fn with_subhandlers(
-        self: &Arc<Self>,
-        id: &str,
-        outcome: Outcome,
-        registered: &SubHandlers,
-        context: &Context<'_>,
-        records: &mut BTreeMap<String, ProgressRecord>,
-        patch: &mut Patch,
-        subrefs: &mut Vec<HandlerId>,
-        logger: &Logger,
-    ) -> Outcome {
-        let Outcome::Success(result) = &outcome else {
-            return outcome;
-        };
-        let children = registered.take();
-        if children.is_empty() {
-            return outcome;
-        }
-        let settled = self
-            .run_subhandlers(id, children, context, records, patch)
-            .await;
-        for nested in settled.ids {
-            let nested = HandlerId::new(nested.as_str());
-            if !subrefs.contains(&nested) {
-                subrefs.push(nested);
-            }
-        }
-        let outcome = match settled.outcome {
-            Outcome::Success(_) => Outcome::Success(result.clone()),
-            other => other,
-        };
-        report_parent(id, &outcome, logger);
-        outcome
-    }
-
-    /// Runs the due sub-handlers that a parent registered (in the lifecycle's order), records
-    /// their progress in `records`, and tells how they stand.
-    fn run_subhandlers<'a>(
-        self: &'a Arc<Self>,
-        parent: &'a str,
-        children: Vec<SubHandler>,
-        context: &'a Context<'a>,
-        records: &'a mut BTreeMap<String, ProgressRecord>,
-        patch: &'a mut Patch,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Settled> + Send + 'a>> {
-        Box::pin(async move {
-            let body = context.body;
-            let reason = context.reason;
-            let now = crate::configs::storage::timestamps::now();
-            let ids: Vec<String> = children
-                .iter()
-                .map(|c| format!("{parent}/{}", c.id))
-                .collect();
-            for id in &ids {
-                if !records.contains_key(id) {
-                    let record = self
-                        .progress
-                        .fetch(&HandlerId::new(id.as_str()), body)
-                        .filter(|r| r.purpose.as_deref().is_none_or(|p| p == reason.as_str()))
-                        .unwrap_or_default();
-                    records.insert(id.clone(), record);
-                }
-            }
-            let is_done = |r: &ProgressRecord| r.success || r.failure;
-            let due = |r: &ProgressRecord| r.delayed.is_none_or(|d| d <= now);
-            let awakened: Vec<usize> = (0..children.len())
-                .filter(|&i| records.get(&ids[i]).is_some_and(|r| !is_done(r) && due(r)))
-                .collect();
-            let retries: Vec<u32> = awakened
-                .iter()
-                .map(|&i| records.get(&ids[i]).map_or(0, |r| r.retries))
-                .collect();
-            let mut all_ids = ids.clone();
-            for i in self
-                .settings
-                .execution
-                .lifecycle
-                .plan(&retries)
-                .into_iter()
-                .map(|i| awakened[i])
-            {
-                let (child, id) = (&children[i], &ids[i]);
-                let record = records.get(id).cloned().unwrap_or_default();
-                let started = record.started.unwrap_or(now);
-                let mut invocation = self.invocation(
-                    body.clone(),
-                    Some(reason),
-                    context.diff.clone(),
-                    context.old.clone(),
-                    context.new.clone(),
-                    &child.options,
-                    context.tasks,
-                );
-                invocation.retry = record.retries;
-                invocation.started = started;
-                invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
-                let written = invocation.patch.clone();
-                let logger = invocation.logger.clone();
-                let grandchildren = invocation.subhandlers.clone();
-                let outcome = execution::execute(
-                    id,
-                    &child.function,
-                    &child.options,
-                    self.settings.execution.default_backoff,
-                    invocation,
-                )
-                .await;
-                patch.merge(take(&written));
-                let mut subrefs = record.subrefs.clone();
-                let outcome = self
-                    .with_subhandlers(
-                        id,
-                        outcome,
-                        &grandchildren,
-                        context,
-                        records,
-                        patch,
-                        &mut subrefs,
-                        &logger,
-                    )
-                    .await;
-                let Some(mut updated) = settle(id, &record, started, reason, outcome, patch) else {
-                    return Settled {
-                        ids: all_ids,
-                        outcome: Outcome::Aborted,
-                    };
-                };
-                updated.subrefs = subrefs;
-                records.insert(id.clone(), updated);
-            }
-            for id in &ids {
-                if let Some(record) = records.get(id) {
-                    all_ids.extend(record.subrefs.iter().map(|s| s.as_str().to_string()));
-                }
-            }
-            all_ids.sort();
-            all_ids.dedup();
-            let pending: Vec<&ProgressRecord> = ids
-                .iter()
-                .filter_map(|id| records.get(id))
-                .filter(|r| !is_done(r))
-                .collect();
-            let outcome = if pending.is_empty() {
-                let failed: Vec<&str> = ids
-                    .iter()
-                    .filter(|id| records.get(*id).is_some_and(|r| r.failure))
-                    .map(String::as_str)
-                    .collect();
-                if failed.is_empty() {
-                    Outcome::Success(None)
-                } else {
-                    Outcome::Failure(format!("sub-handlers failed: {}", failed.join(", ")))
-                }
-            } else {
-                let now = crate::configs::storage::timestamps::now();
-                let delay = pending
-                    .iter()
-                    .map(|r| {
-                        r.delayed.map_or(Duration::ZERO, |d| {
-                            (d - now).try_into().unwrap_or(Duration::ZERO)
-                        })
-                    })
-                    .min()
-                    .unwrap_or(Duration::ZERO);
-                Outcome::Retry {
-                    delay,
-                    message: String::new(),
-                }
-            };
-            Settled {
-                ids: all_ids,
-                outcome,
-            }
-        })
-    }
 }

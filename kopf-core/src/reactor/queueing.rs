@@ -11,17 +11,17 @@
 //! processes the events it routes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
-use crate::helpers::sync::lock;
 use crate::clients::watching::Event;
+use crate::helpers::sync::lock;
 use crate::structs::resources::Resource;
 
 type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;

@@ -1,0 +1,279 @@
+//! The command line's tests: parsing, the environment, exit codes, subcommands, `--help`.
+
+use serde_json::Value;
+
+use super::*;
+
+fn options(args: &[&str], env: &[(&str, &str)]) -> Result<Options, clap::Error> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let cli = parse_from(std::iter::once("my-operator").chain(args.iter().copied()))?;
+    resolve(cli.args(), |name| {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+}
+
+#[test]
+fn run_is_the_default_subcommand() {
+    let plain = options(&["-n", "default", "-n", "kube-*,!kube-system", "-v"], &[]).unwrap();
+    let explicit = options(
+        &[
+            "run",
+            "-n",
+            "default",
+            "--namespace=kube-*,!kube-system",
+            "--verbose",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(plain, explicit);
+    assert_eq!(
+        plain.namespaces,
+        Some(vec![
+            "default".to_string(),
+            "kube-*,!kube-system".to_string()
+        ])
+    );
+    assert_eq!(plain.filter, Some(VERBOSE));
+    assert_eq!(plain.format, LogFormat::Full);
+    assert!(!plain.clusterwide);
+}
+
+#[test]
+fn neither_namespaces_nor_all_serves_the_cluster() {
+    let options = options(&[], &[]).unwrap();
+    assert_eq!(options.namespaces, None);
+    assert!(!options.clusterwide);
+    assert_eq!(options.filter, None);
+    let all = super::tests::options(&["-A", "--log-format", "json", "-q"], &[]).unwrap();
+    assert!(all.clusterwide);
+    assert_eq!(all.format, LogFormat::Json);
+    assert_eq!(all.filter, Some("warn"));
+}
+
+#[test]
+fn debug_and_verbose_beat_quiet() {
+    assert_eq!(options(&["-q", "-d"], &[]).unwrap().filter, Some("debug"));
+    assert_eq!(options(&["-qv"], &[]).unwrap().filter, Some(VERBOSE));
+}
+
+#[test]
+fn namespaces_and_all_namespaces_conflict() {
+    let error = options(&["-n", "default", "-A"], &[]).unwrap_err();
+    assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+    assert_eq!(error.exit_code(), 2);
+    let error = options(&["-A"], &[("KOPF_RUN_NAMESPACE", "default")]).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    let error = options(&["-n", "x"], &[("KOPF_RUN_CLUSTERWIDE", "true")]).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+}
+
+#[test]
+fn bad_arguments_exit_with_2() {
+    for args in [
+        &["--log-format", "xml"][..],
+        &["--liveness", "http://:8080/"],
+        &["-P", "x"],
+    ] {
+        let error = options(args, &[]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{args:?}");
+    }
+    assert_eq!(options(&["--help"], &[]).unwrap_err().exit_code(), 0);
+}
+
+#[test]
+fn metrics_from_the_command_line_or_the_environment() {
+    let url = "http://0.0.0.0:9090/metrics";
+    assert_eq!(
+        options(&["--metrics", url], &[])
+            .unwrap()
+            .metrics
+            .as_deref(),
+        Some(url)
+    );
+    let from_env = options(&[], &[("KOPF_RUN_METRICS", url)]).unwrap();
+    assert_eq!(from_env.metrics.as_deref(), Some(url));
+    assert_eq!(options(&[], &[]).unwrap().metrics, None);
+    let bad = options(&[], &[("KOPF_RUN_METRICS", "https://0.0.0.0:9090/")]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+    let bad = options(&["--metrics", "0.0.0.0:9090"], &[]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+    assert!(bad.to_string().contains("http://HOST:PORT/PATH"), "{bad}");
+}
+
+#[test]
+fn liveness_from_the_command_line_or_the_environment() {
+    let url = "http://0.0.0.0:8080/healthz";
+    assert_eq!(
+        options(&["-L", url], &[]).unwrap().liveness.as_deref(),
+        Some(url)
+    );
+    let from_env = options(&[], &[("KOPF_RUN_LIVENESS", url)]).unwrap();
+    assert_eq!(from_env.liveness.as_deref(), Some(url));
+    let given = options(
+        &["--liveness=http://127.0.0.1:9/x"],
+        &[("KOPF_RUN_LIVENESS", url)],
+    );
+    assert_eq!(
+        given.unwrap().liveness.as_deref(),
+        Some("http://127.0.0.1:9/x")
+    );
+    assert_eq!(options(&[], &[]).unwrap().liveness, None);
+    let bad = options(&[], &[("KOPF_RUN_LIVENESS", "https://0.0.0.0:8080/")]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+    assert_eq!(
+        options(&["-L", "ftp://x/"], &[]).unwrap_err().exit_code(),
+        2
+    );
+}
+
+#[test]
+fn environment_variables_as_kopfs_click_cli() {
+    let env = [
+        ("KOPF_RUN_NAMESPACES", "ns1  ns2-*"),
+        ("KOPF_RUN_NAMESPACE", "legacy"),
+        ("KOPF_RUN_VERBOSE", "yes"),
+        ("KOPF_RUN_LOG_FORMAT", "PLAIN"),
+    ];
+    let options = options(&[], &env).unwrap();
+    assert_eq!(
+        options.namespaces,
+        Some(vec!["ns1".into(), "ns2-*".into(), "legacy".into()])
+    );
+    assert_eq!(options.filter, Some(VERBOSE));
+    assert_eq!(options.format, LogFormat::Plain);
+    // The command line wins over the environment (the legacy variable is still added).
+    let given = super::tests::options(&["-n", "cli", "--log-format=json"], &env).unwrap();
+    assert_eq!(given.namespaces, Some(vec!["cli".into(), "legacy".into()]));
+    assert_eq!(given.format, LogFormat::Json);
+    // Flags off, empty values ignored, nonsense refused.
+    let off = super::tests::options(
+        &[],
+        &[("KOPF_RUN_CLUSTERWIDE", "0"), ("KOPF_RUN_QUIET", "")],
+    )
+    .unwrap();
+    assert!(!off.clusterwide);
+    assert_eq!(off.filter, None);
+    let on = super::tests::options(&[], &[("KOPF_RUN_CLUSTERWIDE", "on")]).unwrap();
+    assert!(on.clusterwide);
+    let bad = super::tests::options(&[], &[("KOPF_RUN_DEBUG", "maybe")]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+}
+
+#[test]
+fn exit_codes() {
+    assert_eq!(exit_code(Ok(())), ExitCode::SUCCESS);
+    assert_eq!(
+        exit_code(Err(OperatorError::Interrupted)),
+        ExitCode::from(130)
+    );
+    assert_eq!(
+        exit_code(Err(OperatorError::Namespaces("x".into()))),
+        ExitCode::FAILURE
+    );
+}
+
+#[test]
+fn crd_and_rbac_subcommands() {
+    let cli = parse_from(["my-operator", "crd"]).unwrap();
+    assert!(matches!(cli.command, Some(Command::Crd)));
+    let registry = Registry::new().with(crate::ChangeHandler::on_create(
+        crate::Selector::new("kopf.dev", "v1", "kopfexamples"),
+        "create_fn",
+        |_| async { Ok(None) },
+    ));
+    let rbac_of = |args: &[&str], env: &[(&str, &str)]| {
+        let cli = parse_from(["my-operator", "rbac"].iter().chain(args)).unwrap();
+        let Some(Command::Rbac(args)) = cli.command else {
+            panic!("not rbac: {cli:?}");
+        };
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        rbac(&registry, args, |name| {
+            env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    };
+    let documents = |text: String| -> Vec<Value> {
+        text.split("\n---\n")
+            .skip(1)
+            .map(|doc| serde_norway::from_str(doc).unwrap())
+            .collect()
+    };
+    let all = documents(rbac_of(&["-A"], &[]).unwrap());
+    let kinds: Vec<&Value> = all.iter().map(|d| &d["kind"]).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    );
+    assert_eq!(all[0]["metadata"]["name"], "kopf-operator");
+    let named = documents(
+        rbac_of(
+            &[
+                "-n",
+                "ns1",
+                "--service-account=op",
+                "--service-account-namespace",
+                "ops",
+                "--no-service-account",
+            ],
+            &[],
+        )
+        .unwrap(),
+    );
+    let kinds: Vec<&Value> = named.iter().map(|d| &d["kind"]).collect();
+    assert_eq!(
+        kinds,
+        ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    );
+    assert_eq!(
+        named[2]["metadata"],
+        serde_json::json!({"name": "op", "namespace": "ns1"})
+    );
+    assert_eq!(
+        named[3]["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}])
+    );
+    assert_eq!(
+        named[2]["rules"][0]["resources"],
+        serde_json::json!(["kopfexamples"])
+    );
+    // Kopf's environment variables too; bad patterns are usage errors.
+    let from_env = documents(rbac_of(&[], &[("KOPF_RUN_NAMESPACE", "ns2")]).unwrap());
+    assert_eq!(from_env[3]["metadata"]["namespace"], "ns2");
+    assert_eq!(rbac_of(&["-n", "a,,b"], &[]).unwrap_err().exit_code(), 2);
+    assert_eq!(
+        parse_from(["my-operator", "rbac", "-n", "x", "-A"])
+            .unwrap_err()
+            .exit_code(),
+        2
+    );
+}
+
+/// The `--help` text, compared with `tests/cli_help.txt`; run with `KOPF_UPDATE_HELP=1`
+/// to rewrite that file after an intended change.
+#[test]
+fn help_snapshot() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli_help.txt");
+    let top = parse_from(["my-operator", "--help"]).unwrap_err();
+    let run = parse_from(["my-operator", "run", "--help"]).unwrap_err();
+    let rbac = parse_from(["my-operator", "rbac", "--help"]).unwrap_err();
+    let actual = format!(
+        "$ my-operator --help\n{}\n$ my-operator run --help\n{}\n$ my-operator rbac --help\n{}",
+        top.render(),
+        run.render(),
+        rbac.render()
+    );
+    if std::env::var_os("KOPF_UPDATE_HELP").is_some() {
+        std::fs::write(path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(
+        actual, expected,
+        "--help changed; if intended, rerun with KOPF_UPDATE_HELP=1"
+    );
+}

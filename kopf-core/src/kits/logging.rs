@@ -1,0 +1,271 @@
+//! Kopf's log lines: the `plain`, `full` and `json` formats of `--log-format`, with the object
+//! an event is about (from its spans' `object.name` and `object.namespace`).
+
+use std::fmt::{self, Write as _};
+
+use clap::ValueEnum;
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// The log formats of `--log-format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// `[namespace/name] message`.
+    Plain,
+    /// `[time] target [LEVEL] [namespace/name] message`.
+    #[default]
+    Full,
+    /// `{"message": ..., "timestamp": ..., "severity": ..., "object": {...}}`.
+    Json,
+}
+
+/// Installs the subscriber with Kopf's log format, unless the program has installed one;
+/// `filter` (a tracing filter) or else `RUST_LOG`, else INFO, decides what is logged.
+pub(crate) fn init(filter: Option<&'static str>, format: LogFormat) {
+    let filter = match filter {
+        Some(filter) => EnvFilter::new(filter),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let _already_installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(SpanFields)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .event_format(KopfFormat(format)),
+        )
+        .try_init();
+}
+
+/// A layer that keeps each span's fields as JSON, for the formatter to find an event's object.
+#[derive(Debug)]
+struct SpanFields;
+
+/// The fields of a span, in its extensions.
+#[derive(Debug, Default)]
+struct Fields(Map<String, Value>);
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            let mut fields = Fields::default();
+            attrs.record(&mut fields);
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            let mut extensions = span.extensions_mut();
+            if let Some(fields) = extensions.get_mut::<Fields>() {
+                values.record(fields);
+            }
+        }
+    }
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(
+            field.name().to_string(),
+            Value::String(format!("{value:?}")),
+        );
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0
+            .insert(field.name().to_string(), Value::String(value.to_string()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_string(), value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_string(), value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().to_string(), value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_string(), value.into());
+    }
+}
+
+/// Kopf's log formats, for `tracing`.
+#[derive(Debug, Clone, Copy)]
+struct KopfFormat(LogFormat);
+
+impl<S, N> FormatEvent<S, N> for KopfFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        // The spans' fields, outermost first, then the event's own.
+        let mut context = Map::new();
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                if let Some(fields) = span.extensions().get::<Fields>() {
+                    context.extend(fields.0.clone());
+                }
+            }
+        }
+        let mut own = Fields::default();
+        event.record(&mut own);
+        let message = match own.0.remove("message") {
+            Some(Value::String(message)) => message,
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        let name = context.remove("object.name");
+        let namespace = context.remove("object.namespace");
+        let metadata = event.metadata();
+        let now = time::OffsetDateTime::now_utc();
+        if self.0 == LogFormat::Json {
+            let mut line = Map::new();
+            line.insert("message".into(), message.into());
+            let timestamp = now
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            line.insert("timestamp".into(), timestamp.into());
+            line.insert("severity".into(), severity(metadata.level()).into());
+            line.insert("target".into(), metadata.target().into());
+            if let Some(name) = name {
+                let mut object = Map::new();
+                object.insert("name".into(), name);
+                if let Some(namespace) = namespace.filter(|n| !n.is_null()) {
+                    object.insert("namespace".into(), namespace);
+                }
+                line.insert("object".into(), object.into());
+            }
+            line.extend(context);
+            line.extend(own.0);
+            return writeln!(writer, "{}", Value::Object(line));
+        }
+        if self.0 == LogFormat::Full {
+            let format = time::macros::format_description!(
+                "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
+            );
+            let timestamp = now.format(&format).unwrap_or_default();
+            let level = severity(metadata.level()).to_uppercase();
+            write!(
+                writer,
+                "[{timestamp}] {:<20.20} [{level:<8.8}] ",
+                metadata.target()
+            )?;
+        }
+        let text = |value: &Value| match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        match (name.as_ref(), namespace.as_ref().filter(|n| !n.is_null())) {
+            (Some(name), Some(namespace)) => {
+                write!(writer, "[{}/{}] ", text(namespace), text(name))?
+            }
+            (Some(name), None) => write!(writer, "[{}] ", text(name))?,
+            _ => {}
+        }
+        let mut line = message;
+        for (key, value) in &own.0 {
+            let _ = write!(line, " {key}={}", text(value));
+        }
+        writeln!(writer, "{line}")
+    }
+}
+
+/// Kopf's (Python's) level names.
+fn severity(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warning",
+        Level::INFO => "info",
+        _ => "debug",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_formats() {
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(data);
+                Ok(data.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = |format: LogFormat| {
+            let buffer = Buffer::default();
+            let writer = buffer.clone();
+            let subscriber = tracing_subscriber::registry().with(SpanFields).with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(move || writer.clone())
+                    .event_format(KopfFormat(format)),
+            );
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!(
+                    "handler",
+                    handler.id = "create_fn",
+                    object.name = "one",
+                    object.namespace = "ns"
+                );
+                tracing::info!(target: "kopf::objects", parent: &span, "Handler 'create_fn' succeeded.");
+                tracing::warn!(target: "kopf::operator", tasks = 2, "outside");
+            });
+            String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+        };
+        assert_eq!(
+            lines(LogFormat::Plain),
+            "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\n"
+        );
+        let full = lines(LogFormat::Full);
+        let first = full.lines().next().unwrap();
+        assert!(first.starts_with('['), "{full}");
+        assert!(
+            first.ends_with(
+                "] kopf::objects        [INFO    ] [ns/one] Handler 'create_fn' succeeded."
+            ),
+            "{full}"
+        );
+        let json = lines(LogFormat::Json);
+        let first: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(first["message"], "Handler 'create_fn' succeeded.");
+        assert_eq!(first["severity"], "info");
+        assert_eq!(
+            first["object"],
+            serde_json::json!({"name": "one", "namespace": "ns"})
+        );
+        assert_eq!(first["handler.id"], "create_fn");
+        let second: Value = serde_json::from_str(json.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(second["severity"], "warning");
+        assert_eq!(second["tasks"], 2);
+    }
+}

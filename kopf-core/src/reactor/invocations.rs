@@ -1,0 +1,67 @@
+//! Invocations of the handlers of one resource's objects, made alike for every kind of
+//! handler: change, event, index, daemon and timer handlers and sub-handlers.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::actions::invocation::{Invocation, Options, Reason};
+use crate::aiokits::tasks::Tasks;
+use crate::clients::posting::{Logger, Poster};
+use crate::structs::diff::Diff;
+use crate::structs::indexes::Indexes;
+use crate::structs::memos::Memo;
+use crate::structs::resources::Resource;
+
+/// What every invocation of one resource's handlers carries.
+#[derive(Clone)]
+pub(crate) struct Invocations {
+    pub(crate) client: kube::Client,
+    pub(crate) resource: Resource,
+    pub(crate) poster: Poster,
+    pub(crate) indexes: Indexes,
+}
+
+/// What one call is about: the cause and the change a handler sees.
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    pub(crate) reason: Option<Reason>,
+    pub(crate) diff: Diff,
+    pub(crate) old: Option<Value>,
+    pub(crate) new: Option<Value>,
+}
+
+impl Invocations {
+    /// An invocation of a handler with these options on the object's body, with the object's
+    /// memo, in a child node of `tasks`.
+    pub(crate) fn make(
+        &self,
+        body: Arc<Value>,
+        memo: Memo,
+        change: Change,
+        options: &Options,
+        tasks: &Tasks,
+    ) -> Invocation {
+        let events = self.poster.events(&body, &self.resource);
+        Invocation {
+            body,
+            resource: self.resource.clone(),
+            reason: change.reason,
+            event_type: None,
+            diff: change.diff,
+            old: change.old,
+            new: change.new,
+            retry: 0,
+            started: time::OffsetDateTime::now_utc(),
+            param: options.param.clone(),
+            patch: Arc::default(),
+            client: self.client.clone(),
+            node: tasks.child(),
+            logger: Logger::new(tracing::Span::none(), events.clone()),
+            events,
+            memo,
+            indexes: self.indexes.clone(),
+            subhandlers: Default::default(),
+        }
+    }
+}

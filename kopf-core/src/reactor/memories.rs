@@ -1,0 +1,61 @@
+//! What the operator remembers of each object between events (Kopf's memories).
+//!
+//! Invariant: the map's lock is held only for short, synchronous reads and changes of one
+//! object's memory, never across an `.await`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::engines::daemons::Daemons;
+use crate::engines::indexing::IndexingState;
+use crate::helpers::sync::lock;
+use crate::structs::memos::Memo;
+
+/// What the operator remembers of one object.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// Seen at least once (its newest state may have been let go since).
+    pub(crate) seen: bool,
+    /// First seen in a listing (not a watch event): resume handlers apply.
+    pub(crate) listed: bool,
+    /// A cause was completely handled since the operator started: no more resuming.
+    pub(crate) handled_once: bool,
+    /// The newest state seen, while the object's worker lives.
+    pub(crate) latest: Option<Arc<Value>>,
+    /// After our own PATCH: the versions to wait for, and until when.
+    pub(crate) awaited: Option<(Vec<String>, Instant)>,
+    /// Failed writes in a row, for throttling.
+    pub(crate) failures: usize,
+    /// The object's memo: a shallow copy of the operator's, made on first sight.
+    pub(crate) memo: Option<Memo>,
+    /// The object's daemons and timers.
+    pub(crate) daemons: Daemons,
+    /// The object's failed indexing, per index.
+    pub(crate) indexing: BTreeMap<String, IndexingState>,
+}
+
+/// The memories of the objects of one resource, by uid.
+#[derive(Debug, Default)]
+pub(crate) struct Memories(Mutex<HashMap<String, Memory>>);
+
+impl Memories {
+    /// Calls `f` with the object's memory (an empty one on first sight).
+    pub(crate) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> T {
+        f(lock(&self.0).entry(uid.to_string()).or_default())
+    }
+
+    /// Lets go of the object's newest state: the next event brings it again.
+    pub(crate) fn release(&self, uid: &str) {
+        if let Some(memory) = lock(&self.0).get_mut(uid) {
+            memory.latest = None;
+        }
+    }
+
+    /// Forgets the object: it is gone.
+    pub(crate) fn forget(&self, uid: &str) {
+        lock(&self.0).remove(uid);
+    }
+}

@@ -1,0 +1,222 @@
+//! Sub-handlers (Kopf's `@kopf.subhandler`): after a handler's call, the sub-handlers it
+//! registered run in the lifecycle's order, each with a progress record of its own under
+//! `parent/child`, and the parent stands as they do (see [`SubHandlers`](crate::SubHandlers)).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::actions::delivery::take_patch;
+use crate::actions::execution::{self, Outcome};
+use crate::actions::invocation::{Reason, SubHandler, SubHandlers};
+use crate::aiokits::tasks::Tasks;
+use crate::clients::posting::Logger;
+use crate::configs::lifecycles::Lifecycle;
+use crate::configs::storage::timestamps;
+use crate::configs::storage::{HandlerId, ProgressStorage};
+use crate::reactor::invocations::{Change, Invocations};
+use crate::reactor::progress::{self, Records};
+use crate::structs::diff::Diff;
+use crate::structs::memos::Memo;
+use crate::structs::patch::Patch;
+
+/// What the handlers of one cause see, and so their sub-handlers.
+pub(crate) struct Cause<'a> {
+    pub(crate) body: &'a Arc<Value>,
+    pub(crate) memo: &'a Memo,
+    pub(crate) reason: Reason,
+    pub(crate) diff: &'a Diff,
+    pub(crate) old: &'a Option<Value>,
+    pub(crate) new: &'a Option<Value>,
+    pub(crate) tasks: &'a Tasks,
+}
+
+/// What running sub-handlers needs: how to invoke them, where their progress is kept, and
+/// the order and pace of their attempts.
+pub(crate) struct SubHandling<'a> {
+    pub(crate) invocations: &'a Invocations,
+    pub(crate) progress: &'a dyn ProgressStorage,
+    pub(crate) lifecycle: &'a Lifecycle,
+    pub(crate) default_backoff: Duration,
+}
+
+/// How the sub-handlers of a parent stand after a cycle.
+struct Settled {
+    /// Their ids (`parent/child`), at any depth.
+    ids: Vec<String>,
+    /// `Success` when all succeeded, `Failure` when all finished and some failed, `Retry`
+    /// (with an empty message) while some are unfinished, `Aborted` when stopping.
+    outcome: Outcome,
+}
+
+impl SubHandling<'_> {
+    /// After a handler's call: runs the sub-handlers it registered, if any, adds their ids to
+    /// `subrefs`, and tells how the handler stands (its own outcome when it registered none).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parent's record and the cycle's state, lent for the call"
+    )]
+    pub(crate) async fn settle_parent(
+        &self,
+        id: &str,
+        outcome: Outcome,
+        registered: &SubHandlers,
+        cause: &Cause<'_>,
+        records: &mut Records,
+        patch: &mut Patch,
+        subrefs: &mut Vec<HandlerId>,
+        logger: &Logger,
+    ) -> Outcome {
+        let Outcome::Success(result) = &outcome else {
+            return outcome;
+        };
+        let children = registered.take();
+        if children.is_empty() {
+            return outcome;
+        }
+        let settled = self.run(id, children, cause, records, patch).await;
+        for nested in settled.ids {
+            let nested = HandlerId::new(nested.as_str());
+            if !subrefs.contains(&nested) {
+                subrefs.push(nested);
+            }
+        }
+        let outcome = match settled.outcome {
+            Outcome::Success(_) => Outcome::Success(result.clone()),
+            other => other,
+        };
+        report_parent(id, &outcome, logger);
+        outcome
+    }
+
+    /// Runs the due sub-handlers that a parent registered (in the lifecycle's order), records
+    /// their progress in `records`, and tells how they stand.
+    fn run<'a>(
+        &'a self,
+        parent: &'a str,
+        children: Vec<SubHandler>,
+        cause: &'a Cause<'a>,
+        records: &'a mut Records,
+        patch: &'a mut Patch,
+    ) -> Pin<Box<dyn Future<Output = Settled> + Send + 'a>> {
+        Box::pin(async move {
+            let (body, reason) = (cause.body, cause.reason);
+            let now = timestamps::now();
+            let ids: Vec<String> = children
+                .iter()
+                .map(|c| format!("{parent}/{}", c.id))
+                .collect();
+            for id in &ids {
+                if !records.contains_key(id) {
+                    let record = progress::fetch(self.progress, id, body, reason);
+                    records.insert(id.clone(), record);
+                }
+            }
+            let mut all_ids = ids.clone();
+            let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+            for i in progress::plan(self.lifecycle, &names, records) {
+                let (child, id) = (&children[i], &ids[i]);
+                let record = records.get(id).cloned().unwrap_or_default();
+                let started = record.started.unwrap_or(now);
+                let change = Change {
+                    reason: Some(reason),
+                    diff: cause.diff.clone(),
+                    old: cause.old.clone(),
+                    new: cause.new.clone(),
+                };
+                let mut invocation = self.invocations.make(
+                    body.clone(),
+                    cause.memo.clone(),
+                    change,
+                    &child.options,
+                    cause.tasks,
+                );
+                invocation.retry = record.retries;
+                invocation.started = started;
+                invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
+                let written = invocation.patch.clone();
+                let logger = invocation.logger.clone();
+                let grandchildren = invocation.subhandlers.clone();
+                let outcome = execution::execute(
+                    id,
+                    &child.function,
+                    &child.options,
+                    self.default_backoff,
+                    invocation,
+                )
+                .await;
+                patch.merge(take_patch(&written));
+                let mut subrefs = record.subrefs.clone();
+                let outcome = self
+                    .settle_parent(
+                        id,
+                        outcome,
+                        &grandchildren,
+                        cause,
+                        records,
+                        patch,
+                        &mut subrefs,
+                        &logger,
+                    )
+                    .await;
+                let Some(mut updated) =
+                    progress::settle(id, &record, started, reason, outcome, patch)
+                else {
+                    return Settled {
+                        ids: all_ids,
+                        outcome: Outcome::Aborted,
+                    };
+                };
+                updated.subrefs = subrefs;
+                records.insert(id.clone(), updated);
+            }
+            for id in &ids {
+                if let Some(record) = records.get(id) {
+                    all_ids.extend(record.subrefs.iter().map(|s| s.as_str().to_string()));
+                }
+            }
+            all_ids.sort();
+            all_ids.dedup();
+            let outcome = match progress::next_due(ids.iter().filter_map(|id| records.get(id))) {
+                Some(delay) => Outcome::Retry {
+                    delay,
+                    message: String::new(),
+                },
+                None => {
+                    let failed: Vec<&str> = ids
+                        .iter()
+                        .filter(|id| records.get(*id).is_some_and(|r| r.failure))
+                        .map(String::as_str)
+                        .collect();
+                    if failed.is_empty() {
+                        Outcome::Success(None)
+                    } else {
+                        Outcome::Failure(format!("sub-handlers failed: {}", failed.join(", ")))
+                    }
+                }
+            };
+            Settled {
+                ids: all_ids,
+                outcome,
+            }
+        })
+    }
+}
+
+/// Logs how a parent stands once its sub-handlers settled, as Kopf's `execute` does for a
+/// handler that registered some.
+fn report_parent(id: &str, outcome: &Outcome, logger: &Logger) {
+    match outcome {
+        Outcome::Success(_) => logger.info(format_args!("Handler '{id}' succeeded.")),
+        Outcome::Failure(message) => {
+            logger.error(format_args!("Handler '{id}' failed permanently: {message}"));
+        }
+        Outcome::Retry { .. } => {
+            tracing::debug!(target: "kopf::handler", parent: logger.span(), "Handler '{id}' has unfinished sub-handlers. Will retry soon.");
+        }
+        Outcome::Aborted => {}
+    }
+}
