@@ -9,6 +9,7 @@ mod changes;
 mod daemons;
 mod indexes;
 mod interop;
+mod layers;
 mod login;
 mod logs;
 mod macros;
