@@ -293,7 +293,7 @@ borrowed! {
     memo: &'a Memo => |scope| scope.invocation.memo();
     events: &'a Events => |scope| scope.invocation.events();
     stopped: &'a tokio_util::sync::CancellationToken => |scope| scope.invocation.stopped();
-    subhandlers: &'a crate::SubHandlers => |scope| scope.invocation.subhandlers();
+    subhandlers: &'a crate::actions::invocation::SubHandlers => |scope| scope.invocation.subhandlers();
 }
 
 #[diagnostic::do_not_recommend]
@@ -338,8 +338,8 @@ owned! {
     memo: Memo => |invocation| invocation.memo().clone();
     events: Events => |invocation| invocation.events().clone();
     stopped: tokio_util::sync::CancellationToken => |invocation| invocation.stopped().clone();
-    stopped: crate::Stopped => |invocation| crate::Stopped::new(invocation.node.clone());
-    subhandlers: crate::SubHandlers => |invocation| invocation.subhandlers().clone();
+    stopped: crate::aiokits::tasks::Stopped => |invocation| crate::aiokits::tasks::Stopped::new(invocation.node.clone());
+    subhandlers: crate::actions::invocation::SubHandlers => |invocation| invocation.subhandlers().clone();
 }
 
 #[diagnostic::do_not_recommend]

@@ -172,7 +172,7 @@ macro_rules! option_setters {
         /// Only when the predicate holds.
         pub fn when(
             mut self,
-            predicate: impl Fn(&crate::Invocation) -> bool + Send + Sync + 'static,
+            predicate: impl Fn(&crate::actions::invocation::Invocation) -> bool + Send + Sync + 'static,
         ) -> Self {
             self.options.when = Some(std::sync::Arc::new(predicate));
             self
@@ -224,7 +224,7 @@ impl Invocation {
     /// would not help until the object changes.
     pub fn spec_as<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
         T::deserialize(&self.body["spec"]).map_err(|error| {
-            crate::PermanentError::new(format!(
+            crate::structs::errors::PermanentError::new(format!(
                 "spec does not match {}: {error}",
                 std::any::type_name::<T>()
             ))
@@ -236,7 +236,7 @@ impl Invocation {
     /// type); a mismatch is a [`PermanentError`](crate::PermanentError).
     pub fn body_as<K: serde::de::DeserializeOwned>(&self) -> Result<K> {
         K::deserialize(&*self.body).map_err(|error| {
-            crate::PermanentError::new(format!(
+            crate::structs::errors::PermanentError::new(format!(
                 "the object does not match {}: {error}",
                 std::any::type_name::<K>()
             ))

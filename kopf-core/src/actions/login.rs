@@ -1,13 +1,24 @@
-//! One call of a login handler as attributed functions make it: the sync adapter and the
-//! conversion of what they return into credentials.
+//! One call of a login handler: what its function returns, the sync adapter, and the
+//! conversion of what attributed functions return into credentials.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use crate::actions::invocation::Invocation;
 use crate::helpers::sync::lock;
-use crate::intents::login::{LoginFuture, LoginResult};
 use crate::structs::credentials::{ConnectionInfo, Credentials};
-use crate::structs::errors::Error;
+use crate::structs::errors::{Error, Result};
+
+/// What a login handler's function returns: credentials, or `None` when it has none to give
+/// (the next login handler is asked).
+pub type LoginResult = Result<Option<Credentials>>;
+
+/// A boxed login future.
+pub type LoginFuture = Pin<Box<dyn Future<Output = LoginResult> + Send + 'static>>;
+
+/// A login function as the framework stores it.
+pub type LoginFn = Arc<dyn Fn(Invocation) -> LoginFuture + Send + Sync>;
 
 /// A sync login function, run on the operator's threads (as [`crate::blocking`] does for
 /// other handlers). Used by `#[kopf::on_login]` on a plain `fn`.

@@ -177,7 +177,7 @@ mod tests {
         current
             .clone()
             .enter(|| async move {
-                crate::info(&*own, "Created", "own");
+                info(&*own, "Created", "own");
                 let child = k8s_openapi::api::core::v1::ConfigMap {
                     metadata: kube::api::ObjectMeta {
                         name: Some("child".into()),
@@ -186,13 +186,13 @@ mod tests {
                     },
                     ..Default::default()
                 };
-                crate::warn(&child, "Adopted", format_args!("by {}", 1));
+                warn(&child, "Adopted", format_args!("by {}", 1));
                 let many = json!([
                     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
                     {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}},
                 ]);
-                crate::exception(&many, "Failed", "boom".parse::<u32>().unwrap_err());
-                crate::event(&*own, "Custom", "Any", "whatever");
+                exception(&many, "Failed", "boom".parse::<u32>().unwrap_err());
+                event(&*own, "Custom", "Any", "whatever");
                 tokio::task::yield_now().await;
             })
             .await;
@@ -208,8 +208,8 @@ mod tests {
             "the own object referred to as its resource says, nothing about the Event"
         );
 
-        crate::info(&*current.body, "Outside", "not posted, not a panic");
-        crate::warn(&*current.body, "Outside", "not posted, not a panic");
+        info(&*current.body, "Outside", "not posted, not a panic");
+        warn(&*current.body, "Outside", "not posted, not a panic");
         assert_eq!(drain(&mut queue), Vec::<Value>::new());
     }
 
@@ -220,10 +220,10 @@ mod tests {
             scope.spawn(|| {
                 current.clone().enter_sync(|| {
                     let own = &*current.body;
-                    crate::info(own, "Info", "below the level");
-                    crate::warn(own, "Warn", "at the level");
-                    crate::exception(own, "Error", "above the level");
-                    crate::event(own, "Normal", "Event", "whatever the level");
+                    info(own, "Info", "below the level");
+                    warn(own, "Warn", "at the level");
+                    exception(own, "Error", "above the level");
+                    event(own, "Normal", "Event", "whatever the level");
                 });
             });
         });

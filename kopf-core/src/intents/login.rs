@@ -2,22 +2,12 @@
 //! operator's credentials.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::actions::invocation::{Invocation, Options};
+use crate::actions::login::{LoginFn, LoginFuture};
 use crate::structs::credentials::Credentials;
 use crate::structs::errors::Result;
-
-/// What a login handler's function returns: credentials, or `None` when it has none to give
-/// (the next login handler is asked).
-pub type LoginResult = Result<Option<Credentials>>;
-
-/// A boxed login future.
-pub type LoginFuture = Pin<Box<dyn Future<Output = LoginResult> + Send + 'static>>;
-
-/// A login function as the framework stores it.
-pub type LoginFn = Arc<dyn Fn(Invocation) -> LoginFuture + Send + Sync>;
 
 /// A login handler (`on_login`, Kopf's `@kopf.on.login`): gives the credentials of the
 /// operator's client at the start, and again whenever the API server answers `401`.

@@ -234,7 +234,7 @@ inventory::collect!(Collected);
 
 /// A function annotated with `#[kopf::on_*]`: the attribute generates a type of the same name
 /// (types and functions live in different namespaces) implementing this trait, so that
-/// [`handlers!`](crate::actions::invocation) can name the function.
+/// [`handlers!`](crate::handlers) can name the function.
 #[doc(hidden)]
 pub trait Descriptor {
     /// The handler that the attribute describes.
@@ -251,7 +251,7 @@ impl Registry {
     /// never names is silently left out, even when it is listed in `Cargo.toml`. Refer to it
     /// from the binary: `use my_handlers as _;` is enough (checked on Linux with the default
     /// linker, in debug and release builds); calling a function of it is sure everywhere. Or
-    /// build the registry explicitly with [`handlers!`](crate::actions::invocation).
+    /// build the registry explicitly with [`handlers!`](crate::handlers).
     pub fn collected() -> Self {
         let mut collected: Vec<&Collected> = inventory::iter::<Collected>.into_iter().collect();
         collected.sort_by_key(|c| (c.module, c.line));
@@ -261,28 +261,4 @@ impl Registry {
         }
         registry
     }
-}
-
-/// A [`Registry`] of the named `#[kopf::on_*]` functions, in the order given: what tests and
-/// embedders use to run exactly the handlers they name.
-///
-/// ```
-/// #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
-/// async fn create_fn(name: &str) -> kopf::Result<serde_json::Value> {
-///     Ok(serde_json::json!({"message": format!("hello {name}")}))
-/// }
-///
-/// mod more {
-///     #[kopf::on_delete("kopfexamples", optional)]
-///     pub(crate) async fn delete_fn() {}
-/// }
-///
-/// let registry = kopf::handlers![create_fn, more::delete_fn];
-/// ```
-#[macro_export]
-macro_rules! handlers {
-    ($($handler:path),* $(,)?) => {
-        $crate::Registry::new()
-            $(.with(<$handler as $crate::__private::Descriptor>::descriptor()))*
-    };
 }

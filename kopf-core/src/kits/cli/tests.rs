@@ -180,8 +180,8 @@ fn exit_codes() {
 fn crd_and_rbac_subcommands() {
     let cli = parse_from(["my-operator", "crd"]).unwrap();
     assert!(matches!(cli.command, Some(Command::Crd)));
-    let registry = Registry::new().with(crate::ChangeHandler::on_create(
-        crate::Selector::new("kopf.dev", "v1", "kopfexamples"),
+    let registry = Registry::new().with(crate::intents::handlers::ChangeHandler::on_create(
+        crate::structs::resources::Selector::new("kopf.dev", "v1", "kopfexamples"),
         "create_fn",
         |_| async { Ok(None) },
     ));
