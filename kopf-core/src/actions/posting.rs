@@ -23,7 +23,8 @@ use crate::clients::posting::Events;
 /// as Kopf cuts it. Events about core `v1` Events are never posted.
 ///
 /// Like [`Events::info`] (of which it is the free-standing form), it posts only when the
-/// settings let it ([`PostingSettings::enabled`], and [`PostingSettings::level`] at INFO or
+/// settings let it ([`PostingSettings::enabled`](crate::PostingSettings::enabled), and
+/// [`PostingSettings::level`](crate::PostingSettings::level) at INFO or
 /// more verbose), never waits, and never fails the handler.
 ///
 /// **Only from within a handler**: an async handler's attempt, or a sync handler's run on its

@@ -18,10 +18,10 @@ pub(crate) type ActivityFn = Arc<dyn Fn(ActivityInvocation) -> HandlerFuture + S
 ///
 /// - **Startup** handlers run before anything is watched, one after another in registration
 ///   order, each retried in memory until it succeeds (errors are temporary by default, as in
-///   Kopf). They may change the operator's [`Settings`] and its [`Memo`]: what they leave is
+///   Kopf). They may change the operator's [`Settings`](crate::Settings) and its [`Memo`](crate::Memo): what they leave is
 ///   what the operator then runs with. A startup handler that fails for good (a permanent
 ///   error, or its `retries` or `timeout` exhausted) stops the operator before it watched
-///   anything: `run()` returns [`OperatorError::Activity`] naming the handler. The one
+///   anything: `run()` returns [`OperatorError::Activity`](crate::OperatorError::Activity) naming the handler. The one
 ///   setting they cannot change is
 ///   [`ExecutionSettings::max_blocking_threads`](crate::ExecutionSettings::max_blocking_threads):
 ///   the threads that sync startup handlers run on exist before them. A stop during the startup

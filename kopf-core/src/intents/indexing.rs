@@ -12,9 +12,9 @@ use crate::structs::indexes::{
 use crate::structs::resources::Selector;
 
 /// A handler that builds an index (Kopf's `@kopf.index`): called for every event of the
-/// selected resource; what it returns is kept in the [`Index`] named by its id.
+/// selected resource; what it returns is kept in the [`Index`](crate::Index) named by its id.
 ///
-/// An index is a mapping from keys to [`Store`]s: a store holds one value from each object
+/// An index is a mapping from keys to [`Store`](crate::Store)s: a store holds one value from each object
 /// that returned that key. What an index function returns (see [`IntoIndexEntries`]):
 ///
 /// - a map (`BTreeMap<K, V>`, `HashMap<K, V>`), a `Vec<(K, V)>` or one `(K, V)` pair: the
