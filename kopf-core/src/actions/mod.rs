@@ -1,4 +1,5 @@
-//! One handler call: the invocation and its arguments, the execution of one attempt, the delivery of its results.
+//! One handler call: the invocation and its arguments, the execution of one attempt, the
+//! delivery of its results, the current handler, the sync adapters.
 
 pub(crate) mod activity;
 pub(crate) mod blocking;

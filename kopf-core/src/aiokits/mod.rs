@@ -1,4 +1,5 @@
-//! Async building blocks: the cancellation tree, threads for sync code, HTTP serving, metric series.
+//! Async building blocks: the cancellation tree, the operator's threads for sync code, HTTP
+//! serving, metric series.
 
 pub(crate) mod metrics;
 pub(crate) mod serving;

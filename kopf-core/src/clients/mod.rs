@@ -1,4 +1,5 @@
-//! Talking to the API server: watching, patching, scanning, posting events.
+//! Talking to the API server: watching, patching, scanning, posting events, and the
+//! operator's one client that logs in again on `401`.
 
 pub(crate) mod auth;
 pub(crate) mod patching;

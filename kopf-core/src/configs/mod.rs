@@ -1,4 +1,5 @@
-//! What the operator is configured with: settings, lifecycles, and the on-object storage formats.
+//! What the operator is configured with: settings, lifecycles, and the on-object storage
+//! formats (progress records, diff-bases) in Kopf's own keys.
 
 pub(crate) mod lifecycles;
 pub(crate) mod settings;

@@ -1,4 +1,5 @@
-//! What runs each kind of handler outside the per-object cycle: activities, daemons and timers, indexes, login, probes.
+//! What runs each kind of handler outside the per-object cycle: activities, daemons and
+//! timers, indexes, login, the liveness and metrics endpoints.
 
 pub(crate) mod activities;
 pub(crate) mod authentication;

@@ -1,4 +1,5 @@
-//! For users and their binaries: the command line, manifests, hierarchies.
+//! For users' binaries: the command line, Kopf's log format, CRD and RBAC manifests, and the
+//! hierarchy helpers.
 
 pub(crate) mod cli;
 pub mod hierarchies;

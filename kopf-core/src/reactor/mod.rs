@@ -1,4 +1,7 @@
-//! The operator's core: observation of resources, per-object queues, the per-object cycle, the operator itself.
+//! The operator's core, in the order one watch event meets it: observation (watchers per
+//! resource and namespace), queueing (a worker per object), processing (the per-object cycle,
+//! in steps: memories, invocations, causes, progress, sub-handling), and the operator that
+//! runs them all.
 
 pub(crate) mod causes;
 pub(crate) mod invocations;

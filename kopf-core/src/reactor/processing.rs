@@ -1,7 +1,7 @@
-//! One object's events, processed: event handlers for every event; then, for the newest
-//! state, the finalizer, the cause (Kopf's detection), the due change handlers that the
-//! lifecycle picks (one by default: Kopf's `asap`), their progress records and results, and
-//! the patch that stores all of it.
+//! One object's events, processed: event handlers and indexes for every event; then, for the
+//! newest state, the finalizer, the daemons, the cause (`causes`), the due change handlers
+//! that the lifecycle picks (`progress`; one by default: Kopf's `asap`) with their
+//! sub-handlers (`subhandling`), and the patch that stores their records and results.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Plain data: errors, diffs, patches, resources, memos, namespace patterns, filters.
+//! Plain data, the bottom layer: errors, diffs, patches, resources and selectors, memos,
+//! namespace patterns, filters, indexes, credentials.
 
 pub(crate) mod credentials;
 pub mod diff;
