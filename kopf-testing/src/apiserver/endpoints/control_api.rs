@@ -19,10 +19,10 @@ use http::{Method, StatusCode};
 use serde_json::json;
 
 use super::control::{Fault, lock};
-use super::handler::Reply;
+use super::reply::Reply;
 use super::request::Query;
-use super::server::{Shared, stats};
-use super::status::{ApiError, ApiResult};
+use super::shared::{Shared, stats};
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
 
 pub(crate) async fn serve(
     shared: &Arc<Shared>,

@@ -6,71 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Full, Limited};
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
-use serde_json::Value;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
-use super::request::{Format, Query, Route, Verb};
-use super::server::Shared;
-use super::status::{ApiError, ApiResult};
-use super::{control_api, discovery, verbs};
-
-/// Response bodies: whole JSON documents or watch streams.
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+use super::reply::{Body, Reply, error_response, full, respond};
+use super::request::{Context, Format, Query, Route, Verb};
+use super::resources::verbs;
+use super::shared::Shared;
+use super::{control_api, discovery};
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
 
 /// The largest request body the server accepts, as the real one (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// What a request handler answers.
-pub(crate) struct Reply {
-    pub(crate) code: StatusCode,
-    pub(crate) body: Body,
-    pub(crate) content_type: &'static str,
-    pub(crate) warnings: Vec<String>,
-}
-
-impl Reply {
-    pub(crate) fn json(code: StatusCode, value: &Value) -> Reply {
-        Reply::json_as(code, value, "application/json")
-    }
-
-    pub(crate) fn json_as(code: StatusCode, value: &Value, content_type: &'static str) -> Reply {
-        let bytes = serde_json::to_vec(value).unwrap_or_default();
-        Reply {
-            code,
-            body: full(bytes),
-            content_type,
-            warnings: Vec::new(),
-        }
-    }
-
-    pub(crate) fn with_warnings(mut self, warnings: Vec<String>) -> Reply {
-        self.warnings = warnings;
-        self
-    }
-}
-
-pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed_unsync()
-}
-
-/// Everything known about a request before its body is read.
-#[derive(Debug)]
-pub(crate) struct Context {
-    pub(crate) method: Method,
-    pub(crate) route: Route,
-    pub(crate) query: Query,
-    pub(crate) verb: Verb,
-    pub(crate) format: Format,
-    pub(crate) content_type: Option<String>,
-    /// The `User-Agent` header: names the manager of writes without a `fieldManager`.
-    pub(crate) user_agent: Option<String>,
-    /// Watch streams end after this many events (an injected fault).
-    pub(crate) close_watch_after: Option<u64>,
-}
 
 /// Serves one request. Never fails: errors become `Status` answers.
 pub(crate) async fn handle(
@@ -252,42 +201,4 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         Route::Object(path) => verbs::serve(shared, context, path, body).await,
         Route::NotFound => Err(ApiError::no_route("")),
     }
-}
-
-fn respond(reply: Reply) -> Response<Body> {
-    let mut response = Response::new(reply.body);
-    *response.status_mut() = reply.code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(reply.content_type),
-    );
-    add_warnings(&mut response, &reply.warnings);
-    response
-}
-
-fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
-    for warning in warnings {
-        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
-        if let Ok(value) = HeaderValue::from_str(&text) {
-            response.headers_mut().append(header::WARNING, value);
-        }
-    }
-}
-
-/// The `Status` answer for an error, with `Retry-After` and `Warning` headers where due.
-pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
-    let bytes = serde_json::to_vec(&error.to_status()).unwrap_or_default();
-    let mut response = Response::new(full(bytes));
-    *response.status_mut() = error.code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some(seconds) = error.retry_after {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    add_warnings(&mut response, &error.warnings);
-    response
 }

@@ -1,23 +1,23 @@
-//! The server itself: listening, connections, and the handle tests hold.
+//! The server process: how it is set up and started (on the current runtime or one of its own),
+//! and the handle tests hold to look inside, steer, restart and stop it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
-use super::handler;
-use super::persist;
-use super::state::State;
+use super::listener::accept;
+use super::saving::save_periodically;
+use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::apiserver::endpoints::shared::{Shared, stats};
+use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::storage::persist;
+use crate::apiserver::storage::state::State;
 
 /// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
 #[derive(Debug, Clone)]
@@ -150,7 +150,7 @@ impl FakeApiServerBuilder {
         if let Some(path) = &self.state_file {
             persist::load(&mut state, path).await?;
         }
-        super::lifecycle::bootstrap(&mut state);
+        lifecycle::bootstrap(&mut state);
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
         let shared = Arc::new(Shared {
@@ -173,7 +173,7 @@ impl FakeApiServerBuilder {
             root.clone(),
         ));
         if let Some(path) = self.state_file.clone() {
-            tracker.spawn(persist::save_periodically(
+            tracker.spawn(save_periodically(
                 shared.clone(),
                 path,
                 self.save_interval,
@@ -188,65 +188,6 @@ impl FakeApiServerBuilder {
             tracker,
             own_runtime: None,
         })
-    }
-}
-
-/// What every request handler shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) state: Mutex<State>,
-    /// The latest resourceVersion, to wake watches.
-    pub(crate) changes: watch::Sender<u64>,
-    pub(crate) counters: Counters,
-    pub(crate) faults: Faults,
-    pub(crate) token: Option<String>,
-    pub(crate) bookmark_interval: Mutex<Duration>,
-    /// Cancelled on restart: every connection ends.
-    pub(crate) connections: Mutex<CancellationToken>,
-    /// Cancelled to end all watch streams now.
-    pub(crate) watches: Mutex<CancellationToken>,
-    /// `host:port`, for discovery's server addresses.
-    pub(crate) host: String,
-    /// Cancelled when the server stops.
-    pub(crate) root: CancellationToken,
-}
-
-impl Shared {
-    /// Runs `f` on the state, then the cluster's controllers, then wakes the watches.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let (result, rv) = {
-            let mut state = lock(&self.state);
-            let result = f(&mut state);
-            super::lifecycle::settle(&mut state);
-            (result, state.resource_version())
-        };
-        self.changes.send_if_modified(|latest| {
-            let changed = *latest != rv;
-            *latest = rv;
-            changed
-        });
-        result
-    }
-
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&lock(&self.state))
-    }
-
-    /// Swaps a token for a fresh child of the root and cancels the old one.
-    fn renew(&self, slot: &Mutex<CancellationToken>) {
-        let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
-        old.cancel();
-    }
-
-    /// Ends every open watch stream now.
-    pub(crate) fn close_watches(&self) {
-        self.renew(&self.watches);
-    }
-
-    /// Drops every connection, keeping the data.
-    pub(crate) fn restart(&self) {
-        self.renew(&self.connections);
-        self.renew(&self.watches);
     }
 }
 
@@ -404,65 +345,5 @@ impl FakeApiServer {
 impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.root.cancel();
-    }
-}
-
-pub(crate) fn stats(shared: &Shared) -> Stats {
-    let (objects, history, resource_version) =
-        shared.read(|s| (s.object_count(), s.history_len(), s.resource_version()));
-    Stats {
-        open_connections: shared.counters.open_connections.load(Ordering::SeqCst),
-        open_watches: shared.counters.open_watches.load(Ordering::SeqCst),
-        requests: shared.counters.requests(),
-        objects,
-        history,
-        resource_version,
-    }
-}
-
-async fn accept(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    tracker: TaskTracker,
-    root: CancellationToken,
-) {
-    loop {
-        let accepted = tokio::select! {
-            _ = root.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                let token = lock(&shared.connections).clone();
-                tracker.spawn(serve_connection(stream, shared.clone(), token));
-            }
-            Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::select! {
-                    _ = root.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                }
-            }
-        }
-    }
-}
-
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    shared: Arc<Shared>,
-    token: CancellationToken,
-) {
-    let _open = Counters::gauge(&shared.counters.open_connections);
-    let service_shared = shared.clone();
-    let service = service_fn(move |request| handler::handle(service_shared.clone(), request));
-    let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::select! {
-        result = connection => {
-            if let Err(error) = result {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        }
-        _ = token.cancelled() => {}
     }
 }

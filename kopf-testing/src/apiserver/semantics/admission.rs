@@ -9,10 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
-use super::catalog::{Builtin, ResourceDef};
 use super::names;
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 
 /// `?fieldValidation=`: what to do with fields the schema does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,7 +248,7 @@ fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::catalog::Catalog;
+    use crate::apiserver::storage::catalog::Catalog;
 
     fn builtin(plural: &str) -> std::sync::Arc<ResourceDef> {
         let catalog = Catalog::with_builtins();

@@ -224,6 +224,21 @@ impl Format {
     }
 }
 
+/// Everything known about a request before its body is read.
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub(crate) method: Method,
+    pub(crate) route: Route,
+    pub(crate) query: Query,
+    pub(crate) verb: Verb,
+    pub(crate) format: Format,
+    pub(crate) content_type: Option<String>,
+    /// The `User-Agent` header: names the manager of writes without a `fieldManager`.
+    pub(crate) user_agent: Option<String>,
+    /// Watch streams end after this many events (an injected fault).
+    pub(crate) close_watch_after: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

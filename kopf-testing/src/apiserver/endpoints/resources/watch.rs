@@ -18,14 +18,17 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::catalog::ResourceDef;
-use super::control::lock;
-use super::handler::{Context, Reply};
-use super::request::Format;
-use super::server::Shared;
-use super::state::{Change, ChangeKind};
-use super::status::{ApiError, ApiResult, status_object};
-use super::verbs::{Selectors, Target, table_for};
+use super::reads::table_for;
+use super::selectors::Selectors;
+use super::target::Target;
+use crate::apiserver::endpoints::control::lock;
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::Context;
+use crate::apiserver::endpoints::request::Format;
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
+use crate::apiserver::storage::catalog::ResourceDef;
+use crate::apiserver::storage::state::{Change, ChangeKind};
 
 /// Starts a watch stream for a resource.
 pub(crate) fn watch(
@@ -209,7 +212,8 @@ impl WatchStream {
         if change.resource.0 != self.def.group || change.resource.1 != self.def.plural {
             return;
         }
-        if !self.namespace.is_empty() && super::object::namespace(&change.object) != self.namespace
+        if !self.namespace.is_empty()
+            && crate::apiserver::storage::object::namespace(&change.object) != self.namespace
         {
             return;
         }
@@ -237,7 +241,7 @@ impl WatchStream {
     fn rendered(&self, object: &Value) -> Value {
         let rendered = self.def.render(&self.version, object);
         if self.table {
-            let path = super::request::ObjectPath {
+            let path = crate::apiserver::endpoints::request::ObjectPath {
                 group: self.def.group.clone(),
                 version: self.version.clone(),
                 namespace: None,
@@ -251,7 +255,7 @@ impl WatchStream {
                 path: &path,
                 namespace: String::new(),
             };
-            let rv = super::object::resource_version(&rendered).to_string();
+            let rv = crate::apiserver::storage::object::resource_version(&rendered).to_string();
             return table_for(&target, &[rendered], json!({"resourceVersion": rv}));
         }
         rendered

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use rand::Rng as _;
 use serde_json::{Value, json};
 
-use super::catalog::{Builtin, ResourceDef};
-use super::object::{self, ObjectKey};
 use super::patch::{self, Updater};
 use super::schema;
-use super::state::{State, key_of};
 use super::status::{ApiError, ApiResult, Subject};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
+use crate::apiserver::storage::object::{self, ObjectKey};
+use crate::apiserver::storage::state::{State, key_of};
 
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";

@@ -7,11 +7,11 @@ use std::hash::{Hash as _, Hasher as _};
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::catalog::{Catalog, ResourceDef};
-use super::handler::Reply;
+use super::reply::Reply;
 use super::request::Format;
-use super::server::Shared;
-use super::status::{ApiError, ApiResult};
+use super::shared::Shared;
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::storage::catalog::{Catalog, ResourceDef};
 
 /// The Kubernetes version the server reports (kubectl picks its behaviour from it).
 pub(crate) const KUBERNETES_VERSION: &str = "v1.33.0";

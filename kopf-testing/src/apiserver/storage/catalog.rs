@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::table::PrinterColumn;
+use super::columns::PrinterColumn;
 
 /// Identifies a resource regardless of its version: `(group, plural)`.
 pub(crate) type ResourceKey = (String, String);

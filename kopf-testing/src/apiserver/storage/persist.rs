@@ -1,14 +1,10 @@
 //! The state file: objects survive a restart of the `kopf-fake-apiserver` binary.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::Path;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::catalog::ResourceDef;
-use super::server::Shared;
 use super::state::State;
 
 /// Loads objects saved by [`save`]; a missing file is an empty cluster.
@@ -54,31 +50,10 @@ pub(crate) async fn load(state: &mut State, path: &Path) -> std::io::Result<()> 
 }
 
 /// Writes all objects to `path` (via a temporary file, so a crash never leaves half a file).
-pub(crate) async fn save(shared: &Shared, path: &Path) -> std::io::Result<()> {
-    let snapshot = shared.read(State::snapshot);
-    let text = serde_json::to_vec_pretty(&snapshot).map_err(std::io::Error::other)?;
+/// `snapshot` is what [`State::snapshot`] returns.
+pub(crate) async fn save(snapshot: &Value, path: &Path) -> std::io::Result<()> {
+    let text = serde_json::to_vec_pretty(snapshot).map_err(std::io::Error::other)?;
     let temporary = path.with_extension("tmp");
     tokio::fs::write(&temporary, text).await?;
     tokio::fs::rename(&temporary, path).await
-}
-
-/// Saves every `interval`, and once more when `stop` is cancelled.
-pub(crate) async fn save_periodically(
-    shared: Arc<Shared>,
-    path: PathBuf,
-    interval: Duration,
-    stop: CancellationToken,
-) {
-    loop {
-        let stopping = tokio::select! {
-            _ = stop.cancelled() => true,
-            _ = tokio::time::sleep(interval) => false,
-        };
-        if let Err(error) = save(&shared, &path).await {
-            tracing::error!(%error, path = %path.display(), "saving the state file failed");
-        }
-        if stopping {
-            return;
-        }
-    }
 }
