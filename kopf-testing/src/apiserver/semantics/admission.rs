@@ -9,9 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
-use super::names;
-use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
+use super::{names, schema};
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 
 /// `?fieldValidation=`: what to do with fields the schema does not know.

@@ -3,6 +3,7 @@
 //! tables, protobuf bodies, and the `Status` errors.
 
 pub(super) mod admission;
+pub(super) mod go_format;
 pub(super) mod lifecycle;
 pub(super) mod names;
 pub(super) mod patch;

@@ -176,7 +176,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::schema::go_json;
+use super::go_format::go_json;
 
 /// The `$patch` directive key of strategic merge patches.
 const PATCH_DIRECTIVE: &str = "$patch";

@@ -12,9 +12,8 @@ use crate::apiserver::endpoints::request::{Context, Verb};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::Scope;
-use crate::apiserver::semantics::patch;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
-use crate::apiserver::semantics::table;
+use crate::apiserver::semantics::{patch, table};
 use crate::apiserver::storage::object;
 
 /// The `scale` subresource: an `autoscaling/v1` `Scale` view of the replicas.

@@ -9,10 +9,8 @@ use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
 use super::error::{ProtobufError, Result};
-use super::schema::Field;
-use super::schema::{Card, Kind, Schema};
-use super::wire::base64;
-use super::wire::{Reader, Wire, expect_bytes, expect_varint, for_each_field, text};
+use super::schema::{Card, Field, Kind, Schema};
+use super::wire::{Reader, Wire, base64, expect_bytes, expect_varint, for_each_field, text};
 
 /// JSON layout of `metav1.Time`: RFC 3339 in UTC, whole seconds.
 pub(crate) const TIME_FORMAT: &[BorrowedFormatItem<'static>] =
