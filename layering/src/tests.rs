@@ -1,7 +1,6 @@
 //! Planted source trees and what the graph and the layers make of them.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use crate::{Layers, ModuleGraph, Violation};
 
@@ -16,8 +15,10 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-fn read(dir: &Path) -> BTreeMap<String, Vec<String>> {
-    ModuleGraph::read(dir)
+/// The module graph of a planted tree: each module and the modules it uses.
+fn graph_of(files: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
+    let dir = tree(files);
+    ModuleGraph::read(dir.path())
         .unwrap()
         .dependencies()
         .map(|(module, used)| (module.to_owned(), used.iter().cloned().collect()))
@@ -57,8 +58,7 @@ const LAYERS: &[&str] = &["store", "api", "http"];
 
 #[test]
 fn modules_are_named_by_their_path_from_the_root() {
-    let dir = tree(LAYERED);
-    let graph = read(dir.path());
+    let graph = graph_of(LAYERED);
     let names: Vec<&str> = graph.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -77,28 +77,30 @@ fn modules_are_named_by_their_path_from_the_root() {
     assert_eq!(uses(&graph, "http"), ["api::verbs"]);
 }
 
+/// The violations of the layered tree with `planted` files put in (or replacing) its own,
+/// against `layers`, the crate root allowed outside them.
+fn check(planted: &[(&'static str, &'static str)], layers: &[&str]) -> Vec<Violation> {
+    let mut files = LAYERED.to_vec();
+    for (path, source) in planted {
+        files.retain(|(existing, _)| existing != path);
+        files.push((path, source));
+    }
+    let dir = tree(&files);
+    let graph = ModuleGraph::read(dir.path()).unwrap();
+    Layers::bottom_up(layers)
+        .with_unlayered(&[""])
+        .check(&graph)
+}
+
 #[test]
 fn a_clean_tree_keeps_its_layers() {
-    let dir = tree(LAYERED);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
-    let violations = Layers::bottom_up(LAYERS)
-        .with_unlayered(&[""])
-        .check(&graph);
-    assert_eq!(violations, []);
+    assert_eq!(check(&[], LAYERS), []);
 }
 
 #[test]
 fn an_upward_import_is_reported_with_both_layers() {
-    let mut files = LAYERED.to_vec();
-    files[3] = (
-        "store/names.rs",
-        "pub struct Name;\nfn f() { let _ = crate::http::serve; }\n",
-    );
-    let dir = tree(&files);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
-    let violations = Layers::bottom_up(LAYERS)
-        .with_unlayered(&[""])
-        .check(&graph);
+    let names = "pub struct Name;\nfn f() { let _ = crate::http::serve; }\n";
+    let violations = check(&[("store/names.rs", names)], LAYERS);
     let upward = Violation::Upward {
         from: "store::names".into(),
         from_layer: "store".into(),
@@ -115,16 +117,8 @@ fn an_upward_import_is_reported_with_both_layers() {
 
 #[test]
 fn a_circle_is_reported_with_its_modules() {
-    let mut files = LAYERED.to_vec();
-    files[3] = (
-        "store/names.rs",
-        "pub struct Name;\nimpl Name { fn f(_: super::state::State) {} }\n",
-    );
-    let dir = tree(&files);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
-    let violations = Layers::bottom_up(LAYERS)
-        .with_unlayered(&[""])
-        .check(&graph);
+    let names = "pub struct Name;\nimpl Name { fn f(_: super::state::State) {} }\n";
+    let violations = check(&[("store/names.rs", names)], LAYERS);
     let circle = Violation::Circle {
         modules: vec!["store::names".into(), "store::state".into()],
     };
@@ -138,17 +132,15 @@ fn a_circle_is_reported_with_its_modules() {
 
 #[test]
 fn a_module_in_no_layer_is_reported_unless_allowed() {
-    let dir = tree(LAYERED);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
-    let violations = Layers::bottom_up(&["store", "api"])
-        .with_unlayered(&[""])
-        .check(&graph);
+    let violations = check(&[], &["store", "api"]);
     assert_eq!(
         violations,
         [Violation::Unlayered {
             module: "http".into()
         }]
     );
+    let dir = tree(LAYERED);
+    let graph = ModuleGraph::read(dir.path()).unwrap();
     let violations = Layers::bottom_up(LAYERS).check(&graph);
     assert_eq!(
         violations,
@@ -164,13 +156,8 @@ fn a_module_in_no_layer_is_reported_unless_allowed() {
 
 #[test]
 fn using_an_unlayered_module_from_a_layer_is_upward() {
-    let mut files = LAYERED.to_vec();
-    files[3] = ("store/names.rs", "pub struct Name;\nuse crate::serve;\n");
-    let dir = tree(&files);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
-    let violations = Layers::bottom_up(LAYERS)
-        .with_unlayered(&[""])
-        .check(&graph);
+    let names = "pub struct Name;\nuse crate::serve;\n";
+    let violations = check(&[("store/names.rs", names)], LAYERS);
     assert!(
         matches!(&violations[..], [Violation::Upward { from, to, .. }, ..] if from == "store::names" && to.is_empty()),
         "{violations:?}",
@@ -179,29 +166,40 @@ fn using_an_unlayered_module_from_a_layer_is_upward() {
 
 #[test]
 fn the_longest_prefix_decides_the_layer() {
-    let dir = tree(LAYERED);
-    let graph = ModuleGraph::read(dir.path()).unwrap();
     // `store::state` sits in a layer above the rest of `store`, so `store::names` may not use it.
-    let mut files = LAYERED.to_vec();
-    files[3] = (
-        "store/names.rs",
-        "pub struct Name;\nuse super::state::State;\n",
-    );
-    files[2] = ("store/state.rs", "pub struct State;\n");
-    let planted = tree(&files);
-    let planted = ModuleGraph::read(planted.path()).unwrap();
-    let layers = Layers::bottom_up(&["store", "store::state", "api", "http"]).with_unlayered(&[""]);
+    let planted = [
+        (
+            "store/names.rs",
+            "pub struct Name;\nuse super::state::State;\n",
+        ),
+        ("store/state.rs", "pub struct State;\n"),
+    ];
+    let violations = check(&planted, &["store", "store::state", "api", "http"]);
     assert!(
-        matches!(&layers.check(&planted)[..], [Violation::Upward { to_layer, .. }] if to_layer == "store::state")
+        matches!(&violations[..], [Violation::Upward { to_layer, .. }] if to_layer == "store::state"),
+        "{violations:?}",
     );
-    // "api" is no prefix of "apiserver".
-    let layers = Layers::bottom_up(&["store", "apiserver", "api", "http"]).with_unlayered(&[""]);
-    assert_eq!(layers.check(&graph), []);
+    // "api" is no prefix of "apiserver": a module of `api` in no layer but "apiserver" would be
+    // reported.
+    let violations = check(&[], &["store", "apiserver", "api", "http"]);
+    assert_eq!(violations, []);
+    let violations = check(&[], &["store", "apiserver", "http"]);
+    assert_eq!(
+        violations[..2],
+        [
+            Violation::Unlayered {
+                module: "api".into()
+            },
+            Violation::Unlayered {
+                module: "api::verbs".into()
+            },
+        ]
+    );
 }
 
 #[test]
 fn use_groups_resolve_each_leaf_across_lines() {
-    let dir = tree(&[
+    let graph = graph_of(&[
         ("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\n"),
         (
             "a.rs",
@@ -212,13 +210,12 @@ fn use_groups_resolve_each_leaf_across_lines() {
         ("d/mod.rs", "pub mod inner;\n"),
         ("d/inner.rs", ""),
     ]);
-    let graph = read(dir.path());
     assert_eq!(uses(&graph, "a"), ["b", "c", "d::inner"]);
 }
 
 #[test]
 fn super_and_self_resolve_relative_to_the_module() {
-    let dir = tree(&[
+    let graph = graph_of(&[
         ("lib.rs", "mod top;\nmod x;\n"),
         ("x.rs", ""),
         ("top/mod.rs", "mod mid;\nmod y;\nuse self::y::Y;\n"),
@@ -229,7 +226,6 @@ fn super_and_self_resolve_relative_to_the_module() {
             "use super::super::y;\nfn f() { super::super::super::x::go(); self::g(); }\nfn g() {}\n",
         ),
     ]);
-    let graph = read(dir.path());
     assert_eq!(uses(&graph, "top"), ["top::y"]);
     assert_eq!(uses(&graph, "top::mid::leaf"), ["top::y", "x"]);
     assert_eq!(uses(&graph, "top::mid"), Vec::<String>::new());
@@ -237,7 +233,7 @@ fn super_and_self_resolve_relative_to_the_module() {
 
 #[test]
 fn paths_in_code_macros_and_test_modules_count_and_comments_do_not() {
-    let dir = tree(&[
+    let graph = graph_of(&[
         ("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\nmod e;\nmod f;\n"),
         (
             "a.rs",
@@ -263,13 +259,12 @@ mod tests {
         ("e.rs", ""),
         ("f.rs", ""),
     ]);
-    let graph = read(dir.path());
     assert_eq!(uses(&graph, "a"), ["e", "f"]);
 }
 
 #[test]
 fn declared_modules_and_imported_modules_start_paths() {
-    let dir = tree(&[
+    let graph = graph_of(&[
         ("lib.rs", "mod outer;\nmod far;\n"),
         ("far/mod.rs", "pub mod deep;\n"),
         ("far/deep.rs", ""),
@@ -279,20 +274,18 @@ fn declared_modules_and_imported_modules_start_paths() {
             "use crate::far;\nfn f() { far::deep::go(); http::StatusCode::OK; }\n",
         ),
     ]);
-    let graph = read(dir.path());
     assert_eq!(uses(&graph, "outer"), ["outer::child"]);
     assert_eq!(uses(&graph, "outer::child"), ["far", "far::deep"]);
 }
 
 #[test]
 fn bin_targets_are_crates_of_their_own() {
-    let dir = tree(&[
+    let graph = graph_of(&[
         ("lib.rs", "mod a;\n"),
         ("a.rs", ""),
         ("main.rs", "mod z;\nfn main() { crate::z::go(); }\n"),
         ("bin/tool.rs", "fn main() {}\n"),
     ]);
-    let graph = read(dir.path());
     let names: Vec<&str> = graph.keys().map(String::as_str).collect();
     assert_eq!(names, ["", "a"]);
 }

@@ -1,34 +1,40 @@
 //! `FakeApiServer`: a Kubernetes API server in memory, real enough for kubectl, kube-rs, the
 //! Python `kubernetes` client and Python Kopf.
 //!
-//! The request path, in module order: [`server`](self) accepts connections; `handler` counts,
-//! authenticates and injects faults; `request` parses the route; `verbs` and `watch` serve
-//! resources, after `admission` normalises and validates bodies (with `schema` for CRDs and
-//! `patch` for PATCH bodies); `lifecycle` applies Kubernetes' rules for creation, updates,
-//! deletion, finalizers and garbage collection to the `state`; `discovery` describes what is
-//! served; `control` and `control_api` let tests look inside and inject faults.
+//! The folders are layers, bottom up; each uses only the layers below it, and no modules use
+//! each other (`tests/layers.rs` keeps both rules):
+//!
+//! - `storage`: what the server holds: the catalog of served resources (the built-in ones and
+//!   those CRDs define, with their printer columns), objects' metadata, the `State` (objects,
+//!   the global resourceVersion, and the change history that watches replay), and the format of
+//!   the state file.
+//! - `semantics`: Kubernetes' rules, with no HTTP in them: `Status` errors, names, selectors,
+//!   schemas (pruning, defaulting, validation, structural checks), patches, admission, the
+//!   lifecycle of objects with the controllers a cluster runs behind the API, tables, protobuf
+//!   bodies, and Go's rendering of values in messages.
+//! - `endpoints`: the HTTP face: requests parsed into routes, queries and formats (the request's
+//!   `Context`), replies, what every handler shares (the state behind its lock, the counters and
+//!   fault rules tests see and steer, the tokens that end connections and watches), the
+//!   endpoints for resources, discovery and the `/_fake/` control API, and the router above
+//!   them.
+//! - `server`: the process: the listener and its connections, `FakeApiServer` and its builder,
+//!   restarts, and the periodic saving of the state file.
+//!
+//! A request's path: `server::listener` accepts the connection and hands each request to
+//! `endpoints::router`, which parses its route and verb, authenticates it, counts it, fires the
+//! faults injected for it, and passes it to `discovery`, `control_api` or `resources::verbs`.
+//! There a verb resolves its `Target` against the catalog; a write parses the body (JSON,
+//! protobuf, or YAML for an apply), applies a patch (`semantics::patch`), admits the object
+//! (`semantics::admission`, with `semantics::schema` for custom resources) and stores it by
+//! Kubernetes' rules (`semantics::lifecycle`) in `storage::state` through `Shared::write`,
+//! which then runs the cluster's controllers and wakes the watches (`resources::watch`) to
+//! replay the new changes from the history. The answer is a `Reply`, or a `Status` error, and
+//! the router logs it.
 
-mod admission;
-mod catalog;
-mod control;
-mod control_api;
-mod discovery;
-mod handler;
-mod lifecycle;
-mod names;
-mod object;
-mod patch;
-mod persist;
-mod protobuf;
-mod request;
-mod schema;
-mod selector;
+mod endpoints;
+mod semantics;
 mod server;
-mod state;
-mod status;
-mod table;
-mod verbs;
-mod watch;
+mod storage;
 
-pub use control::{Fault, FaultAction, LoggedRequest, Stats};
+pub use endpoints::control::{Fault, FaultAction, LoggedRequest, Stats};
 pub use server::{FakeApiServer, FakeApiServerBuilder};

@@ -1,11 +1,14 @@
 //! What a harness starts with: CRDs and objects installed before the operator starts (so its
 //! first listing already sees them), its settings, memo and namespaces.
 
+use std::time::Duration;
+
 use kopf::{Memo, Operator, Registry, Settings};
 use serde_json::Value;
 
-use super::{LogCapture, OperatorHarness, test_settings};
-use crate::FakeApiServer;
+use super::logs::LogCapture;
+use super::operator::OperatorHarness;
+use crate::apiserver::FakeApiServer;
 
 /// Starts an [`OperatorHarness`] with more than a registry; from [`OperatorHarness::builder`].
 ///
@@ -115,5 +118,31 @@ impl HarnessBuilder {
         }
         harness.launch(operator).await;
         harness
+    }
+}
+
+/// Settings that make tests quick: short idle and consistency timeouts, short backoffs.
+pub fn test_settings() -> Settings {
+    let mut settings = Settings::default();
+    settings.queueing.idle_timeout = Duration::from_millis(500);
+    settings.persistence.consistency_timeout = Duration::from_secs(2);
+    settings.execution.default_backoff = Duration::from_millis(200);
+    settings.networking.error_backoffs = vec![Duration::from_millis(50); 3];
+    settings.process.grace_period = Duration::from_secs(10);
+    settings
+}
+
+impl OperatorHarness {
+    /// A fresh server and an operator with [`test_settings`], ready (everything listed).
+    ///
+    /// To install CRDs or objects before the operator starts, or to change its settings,
+    /// use [`OperatorHarness::builder`].
+    pub async fn start(registry: Registry) -> OperatorHarness {
+        Self::builder().start(registry).await
+    }
+
+    /// A harness with CRDs, objects, settings or a memo of the test's choosing.
+    pub fn builder() -> HarnessBuilder {
+        HarnessBuilder::default()
     }
 }

@@ -6,27 +6,16 @@
 //! step should fail the test and say why.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::{ApiResource, Scope};
+use kube::discovery::Scope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize as _, Serialize};
 use serde_json::Value;
 
-use super::{DEADLINE, OperatorHarness, lock, wait_or_none};
-
-/// Resource names resolved so far, by the name the test used.
-#[derive(Debug, Default)]
-pub(crate) struct Resolutions(Mutex<HashMap<String, Resolved>>);
-
-/// A served resource.
-#[derive(Debug, Clone)]
-struct Resolved {
-    resource: ApiResource,
-    namespaced: bool,
-}
+use super::operator::OperatorHarness;
+use super::resolutions::Resolved;
+use super::waiting::{DEADLINE, lock, wait_or_none};
 
 impl OperatorHarness {
     /// Creates, or replaces if they exist, the objects of one or more YAML (or JSON)

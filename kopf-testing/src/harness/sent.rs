@@ -15,8 +15,8 @@ use kube::client::{Body, ConfigExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{lock, wait};
-use crate::FakeApiServer;
+use super::waiting::{lock, wait};
+use crate::apiserver::FakeApiServer;
 
 /// One request the operator sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

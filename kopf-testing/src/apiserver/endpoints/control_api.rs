@@ -1,0 +1,93 @@
+//! The control API under `/_fake/`, for tests written in other languages than Rust.
+//!
+//! | request | effect |
+//! |---|---|
+//! | `GET /_fake/stats` | [`Stats`](super::Stats) as JSON |
+//! | `GET /_fake/requests`, `DELETE /_fake/requests` | the request log; forget it and the counters |
+//! | `GET /_fake/faults`, `POST /_fake/faults` (a [`Fault`](super::Fault)), `DELETE /_fake/faults` | list, add, clear fault rules |
+//! | `POST /_fake/faults/seed?seed=N` | reseed the generator behind probabilistic faults |
+//! | `POST /_fake/close-watches` | end every open watch stream now |
+//! | `POST /_fake/compact` | forget the watch history (the next watch from an old version gets 410) |
+//! | `POST /_fake/restart` | drop every connection, keep the data |
+//! | `PUT /_fake/bookmark-interval?millis=N` | how often bookmarks are sent |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use super::control::{Fault, lock};
+use super::reply::Reply;
+use super::request::Query;
+use super::shared::{Shared, stats};
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+
+pub(crate) async fn serve(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    body: Bytes,
+) -> ApiResult<Reply> {
+    let done = || Reply::json(StatusCode::OK, &json!({"status": "ok"}));
+    let to_json = |value: serde_json::Result<serde_json::Value>| {
+        value.map_err(|e| ApiError::internal(e.to_string()))
+    };
+    match (method.as_str(), path) {
+        ("GET", "stats") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(stats(shared)))?,
+        )),
+        ("GET", "requests") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.counters.logged()))?,
+        )),
+        ("DELETE", "requests") => {
+            shared.counters.reset();
+            Ok(done())
+        }
+        ("GET", "faults") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.faults.list()))?,
+        )),
+        ("POST", "faults") => {
+            let fault: Fault = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("not a fault rule: {e}")))?;
+            shared.faults.add(fault);
+            Ok(done())
+        }
+        ("DELETE", "faults") => {
+            shared.faults.clear();
+            Ok(done())
+        }
+        ("POST", "faults/seed") => {
+            let seed = query
+                .number("seed")
+                .ok_or_else(|| ApiError::bad_request("seed=N is required"))?;
+            shared.faults.reseed(seed);
+            Ok(done())
+        }
+        ("POST", "close-watches") => {
+            shared.close_watches();
+            Ok(done())
+        }
+        ("POST", "compact") => {
+            lock(&shared.state).compact();
+            Ok(done())
+        }
+        ("POST", "restart") => {
+            shared.restart();
+            Ok(done())
+        }
+        ("PUT", "bookmark-interval") => {
+            let millis = query
+                .number("millis")
+                .ok_or_else(|| ApiError::bad_request("millis=N is required"))?;
+            *lock(&shared.bookmark_interval) = Duration::from_millis(millis);
+            Ok(done())
+        }
+        _ => Err(ApiError::no_route(&format!("/_fake/{path}"))),
+    }
+}

@@ -1,0 +1,12 @@
+//! The HTTP face: requests parsed into routes, replies, what request handlers share, the
+//! endpoints for resources, discovery and the `/_fake/` control API, and the router that takes
+//! each request from arrival to answer.
+
+pub(super) mod control;
+pub(super) mod control_api;
+pub(super) mod discovery;
+pub(super) mod reply;
+pub(super) mod request;
+pub(super) mod resources;
+pub(super) mod router;
+pub(super) mod shared;

@@ -1,0 +1,86 @@
+//! What a request handler answers, and how an answer or an error becomes an HTTP response
+//! (a `Status` object for errors, `Warning` and `Retry-After` headers).
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full};
+use serde_json::Value;
+
+use crate::apiserver::semantics::status::ApiError;
+
+/// Response bodies: whole JSON documents or watch streams.
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// What a request handler answers.
+pub(crate) struct Reply {
+    pub(crate) code: StatusCode,
+    pub(crate) body: Body,
+    pub(crate) content_type: &'static str,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Reply {
+    pub(crate) fn json(code: StatusCode, value: &Value) -> Reply {
+        Reply::json_as(code, value, "application/json")
+    }
+
+    pub(crate) fn json_as(code: StatusCode, value: &Value, content_type: &'static str) -> Reply {
+        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        Reply {
+            code,
+            body: full(bytes),
+            content_type,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn with_warnings(mut self, warnings: Vec<String>) -> Reply {
+        self.warnings = warnings;
+        self
+    }
+}
+
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+pub(crate) fn respond(reply: Reply) -> Response<Body> {
+    let mut response = Response::new(reply.body);
+    *response.status_mut() = reply.code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(reply.content_type),
+    );
+    add_warnings(&mut response, &reply.warnings);
+    response
+}
+
+fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+}
+
+/// The `Status` answer for an error, with `Retry-After` and `Warning` headers where due.
+pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
+    let bytes = serde_json::to_vec(&error.to_status()).unwrap_or_default();
+    let mut response = Response::new(full(bytes));
+    *response.status_mut() = error.code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(seconds) = error.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    add_warnings(&mut response, &error.warnings);
+    response
+}

@@ -1,0 +1,9 @@
+//! The endpoints for resources: the verbs on objects and their subresources, and watches.
+
+mod reads;
+mod scale;
+mod selectors;
+mod target;
+pub(super) mod verbs;
+mod watch;
+mod writes;

@@ -1,0 +1,146 @@
+//! Reading objects: get, and list with pagination (`continue` tokens), snapshots at a
+//! resourceVersion, selectors and tables.
+
+use base64::Engine as _;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::selectors::Selectors;
+use super::target::{Target, current};
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::{Context, Format};
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::semantics::table;
+use crate::apiserver::storage::object::{self, ObjectKey};
+use crate::apiserver::storage::state::{Objects, State};
+
+pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+    let object = current(shared, target, target.name())?;
+    if context.format == Format::Table {
+        let rv = object::resource_version(&object).to_string();
+        return Ok(table_reply(
+            target,
+            &[target.render(&object)],
+            json!({"resourceVersion": rv}),
+        ));
+    }
+    Ok(Reply::json(StatusCode::OK, &target.render(&object)))
+}
+
+fn table_reply(target: &Target<'_>, objects: &[Value], list_meta: Value) -> Reply {
+    let table = table_for(target, objects, list_meta);
+    Reply::json(StatusCode::OK, &table)
+}
+
+pub(crate) fn table_for(target: &Target<'_>, objects: &[Value], list_meta: Value) -> Value {
+    let columns = target
+        .def
+        .version(target.version)
+        .map(|v| v.printer_columns.as_slice())
+        .unwrap_or_default();
+    table::build_table(objects, columns, list_meta, time::OffsetDateTime::now_utc())
+}
+
+/// A `continue` token: the snapshot's version and the last key served.
+fn encode_continue(rv: u64, last: &ObjectKey) -> String {
+    let token =
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}\u{0}", last.0, last.1)});
+    base64::engine::general_purpose::URL_SAFE.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let rv = value["rv"].as_u64().ok_or_else(bad)?;
+    let start = value["start"]
+        .as_str()
+        .ok_or_else(bad)?
+        .trim_end_matches('\u{0}');
+    let (namespace, name) = start.split_once('/').ok_or_else(bad)?;
+    Ok((rv, (namespace.to_string(), name.to_string())))
+}
+
+/// Which snapshot a list reads: its version and, for continued lists, where to start.
+fn list_snapshot(
+    state: &State,
+    context: &Context,
+    target: &Target<'_>,
+) -> ApiResult<(u64, Objects, Option<ObjectKey>)> {
+    let current = state.resource_version();
+    if let Some(token) = context.query.get("continue") {
+        let (rv, start) = decode_continue(token)?;
+        let objects = state.objects_at(&target.def.key(), rv).ok_or_else(|| {
+            ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+        })?;
+        return Ok((rv, objects, Some(start)));
+    }
+    let requested = context.query.get("resourceVersion");
+    let exact = context.query.get("resourceVersionMatch") == Some("Exact");
+    match requested.map(|v| v.parse::<u64>()) {
+        None | Some(Ok(0)) if !exact => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+        Some(Ok(rv)) if rv > current => Err(ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "Timeout",
+            format!("Too large resource version: {rv}, current: {current}"),
+        )
+        .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}))),
+        Some(Ok(rv)) if exact => {
+            let objects = state.objects_at(&target.def.key(), rv).ok_or_else(|| {
+                ApiError::expired(format!("too old resource version: {rv} ({})", state.compacted_rv() + 1))
+            })?;
+            Ok((rv, objects, None))
+        }
+        Some(Ok(_)) => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+        _ => Err(ApiError::bad_request(format!(
+            "resourceVersion: Invalid value: {:?}: must be a number",
+            requested.unwrap_or_default()
+        ))),
+    }
+}
+
+pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+    let selectors = Selectors::parse(context, &target.def)?;
+    let limit = context
+        .query
+        .number("limit")
+        .filter(|l| *l > 0)
+        .map(|l| l as usize);
+    let (rv, objects, start) = shared.read(|state| list_snapshot(state, context, target))?;
+    let matching = objects
+        .iter()
+        .filter(|(key, _)| target.namespace.is_empty() || key.0 == target.namespace)
+        .filter(|(key, _)| start.as_ref().is_none_or(|s| *key > s))
+        .filter(|(_, object)| selectors.matches(object));
+    let mut items = Vec::new();
+    let mut last = None;
+    let mut remaining = 0usize;
+    for (key, object) in matching {
+        if limit.is_some_and(|l| items.len() >= l) {
+            remaining += 1;
+            continue;
+        }
+        items.push(target.render(object));
+        last = Some(key.clone());
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if remaining > 0
+        && let Some(last) = &last
+    {
+        meta["continue"] = json!(encode_continue(rv, last));
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    if context.format == Format::Table {
+        return Ok(table_reply(target, &items, meta));
+    }
+    let list = json!({
+        "kind": target.def.list_kind,
+        "apiVersion": target.def.api_version(target.version),
+        "metadata": meta,
+        "items": items,
+    });
+    Ok(Reply::json(StatusCode::OK, &list))
+}

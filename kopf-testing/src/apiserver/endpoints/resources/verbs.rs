@@ -1,0 +1,91 @@
+//! The verbs on resources: which of get, list, watch, create, update, patch, delete and
+//! deletecollection, on an object or its `status`, `finalize` or `scale` subresource, serves a
+//! request.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::reads::{get, list};
+use super::scale::scale;
+use super::target::{Target, method_not_allowed};
+use super::watch;
+use super::writes::{create, delete, delete_collection, patch, update};
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::{Context, ObjectPath, Verb};
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::lifecycle::Scope;
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::storage::catalog::Builtin;
+
+/// Serves a request on a resource path.
+pub(crate) async fn serve(
+    shared: &Arc<Shared>,
+    context: &Context,
+    path: &ObjectPath,
+    body: Bytes,
+) -> ApiResult<Reply> {
+    let def = shared
+        .read(|s| s.catalog.lookup(&path.group, &path.version, &path.plural))
+        .ok_or_else(|| ApiError::no_route(&format!("{}/{}", path.version, path.plural)))?;
+    if path.namespace.is_some() && !def.namespaced {
+        return Err(ApiError::no_route(&path.plural));
+    }
+    let namespace = if def.namespaced {
+        path.namespace.clone().unwrap_or_default()
+    } else {
+        String::new()
+    };
+    if def.namespaced && namespace.is_empty() && path.name.is_some() {
+        return Err(ApiError::no_route(&path.plural));
+    }
+    let target = Target {
+        def,
+        version: &path.version,
+        path,
+        namespace,
+    };
+    let needs_namespace = def_needs_namespace(&target, context.verb);
+    if needs_namespace {
+        return Err(ApiError::bad_request(
+            "the namespace of the object must be given in the request path",
+        ));
+    }
+    match (path.subresource.as_deref(), context.verb) {
+        (None, Verb::Get) => get(shared, context, &target),
+        (None, Verb::List) => list(shared, context, &target),
+        (None, Verb::Watch) => watch::watch(shared, context, &target),
+        (None, Verb::Create) => create(shared, context, &target, &body),
+        (None, Verb::Update) => update(shared, context, &target, &body, Scope::Main),
+        (None, Verb::Patch) => patch(shared, context, &target, &body, Scope::Main),
+        (None, Verb::Delete) => delete(shared, context, &target, &body),
+        (None, Verb::DeleteCollection) => delete_collection(shared, context, &target, &body),
+        (Some("status"), verb) if target.def.version(target.version).is_some_and(|v| v.status) => {
+            match verb {
+                Verb::Get => get(shared, context, &target),
+                Verb::Update => update(shared, context, &target, &body, Scope::Status),
+                Verb::Patch => patch(shared, context, &target, &body, Scope::Status),
+                _ => Err(method_not_allowed()),
+            }
+        }
+        (Some("finalize"), Verb::Update) if target.def.builtin == Some(Builtin::Namespace) => {
+            update(shared, context, &target, &body, Scope::Status)
+        }
+        (Some("scale"), verb)
+            if target
+                .def
+                .version(target.version)
+                .is_some_and(|v| v.scale.is_some()) =>
+        {
+            scale(shared, context, &target, verb, &body)
+        }
+        (Some(sub), _) => Err(ApiError::no_route(sub)),
+        (None, _) => Err(method_not_allowed()),
+    }
+}
+
+fn def_needs_namespace(target: &Target<'_>, verb: Verb) -> bool {
+    target.def.namespaced
+        && target.namespace.is_empty()
+        && matches!(verb, Verb::Create | Verb::DeleteCollection)
+}

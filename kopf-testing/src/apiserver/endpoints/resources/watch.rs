@@ -1,0 +1,285 @@
+//! Watch streams: newline-delimited JSON events replayed from the history, then live.
+//!
+//! A watch needs no task of its own: its response body is a stream that wakes on new
+//! resourceVersions, reads the changes it has not sent yet from the history, and ends when the
+//! client goes, the server stops, `timeoutSeconds` passes, or a test closes watches.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use http::StatusCode;
+use http_body_util::{BodyExt as _, StreamBody};
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::reads::table_for;
+use super::selectors::Selectors;
+use super::target::Target;
+use crate::apiserver::endpoints::control::lock;
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::{Context, Format};
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
+use crate::apiserver::storage::catalog::ResourceDef;
+use crate::apiserver::storage::state::{Change, ChangeKind};
+
+/// Starts a watch stream for a resource.
+pub(crate) fn watch(
+    shared: &Arc<Shared>,
+    context: &Context,
+    target: &Target<'_>,
+) -> ApiResult<Reply> {
+    let selectors = Selectors::parse(context, &target.def)?;
+    let query = &context.query;
+    let send_initial = query.flag("sendInitialEvents");
+    let requested = query.get("resourceVersion");
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query.number("timeoutSeconds").map(Duration::from_secs);
+    let requested_rv = match requested {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {text:?}: must be a number"
+            ))
+        })?),
+    };
+    if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(ApiError::bad_request(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        ));
+    }
+    let mut stream = WatchStream {
+        shared: shared.clone(),
+        def: target.def.clone(),
+        version: target.version.to_string(),
+        namespace: target.namespace.clone(),
+        selectors,
+        table: context.format == Format::Table,
+        last_rv: 0,
+        pending: VecDeque::new(),
+        changes: shared.changes.subscribe(),
+        bookmark_interval: bookmarks.then(|| *lock(&shared.bookmark_interval)),
+        next_bookmark: Instant::now(),
+        deadline: timeout.map(|t| Instant::now() + t),
+        closed: lock(&shared.watches).clone(),
+        events_left: context.close_watch_after,
+        finished: false,
+    };
+    stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
+    shared.read(|state| {
+        let current = state.resource_version();
+        match requested_rv {
+            Some(rv) if rv != 0 && !send_initial => {
+                stream.last_rv = rv;
+            }
+            _ => {
+                let objects = state.objects(&target.def.key());
+                for (key, object) in objects.into_iter().flatten() {
+                    if (stream.namespace.is_empty() || key.0 == stream.namespace)
+                        && stream.selectors.matches(object)
+                    {
+                        stream.push("ADDED", object);
+                    }
+                }
+                stream.last_rv = current;
+                if send_initial {
+                    stream.push_bookmark(true);
+                }
+            }
+        }
+    });
+    // Changes after the requested version that are already in the history.
+    stream.catch_up();
+    let guard = WatchGuard(shared.clone());
+    shared
+        .counters
+        .open_watches
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let events = futures::stream::unfold((stream, guard), |(mut stream, guard)| async move {
+        let line = stream.next_line().await?;
+        Some((Ok(Frame::data(line)), (stream, guard)))
+    });
+    Ok(Reply {
+        code: StatusCode::OK,
+        body: StreamBody::new(events.boxed()).boxed_unsync(),
+        content_type: "application/json",
+        warnings: Vec::new(),
+    })
+}
+
+/// Counts an open watch until its stream is dropped.
+struct WatchGuard(Arc<Shared>);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0
+            .counters
+            .open_watches
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+struct WatchStream {
+    shared: Arc<Shared>,
+    def: Arc<ResourceDef>,
+    version: String,
+    namespace: String,
+    selectors: Selectors,
+    table: bool,
+    /// The newest resourceVersion whose changes were considered.
+    last_rv: u64,
+    pending: VecDeque<Bytes>,
+    changes: watch::Receiver<u64>,
+    bookmark_interval: Option<Duration>,
+    next_bookmark: Instant,
+    deadline: Option<Instant>,
+    closed: CancellationToken,
+    events_left: Option<u64>,
+    finished: bool,
+}
+
+impl WatchStream {
+    /// The next event line, or `None` when the stream ends.
+    async fn next_line(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                if let Some(left) = &mut self.events_left {
+                    if *left == 0 {
+                        return None;
+                    }
+                    *left -= 1;
+                }
+                return Some(line);
+            }
+            if self.finished || self.events_left == Some(0) {
+                return None;
+            }
+            let deadline = self
+                .deadline
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            tokio::select! {
+                _ = self.closed.cancelled() => return None,
+                _ = tokio::time::sleep_until(deadline) => return None,
+                _ = tokio::time::sleep_until(self.next_bookmark) => {
+                    self.catch_up();
+                    if !self.finished {
+                        self.push_bookmark(false);
+                    }
+                    self.next_bookmark = Instant::now() + self.bookmark_interval.unwrap_or(Duration::MAX / 4);
+                }
+                changed = self.changes.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    self.catch_up();
+                }
+            }
+        }
+    }
+
+    /// Queues the changes since `last_rv` that this watch sees.
+    fn catch_up(&mut self) {
+        let shared = self.shared.clone();
+        shared.read(|state| {
+            if state
+                .catalog
+                .lookup(&self.def.group, &self.version, &self.def.plural)
+                .is_none()
+            {
+                self.finished = true;
+                return;
+            }
+            match state.changes_since(self.last_rv) {
+                None => self.expire(self.last_rv, state.compacted_rv()),
+                Some(changes) => {
+                    for change in changes {
+                        self.last_rv = change.rv;
+                        self.consider(&change);
+                    }
+                }
+            }
+        });
+    }
+
+    fn consider(&mut self, change: &Change) {
+        if change.resource.0 != self.def.group || change.resource.1 != self.def.plural {
+            return;
+        }
+        if !self.namespace.is_empty()
+            && crate::apiserver::storage::object::namespace(&change.object) != self.namespace
+        {
+            return;
+        }
+        let now = self.selectors.matches(&change.object);
+        let before = change
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.selectors.matches(p));
+        let kind = match (change.kind, before, now) {
+            (ChangeKind::Added, _, true) => "ADDED",
+            (ChangeKind::Modified, true, true) => "MODIFIED",
+            (ChangeKind::Modified, false, true) => "ADDED",
+            (ChangeKind::Modified, true, false) => "DELETED",
+            (ChangeKind::Deleted, true, _) => "DELETED",
+            _ => return,
+        };
+        self.push(kind, &change.object);
+    }
+
+    fn push(&mut self, kind: &str, object: &Value) {
+        let target_object = self.rendered(object);
+        self.push_event(json!({"type": kind, "object": target_object}));
+    }
+
+    fn rendered(&self, object: &Value) -> Value {
+        let rendered = self.def.render(&self.version, object);
+        if self.table {
+            let path = crate::apiserver::endpoints::request::ObjectPath {
+                group: self.def.group.clone(),
+                version: self.version.clone(),
+                namespace: None,
+                plural: self.def.plural.clone(),
+                name: None,
+                subresource: None,
+            };
+            let target = Target {
+                def: self.def.clone(),
+                version: &self.version,
+                path: &path,
+                namespace: String::new(),
+            };
+            let rv = crate::apiserver::storage::object::resource_version(&rendered).to_string();
+            return table_for(&target, &[rendered], json!({"resourceVersion": rv}));
+        }
+        rendered
+    }
+
+    fn push_bookmark(&mut self, initial_events_end: bool) {
+        let mut metadata = json!({"resourceVersion": self.last_rv.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": metadata});
+        self.push_event(json!({"type": "BOOKMARK", "object": object}));
+    }
+
+    /// The history no longer reaches back to `rv`: one ERROR event, then the stream ends.
+    fn expire(&mut self, rv: u64, compacted: u64) {
+        let message = format!("too old resource version: {rv} ({})", compacted + 1);
+        let status = status_object("Failure", 410, "Expired", &message, None);
+        self.push_event(json!({"type": "ERROR", "object": status}));
+        self.finished = true;
+    }
+
+    fn push_event(&mut self, event: Value) {
+        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        line.push(b'\n');
+        self.pending.push_back(Bytes::from(line));
+    }
+}

@@ -1,0 +1,496 @@
+//! Writing objects: create, update, patch (JSON, merge, strategic, server-side apply), delete
+//! and deletecollection, with dry runs, admission and managed fields.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::selectors::Selectors;
+use super::target::Target;
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::Context;
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::admission::{self, FieldValidation};
+use crate::apiserver::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
+use crate::apiserver::semantics::patch::{self, PatchError, Updater};
+use crate::apiserver::semantics::protobuf::{self, ProtobufError};
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::storage::object::{self, ObjectKey};
+use crate::apiserver::storage::state::State;
+
+/// The author of a write that is not an apply, for its `Update` entry in managedFields: the
+/// `fieldManager` parameter or the User-Agent's product, the request's apiVersion and
+/// subresource.
+pub(super) fn updater(context: &Context, target: &Target<'_>) -> Updater {
+    Updater {
+        manager: patch::manager_or_user_agent(
+            context.query.get("fieldManager"),
+            context.user_agent.as_deref(),
+        ),
+        api_version: target.def.api_version(target.version),
+        subresource: target.path.subresource.clone().unwrap_or_default(),
+    }
+}
+
+/// The media type of Kubernetes' protobuf encoding.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// Parses a JSON body; a malformed one is a `400 BadRequest`.
+pub(super) fn parse_json(body: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("json parse error: {e}")))
+}
+
+/// Parses an object for create or update (JSON, or the protobuf kubectl sends for built-ins)
+/// and checks what the path says about it.
+fn parse_object(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
+    let media = context.content_type.as_deref().unwrap_or_default();
+    let mut object = if media.starts_with(PROTOBUF) {
+        protobuf::decode(body).map_err(|e| match e {
+            ProtobufError::UnsupportedKind { .. } => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                e.to_string(),
+            ),
+            _ => ApiError::bad_request(format!("protobuf decoding error: {e}")),
+        })?
+    } else {
+        parse_json(body)?
+    };
+    if !object.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    check_identity(target, &mut object)?;
+    Ok(object)
+}
+
+/// The body's apiVersion, kind, namespace and name must agree with the path.
+fn check_identity(target: &Target<'_>, object: &mut Value) -> ApiResult<()> {
+    let expected_version = target.def.api_version(target.version);
+    if let Some(given) = object["apiVersion"].as_str()
+        && given != expected_version
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({given}) does not match the expected API version ({expected_version})"
+        )));
+    }
+    if let Some(given) = object["kind"].as_str()
+        && given != target.def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({given}) does not match the expected kind ({})",
+            target.def.kind
+        )));
+    }
+    let meta = object::meta_mut(object);
+    if target.def.namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != target.namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), json!(target.namespace));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    if let Some(name) = &target.path.name {
+        match meta.get("name").and_then(Value::as_str) {
+            Some(given) if given != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({given}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {
+                meta.insert("name".into(), json!(name));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn field_validation(context: &Context) -> ApiResult<FieldValidation> {
+    FieldValidation::parse(context.query.get("fieldValidation"))
+}
+
+/// `?dryRun=All` (`kubectl diff`, `--dry-run=server`): the write is checked and answered as
+/// usual, but nothing is stored.
+pub(super) fn dry_run(context: &Context) -> ApiResult<bool> {
+    match context.query.get("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+        ))),
+    }
+}
+
+/// Runs a write on the state; for a dry run, on a copy of it that is then thrown away (so no
+/// controller runs and no watch sees it).
+fn commit<T>(shared: &Shared, dry_run: bool, f: impl FnOnce(&mut State) -> T) -> T {
+    if dry_run {
+        let mut copy = shared.read(State::clone);
+        f(&mut copy)
+    } else {
+        shared.write(f)
+    }
+}
+
+/// A dry run stores nothing, so its answer keeps the stored object's resourceVersion (none
+/// for a creation).
+fn unstored(object: &Value, resource_version: Option<&str>) -> Arc<Value> {
+    let mut object = object.clone();
+    let meta = object::meta_mut(&mut object);
+    match resource_version {
+        Some(rv) => meta.insert("resourceVersion".into(), json!(rv)),
+        None => meta.remove("resourceVersion"),
+    };
+    Arc::new(object)
+}
+
+pub(super) fn create(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let validation = field_validation(context)?;
+    let dry_run = dry_run(context)?;
+    let object = parse_object(context, target, body)?;
+    let object = target.for_storage(object);
+    let updater = updater(context, target);
+    create_object(shared, target, object, validation, dry_run, Some(&updater))
+}
+
+/// Creates an object, after admission; `updater` records an `Update` entry in managedFields.
+fn create_object(
+    shared: &Shared,
+    target: &Target<'_>,
+    mut object: Value,
+    validation: FieldValidation,
+    dry_run: bool,
+    updater: Option<&Updater>,
+) -> ApiResult<Reply> {
+    let (stored, warnings) = commit(shared, dry_run, |state| {
+        if object::name(&object).is_empty() {
+            let prefix = object["metadata"]["generateName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid_field(
+                    target.subject(""),
+                    &target.def.kind,
+                    "FieldValueRequired",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
+            }
+            let name = lifecycle::generate_name(state, &target.def, &target.namespace, &prefix);
+            object::meta_mut(&mut object).insert("name".into(), json!(name));
+        }
+        let warnings = admission::admit(&target.def, target.version, &mut object, validation)?;
+        let mut stored = lifecycle::create(state, &target.def, object, updater)?;
+        if dry_run {
+            stored = unstored(&stored, None);
+        }
+        Ok((stored, warnings))
+    })?;
+    Ok(Reply::json(StatusCode::CREATED, &target.render(&stored)).with_warnings(warnings))
+}
+
+pub(super) fn update(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+    scope: Scope,
+) -> ApiResult<Reply> {
+    let validation = field_validation(context)?;
+    let dry_run = dry_run(context)?;
+    let object = parse_object(context, target, body)?;
+    let object = target.for_storage(object);
+    let name = target.name().to_string();
+    let updater = updater(context, target);
+    write_object(
+        shared,
+        target,
+        &name,
+        (scope, Some(&updater)),
+        validation,
+        dry_run,
+        |_| Ok(object),
+    )
+}
+
+/// Replaces an object with what `change` makes of its current state, after admission, in
+/// `scope`; the updater, if any, records an `Update` entry in managedFields.
+pub(super) fn write_object(
+    shared: &Shared,
+    target: &Target<'_>,
+    name: &str,
+    (scope, updater): (Scope, Option<&Updater>),
+    validation: FieldValidation,
+    dry_run: bool,
+    change: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Reply> {
+    let (stored, warnings) = commit(shared, dry_run, |state| {
+        let old = state
+            .get(&target.def.key(), &target.key(name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(target.subject(name)))?;
+        let mut new = change(&target.render(&old))?;
+        check_identity(target, &mut new)?;
+        let mut new = target.for_storage(new);
+        let warnings = admission::admit(&target.def, target.version, &mut new, validation)?;
+        let mut stored = lifecycle::update(state, &target.def, &old, new, scope, updater)?;
+        if dry_run {
+            stored = unstored(&stored, Some(object::resource_version(&old)));
+        }
+        Ok((stored, warnings))
+    })?;
+    Ok(Reply::json(StatusCode::OK, &target.render(&stored)).with_warnings(warnings))
+}
+
+/// The kinds of PATCH bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PatchKind {
+    Json,
+    Merge,
+    Strategic,
+    Apply,
+}
+
+pub(super) fn patch_kind(content_type: Option<&str>) -> ApiResult<PatchKind> {
+    let media = content_type
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    match media {
+        "application/json-patch+json" => Ok(PatchKind::Json),
+        "application/merge-patch+json" => Ok(PatchKind::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+        "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+pub(super) fn patch_error(target: &Target<'_>, name: &str, error: PatchError) -> ApiError {
+    let code = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+    let mut details = json!({"name": name, "group": target.def.group, "kind": target.def.plural});
+    if let PatchError::Conflict { conflicts, .. } = &error {
+        details["causes"] = conflicts
+            .iter()
+            .map(|c| json!({"reason": "FieldManagerConflict", "message": c.message, "field": c.field}))
+            .collect();
+    }
+    ApiError::new(code, error.reason(), error.to_string()).with_details(details)
+}
+
+pub(super) fn patch(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+    scope: Scope,
+) -> ApiResult<Reply> {
+    let validation = field_validation(context)?;
+    let kind = patch_kind(context.content_type.as_deref())?;
+    let name = target.name().to_string();
+    if kind == PatchKind::Strategic && target.def.builtin.is_none() {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+        ));
+    }
+    if kind == PatchKind::Apply {
+        return apply(shared, context, target, body, scope, validation);
+    }
+    let dry_run = dry_run(context)?;
+    let document = parse_json(body)?;
+    if kind != PatchKind::Json && !document.is_object() {
+        return Err(ApiError::bad_request("the patch must be a JSON object"));
+    }
+    let updater = updater(context, target);
+    write_object(
+        shared,
+        target,
+        &name,
+        (scope, Some(&updater)),
+        validation,
+        dry_run,
+        |current| {
+            let mut patched = current.clone();
+            match kind {
+                PatchKind::Json => patch::json_patch(&mut patched, &document),
+                PatchKind::Merge => {
+                    patch::merge_patch(&mut patched, &document);
+                    Ok(())
+                }
+                PatchKind::Strategic => {
+                    patch::strategic_merge_patch(&target.def.kind, &mut patched, &document)
+                }
+                PatchKind::Apply => unreachable!("apply patches are served above"),
+            }
+            .map_err(|e| patch_error(target, &name, e))?;
+            if !patched.is_object() {
+                return Err(ApiError::bad_request(
+                    "the patched object must be a JSON object",
+                ));
+            }
+            Ok(patched)
+        },
+    )
+}
+
+/// Server-side apply: creates the object or merges the applied configuration into it.
+fn apply(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+    scope: Scope,
+    validation: FieldValidation,
+) -> ApiResult<Reply> {
+    let name = target.name().to_string();
+    let manager = context.query.get("fieldManager").ok_or_else(|| {
+        ApiError::bad_request("PATCH /apply requires fieldManager: metadata.managedFields.fieldManager: Required value: is required for apply patch")
+    })?;
+    let force = context.query.flag("force");
+    let dry_run = dry_run(context)?;
+    let applied: Value = serde_norway::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !applied.is_object() {
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
+    }
+    let exists = shared.read(|s| s.get(&target.def.key(), &target.key(&name)).is_some());
+    let now = object::now_timestamp();
+    if !exists {
+        let mut object =
+            patch::server_side_apply(Some(&target.def.kind), None, &applied, manager, force, &now)
+                .map_err(|e| patch_error(target, &name, e))?;
+        check_identity(target, &mut object)?;
+        let object = target.for_storage(object);
+        return create_object(shared, target, object, validation, dry_run, None);
+    }
+    write_object(
+        shared,
+        target,
+        &name,
+        (scope, None),
+        validation,
+        dry_run,
+        |current| {
+            patch::server_side_apply(
+                Some(&target.def.kind),
+                Some(current),
+                &applied,
+                manager,
+                force,
+                &now,
+            )
+            .map_err(|e| patch_error(target, &name, e))
+        },
+    )
+}
+
+/// The `DeleteOptions` of a deletion, and whether it is a dry run (kubectl asks for that in
+/// the body, other clients in the query).
+fn delete_options(context: &Context, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
+    let options = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    let mut dry_run = dry_run(context)?;
+    for value in options["dryRun"].as_array().into_iter().flatten() {
+        match value.as_str() {
+            Some("All") => dry_run = true,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: Unsupported value: {value}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    let options = DeleteOptions::parse(&options, context.query.get("propagationPolicy"))?;
+    Ok((options, dry_run))
+}
+
+pub(super) fn delete(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let (options, dry_run) = delete_options(context, body)?;
+    let key = target.key(target.name());
+    let deletion = commit(shared, dry_run, |state| {
+        let stored_rv = state
+            .get(&target.def.key(), &key)
+            .map(|o| object::resource_version(o).to_string());
+        let (Deletion::Gone(object) | Deletion::Pending(object)) =
+            lifecycle::delete(state, &target.def, &key, &options)?;
+        Ok::<_, ApiError>(if dry_run {
+            unstored(&object, stored_rv.as_deref())
+        } else {
+            object
+        })
+    })?;
+    Ok(Reply::json(StatusCode::OK, &target.render(&deletion)))
+}
+
+pub(super) fn delete_collection(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let (options, dry_run) = delete_options(context, body)?;
+    let selectors = Selectors::parse(context, &target.def)?;
+    let deleted = commit(shared, dry_run, |state| {
+        let keys: Vec<ObjectKey> = state
+            .objects(&target.def.key())
+            .into_iter()
+            .flat_map(|o| o.iter())
+            .filter(|(key, object)| {
+                (target.namespace.is_empty() || key.0 == target.namespace)
+                    && selectors.matches(object)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut deleted = Vec::new();
+        for key in keys {
+            let stored_rv = state
+                .get(&target.def.key(), &key)
+                .map(|o| object::resource_version(o).to_string());
+            match lifecycle::delete(state, &target.def, &key, &options) {
+                Ok(Deletion::Gone(object) | Deletion::Pending(object)) if dry_run => {
+                    deleted.push(target.render(&unstored(&object, stored_rv.as_deref())))
+                }
+                Ok(Deletion::Gone(object) | Deletion::Pending(object)) => {
+                    deleted.push(target.render(&object))
+                }
+                Err(error) => tracing::debug!(?error, "deletecollection skipped an object"),
+            }
+        }
+        deleted
+    });
+    let rv = shared.read(State::resource_version);
+    let list = json!({
+        "kind": target.def.list_kind,
+        "apiVersion": target.def.api_version(target.version),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": deleted,
+    });
+    Ok(Reply::json(StatusCode::OK, &list))
+}

@@ -1,0 +1,85 @@
+//! What every request handler shares: the state behind its lock, the counters and fault rules
+//! tests see and steer, and the tokens that end connections and watches.
+
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::control::{Counters, Faults, Stats, lock};
+use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::storage::state::State;
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    /// The latest resourceVersion, to wake watches.
+    pub(crate) changes: watch::Sender<u64>,
+    pub(crate) counters: Counters,
+    pub(crate) faults: Faults,
+    pub(crate) token: Option<String>,
+    pub(crate) bookmark_interval: Mutex<Duration>,
+    /// Cancelled on restart: every connection ends.
+    pub(crate) connections: Mutex<CancellationToken>,
+    /// Cancelled to end all watch streams now.
+    pub(crate) watches: Mutex<CancellationToken>,
+    /// `host:port`, for discovery's server addresses.
+    pub(crate) host: String,
+    /// Cancelled when the server stops.
+    pub(crate) root: CancellationToken,
+}
+
+impl Shared {
+    /// Runs `f` on the state, then the cluster's controllers, then wakes the watches.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let (result, rv) = {
+            let mut state = lock(&self.state);
+            let result = f(&mut state);
+            lifecycle::settle(&mut state);
+            (result, state.resource_version())
+        };
+        self.changes.send_if_modified(|latest| {
+            let changed = *latest != rv;
+            *latest = rv;
+            changed
+        });
+        result
+    }
+
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&lock(&self.state))
+    }
+
+    /// Swaps a token for a fresh child of the root and cancels the old one.
+    fn renew(&self, slot: &Mutex<CancellationToken>) {
+        let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
+        old.cancel();
+    }
+
+    /// Ends every open watch stream now.
+    pub(crate) fn close_watches(&self) {
+        self.renew(&self.watches);
+    }
+
+    /// Drops every connection, keeping the data.
+    pub(crate) fn restart(&self) {
+        self.renew(&self.connections);
+        self.renew(&self.watches);
+    }
+}
+
+pub(crate) fn stats(shared: &Shared) -> Stats {
+    let (objects, history, resource_version) =
+        shared.read(|s| (s.object_count(), s.history_len(), s.resource_version()));
+    Stats {
+        open_connections: shared.counters.open_connections.load(Ordering::SeqCst),
+        open_watches: shared.counters.open_watches.load(Ordering::SeqCst),
+        requests: shared.counters.requests(),
+        objects,
+        history,
+        resource_version,
+    }
+}

@@ -1,0 +1,320 @@
+//! What the server does to an object before storing it: typed normalisation of built-ins,
+//! pruning, defaulting and validation of custom resources against their CRD's schema, and the
+//! checks of `metadata` that every resource shares.
+
+use base64::Engine as _;
+use k8s_openapi::api;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use super::status::{ApiError, ApiResult, Subject};
+use super::{names, schema};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
+
+/// `?fieldValidation=`: what to do with fields the schema does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+impl FieldValidation {
+    pub(crate) fn parse(value: Option<&str>) -> ApiResult<Self> {
+        match value {
+            None | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}, must be one of Ignore, Warn or Strict"
+            ))),
+        }
+    }
+}
+
+/// Normalises and validates `object` for storage; returns the warnings to send back.
+pub(crate) fn admit(
+    def: &ResourceDef,
+    version: &str,
+    object: &mut Value,
+    validation: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let subject = Subject {
+        group: &def.group,
+        plural: &def.plural,
+        name: &name,
+    };
+    let mut unknown = Vec::new();
+    match def.builtin {
+        Some(builtin) => {
+            unknown = normalize_builtin(builtin, object).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                    kind = def.kind
+                ))
+            })?;
+        }
+        None => {
+            unknown.extend(
+                normalize_typed::<ObjectMeta>(&mut object["metadata"], "metadata").map_err(
+                    |e| {
+                        ApiError::bad_request(format!(
+                            "{} in version \"{version}\" cannot be handled as a {}: {e}",
+                            def.kind, def.kind
+                        ))
+                    },
+                )?,
+            );
+            if let Some(schema) = def.version(version).and_then(|v| v.schema.as_ref()) {
+                unknown.extend(schema::prune(object, schema));
+                schema::apply_defaults(object, schema);
+                let errors = schema::validate(object, schema);
+                if !errors.is_empty() {
+                    let message = schema::invalid_message(&def.kind_group(), &name, &errors);
+                    let causes = errors
+                        .into_iter()
+                        .map(|e| (e.reason.to_string(), e.message, e.field))
+                        .collect();
+                    return Err(ApiError::invalid(subject, &def.kind, message, causes));
+                }
+            }
+        }
+    }
+    check_metadata(def, object, subject)?;
+    match validation {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        _ if unknown.is_empty() => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect()),
+        FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Checks of `metadata` common to all resources (names, labels, annotations).
+fn check_metadata(def: &ResourceDef, object: &Value, subject: Subject<'_>) -> ApiResult<()> {
+    let meta = &object["metadata"];
+    let invalid = |field: &str, value: &str, problem: String| {
+        ApiError::invalid_field(
+            subject,
+            &def.kind,
+            "FieldValueInvalid",
+            field,
+            &format!("Invalid value: \"{value}\": {problem}"),
+        )
+    };
+    let name = meta["name"].as_str().unwrap_or_default();
+    let problem = if def.builtin == Some(Builtin::Namespace) {
+        names::check_label(name)
+    } else {
+        names::check_subdomain(name)
+    };
+    if let Some(problem) = problem {
+        return Err(invalid("metadata.name", name, problem));
+    }
+    for (key, value) in meta["labels"].as_object().into_iter().flatten() {
+        if let Some(problem) = names::check_qualified_name(key) {
+            return Err(invalid("metadata.labels", key, problem));
+        }
+        let value = value.as_str().unwrap_or_default();
+        if let Some(problem) = names::check_label_value(value) {
+            return Err(invalid(&format!("metadata.labels.{key}"), value, problem));
+        }
+    }
+    for key in meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        if let Some(problem) = names::check_qualified_name(key) {
+            return Err(invalid("metadata.annotations", key, problem));
+        }
+    }
+    Ok(())
+}
+
+/// Round-trips a built-in object through its typed form, as the real server decodes it.
+/// Returns the paths of fields that the type does not know (dropped).
+fn normalize_builtin(builtin: Builtin, object: &mut Value) -> Result<Vec<String>, String> {
+    use Builtin::*;
+    if builtin == Secret {
+        move_string_data(object);
+    }
+    match builtin {
+        Namespace => normalize_typed::<api::core::v1::Namespace>(object, ""),
+        ConfigMap => normalize_typed::<api::core::v1::ConfigMap>(object, ""),
+        Secret => normalize_typed::<api::core::v1::Secret>(object, ""),
+        Pod => normalize_typed::<api::core::v1::Pod>(object, ""),
+        Service => normalize_typed::<api::core::v1::Service>(object, ""),
+        ServiceAccount => normalize_typed::<api::core::v1::ServiceAccount>(object, ""),
+        Event => normalize_typed::<api::core::v1::Event>(object, ""),
+        EventsV1 => normalize_typed::<api::events::v1::Event>(object, ""),
+        Lease => normalize_typed::<api::coordination::v1::Lease>(object, ""),
+        Deployment => normalize_typed::<api::apps::v1::Deployment>(object, ""),
+        CustomResourceDefinition => {
+            normalize_typed::<apiextensions::CustomResourceDefinition>(object, "")
+        }
+        ValidatingWebhookConfiguration => normalize_typed::<
+            api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        >(object, ""),
+        MutatingWebhookConfiguration => normalize_typed::<
+            api::admissionregistration::v1::MutatingWebhookConfiguration,
+        >(object, ""),
+        ClusterRole => normalize_typed::<api::rbac::v1::ClusterRole>(object, ""),
+        ClusterRoleBinding => normalize_typed::<api::rbac::v1::ClusterRoleBinding>(object, ""),
+        Role => normalize_typed::<api::rbac::v1::Role>(object, ""),
+        RoleBinding => normalize_typed::<api::rbac::v1::RoleBinding>(object, ""),
+    }
+}
+
+/// `stringData` is write-only: the server merges it into `data`, base64-encoded.
+fn move_string_data(object: &mut Value) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (key, value) in string_data {
+        let text = value
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| value.to_string());
+        data[key.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}
+
+fn normalize_typed<T: DeserializeOwned + Serialize>(
+    value: &mut Value,
+    prefix: &str,
+) -> Result<Vec<String>, String> {
+    if value.is_null() {
+        return Ok(Vec::new());
+    }
+    let typed: T = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    let normalized = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+    let mut unknown = Vec::new();
+    dropped_fields(value, &normalized, prefix, &mut unknown);
+    *value = normalized;
+    Ok(unknown)
+}
+
+/// Paths of non-null fields present in `before` and missing in `after`.
+fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (key, value) in b {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match a.get(key) {
+                    Some(next) => dropped_fields(value, next, &child, out),
+                    None if !value.is_null() => out.push(child),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (value, next)) in b.iter().zip(a).enumerate() {
+                dropped_fields(value, next, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::storage::catalog::Catalog;
+
+    fn builtin(plural: &str) -> std::sync::Arc<ResourceDef> {
+        let catalog = Catalog::with_builtins();
+        catalog.get("", plural).unwrap().clone()
+    }
+
+    #[test]
+    fn unknown_fields_of_builtins() {
+        let def = builtin("configmaps");
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "bogus": 1}, "data": {"a": "b"}, "extra": true});
+        let warnings = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
+        assert_eq!(
+            warnings,
+            vec![
+                "unknown field \"metadata.bogus\"",
+                "unknown field \"extra\""
+            ]
+        );
+        assert!(object.get("extra").is_none());
+
+        let mut object = json!({"metadata": {"name": "x"}, "extra": true});
+        let error = admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(
+            error.message.contains("unknown field \"extra\""),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn secret_string_data_becomes_data() {
+        let def = builtin("secrets");
+        let mut object = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
+        admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap();
+        assert_eq!(object["data"]["k"], "dg==");
+        assert!(object.get("stringData").is_none());
+    }
+
+    #[test]
+    fn bad_names_and_labels() {
+        let def = builtin("configmaps");
+        let mut object = json!({"metadata": {"name": "Bad_Name"}});
+        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        assert_eq!(error.reason, "Invalid");
+        assert!(error.message.contains("metadata.name"), "{}", error.message);
+        let mut object = json!({"metadata": {"name": "ok", "labels": {"a": "-bad-"}}});
+        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        assert!(
+            error.message.contains("metadata.labels.a"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_bad_requests() {
+        let def = builtin("configmaps");
+        let mut object = json!({"metadata": {"name": "x"}, "data": "not a map"});
+        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(
+            error
+                .message
+                .starts_with("ConfigMap in version \"v1\" cannot be handled"),
+            "{}",
+            error.message
+        );
+    }
+}

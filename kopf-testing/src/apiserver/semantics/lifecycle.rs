@@ -1,0 +1,782 @@
+//! Objects' lives: creation, updates with `generation` and finalizer rules, deletion with
+//! finalizers and propagation policies, and the controllers a real cluster runs behind the API
+//! (garbage collection, namespace termination, CRD establishment and cleanup).
+//!
+//! The controllers run synchronously after every write (`settle`), so a client sees their
+//! effects as ordinary watch events right after its own, and tests need no waiting for them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rand::Rng as _;
+use serde_json::{Value, json};
+
+use super::patch::{self, Updater};
+use super::schema;
+use super::status::{ApiError, ApiResult, Subject};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
+use crate::apiserver::storage::object::{self, ObjectKey};
+use crate::apiserver::storage::state::{State, key_of};
+
+const FOREGROUND: &str = "foregroundDeletion";
+const ORPHAN: &str = "orphan";
+const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// `propagationPolicy` of a deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// What `DeleteOptions` asks for.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub(crate) propagation: Option<Propagation>,
+    pub(crate) precondition_uid: Option<String>,
+    pub(crate) precondition_rv: Option<String>,
+}
+
+impl DeleteOptions {
+    /// From a `DeleteOptions` body and the query (`propagationPolicy`, `orphanDependents`).
+    pub(crate) fn parse(body: &Value, query_policy: Option<&str>) -> ApiResult<Self> {
+        let policy = body["propagationPolicy"].as_str().or(query_policy);
+        let propagation = match policy {
+            None => match body["orphanDependents"].as_bool() {
+                Some(true) => Some(Propagation::Orphan),
+                _ => None,
+            },
+            Some("Background") => Some(Propagation::Background),
+            Some("Foreground") => Some(Propagation::Foreground),
+            Some("Orphan") => Some(Propagation::Orphan),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        };
+        let preconditions = &body["preconditions"];
+        Ok(DeleteOptions {
+            propagation,
+            precondition_uid: preconditions["uid"].as_str().map(String::from),
+            precondition_rv: preconditions["resourceVersion"].as_str().map(String::from),
+        })
+    }
+}
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Everything but `status` (when the resource has a status subresource).
+    Main,
+    /// Only `status`.
+    Status,
+}
+
+fn subject<'a>(def: &'a ResourceDef, name: &'a str) -> Subject<'a> {
+    Subject {
+        group: &def.group,
+        plural: &def.plural,
+        name,
+    }
+}
+
+/// Checks a CRD before it is stored: it must define a servable resource with a usable schema.
+fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
+    let name = object::name(crd);
+    let crd_def = state
+        .catalog
+        .get("apiextensions.k8s.io", "customresourcedefinitions")
+        .cloned();
+    let invalid = |field: &str, detail: String| match &crd_def {
+        Some(d) => ApiError::invalid_field(
+            subject(d, name),
+            &d.kind,
+            "FieldValueInvalid",
+            field,
+            &detail,
+        ),
+        None => ApiError::bad_request(detail),
+    };
+    let def =
+        ResourceDef::from_crd(crd).map_err(|e| invalid("spec", format!("Invalid value: {e}")))?;
+    let expected = format!("{}.{}", def.plural, def.group);
+    if name != expected {
+        return Err(invalid(
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    if is_new
+        && let Some(existing) = state.catalog.get(&def.group, &def.plural)
+        && existing.builtin.is_some()
+    {
+        return Err(invalid(
+            "spec.group",
+            format!("Invalid value: \"{}\": is a built-in resource", def.group),
+        ));
+    }
+    for version in &def.versions {
+        if let Some(schema) = &version.schema {
+            let problems = schema::check_structural(schema);
+            if let Some(problem) = problems.first() {
+                return Err(invalid(
+                    &format!("spec.versions[{}].schema.openAPIV3Schema", version.name),
+                    format!("Invalid value: {problem}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `Update` entry of one of the cluster's own controllers, in the object's own apiVersion.
+fn controller(object: &Value, manager: &str, subresource: &str) -> Updater {
+    Updater {
+        manager: manager.to_string(),
+        api_version: object["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        subresource: subresource.to_string(),
+    }
+}
+
+/// The manager of the fake cluster's API-server-side controllers (CRD status and cleanup).
+const KUBE_APISERVER: &str = "kube-apiserver";
+/// The manager of the fake cluster's garbage collector and namespace controller.
+const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
+
+/// Stores a new object. `object` has been admitted already. `updater`, if any, gets the
+/// object's fields in an `Update` entry of `metadata.managedFields` (creations by apply have
+/// their managed fields already and pass `None`).
+pub(crate) fn create(
+    state: &mut State,
+    def: &ResourceDef,
+    mut object: Value,
+    updater: Option<&Updater>,
+) -> ApiResult<Arc<Value>> {
+    let namespace = object::namespace(&object).to_string();
+    if def.namespaced {
+        let ns_def = state.catalog.get("", "namespaces").cloned();
+        let ns = ns_def
+            .as_ref()
+            .and_then(|d| state.get(&d.key(), &(String::new(), namespace.clone())));
+        match (ns, &ns_def) {
+            (None, Some(d)) => return Err(ApiError::not_found(subject(d, &namespace))),
+            (Some(ns), _) if object::is_terminating(ns) => {
+                return Err(ApiError::forbidden(format!(
+                    "{} \"{}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                    def.plural,
+                    object::name(&object)
+                )));
+            }
+            _ => {}
+        }
+    }
+    if def.builtin == Some(Builtin::CustomResourceDefinition) {
+        check_crd(state, &object, true)?;
+    }
+    let name = object::name(&object).to_string();
+    if state
+        .get(&def.key(), &(namespace.clone(), name.clone()))
+        .is_some()
+    {
+        return Err(ApiError::already_exists(subject(def, &name)));
+    }
+    if def.has_status()
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("status");
+    }
+    let meta = object::meta_mut(&mut object);
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+        "selfLink",
+    ] {
+        meta.remove(field);
+    }
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
+    meta.insert("generation".into(), json!(1));
+    if def.builtin == Some(Builtin::Namespace) {
+        let name = object::name(&object).to_string();
+        let labels = object::meta_mut(&mut object)
+            .entry("labels")
+            .or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
+    // As in Kubernetes, the creator owns what it sent and what defaulting added, but not
+    // what the server's create strategy sets afterwards.
+    if let Some(updater) = updater {
+        patch::record_update(
+            Some(&def.kind),
+            None,
+            &mut object,
+            updater,
+            &object::now_timestamp(),
+        );
+    }
+    if def.builtin == Some(Builtin::Namespace) {
+        object["spec"] = json!({"finalizers": ["kubernetes"]});
+        object["status"] = json!({"phase": "Active"});
+    }
+    if def.builtin == Some(Builtin::CustomResourceDefinition) {
+        object::set_finalizers(&mut object, vec![CRD_CLEANUP.into()]);
+    }
+    Ok(state.put(def, object))
+}
+
+/// A name for `metadata.generateName`: the prefix and five random characters, as the real
+/// server makes them (no vowels, no confusable characters).
+pub(crate) fn generate_name(
+    state: &State,
+    def: &ResourceDef,
+    namespace: &str,
+    prefix: &str,
+) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    loop {
+        let suffix: String = (0..5)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+            .collect();
+        let name = format!("{prefix}{suffix}");
+        if state
+            .get(&def.key(), &(namespace.to_string(), name.clone()))
+            .is_none()
+        {
+            return name;
+        }
+    }
+}
+
+/// Stores a new version of an existing object. `new` has been admitted already; its
+/// resourceVersion, if any, must be the current one. `updater`, if any, records the change in
+/// an `Update` entry of `metadata.managedFields` (applies have done their bookkeeping already
+/// and pass `None`).
+pub(crate) fn update(
+    state: &mut State,
+    def: &ResourceDef,
+    old: &Arc<Value>,
+    mut new: Value,
+    scope: Scope,
+    updater: Option<&Updater>,
+) -> ApiResult<Arc<Value>> {
+    let name = object::name(old).to_string();
+    let given_rv = object::resource_version(&new);
+    if !given_rv.is_empty() && given_rv != object::resource_version(old) {
+        return Err(ApiError::stale(subject(def, &name)));
+    }
+    if def.builtin == Some(Builtin::CustomResourceDefinition) && scope == Scope::Main {
+        check_crd(state, &new, false)?;
+    }
+    if scope == Scope::Status {
+        let status = new.get("status").cloned();
+        new = (**old).clone();
+        match status {
+            Some(status) => new["status"] = status,
+            None => {
+                if let Some(map) = new.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+    } else if def.has_status() {
+        match old.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(map) = new.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+    }
+    // Fields the server owns: clients cannot change them.
+    let old_meta = object::meta(old);
+    let meta = object::meta_mut(&mut new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
+        match old_meta.get(field) {
+            Some(value) => meta.insert(field.into(), value.clone()),
+            None => meta.remove(field),
+        };
+    }
+    meta.remove("resourceVersion");
+    if object::is_terminating(old) {
+        let old_finalizers = object::finalizers(old);
+        if object::finalizers(&new)
+            .iter()
+            .any(|f| !old_finalizers.contains(f))
+        {
+            return Err(ApiError::invalid_field(
+                subject(def, &name),
+                &def.kind,
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                "Forbidden: no new finalizers can be added if the object is being deleted",
+            ));
+        }
+    }
+    if let Some(updater) = updater {
+        patch::record_update(
+            Some(&def.kind),
+            Some(old),
+            &mut new,
+            updater,
+            &object::now_timestamp(),
+        );
+    }
+    let mut unchanged = (**old).clone();
+    object::meta_mut(&mut unchanged).remove("resourceVersion");
+    if unchanged == new {
+        return Ok(old.clone());
+    }
+    if object::spec_part(&new, def.has_status()) != object::spec_part(&unchanged, def.has_status())
+    {
+        let generation = object::generation(old) + 1;
+        object::meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    if object::is_terminating(&new) && !has_blocking_finalizers(def, &new) {
+        return Ok(state
+            .remove(def, &key_of(&new))
+            .unwrap_or_else(|| old.clone()));
+    }
+    Ok(state.put(def, new))
+}
+
+fn has_blocking_finalizers(def: &ResourceDef, object: &Value) -> bool {
+    !object::finalizers(object).is_empty()
+        || (def.builtin == Some(Builtin::Namespace)
+            && object["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty()))
+}
+
+/// The result of a deletion request.
+#[derive(Debug)]
+pub(crate) enum Deletion {
+    /// Gone now; the object's last state.
+    Gone(Arc<Value>),
+    /// Marked for deletion; finalizers hold it.
+    Pending(Arc<Value>),
+}
+
+/// Deletes an object: removes it, or marks it when finalizers (or the policy) hold it.
+pub(crate) fn delete(
+    state: &mut State,
+    def: &ResourceDef,
+    key: &ObjectKey,
+    options: &DeleteOptions,
+) -> ApiResult<Deletion> {
+    let Some(current) = state.get(&def.key(), key).cloned() else {
+        return Err(ApiError::not_found(subject(def, &key.1)));
+    };
+    if let Some(uid) = &options.precondition_uid
+        && uid != object::uid(&current)
+    {
+        return Err(ApiError::conflict(
+            subject(def, &key.1),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                object::uid(&current)
+            ),
+        ));
+    }
+    if let Some(rv) = &options.precondition_rv
+        && rv != object::resource_version(&current)
+    {
+        return Err(ApiError::conflict(
+            subject(def, &key.1),
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                object::resource_version(&current)
+            ),
+        ));
+    }
+    let mut marked = (*current).clone();
+    let mut finalizers = object::finalizers(&marked);
+    match options.propagation {
+        Some(Propagation::Foreground) if !finalizers.iter().any(|f| f == FOREGROUND) => {
+            finalizers.push(FOREGROUND.into())
+        }
+        Some(Propagation::Orphan) if !finalizers.iter().any(|f| f == ORPHAN) => {
+            finalizers.push(ORPHAN.into())
+        }
+        _ => {}
+    }
+    object::set_finalizers(&mut marked, finalizers);
+    if !has_blocking_finalizers(def, &marked) {
+        let gone = state.remove(def, key).unwrap_or(current);
+        return Ok(Deletion::Gone(gone));
+    }
+    if !object::is_terminating(&marked) {
+        let generation = object::generation(&marked) + 1;
+        let meta = object::meta_mut(&mut marked);
+        meta.insert("deletionTimestamp".into(), json!(object::now_timestamp()));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        meta.insert("generation".into(), json!(generation));
+        if def.builtin == Some(Builtin::Namespace) {
+            marked["status"]["phase"] = json!("Terminating");
+        }
+    }
+    object::meta_mut(&mut marked).remove("resourceVersion");
+    let mut unchanged = (*current).clone();
+    object::meta_mut(&mut unchanged).remove("resourceVersion");
+    if marked == unchanged {
+        return Ok(Deletion::Pending(current));
+    }
+    Ok(Deletion::Pending(state.put(def, marked)))
+}
+
+/// Runs the cluster's controllers until nothing more changes.
+pub(crate) fn settle(state: &mut State) {
+    // Each round makes progress or stops; the bound only guards against a bug looping forever.
+    for _ in 0..1000 {
+        let progressed =
+            establish_crds(state) | terminate_namespaces(state) | collect_garbage(state);
+        if !progressed {
+            return;
+        }
+    }
+    tracing::error!("the fake cluster's controllers did not settle after 1000 rounds");
+}
+
+fn builtin_def(state: &State, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+    state.catalog.get(group, plural).cloned()
+}
+
+/// Serves the resources of CRDs, sets their conditions, and cleans up deleted ones.
+fn establish_crds(state: &mut State) -> bool {
+    if !std::mem::take(&mut state.pending.crds) {
+        return false;
+    }
+    let Some(crd_def) = builtin_def(state, "apiextensions.k8s.io", "customresourcedefinitions")
+    else {
+        return false;
+    };
+    let crds: Vec<Arc<Value>> = state
+        .objects(&crd_def.key())
+        .map(|o| o.values().cloned().collect())
+        .unwrap_or_default();
+    let mut progressed = false;
+    let mut served = std::collections::HashSet::new();
+    for crd in crds {
+        let Ok(def) = ResourceDef::from_crd(&crd) else {
+            continue;
+        };
+        served.insert(def.key());
+        let current = state.catalog.get(&def.group, &def.plural);
+        let changed = current.is_none_or(|c| format!("{:?}", **c) != format!("{def:?}"));
+        if changed {
+            state.catalog.insert(def.clone());
+        }
+        if object::is_terminating(&crd) {
+            let keys: Vec<ObjectKey> = state
+                .objects(&def.key())
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            if keys.is_empty() {
+                let mut done = (*crd).clone();
+                object::set_finalizers(
+                    &mut done,
+                    object::finalizers(&crd)
+                        .into_iter()
+                        .filter(|f| f != CRD_CLEANUP)
+                        .collect(),
+                );
+                let updater = controller(&crd, KUBE_APISERVER, "");
+                if update(state, &crd_def, &crd, done, Scope::Main, Some(&updater)).is_ok() {
+                    progressed = true;
+                }
+            } else {
+                for key in keys {
+                    let already = state
+                        .get(&def.key(), &key)
+                        .is_some_and(|o| object::is_terminating(o));
+                    if !already && delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
+                        progressed = true;
+                    }
+                }
+            }
+            continue;
+        }
+        let status = crd_status(&crd, &def);
+        if crd["status"] != status {
+            let mut established = (*crd).clone();
+            established["status"] = status;
+            let updater = controller(&crd, KUBE_APISERVER, "status");
+            if update(
+                state,
+                &crd_def,
+                &crd,
+                established,
+                Scope::Status,
+                Some(&updater),
+            )
+            .is_ok()
+            {
+                progressed = true;
+            }
+        }
+    }
+    let gone: Vec<_> = state
+        .catalog
+        .iter()
+        .filter(|d| d.builtin.is_none() && !served.contains(&d.key()))
+        .map(|d| d.key())
+        .collect();
+    for key in gone {
+        state.catalog.remove(&key);
+        state.drop_resource(&key);
+        progressed = true;
+    }
+    progressed
+}
+
+fn crd_status(crd: &Value, def: &ResourceDef) -> Value {
+    let previous = &crd["status"]["conditions"];
+    let since = |kind: &str| {
+        previous
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == kind)
+            .and_then(|c| c["lastTransitionTime"].as_str().map(String::from))
+            .unwrap_or_else(object::now_timestamp)
+    };
+    let mut accepted = crd["spec"]["names"].clone();
+    accepted["singular"] = json!(def.singular);
+    accepted["listKind"] = json!(def.list_kind);
+    let storage: Vec<&str> = def
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    let mut stored: Vec<Value> = crd["status"]["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for version in storage {
+        if !stored.iter().any(|v| v == version) {
+            stored.push(json!(version));
+        }
+    }
+    json!({
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": since("NamesAccepted"),
+             "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "lastTransitionTime": since("Established"),
+             "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+        ],
+        "acceptedNames": accepted,
+        "storedVersions": stored,
+    })
+}
+
+/// Empties terminating namespaces, then lets them go.
+fn terminate_namespaces(state: &mut State) -> bool {
+    if !std::mem::take(&mut state.pending.namespaces) {
+        return false;
+    }
+    let Some(ns_def) = builtin_def(state, "", "namespaces") else {
+        return false;
+    };
+    let terminating: Vec<Arc<Value>> = state
+        .objects(&ns_def.key())
+        .map(|o| {
+            o.values()
+                .filter(|ns| object::is_terminating(ns))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut progressed = false;
+    for ns in terminating {
+        let namespace = object::name(&ns).to_string();
+        let contents: Vec<(Arc<ResourceDef>, ObjectKey, bool)> = state
+            .catalog
+            .iter()
+            .filter(|d| d.namespaced)
+            .flat_map(|d| {
+                state
+                    .objects(&d.key())
+                    .into_iter()
+                    .flat_map(|o| o.iter())
+                    .filter(|(k, _)| k.0 == namespace)
+                    .map(|(k, o)| (d.clone(), k.clone(), object::is_terminating(o)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if contents.is_empty() {
+            if ns["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+            {
+                let mut finalized = (*ns).clone();
+                finalized["spec"]["finalizers"] = json!([]);
+                let updater = controller(&ns, KUBE_CONTROLLER_MANAGER, "finalize");
+                if update(state, &ns_def, &ns, finalized, Scope::Main, Some(&updater)).is_ok() {
+                    progressed = true;
+                }
+            }
+            continue;
+        }
+        for (def, key, terminating) in contents {
+            if !terminating && delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
+                progressed = true;
+            }
+        }
+    }
+    progressed
+}
+
+/// An object with its resource.
+type Owned = (Arc<ResourceDef>, Arc<Value>);
+
+/// Deletes objects whose owners are all gone; carries out foreground and orphan deletions.
+fn collect_garbage(state: &mut State) -> bool {
+    if !std::mem::take(&mut state.pending.garbage) {
+        return false;
+    }
+    let mut dependents: HashMap<String, Vec<Owned>> = HashMap::new();
+    let mut orphans = Vec::new();
+    for def in state.catalog.iter() {
+        for object in state
+            .objects(&def.key())
+            .into_iter()
+            .flat_map(|o| o.values())
+        {
+            let owners = object::owner_uids(object);
+            if owners.is_empty() {
+                continue;
+            }
+            if owners.iter().all(|uid| !state.uid_exists(uid)) {
+                if !object::is_terminating(object) {
+                    orphans.push((def.clone(), key_of(object)));
+                }
+                continue;
+            }
+            for uid in owners {
+                dependents
+                    .entry(uid)
+                    .or_default()
+                    .push((def.clone(), object.clone()));
+            }
+        }
+    }
+    let mut progressed = false;
+    for (def, key) in orphans {
+        if delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
+            progressed = true;
+        }
+    }
+    // Owners being deleted in the foreground or orphaning their dependents.
+    let owners: Vec<Owned> = state
+        .catalog
+        .iter()
+        .flat_map(|def| {
+            state
+                .objects(&def.key())
+                .into_iter()
+                .flat_map(|o| o.values())
+                .filter(|o| object::is_terminating(o))
+                .filter(|o| {
+                    object::finalizers(o)
+                        .iter()
+                        .any(|f| f == FOREGROUND || f == ORPHAN)
+                })
+                .map(|o| (def.clone(), o.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (def, owner) in owners {
+        let uid = object::uid(&owner).to_string();
+        let children = dependents.remove(&uid).unwrap_or_default();
+        let finalizers = object::finalizers(&owner);
+        let mut done = None;
+        if finalizers.iter().any(|f| f == ORPHAN) {
+            for (child_def, child) in &children {
+                let mut released = (**child).clone();
+                if let Some(refs) = released["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"] != uid.as_str());
+                }
+                let updater = controller(child, KUBE_CONTROLLER_MANAGER, "");
+                if update(
+                    state,
+                    child_def,
+                    child,
+                    released,
+                    Scope::Main,
+                    Some(&updater),
+                )
+                .is_ok()
+                {
+                    progressed = true;
+                }
+            }
+            done = Some(ORPHAN);
+        } else if children.is_empty() {
+            done = Some(FOREGROUND);
+        } else {
+            for (child_def, child) in &children {
+                if !object::is_terminating(child) {
+                    let options = DeleteOptions {
+                        propagation: Some(Propagation::Foreground),
+                        ..Default::default()
+                    };
+                    if delete(state, child_def, &key_of(child), &options).is_ok() {
+                        progressed = true;
+                    }
+                }
+            }
+        }
+        if let Some(finalizer) = done {
+            let Some(current) = state.get(&def.key(), &key_of(&owner)).cloned() else {
+                continue;
+            };
+            let mut released = (*current).clone();
+            object::set_finalizers(
+                &mut released,
+                finalizers.into_iter().filter(|f| f != finalizer).collect(),
+            );
+            let updater = controller(&current, KUBE_CONTROLLER_MANAGER, "");
+            if update(state, &def, &current, released, Scope::Main, Some(&updater)).is_ok() {
+                progressed = true;
+            }
+        }
+    }
+    progressed
+}
+
+/// The namespaces every cluster starts with.
+pub(crate) fn bootstrap(state: &mut State) {
+    let Some(ns_def) = builtin_def(state, "", "namespaces") else {
+        return;
+    };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        if state
+            .get(&ns_def.key(), &(String::new(), name.to_string()))
+            .is_none()
+        {
+            let namespace =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            if let Err(error) = create(state, &ns_def, namespace, None) {
+                tracing::error!(?error, name, "creating a built-in namespace failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! API semantics: Kubernetes' rules for what a request does to the stored objects, with no HTTP
+//! in them: lifecycles and the cluster's controllers, admission, schemas, patches, selectors,
+//! tables, protobuf bodies, and the `Status` errors.
+
+pub(super) mod admission;
+pub(super) mod go_format;
+pub(super) mod lifecycle;
+pub(super) mod names;
+pub(super) mod patch;
+pub(super) mod protobuf;
+pub(super) mod schema;
+pub(super) mod selector;
+pub(super) mod status;
+pub(super) mod table;

@@ -1,0 +1,8 @@
+//! The server process: listening and connections, the handle tests hold, restarts, and the
+//! periodic saving of the state file.
+
+mod listener;
+mod process;
+mod saving;
+
+pub use process::{FakeApiServer, FakeApiServerBuilder};

@@ -1,0 +1,349 @@
+//! The server process: how it is set up and started (on the current runtime or one of its own),
+//! and the handle tests hold to look inside, steer, restart and stop it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::listener::accept;
+use super::saving::save_periodically;
+use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::apiserver::endpoints::shared::{Shared, stats};
+use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::storage::persist;
+use crate::apiserver::storage::state::State;
+
+/// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
+#[derive(Debug, Clone)]
+pub struct FakeApiServerBuilder {
+    bind: SocketAddr,
+    token: Option<String>,
+    history_limit: usize,
+    bookmark_interval: Duration,
+    state_file: Option<PathBuf>,
+    save_interval: Duration,
+    fault_seed: u64,
+    log_limit: usize,
+}
+
+impl Default for FakeApiServerBuilder {
+    fn default() -> Self {
+        FakeApiServerBuilder {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(30),
+            state_file: None,
+            save_interval: Duration::from_secs(10),
+            fault_seed: 0,
+            log_limit: 100_000,
+        }
+    }
+}
+
+impl FakeApiServerBuilder {
+    /// The address to listen on (default `127.0.0.1:0`, an ephemeral port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Require this bearer token; requests without it get `401 Unauthorized`.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// How many changes the watch history keeps (default 10,000); older resourceVersions get
+    /// `410 Expired`.
+    pub fn history_limit(mut self, limit: usize) -> Self {
+        self.history_limit = limit;
+        self
+    }
+
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK (default 30 s).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Load objects from this file at start, save them periodically and on stop.
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    /// How often the state file is saved (default 10 s).
+    pub fn save_interval(mut self, interval: Duration) -> Self {
+        self.save_interval = interval;
+        self
+    }
+
+    /// The seed of the generator behind faults with a probability, so runs can be replayed.
+    pub fn fault_seed(mut self, seed: u64) -> Self {
+        self.fault_seed = seed;
+        self
+    }
+
+    /// How many requests the request log keeps (default 100,000).
+    pub fn log_limit(mut self, limit: usize) -> Self {
+        self.log_limit = limit;
+        self
+    }
+
+    /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
+    /// connections are then not counted among the caller's runtime's tasks (useful when a test
+    /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
+    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+        let (started_tx, started_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("kopf-fake-apiserver".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = started_tx.send(Err(error));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    match self.start().await {
+                        Ok(server) => {
+                            let (root, tracker) = (server.root.clone(), server.tracker.clone());
+                            if started_tx.send(Ok(server)).is_ok() {
+                                root.cancelled().await;
+                            }
+                            tracker.close();
+                            tracker.wait().await;
+                        }
+                        Err(error) => {
+                            let _ = started_tx.send(Err(error));
+                        }
+                    }
+                });
+                drop(runtime);
+                let _ = done_tx.send(());
+            })?;
+        let mut server = started_rx.await.map_err(|_| {
+            std::io::Error::other("the fake API server's thread ended before it started")
+        })??;
+        server.own_runtime = Some(done_rx);
+        Ok(server)
+    }
+
+    /// Starts serving on the current tokio runtime.
+    pub async fn start(self) -> std::io::Result<FakeApiServer> {
+        let listener = TcpListener::bind(self.bind).await?;
+        let addr = listener.local_addr()?;
+        let mut state = State::new(self.history_limit);
+        if let Some(path) = &self.state_file {
+            persist::load(&mut state, path).await?;
+        }
+        lifecycle::bootstrap(&mut state);
+        let (changes, _) = watch::channel(state.resource_version());
+        let root = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            changes,
+            counters: Counters::new(self.log_limit),
+            faults: Faults::new(self.fault_seed),
+            token: self.token,
+            bookmark_interval: Mutex::new(self.bookmark_interval),
+            connections: Mutex::new(root.child_token()),
+            watches: Mutex::new(root.child_token()),
+            host: addr.to_string(),
+            root: root.clone(),
+        });
+        let tracker = TaskTracker::new();
+        tracker.spawn(accept(
+            listener,
+            shared.clone(),
+            tracker.clone(),
+            root.clone(),
+        ));
+        if let Some(path) = self.state_file.clone() {
+            tracker.spawn(save_periodically(
+                shared.clone(),
+                path,
+                self.save_interval,
+                root.clone(),
+            ));
+        }
+        Ok(FakeApiServer {
+            shared,
+            addr,
+            url: format!("http://{addr}"),
+            root,
+            tracker,
+            own_runtime: None,
+        })
+    }
+}
+
+/// A fake Kubernetes API server on 127.0.0.1, in memory, for tests and local development.
+///
+/// Unmodified clients (kubectl, kube-rs, the Python `kubernetes` client, Python Kopf) work
+/// against it. Stop it with [`FakeApiServer::stop`]; dropping it also stops serving, but only
+/// `stop` waits until every connection is closed.
+///
+/// ```no_run
+/// # async fn example() -> std::io::Result<()> {
+/// let server = kopf_testing::FakeApiServer::start().await?;
+/// let client = server.client();
+/// // ... use the client ...
+/// server.stop().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct FakeApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    url: String,
+    root: CancellationToken,
+    tracker: TaskTracker,
+    /// Resolves when the server's own runtime (if it has one) is gone.
+    own_runtime: Option<oneshot::Receiver<()>>,
+}
+
+impl FakeApiServer {
+    /// Starts a server with the default settings on the current tokio runtime.
+    pub async fn start() -> std::io::Result<FakeApiServer> {
+        Self::builder().start().await
+    }
+
+    /// A builder for servers with other settings.
+    pub fn builder() -> FakeApiServerBuilder {
+        FakeApiServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig pointing at this server (with the bearer token, if one is required).
+    pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        let yaml = self.kubeconfig_yaml();
+        kube::config::Kubeconfig::from_yaml(&yaml).expect("the generated kubeconfig is valid")
+    }
+
+    fn kubeconfig_yaml(&self) -> String {
+        let token = self
+            .shared
+            .token
+            .as_deref()
+            .map(|t| format!("\n    token: {t}"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kopf-fake\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: kopf-fake\n  context:\n    cluster: kopf-fake\n    user: kopf-fake\n    namespace: default\n\
+             current-context: kopf-fake\nusers:\n- name: kopf-fake\n  user:{user}\npreferences: {{}}\n",
+            url = self.url,
+            user = if token.is_empty() {
+                " {}".to_string()
+            } else {
+                token
+            },
+        )
+    }
+
+    /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// A kube-rs client for this server.
+    pub fn client(&self) -> kube::Client {
+        let mut config =
+            kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        config.default_namespace = "default".into();
+        if let Some(token) = &self.shared.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        kube::Client::try_from(config).expect("a plain-http client always builds")
+    }
+
+    /// Counters: open connections and watches, requests by verb and resource, objects.
+    pub fn stats(&self) -> Stats {
+        stats(&self.shared)
+    }
+
+    /// Every request so far (up to the log limit), oldest first.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared.counters.logged()
+    }
+
+    /// Forgets the request counters and the log.
+    pub fn reset_requests(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// Adds a fault rule; see [`Fault`].
+    pub fn inject(&self, fault: Fault) {
+        self.shared.faults.add(fault);
+    }
+
+    /// Removes all fault rules.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Seeds the generator behind probabilistic faults.
+    pub fn seed_faults(&self, seed: u64) {
+        self.shared.faults.reseed(seed);
+    }
+
+    /// Ends every open watch stream now (cleanly, as a server-side timeout would).
+    pub fn close_watches(&self) {
+        self.shared.close_watches();
+    }
+
+    /// Forgets the watch history: a watch or list from any earlier resourceVersion gets `410`.
+    pub fn compact(&self) {
+        lock(&self.shared.state).compact();
+    }
+
+    /// Changes how often bookmarks are sent to watches that allow them.
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        *lock(&self.shared.bookmark_interval) = interval;
+    }
+
+    /// Drops every connection (as a restarted API server would) and keeps the data.
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+
+    /// Stops serving, closes every connection, waits until no task of the server is left,
+    /// and saves the state file if one was given.
+    pub async fn stop(mut self) {
+        self.root.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        if let Some(runtime) = self.own_runtime.take() {
+            let _ = runtime.await;
+        }
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}
