@@ -80,8 +80,10 @@ pub(crate) fn select<'a>(
             let narrowed = diff.reduce(field);
             let old_value = old.and_then(|o| diff::resolve(o, field)).cloned();
             let new_value = diff::resolve(new, field).cloned();
+            // As Kopf: field and update handlers need their field to have changed, whatever
+            // the reason (a resume with the field unchanged calls neither).
             let needs_change = matches!(handler.trigger, Trigger::Field | Trigger::Update);
-            if needs_change && reason != Reason::Resume && narrowed.is_empty() {
+            if needs_change && narrowed.is_empty() {
                 return None;
             }
             let o = &handler.options;

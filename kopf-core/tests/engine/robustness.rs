@@ -258,6 +258,92 @@ async fn a_restarted_operator_resumes_handled_objects_and_does_not_create_them_a
     assert_eq!(calls[1]["new"], json!({"spec": {"field": 1}}));
 }
 
+/// As Kopf: a field handler (`on_field`, or `on_update` with a field) is called only when its
+/// field's value changed, whatever the reason; a restart with no change of the field calls it
+/// not at all (it was once called with reason `resume`, old equal to new).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_handlers_are_called_after_a_restart_only_if_their_field_changed() {
+    let calls = Calls::default();
+    let server = server_with(Some(usual_schema())).await;
+    let client = server.client();
+    let field_handlers = |calls: &Calls| {
+        Registry::new()
+            .with(ChangeHandler::on_field(
+                examples(),
+                "field_fn",
+                "spec.field",
+                recording(calls, "field"),
+            ))
+            .with(
+                ChangeHandler::on_update(examples(), "update_fn", recording(calls, "update"))
+                    .field("spec.field"),
+            )
+    };
+
+    let first = Running::start(
+        &server,
+        Operator::new(field_handlers(&calls)).settings(test_settings()),
+    )
+    .await;
+    create(&client, "untouched", json!({"field": 1})).await;
+    create(&client, "changed", json!({"field": 1})).await;
+    wait_handled(&client, "untouched", json!({"field": 1})).await;
+    wait_handled(&client, "changed", json!({"field": 1})).await;
+    first.stop().await;
+    assert_eq!(
+        calls.all().len(),
+        2,
+        "on create, the field handler only: {:?}",
+        calls.all()
+    );
+
+    // While the operator is down, one object's field changes, the other's does not.
+    patch(&client, "changed", json!({"spec": {"field": 2}})).await;
+    let registry = field_handlers(&calls).with(ChangeHandler::on_resume(
+        examples(),
+        "resume_fn",
+        recording(&calls, "resume"),
+    ));
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
+    wait_handled(&client, "changed", json!({"field": 2})).await;
+    wait("both objects resumed", || async {
+        (named(&calls.all(), "handler", "resume").len() == 2).then_some(())
+    })
+    .await;
+    assert!(
+        harness
+            .server()
+            .wait_quiet(Duration::from_millis(500), DEADLINE)
+            .await,
+        "the operator keeps sending requests"
+    );
+    harness.stop().await.expect("a clean stop");
+
+    let calls = calls.all();
+    let mut seen: Vec<(String, String, String)> = calls[2..]
+        .iter()
+        .map(|c| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&c["handler"]), text(&c["name"]), text(&c["reason"]))
+        })
+        .collect();
+    seen.sort();
+    let expected = [
+        ("field", "changed", "update"),
+        ("resume", "changed", "update"),
+        ("resume", "untouched", "resume"),
+        ("update", "changed", "update"),
+    ];
+    assert_eq!(
+        seen,
+        expected.map(|(h, n, r)| (h.to_string(), n.to_string(), r.to_string())),
+        "{calls:#?}"
+    );
+    let field = named(&calls[2..], "handler", "field");
+    assert_eq!((&field[0]["old"], &field[0]["new"]), (&json!(1), &json!(2)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_progress_of_a_half_finished_handler_survives_a_restart() {
     let calls = Calls::default();

@@ -285,6 +285,43 @@ impl FakeApiServer {
         stats(&self.shared)
     }
 
+    /// Waits until the server has been quiet for `period`: no request arrived and no object
+    /// changed. Tests use it to show that an operator does nothing more, instead of sleeping
+    /// a fixed time. Returns `false` if the server was not quiet for that long within
+    /// `deadline` (a busy operator: a retry loop, say).
+    ///
+    /// ```no_run
+    /// # async fn example(server: kopf_testing::FakeApiServer) {
+    /// use std::time::Duration;
+    /// assert!(server.wait_quiet(Duration::from_millis(500), Duration::from_secs(30)).await);
+    /// # }
+    /// ```
+    pub async fn wait_quiet(&self, period: Duration, deadline: Duration) -> bool {
+        let activity = || {
+            let stats = self.stats();
+            let requests: u64 = stats.requests.values().flat_map(|r| r.values()).sum();
+            (requests, stats.resource_version)
+        };
+        let give_up = tokio::time::Instant::now() + deadline;
+        let mut last = activity();
+        let mut since = tokio::time::Instant::now();
+        loop {
+            let now = tokio::time::Instant::now();
+            if now.duration_since(since) >= period {
+                return true;
+            }
+            if now >= give_up {
+                return false;
+            }
+            tokio::time::sleep(period / 10).await;
+            let seen = activity();
+            if seen != last {
+                last = seen;
+                since = tokio::time::Instant::now();
+            }
+        }
+    }
+
     /// Every request so far (up to the log limit), oldest first.
     pub fn requests(&self) -> Vec<LoggedRequest> {
         self.shared.counters.logged()
