@@ -123,9 +123,14 @@ async fn wait_handled(client: &kube::Client, name: &str, spec: Value) -> Value {
     .await
 }
 
-/// Lets echoes and retries that should not happen have their chance to happen.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(700)).await;
+/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
+/// retries and late events that should not happen have had their chance to happen.
+async fn settle(server: &FakeApiServer) {
+    let quiet = std::time::Duration::from_millis(500);
+    assert!(
+        server.wait_quiet(quiet, DEADLINE).await,
+        "the operator did not quiet down within {DEADLINE:?}"
+    );
 }
 
 fn named<'a>(calls: &'a [Value], key: &str, value: &str) -> Vec<&'a Value> {
@@ -236,7 +241,7 @@ async fn a_restarted_operator_resumes_handled_objects_and_does_not_create_them_a
         (lists(server) > lists_before).then_some(())
     })
     .await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -399,7 +404,7 @@ async fn the_progress_of_a_half_finished_handler_survives_a_restart() {
     })
     .await;
     assert!(last_handled(&done).is_some(), "{done:#}");
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -512,7 +517,7 @@ async fn dropped_watches_and_expired_histories_lose_no_change() {
         lists(server) > lists_before,
         "the watcher listed again after 410"
     );
-    settle().await;
+    settle(harness.server()).await;
 
     let calls = calls.all();
     for name in ["a", "b", "c", "d", "e", "f", "held"] {
@@ -631,7 +636,7 @@ async fn a_crd_created_later_is_served_and_a_deleted_one_stops_its_watchers() {
     .await;
     create(&client, "again", json!({})).await;
     wait_handled(&client, "again", json!({})).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let names: Vec<Value> = calls.all().iter().map(|c| c["name"].clone()).collect();
@@ -679,7 +684,7 @@ async fn only_the_namespaces_that_the_patterns_select_are_served() {
         })
         .await;
     }
-    settle().await;
+    settle(harness.server()).await;
     for namespace in ["ns-skip", "other"] {
         let object = get_in(&client, namespace, "obj").await.unwrap();
         assert!(
@@ -741,7 +746,7 @@ async fn exact_namespaces_are_watched_each_on_its_own() {
         })
         .await;
     }
-    settle().await;
+    settle(harness.server()).await;
     let mut namespaces: Vec<String> = calls
         .all()
         .iter()
@@ -819,7 +824,7 @@ async fn label_annotation_and_when_filters_choose_the_handlers() {
     wait_handled(&client, "o1", json!({"enabled": true})).await;
     wait_handled(&client, "o2", json!({"enabled": false})).await;
     wait_handled(&client, "o3", json!({})).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -902,7 +907,7 @@ async fn field_filters_on_values_old_and_new() {
     wait_handled(&client, "x", json!({"size": 2, "extra": "e"})).await;
     patch(&client, "x", json!({"spec": {"extra": "f"}})).await;
     wait_handled(&client, "x", json!({"size": 2, "extra": "f"})).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -1004,7 +1009,7 @@ async fn optional_delete_handlers_do_not_block_deletion() {
         get(&client, "guarded").await.is_none().then_some(())
     })
     .await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -1101,7 +1106,7 @@ async fn errors_modes_retries_and_timeouts_limit_the_attempts() {
     for case in cases {
         wait_handled(&client, &case.replace('_', "-"), json!({})).await;
     }
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();
@@ -1194,7 +1199,7 @@ async fn event_handlers_see_every_raw_event_in_order_and_their_errors_are_ignore
         (live_deleted && after && !labelled.all().is_empty()).then_some(())
     })
     .await;
-    settle().await;
+    settle(harness.server()).await;
     // Failed event handlers write nothing.
     let after = get(&client, "after").await.unwrap();
     assert!(after["status"].is_null(), "{after:#}");
@@ -1269,7 +1274,7 @@ async fn a_worker_with_a_retry_pending_outlives_its_idle_timeout_and_retries_on_
         o["status"]["patient"]["retry"] == 1
     })
     .await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let attempts = attempts.lock().unwrap().clone();
@@ -1348,7 +1353,7 @@ async fn malformed_objects_do_not_stop_the_operator() {
     for (name, spec, _) in &objects {
         wait_handled(&client, name, spec.clone()).await;
     }
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let calls = calls.all();

@@ -5,7 +5,7 @@
 
 use kopf::filters::MetaFilter;
 use kopf::{ChangeHandler, EVERYTHING, EventHandler, Invocation, Operator, Registry, Selector};
-use kopf_testing::{FakeApiServer, Fault, OperatorHarness, test_settings, wait};
+use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
 use crate::support::{Calls, send};
@@ -113,9 +113,14 @@ async fn wait_seen(calls: &Calls, expected: &[(&str, &str)]) {
     .await;
 }
 
-/// Lets late events arrive (if the operator were to handle something it should not).
-async fn settle() {
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
+/// retries and late events that should not happen have had their chance to happen.
+async fn settle(server: &FakeApiServer) {
+    let quiet = std::time::Duration::from_millis(500);
+    assert!(
+        server.wait_quiet(quiet, DEADLINE).await,
+        "the operator did not quiet down within {DEADLINE:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +155,7 @@ async fn a_category_serves_every_crd_in_it_including_one_created_later() {
     .await;
     assert_eq!(created["metadata"]["name"], "d1");
     wait_seen(&calls, &[("create_fn", "d1")]).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let mut resources: Vec<(String, String)> = calls
@@ -196,7 +201,7 @@ async fn a_predicate_serves_the_resources_it_accepts() {
     create(&client, "b.example", "Gizmo", "g1", json!({})).await;
     create(&client, "a.example", "Sprocket", "s1", json!({})).await;
     wait_seen(&calls, &[("create_fn", "g1"), ("create_fn", "s1")]).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     assert_eq!(
@@ -257,7 +262,7 @@ async fn kopfs_name_forms_select_one_resource_and_share_its_objects() {
         ("by_short_name", "w1"),
     ];
     wait_seen(&calls, &expected).await;
-    settle().await;
+    settle(harness.server()).await;
     harness.stop().await.expect("a clean stop");
 
     let expected: Vec<(String, String)> = expected
@@ -303,7 +308,7 @@ async fn everything_serves_crds_and_builtins_but_not_events() {
         assert!(created["error"].is_null(), "{created}");
     }
     wait_seen(&calls, &[("event_fn", "w1"), ("event_fn", "cm1")]).await;
-    settle().await;
+    settle(harness.server()).await;
 
     let kinds: std::collections::BTreeSet<String> = calls
         .all()
@@ -501,7 +506,7 @@ async fn namespace_globs_are_watched_per_namespace_as_namespaces_come_and_go() {
     create_widget_in(&client, "team-skip-2", "w").await;
     create_widget_in(&client, "team-c", "w").await;
     wait_handled_in(&calls, &["team-c"]).await;
-    settle().await;
+    settle(harness.server()).await;
 
     assert_eq!(
         handled_in(&calls),
@@ -535,7 +540,7 @@ async fn without_permission_to_list_namespaces_globs_filter_a_cluster_wide_watch
         create_widget_in(&client, namespace, "w").await;
     }
     wait_handled_in(&calls, &["team-a"]).await;
-    settle().await;
+    settle(harness.server()).await;
 
     assert_eq!(handled_in(&calls), ["team-a"], "the patterns still apply");
     let server = harness.server();
