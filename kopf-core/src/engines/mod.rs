@@ -1,8 +1,9 @@
-//! What runs each kind of handler outside the per-object cycle: activities, daemons and timers, indexes, login, probes.
+//! What runs each kind of handler outside the per-object cycle: activities, daemons and timers, indexes, login, probes, peering.
 
 pub(crate) mod activities;
 pub(crate) mod authentication;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
 pub(crate) mod metrics;
+pub(crate) mod peering;
 pub(crate) mod probing;

@@ -27,6 +27,7 @@ use crate::clients::posting::Poster;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
+use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
@@ -373,6 +374,14 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        // After the startup handlers, which may change the peering settings (as in Kopf).
+        let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
+        let (pause, peering) = tokio::select! {
+            started = peering_started => started,
+            _ = stop.cancelled() => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+        };
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
         let indexes = Indexes::new(
@@ -389,6 +398,7 @@ impl Operator {
             patterns,
             tasks: tasks.child(),
             ready: self.ready,
+            pause,
             common: Common {
                 poster: poster.clone(),
                 memo: self.memo.clone(),
@@ -405,6 +415,14 @@ impl Operator {
 
         stop.cancelled().await;
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+        if let Some(peering) = peering
+            && stopped.is_ok()
+        {
+            // After the handlers stopped: peers take over at once, not when the entry expires.
+            peering
+                .disappear(self.settings.process.cleanup_timeout)
+                .await;
+        }
         let cleaned = activities.clean_up(&self.settings, &abort).await;
         stopped.and(cleaned.map_err(OperatorError::from))
     }

@@ -1,0 +1,323 @@
+//! Kopf's peering: operators of different priorities on one server, where only the highest
+//! works; equal priorities pause all; a paused operator's daemons stop and start again when
+//! it resumes; standalone when there is no peering CRD, paused for good when peering is
+//! mandatory.
+
+use std::time::Duration;
+
+use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Settings};
+use kopf_testing::{FakeApiServer, wait};
+use serde_json::{Value, json};
+
+use crate::logs::lines_of;
+use crate::stopping::Running;
+use crate::support::{Calls, create, examples, get, send, server_with_crd};
+
+/// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
+/// `name`.
+async fn server_with_peering(name: &str) -> FakeApiServer {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterkopfpeerings.kopf.dev"},
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Cluster",
+            "names": {"kind": "ClusterKopfPeering", "plural": "clusterkopfpeerings", "singular": "clusterkopfpeering"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    });
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    send(&client, "POST", path, "application/json", crd).await;
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
+    let created = send(&client, "POST", PEERINGS, "application/json", object).await;
+    assert_eq!(created["metadata"]["name"], name, "{created}");
+    server
+}
+
+const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
+
+/// The peering object's `status`: the entries by identity.
+async fn entries(client: &kube::Client, name: &str) -> serde_json::Map<String, Value> {
+    let request = http::Request::get(format!("{PEERINGS}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    let object: Value = client.request(request).await.expect("the peering object");
+    object["status"].as_object().cloned().unwrap_or_default()
+}
+
+fn settings(name: &str, priority: i64) -> Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.peering.name = name.into();
+    settings.peering.priority = priority;
+    settings
+}
+
+/// An operator whose on-create handler records the names it is called for.
+fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Operator {
+    let calls = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = calls.clone();
+            async move {
+                calls.record(json!(invocation.name()));
+                Ok(None)
+            }
+        },
+    ));
+    Operator::new(registry)
+        .settings(settings)
+        .client(server.client())
+}
+
+/// Waits until `count` logged lines about the peering `name` contain `text`.
+async fn wait_lines(name: &str, text: &str, count: usize) {
+    wait(&format!("{count} lines with {text:?}"), || async {
+        let found = lines_of(name)
+            .into_iter()
+            .filter(|line| line.contains(text))
+            .count();
+        (found >= count).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_higher_priority_works_and_the_lower_resumes_when_it_leaves() {
+    let name = "peering-priorities";
+    lines_of(name); // Captures the logs from now on.
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let (high_calls, low_calls) = (Calls::default(), Calls::default());
+    let high = Running::ready(recording(&server, &high_calls, settings(name, 100))).await;
+    let high_id = wait("the higher operator's entry", || async {
+        let entries = entries(&client, name).await;
+        let (id, entry) = entries.into_iter().next()?;
+        (entry["priority"] == 100).then_some((id, entry))
+    })
+    .await;
+    // Kopf's wire format: priority, lifetime in seconds, lastseen in Python's isoformat.
+    let (high_id, entry) = high_id;
+    let mut keys: Vec<&String> = entry.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["lastseen", "lifetime", "priority"]);
+    assert_eq!(entry["lifetime"], 60);
+    let lastseen = entry["lastseen"].as_str().unwrap();
+    assert!(lastseen.ends_with("+00:00"), "{lastseen}");
+    assert!(
+        lastseen.len() == 25 || lastseen.len() == 32,
+        "with or without microseconds: {lastseen}"
+    );
+    if std::env::var_os("POD_ID").is_none() {
+        assert_eq!(
+            high_id.split('/').count(),
+            3,
+            "user@host/stamp/random: {high_id}"
+        );
+    }
+
+    let (low, _) = Running::start(recording(&server, &low_calls, settings(name, 50)));
+    wait_lines(name, "Pausing operations in favour of [<Peer ", 1).await;
+    wait("both entries", || async {
+        (entries(&client, name).await.len() == 2).then_some(())
+    })
+    .await;
+    create(&client, "first", json!({})).await;
+    high_calls.wait_len(1).await;
+    wait("the first object handled", || async {
+        get(&client, "first").await.filter(|o| {
+            !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_null()
+        })
+    })
+    .await;
+    assert!(
+        low_calls.all().is_empty(),
+        "the paused operator handles nothing"
+    );
+
+    high.stop().await.expect("a clean stop");
+    let left = entries(&client, name).await;
+    assert!(
+        !left.contains_key(&high_id),
+        "a stopped operator leaves no entry: {left:?}"
+    );
+    assert_eq!(left.len(), 1, "{left:?}");
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    create(&client, "second", json!({})).await;
+    low_calls.wait_len(1).await;
+    assert_eq!(high_calls.all(), [json!("first")]);
+    assert_eq!(
+        low_calls.all(),
+        [json!("second")],
+        "the resumed operator listed again, found the first handled, and handles new objects"
+    );
+    low.stop().await.expect("a clean stop");
+    wait("no entries left", || async {
+        entries(&client, name).await.is_empty().then_some(())
+    })
+    .await;
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_priorities_pause_all_until_one_leaves() {
+    let name = "peering-equal";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let (first_calls, second_calls) = (Calls::default(), Calls::default());
+    let first = Running::ready(recording(&server, &first_calls, settings(name, 7))).await;
+    let (second, _) = Running::start(recording(&server, &second_calls, settings(name, 7)));
+    wait_lines(
+        name,
+        "Possibly conflicting operators with the same priority",
+        2,
+    )
+    .await;
+    wait_lines(name, "Pausing all operators, including self", 2).await;
+    create(&client, "nobody", json!({})).await;
+
+    first.stop().await.expect("a clean stop");
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    let calls = second_calls.wait_len(1).await;
+    assert_eq!(calls, [json!("nobody")], "the one left handles the object");
+    assert!(
+        first_calls.all().is_empty(),
+        "nobody worked while both were there"
+    );
+    second.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_operators_daemons_stop_and_start_again_on_resuming() {
+    let name = "peering-daemons";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(
+        DaemonHandler::new(examples(), "monitor", move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!("started"));
+                invocation.stopped().cancelled().await;
+                calls.record(json!(format!("{:?}", invocation.stop_reason())));
+                Ok(None)
+            }
+        })
+        .cancellation_backoff(Duration::from_secs(10)),
+    );
+    let operator = Operator::new(registry)
+        .settings(settings(name, 1))
+        .client(server.client());
+    let low = Running::ready(operator).await;
+    create(&client, "watched", json!({})).await;
+    calls.wait_len(1).await;
+
+    let high = Running::ready(
+        Operator::new(Registry::new())
+            .settings(settings(name, 2))
+            .client(server.client()),
+    )
+    .await;
+    let stopped = calls.wait_len(2).await;
+    assert_eq!(
+        stopped,
+        [json!("started"), json!("Some(OperatorPaused)")],
+        "the daemon is stopped for the pause"
+    );
+    high.stop().await.expect("a clean stop");
+    let restarted = calls.wait_len(3).await;
+    assert_eq!(restarted[2], json!("started"), "the daemon runs again");
+    low.stop().await.expect("a clean stop");
+    assert_eq!(
+        calls.all()[3],
+        json!("Some(OperatorExiting)"),
+        "then it stops for the exit"
+    );
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crd_an_operator_is_standalone_unless_peering_is_mandatory() {
+    let name = "peering-without-crd";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let calls = Calls::default();
+    let standalone = Running::ready(recording(&server, &calls, settings(name, 0))).await;
+    wait_lines(
+        name,
+        "Default peering object is not found, falling back to the standalone mode.",
+        1,
+    )
+    .await;
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    standalone.stop().await.expect("a clean stop");
+
+    let mut mandatory = settings(name, 0);
+    mandatory.peering.mandatory = true;
+    let paused_calls = Calls::default();
+    let (paused, ready) = Running::start(recording(&server, &paused_calls, mandatory));
+    wait_lines(name, "is not found: staying paused", 1).await;
+    create(&client, "not-served", json!({})).await;
+    assert!(!ready.is_ready(), "a paused operator lists nothing");
+    paused
+        .stop()
+        .await
+        .expect("a paused operator stops cleanly");
+    assert!(paused_calls.all().is_empty());
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_operator_ignores_the_peering_objects() {
+    let name = "peering-standalone";
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let calls = Calls::default();
+    let mut standalone = settings(name, 0);
+    standalone.peering.standalone = true;
+    // A live peer of a higher priority, which would pause a peering operator.
+    let now = time::OffsetDateTime::now_utc();
+    let lastseen = now
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let peer =
+        json!({"status": {"other": {"priority": 1000, "lifetime": 3600, "lastseen": lastseen}}});
+    send(
+        &client,
+        "PATCH",
+        &format!("{PEERINGS}/{name}"),
+        "application/merge-patch+json",
+        peer,
+    )
+    .await;
+    let running = Running::ready(recording(&server, &calls, standalone)).await;
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    running.stop().await.expect("a clean stop");
+    assert_eq!(
+        entries(&client, name).await.keys().collect::<Vec<_>>(),
+        ["other"],
+        "no entry of its own"
+    );
+    drop(client);
+    server.stop().await;
+}
