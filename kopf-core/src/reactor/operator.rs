@@ -264,13 +264,16 @@ impl Operator {
         self
     }
 
-    /// A handle that resolves once the operator has listed everything it serves.
+    /// A handle that resolves once the operator has listed everything it serves. An operator
+    /// paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings)) lists
+    /// nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
     }
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
-    /// waits up to the grace period, aborts what is left, and returns only when no task of
+    /// waits up to the grace period, aborts what is left, removes this operator's peering
+    /// entry (within `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
@@ -415,13 +418,13 @@ impl Operator {
 
         stop.cancelled().await;
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
-        if let Some(peering) = peering
-            && stopped.is_ok()
-        {
+        if let Some(peering) = peering {
             // After the handlers stopped: peers take over at once, not when the entry expires.
-            peering
-                .disappear(self.settings.process.cleanup_timeout)
-                .await;
+            // A second signal skips it: the entry expires on its own.
+            tokio::select! {
+                _ = peering.disappear(self.settings.process.cleanup_timeout) => {}
+                _ = abort.cancelled() => {}
+            }
         }
         let cleaned = activities.clean_up(&self.settings, &abort).await;
         stopped.and(cleaned.map_err(OperatorError::from))

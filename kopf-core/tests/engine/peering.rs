@@ -295,10 +295,7 @@ async fn a_standalone_operator_ignores_the_peering_objects() {
     let mut standalone = settings(name, 0);
     standalone.peering.standalone = true;
     // A live peer of a higher priority, which would pause a peering operator.
-    let now = time::OffsetDateTime::now_utc();
-    let lastseen = now
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let lastseen = lastseen(time::Duration::ZERO);
     let peer =
         json!({"status": {"other": {"priority": 1000, "lifetime": 3600, "lastseen": lastseen}}});
     send(
@@ -318,6 +315,125 @@ async fn a_standalone_operator_ignores_the_peering_objects() {
         ["other"],
         "no entry of its own"
     );
+    drop(client);
+    server.stop().await;
+}
+
+/// Kopf's `lastseen` for a moment this far from now.
+fn lastseen(offset: time::Duration) -> String {
+    (time::OffsetDateTime::now_utc() + offset)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_operator_looks_again_when_its_blocker_expires() {
+    let name = "peering-expiry";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let path = format!("{PEERINGS}/{name}");
+    let frozen = |lifetime: u64| json!({"status": {"frozen": {"priority": 100, "lifetime": lifetime, "lastseen": lastseen(time::Duration::ZERO)}}});
+    let merge = "application/merge-patch+json";
+    send(&client, "PATCH", &path, merge, frozen(3600)).await;
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, 0)));
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    create(&client, "later", json!({})).await;
+    // The blocker now expires soon: the paused operator touches itself then, sees it dead,
+    // removes it and resumes.
+    send(&client, "PATCH", &path, merge, frozen(2)).await;
+    assert_eq!(calls.wait_len(1).await, [json!("later")]);
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    wait("the dead entry removed", || async {
+        let entries = entries(&client, name).await;
+        (!entries.contains_key("frozen") && entries.len() == 1).then_some(())
+    })
+    .await;
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
+    let name = "peering-namespaced";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let mut objects = Vec::new();
+    for group in ["kopf.dev", "zalando.org"] {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("kopfpeerings.{group}")},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    }}},
+                }],
+            },
+        });
+        let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        send(&client, "POST", path, "application/json", crd).await;
+        let collection = format!("/apis/{group}/v1/namespaces/default/kopfpeerings");
+        let ghost =
+            json!({"priority": 9, "lifetime": 60, "lastseen": lastseen(-time::Duration::HOUR)});
+        let object = json!({
+            "apiVersion": format!("{group}/v1"), "kind": "KopfPeering",
+            "metadata": {"name": name}, "status": {"ghost": ghost},
+        });
+        let created = wait("the peering object created", || async {
+            let created = send(
+                &client,
+                "POST",
+                &collection,
+                "application/json",
+                object.clone(),
+            )
+            .await;
+            (created["metadata"]["name"] == name).then_some(created)
+        })
+        .await;
+        assert_eq!(created["status"]["ghost"]["priority"], 9);
+        objects.push(format!("{collection}/{name}"));
+    }
+    let status = |path: String| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(path).body(Vec::new()).unwrap();
+            let object: Value = client.request(request).await.expect("the peering object");
+            object["status"].as_object().cloned().unwrap_or_default()
+        }
+    };
+    let calls = Calls::default();
+    let operator = recording(&server, &calls, settings(name, 5)).namespaces(["default"]);
+    let running = Running::ready(operator).await;
+    for object in &objects {
+        let entry = wait("the operator's own entry only", || async {
+            let entries = status(object.clone()).await;
+            let mut values = entries.values();
+            match (values.next(), values.next()) {
+                (Some(entry), None) if entry["priority"] == 5 => Some(entry.clone()),
+                _ => None,
+            }
+        })
+        .await;
+        assert_eq!(entry["lifetime"], 60, "{object}");
+    }
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    running.stop().await.expect("a clean stop");
+    for object in objects {
+        assert!(
+            status(object.clone()).await.is_empty(),
+            "{object}: no entry left"
+        );
+    }
     drop(client);
     server.stop().await;
 }
