@@ -18,14 +18,28 @@ use crate::support::{Calls, create, examples, get, send, server_with_crd};
 async fn server_with_peering(name: &str) -> FakeApiServer {
     let server = server_with_crd().await;
     let client = server.client();
+    create_peering_crd(&client, "kopf.dev", "Cluster").await;
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
+    let created = send(&client, "POST", PEERINGS, "application/json", object).await;
+    assert_eq!(created["metadata"]["name"], name, "{created}");
+    server
+}
+
+/// Kopf's peering CRD in this group: `ClusterKopfPeering` for the scope `Cluster`,
+/// `KopfPeering` for `Namespaced`.
+async fn create_peering_crd(client: &kube::Client, group: &str, scope: &str) {
+    let (kind, singular) = match scope {
+        "Cluster" => ("ClusterKopfPeering", "clusterkopfpeering"),
+        _ => ("KopfPeering", "kopfpeering"),
+    };
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "clusterkopfpeerings.kopf.dev"},
+        "metadata": {"name": format!("{singular}s.{group}")},
         "spec": {
-            "group": "kopf.dev",
-            "scope": "Cluster",
-            "names": {"kind": "ClusterKopfPeering", "plural": "clusterkopfpeerings", "singular": "clusterkopfpeering"},
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": format!("{singular}s"), "singular": singular},
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
@@ -35,20 +49,20 @@ async fn server_with_peering(name: &str) -> FakeApiServer {
         },
     });
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    send(&client, "POST", path, "application/json", crd).await;
-    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
-    let created = send(&client, "POST", PEERINGS, "application/json", object).await;
-    assert_eq!(created["metadata"]["name"], name, "{created}");
-    server
+    let created = send(client, "POST", path, "application/json", crd).await;
+    assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
 }
 
 const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
 
-/// The peering object's `status`: the entries by identity.
+/// The entries of the cluster-wide peering object `name`, by identity.
 async fn entries(client: &kube::Client, name: &str) -> serde_json::Map<String, Value> {
-    let request = http::Request::get(format!("{PEERINGS}/{name}"))
-        .body(Vec::new())
-        .unwrap();
+    status_at(client, &format!("{PEERINGS}/{name}")).await
+}
+
+/// The `status` of the peering object at this path.
+async fn status_at(client: &kube::Client, path: &str) -> serde_json::Map<String, Value> {
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
     let object: Value = client.request(request).await.expect("the peering object");
     object["status"].as_object().cloned().unwrap_or_default()
 }
@@ -362,24 +376,7 @@ async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
     let client = server.client();
     let mut objects = Vec::new();
     for group in ["kopf.dev", "zalando.org"] {
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("kopfpeerings.{group}")},
-            "spec": {
-                "group": group,
-                "scope": "Namespaced",
-                "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    }}},
-                }],
-            },
-        });
-        let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-        send(&client, "POST", path, "application/json", crd).await;
+        create_peering_crd(&client, group, "Namespaced").await;
         let collection = format!("/apis/{group}/v1/namespaces/default/kopfpeerings");
         let ghost =
             json!({"priority": 9, "lifetime": 60, "lastseen": lastseen(-time::Duration::HOUR)});
@@ -402,20 +399,12 @@ async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
         assert_eq!(created["status"]["ghost"]["priority"], 9);
         objects.push(format!("{collection}/{name}"));
     }
-    let status = |path: String| {
-        let client = client.clone();
-        async move {
-            let request = http::Request::get(path).body(Vec::new()).unwrap();
-            let object: Value = client.request(request).await.expect("the peering object");
-            object["status"].as_object().cloned().unwrap_or_default()
-        }
-    };
     let calls = Calls::default();
     let operator = recording(&server, &calls, settings(name, 5)).namespaces(["default"]);
     let running = Running::ready(operator).await;
     for object in &objects {
         let entry = wait("the operator's own entry only", || async {
-            let entries = status(object.clone()).await;
+            let entries = status_at(&client, object).await;
             let mut values = entries.values();
             match (values.next(), values.next()) {
                 (Some(entry), None) if entry["priority"] == 5 => Some(entry.clone()),
@@ -430,7 +419,7 @@ async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
     running.stop().await.expect("a clean stop");
     for object in objects {
         assert!(
-            status(object.clone()).await.is_empty(),
+            status_at(&client, &object).await.is_empty(),
             "{object}: no entry left"
         );
     }
