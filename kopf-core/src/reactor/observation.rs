@@ -147,6 +147,8 @@ impl Observer {
         let mut due = Some(Instant::now());
         let mut earliest = Instant::now();
         let mut pause = self.pause.clone();
+        // What was served before a pause, until its daemons and timers have ended.
+        let mut paused: Vec<Arc<Processor>> = Vec::new();
         loop {
             let discovery_due = async {
                 match due {
@@ -170,14 +172,21 @@ impl Observer {
                 _ = rescan.notified() => {
                     due = Some(due.map_or(earliest, |at| at.min(earliest)));
                 }
-                paused = pause.changed() => {
-                    if paused {
+                now_paused = pause.changed() => {
+                    if now_paused {
                         for (_, old) in std::mem::take(&mut served) {
                             tracing::info!(target: "kopf::observer", resource = %old.resource, "stopped serving while paused");
                             old.node.cancel(StopReason::OperatorPaused);
+                            paused.push(old.processor);
                         }
                         due = None;
                     } else {
+                        // Daemons and timers start again only after their stopped instances ended.
+                        let ended = futures::future::join_all(paused.drain(..).map(|p| p.all_daemons_ended()));
+                        tokio::select! {
+                            _ = token.cancelled() => return,
+                            _ = ended => {}
+                        }
                         due = Some(earliest);
                     }
                 }

@@ -229,6 +229,9 @@ async fn a_paused_operators_daemons_stop_and_start_again_on_resuming() {
                 calls.record(json!("started"));
                 invocation.stopped().cancelled().await;
                 calls.record(json!(format!("{:?}", invocation.stop_reason())));
+                // A slow cleanup: the next instance waits for it.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                calls.record(json!("stopped"));
                 Ok(None)
             }
         })
@@ -247,19 +250,24 @@ async fn a_paused_operators_daemons_stop_and_start_again_on_resuming() {
             .client(server.client()),
     )
     .await;
-    let stopped = calls.wait_len(2).await;
+    let stopping = calls.wait_len(2).await;
     assert_eq!(
-        stopped,
+        stopping,
         [json!("started"), json!("Some(OperatorPaused)")],
         "the daemon is stopped for the pause"
     );
+    // Resumes while the paused daemon still cleans up.
     high.stop().await.expect("a clean stop");
-    let restarted = calls.wait_len(3).await;
-    assert_eq!(restarted[2], json!("started"), "the daemon runs again");
+    let restarted = calls.wait_len(4).await;
+    assert_eq!(
+        restarted[2..],
+        [json!("stopped"), json!("started")],
+        "the daemon runs again, once its stopped instance has ended"
+    );
     low.stop().await.expect("a clean stop");
     assert_eq!(
-        calls.all()[3],
-        json!("Some(OperatorExiting)"),
+        calls.all()[4..],
+        [json!("Some(OperatorExiting)"), json!("stopped")],
         "then it stops for the exit"
     );
     drop(client);
