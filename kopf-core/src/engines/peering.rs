@@ -20,7 +20,7 @@
 //!    ended, at a graceful stop.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rand::Rng as _;
@@ -78,7 +78,8 @@ impl Pause {
     }
 }
 
-/// The pause toggles of the peering objects, joined with any().
+/// The pause toggles of the peering objects, joined with any(); before there are any (a
+/// mandatory peering whose CRD is missing), the initial state.
 #[derive(Debug)]
 struct Toggles {
     each: Mutex<Vec<bool>>,
@@ -86,11 +87,16 @@ struct Toggles {
 }
 
 impl Toggles {
-    fn new(count: usize, paused: bool) -> Toggles {
+    fn new(paused: bool) -> Toggles {
         Toggles {
-            each: Mutex::new(vec![paused; count]),
-            paused: watch::Sender::new(paused && count > 0),
+            each: Mutex::new(Vec::new()),
+            paused: watch::Sender::new(paused),
         }
+    }
+
+    /// Adds the toggles of `count` peering objects, each in this state.
+    fn add(&self, count: usize, paused: bool) {
+        lock(&self.each).extend(std::iter::repeat_n(paused, count));
     }
 
     fn get(&self, index: usize) -> bool {
@@ -132,15 +138,18 @@ pub(crate) struct Peering {
     settings: PeeringSettings,
     watching: WatchingSettings,
     backoffs: Vec<Duration>,
-    places: Vec<Place>,
-    toggles: Arc<Toggles>,
+    /// Set once the peering objects are found (at the start, or later for a mandatory peering
+    /// whose CRD was missing).
+    places: OnceLock<Vec<Place>>,
+    toggles: Toggles,
 }
 
 impl Peering {
     /// Starts the peering that the settings ask for, in the operator's tree; `None` (and a
     /// pause that never comes) when standalone, as asked or for lack of a CRD. Each namespace
     /// that the patterns serve (cluster-wide without patterns) gets its own `KopfPeering`
-    /// unless the peering is cluster-wide.
+    /// unless the peering is cluster-wide. A mandatory peering whose CRD is missing stays
+    /// paused and looks for the CRD again every `settings.scanning.interval`.
     pub(crate) async fn start(
         client: &kube::Client,
         settings: &Settings,
@@ -151,70 +160,71 @@ impl Peering {
         if peering.standalone {
             return (Pause::never(), None);
         }
-        let clusterwide = peering.clusterwide.unwrap_or(patterns.is_none());
-        let plural = if clusterwide {
-            "clusterkopfpeerings"
-        } else {
-            "kopfpeerings"
-        };
-        let token = tasks.token();
-        let resources = tokio::select! {
-            _ = token.cancelled() => return (Pause::never(), None),
-            found = discover(client, plural) => found,
-        };
-        let resources = match resources {
-            Ok(resources) => resources,
-            Err(error) => {
-                tracing::warn!(target: "kopf::peering", %error, "cannot discover the peering resources");
-                Vec::new()
-            }
-        };
-        let namespaces = if clusterwide {
-            vec![None]
-        } else {
-            match served_namespaces(client, settings, patterns).await {
-                Ok(namespaces) => namespaces.into_iter().map(Some).collect(),
-                Err(error) => {
-                    tracing::warn!(target: "kopf::peering", %error, "cannot list the namespaces to keep the peering in");
-                    Vec::new()
-                }
-            }
-        };
-        let places: Vec<Place> = resources
-            .iter()
-            .flat_map(|resource| {
-                namespaces.iter().map(|namespace| Place {
-                    resource: resource.clone(),
-                    namespace: namespace.clone(),
-                })
-            })
-            .collect();
-        if places.is_empty() {
-            if peering.mandatory {
-                tracing::error!(target: "kopf::peering", peering = ?peering.name, "The peering CRD {plural}.kopf.dev is not found: staying paused, as the mandatory peering {:?} asks; create the CRD (see the `crd` subcommand) or run with --standalone.", peering.name);
-                return (Pause::constant(true), None);
-            }
-            tracing::warn!(target: "kopf::peering", peering = ?peering.name, "Default peering object is not found, falling back to the standalone mode.");
-            return (Pause::never(), None);
-        }
-        let toggles = Arc::new(Toggles::new(places.len(), peering.mandatory));
-        let pause = Pause(toggles.paused.subscribe());
         let engine = Arc::new(Peering {
             client: client.clone(),
             identity: identity(),
             settings: peering.clone(),
             watching: settings.watching.clone(),
             backoffs: settings.networking.error_backoffs.clone(),
-            places,
-            toggles,
+            places: OnceLock::new(),
+            toggles: Toggles::new(peering.mandatory),
         });
-        tracing::debug!(target: "kopf::peering", peering = ?engine.settings.name, identity = %engine.identity, "peering as {}", engine.identity);
-        for index in 0..engine.places.len() {
-            let (states, receiver) = watch::channel(None);
-            tasks.spawn(engine.clone().watch(index, states, tasks.token().clone()));
-            tasks.spawn(engine.clone().keep(index, receiver, tasks.token().clone()));
+        let pause = Pause(engine.toggles.paused.subscribe());
+        let token = tasks.token().clone();
+        let found = tokio::select! {
+            _ = token.cancelled() => return (Pause::never(), None),
+            found = places(client, settings, patterns) => found,
+        };
+        if !found.is_empty() {
+            engine.begin(found, tasks);
+            return (pause, Some(engine));
         }
+        let name = &peering.name;
+        if !peering.mandatory {
+            tracing::warn!(target: "kopf::peering", peering = ?name, "Default peering object is not found, falling back to the standalone mode.");
+            return (Pause::never(), None);
+        }
+        tracing::error!(target: "kopf::peering", peering = ?name, "The peering CRD ({}) is not found: staying paused, as the mandatory peering {name:?} asks, until it appears; create it (see the `crd` subcommand) or run with --standalone.", plural(settings, patterns));
+        let (settings, patterns) = (settings.clone(), patterns.cloned());
+        let (late, node) = (engine.clone(), tasks.clone());
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = tokio::time::sleep(settings.scanning.interval) => {}
+                }
+                let found = tokio::select! {
+                    _ = token.cancelled() => return,
+                    found = places(&late.client, &settings, patterns.as_ref()) => found,
+                };
+                if !found.is_empty() {
+                    tracing::info!(target: "kopf::peering", peering = ?late.settings.name, "The peering CRD has appeared: peering.");
+                    late.begin(found, &node);
+                    return;
+                }
+            }
+        });
         (pause, Some(engine))
+    }
+
+    /// Starts keeping the entry in these peering objects, and watching them.
+    fn begin(self: &Arc<Self>, places: Vec<Place>, tasks: &Tasks) {
+        let count = places.len();
+        if self.places.set(places).is_err() {
+            return;
+        }
+        self.toggles.add(count, self.settings.mandatory);
+        tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, identity = %self.identity, "peering as {}", self.identity);
+        for index in 0..count {
+            let (states, receiver) = watch::channel(None);
+            tasks.spawn(self.clone().watch(index, states, tasks.token().clone()));
+            tasks.spawn(self.clone().keep(index, receiver, tasks.token().clone()));
+        }
+    }
+
+    /// The peering objects, once found.
+    fn places(&self) -> &[Place] {
+        self.places.get().map_or(&[], Vec::as_slice)
     }
 
     /// Removes this operator's entry from every peering object (a `null` merge patch), within
@@ -223,7 +233,7 @@ impl Peering {
     pub(crate) async fn disappear(&self, timeout: Duration) {
         let never = CancellationToken::new();
         let removals = self
-            .places
+            .places()
             .iter()
             .map(|place| self.write(place, peering::removal([self.identity.as_str()]), &never));
         if tokio::time::timeout(timeout, futures::future::join_all(removals))
@@ -242,7 +252,7 @@ impl Peering {
         states: watch::Sender<Option<Arc<Value>>>,
         token: CancellationToken,
     ) {
-        let place = &self.places[index];
+        let place = &self.places()[index];
         let name = self.settings.name.as_str();
         let watched = watching::watch(
             &self.client,
@@ -282,7 +292,7 @@ impl Peering {
         mut states: watch::Receiver<Option<Arc<Value>>>,
         token: CancellationToken,
     ) {
-        let place = &self.places[index];
+        let place = &self.places()[index];
         let mut keepalive = Instant::now();
         let mut recheck: Option<Instant> = None;
         loop {
@@ -344,7 +354,7 @@ impl Peering {
         if !judgement.dead.is_empty() {
             let dead = judgement.dead.iter().map(|peer| peer.id.as_str());
             tracing::debug!(target: "kopf::peering", peering = ?name, "Cleaning up the dead peers: {}", listed(&judgement.dead));
-            self.write(&self.places[index], peering::removal(dead), token)
+            self.write(&self.places()[index], peering::removal(dead), token)
                 .await;
         }
         let was_paused = self.toggles.get(index);
@@ -389,6 +399,54 @@ impl Peering {
             }
         }
     }
+}
+
+/// `clusterkopfpeerings` or `kopfpeerings`: cluster-wide unless namespaces are served (or
+/// the settings say otherwise).
+fn plural(settings: &Settings, patterns: Option<&NamespacePatterns>) -> &'static str {
+    if settings.peering.clusterwide.unwrap_or(patterns.is_none()) {
+        "clusterkopfpeerings"
+    } else {
+        "kopfpeerings"
+    }
+}
+
+/// The peering objects to keep the entry in: in each group whose CRD exists, the
+/// cluster-wide one, or one in each served namespace. None when no CRD exists (or discovery
+/// fails, which is logged).
+async fn places(
+    client: &kube::Client,
+    settings: &Settings,
+    patterns: Option<&NamespacePatterns>,
+) -> Vec<Place> {
+    let plural = plural(settings, patterns);
+    let resources = match discover(client, plural).await {
+        Ok(resources) => resources,
+        Err(error) => {
+            tracing::warn!(target: "kopf::peering", %error, "cannot discover the peering resources");
+            return Vec::new();
+        }
+    };
+    let namespaces = if plural == "clusterkopfpeerings" || resources.is_empty() {
+        vec![None]
+    } else {
+        match served_namespaces(client, settings, patterns).await {
+            Ok(namespaces) => namespaces.into_iter().map(Some).collect(),
+            Err(error) => {
+                tracing::warn!(target: "kopf::peering", %error, "cannot list the namespaces to keep the peering in");
+                Vec::new()
+            }
+        }
+    };
+    resources
+        .iter()
+        .flat_map(|resource| {
+            namespaces.iter().map(|namespace| Place {
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The peering resources of this plural in both groups, as the API serves them now.
@@ -488,7 +546,8 @@ mod tests {
 
     #[test]
     fn the_toggles_pause_while_any_peering_object_says_so() {
-        let toggles = Toggles::new(2, false);
+        let toggles = Toggles::new(false);
+        toggles.add(2, false);
         let pause = Pause(toggles.paused.subscribe());
         toggles.set(0, true);
         toggles.set(1, true);
@@ -496,6 +555,10 @@ mod tests {
         assert!(pause.is_paused());
         toggles.set(1, false);
         assert!(!pause.is_paused());
-        assert!(Pause(Toggles::new(1, true).paused.subscribe()).is_paused());
+        let mandatory = Toggles::new(true);
+        assert!(
+            Pause(mandatory.paused.subscribe()).is_paused(),
+            "paused before any peering object is found"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Kopf's peering: operators of different priorities on one server, where only the highest
 //! works; equal priorities pause all; a paused operator's daemons stop and start again when
-//! it resumes; standalone when there is no peering CRD, paused for good when peering is
-//! mandatory.
+//! it resumes; a paused operator looks again when its blocker expires; namespaced peering in
+//! both API groups; standalone when there is no peering CRD, or paused until it appears when
+//! peering is mandatory.
 
 use std::time::Duration;
 
@@ -275,7 +276,7 @@ async fn a_paused_operators_daemons_stop_and_start_again_on_resuming() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_crd_an_operator_is_standalone_unless_peering_is_mandatory() {
+async fn without_the_crd_an_operator_is_standalone_and_a_mandatory_one_waits_for_it_paused() {
     let name = "peering-without-crd";
     lines_of(name);
     let server = server_with_crd().await;
@@ -294,16 +295,28 @@ async fn without_the_crd_an_operator_is_standalone_unless_peering_is_mandatory()
 
     let mut mandatory = settings(name, 0);
     mandatory.peering.mandatory = true;
+    mandatory.scanning.interval = Duration::from_millis(200);
     let paused_calls = Calls::default();
     let (paused, ready) = Running::start(recording(&server, &paused_calls, mandatory));
     wait_lines(name, "is not found: staying paused", 1).await;
-    create(&client, "not-served", json!({})).await;
+    create(&client, "waiting", json!({})).await;
     assert!(!ready.is_ready(), "a paused operator lists nothing");
-    paused
-        .stop()
-        .await
-        .expect("a paused operator stops cleanly");
-    assert!(paused_calls.all().is_empty());
+    // The CRD appears, then the peering object: no conflict, so the operator resumes.
+    create_peering_crd(&client, "kopf.dev", "Cluster").await;
+    wait_lines(name, "The peering CRD has appeared", 1).await;
+    assert!(
+        paused_calls.all().is_empty(),
+        "still paused: no peering object yet"
+    );
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
+    send(&client, "POST", PEERINGS, "application/json", object).await;
+    assert_eq!(paused_calls.wait_len(1).await, [json!("waiting")]);
+    assert!(ready.is_ready());
+    paused.stop().await.expect("a clean stop");
+    assert!(
+        entries(&client, name).await.is_empty(),
+        "the entry is removed at the stop"
+    );
     drop(client);
     server.stop().await;
 }
