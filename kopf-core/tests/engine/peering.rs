@@ -28,7 +28,7 @@ async fn server_with_peering(name: &str) -> FakeApiServer {
 
 /// Kopf's peering CRD in this group: `ClusterKopfPeering` for the scope `Cluster`,
 /// `KopfPeering` for `Namespaced`.
-async fn create_peering_crd(client: &kube::Client, group: &str, scope: &str) {
+pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope: &str) {
     let (kind, singular) = match scope {
         "Cluster" => ("ClusterKopfPeering", "clusterkopfpeering"),
         _ => ("KopfPeering", "kopfpeering"),
@@ -62,7 +62,7 @@ async fn entries(client: &kube::Client, name: &str) -> serde_json::Map<String, V
 }
 
 /// The `status` of the peering object at this path.
-async fn status_at(client: &kube::Client, path: &str) -> serde_json::Map<String, Value> {
+pub(crate) async fn status_at(client: &kube::Client, path: &str) -> serde_json::Map<String, Value> {
     let request = http::Request::get(path).body(Vec::new()).unwrap();
     let object: Value = client.request(request).await.expect("the peering object");
     object["status"].as_object().cloned().unwrap_or_default()
@@ -95,7 +95,7 @@ fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Opera
 }
 
 /// Waits until `count` logged lines about the peering `name` contain `text`.
-async fn wait_lines(name: &str, text: &str, count: usize) {
+pub(crate) async fn wait_lines(name: &str, text: &str, count: usize) {
     wait(&format!("{count} lines with {text:?}"), || async {
         let found = lines_of(name)
             .into_iter()
