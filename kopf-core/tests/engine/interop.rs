@@ -950,6 +950,37 @@ async fn kopf_rs_fails_a_handler_once_then_kopf_continues_its_retries() {
     server.stop().await;
 }
 
+/// Kopf with the mandatory peering `name` in `default` at this priority, as `python-kopf`,
+/// once its entry is in the peering object.
+async fn peering_kopf(
+    python: &Path,
+    dir: &Path,
+    server: &FakeApiServer,
+    name: &str,
+    priority: i64,
+) -> Kopf {
+    let priority_arg = priority.to_string();
+    let options = ["--peering", name, "--priority", &priority_arg];
+    let mut kopf = Kopf::spawn(
+        python,
+        dir,
+        server,
+        "succeed",
+        &options,
+        Some("python-kopf"),
+    );
+    let (client, path) = (
+        server.client(),
+        format!("/apis/kopf.dev/v1/namespaces/default/kopfpeerings/{name}"),
+    );
+    kopf.until("Kopf's peering entry", || async {
+        let entries = status_at(&client, &path).await;
+        (entries.get("python-kopf")?["priority"] == priority).then_some(())
+    })
+    .await;
+    kopf
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
     let test = "kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority";
@@ -970,20 +1001,7 @@ async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
 
     // Kopf first, with the higher priority; kopf-rs pauses in its favour.
     let first = TempDir::new(test);
-    let options = ["--peering", name, "--priority", "100"];
-    let mut kopf = Kopf::spawn(
-        &python,
-        first.path(),
-        &server,
-        "succeed",
-        &options,
-        Some("python-kopf"),
-    );
-    kopf.until("Kopf's peering entry", || async {
-        let entries = status_at(&client, &path).await;
-        (entries.get("python-kopf")?["priority"] == 100).then_some(())
-    })
-    .await;
+    let mut kopf = peering_kopf(&python, first.path(), &server, name, 100).await;
     let mut settings = kopf_testing::test_settings();
     settings.peering.name = name.into();
     settings.peering.priority = 50;
@@ -998,9 +1016,11 @@ async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
         1,
     )
     .await;
-    // Kopf sees kopf-rs's entry, and removes its own at exit; kopf-rs resumes.
-    let entries = status_at(&client, &path).await;
-    assert_eq!(entries.len(), 2, "{entries:?}");
+    // Both entries are there; Kopf removes its own at exit, and kopf-rs resumes.
+    wait("both entries", || async {
+        (status_at(&client, &path).await.len() == 2).then_some(())
+    })
+    .await;
     assert!(kopf.terminate().await.success(), "{}", kopf.log_text());
     let entries = status_at(&client, &path).await;
     assert!(
@@ -1012,20 +1032,7 @@ async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
     // Kopf again, with a lower priority: mandatory peering starts paused, and it stays so
     // while kopf-rs lives; it resumes once kopf-rs has left.
     let second = TempDir::new(test);
-    let options = ["--peering", name, "--priority", "10"];
-    let mut kopf = Kopf::spawn(
-        &python,
-        second.path(),
-        &server,
-        "succeed",
-        &options,
-        Some("python-kopf"),
-    );
-    kopf.until("Kopf's second peering entry", || async {
-        let entries = status_at(&client, &path).await;
-        (entries.get("python-kopf")?["priority"] == 10).then_some(())
-    })
-    .await;
+    let mut kopf = peering_kopf(&python, second.path(), &server, name, 10).await;
     let resumed = "Resuming operations after the pause";
     assert!(
         !kopf.log_text().contains(resumed),

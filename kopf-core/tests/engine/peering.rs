@@ -311,7 +311,10 @@ async fn without_the_crd_an_operator_is_standalone_and_a_mandatory_one_waits_for
     let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
     send(&client, "POST", PEERINGS, "application/json", object).await;
     assert_eq!(paused_calls.wait_len(1).await, [json!("waiting")]);
-    assert!(ready.is_ready());
+    wait("ready once listed", || async {
+        ready.is_ready().then_some(())
+    })
+    .await;
     paused.stop().await.expect("a clean stop");
     assert!(
         entries(&client, name).await.is_empty(),
