@@ -545,6 +545,18 @@ mod tests {
     }
 
     #[test]
+    fn the_peering_is_clusterwide_unless_namespaces_are_served_or_the_settings_say() {
+        let mut settings = Settings::default();
+        let patterns = NamespacePatterns::parse(&["default".to_string()]).unwrap();
+        assert_eq!(plural(&settings, None), "clusterkopfpeerings");
+        assert_eq!(plural(&settings, Some(&patterns)), "kopfpeerings");
+        settings.peering.clusterwide = Some(true);
+        assert_eq!(plural(&settings, Some(&patterns)), "clusterkopfpeerings");
+        settings.peering.clusterwide = Some(false);
+        assert_eq!(plural(&settings, None), "kopfpeerings");
+    }
+
+    #[test]
     fn the_toggles_pause_while_any_peering_object_says_so() {
         let toggles = Toggles::new(false);
         toggles.add(2, false);
