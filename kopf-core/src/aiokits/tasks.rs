@@ -48,6 +48,9 @@ pub enum StopReason {
     FiltersMismatch,
     /// The namespace is deleted: the watchers in it stop (with `--namespace` globs).
     NamespaceDeleted,
+    /// The operator pauses in favour of a peer (Kopf's peering): watching stops, daemons and
+    /// timers stop, and they start again when the operator resumes.
+    OperatorPaused,
 }
 
 impl fmt::Display for StopReason {
@@ -59,6 +62,7 @@ impl fmt::Display for StopReason {
             StopReason::ResourceGone => "the resource is no longer served",
             StopReason::FiltersMismatch => "the object no longer matches the filters",
             StopReason::NamespaceDeleted => "the namespace is deleted",
+            StopReason::OperatorPaused => "the operator is paused in favour of a peer",
         })
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, APIVersions};
+use kube::api::ListParams;
 use kube::core::discovery::v2::{ACCEPT_AGGREGATED_DISCOVERY_V2, APIGroupDiscoveryList};
 use serde_json::Value;
 
@@ -17,6 +18,30 @@ use crate::structs::resources::Resource;
 
 /// At most this many group-versions are asked at once on servers without aggregated discovery.
 const CONCURRENT_REQUESTS: usize = 8;
+
+/// Every namespace, page by page.
+pub(crate) async fn list_namespaces(
+    client: &kube::Client,
+    page_size: u32,
+) -> Result<Vec<Value>, kube::Error> {
+    let request = kube::core::Request::new("/api/v1/namespaces");
+    let mut params = ListParams::default().limit(page_size);
+    let mut namespaces = Vec::new();
+    loop {
+        let http = request.list(&params).map_err(kube::Error::BuildRequest)?;
+        let mut page: Value = client.request(http).await?;
+        if let Some(items) = page["items"].as_array_mut() {
+            namespaces.append(items);
+        }
+        match page["metadata"]["continue"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+        {
+            Some(next) => params.continue_token = Some(next.to_owned()),
+            None => return Ok(namespaces),
+        }
+    }
+}
 
 /// Which groups to discover: `None` for all of them.
 pub(crate) type Groups = Option<BTreeSet<String>>;

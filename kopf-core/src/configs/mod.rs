@@ -2,5 +2,6 @@
 //! formats (progress records, diff-bases) in Kopf's own keys.
 
 pub(crate) mod lifecycles;
+pub(crate) mod peering;
 pub(crate) mod settings;
 pub mod storage;

@@ -36,6 +36,8 @@ pub struct Settings {
     pub process: ProcessSettings,
     /// What is posted as Kubernetes Events.
     pub posting: PostingSettings,
+    /// How this operator coordinates with others serving the same resources.
+    pub peering: PeeringSettings,
 }
 
 /// Watching (Kopf's `settings.watching`).
@@ -282,6 +284,61 @@ impl Default for PostingSettings {
             reporting_component: "kopf".into(),
             reporting_instance: "dev".into(),
             event_name_prefix: "kopf-event-".into(),
+        }
+    }
+}
+
+/// Peering (Kopf's `settings.peering`): operators that serve the same resources tell each
+/// other they are alive through a `KopfPeering` (in each served namespace) or a
+/// `ClusterKopfPeering` (cluster-wide) object, and only the one of the highest priority works;
+/// the others pause until it leaves or its entry expires.
+///
+/// Without `standalone` or `mandatory` (Kopf's default), peering is used if its CRD exists
+/// (the `crd` subcommand prints it) and skipped with a warning if not. The wire format is
+/// Kopf's, so Python Kopf operators and kopf-rs operators pause in favour of each other.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.peering.name = "my-operator".into(); // as `--peering my-operator`
+/// settings.peering.mandatory = true;
+/// settings.peering.priority = 100;              // as `--priority 100`
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PeeringSettings {
+    /// The peering object's name: operators with different names do not see each other
+    /// (Kopf: `default`).
+    pub name: String,
+    /// This operator's priority: it pauses while a live peer of a higher priority exists, and
+    /// all pause while peers of the same priority do (Kopf: 0).
+    pub priority: i64,
+    /// How long this operator's entry stays valid without a keep-alive; keep-alives come
+    /// 5 to 10 seconds before it ends (Kopf: 60 s, whole seconds on the wire).
+    pub lifetime: Duration,
+    /// Peering is required: the operator starts paused and stays paused until its peering
+    /// object shows no conflict, or as long as the peering CRD or object is missing (Kopf's
+    /// `--peering NAME`).
+    pub mandatory: bool,
+    /// No peering at all, even if peering objects exist (`--standalone`).
+    pub standalone: bool,
+    /// Do not log the keep-alives (a missing peering object is still logged).
+    pub stealth: bool,
+    /// `ClusterKopfPeering` (cluster-wide) rather than a `KopfPeering` in each served
+    /// namespace. `None` (the default) follows the operator's scope, as Kopf derives it from
+    /// `-A`/`-n`: cluster-wide unless namespaces are given.
+    pub clusterwide: Option<bool>,
+}
+
+impl Default for PeeringSettings {
+    fn default() -> Self {
+        PeeringSettings {
+            name: "default".into(),
+            priority: 0,
+            lifetime: Duration::from_secs(60),
+            mandatory: false,
+            standalone: false,
+            stealth: false,
+            clusterwide: None,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What runs each kind of handler outside the per-object cycle: activities, daemons and
-//! timers, indexes, login, the liveness and metrics endpoints.
+//! timers, indexes, login, peering, the liveness and metrics endpoints.
 
 pub(crate) mod activities;
 pub(crate) mod authentication;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
 pub(crate) mod metrics;
+pub(crate) mod peering;
 pub(crate) mod probing;

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+use crate::configs::settings::Settings;
 use crate::intents::registry::Registry;
 use crate::kits::logging::{self, LogFormat};
 use crate::kits::manifests;
@@ -74,7 +75,16 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         Err(error) => return usage_exit(&error),
     };
     logging::init(options.filter, options.format);
-    let mut operator = Operator::new(registry);
+    let mut settings = Settings::default();
+    if let Some(name) = &options.peering {
+        settings.peering.name.clone_from(name);
+        settings.peering.mandatory = true;
+    }
+    if let Some(priority) = options.priority {
+        settings.peering.priority = priority;
+    }
+    settings.peering.standalone = options.standalone;
+    let mut operator = Operator::new(registry).settings(settings);
     match &options.namespaces {
         Some(patterns) => operator = operator.namespaces(patterns.clone()),
         None if !options.clusterwide => {
@@ -177,7 +187,11 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_VERBOSE, KOPF_RUN_DEBUG, KOPF_RUN_QUIET
                            as -v, -d, -q
   KOPF_RUN_LOG_FORMAT      as --log-format
+  KOPF_RUN_STANDALONE, KOPF_RUN_DEV
+                           as --standalone, --dev: 1/true/yes/on or 0/false/no/off
   KOPF_RUN_LIVENESS        as -L
+  KOPF_RUN_PEERING         as -P
+  KOPF_RUN_PRIORITY        as -p
   KOPF_RUN_METRICS         as --metrics
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
   KUBECONFIG               the kubeconfig files (else ~/.kube/config, else in-cluster)";
@@ -187,9 +201,10 @@ enum Command {
     /// Start the operator and handle the objects until SIGINT or SIGTERM (the default).
     #[command(after_help = ENVIRONMENT)]
     Run(RunArgs),
-    /// Print the CRDs of the typed custom resources, as YAML.
+    /// Print the CRDs of the typed custom resources and Kopf's peering CRDs, as YAML.
     ///
-    /// The CRDs are those that the program declares with `Registry::crd::<K>()`.
+    /// The CRDs are those that the program declares with `Registry::crd::<K>()`, then
+    /// ClusterKopfPeering and KopfPeering (kopf.dev/v1), which peering needs.
     Crd,
     /// Print the RBAC that the handlers need, as YAML.
     ///
@@ -257,11 +272,28 @@ struct RunArgs {
     /// target and level too (full), or one JSON object per line (json).
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormat>,
+    /// Do not take part in peering, even if peering objects exist: this operator works
+    /// whatever others do.
+    #[arg(long, conflicts_with = "peering")]
+    standalone: bool,
+    /// Development mode: peering priority 666, above the usual operators (as -p 666).
+    #[arg(long, conflicts_with = "priority")]
+    dev: bool,
     /// Serve the liveness endpoint at this URL (e.g. http://0.0.0.0:8080/healthz): GET answers
     /// with the probe handlers' results as JSON. GET /readyz on the same host and port answers
     /// 200 once every resource has been listed.
     #[arg(short = 'L', long, value_name = "URL", value_parser = crate::engines::probing::check_url)]
     liveness: Option<String>,
+    /// Peer with the operators of the peering object NAME (a ClusterKopfPeering with -A, a
+    /// KopfPeering in each served namespace with -n): only the one of the highest priority
+    /// works. Mandatory: without the peering CRD or object, this operator stays paused.
+    /// Without -P or --standalone, the peering object "default" is used if its CRD exists.
+    #[arg(short = 'P', long, value_name = "NAME")]
+    peering: Option<String>,
+    /// This operator's peering priority [default: 0]: it pauses while a peer of a higher
+    /// priority runs, and all pause while peers of the same priority do.
+    #[arg(short = 'p', long, value_name = "N", allow_negative_numbers = true)]
+    priority: Option<i64>,
     /// Serve Prometheus metrics at this URL (e.g. http://0.0.0.0:9090/metrics): handler
     /// invocations, durations and errors, watch events, workers and queue depth, API requests.
     #[arg(long, value_name = "URL", value_parser = crate::engines::metrics::check_url)]
@@ -282,6 +314,12 @@ struct Options {
     liveness: Option<String>,
     /// The metrics endpoint's URL, if any.
     metrics: Option<String>,
+    /// The mandatory peering's name (`-P`), if any.
+    peering: Option<String>,
+    /// The peering priority (`-p`, or 666 for `--dev`), if given.
+    priority: Option<i64>,
+    /// No peering at all (`--standalone`).
+    standalone: bool,
 }
 
 /// Parses the command line; the program name is the first item.
@@ -373,6 +411,21 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             })
             .transpose()?,
     };
+    let standalone = flag(args.standalone, "KOPF_RUN_STANDALONE")?;
+    let peering = args.peering.or_else(|| env("KOPF_RUN_PEERING"));
+    let priority = match (args.priority, args.dev) {
+        (Some(priority), _) => Some(priority),
+        (None, true) => Some(DEV_PRIORITY),
+        (None, false) => match env("KOPF_RUN_PRIORITY") {
+            Some(value) => Some(value.trim().parse().map_err(|_| {
+                usage(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("KOPF_RUN_PRIORITY={value:?} is not an integer"),
+                )
+            })?),
+            None => flag(false, "KOPF_RUN_DEV")?.then_some(DEV_PRIORITY),
+        },
+    };
     // As Kopf: debug or verbose beat quiet.
     let filter = if debug {
         Some("debug")
@@ -390,8 +443,14 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         format,
         liveness,
         metrics,
+        peering,
+        priority,
+        standalone,
     })
 }
+
+/// The priority of `--dev` (Kopf's).
+const DEV_PRIORITY: i64 = 666;
 
 /// `-v`: DEBUG, but not the client libraries' internals (Kopf leaves out asyncio's and
 /// aiohttp's).

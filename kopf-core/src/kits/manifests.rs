@@ -9,7 +9,14 @@
 //! - categories, `EVERYTHING` and predicates need every resource: `*` in `*`;
 //! - every operator creates core `events` and lists and watches `customresourcedefinitions`
 //!   (it watches them to rediscover resources); it lists and watches `namespaces` when the
-//!   namespace patterns are not plain names.
+//!   namespace patterns are not plain names;
+//! - every operator gets, lists, watches and patches Kopf's peering objects (`kopf.dev`):
+//!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
+//!   otherwise (as Kopf's `deployment-rbac.yaml`).
+//!
+//! The CRDs are those declared with [`Registry::crd`], then Kopf's two peering CRDs
+//! (`peering.yaml`): `clusterkopfpeerings.kopf.dev` (Cluster) and `kopfpeerings.kopf.dev`
+//! (Namespaced), whose `status` keeps unknown fields and is no subresource.
 //!
 //! Without `-n`, or with `-A`, or with namespace globs, it is one ClusterRole. With plain
 //! namespace names, each namespace gets a Role with the resources' rules, and a ClusterRole
@@ -28,6 +35,9 @@ const RBAC_HEADER: &str = "\
 # printed as given: check their apiGroups and resources before applying.
 ";
 
+/// What the operator does with the resources it serves and with its peering objects.
+const RESOURCE_VERBS: &[&str] = &["get", "list", "watch", "patch"];
+
 /// Where the RBAC goes: the options of the `rbac` subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RbacOptions {
@@ -41,17 +51,55 @@ pub(crate) struct RbacOptions {
     pub(crate) with_service_account: bool,
 }
 
-/// The CRDs declared with [`Registry::crd`], as YAML documents.
+/// The CRDs declared with [`Registry::crd`] and Kopf's peering CRDs, as YAML documents.
 pub(crate) fn crd_yaml(registry: &Registry) -> String {
-    let documents: Vec<Value> = registry
+    let mut documents: Vec<Value> = registry
         .crds
         .iter()
         .map(|crd| serde_json::to_value(crd).unwrap_or_default())
         .collect();
-    if documents.is_empty() {
-        return "# No CRDs are declared: declare them with `Registry::crd::<K>()`.\n".into();
-    }
-    yaml(&documents)
+    let header = if documents.is_empty() {
+        "# No CRDs are declared (declare them with `Registry::crd::<K>()`): only Kopf's peering CRDs.\n"
+    } else {
+        "# The CRDs declared with `Registry::crd::<K>()`, then Kopf's peering CRDs.\n"
+    };
+    documents.extend(peering_crds());
+    format!("{header}{}", yaml(&documents))
+}
+
+/// Kopf's peering CRDs (`peering.yaml`): `ClusterKopfPeering` and `KopfPeering` in
+/// `kopf.dev/v1`, their `status` an object that keeps unknown fields, no status subresource.
+fn peering_crds() -> Vec<Value> {
+    [
+        ("Cluster", "ClusterKopfPeering", "clusterkopfpeering"),
+        ("Namespaced", "KopfPeering", "kopfpeering"),
+    ]
+    .into_iter()
+    .map(|(scope, kind, singular)| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{singular}s.kopf.dev")},
+            "spec": {
+                "scope": scope,
+                "group": "kopf.dev",
+                "names": {"kind": kind, "plural": format!("{singular}s"), "singular": singular},
+                "versions": [{
+                    "name": "v1",
+                    "served": true,
+                    "storage": true,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"status": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true,
+                        }},
+                    }},
+                }],
+            },
+        })
+    })
+    .collect()
 }
 
 /// The RBAC of the registry's handlers, as YAML documents.
@@ -83,6 +131,12 @@ pub(crate) fn rbac_documents(
     )];
     if globs {
         cluster.push(rule("", &["namespaces"], &["list", "watch"]));
+    }
+    let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
+    match (&exact, globs) {
+        (None, false) => cluster.push(peering("clusterkopfpeerings")),
+        (None, true) => cluster.push(peering("kopfpeerings")),
+        (Some(_), _) => {}
     }
     let events = rule("", &["events"], &["create"]);
     let name = &options.service_account;
@@ -123,6 +177,7 @@ pub(crate) fn rbac_documents(
         Some(namespaces) => {
             cluster_role(cluster);
             let mut rules = resources;
+            rules.push(peering("kopfpeerings"));
             rules.push(events);
             for namespace in namespaces {
                 documents.push(json!({
@@ -146,7 +201,6 @@ pub(crate) fn rbac_documents(
 
 /// The rules for the handled resources: one per group, in order of first use.
 fn resource_rules(selectors: &[Selector]) -> Vec<Value> {
-    const VERBS: &[&str] = &["get", "list", "watch", "patch"];
     // (group, resources, status subresources)
     let mut groups: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
     let mut add = |group: &str, resource: &str, status: bool| {
@@ -178,7 +232,7 @@ fn resource_rules(selectors: &[Selector]) -> Vec<Value> {
     let mut rules = Vec::new();
     for (group, resources, statuses) in groups {
         let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
-        rules.push(rule(&group, &resources, VERBS));
+        rules.push(rule(&group, &resources, RESOURCE_VERBS));
         if !statuses.is_empty() && !resources.contains(&"*") {
             let statuses: Vec<&str> = statuses.iter().map(String::as_str).collect();
             rules.push(rule(&group, &statuses, &["patch"]));
@@ -265,6 +319,7 @@ mod tests {
             documents[1]["rules"],
             json!([
                 {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+                {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": ["get", "list", "watch", "patch"]},
                 {"apiGroups": ["kopf.dev"], "resources": ["kopfexamples"], "verbs": ["get", "list", "watch", "patch"]},
                 {"apiGroups": ["kopf.dev"], "resources": ["kopfexamples/status"], "verbs": ["patch"]},
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
@@ -307,8 +362,11 @@ mod tests {
         let rules = documents[3]["rules"].as_array().unwrap();
         assert_eq!(rules[0]["resources"], json!(["kopfexamples"]));
         assert_eq!(
-            rules.last().unwrap(),
-            &json!({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+            rules[rules.len() - 2..],
+            [
+                json!({"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get", "list", "watch", "patch"]}),
+                json!({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}),
+            ]
         );
         assert_eq!(documents[4]["roleRef"]["kind"], "Role");
         assert_eq!(documents[6]["metadata"]["namespace"], "ns2");
@@ -326,6 +384,11 @@ mod tests {
             json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]})
         );
         assert!(rules.iter().any(|r| r["resources"] == json!(["pods"])));
+        assert_eq!(
+            rules[2],
+            json!({"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get", "list", "watch", "patch"]}),
+            "a KopfPeering in each namespace that the globs match"
+        );
         assert!(rbac_documents(&registry(), &super::tests::options(Some(&["a,,b"]))).is_err());
     }
 
@@ -344,10 +407,10 @@ mod tests {
             ));
         let documents = rbac_documents(&registry, &options(None)).unwrap();
         assert_eq!(
-            documents[1]["rules"][1],
+            documents[1]["rules"][2],
             json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "patch"]})
         );
-        assert_eq!(documents[1]["rules"].as_array().unwrap().len(), 3);
+        assert_eq!(documents[1]["rules"].as_array().unwrap().len(), 4);
     }
 
     /// A typed custom resource, as users derive them.
@@ -379,10 +442,31 @@ mod tests {
 
     #[test]
     fn crds_print_as_declared() {
-        assert!(crd_yaml(&Registry::new()).starts_with("# No CRDs"));
+        let text = crd_yaml(&Registry::new());
+        assert!(text.starts_with("# No CRDs"), "{text}");
+        let peering = parse(&text);
+        let names: Vec<&Value> = peering.iter().map(|d| &d["metadata"]["name"]).collect();
+        assert_eq!(
+            names,
+            ["clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"]
+        );
+        let scopes: Vec<&Value> = peering.iter().map(|d| &d["spec"]["scope"]).collect();
+        assert_eq!(scopes, ["Cluster", "Namespaced"]);
+        let version = &peering[1]["spec"]["versions"][0];
+        assert_eq!(
+            (&version["name"], &version["served"], &version["storage"]),
+            (&json!("v1"), &json!(true), &json!(true))
+        );
+        assert_eq!(
+            version["schema"]["openAPIV3Schema"]["properties"]["status"],
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        );
+        assert!(version["subresources"].is_null(), "no status subresource");
+        assert_eq!(peering[1]["spec"]["names"]["kind"], "KopfPeering");
+
         let registry = Registry::new().crd::<KopfExample>().crd::<KopfExample>();
         let documents = parse(&crd_yaml(&registry));
-        assert_eq!(kinds(&documents), ["CustomResourceDefinition"]);
+        assert_eq!(kinds(&documents), ["CustomResourceDefinition"; 3]);
         assert_eq!(documents[0]["apiVersion"], "apiextensions.k8s.io/v1");
         assert_eq!(documents[0]["metadata"]["name"], "kopfexamples.kopf.dev");
         assert_eq!(documents[0]["spec"]["names"]["shortNames"], json!(["kex"]));

@@ -47,6 +47,11 @@ impl Memories {
         f(lock(&self.0).entry(uid.to_string()).or_default())
     }
 
+    /// Calls `f` with every object's memory, keeping what it returns.
+    pub(crate) fn each<T>(&self, mut f: impl FnMut(&mut Memory) -> Option<T>) -> Vec<T> {
+        lock(&self.0).values_mut().filter_map(&mut f).collect()
+    }
+
     /// Lets go of the object's newest state: the next event brings it again.
     pub(crate) fn release(&self, uid: &str) {
         if let Some(memory) = lock(&self.0).get_mut(uid) {

@@ -34,8 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kube::api::ListParams;
-use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +42,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::scanning::{self, Groups};
 use crate::clients::watching::{self, Event};
 use crate::configs::settings::Settings;
+use crate::engines::peering::Pause;
 use crate::intents::registry::Registry;
 use crate::reactor::processing::{Common, Processor};
 use crate::reactor::queueing::Queue;
@@ -64,6 +63,10 @@ pub(crate) struct Observer {
     pub(crate) patterns: Option<NamespacePatterns>,
     pub(crate) tasks: Tasks,
     pub(crate) ready: watch::Sender<bool>,
+    /// Whether the operator is paused in favour of a peer: then nothing is served (its
+    /// resources' subtrees are cancelled), and everything is discovered and listed again on
+    /// resuming.
+    pub(crate) pause: Pause,
     pub(crate) common: Common,
 }
 
@@ -143,6 +146,9 @@ impl Observer {
         // The next discovery, when one is due; none starts before `earliest`.
         let mut due = Some(Instant::now());
         let mut earliest = Instant::now();
+        let mut pause = self.pause.clone();
+        // What was served before a pause, until its daemons and timers have ended.
+        let mut paused: Vec<Arc<Processor>> = Vec::new();
         loop {
             let discovery_due = async {
                 match due {
@@ -166,7 +172,25 @@ impl Observer {
                 _ = rescan.notified() => {
                     due = Some(due.map_or(earliest, |at| at.min(earliest)));
                 }
-                _ = discovery_due => {
+                now_paused = pause.changed() => {
+                    if now_paused {
+                        for (_, old) in std::mem::take(&mut served) {
+                            tracing::info!(target: "kopf::observer", resource = %old.resource, "stopped serving while paused");
+                            old.node.cancel(StopReason::OperatorPaused);
+                            paused.push(old.processor);
+                        }
+                        due = None;
+                    } else {
+                        // Daemons and timers start again only after their stopped instances ended.
+                        let ended = futures::future::join_all(paused.drain(..).map(|p| p.all_daemons_ended()));
+                        tokio::select! {
+                            _ = token.cancelled() => return,
+                            _ = ended => {}
+                        }
+                        due = Some(earliest);
+                    }
+                }
+                _ = discovery_due, if !pause.is_paused() => {
                     let started = Instant::now();
                     earliest = started + MIN_GAP;
                     let scanned = tokio::select! {
@@ -213,7 +237,7 @@ impl Observer {
         loop {
             let listed = tokio::select! {
                 _ = token.cancelled() => return None,
-                listed = list_namespaces(&self.client, self.settings.watching.list_page_size) => listed,
+                listed = scanning::list_namespaces(&self.client, self.settings.watching.list_page_size) => listed,
             };
             match listed {
                 Ok(namespaces) => {
@@ -425,6 +449,7 @@ impl Observer {
         let token = node.token().clone();
         let label_selector = served.processor.label_selector();
         let watched_in = namespace.clone();
+        let pause = self.pause.clone();
         node.spawn(async move {
             let watched = watching::watch(
                 &client,
@@ -436,6 +461,10 @@ impl Observer {
                 |event| {
                     if let Event::ListingDone = event {
                         listing.done();
+                        return;
+                    }
+                    if pause.is_paused() {
+                        // Paused meanwhile: this watcher is about to be cancelled.
                         return;
                     }
                     let in_scope = match (&event, &patterns) {
@@ -470,27 +499,6 @@ fn namespaces_resource() -> Resource {
         plural: "namespaces".into(),
         kind: "Namespace".into(),
         ..Resource::default()
-    }
-}
-
-/// Every namespace, page by page.
-async fn list_namespaces(client: &kube::Client, page_size: u32) -> Result<Vec<Value>, kube::Error> {
-    let request = kube::core::Request::new("/api/v1/namespaces");
-    let mut params = ListParams::default().limit(page_size);
-    let mut namespaces = Vec::new();
-    loop {
-        let http = request.list(&params).map_err(kube::Error::BuildRequest)?;
-        let mut page: Value = client.request(http).await?;
-        if let Some(items) = page["items"].as_array_mut() {
-            namespaces.append(items);
-        }
-        match page["metadata"]["continue"]
-            .as_str()
-            .filter(|c| !c.is_empty())
-        {
-            Some(next) => params.continue_token = Some(next.to_owned()),
-            None => return Ok(namespaces),
-        }
     }
 }
 

@@ -27,6 +27,7 @@ use crate::clients::posting::Poster;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
+use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
@@ -263,13 +264,16 @@ impl Operator {
         self
     }
 
-    /// A handle that resolves once the operator has listed everything it serves.
+    /// A handle that resolves once the operator has listed everything it serves. An operator
+    /// paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings)) lists
+    /// nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
     }
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
-    /// waits up to the grace period, aborts what is left, and returns only when no task of
+    /// waits up to the grace period, aborts what is left, removes this operator's peering
+    /// entry (within `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
@@ -373,6 +377,14 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        // After the startup handlers, which may change the peering settings (as in Kopf).
+        let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
+        let (pause, peering) = tokio::select! {
+            started = peering_started => started,
+            _ = stop.cancelled() => {
+                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            }
+        };
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
         let indexes = Indexes::new(
@@ -389,6 +401,7 @@ impl Operator {
             patterns,
             tasks: tasks.child(),
             ready: self.ready,
+            pause,
             common: Common {
                 poster: poster.clone(),
                 memo: self.memo.clone(),
@@ -405,6 +418,14 @@ impl Operator {
 
         stop.cancelled().await;
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+        if let Some(peering) = peering {
+            // After the handlers stopped: peers take over at once, not when the entry expires.
+            // A second signal skips it: the entry expires on its own.
+            tokio::select! {
+                _ = peering.disappear(self.settings.process.cleanup_timeout) => {}
+                _ = abort.cancelled() => {}
+            }
+        }
         let cleaned = activities.clean_up(&self.settings, &abort).await;
         stopped.and(cleaned.map_err(OperatorError::from))
     }

@@ -476,6 +476,15 @@ impl Processor {
         });
     }
 
+    /// Resolves when every daemon and timer of every object, asked to stop, has ended (after
+    /// a pause: their successors start only then, as in Kopf).
+    pub(crate) fn all_daemons_ended(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let ended = futures::future::join_all(self.memories.each(|m| m.daemons.ended()));
+        async move {
+            ended.await;
+        }
+    }
+
     /// Asks the object's daemons and timers to stop because it is deleted, and waits a little
     /// for them to end; `true` when none runs any more.
     async fn daemons_ended(&self, uid: &str) -> bool {

@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{Calls, create, examples, get, patch, server_with_crd};
+use crate::peering::{create_peering_crd, status_at, wait_lines};
+use crate::stopping::Running;
+use crate::support::{Calls, create, examples, get, patch, send, server_with_crd};
 
 /// Kopf takes seconds to start and to settle its handlers: be generous.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -153,15 +155,15 @@ struct Kopf {
 }
 
 impl Kopf {
-    /// Starts `kopf run --standalone --namespace default` in `dir`, in the given mode, and
-    /// waits until it has processed the listing of KopfExamples (its event handler saw one of
-    /// `listed`), or, if `listed` is `None`, until it watches KopfExamples.
-    async fn start(
+    /// Starts `kopf run <options> --namespace default` in `dir`, in the given mode (with the
+    /// identity `POD_ID` when given), without waiting for anything.
+    fn spawn(
         python: &Path,
         dir: &Path,
         server: &FakeApiServer,
         mode: &str,
-        listed: Option<&str>,
+        options: &[&str],
+        pod_id: Option<&str>,
     ) -> Kopf {
         let kubeconfig = dir.join("kubeconfig");
         server
@@ -172,17 +174,11 @@ impl Kopf {
         let log = dir.join(format!("kopf-{mode}.log"));
         let calls = dir.join(format!("calls-{mode}.jsonl"));
         let output = std::fs::File::create(&log).expect("creating the log file");
-        let requests_before = server.requests().len();
-        let child = Command::new(python)
-            .args([
-                "-m",
-                "kopf",
-                "run",
-                "--standalone",
-                "--namespace",
-                "default",
-                "--verbose",
-            ])
+        let mut command = Command::new(python);
+        command
+            .args(["-m", "kopf", "run"])
+            .args(options)
+            .args(["--namespace", "default", "--verbose"])
             .arg(&script)
             .current_dir(dir)
             .env("KUBECONFIG", &kubeconfig)
@@ -193,14 +189,33 @@ impl Kopf {
             // Never let the clients find a real cluster from inside a pod.
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("POD_ID")
             .stdin(Stdio::null())
             .stdout(Stdio::from(
                 output.try_clone().expect("cloning the log file"),
             ))
-            .stderr(Stdio::from(output))
+            .stderr(Stdio::from(output));
+        if let Some(id) = pod_id {
+            command.env("POD_ID", id);
+        }
+        let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("starting Kopf with {}: {e}", python.display()));
-        let mut kopf = Kopf { child, log, calls };
+        Kopf { child, log, calls }
+    }
+
+    /// Starts `kopf run --standalone --namespace default` in `dir`, in the given mode, and
+    /// waits until it has processed the listing of KopfExamples (its event handler saw one of
+    /// `listed`), or, if `listed` is `None`, until it watches KopfExamples.
+    async fn start(
+        python: &Path,
+        dir: &Path,
+        server: &FakeApiServer,
+        mode: &str,
+        listed: Option<&str>,
+    ) -> Kopf {
+        let requests_before = server.requests().len();
+        let mut kopf = Kopf::spawn(python, dir, server, mode, &["--standalone"], None);
         match listed {
             Some(name) => {
                 let path = kopf.calls.clone();
@@ -932,5 +947,113 @@ async fn kopf_rs_fails_a_handler_once_then_kopf_continues_its_retries() {
     );
     assert_eq!(leftover_records(&done), Vec::<String>::new(), "{done:#}");
     drop(kopf);
+    server.stop().await;
+}
+
+/// Kopf with the mandatory peering `name` in `default` at this priority, as `python-kopf`,
+/// once its entry is in the peering object.
+async fn peering_kopf(
+    python: &Path,
+    dir: &Path,
+    server: &FakeApiServer,
+    name: &str,
+    priority: i64,
+) -> Kopf {
+    let priority_arg = priority.to_string();
+    let options = ["--peering", name, "--priority", &priority_arg];
+    let mut kopf = Kopf::spawn(
+        python,
+        dir,
+        server,
+        "succeed",
+        &options,
+        Some("python-kopf"),
+    );
+    let (client, path) = (
+        server.client(),
+        format!("/apis/kopf.dev/v1/namespaces/default/kopfpeerings/{name}"),
+    );
+    kopf.until("Kopf's peering entry", || async {
+        let entries = status_at(&client, &path).await;
+        (entries.get("python-kopf")?["priority"] == priority).then_some(())
+    })
+    .await;
+    kopf
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
+    let test = "kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority";
+    let Some(python) = python(test).await else {
+        return;
+    };
+    let _turn = serial().await;
+    let name = "interop-peering";
+    crate::logs::lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    create_peering_crd(&client, "kopf.dev", "Namespaced").await;
+    let collection = "/apis/kopf.dev/v1/namespaces/default/kopfpeerings";
+    let object =
+        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": name}});
+    send(&client, "POST", collection, "application/json", object).await;
+    let path = format!("{collection}/{name}");
+
+    // Kopf first, with the higher priority; kopf-rs pauses in its favour.
+    let first = TempDir::new(test);
+    let mut kopf = peering_kopf(&python, first.path(), &server, name, 100).await;
+    let mut settings = kopf_testing::test_settings();
+    settings.peering.name = name.into();
+    settings.peering.priority = 50;
+    let operator = Operator::new(Registry::new())
+        .settings(settings)
+        .namespaces(["default"])
+        .client(server.client());
+    let (rust, _) = Running::start(operator);
+    wait_lines(
+        name,
+        "Pausing operations in favour of [<Peer python-kopf: priority=100",
+        1,
+    )
+    .await;
+    // Both entries are there; Kopf removes its own at exit, and kopf-rs resumes.
+    wait("both entries", || async {
+        (status_at(&client, &path).await.len() == 2).then_some(())
+    })
+    .await;
+    assert!(kopf.terminate().await.success(), "{}", kopf.log_text());
+    let entries = status_at(&client, &path).await;
+    assert!(
+        !entries.contains_key("python-kopf"),
+        "Kopf removed its entry: {entries:?}"
+    );
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+
+    // Kopf again, with a lower priority: mandatory peering starts paused, and it stays so
+    // while kopf-rs lives; it resumes once kopf-rs has left.
+    let second = TempDir::new(test);
+    let mut kopf = peering_kopf(&python, second.path(), &server, name, 10).await;
+    let resumed = "Resuming operations after the pause";
+    assert!(
+        !kopf.log_text().contains(resumed),
+        "Kopf works beside kopf-rs:\n{}",
+        kopf.log_text()
+    );
+    rust.stop().await.expect("a clean stop");
+    let log = kopf.log.clone();
+    kopf.until("Kopf to resume", || {
+        let log = log.clone();
+        async move {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains(resumed).then_some(())
+        }
+    })
+    .await;
+    assert!(kopf.terminate().await.success(), "{}", kopf.log_text());
+    assert!(
+        status_at(&client, &path).await.is_empty(),
+        "no entry is left"
+    );
+    drop(client);
     server.stop().await;
 }

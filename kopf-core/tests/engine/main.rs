@@ -14,6 +14,7 @@ mod login;
 mod logs;
 mod macros;
 mod metrics;
+mod peering;
 mod persistence;
 mod posting;
 mod robustness;

@@ -76,7 +76,10 @@ fn bad_arguments_exit_with_2() {
     for args in [
         &["--log-format", "xml"][..],
         &["--liveness", "http://:8080/"],
-        &["-P", "x"],
+        &["-p", "high"],
+        &["--dev", "-p", "5"],
+        &["--standalone", "-P", "x"],
+        &["-P"],
     ] {
         let error = options(args, &[]).unwrap_err();
         assert_eq!(error.exit_code(), 2, "{args:?}");
@@ -160,6 +163,46 @@ fn environment_variables_as_kopfs_click_cli() {
     let on = super::tests::options(&[], &[("KOPF_RUN_CLUSTERWIDE", "on")]).unwrap();
     assert!(on.clusterwide);
     let bad = super::tests::options(&[], &[("KOPF_RUN_DEBUG", "maybe")]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+}
+
+#[test]
+fn peering_options_from_the_command_line_or_the_environment() {
+    let none = options(&[], &[]).unwrap();
+    assert_eq!(
+        (none.peering, none.priority, none.standalone),
+        (None, None, false)
+    );
+    let given = options(&["-P", "team", "-p", "-5"], &[]).unwrap();
+    assert_eq!(given.peering.as_deref(), Some("team"));
+    assert_eq!(given.priority, Some(-5));
+    let long = options(&["--peering=team", "--priority", "10"], &[]).unwrap();
+    assert_eq!(
+        (long.peering.as_deref(), long.priority),
+        (Some("team"), Some(10))
+    );
+    assert_eq!(options(&["--dev"], &[]).unwrap().priority, Some(666));
+    assert!(options(&["--standalone"], &[]).unwrap().standalone);
+    let env = [
+        ("KOPF_RUN_PEERING", "from-env"),
+        ("KOPF_RUN_PRIORITY", "3"),
+        ("KOPF_RUN_STANDALONE", "yes"),
+    ];
+    let from_env = options(&[], &env).unwrap();
+    assert_eq!(from_env.peering.as_deref(), Some("from-env"));
+    assert_eq!(from_env.priority, Some(3));
+    assert!(from_env.standalone);
+    // The command line wins; --dev beats the environment's priority.
+    let cli = options(&["-P", "cli", "--dev"], &env).unwrap();
+    assert_eq!(
+        (cli.peering.as_deref(), cli.priority),
+        (Some("cli"), Some(666))
+    );
+    let dev = options(&[], &[("KOPF_RUN_DEV", "1")]).unwrap();
+    assert_eq!(dev.priority, Some(666));
+    let bad = options(&[], &[("KOPF_RUN_PRIORITY", "high")]).unwrap_err();
+    assert_eq!(bad.exit_code(), 2);
+    let bad = options(&[], &[("KOPF_RUN_DEV", "maybe")]).unwrap_err();
     assert_eq!(bad.exit_code(), 2);
 }
 

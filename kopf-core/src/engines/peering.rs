@@ -1,0 +1,576 @@
+//! Kopf's peering: operators serving the same resources keep entries in a shared
+//! `KopfPeering` (one per served namespace) or `ClusterKopfPeering` object, and each pauses
+//! while a live peer of a higher priority exists (all pause while peers of the same priority
+//! do). The entries' format and the decision are in [`crate::configs::peering`].
+//!
+//! For each peering object (both API groups, `kopf.dev` and the legacy `zalando.org`, when
+//! both CRDs exist), two tasks run in the operator's tree, never paused themselves:
+//! - a watcher, which hands every new state of the object to the keeper;
+//! - a keeper, which touches this operator's entry at once and then every
+//!   `lifetime - rand(5..=10)` seconds, judges each new state of the object (pausing,
+//!   resuming, nulling the entries of dead peers), and, while paused, touches again when the
+//!   earliest of its blockers expires, so that the object's next state unpauses it.
+//!
+//! Invariants:
+//! 1. The operator is paused while any peering object says so: one toggle per object, joined
+//!    into the one [`Pause`] that the observer obeys.
+//! 2. With `mandatory`, each toggle starts paused and stays so until its object shows no
+//!    conflict: a missing CRD or object keeps the operator paused.
+//! 3. The operator's own entry is removed ([`Peering::disappear`]) only after its tasks have
+//!    ended, at a graceful stop.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rand::Rng as _;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::aiokits::tasks::Tasks;
+use crate::clients::patching::{self, Target};
+use crate::clients::scanning;
+use crate::clients::watching::{self, Event};
+use crate::configs::peering::{self, Judgement, Peer};
+use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
+use crate::helpers::sync::lock;
+use crate::structs::namespaces::NamespacePatterns;
+use crate::structs::patch::Patch;
+use crate::structs::resources::Resource;
+
+/// The API groups of Kopf's peering CRDs: the current one and the legacy one (before 1.29).
+const GROUPS: [&str; 2] = ["kopf.dev", "zalando.org"];
+
+/// Whether the operator is paused in favour of a peer: what the observer obeys.
+#[derive(Debug, Clone)]
+pub(crate) struct Pause(watch::Receiver<bool>);
+
+impl Pause {
+    /// Never paused (standalone).
+    pub(crate) fn never() -> Pause {
+        Pause::constant(false)
+    }
+
+    /// Paused or not for good.
+    fn constant(paused: bool) -> Pause {
+        Pause(watch::Sender::new(paused).subscribe())
+    }
+
+    /// Whether the operator is paused now.
+    pub(crate) fn is_paused(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits for the next change and returns the new state; never returns if there will be
+    /// none.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Safe: a change not returned is returned by the next call.
+    pub(crate) async fn changed(&mut self) -> bool {
+        if self.0.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        *self.0.borrow_and_update()
+    }
+}
+
+/// The pause toggles of the peering objects, joined with any(); before there are any (a
+/// mandatory peering whose CRD is missing), the initial state.
+#[derive(Debug)]
+struct Toggles {
+    each: Mutex<Vec<bool>>,
+    paused: watch::Sender<bool>,
+}
+
+impl Toggles {
+    fn new(paused: bool) -> Toggles {
+        Toggles {
+            each: Mutex::new(Vec::new()),
+            paused: watch::Sender::new(paused),
+        }
+    }
+
+    /// Adds the toggles of `count` peering objects, each in this state.
+    fn add(&self, count: usize, paused: bool) {
+        lock(&self.each).extend(std::iter::repeat_n(paused, count));
+    }
+
+    fn get(&self, index: usize) -> bool {
+        lock(&self.each)[index]
+    }
+
+    fn set(&self, index: usize, paused: bool) {
+        let mut each = lock(&self.each);
+        each[index] = paused;
+        let any = each.iter().any(|p| *p);
+        self.paused.send_if_modified(|current| {
+            let changed = *current != any;
+            *current = any;
+            changed
+        });
+    }
+}
+
+/// One peering object: its resource, and its namespace when namespaced.
+#[derive(Debug, Clone)]
+struct Place {
+    resource: Resource,
+    namespace: Option<String>,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "in {namespace:?}"),
+            None => f.write_str("cluster-wide"),
+        }
+    }
+}
+
+/// This operator's peering: its identity and the peering objects it keeps its entry in.
+pub(crate) struct Peering {
+    client: kube::Client,
+    identity: String,
+    settings: PeeringSettings,
+    watching: WatchingSettings,
+    backoffs: Vec<Duration>,
+    /// Set once the peering objects are found (at the start, or later for a mandatory peering
+    /// whose CRD was missing).
+    places: OnceLock<Vec<Place>>,
+    toggles: Toggles,
+}
+
+impl Peering {
+    /// Starts the peering that the settings ask for, in the operator's tree; `None` (and a
+    /// pause that never comes) when standalone, as asked or for lack of a CRD. Each namespace
+    /// that the patterns serve (cluster-wide without patterns) gets its own `KopfPeering`
+    /// unless the peering is cluster-wide. A mandatory peering whose CRD is missing stays
+    /// paused and looks for the CRD again every `settings.scanning.interval`.
+    pub(crate) async fn start(
+        client: &kube::Client,
+        settings: &Settings,
+        patterns: Option<&NamespacePatterns>,
+        tasks: &Tasks,
+    ) -> (Pause, Option<Arc<Peering>>) {
+        let peering = &settings.peering;
+        if peering.standalone {
+            return (Pause::never(), None);
+        }
+        let engine = Arc::new(Peering {
+            client: client.clone(),
+            identity: identity(),
+            settings: peering.clone(),
+            watching: settings.watching.clone(),
+            backoffs: settings.networking.error_backoffs.clone(),
+            places: OnceLock::new(),
+            toggles: Toggles::new(peering.mandatory),
+        });
+        let pause = Pause(engine.toggles.paused.subscribe());
+        let token = tasks.token().clone();
+        let found = tokio::select! {
+            _ = token.cancelled() => return (Pause::never(), None),
+            found = places(client, settings, patterns) => found,
+        };
+        if !found.is_empty() {
+            engine.begin(found, tasks);
+            return (pause, Some(engine));
+        }
+        let name = &peering.name;
+        if !peering.mandatory {
+            tracing::warn!(target: "kopf::peering", peering = ?name, "Default peering object is not found, falling back to the standalone mode.");
+            return (Pause::never(), None);
+        }
+        tracing::error!(target: "kopf::peering", peering = ?name, "The peering CRD ({}) is not found: staying paused, as the mandatory peering {name:?} asks, until it appears; create it (see the `crd` subcommand) or run with --standalone.", plural(settings, patterns));
+        let (settings, patterns) = (settings.clone(), patterns.cloned());
+        let (late, node) = (engine.clone(), tasks.clone());
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = tokio::time::sleep(settings.scanning.interval) => {}
+                }
+                let found = tokio::select! {
+                    _ = token.cancelled() => return,
+                    found = places(&late.client, &settings, patterns.as_ref()) => found,
+                };
+                if !found.is_empty() {
+                    tracing::info!(target: "kopf::peering", peering = ?late.settings.name, "The peering CRD has appeared: peering.");
+                    late.begin(found, &node);
+                    return;
+                }
+            }
+        });
+        (pause, Some(engine))
+    }
+
+    /// Starts keeping the entry in these peering objects, and watching them.
+    fn begin(self: &Arc<Self>, places: Vec<Place>, tasks: &Tasks) {
+        let count = places.len();
+        if self.places.set(places).is_err() {
+            return;
+        }
+        self.toggles.add(count, self.settings.mandatory);
+        tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, identity = %self.identity, "peering as {}", self.identity);
+        for index in 0..count {
+            let (states, receiver) = watch::channel(None);
+            tasks.spawn(self.clone().watch(index, states, tasks.token().clone()));
+            tasks.spawn(self.clone().keep(index, receiver, tasks.token().clone()));
+        }
+    }
+
+    /// The peering objects, once found.
+    fn places(&self) -> &[Place] {
+        self.places.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Removes this operator's entry from every peering object (a `null` merge patch), within
+    /// `timeout`: at a graceful stop, after the operator's tasks have ended, so that peers
+    /// take over at once. Failures are logged and ignored.
+    pub(crate) async fn disappear(&self, timeout: Duration) {
+        let never = CancellationToken::new();
+        let removals = self
+            .places()
+            .iter()
+            .map(|place| self.write(place, peering::removal([self.identity.as_str()]), &never));
+        if tokio::time::timeout(timeout, futures::future::join_all(removals))
+            .await
+            .is_err()
+        {
+            tracing::warn!(target: "kopf::peering", peering = ?self.settings.name, "the peering entry was not removed within {timeout:?}: peers take over when it expires");
+        }
+    }
+
+    /// Hands every new state of the peering object to the keeper (an empty one when it is
+    /// deleted).
+    async fn watch(
+        self: Arc<Self>,
+        index: usize,
+        states: watch::Sender<Option<Arc<Value>>>,
+        token: CancellationToken,
+    ) {
+        let place = &self.places()[index];
+        let name = self.settings.name.as_str();
+        let watched = watching::watch(
+            &self.client,
+            &place.resource,
+            place.namespace.as_deref(),
+            None,
+            &self.watching,
+            &token,
+            |event| {
+                let (object, deleted) = match &event {
+                    Event::Listed(object) => (object, false),
+                    Event::Changed(kind, object) => (object, *kind == "DELETED"),
+                    Event::ListingDone => return,
+                };
+                if object["metadata"]["name"].as_str() != Some(name) {
+                    return;
+                }
+                let state = if deleted {
+                    Arc::new(json!({}))
+                } else {
+                    object.clone()
+                };
+                states.send_replace(Some(state));
+            },
+        )
+        .await;
+        if let Err(error) = watched {
+            tracing::warn!(target: "kopf::peering", peering = ?name, %error, "the peering object {place} is not watched any more");
+            token.cancelled().await;
+        }
+    }
+
+    /// Touches this operator's entry, judges the object's states, and touches again when due.
+    async fn keep(
+        self: Arc<Self>,
+        index: usize,
+        mut states: watch::Receiver<Option<Arc<Value>>>,
+        token: CancellationToken,
+    ) {
+        let place = &self.places()[index];
+        let mut keepalive = Instant::now();
+        let mut recheck: Option<Instant> = None;
+        loop {
+            let due = recheck.map_or(keepalive, |at| at.min(keepalive));
+            tokio::select! {
+                _ = token.cancelled() => return,
+                changed = states.changed() => {
+                    if changed.is_err() {
+                        token.cancelled().await;
+                        return;
+                    }
+                    let state = states.borrow_and_update().clone();
+                    if let Some(state) = state {
+                        recheck = self.judge(index, &state, &token).await;
+                    }
+                }
+                _ = tokio::time::sleep_until(due) => {
+                    let now = Instant::now();
+                    if recheck.is_some_and(|at| at <= now) {
+                        recheck = None;
+                    }
+                    let touch = peering::touch(
+                        &self.identity,
+                        self.settings.priority,
+                        self.settings.lifetime,
+                        OffsetDateTime::now_utc(),
+                    );
+                    let found = self.write(place, touch, &token).await;
+                    if !self.settings.stealth || !found {
+                        let result = if found { "ok" } else { "not found" };
+                        tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, "Keep-alive in {:?} {place}: {result}.", self.settings.name);
+                    }
+                    if keepalive <= now {
+                        let jitter = rand::rng().random_range(5..=10);
+                        keepalive = Instant::now()
+                            + peering::keepalive_interval(self.settings.lifetime, jitter);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kopf's `process_peering_event`: pauses or resumes for this object's state, removes the
+    /// dead peers' entries; returns when to look again while paused.
+    async fn judge(
+        &self,
+        index: usize,
+        state: &Value,
+        token: &CancellationToken,
+    ) -> Option<Instant> {
+        let now = OffsetDateTime::now_utc();
+        let judgement = Judgement::of(
+            &state["status"],
+            &self.identity,
+            self.settings.priority,
+            now,
+        );
+        let name = &self.settings.name;
+        if !judgement.dead.is_empty() {
+            let dead = judgement.dead.iter().map(|peer| peer.id.as_str());
+            tracing::debug!(target: "kopf::peering", peering = ?name, "Cleaning up the dead peers: {}", listed(&judgement.dead));
+            self.write(&self.places()[index], peering::removal(dead), token)
+                .await;
+        }
+        let was_paused = self.toggles.get(index);
+        if !judgement.higher.is_empty() {
+            self.toggles.set(index, true);
+            if !was_paused {
+                tracing::info!(target: "kopf::peering", peering = ?name, "Pausing operations in favour of {}.", listed(&judgement.higher));
+            }
+        } else if !judgement.same.is_empty() {
+            self.toggles.set(index, true);
+            tracing::warn!(target: "kopf::peering", peering = ?name, "Possibly conflicting operators with the same priority: {}.", listed(&judgement.same));
+            if !was_paused {
+                tracing::info!(target: "kopf::peering", peering = ?name, "Pausing all operators, including self: {}.", listed(&judgement.same));
+            }
+        } else {
+            self.toggles.set(index, false);
+            if was_paused {
+                tracing::info!(target: "kopf::peering", peering = ?name, "Resuming operations after the pause. Conflicting operators with the same priority are gone.");
+            }
+        }
+        let left = judgement.recheck_at()? - now;
+        Some(Instant::now() + Duration::try_from(left).unwrap_or_default())
+    }
+
+    /// Sends a merge patch to the peering object; `false` if the object is not found (which is
+    /// not an error: peering without its object is standalone). Other failures are logged.
+    async fn write(&self, place: &Place, mut merge: Value, stop: &CancellationToken) -> bool {
+        let mut patch = Patch::default();
+        patch.merge_raw("status", merge["status"].take());
+        let target = Target {
+            client: &self.client,
+            resource: &place.resource,
+            namespace: place.namespace.as_deref(),
+            name: &self.settings.name,
+            stop,
+        };
+        match patching::apply(&target, patch, "", &self.backoffs).await {
+            Ok(versions) => !versions.is_empty(),
+            Err(error) => {
+                tracing::warn!(target: "kopf::peering", peering = ?self.settings.name, %error, "cannot write to the peering object {place}");
+                true
+            }
+        }
+    }
+}
+
+/// `clusterkopfpeerings` or `kopfpeerings`: cluster-wide unless namespaces are served (or
+/// the settings say otherwise).
+fn plural(settings: &Settings, patterns: Option<&NamespacePatterns>) -> &'static str {
+    if settings.peering.clusterwide.unwrap_or(patterns.is_none()) {
+        "clusterkopfpeerings"
+    } else {
+        "kopfpeerings"
+    }
+}
+
+/// The peering objects to keep the entry in: in each group whose CRD exists, the
+/// cluster-wide one, or one in each served namespace. None when no CRD exists (or discovery
+/// fails, which is logged).
+async fn places(
+    client: &kube::Client,
+    settings: &Settings,
+    patterns: Option<&NamespacePatterns>,
+) -> Vec<Place> {
+    let plural = plural(settings, patterns);
+    let resources = match discover(client, plural).await {
+        Ok(resources) => resources,
+        Err(error) => {
+            tracing::warn!(target: "kopf::peering", %error, "cannot discover the peering resources");
+            return Vec::new();
+        }
+    };
+    let namespaces = if plural == "clusterkopfpeerings" || resources.is_empty() {
+        vec![None]
+    } else {
+        match served_namespaces(client, settings, patterns).await {
+            Ok(namespaces) => namespaces.into_iter().map(Some).collect(),
+            Err(error) => {
+                tracing::warn!(target: "kopf::peering", %error, "cannot list the namespaces to keep the peering in");
+                Vec::new()
+            }
+        }
+    };
+    resources
+        .iter()
+        .flat_map(|resource| {
+            namespaces.iter().map(|namespace| Place {
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The peering resources of this plural in both groups, as the API serves them now.
+async fn discover(client: &kube::Client, plural: &str) -> Result<Vec<Resource>, kube::Error> {
+    let groups: BTreeSet<String> = GROUPS.iter().map(|g| g.to_string()).collect();
+    let resources = scanning::scan(client, &Some(groups)).await?;
+    Ok(resources
+        .into_iter()
+        .filter(|r| r.plural == plural && r.preferred)
+        .collect())
+}
+
+/// The namespaces that a namespaced peering is kept in: the plain names given, or the
+/// existing namespaces that the patterns match (all without patterns) as listed at the start.
+async fn served_namespaces(
+    client: &kube::Client,
+    settings: &Settings,
+    patterns: Option<&NamespacePatterns>,
+) -> Result<Vec<String>, kube::Error> {
+    if let Some(names) = patterns.and_then(NamespacePatterns::is_exact) {
+        return Ok(names);
+    }
+    let listed = scanning::list_namespaces(client, settings.watching.list_page_size).await?;
+    Ok(listed
+        .iter()
+        .filter_map(|namespace| namespace["metadata"]["name"].as_str())
+        .filter(|name| patterns.is_none_or(|patterns| patterns.matches(name)))
+        .map(String::from)
+        .collect())
+}
+
+/// Peers as Kopf lists them in its log lines.
+fn listed(peers: &[Peer]) -> String {
+    let shown: Vec<String> = peers.iter().map(ToString::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// This operator's identity (Kopf's `detect_own_id`): `POD_ID` if set, else
+/// `<user>@<host>/<YYYYmmddHHMMSS>/<3 random chars>`, never one already taken in this process.
+fn identity() -> String {
+    if let Some(id) = std::env::var("POD_ID").ok().filter(|id| !id.is_empty()) {
+        return id;
+    }
+    static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let user = ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".into());
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|host| host.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let now = OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut taken = lock(&TAKEN);
+    loop {
+        let mut rng = rand::rng();
+        let suffix: String = (0..3)
+            .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
+            .collect();
+        let id = format!("{user}@{host}/{stamp}/{suffix}");
+        if taken.insert(id.clone()) {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_kopfs_and_never_repeat_in_one_process() {
+        if std::env::var_os("POD_ID").is_some() {
+            return;
+        }
+        let (a, b) = (identity(), identity());
+        assert_ne!(a, b);
+        let parts: Vec<&str> = a.split('/').collect();
+        assert_eq!(parts.len(), 3, "{a}");
+        assert!(parts[0].contains('@'), "{a}");
+        assert_eq!(parts[1].len(), 14, "{a}");
+        assert!(parts[1].bytes().all(|b| b.is_ascii_digit()), "{a}");
+        assert_eq!(parts[2].len(), 3, "{a}");
+    }
+
+    #[test]
+    fn the_peering_is_clusterwide_unless_namespaces_are_served_or_the_settings_say() {
+        let mut settings = Settings::default();
+        let patterns = NamespacePatterns::parse(&["default".to_string()]).unwrap();
+        assert_eq!(plural(&settings, None), "clusterkopfpeerings");
+        assert_eq!(plural(&settings, Some(&patterns)), "kopfpeerings");
+        settings.peering.clusterwide = Some(true);
+        assert_eq!(plural(&settings, Some(&patterns)), "clusterkopfpeerings");
+        settings.peering.clusterwide = Some(false);
+        assert_eq!(plural(&settings, None), "kopfpeerings");
+    }
+
+    #[test]
+    fn the_toggles_pause_while_any_peering_object_says_so() {
+        let toggles = Toggles::new(false);
+        toggles.add(2, false);
+        let pause = Pause(toggles.paused.subscribe());
+        toggles.set(0, true);
+        toggles.set(1, true);
+        toggles.set(0, false);
+        assert!(pause.is_paused());
+        toggles.set(1, false);
+        assert!(!pause.is_paused());
+        let mandatory = Toggles::new(true);
+        assert!(
+            Pause(mandatory.paused.subscribe()).is_paused(),
+            "paused before any peering object is found"
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! Kopf's peering: operators of different priorities on one server, where only the highest
+//! works; equal priorities pause all; a paused operator's daemons stop and start again when
+//! it resumes; a paused operator looks again when its blocker expires; namespaced peering in
+//! both API groups; standalone when there is no peering CRD, or paused until it appears when
+//! peering is mandatory.
+
+use std::time::Duration;
+
+use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Settings};
+use kopf_testing::{FakeApiServer, wait};
+use serde_json::{Value, json};
+
+use crate::logs::lines_of;
+use crate::stopping::Running;
+use crate::support::{Calls, create, examples, get, send, server_with_crd};
+
+/// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
+/// `name`.
+async fn server_with_peering(name: &str) -> FakeApiServer {
+    let server = server_with_crd().await;
+    let client = server.client();
+    create_peering_crd(&client, "kopf.dev", "Cluster").await;
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
+    let created = send(&client, "POST", PEERINGS, "application/json", object).await;
+    assert_eq!(created["metadata"]["name"], name, "{created}");
+    server
+}
+
+/// Kopf's peering CRD in this group: `ClusterKopfPeering` for the scope `Cluster`,
+/// `KopfPeering` for `Namespaced`.
+pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope: &str) {
+    let (kind, singular) = match scope {
+        "Cluster" => ("ClusterKopfPeering", "clusterkopfpeering"),
+        _ => ("KopfPeering", "kopfpeering"),
+    };
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{singular}s.{group}")},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": format!("{singular}s"), "singular": singular},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    });
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let created = send(client, "POST", path, "application/json", crd).await;
+    assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
+}
+
+const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
+
+/// The entries of the cluster-wide peering object `name`, by identity.
+async fn entries(client: &kube::Client, name: &str) -> serde_json::Map<String, Value> {
+    status_at(client, &format!("{PEERINGS}/{name}")).await
+}
+
+/// The `status` of the peering object at this path.
+pub(crate) async fn status_at(client: &kube::Client, path: &str) -> serde_json::Map<String, Value> {
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
+    let object: Value = client.request(request).await.expect("the peering object");
+    object["status"].as_object().cloned().unwrap_or_default()
+}
+
+fn settings(name: &str, priority: i64) -> Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.peering.name = name.into();
+    settings.peering.priority = priority;
+    settings
+}
+
+/// An operator whose on-create handler records the names it is called for.
+fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Operator {
+    let calls = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = calls.clone();
+            async move {
+                calls.record(json!(invocation.name()));
+                Ok(None)
+            }
+        },
+    ));
+    Operator::new(registry)
+        .settings(settings)
+        .client(server.client())
+}
+
+/// Waits until `count` logged lines about the peering `name` contain `text`.
+pub(crate) async fn wait_lines(name: &str, text: &str, count: usize) {
+    wait(&format!("{count} lines with {text:?}"), || async {
+        let found = lines_of(name)
+            .into_iter()
+            .filter(|line| line.contains(text))
+            .count();
+        (found >= count).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_higher_priority_works_and_the_lower_resumes_when_it_leaves() {
+    let name = "peering-priorities";
+    lines_of(name); // Captures the logs from now on.
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let (high_calls, low_calls) = (Calls::default(), Calls::default());
+    let high = Running::ready(recording(&server, &high_calls, settings(name, 100))).await;
+    let high_id = wait("the higher operator's entry", || async {
+        let entries = entries(&client, name).await;
+        let (id, entry) = entries.into_iter().next()?;
+        (entry["priority"] == 100).then_some((id, entry))
+    })
+    .await;
+    // Kopf's wire format: priority, lifetime in seconds, lastseen in Python's isoformat.
+    let (high_id, entry) = high_id;
+    let mut keys: Vec<&String> = entry.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["lastseen", "lifetime", "priority"]);
+    assert_eq!(entry["lifetime"], 60);
+    let lastseen = entry["lastseen"].as_str().unwrap();
+    assert!(lastseen.ends_with("+00:00"), "{lastseen}");
+    assert!(
+        lastseen.len() == 25 || lastseen.len() == 32,
+        "with or without microseconds: {lastseen}"
+    );
+    if std::env::var_os("POD_ID").is_none() {
+        assert_eq!(
+            high_id.split('/').count(),
+            3,
+            "user@host/stamp/random: {high_id}"
+        );
+    }
+
+    let (low, _) = Running::start(recording(&server, &low_calls, settings(name, 50)));
+    wait_lines(name, "Pausing operations in favour of [<Peer ", 1).await;
+    wait("both entries", || async {
+        (entries(&client, name).await.len() == 2).then_some(())
+    })
+    .await;
+    create(&client, "first", json!({})).await;
+    high_calls.wait_len(1).await;
+    wait("the first object handled", || async {
+        get(&client, "first").await.filter(|o| {
+            !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_null()
+        })
+    })
+    .await;
+    assert!(
+        low_calls.all().is_empty(),
+        "the paused operator handles nothing"
+    );
+
+    high.stop().await.expect("a clean stop");
+    let left = entries(&client, name).await;
+    assert!(
+        !left.contains_key(&high_id),
+        "a stopped operator leaves no entry: {left:?}"
+    );
+    assert_eq!(left.len(), 1, "{left:?}");
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    create(&client, "second", json!({})).await;
+    low_calls.wait_len(1).await;
+    assert_eq!(high_calls.all(), [json!("first")]);
+    assert_eq!(
+        low_calls.all(),
+        [json!("second")],
+        "the resumed operator listed again, found the first handled, and handles new objects"
+    );
+    low.stop().await.expect("a clean stop");
+    wait("no entries left", || async {
+        entries(&client, name).await.is_empty().then_some(())
+    })
+    .await;
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_priorities_pause_all_until_one_leaves() {
+    let name = "peering-equal";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let (first_calls, second_calls) = (Calls::default(), Calls::default());
+    let first = Running::ready(recording(&server, &first_calls, settings(name, 7))).await;
+    let (second, _) = Running::start(recording(&server, &second_calls, settings(name, 7)));
+    wait_lines(
+        name,
+        "Possibly conflicting operators with the same priority",
+        2,
+    )
+    .await;
+    wait_lines(name, "Pausing all operators, including self", 2).await;
+    create(&client, "nobody", json!({})).await;
+
+    first.stop().await.expect("a clean stop");
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    let calls = second_calls.wait_len(1).await;
+    assert_eq!(calls, [json!("nobody")], "the one left handles the object");
+    assert!(
+        first_calls.all().is_empty(),
+        "nobody worked while both were there"
+    );
+    second.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_operators_daemons_stop_and_start_again_on_resuming() {
+    let name = "peering-daemons";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(
+        DaemonHandler::new(examples(), "monitor", move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!("started"));
+                invocation.stopped().cancelled().await;
+                calls.record(json!(format!("{:?}", invocation.stop_reason())));
+                // A slow cleanup: the next instance waits for it.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                calls.record(json!("stopped"));
+                Ok(None)
+            }
+        })
+        .cancellation_backoff(Duration::from_secs(10)),
+    );
+    let operator = Operator::new(registry)
+        .settings(settings(name, 1))
+        .client(server.client());
+    let low = Running::ready(operator).await;
+    create(&client, "watched", json!({})).await;
+    calls.wait_len(1).await;
+
+    let high = Running::ready(
+        Operator::new(Registry::new())
+            .settings(settings(name, 2))
+            .client(server.client()),
+    )
+    .await;
+    let stopping = calls.wait_len(2).await;
+    assert_eq!(
+        stopping,
+        [json!("started"), json!("Some(OperatorPaused)")],
+        "the daemon is stopped for the pause"
+    );
+    // Resumes while the paused daemon still cleans up.
+    high.stop().await.expect("a clean stop");
+    let restarted = calls.wait_len(4).await;
+    assert_eq!(
+        restarted[2..],
+        [json!("stopped"), json!("started")],
+        "the daemon runs again, once its stopped instance has ended"
+    );
+    low.stop().await.expect("a clean stop");
+    assert_eq!(
+        calls.all()[4..],
+        [json!("Some(OperatorExiting)"), json!("stopped")],
+        "then it stops for the exit"
+    );
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crd_an_operator_is_standalone_and_a_mandatory_one_waits_for_it_paused() {
+    let name = "peering-without-crd";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let calls = Calls::default();
+    let standalone = Running::ready(recording(&server, &calls, settings(name, 0))).await;
+    wait_lines(
+        name,
+        "Default peering object is not found, falling back to the standalone mode.",
+        1,
+    )
+    .await;
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    standalone.stop().await.expect("a clean stop");
+
+    let mut mandatory = settings(name, 0);
+    mandatory.peering.mandatory = true;
+    mandatory.scanning.interval = Duration::from_millis(200);
+    let paused_calls = Calls::default();
+    let (paused, ready) = Running::start(recording(&server, &paused_calls, mandatory));
+    wait_lines(name, "is not found: staying paused", 1).await;
+    create(&client, "waiting", json!({})).await;
+    assert!(!ready.is_ready(), "a paused operator lists nothing");
+    // The CRD appears, then the peering object: no conflict, so the operator resumes.
+    create_peering_crd(&client, "kopf.dev", "Cluster").await;
+    wait_lines(name, "The peering CRD has appeared", 1).await;
+    assert!(
+        paused_calls.all().is_empty(),
+        "still paused: no peering object yet"
+    );
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
+    send(&client, "POST", PEERINGS, "application/json", object).await;
+    assert_eq!(paused_calls.wait_len(1).await, [json!("waiting")]);
+    wait("ready once listed", || async {
+        ready.is_ready().then_some(())
+    })
+    .await;
+    paused.stop().await.expect("a clean stop");
+    assert!(
+        entries(&client, name).await.is_empty(),
+        "the entry is removed at the stop"
+    );
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_operator_ignores_the_peering_objects() {
+    let name = "peering-standalone";
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let calls = Calls::default();
+    let mut standalone = settings(name, 0);
+    standalone.peering.standalone = true;
+    // A live peer of a higher priority, which would pause a peering operator.
+    let lastseen = lastseen(time::Duration::ZERO);
+    let peer =
+        json!({"status": {"other": {"priority": 1000, "lifetime": 3600, "lastseen": lastseen}}});
+    send(
+        &client,
+        "PATCH",
+        &format!("{PEERINGS}/{name}"),
+        "application/merge-patch+json",
+        peer,
+    )
+    .await;
+    let running = Running::ready(recording(&server, &calls, standalone)).await;
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    running.stop().await.expect("a clean stop");
+    assert_eq!(
+        entries(&client, name).await.keys().collect::<Vec<_>>(),
+        ["other"],
+        "no entry of its own"
+    );
+    drop(client);
+    server.stop().await;
+}
+
+/// Kopf's `lastseen` for a moment this far from now.
+fn lastseen(offset: time::Duration) -> String {
+    (time::OffsetDateTime::now_utc() + offset)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_operator_looks_again_when_its_blocker_expires() {
+    let name = "peering-expiry";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let path = format!("{PEERINGS}/{name}");
+    let frozen = |lifetime: u64| json!({"status": {"frozen": {"priority": 100, "lifetime": lifetime, "lastseen": lastseen(time::Duration::ZERO)}}});
+    let merge = "application/merge-patch+json";
+    send(&client, "PATCH", &path, merge, frozen(3600)).await;
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, 0)));
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    create(&client, "later", json!({})).await;
+    // The blocker now expires soon: the paused operator touches itself then, sees it dead,
+    // removes it and resumes.
+    send(&client, "PATCH", &path, merge, frozen(2)).await;
+    assert_eq!(calls.wait_len(1).await, [json!("later")]);
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    wait("the dead entry removed", || async {
+        let entries = entries(&client, name).await;
+        (!entries.contains_key("frozen") && entries.len() == 1).then_some(())
+    })
+    .await;
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
+    let name = "peering-namespaced";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let mut objects = Vec::new();
+    for group in ["kopf.dev", "zalando.org"] {
+        create_peering_crd(&client, group, "Namespaced").await;
+        let collection = format!("/apis/{group}/v1/namespaces/default/kopfpeerings");
+        let ghost =
+            json!({"priority": 9, "lifetime": 60, "lastseen": lastseen(-time::Duration::HOUR)});
+        let object = json!({
+            "apiVersion": format!("{group}/v1"), "kind": "KopfPeering",
+            "metadata": {"name": name}, "status": {"ghost": ghost},
+        });
+        let created = wait("the peering object created", || async {
+            let created = send(
+                &client,
+                "POST",
+                &collection,
+                "application/json",
+                object.clone(),
+            )
+            .await;
+            (created["metadata"]["name"] == name).then_some(created)
+        })
+        .await;
+        assert_eq!(created["status"]["ghost"]["priority"], 9);
+        objects.push(format!("{collection}/{name}"));
+    }
+    let calls = Calls::default();
+    let operator = recording(&server, &calls, settings(name, 5)).namespaces(["default"]);
+    let running = Running::ready(operator).await;
+    for object in &objects {
+        let entry = wait("the operator's own entry only", || async {
+            let entries = status_at(&client, object).await;
+            let mut values = entries.values();
+            match (values.next(), values.next()) {
+                (Some(entry), None) if entry["priority"] == 5 => Some(entry.clone()),
+                _ => None,
+            }
+        })
+        .await;
+        assert_eq!(entry["lifetime"], 60, "{object}");
+    }
+    create(&client, "served", json!({})).await;
+    calls.wait_len(1).await;
+    running.stop().await.expect("a clean stop");
+    for object in objects {
+        assert!(
+            status_at(&client, &object).await.is_empty(),
+            "{object}: no entry left"
+        );
+    }
+    drop(client);
+    server.stop().await;
+}
