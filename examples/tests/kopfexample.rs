@@ -64,7 +64,18 @@ fn main() -> ExitCode {
                 .block_on(the_operator_handles_an_object_from_creation_to_deletion());
         },
     );
-    println!("\ntest result: ok. 2 passed; 0 failed\n");
+    scenario(
+        "freeze_pauses_the_operator_and_resume_ends_the_pause",
+        || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(freeze_pauses_the_operator_and_resume_ends_the_pause());
+        },
+    );
+    println!("\ntest result: ok. 3 passed; 0 failed\n");
     ExitCode::SUCCESS
 }
 
@@ -200,6 +211,100 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
 }
 
 /// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
+/// `kopfexample freeze` and `resume` write what Kopf's do: a running operator of a lower
+/// priority pauses while the freeze's entry lives, and resumes when `resume` removes it.
+async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let client = server.client();
+    apply(
+        &client,
+        &format!("{CRDS}/kopfexamples.kopf.dev"),
+        include_str!("../crd.yaml"),
+    )
+    .await;
+    // Kopf's peering CRDs, as the `crd` subcommand prints them, and the `default` object.
+    let printed = child_command(CHILD, &["crd"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("the `crd` subcommand runs");
+    assert_eq!(printed.status.code(), Some(0));
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    let documents = printed.split("---\n").filter(|d| d.contains("kind:"));
+    for document in documents {
+        let crd: Value = serde_norway::from_str(document).expect("a printed CRD");
+        let name = crd["metadata"]["name"].as_str().expect("the CRD's name");
+        apply(&client, &format!("{CRDS}/{name}"), document).await;
+    }
+    let peering = "/apis/kopf.dev/v1/clusterkopfpeerings/default";
+    apply(
+        &client,
+        peering,
+        "{apiVersion: kopf.dev/v1, kind: ClusterKopfPeering, metadata: {name: default}}",
+    )
+    .await;
+    let entries = |object: Option<Value>| object.map(|o| o["status"].clone());
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = directory.path().join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let mut operator = {
+        let mut command = child_command(CHILD, &["-A", "--log-format", "plain"]);
+        command.env("KUBECONFIG", &kubeconfig);
+        OperatorProcess::spawn(command, Vec::new())
+    };
+    operator.wait_until_watching(&server).await;
+
+    let subcommand = |args: &[&str]| {
+        let mut command = child_command(CHILD, args);
+        command.env("KUBECONFIG", &kubeconfig).env_remove("POD_ID");
+        let output = command
+            .stdin(Stdio::null())
+            .output()
+            .expect("the subcommand runs");
+        let log = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {log}");
+        log
+    };
+    let frozen = subcommand(&["freeze", "-P", "default", "-t", "600", "-i", "maintenance"]);
+    assert!(frozen.contains("Frozen as \"maintenance\""), "{frozen}");
+    let status = entries(get_path(&client, peering).await).expect("the peering object");
+    assert_eq!(status["maintenance"]["priority"], 100, "{status}");
+    assert_eq!(status["maintenance"]["lifetime"], 600, "{status}");
+    operator
+        .wait_for_log("Pausing operations in favour of")
+        .await;
+
+    let resumed = subcommand(&["resume", "-P", "default", "-i", "maintenance"]);
+    assert!(resumed.contains("Resumed as \"maintenance\""), "{resumed}");
+    wait("the freeze's entry to be gone", || async {
+        let status = entries(get_path(&client, peering).await)?;
+        status.get("maintenance").is_none().then_some(())
+    })
+    .await;
+    operator.wait_for_log("Resuming operations").await;
+    // Resumed for real: a new object is handled.
+    apply(
+        &client,
+        &format!("{COLLECTION}/{NAME}"),
+        include_str!("../obj.yaml"),
+    )
+    .await;
+    wait("status.create_fn.message", || async {
+        let object = get(&client, NAME).await?;
+        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
+    })
+    .await;
+
+    operator.signal("TERM");
+    assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    drop(client);
+    server.stop().await;
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address").port()
@@ -253,8 +358,10 @@ async fn send(
 }
 
 async fn get(client: &kube::Client, name: &str) -> Option<Value> {
-    let request = http::Request::get(format!("{COLLECTION}/{name}"))
-        .body(Vec::new())
-        .unwrap();
+    get_path(client, &format!("{COLLECTION}/{name}")).await
+}
+
+async fn get_path(client: &kube::Client, path: &str) -> Option<Value> {
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
     client.request::<Value>(request).await.ok()
 }

@@ -379,26 +379,103 @@ impl Peering {
         Some(Instant::now() + Duration::try_from(left).unwrap_or_default())
     }
 
-    /// Sends a merge patch to the peering object; `false` if the object is not found (which is
-    /// not an error: peering without its object is standalone). Other failures are logged.
-    async fn write(&self, place: &Place, mut merge: Value, stop: &CancellationToken) -> bool {
-        let mut patch = Patch::default();
-        patch.merge_raw("status", merge["status"].take());
-        let target = Target {
-            client: &self.client,
-            resource: &place.resource,
-            namespace: place.namespace.as_deref(),
-            name: &self.settings.name,
+    /// Sends a merge patch to the peering object; `false` if the object is not found.
+    async fn write(&self, place: &Place, merge: Value, stop: &CancellationToken) -> bool {
+        write(
+            &self.client,
+            &self.settings.name,
+            place,
+            merge,
+            &self.backoffs,
             stop,
-        };
-        match patching::apply(&target, patch, "", &self.backoffs).await {
-            Ok(versions) => !versions.is_empty(),
-            Err(error) => {
-                tracing::warn!(target: "kopf::peering", peering = ?self.settings.name, %error, "cannot write to the peering object {place}");
-                true
-            }
+        )
+        .await
+    }
+}
+
+/// Sends a merge patch to the peering object `name` at `place`; `false` if the object is not
+/// found (which is not an error: peering without its object is standalone). Other failures
+/// are logged.
+async fn write(
+    client: &kube::Client,
+    name: &str,
+    place: &Place,
+    mut merge: Value,
+    backoffs: &[Duration],
+    stop: &CancellationToken,
+) -> bool {
+    let mut patch = Patch::default();
+    patch.merge_raw("status", merge["status"].take());
+    let target = Target {
+        client,
+        resource: &place.resource,
+        namespace: place.namespace.as_deref(),
+        name,
+        stop,
+    };
+    match patching::apply(&target, patch, "", backoffs).await {
+        Ok(versions) => !versions.is_empty(),
+        Err(error) => {
+            tracing::warn!(target: "kopf::peering", peering = ?name, %error, "cannot write to the peering object {place}");
+            true
         }
     }
+}
+
+/// What `freeze` and `resume` write for an identity: an entry of this priority and lifetime,
+/// or its removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// Kopf's `freeze`: an entry that pauses the peers of lower priorities until it expires.
+    Freeze { priority: i64, lifetime: Duration },
+    /// Kopf's `resume`: the entry is removed, so those peers resume at once.
+    Resume,
+}
+
+/// Kopf's `freeze` and `resume` subcommands: writes (or removes) the entry of `identity` in
+/// every peering object named `settings.peering.name` that the settings and patterns select,
+/// as a running operator keeps its own. Returns the places written, as `namespace` or
+/// `cluster-wide`; an error when there is no peering object to write to.
+pub(crate) async fn mark(
+    client: &kube::Client,
+    settings: &Settings,
+    patterns: Option<&NamespacePatterns>,
+    identity: &str,
+    mark: Mark,
+) -> Result<Vec<String>, String> {
+    let name = &settings.peering.name;
+    let found = places(client, settings, patterns).await;
+    if found.is_empty() {
+        return Err(format!(
+            "no {} resource is served: create Kopf's peering CRDs first (the `crd` subcommand prints them)",
+            plural(settings, patterns)
+        ));
+    }
+    let merge = match mark {
+        Mark::Freeze { priority, lifetime } => {
+            peering::touch(identity, priority, lifetime, OffsetDateTime::now_utc())
+        }
+        Mark::Resume => peering::removal([identity]),
+    };
+    let never = CancellationToken::new();
+    let mut written = Vec::new();
+    for place in &found {
+        let backoffs = &settings.networking.error_backoffs;
+        if write(client, name, place, merge.clone(), backoffs, &never).await {
+            written.push(place.to_string());
+        }
+    }
+    if written.is_empty() {
+        return Err(format!(
+            "no peering object {name:?} exists {}: create it (Kopf's peering.yaml creates `default`)",
+            found
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(written)
 }
 
 /// `clusterkopfpeerings` or `kopfpeerings`: cluster-wide unless namespaces are served (or
@@ -484,13 +561,19 @@ fn listed(peers: &[Peer]) -> String {
     format!("[{}]", shown.join(", "))
 }
 
-/// This operator's identity (Kopf's `detect_own_id`): `POD_ID` if set, else
-/// `<user>@<host>/<YYYYmmddHHMMSS>/<3 random chars>`, never one already taken in this process.
-fn identity() -> String {
+/// The identity of `freeze` and `resume` (Kopf's `detect_own_id(manual=True)`): `POD_ID` if
+/// set, else `<user>@<host>`, so that a `resume` from the same user and host removes that
+/// `freeze`'s entry.
+pub(crate) fn manual_identity() -> String {
     if let Some(id) = std::env::var("POD_ID").ok().filter(|id| !id.is_empty()) {
         return id;
     }
-    static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let (user, host) = user_and_host();
+    format!("{user}@{host}")
+}
+
+/// The user and host names, for identities.
+fn user_and_host() -> (String, String) {
     let user = ["USER", "LOGNAME", "USERNAME"]
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
@@ -501,6 +584,17 @@ fn identity() -> String {
         .map(|host| host.trim().to_string())
         .filter(|host| !host.is_empty())
         .unwrap_or_else(|| "localhost".into());
+    (user, host)
+}
+
+/// This operator's identity (Kopf's `detect_own_id`): `POD_ID` if set, else
+/// `<user>@<host>/<YYYYmmddHHMMSS>/<3 random chars>`, never one already taken in this process.
+fn identity() -> String {
+    if let Some(id) = std::env::var("POD_ID").ok().filter(|id| !id.is_empty()) {
+        return id;
+    }
+    static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let (user, host) = user_and_host();
     let now = OffsetDateTime::now_utc();
     let stamp = format!(
         "{:04}{:02}{:02}{:02}{:02}{:02}",

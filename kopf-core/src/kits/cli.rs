@@ -17,14 +17,17 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::configs::settings::Settings;
+use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
 use crate::kits::logging::{self, LogFormat};
 use crate::kits::manifests;
 use crate::reactor::operator::{Operator, OperatorError};
+use crate::structs::namespaces::NamespacePatterns;
 
 /// Runs the handlers registered by the `#[kopf::on_*]` attributes as Kopf's `kopf run` does:
 /// parses the command line, sets up logging, runs until SIGINT or SIGTERM, and returns the
@@ -67,6 +70,16 @@ pub async fn run_with(registry: Registry) -> ExitCode {
                 Err(error) => usage_exit(&error),
             };
         }
+        Some(Command::Freeze(args)) => {
+            let priority = if args.dev {
+                DEV_PRIORITY
+            } else {
+                args.priority
+            };
+            let lifetime = Duration::from_secs(args.lifetime);
+            return mark(args.target, Mark::Freeze { priority, lifetime }).await;
+        }
+        Some(Command::Resume(args)) => return mark(args.target, Mark::Resume).await,
         Some(Command::Run(args)) => args,
         None => cli.run,
     };
@@ -99,6 +112,56 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         operator = operator.metrics(url);
     }
     exit_code(operator.run_until_signalled().await)
+}
+
+/// `freeze` and `resume`: writes or removes an entry in the peering objects, as Kopf's
+/// subcommands do, so that they pause and resume Python Kopf operators too.
+async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
+    logging::init(None, LogFormat::default());
+    let run = RunArgs {
+        namespaces: target.namespaces,
+        all_namespaces: target.all_namespaces,
+        ..RunArgs::default()
+    };
+    let patterns = match resolve(run, |name| std::env::var(name).ok()) {
+        Ok(options) => options.namespaces,
+        Err(error) => return usage_exit(&error),
+    };
+    let patterns = match patterns
+        .as_deref()
+        .map(NamespacePatterns::parse)
+        .transpose()
+    {
+        Ok(patterns) => patterns,
+        Err(error) => {
+            tracing::error!(target: "kopf::cli", "{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut settings = Settings::default();
+    settings.peering.name = target.peering;
+    let identity = target.id.unwrap_or_else(peering::manual_identity);
+    match peering::mark(&client, &settings, patterns.as_ref(), &identity, mark).await {
+        Ok(places) => {
+            let done = match mark {
+                Mark::Freeze { .. } => "Frozen",
+                Mark::Resume => "Resumed",
+            };
+            tracing::info!(target: "kopf::cli", "{done} as {identity:?} in the peering {:?}: {}.", settings.peering.name, places.join(", "));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(target: "kopf::cli", "{error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Prints a usage error and returns its exit code (0 for `--help`, else 2).
@@ -174,7 +237,9 @@ impl Cli {
         match self.command {
             Some(Command::Run(args)) => args,
             None => self.run,
-            Some(Command::Crd | Command::Rbac(_)) => panic!("not a run"),
+            Some(Command::Crd | Command::Rbac(_) | Command::Freeze(_) | Command::Resume(_)) => {
+                panic!("not a run")
+            }
         }
     }
 }
@@ -212,7 +277,75 @@ enum Command {
     /// and their bindings.
     #[command(after_help = RBAC_NOTE)]
     Rbac(RbacArgs),
+    /// Pause the operators of a peering object for a while (Kopf's `kopf freeze`).
+    ///
+    /// Writes an entry of a high priority to the peering object, so that the operators of
+    /// lower priorities (Python Kopf's too) pause until it expires or `resume` removes it.
+    Freeze(FreezeArgs),
+    /// End a freeze at once (Kopf's `kopf resume`).
+    ///
+    /// Removes the entry from the peering object, so that the paused operators resume.
+    Resume(ResumeArgs),
 }
+
+/// Which peering objects `freeze` and `resume` write to, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+struct PeeringTarget {
+    /// The identity of the entry [default: POD_ID, else USER@HOST, as Kopf's].
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    id: Option<String>,
+    /// The KopfPeering in each of these namespaces (patterns as for `run`) rather than the
+    /// ClusterKopfPeering.
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "PATTERN",
+        conflicts_with = "all_namespaces"
+    )]
+    namespaces: Vec<String>,
+    /// The ClusterKopfPeering (the default).
+    #[arg(short = 'A', long = "all-namespaces")]
+    all_namespaces: bool,
+    /// The peering object's name.
+    #[arg(short = 'P', long, value_name = "NAME")]
+    peering: String,
+}
+
+/// The options of `freeze`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+struct FreezeArgs {
+    #[command(flatten)]
+    target: PeeringTarget,
+    /// A message (accepted as Kopf's command line accepts it; not written anywhere).
+    #[arg(short = 'm', long, value_name = "TEXT")]
+    message: Option<String>,
+    /// How long the freeze lasts, in seconds: then the paused operators resume.
+    #[arg(short = 't', long, value_name = "SECONDS")]
+    lifetime: u64,
+    /// The entry's priority: operators of lower priorities pause.
+    #[arg(
+        short = 'p',
+        long,
+        value_name = "N",
+        default_value_t = FREEZE_PRIORITY,
+        allow_negative_numbers = true,
+        conflicts_with = "dev"
+    )]
+    priority: i64,
+    /// Development mode: priority 666 (as -p 666).
+    #[arg(long)]
+    dev: bool,
+}
+
+/// The options of `resume`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+struct ResumeArgs {
+    #[command(flatten)]
+    target: PeeringTarget,
+}
+
+/// The priority of `freeze` (Kopf's).
+const FREEZE_PRIORITY: i64 = 100;
 
 const RBAC_NOTE: &str = "\
 The RBAC is computed from the handlers, without a cluster. Resources given by a name that

@@ -320,3 +320,58 @@ fn help_snapshot() {
         "--help changed; if intended, rerun with KOPF_UPDATE_HELP=1"
     );
 }
+
+#[test]
+fn freeze_and_resume_take_kopfs_options() {
+    let cli = parse_from([
+        "my-operator",
+        "freeze",
+        "-P",
+        "default",
+        "-t",
+        "60",
+        "-n",
+        "ns1",
+        "-i",
+        "me",
+        "-m",
+        "maintenance",
+    ])
+    .unwrap();
+    let Some(Command::Freeze(freeze)) = cli.command else {
+        panic!("not a freeze");
+    };
+    assert_eq!(
+        (freeze.lifetime, freeze.priority, freeze.dev),
+        (60, FREEZE_PRIORITY, false)
+    );
+    assert_eq!(freeze.target.peering, "default");
+    assert_eq!(freeze.target.namespaces, ["ns1"]);
+    assert_eq!(freeze.target.id.as_deref(), Some("me"));
+    let missing = parse_from(["my-operator", "freeze", "-P", "default"]).unwrap_err();
+    assert_eq!(
+        missing.exit_code(),
+        2,
+        "the lifetime is required, as in Kopf"
+    );
+    let conflict = parse_from([
+        "my-operator",
+        "freeze",
+        "-P",
+        "x",
+        "-t",
+        "1",
+        "-p",
+        "5",
+        "--dev",
+    ])
+    .unwrap_err();
+    assert_eq!(conflict.exit_code(), 2);
+
+    let cli = parse_from(["my-operator", "resume", "-P", "default", "-A"]).unwrap();
+    let Some(Command::Resume(resume)) = cli.command else {
+        panic!("not a resume");
+    };
+    assert!(resume.target.all_namespaces);
+    assert_eq!(resume.target.id, None);
+}
