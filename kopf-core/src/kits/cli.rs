@@ -24,7 +24,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use crate::configs::settings::Settings;
 use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
-use crate::kits::logging::{self, LogFormat};
+use crate::kits::logging::{self, LogFormat, LogStyle};
 use crate::kits::manifests;
 use crate::reactor::operator::{Operator, OperatorError};
 use crate::structs::namespaces::NamespacePatterns;
@@ -87,7 +87,7 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         Ok(options) => options,
         Err(error) => return usage_exit(&error),
     };
-    logging::init(options.filter, options.format);
+    logging::init(options.filter, &options.style);
     let mut settings = Settings::default();
     if let Some(name) = &options.peering {
         settings.peering.name.clone_from(name);
@@ -117,16 +117,18 @@ pub async fn run_with(registry: Registry) -> ExitCode {
 /// `freeze` and `resume`: writes or removes an entry in the peering objects, as Kopf's
 /// subcommands do, so that they pause and resume Python Kopf operators too.
 async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
-    logging::init(None, LogFormat::default());
     let run = RunArgs {
+        log: target.log,
         namespaces: target.namespaces,
         all_namespaces: target.all_namespaces,
         ..RunArgs::default()
     };
-    let patterns = match resolve(run, |name| std::env::var(name).ok()) {
-        Ok(options) => options.namespaces,
+    let options = match resolve(run, |name| std::env::var(name).ok()) {
+        Ok(options) => options,
         Err(error) => return usage_exit(&error),
     };
+    logging::init(options.filter, &options.style);
+    let patterns = options.namespaces;
     let patterns = match patterns
         .as_deref()
         .map(NamespacePatterns::parse)
@@ -219,6 +221,7 @@ fn exit_code(result: Result<(), OperatorError>) -> ExitCode {
 #[command(
     name = "operator",
     about = "A Kubernetes operator built with kopf-rs.",
+    version = concat!("(kopf-rs ", env!("CARGO_PKG_VERSION"), ")"),
     args_conflicts_with_subcommands = true,
     disable_help_subcommand = true,
     after_help = ENVIRONMENT
@@ -252,6 +255,8 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_VERBOSE, KOPF_RUN_DEBUG, KOPF_RUN_QUIET
                            as -v, -d, -q
   KOPF_RUN_LOG_FORMAT      as --log-format
+  KOPF_RUN_LOG_REFKEY      as --log-refkey
+  KOPF_RUN_LOG_PREFIX      as --log-prefix (1/true/yes/on) or --no-log-prefix (0/false/no/off)
   KOPF_RUN_STANDALONE, KOPF_RUN_DEV
                            as --standalone, --dev: 1/true/yes/on or 0/false/no/off
   KOPF_RUN_LIVENESS        as -L
@@ -291,6 +296,8 @@ enum Command {
 /// Which peering objects `freeze` and `resume` write to, and as whom.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 struct PeeringTarget {
+    #[command(flatten)]
+    log: LogArgs,
     /// The identity of the entry [default: POD_ID, else USER@HOST, as Kopf's].
     #[arg(short = 'i', long = "id", value_name = "ID")]
     id: Option<String>,
@@ -328,11 +335,10 @@ struct FreezeArgs {
         long,
         value_name = "N",
         default_value_t = FREEZE_PRIORITY,
-        allow_negative_numbers = true,
-        conflicts_with = "dev"
+        allow_negative_numbers = true
     )]
     priority: i64,
-    /// Development mode: priority 666 (as -p 666).
+    /// Development mode: priority 666, whatever -p says (as Kopf).
     #[arg(long)]
     dev: bool,
 }
@@ -377,21 +383,9 @@ struct RbacArgs {
     no_service_account: bool,
 }
 
-/// The options of `run`.
+/// The logging options of every subcommand (Kopf's `logging_options`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
-struct RunArgs {
-    /// Serve only this namespace: a name, a glob (`*`, `?`), a negation (`!name`), or a
-    /// comma-separated list of them. Repeatable; the rightmost matching pattern wins.
-    #[arg(
-        short = 'n',
-        long = "namespace",
-        value_name = "PATTERN",
-        conflicts_with = "all_namespaces"
-    )]
-    namespaces: Vec<String>,
-    /// Serve all namespaces and the cluster-scoped resources.
-    #[arg(short = 'A', long = "all-namespaces")]
-    all_namespaces: bool,
+struct LogArgs {
     /// Log at DEBUG, without the internals of the HTTP and Kubernetes client libraries.
     #[arg(short, long)]
     verbose: bool,
@@ -405,6 +399,35 @@ struct RunArgs {
     /// target and level too (full), or one JSON object per line (json).
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormat>,
+    /// In JSON log lines, the key of the object a line is about [default: object].
+    #[arg(long, value_name = "KEY")]
+    log_refkey: Option<String>,
+    /// Prefix messages with the object they are about, `[namespace/name]` [default: on,
+    /// except in JSON lines].
+    #[arg(long, overrides_with = "no_log_prefix")]
+    log_prefix: bool,
+    /// Do not prefix messages with the object they are about.
+    #[arg(long, overrides_with = "log_prefix")]
+    no_log_prefix: bool,
+}
+
+/// The options of `run`, in the order of Kopf's `kopf run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    log: LogArgs,
+    /// Serve all namespaces and the cluster-scoped resources.
+    #[arg(short = 'A', long = "all-namespaces")]
+    all_namespaces: bool,
+    /// Serve only this namespace: a name, a glob (`*`, `?`), a negation (`!name`), or a
+    /// comma-separated list of them. Repeatable; the rightmost matching pattern wins.
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "PATTERN",
+        conflicts_with = "all_namespaces"
+    )]
+    namespaces: Vec<String>,
     /// Do not take part in peering, even if peering objects exist: this operator works
     /// whatever others do.
     #[arg(long, conflicts_with = "peering")]
@@ -427,10 +450,18 @@ struct RunArgs {
     /// priority runs, and all pause while peers of the same priority do.
     #[arg(short = 'p', long, value_name = "N", allow_negative_numbers = true)]
     priority: Option<i64>,
+    /// Python modules to import (Kopf's `-m`): not for a compiled operator, whose handlers are
+    /// in its binary; given, it is an error that says so.
+    #[arg(short = 'm', long = "module", value_name = "MODULE")]
+    modules: Vec<String>,
     /// Serve Prometheus metrics at this URL (e.g. http://0.0.0.0:9090/metrics): handler
     /// invocations, durations and errors, watch events, workers and queue depth, API requests.
     #[arg(long, value_name = "URL", value_parser = crate::engines::metrics::check_url)]
     metrics: Option<String>,
+    /// Python files to load (Kopf's PATHS): not for a compiled operator, whose handlers are in
+    /// its binary; given, it is an error that says so.
+    #[arg(value_name = "PATHS")]
+    paths: Vec<String>,
 }
 
 /// What the command line and the environment ask for.
@@ -442,7 +473,8 @@ struct Options {
     clusterwide: bool,
     /// The tracing filter; `None` uses `RUST_LOG`, else INFO.
     filter: Option<&'static str>,
-    format: LogFormat,
+    /// How log lines look.
+    style: LogStyle,
     /// The liveness endpoint's URL, if any.
     liveness: Option<String>,
     /// The metrics endpoint's URL, if any.
@@ -507,10 +539,32 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             "Either --namespace or --all-namespaces can be used, not both.".to_string(),
         ));
     }
-    let verbose = flag(args.verbose, "KOPF_RUN_VERBOSE")?;
-    let debug = flag(args.debug, "KOPF_RUN_DEBUG")?;
-    let quiet = flag(args.quiet, "KOPF_RUN_QUIET")?;
-    let format = match args.log_format {
+    if let Some(given) = args.modules.first().or(args.paths.first()) {
+        return Err(usage(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{given:?}: a kopf-rs operator is a compiled binary whose handlers are in it, so Kopf's -m/--module and PATHS do not apply; run the binary without them"
+            ),
+        ));
+    }
+    let args_log = &args.log;
+    let verbose = flag(args_log.verbose, "KOPF_RUN_VERBOSE")?;
+    let debug = flag(args_log.debug, "KOPF_RUN_DEBUG")?;
+    let quiet = flag(args_log.quiet, "KOPF_RUN_QUIET")?;
+    let prefix = if args_log.log_prefix {
+        Some(true)
+    } else if args_log.no_log_prefix {
+        Some(false)
+    } else if env("KOPF_RUN_LOG_PREFIX").is_some() {
+        Some(flag(false, "KOPF_RUN_LOG_PREFIX")?)
+    } else {
+        None
+    };
+    let refkey = args_log
+        .log_refkey
+        .clone()
+        .or_else(|| env("KOPF_RUN_LOG_REFKEY"));
+    let format = match args_log.log_format {
         Some(format) => format,
         None => match env("KOPF_RUN_LOG_FORMAT") {
             None => LogFormat::default(),
@@ -573,7 +627,11 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         namespaces: (!namespaces.is_empty()).then_some(namespaces),
         clusterwide,
         filter,
-        format,
+        style: LogStyle {
+            format,
+            prefix,
+            refkey,
+        },
         liveness,
         metrics,
         peering,

@@ -26,9 +26,20 @@ pub(crate) enum LogFormat {
     Json,
 }
 
+/// How log lines look: Kopf's `--log-format`, `--log-prefix/--no-log-prefix` and
+/// `--log-refkey`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LogStyle {
+    pub(crate) format: LogFormat,
+    /// Messages prefixed with `[namespace/name]`; `None`: as Kopf, except in JSON lines.
+    pub(crate) prefix: Option<bool>,
+    /// The key of the object in JSON lines; `None`: `object`, as Kopf.
+    pub(crate) refkey: Option<String>,
+}
+
 /// Installs the subscriber with Kopf's log format, unless the program has installed one;
 /// `filter` (a tracing filter) or else `RUST_LOG`, else INFO, decides what is logged.
-pub(crate) fn init(filter: Option<&'static str>, format: LogFormat) {
+pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
     let filter = match filter {
         Some(filter) => EnvFilter::new(filter),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -39,7 +50,7 @@ pub(crate) fn init(filter: Option<&'static str>, format: LogFormat) {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .event_format(KopfFormat(format)),
+                .event_format(KopfFormat::new(style)),
         )
         .try_init();
 }
@@ -107,8 +118,22 @@ impl Visit for Fields {
 }
 
 /// Kopf's log formats, for `tracing`.
-#[derive(Debug, Clone, Copy)]
-struct KopfFormat(LogFormat);
+#[derive(Debug, Clone)]
+struct KopfFormat {
+    format: LogFormat,
+    prefix: bool,
+    refkey: String,
+}
+
+impl KopfFormat {
+    fn new(style: &LogStyle) -> KopfFormat {
+        KopfFormat {
+            format: style.format,
+            prefix: style.prefix.unwrap_or(style.format != LogFormat::Json),
+            refkey: style.refkey.clone().unwrap_or_else(|| "object".into()),
+        }
+    }
+}
 
 impl<S, N> FormatEvent<S, N> for KopfFormat
 where
@@ -141,14 +166,24 @@ where
         let namespace = context.remove("object.namespace");
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
-        if self.0 == LogFormat::Json {
+        let text = |value: &Value| match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let prefix = match (name.as_ref(), namespace.as_ref().filter(|n| !n.is_null())) {
+            _ if !self.prefix => String::new(),
+            (Some(name), Some(namespace)) => format!("[{}/{}] ", text(namespace), text(name)),
+            (Some(name), None) => format!("[{}] ", text(name)),
+            _ => String::new(),
+        };
+        if self.format == LogFormat::Json {
             let mut line = Map::new();
-            line.insert("message".into(), message.into());
+            line.insert("message".into(), format!("{prefix}{message}").into());
             let timestamp = now
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default();
             line.insert("timestamp".into(), timestamp.into());
-            line.insert("severity".into(), severity(metadata.level()).into());
+            line.insert("severity".into(), json_severity(metadata.level()).into());
             line.insert("target".into(), metadata.target().into());
             if let Some(name) = name {
                 let mut object = Map::new();
@@ -156,13 +191,13 @@ where
                 if let Some(namespace) = namespace.filter(|n| !n.is_null()) {
                     object.insert("namespace".into(), namespace);
                 }
-                line.insert("object".into(), object.into());
+                line.insert(self.refkey.clone(), object.into());
             }
             line.extend(context);
             line.extend(own.0);
             return writeln!(writer, "{}", Value::Object(line));
         }
-        if self.0 == LogFormat::Full {
+        if self.format == LogFormat::Full {
             let format = time::macros::format_description!(
                 "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
             );
@@ -174,22 +209,21 @@ where
                 metadata.target()
             )?;
         }
-        let text = |value: &Value| match value {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        };
-        match (name.as_ref(), namespace.as_ref().filter(|n| !n.is_null())) {
-            (Some(name), Some(namespace)) => {
-                write!(writer, "[{}/{}] ", text(namespace), text(name))?
-            }
-            (Some(name), None) => write!(writer, "[{}] ", text(name))?,
-            _ => {}
-        }
-        let mut line = message;
+        let mut line = prefix + &message;
         for (key, value) in &own.0 {
             let _ = write!(line, " {key}={}", text(value));
         }
         writeln!(writer, "{line}")
+    }
+}
+
+/// Kopf's severities in JSON lines.
+fn json_severity(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warn",
+        Level::INFO => "info",
+        _ => "debug",
     }
 }
 
@@ -207,6 +241,13 @@ fn severity(level: &Level) -> &'static str {
 mod tests {
     use super::*;
 
+    fn style(format: LogFormat) -> LogStyle {
+        LogStyle {
+            format,
+            ..LogStyle::default()
+        }
+    }
+
     #[test]
     fn the_formats() {
         use std::sync::{Arc, Mutex};
@@ -222,13 +263,13 @@ mod tests {
                 Ok(())
             }
         }
-        let lines = |format: LogFormat| {
+        let lines = |style: LogStyle| {
             let buffer = Buffer::default();
             let writer = buffer.clone();
             let subscriber = tracing_subscriber::registry().with(SpanFields).with(
                 tracing_subscriber::fmt::layer()
                     .with_writer(move || writer.clone())
-                    .event_format(KopfFormat(format)),
+                    .event_format(KopfFormat::new(&style)),
             );
             tracing::subscriber::with_default(subscriber, || {
                 let span = tracing::info_span!(
@@ -243,10 +284,10 @@ mod tests {
             String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
         };
         assert_eq!(
-            lines(LogFormat::Plain),
+            lines(style(LogFormat::Plain)),
             "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\n"
         );
-        let full = lines(LogFormat::Full);
+        let full = lines(style(LogFormat::Full));
         let first = full.lines().next().unwrap();
         assert!(first.starts_with('['), "{full}");
         assert!(
@@ -255,7 +296,7 @@ mod tests {
             ),
             "{full}"
         );
-        let json = lines(LogFormat::Json);
+        let json = lines(style(LogFormat::Json));
         let first: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
         assert_eq!(first["message"], "Handler 'create_fn' succeeded.");
         assert_eq!(first["severity"], "info");
@@ -265,7 +306,26 @@ mod tests {
         );
         assert_eq!(first["handler.id"], "create_fn");
         let second: Value = serde_json::from_str(json.lines().nth(1).unwrap()).unwrap();
-        assert_eq!(second["severity"], "warning");
+        assert_eq!(second["severity"], "warn", "Kopf's JSON severity");
         assert_eq!(second["tasks"], 2);
+
+        // --no-log-prefix, --log-prefix with JSON, --log-refkey.
+        let bare = lines(LogStyle {
+            prefix: Some(false),
+            ..style(LogFormat::Plain)
+        });
+        assert!(
+            bare.starts_with("Handler 'create_fn' succeeded.\n"),
+            "{bare}"
+        );
+        let json = lines(LogStyle {
+            prefix: Some(true),
+            refkey: Some("k8s".into()),
+            ..style(LogFormat::Json)
+        });
+        let first: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(first["message"], "[ns/one] Handler 'create_fn' succeeded.");
+        assert_eq!(first["k8s"]["name"], "one");
+        assert!(first.get("object").is_none(), "{first}");
     }
 }

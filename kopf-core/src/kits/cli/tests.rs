@@ -38,7 +38,7 @@ fn run_is_the_default_subcommand() {
         ])
     );
     assert_eq!(plain.filter, Some(VERBOSE));
-    assert_eq!(plain.format, LogFormat::Full);
+    assert_eq!(plain.style.format, LogFormat::Full);
     assert!(!plain.clusterwide);
 }
 
@@ -50,7 +50,7 @@ fn neither_namespaces_nor_all_serves_the_cluster() {
     assert_eq!(options.filter, None);
     let all = super::tests::options(&["-A", "--log-format", "json", "-q"], &[]).unwrap();
     assert!(all.clusterwide);
-    assert_eq!(all.format, LogFormat::Json);
+    assert_eq!(all.style.format, LogFormat::Json);
     assert_eq!(all.filter, Some("warn"));
 }
 
@@ -147,11 +147,11 @@ fn environment_variables_as_kopfs_click_cli() {
         Some(vec!["ns1".into(), "ns2-*".into(), "legacy".into()])
     );
     assert_eq!(options.filter, Some(VERBOSE));
-    assert_eq!(options.format, LogFormat::Plain);
+    assert_eq!(options.style.format, LogFormat::Plain);
     // The command line wins over the environment (the legacy variable is still added).
     let given = super::tests::options(&["-n", "cli", "--log-format=json"], &env).unwrap();
     assert_eq!(given.namespaces, Some(vec!["cli".into(), "legacy".into()]));
-    assert_eq!(given.format, LogFormat::Json);
+    assert_eq!(given.style.format, LogFormat::Json);
     // Flags off, empty values ignored, nonsense refused.
     let off = super::tests::options(
         &[],
@@ -354,7 +354,7 @@ fn freeze_and_resume_take_kopfs_options() {
         2,
         "the lifetime is required, as in Kopf"
     );
-    let conflict = parse_from([
+    let dev = parse_from([
         "my-operator",
         "freeze",
         "-P",
@@ -364,9 +364,11 @@ fn freeze_and_resume_take_kopfs_options() {
         "-p",
         "5",
         "--dev",
-    ])
-    .unwrap_err();
-    assert_eq!(conflict.exit_code(), 2);
+    ]);
+    assert!(
+        matches!(dev.unwrap().command, Some(Command::Freeze(f)) if f.dev && f.priority == 5),
+        "--dev is taken beside -p (and wins, as in Kopf)"
+    );
 
     let cli = parse_from(["my-operator", "resume", "-P", "default", "-A"]).unwrap();
     let Some(Command::Resume(resume)) = cli.command else {
@@ -374,4 +376,47 @@ fn freeze_and_resume_take_kopfs_options() {
     };
     assert!(resume.target.all_namespaces);
     assert_eq!(resume.target.id, None);
+}
+
+#[test]
+fn python_modules_and_paths_are_refused_with_a_reason() {
+    for args in [
+        &["-m", "handlers"][..],
+        &["handlers.py"][..],
+        &["run", "-A", "x.py"][..],
+    ] {
+        let error = options(args, &[]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{args:?}");
+        let text = error.to_string();
+        assert!(text.contains("compiled binary"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn log_prefixes_and_refkeys_as_kopfs() {
+    let default = options(&[], &[]).unwrap();
+    assert_eq!((default.style.prefix, default.style.refkey), (None, None));
+    let given = options(&["--no-log-prefix", "--log-refkey", "k8s"], &[]).unwrap();
+    assert_eq!(given.style.prefix, Some(false));
+    assert_eq!(given.style.refkey.as_deref(), Some("k8s"));
+    let last_wins = options(&["--no-log-prefix", "--log-prefix"], &[]).unwrap();
+    assert_eq!(last_wins.style.prefix, Some(true));
+    let env = [
+        ("KOPF_RUN_LOG_PREFIX", "no"),
+        ("KOPF_RUN_LOG_REFKEY", "ref"),
+    ];
+    let from_env = options(&[], &env).unwrap();
+    assert_eq!(from_env.style.prefix, Some(false));
+    assert_eq!(from_env.style.refkey.as_deref(), Some("ref"));
+}
+
+#[test]
+fn the_version_names_kopf_rs() {
+    let error = parse_from(["my-operator", "--version"]).unwrap_err();
+    assert_eq!(error.exit_code(), 0);
+    let text = error.to_string();
+    assert!(
+        text.contains(concat!("kopf-rs ", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
 }
