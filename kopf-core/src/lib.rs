@@ -65,6 +65,7 @@ pub use kits::hierarchies::{
     adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
     remove_owner_reference,
 };
+pub use kits::manifests::peering_crds;
 pub use reactor::operator::{Operator, OperatorError, Ready};
 pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
 pub use structs::errors::{Error, PermanentError, Result, TemporaryError};

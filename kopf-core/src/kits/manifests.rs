@@ -67,9 +67,16 @@ pub(crate) fn crd_yaml(registry: &Registry) -> String {
     format!("{header}{}", yaml(&documents))
 }
 
-/// Kopf's peering CRDs (`peering.yaml`): `ClusterKopfPeering` and `KopfPeering` in
+/// Kopf's peering CRDs (`peering.yaml`) as JSON: `ClusterKopfPeering` and `KopfPeering` in
 /// `kopf.dev/v1`, their `status` an object that keeps unknown fields, no status subresource.
-fn peering_crds() -> Vec<Value> {
+/// What the `crd` subcommand prints after the program's own CRDs; tests create them on a fake
+/// API server to run operators with peering.
+///
+/// ```
+/// let crds = kopf::peering_crds();
+/// assert_eq!(crds[0]["metadata"]["name"], "clusterkopfpeerings.kopf.dev");
+/// ```
+pub fn peering_crds() -> Vec<Value> {
     [
         ("Cluster", "ClusterKopfPeering", "clusterkopfpeering"),
         ("Namespaced", "KopfPeering", "kopfpeering"),

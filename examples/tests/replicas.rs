@@ -1,0 +1,224 @@
+//! Several replicas of one operator, as a Deployment runs them: separate processes with
+//! different peering priorities against one API server (the fake one). Only the replica of
+//! the highest priority handles objects; when it stops gracefully (SIGTERM), it removes its
+//! peering entry and the next one resumes at once; when it is killed (SIGKILL), the next one
+//! resumes once its entry has expired (its lifetime, 4 s here).
+//!
+//! Each replica is this very test binary, started again with [`CHILD`] set (see
+//! `stoppable.rs` for why not an example's binary): its [`operator_process`] runs the operator.
+//! The scenarios print how long each hand-over took, from the leader's exit to the first
+//! object handled by the next replica (`cargo test -p kopf-examples --test replicas --
+//! --nocapture`); they assert only what happened, never how fast.
+
+#![cfg(unix)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kopf::{ChangeHandler, Operator, Registry, Selector};
+use kopf_testing::{FakeApiServer, test_settings, wait};
+use serde_json::{Value, json};
+use support::{OperatorProcess, child_command};
+
+/// Set in the environment of the child process: run a replica there.
+const CHILD: &str = "KOPF_EXAMPLES_REPLICAS_CHILD";
+/// The replica's peering priority, in the child's environment.
+const PRIORITY: &str = "KOPF_EXAMPLES_REPLICAS_PRIORITY";
+/// How long a replica's peering entry lives, in seconds.
+const LIFETIME: u64 = 4;
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+
+/// Not a scenario: a replica's process. Started by the scenarios (with [`CHILD`] set) to run
+/// the operator and exit with its exit code; a no-op otherwise.
+#[test]
+fn operator_process() {
+    if std::env::var_os(CHILD).is_some() {
+        std::process::exit(replica());
+    }
+}
+
+/// The replica: a create handler that says which replica handled the object (`POD_ID`, the
+/// replica's peering identity too), peering with the priority its scenario gives.
+fn replica() -> i32 {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let identity = std::env::var("POD_ID").expect("the replica's POD_ID");
+    let mut settings = test_settings();
+    settings.peering.priority = std::env::var(PRIORITY)
+        .expect("the replica's priority")
+        .parse()
+        .expect("an integer priority");
+    settings.peering.lifetime = Duration::from_secs(LIFETIME);
+    let selector = Selector::new("kopf.dev", "v1", "kopfexamples");
+    let registry =
+        Registry::new().with(ChangeHandler::on_create(selector, "create_fn", move |_| {
+            let identity = identity.clone();
+            async move { Ok(Some(json!({"by": identity}))) }
+        }));
+    let operator = Operator::new(registry).settings(settings);
+    match runtime.block_on(operator.run_until_signalled()) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("the replica failed: {error}");
+            1
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_highest_priority_works_and_a_sigterm_hands_over_at_once() {
+    let server = server_with_peering().await;
+    let mut first = start(&server, "first", 20);
+    first.wait_for_log("peering as first").await;
+    let mut second = start(&server, "second", 10);
+    second.wait_for_log("Pausing operations in favour of").await;
+
+    create(&server, "one").await;
+    assert_eq!(handled_by(&server, "one").await, "first");
+
+    first.signal("TERM");
+    assert_eq!(first.exit_code().await, 0, "{}", first.log());
+    let exited = Instant::now();
+    create(&server, "two").await;
+    assert_eq!(handled_by(&server, "two").await, "second");
+    println!(
+        "SIGTERM: the next replica handled its first object {:?} after the leader exited",
+        exited.elapsed()
+    );
+    second.wait_for_log("Resuming operations").await;
+    second.signal("TERM");
+    assert_eq!(second.exit_code().await, 0, "{}", second.log());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_is_taken_over_once_its_entry_expires() {
+    let server = server_with_peering().await;
+    let mut first = start(&server, "first", 20);
+    first.wait_for_log("peering as first").await;
+    let mut second = start(&server, "second", 10);
+    second.wait_for_log("Pausing operations in favour of").await;
+    create(&server, "one").await;
+    assert_eq!(handled_by(&server, "one").await, "first");
+
+    first.signal("KILL");
+    let killed = Instant::now();
+    create(&server, "two").await;
+    assert_eq!(handled_by(&server, "two").await, "second");
+    println!(
+        "SIGKILL: the next replica handled its first object {:?} after the leader was killed \
+         (entry lifetime {LIFETIME} s)",
+        killed.elapsed()
+    );
+    let entries = peering_entries(&server).await;
+    assert!(
+        entries.get("first").is_none_or(Value::is_null),
+        "the dead replica's entry is cleaned: {entries:?}"
+    );
+    second.signal("TERM");
+    assert_eq!(second.exit_code().await, 0, "{}", second.log());
+    server.stop().await;
+}
+
+/// A server on a runtime of its own, with the KopfExample CRD, Kopf's peering CRDs, and the
+/// cluster-wide peering object `default`.
+async fn server_with_peering() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let example: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
+    for crd in std::iter::once(example).chain(kopf::peering_crds()) {
+        post(&server, CRDS, crd).await;
+    }
+    let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+                         "metadata": {"name": "default"}});
+    // The CRD is served once it is established: retried until then.
+    wait("the peering object to be created", || async {
+        let created = post(
+            &server,
+            "/apis/kopf.dev/v1/clusterkopfpeerings",
+            peering.clone(),
+        )
+        .await;
+        (created["kind"] == "ClusterKopfPeering").then_some(())
+    })
+    .await;
+    server
+}
+
+/// A replica of this priority, named `identity` (its `POD_ID`).
+fn start(server: &FakeApiServer, identity: &str, priority: i64) -> OperatorProcess {
+    let kubeconfig = tempfile::NamedTempFile::new()
+        .expect("a temporary file")
+        .into_temp_path();
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let mut command = child_command(
+        CHILD,
+        &["operator_process", "--exact", "--nocapture", "--quiet"],
+    );
+    command
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_ID", identity)
+        .env(PRIORITY, priority.to_string())
+        .env("RUST_LOG", "info,kopf::peering=debug");
+    OperatorProcess::spawn(command, vec![kubeconfig])
+}
+
+async fn create(server: &FakeApiServer, name: &str) {
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                        "metadata": {"name": name}, "spec": {}});
+    let created = post(server, COLLECTION, object).await;
+    assert_eq!(created["metadata"]["name"], name, "{created}");
+}
+
+/// The replica that handled the object, once one has.
+async fn handled_by(server: &FakeApiServer, name: &str) -> String {
+    let client = server.client();
+    wait(&format!("{name} to be handled"), || async {
+        let request = http::Request::get(format!("{COLLECTION}/{name}"))
+            .body(Vec::new())
+            .unwrap();
+        let object: Value = client.request(request).await.ok()?;
+        object["status"]["create_fn"]["by"]
+            .as_str()
+            .map(String::from)
+    })
+    .await
+}
+
+async fn peering_entries(server: &FakeApiServer) -> serde_json::Map<String, Value> {
+    let request = http::Request::get("/apis/kopf.dev/v1/clusterkopfpeerings/default")
+        .body(Vec::new())
+        .unwrap();
+    let object: Value = server
+        .client()
+        .request(request)
+        .await
+        .expect("the peering object");
+    object["status"].as_object().cloned().unwrap_or_default()
+}
+
+async fn post(server: &FakeApiServer, path: &str, body: Value) -> Value {
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(body.to_string().into_bytes())
+        .unwrap();
+    match server.client().request::<Value>(request).await {
+        Ok(created) => created,
+        Err(kube::Error::Api(status)) => json!({"status": status.code}),
+        Err(error) => panic!("POST {path}: {error}"),
+    }
+}
