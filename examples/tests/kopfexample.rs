@@ -29,7 +29,7 @@ use std::process::{ExitCode, Stdio};
 
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
-use support::{OperatorProcess, child_command};
+use support::{OperatorProcess, child_command, kubeconfig_for};
 
 /// Set in the environment of the child process: run the operator there.
 const CHILD: &str = "KOPF_EXAMPLES_KOPFEXAMPLE_CHILD";
@@ -115,11 +115,7 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
         include_str!("../crd.yaml"),
     )
     .await;
-    let directory = tempfile::tempdir().expect("a temporary directory");
-    let kubeconfig = directory.path().join("kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig)
-        .expect("the kubeconfig is written");
+    let kubeconfig = kubeconfig_for(&server);
     let port = free_port();
     let liveness = format!("http://127.0.0.1:{port}/healthz");
     let mut operator = {
@@ -246,11 +242,7 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
     )
     .await;
     let entries = |object: Option<Value>| object.map(|o| o["status"].clone());
-    let directory = tempfile::tempdir().expect("a temporary directory");
-    let kubeconfig = directory.path().join("kubeconfig");
-    server
-        .write_kubeconfig(&kubeconfig)
-        .expect("the kubeconfig is written");
+    let kubeconfig = kubeconfig_for(&server);
     let mut operator = {
         let mut command = child_command(CHILD, &["-A", "--log-format", "plain"]);
         command.env("KUBECONFIG", &kubeconfig);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use kopf::{ChangeHandler, Operator, Registry, Selector};
 use kopf_testing::{FakeApiServer, test_settings, wait};
 use serde_json::{Value, json};
-use support::{OperatorProcess, child_command};
+use support::{OperatorProcess, spawn_against};
 
 /// Set in the environment of the child process: run a replica there.
 const CHILD: &str = "KOPF_EXAMPLES_REPLICAS_CHILD";
@@ -77,14 +77,7 @@ fn replica() -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_highest_priority_works_and_a_sigterm_hands_over_at_once() {
-    let server = server_with_peering().await;
-    let mut first = start(&server, "first", 20);
-    first.wait_for_log("peering as first").await;
-    let mut second = start(&server, "second", 10);
-    second.wait_for_log("Pausing operations in favour of").await;
-
-    create(&server, "one").await;
-    assert_eq!(handled_by(&server, "one").await, "first");
+    let (server, mut first, mut second) = two_replicas().await;
 
     first.signal("TERM");
     assert_eq!(first.exit_code().await, 0, "{}", first.log());
@@ -103,13 +96,7 @@ async fn the_highest_priority_works_and_a_sigterm_hands_over_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_is_taken_over_once_its_entry_expires() {
-    let server = server_with_peering().await;
-    let mut first = start(&server, "first", 20);
-    first.wait_for_log("peering as first").await;
-    let mut second = start(&server, "second", 10);
-    second.wait_for_log("Pausing operations in favour of").await;
-    create(&server, "one").await;
-    assert_eq!(handled_by(&server, "one").await, "first");
+    let (server, first, mut second) = two_replicas().await;
 
     first.signal("KILL");
     let killed = Instant::now();
@@ -128,6 +115,19 @@ async fn a_killed_replica_is_taken_over_once_its_entry_expires() {
     second.signal("TERM");
     assert_eq!(second.exit_code().await, 0, "{}", second.log());
     server.stop().await;
+}
+
+/// Two replicas, `first` (priority 20) and `second` (10): the second has paused in favour of
+/// the first, which has handled an object.
+async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
+    let server = server_with_peering().await;
+    let mut first = start(&server, "first", 20);
+    first.wait_for_log("peering as first").await;
+    let mut second = start(&server, "second", 10);
+    second.wait_for_log("Pausing operations in favour of").await;
+    create(&server, "one").await;
+    assert_eq!(handled_by(&server, "one").await, "first");
+    (server, first, second)
 }
 
 /// A server on a runtime of its own, with the KopfExample CRD, Kopf's peering CRDs, and the
@@ -159,22 +159,13 @@ async fn server_with_peering() -> FakeApiServer {
 
 /// A replica of this priority, named `identity` (its `POD_ID`).
 fn start(server: &FakeApiServer, identity: &str, priority: i64) -> OperatorProcess {
-    let kubeconfig = tempfile::NamedTempFile::new()
-        .expect("a temporary file")
-        .into_temp_path();
-    server
-        .write_kubeconfig(&kubeconfig)
-        .expect("the kubeconfig is written");
-    let mut command = child_command(
-        CHILD,
-        &["operator_process", "--exact", "--nocapture", "--quiet"],
-    );
-    command
-        .env("KUBECONFIG", &kubeconfig)
-        .env("POD_ID", identity)
-        .env(PRIORITY, priority.to_string())
-        .env("RUST_LOG", "info,kopf::peering=debug");
-    OperatorProcess::spawn(command, vec![kubeconfig])
+    let args = ["operator_process", "--exact", "--nocapture", "--quiet"];
+    spawn_against(server, CHILD, &args, |command| {
+        command
+            .env("POD_ID", identity)
+            .env(PRIORITY, priority.to_string())
+            .env("RUST_LOG", "info,kopf::peering=debug");
+    })
 }
 
 async fn create(server: &FakeApiServer, name: &str) {

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
-use support::{OperatorProcess, child_command};
+use support::{OperatorProcess, spawn_against};
 
 /// Set in the environment of the child process: run the operator there.
 const CHILD: &str = "KOPF_EXAMPLES_STOPPABLE_CHILD";
@@ -161,21 +161,13 @@ async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_proces
 
 /// Starts the example's operator with this grace period, against `server`.
 fn start(server: &FakeApiServer, grace_period: Duration) -> OperatorProcess {
-    let kubeconfig = tempfile::NamedTempFile::new()
-        .expect("a temporary file")
-        .into_temp_path();
-    server
-        .write_kubeconfig(&kubeconfig)
-        .expect("the kubeconfig is written");
-    let mut command = child_command(
-        CHILD,
-        &["operator_process", "--exact", "--nocapture", "--quiet"],
-    );
-    command.env("KUBECONFIG", &kubeconfig).env(
-        "STOPPABLE_GRACE_PERIOD",
-        grace_period.as_secs_f64().to_string(),
-    );
-    OperatorProcess::spawn(command, vec![kubeconfig])
+    let args = ["operator_process", "--exact", "--nocapture", "--quiet"];
+    spawn_against(server, CHILD, &args, |command| {
+        command.env(
+            "STOPPABLE_GRACE_PERIOD",
+            grace_period.as_secs_f64().to_string(),
+        );
+    })
 }
 
 /// A server on a runtime of its own with the KopfExample CRD.

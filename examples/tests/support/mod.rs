@@ -38,6 +38,32 @@ pub(crate) fn child_command(child: &str, args: &[&str]) -> Command {
     command
 }
 
+/// A kubeconfig file for `server`, removed when dropped.
+pub(crate) fn kubeconfig_for(server: &FakeApiServer) -> tempfile::TempPath {
+    let kubeconfig = tempfile::NamedTempFile::new()
+        .expect("a temporary file")
+        .into_temp_path();
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    kubeconfig
+}
+
+/// This test binary as an operator's process against `server` (`KUBECONFIG` set to a
+/// kubeconfig for it): `child` set, `args` as its command line, and whatever `configure` adds.
+pub(crate) fn spawn_against(
+    server: &FakeApiServer,
+    child: &str,
+    args: &[&str],
+    configure: impl FnOnce(&mut Command),
+) -> OperatorProcess {
+    let kubeconfig = kubeconfig_for(server);
+    let mut command = child_command(child, args);
+    command.env("KUBECONFIG", &kubeconfig);
+    configure(&mut command);
+    OperatorProcess::spawn(command, vec![kubeconfig])
+}
+
 /// The example's operator in a child process, killed if the test ends before it exits (as
 /// tokio's `kill_on_drop`, without needing tokio's `process` feature).
 pub(crate) struct OperatorProcess {
