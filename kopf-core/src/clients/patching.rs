@@ -50,8 +50,10 @@ pub(crate) async fn apply(
         let (body, operations) = patch.into_merge();
         (body, None, operations)
     };
-    // The object and its status are written at once: they are separate writes anyway, and a
-    // watch delivers each version; the caller waits until both have come back.
+    // The status first, then the object: a handler's result (in `status`) is stored before
+    // its record says it is done (in the annotations), so a crash between the two writes
+    // re-runs the handler instead of losing its result. A watch delivers each version; the
+    // caller waits until both have come back.
     let body_sent = async {
         match &body {
             Some(body) => {
@@ -78,10 +80,13 @@ pub(crate) async fn apply(
             None => Ok(None),
         }
     };
-    let (body_sent, status_sent) = futures::join!(body_sent, status_sent);
-    let (body_sent, status_sent) = (body_sent?, status_sent?);
     // `Some(None)`: the object is gone (404).
-    if matches!(body_sent, Some(None)) || matches!(status_sent, Some(None)) {
+    let status_sent = status_sent.await?;
+    if matches!(status_sent, Some(None)) {
+        return Ok(Vec::new());
+    }
+    let body_sent = body_sent.await?;
+    if matches!(body_sent, Some(None)) {
         return Ok(Vec::new());
     }
     let version_of = |sent: Option<Option<DynamicObject>>| {

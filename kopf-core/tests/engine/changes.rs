@@ -234,8 +234,8 @@ async fn temporary_errors_are_retried_with_the_retry_count_and_kopfs_progress_re
         "{record}"
     );
     assert!(record["delayed"].is_string());
-    // The result and the purged record are two writes that go out together: either may be
-    // seen first, so the final state is waited for as a whole.
+    // The result and the purged record are two writes (the result first): the final state is
+    // waited for as a whole.
     wait_object(
         &harness,
         "flaky",

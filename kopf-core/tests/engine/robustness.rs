@@ -349,6 +349,76 @@ async fn field_handlers_are_called_after_a_restart_only_if_their_field_changed()
     assert_eq!((&field[0]["old"], &field[0]["new"]), (&json!(1), &json!(2)));
 }
 
+/// A crash between the two writes of a handler's outcome (its result in `status`, its record
+/// and the diff-base in the annotations) loses nothing: the result is written first, so a
+/// crash before the record re-runs the handler rather than leaving it done without a result.
+/// (The status write hangs here until the operator is aborted, as if it had died.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_the_result_and_the_record_re_runs_the_handler() {
+    let calls = Calls::default();
+    let server = server_with(Some(usual_schema())).await;
+    let client = server.client();
+    let registry = |calls: &Calls| {
+        let calls = calls.clone();
+        Registry::new().with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            move |inv| {
+                calls.record(json!({"retry": inv.retry()}));
+                async { Ok(Some(json!({"stored": true}))) }
+            },
+        ))
+    };
+    server.inject(
+        Fault::delay(Duration::from_secs(3600))
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev/status")
+            .times(1),
+    );
+    let mut settings = test_settings();
+    settings.process.grace_period = Duration::from_millis(500);
+    let operator = Operator::new(registry(&calls))
+        .settings(settings)
+        .client(server.client());
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(operator.run(stop.clone()));
+    create(&client, "crashing", json!({})).await;
+    wait("the result's write to hang", || async {
+        (server
+            .stats()
+            .count("patch", "kopfexamples.kopf.dev/status")
+            > 0)
+        .then_some(())
+    })
+    .await;
+    stop.cancel();
+    let _aborted = tokio::time::timeout(DEADLINE, running)
+        .await
+        .expect("the operator stops within its grace period");
+    let object = get(&client, "crashing").await.expect("the object");
+    assert!(
+        last_handled(&object).is_none(),
+        "not recorded as handled before its result is stored: {object:#}"
+    );
+
+    let harness = OperatorHarness::start_on(
+        server,
+        Operator::new(registry(&calls)).settings(test_settings()),
+    )
+    .await;
+    wait_for(&client, "crashing", "the result and the record", |o| {
+        o["status"]["create_fn"]["stored"] == true && last_handled(o).is_some()
+    })
+    .await;
+    harness.stop().await.expect("a clean stop");
+    assert_eq!(
+        calls.all().len(),
+        2,
+        "called again after the crash: {:?}",
+        calls.all()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_progress_of_a_half_finished_handler_survives_a_restart() {
     let calls = Calls::default();
@@ -399,8 +469,8 @@ async fn the_progress_of_a_half_finished_handler_survives_a_restart() {
         Operator::new(Registry::new().with(flaky(&calls))).settings(test_settings()),
     )
     .await;
-    // The result and the diff-base are two writes that go out together: either may be seen
-    // first, so the final state is waited for as a whole.
+    // The result and the diff-base are two writes (the result first): the final state is
+    // waited for as a whole.
     wait_for(&client, "slow", "the final success, handled", |o| {
         o["status"]["flaky"]["attempts"] == 3 && last_handled(o).is_some()
     })
