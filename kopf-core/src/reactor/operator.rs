@@ -27,6 +27,7 @@ use crate::clients::posting::Poster;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
+use crate::engines::leadership::Elector;
 use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
@@ -73,6 +74,18 @@ pub enum OperatorError {
         handler: String,
         /// What went wrong.
         message: String,
+    },
+    /// The Lease settings ([`LeaseSettings`](crate::LeaseSettings)) are invalid, as client-go
+    /// judges them: the lease duration must exceed the renew deadline, which must exceed 1.2 ×
+    /// the retry period, all above zero, and the identity must not be empty.
+    #[error("invalid lease settings: {0}")]
+    Lease(String),
+    /// The operator lost the leadership of its Lease, and the settings say to exit
+    /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
+    #[error("lost the leadership of the lease {lease}")]
+    LostLeadership {
+        /// The Lease, as `namespace/name`.
+        lease: String,
     },
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the liveness endpoint {url}: {message}")]
@@ -317,6 +330,7 @@ impl Operator {
                     .map_err(|e| OperatorError::Namespaces(e.to_string()))?,
             ),
         };
+        crate::engines::leadership::check(&self.settings).map_err(OperatorError::Lease)?;
         let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
@@ -385,6 +399,17 @@ impl Operator {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
         };
+        let elector = match Elector::start(&client, &self.settings, &tasks) {
+            Ok(elector) => elector,
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(OperatorError::Lease(error));
+            }
+        };
+        let pause = match &elector {
+            Some(elector) => pause.or(elector.pause()),
+            None => pause,
+        };
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
         let indexes = Indexes::new(
@@ -416,7 +441,16 @@ impl Operator {
         // The poster drains at the stop until every handle is gone: this one must not wait.
         drop(poster);
 
-        stop.cancelled().await;
+        let lost = async {
+            match &elector {
+                Some(elector) => elector.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let lost = tokio::select! {
+            _ = stop.cancelled() => None,
+            _ = lost => elector.as_ref().map(|elector| elector.lease()),
+        };
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
         if let Some(peering) = peering {
             // After the handlers stopped: peers take over at once, not when the entry expires.
@@ -427,6 +461,17 @@ impl Operator {
             }
         }
         let cleaned = activities.clean_up(&self.settings, &abort).await;
+        if let Some(elector) = &elector {
+            // After everything else, the cleanup handlers included: the next leader must not
+            // meet this one's work. A second signal skips it: the Lease expires on its own.
+            tokio::select! {
+                _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                _ = abort.cancelled() => {}
+            }
+        }
+        if let Some(lease) = lost {
+            return Err(OperatorError::LostLeadership { lease });
+        }
         stopped.and(cleaned.map_err(OperatorError::from))
     }
 }
