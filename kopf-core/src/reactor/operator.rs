@@ -286,7 +286,8 @@ impl Operator {
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, removes this operator's peering
-    /// entry (within `settings.process.cleanup_timeout`), and returns only when no task of
+    /// entry, runs the cleanup handlers, releases the Lease if it leads (each within
+    /// `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
