@@ -30,9 +30,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::tasks::Tasks;
+use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::configs::leadership::{self, jittered};
 use crate::configs::settings::{LeaseSettings, LostLeadership, Settings};
+use crate::engines::activities::ActivityError;
 use crate::engines::peering::{self, Pause};
 use crate::helpers::sync::lock;
 
@@ -53,8 +54,28 @@ pub(crate) struct Elector {
     paused: watch::Sender<bool>,
     leading: AtomicBool,
     observed: Mutex<Option<Observed>>,
-    /// Cancelled when the leadership is lost and the settings say to exit.
-    lost: CancellationToken,
+    /// Cancelled when the election ends the operator: the leadership lost with `Exit`, or a
+    /// failure of the work started on leading (then in `failure`).
+    ended: CancellationToken,
+    failure: Mutex<Option<ActivityError>>,
+    /// Where the work started on leading runs: a child node per term.
+    node: Tasks,
+    on_leading: Option<OnLeading>,
+}
+
+/// What runs each time this candidate starts leading, before the operator serves (client-go's
+/// `OnStartedLeading`), in a node of its own that is stopped if the leadership is lost.
+pub(crate) type OnLeading = Arc<
+    dyn Fn(Tasks) -> futures::future::BoxFuture<'static, Result<(), ActivityError>> + Send + Sync,
+>;
+
+/// Why the election ended the operator.
+#[derive(Debug)]
+pub(crate) enum Ending {
+    /// The leadership was lost, and the settings say to exit.
+    Lost,
+    /// The work started on leading failed for good.
+    Failed(ActivityError),
 }
 
 /// Why the Lease settings cannot be used: client-go's validation.
@@ -69,12 +90,14 @@ pub(crate) fn check(settings: &Settings) -> Result<(), String> {
 }
 
 impl Elector {
-    /// Starts the election that the settings ask for, in the operator's tree: `None` when they
-    /// select no Lease; an error when the settings are invalid.
+    /// Starts the election that the settings ask for, in the operator's tree, with what runs
+    /// each time it starts leading: `None` when they select no Lease; an error when the
+    /// settings are invalid.
     pub(crate) fn start(
         client: &kube::Client,
         settings: &Settings,
         tasks: &Tasks,
+        on_leading: Option<OnLeading>,
     ) -> Result<Option<Arc<Elector>>, String> {
         let Some(lease) = &settings.peering.lease else {
             return Ok(None);
@@ -93,7 +116,10 @@ impl Elector {
             paused: watch::Sender::new(true),
             leading: AtomicBool::new(false),
             observed: Mutex::new(None),
-            lost: CancellationToken::new(),
+            ended: CancellationToken::new(),
+            failure: Mutex::new(None),
+            node: tasks.clone(),
+            on_leading,
         });
         tasks.spawn(elector.clone().elect(tasks.token().clone()));
         Ok(Some(elector))
@@ -104,9 +130,18 @@ impl Elector {
         Pause::following(self.paused.subscribe())
     }
 
-    /// Resolves when the leadership is lost and the settings say to exit; never otherwise.
-    pub(crate) async fn lost(&self) {
-        self.lost.cancelled().await;
+    /// Resolves when the election ends the operator, with why; never otherwise.
+    pub(crate) async fn ended(&self) -> Ending {
+        self.ended.cancelled().await;
+        match lock(&self.failure).take() {
+            Some(error) => Ending::Failed(error),
+            None => Ending::Lost,
+        }
+    }
+
+    /// Whether this candidate leads now (or did when its task stopped).
+    pub(crate) fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
     }
 
     /// The Lease as `namespace/name`, for logs and errors.
@@ -115,10 +150,38 @@ impl Elector {
     }
 
     /// Acquires, leads until the leadership is lost, and again, until cancelled (or lost with
-    /// `Exit`).
+    /// `Exit`, or failed on leading).
     async fn elect(self: Arc<Self>, token: CancellationToken) {
         loop {
-            if !self.acquire(&token).await || !self.lead(&token).await {
+            if !self.acquire(&token).await {
+                return;
+            }
+            let term = self.node.child();
+            let lead = self.lead(&token);
+            tokio::pin!(lead);
+            let started = async {
+                match &self.on_leading {
+                    Some(on_leading) => on_leading(term.clone()).await,
+                    None => Ok(()),
+                }
+            };
+            let lost = tokio::select! {
+                lost = &mut lead => lost,
+                started = started => match started {
+                    Ok(()) => {
+                        self.paused.send_replace(false);
+                        (&mut lead).await
+                    }
+                    Err(error) => {
+                        tracing::error!(target: "kopf::leadership", lease = ?self.settings.name, "{error}");
+                        *lock(&self.failure) = Some(error);
+                        self.ended.cancel();
+                        return;
+                    }
+                },
+            };
+            term.cancel(StopReason::OperatorPaused);
+            if !lost {
                 return;
             }
             self.leading.store(false, Ordering::SeqCst);
@@ -126,7 +189,7 @@ impl Elector {
             let name = &self.settings.name;
             tracing::warn!(target: "kopf::leadership", lease = ?name, "failed to renew lease {}: lost leadership", self.lease());
             if self.settings.on_lost == LostLeadership::Exit {
-                self.lost.cancel();
+                self.ended.cancel();
                 return;
             }
         }
@@ -143,7 +206,6 @@ impl Elector {
             };
             if acquired {
                 self.leading.store(true, Ordering::SeqCst);
-                self.paused.send_replace(false);
                 tracing::info!(target: "kopf::leadership", lease = ?name, identity = %self.identity, "successfully acquired lease {}", self.lease());
                 return true;
             }

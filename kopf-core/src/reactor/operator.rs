@@ -27,7 +27,7 @@ use crate::clients::posting::Poster;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
-use crate::engines::leadership::Elector;
+use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
@@ -392,6 +392,19 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        if self.settings.peering.lease.is_none() {
+            // Its own leader: the leader-only startup handlers run now, after the others.
+            let started = tokio::select! {
+                started = activities.start_leading(&tasks) => started,
+                _ = stop.cancelled() => {
+                    return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                }
+            };
+            if let Err(error) = started {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(error.into());
+            }
+        }
         // After the startup handlers, which may change the peering settings (as in Kopf).
         let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
         let (pause, peering) = tokio::select! {
@@ -400,7 +413,14 @@ impl Operator {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
         };
-        let elector = match Elector::start(&client, &self.settings, &tasks) {
+        let on_leading: Option<OnLeading> = {
+            let activities = activities.clone();
+            Some(Arc::new(move |node| {
+                let activities = activities.clone();
+                Box::pin(async move { activities.start_leading(&node).await })
+            }))
+        };
+        let elector = match Elector::start(&client, &self.settings, &tasks, on_leading) {
             Ok(elector) => elector,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
@@ -442,15 +462,15 @@ impl Operator {
         // The poster drains at the stop until every handle is gone: this one must not wait.
         drop(poster);
 
-        let lost = async {
+        let ended = async {
             match &elector {
-                Some(elector) => elector.lost().await,
+                Some(elector) => elector.ended().await,
                 None => std::future::pending().await,
             }
         };
-        let lost = tokio::select! {
+        let ended = tokio::select! {
             _ = stop.cancelled() => None,
-            _ = lost => elector.as_ref().map(|elector| elector.lease()),
+            ending = ended => Some(ending),
         };
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
         if let Some(peering) = peering {
@@ -461,7 +481,8 @@ impl Operator {
                 _ = abort.cancelled() => {}
             }
         }
-        let cleaned = activities.clean_up(&self.settings, &abort).await;
+        let leading = elector.as_ref().is_none_or(|elector| elector.is_leading());
+        let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
             // meet this one's work. A second signal skips it: the Lease expires on its own.
@@ -470,8 +491,14 @@ impl Operator {
                 _ = abort.cancelled() => {}
             }
         }
-        if let Some(lease) = lost {
-            return Err(OperatorError::LostLeadership { lease });
+        match (ended, &elector) {
+            (Some(Ending::Lost), Some(elector)) => {
+                return Err(OperatorError::LostLeadership {
+                    lease: elector.lease(),
+                });
+            }
+            (Some(Ending::Failed(error)), _) => return Err(error.into()),
+            _ => {}
         }
         stopped.and(cleaned.map_err(OperatorError::from))
     }

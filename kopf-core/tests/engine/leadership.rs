@@ -2,13 +2,14 @@
 //! operators on one server only the holder of the Lease serves; a graceful stop releases it
 //! and the other takes over at once; a leader that cannot renew pauses (and leads again when
 //! it can), or with `LostLeadership::Exit` makes `run()` return an error; invalid durations
-//! are an error at the start. The Lease's fields are client-go's.
+//! are an error at the start. The Lease's fields are client-go's. Leader-only activities run
+//! only on the leader.
 
 use std::time::Duration;
 
 use kopf::{
-    ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator, OperatorError, Registry,
-    Settings,
+    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership,
+    Operator, OperatorError, PermanentError, Registry, Settings,
 };
 use kopf_testing::{FakeApiServer, Fault, wait};
 use serde_json::{Value, json};
@@ -332,5 +333,162 @@ async fn with_exit_a_leader_that_cannot_renew_stops_with_an_error() {
         "a lost lease is not released: another takes it when it expires"
     );
     drop(client);
+    server.stop().await;
+}
+
+/// Startup and cleanup handlers, one of each leader-only, recording `<what>-<who>`.
+fn activities(calls: &Calls, who: &str) -> Registry {
+    let handler = |id: &str, startup: bool| {
+        let (calls, call) = (calls.clone(), format!("{id}-{who}"));
+        let function = move |_| {
+            let (calls, call) = (calls.clone(), call.clone());
+            async move {
+                calls.record(json!(call));
+                Ok(None)
+            }
+        };
+        if startup {
+            ActivityHandler::on_startup(id, function)
+        } else {
+            ActivityHandler::on_cleanup(id, function)
+        }
+    };
+    Registry::new()
+        .with(handler("lead", true).leader_only())
+        .with(handler("start", true))
+        .with(handler("clean", false).leader_only())
+        .with(handler("bye", false))
+}
+
+/// The calls recorded for `who`.
+fn of(calls: &Calls, who: &str) -> Vec<String> {
+    let suffix = format!("-{who}");
+    calls
+        .all()
+        .iter()
+        .filter_map(|call| call.as_str().map(String::from))
+        .filter(|call| call.ends_with(&suffix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_only_activities_run_only_on_the_leader_or_without_a_lease() {
+    let name = "lease-activities";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let calls = Calls::default();
+    let operator = |who: &str| {
+        Operator::new(activities(&calls, who))
+            .settings(settings(name, who, Duration::from_secs(10)))
+            .client(server.client())
+    };
+    // With nothing to watch, an operator is ready at once: the test waits for the calls.
+    let (first, _) = Running::start(operator("first"));
+    wait("the leader's startup", || async {
+        (of(&calls, "first").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        of(&calls, "first"),
+        ["start-first", "lead-first"],
+        "the leader-only startup after the others, on leading"
+    );
+    let (second, _) = Running::start(operator("second"));
+    wait_lines(name, "attempting to acquire leader lease", 2).await;
+    wait("the candidate's startup", || async {
+        (!of(&calls, "second").is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(of(&calls, "second"), ["start-second"], "not leading yet");
+
+    first.stop().await.expect("a clean stop");
+    assert_eq!(
+        of(&calls, "first"),
+        ["start-first", "lead-first", "clean-first", "bye-first"],
+        "the leader's cleanup includes its leader-only handlers"
+    );
+    wait("the new leader's startup", || async {
+        (of(&calls, "second").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(of(&calls, "second"), ["start-second", "lead-second"]);
+    second.stop().await.expect("a clean stop");
+    assert_eq!(of(&calls, "second")[2..], ["clean-second", "bye-second"],);
+
+    let (third, _) = Running::start(operator("third"));
+    let (candidate, _) = Running::start(operator("candidate"));
+    wait("a leader", || async {
+        (of(&calls, "third").len() == 2 || of(&calls, "candidate").len() == 2).then_some(())
+    })
+    .await;
+    let (leader, other) = if of(&calls, "third").len() == 2 {
+        (third, candidate)
+    } else {
+        (candidate, third)
+    };
+    // Both candidates started (a stop during the startup runs no cleanup handler).
+    wait_lines(name, "attempting to acquire leader lease", 4).await;
+    other.stop().await.expect("a clean stop");
+    let stopped_candidate: Vec<String> = ["third", "candidate"]
+        .iter()
+        .map(|who| of(&calls, who))
+        .find(|calls| calls.len() == 2 && calls[1].starts_with("bye"))
+        .unwrap_or_else(|| panic!("the candidate stopped: {:?}", calls.all()));
+    assert!(
+        stopped_candidate[0].starts_with("start-"),
+        "a candidate's cleanup leaves out the leader-only handlers: {stopped_candidate:?}"
+    );
+    leader.stop().await.expect("a clean stop");
+
+    let mut standalone = kopf_testing::test_settings();
+    standalone.peering.standalone = true;
+    let solo = Running::ready(
+        Operator::new(activities(&calls, "solo"))
+            .settings(standalone)
+            .client(server.client()),
+    )
+    .await;
+    solo.stop().await.expect("a clean stop");
+    assert_eq!(
+        of(&calls, "solo"),
+        ["start-solo", "lead-solo", "clean-solo", "bye-solo"],
+        "without a lease, the operator is its own leader"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_only_startup_handler_that_fails_stops_the_leader_with_its_error() {
+    let name = "lease-failing-startup";
+    let server = server_with_crd().await;
+    let registry = Registry::new().with(
+        ActivityHandler::on_startup("migrate", |_| async {
+            Err(PermanentError::new("the schema cannot be migrated").into())
+        })
+        .leader_only(),
+    );
+    let operator = Operator::new(registry)
+        .settings(settings(name, "leader", Duration::from_secs(3)))
+        .client(server.client());
+    let (running, _) = Running::start(operator);
+    match running.returned().await {
+        Err(OperatorError::Activity {
+            activity: Activity::Startup,
+            handler,
+            message,
+        }) => {
+            assert_eq!(handler, "migrate");
+            assert!(
+                message.contains("the schema cannot be migrated"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the startup handler's failure, got {other:?}"),
+    }
+    assert_eq!(
+        lease(&server.client(), name).await["holderIdentity"],
+        "",
+        "it led, so it released the lease at its stop"
+    );
     server.stop().await;
 }
