@@ -8,15 +8,15 @@
 use std::time::Duration;
 
 use kopf::{
-    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership,
-    Operator, OperatorError, PermanentError, Registry, Settings,
+    Activity, ActivityHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator,
+    OperatorError, PermanentError, Registry, Settings,
 };
-use kopf_testing::{FakeApiServer, Fault, wait};
+use kopf_testing::{Fault, wait};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::logs::lines_of;
-use crate::peering::wait_lines;
+use crate::peering::{recording, wait_lines};
 use crate::stopping::Running;
 use crate::support::{Calls, create, examples, get, server_with_crd};
 
@@ -36,25 +36,6 @@ fn settings(name: &str, identity: &str, lease_duration: Duration) -> Settings {
     lease.retry_period = Duration::from_millis(500);
     settings.peering.lease = Some(lease);
     settings
-}
-
-/// An operator whose on-create handler records the names it is called for.
-fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Operator {
-    let calls = calls.clone();
-    let registry = Registry::new().with(ChangeHandler::on_create(
-        examples(),
-        "create_fn",
-        move |invocation| {
-            let calls = calls.clone();
-            async move {
-                calls.record(json!(invocation.name()));
-                Ok(None)
-            }
-        },
-    ));
-    Operator::new(registry)
-        .settings(settings)
-        .client(server.client())
 }
 
 /// The Lease's `spec`.
