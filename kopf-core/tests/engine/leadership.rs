@@ -2,8 +2,9 @@
 //! operators on one server only the holder of the Lease serves; a graceful stop releases it
 //! and the other takes over at once; a leader that cannot renew pauses (and leads again when
 //! it can), or with `LostLeadership::Exit` makes `run()` return an error; invalid durations
-//! are an error at the start. The Lease's fields are client-go's. Leader-only activities run
-//! only on the leader.
+//! are an error at the start; a Lease held by another is taken only when its record has not
+//! changed for the lease duration on this operator's clock, whatever its timestamps say. The
+//! Lease's fields are client-go's. Leader-only activities run only on the leader.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio::time::Instant;
 use crate::logs::lines_of;
 use crate::peering::{recording, wait_lines};
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, server_with_crd};
+use crate::support::{Calls, create, examples, get, send, server_with_crd};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const RESOURCE: &str = "leases.coordination.k8s.io";
@@ -471,5 +472,45 @@ async fn a_leader_only_startup_handler_that_fails_stops_the_leader_with_its_erro
         "",
         "it led, so it released the lease at its stop"
     );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_its_duration() {
+    let name = "lease-expiry";
+    let server = server_with_crd().await;
+    let client = server.client();
+    // Its times are long past, and its duration short: neither counts, only this operator's
+    // clock since it saw the record last change.
+    let held = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"holderIdentity": "vanished", "leaseDurationSeconds": 1,
+                 "acquireTime": "2000-01-01T00:00:00.000000Z",
+                 "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4},
+    });
+    let created = send(&client, "POST", LEASES, "application/json", held).await;
+    assert_eq!(created["spec"]["holderIdentity"], "vanished", "{created}");
+    let duration = Duration::from_secs(3);
+    let started = Instant::now();
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, "me", duration)));
+    let taken = wait_lease(&client, name, "the take-over", |spec| {
+        spec["holderIdentity"] == "me"
+    })
+    .await;
+    assert!(
+        started.elapsed() >= duration,
+        "not before the lease duration passed on this clock: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        taken["leaseTransitions"], 5,
+        "one more change of the holder"
+    );
+    assert_eq!(taken["leaseDurationSeconds"], 3);
+    running.stop().await.expect("a clean stop");
+    drop(client);
     server.stop().await;
 }
