@@ -50,8 +50,9 @@ pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};
 pub use configs::lifecycles::Lifecycle;
 pub use configs::settings::{
-    ExecutionSettings, NetworkingSettings, PeeringSettings, PersistenceSettings, PostingSettings,
-    ProcessSettings, QueueingSettings, ScanningSettings, Settings, WatchingSettings,
+    ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings, PeeringSettings,
+    PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings, ScanningSettings,
+    Settings, WatchingSettings,
 };
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use intents::activities::ActivityHandler;

@@ -455,6 +455,7 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
         Setter::Optional => quote!(.optional()),
         Setter::Deleted => quote!(.deleted()),
         Setter::Sharp => quote!(.sharp()),
+        Setter::LeaderOnly => quote!(.leader_only()),
         Setter::InitialDelay(duration) => {
             let duration = self::duration(duration, p);
             quote!(.initial_delay(#duration))

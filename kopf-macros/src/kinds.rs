@@ -175,7 +175,7 @@ pub(crate) const ATTRIBUTES: &[&str] = &[
 ];
 
 /// Options that take no value (`optional`, or `optional = true`).
-pub(crate) const FLAGS: &[&str] = &["optional", "deleted", "sharp"];
+pub(crate) const FLAGS: &[&str] = &["optional", "deleted", "sharp", "leader_only"];
 
 /// Every option any kind accepts, to tell "unknown" from "not for this kind".
 pub(crate) const ALL_OPTIONS: &[&str] = &[
@@ -202,6 +202,7 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
     "interval",
     "idle",
     "sharp",
+    "leader_only",
 ];
 
 impl Kind {
@@ -240,7 +241,8 @@ impl Kind {
     /// Whether this kind accepts the option.
     pub(crate) fn accepts(self, option: &str) -> bool {
         if !self.serves_resource() {
-            return ACTIVITY_OPTIONS.contains(&option);
+            return ACTIVITY_OPTIONS.contains(&option)
+                || (option == "leader_only" && matches!(self, Kind::Startup | Kind::Cleanup));
         }
         COMMON_OPTIONS.contains(&option)
             || match self {
@@ -325,6 +327,7 @@ pub(crate) fn option_elsewhere(option: &str) -> &'static str {
         "initial_delay" => " (only `daemon` and `timer` have it)",
         "cancellation_backoff" | "cancellation_timeout" => " (only `daemon` has it)",
         "interval" | "idle" | "sharp" => " (only `timer` has it)",
+        "leader_only" => " (only `on_startup` and `on_cleanup` have it)",
         "category" | "labels" | "annotations" | "when" => {
             " (only handlers of resources have it; activity handlers serve the operator itself)"
         }

@@ -59,6 +59,7 @@
 //! | `interval = "1m"` | `timer` (required) | how often the timer runs |
 //! | `idle = "30s"` | `timer` | run only once the object has not changed for that long |
 //! | `sharp` | `timer` | run on a fixed grid of intervals, however long runs take |
+//! | `leader_only` | `on_startup`, `on_cleanup` | run only on the leader of the Lease (`kopf::ActivityHandler::leader_only`) |
 //! | `crate = path` | all | where the `kopf` crate is, when it is renamed |
 //!
 //! A value is read as a Rust expression when it is one, otherwise as tokens up to the next

@@ -64,6 +64,7 @@ pub(crate) enum Setter {
     CancellationTimeout(Duration),
     Idle(Duration),
     Sharp,
+    LeaderOnly,
 }
 
 /// A duration written as a literal (checked here) or as an expression of type `Duration`.
@@ -286,7 +287,7 @@ fn options(
                     "expected `{key}(\"key\" = \"value\", \"other\" = present, \"old\" = absent)`"
                 ),
             ),
-            (flag @ ("optional" | "deleted" | "sharp"), item) => {
+            (flag @ ("optional" | "deleted" | "sharp" | "leader_only"), item) => {
                 let on = match item {
                     Item::Type(_) => true,
                     Item::Value { value, .. } => match syn::parse2::<syn::LitBool>(value) {
@@ -305,6 +306,7 @@ fn options(
                     setters.push(match flag {
                         "optional" => Setter::Optional,
                         "deleted" => Setter::Deleted,
+                        "leader_only" => Setter::LeaderOnly,
                         _ => Setter::Sharp,
                     });
                 }

@@ -1,6 +1,7 @@
 //! What the operator is configured with: settings, lifecycles, and the on-object storage
 //! formats (progress records, diff-bases) in Kopf's own keys.
 
+pub(crate) mod leadership;
 pub(crate) mod lifecycles;
 pub(crate) mod peering;
 pub(crate) mod settings;

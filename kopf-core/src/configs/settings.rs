@@ -327,6 +327,91 @@ pub struct PeeringSettings {
     /// namespace. `None` (the default) follows the operator's scope, as Kopf derives it from
     /// `-A`/`-n`: cluster-wide unless namespaces are given.
     pub clusterwide: Option<bool>,
+    /// Leader election with a `coordination.k8s.io/v1` Lease (client-go's algorithm, as
+    /// controller-runtime uses it): only the holder of the Lease serves; the others wait,
+    /// paused, until it is released or expires. Off by default. It combines with Kopf's
+    /// peering: the operator is paused while either says so (use `standalone` for the Lease
+    /// alone).
+    pub lease: Option<LeaseSettings>,
+}
+
+/// Leader election with a `coordination.k8s.io/v1` Lease (client-go's `leaderelection`), as
+/// [`PeeringSettings::lease`] selects it.
+///
+/// Candidates try to acquire the Lease every `retry_period` (with client-go's jitter of 1.2,
+/// so 2 to 4.4 seconds by default); a Lease held by another is taken only when it is released
+/// (an empty holder) or when its record has not been seen to change for `lease_duration` on
+/// this operator's monotonic clock (the timestamps in the Lease are never compared with the
+/// local clock). The leader renews it every `retry_period`; if it cannot renew within
+/// `renew_deadline`, it loses the leadership and does what `on_lost` says. Every write is
+/// guarded by the resourceVersion that was read. At a graceful stop, after everything else
+/// has stopped (the cleanup handlers included), the leader releases the Lease (client-go's
+/// `ReleaseOnCancel`), so that another candidate takes over at once.
+///
+/// The durations are validated as client-go validates them (`lease_duration >
+/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
+/// are an [`OperatorError::Lease`](crate::OperatorError::Lease) from `run()`.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// let mut lease = kopf::LeaseSettings::new("my-operator");
+/// lease.namespace = Some("operators".into());
+/// lease.on_lost = kopf::LostLeadership::Exit;
+/// settings.peering.lease = Some(lease);
+/// settings.peering.standalone = true; // the Lease alone, no Kopf peering
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LeaseSettings {
+    /// The Lease's name: operators with the same name and namespace elect one leader.
+    pub name: String,
+    /// The Lease's namespace; `None` (the default) is the client's default namespace (the
+    /// pod's own in a cluster, the kubeconfig context's otherwise).
+    pub namespace: Option<String>,
+    /// This candidate's identity, as the Lease's `holderIdentity` shows it; `None` (the
+    /// default) is `POD_ID` if set, else `<user>@<host>/<timestamp>/<random>` (as Kopf's
+    /// peering identity).
+    pub identity: Option<String>,
+    /// How long others wait, after the record was last seen to change, before they take the
+    /// Lease from a leader that stopped renewing (client-go: 15 s).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up the leadership
+    /// (client-go: 10 s).
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire and the leader renews (client-go: 2 s).
+    pub retry_period: Duration,
+    /// What the operator does when it loses the leadership (default: pause).
+    pub on_lost: LostLeadership,
+}
+
+impl LeaseSettings {
+    /// Client-go's defaults for a Lease of this name, in the client's default namespace.
+    pub fn new(name: impl Into<String>) -> LeaseSettings {
+        LeaseSettings {
+            name: name.into(),
+            namespace: None,
+            identity: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            on_lost: LostLeadership::Pause,
+        }
+    }
+}
+
+/// What an operator does when it loses the leadership of its Lease.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostLeadership {
+    /// Stop serving (as paused: watchers and daemons stop, handlers in flight finish), and try
+    /// to acquire the Lease again.
+    #[default]
+    Pause,
+    /// Stop the operator: `run()` returns
+    /// [`OperatorError::LostLeadership`](crate::OperatorError::LostLeadership), and the process
+    /// exits non-zero (as kube-controller-manager and controller-runtime do), so that a
+    /// restart begins afresh.
+    Exit,
 }
 
 impl Default for PeeringSettings {
@@ -339,6 +424,7 @@ impl Default for PeeringSettings {
             standalone: false,
             stealth: false,
             clusterwide: None,
+            lease: None,
         }
     }
 }

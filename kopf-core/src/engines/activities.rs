@@ -35,6 +35,24 @@ pub(crate) struct Activities {
     memo: Memo,
 }
 
+/// Which of an activity's handlers run: the leader-only ones, the others, or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    All,
+    Others,
+    LeaderOnly,
+}
+
+impl Which {
+    fn takes(self, handler: &ActivityHandler) -> bool {
+        match self {
+            Which::All => true,
+            Which::Others => !handler.options.leader_only,
+            Which::LeaderOnly => handler.options.leader_only,
+        }
+    }
+}
+
 /// An activity handler that failed for good.
 #[derive(Debug)]
 pub(crate) struct Failed {
@@ -67,15 +85,14 @@ impl Activities {
     }
 
     fn handlers(&self, activity: Activity) -> impl Iterator<Item = &ActivityHandler> {
+        self.chosen(activity, Which::All)
+    }
+
+    fn chosen(&self, activity: Activity, which: Which) -> impl Iterator<Item = &ActivityHandler> {
         self.registry
             .activities
             .iter()
-            .filter(move |h| h.activity == activity)
-    }
-
-    /// Whether any handler serves this activity.
-    pub(crate) fn any(&self, activity: Activity) -> bool {
-        self.handlers(activity).next().is_some()
+            .filter(move |h| h.activity == activity && which.takes(h))
     }
 
     /// Runs the startup handlers in a task of the tree, and puts what they left in `settings`.
@@ -91,7 +108,11 @@ impl Activities {
         tasks: &Tasks,
         stop: &CancellationToken,
     ) -> std::result::Result<bool, ActivityError> {
-        if !self.any(Activity::Startup) {
+        if self
+            .chosen(Activity::Startup, Which::Others)
+            .next()
+            .is_none()
+        {
             return Ok(true);
         }
         *crate::helpers::sync::lock(&self.settings) = settings.clone();
@@ -99,7 +120,7 @@ impl Activities {
         let node = tasks.child();
         let this = self.clone();
         tasks.spawn(async move {
-            let _ = sender.send(this.run(Activity::Startup, &node).await);
+            let _ = sender.send(this.run(Activity::Startup, &node, Which::Others).await);
         });
         let result = tokio::select! {
             result = receiver => result,
@@ -123,15 +144,51 @@ impl Activities {
         }
     }
 
+    /// Runs the leader-only startup handlers (as this operator starts leading) in a task of
+    /// the tree; the error of one that failed for good. Returns when they end or the tree
+    /// stops (then with no error: the operator is stopping).
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future leaves the task to the tree's stop.
+    pub(crate) async fn start_leading(
+        &self,
+        tasks: &Tasks,
+    ) -> std::result::Result<(), ActivityError> {
+        if self
+            .chosen(Activity::Startup, Which::LeaderOnly)
+            .next()
+            .is_none()
+        {
+            return Ok(());
+        }
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let node = tasks.child();
+        let this = self.clone();
+        tasks.spawn(async move {
+            let _ = sender.send(this.run(Activity::Startup, &node, Which::LeaderOnly).await);
+        });
+        match receiver.await {
+            Ok(Err(failed)) if !tasks.token().is_cancelled() => Err(ActivityError {
+                activity: Activity::Startup,
+                handler: failed.handler,
+                message: failed.message,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs the cleanup handlers once, in a tree of their own, within `settings`'
-    /// `cleanup_timeout`; `abort` (a second signal) drops them at once. A handler that fails,
-    /// or the timeout, is an [`ActivityError`].
+    /// `cleanup_timeout`; the leader-only ones only if `leading`. `abort` (a second signal)
+    /// drops them at once. A handler that fails, or the timeout, is an [`ActivityError`].
     pub(crate) async fn clean_up(
         &self,
         settings: &Settings,
         abort: &CancellationToken,
+        leading: bool,
     ) -> std::result::Result<(), ActivityError> {
-        if !self.any(Activity::Cleanup) {
+        let which = if leading { Which::All } else { Which::Others };
+        if self.chosen(Activity::Cleanup, which).next().is_none() {
             return Ok(());
         }
         if abort.is_cancelled() {
@@ -142,7 +199,7 @@ impl Activities {
         let timeout = settings.process.cleanup_timeout;
         let tree = Tasks::root(settings.execution.max_blocking_threads);
         let node = tree.child();
-        let run = self.run(Activity::Cleanup, &node);
+        let run = self.run(Activity::Cleanup, &node, which);
         let result = bounded(run, &tree, timeout, abort).await;
         if let Err(error) = &result {
             tracing::error!(target: "kopf::activity", "{error}");
@@ -201,9 +258,10 @@ impl Activities {
         &self,
         activity: Activity,
         node: &Tasks,
+        which: Which,
     ) -> std::result::Result<Map<String, Value>, Failed> {
         let mut results = Map::new();
-        for handler in self.handlers(activity) {
+        for handler in self.chosen(activity, which) {
             let started = time::OffsetDateTime::now_utc();
             let mut retry = 0;
             loop {

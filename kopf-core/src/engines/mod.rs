@@ -5,6 +5,7 @@ pub(crate) mod activities;
 pub(crate) mod authentication;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
+pub(crate) mod leadership;
 pub(crate) mod metrics;
 pub(crate) mod peering;
 pub(crate) mod probing;

@@ -44,9 +44,14 @@ use crate::structs::resources::Resource;
 /// The API groups of Kopf's peering CRDs: the current one and the legacy one (before 1.29).
 const GROUPS: [&str; 2] = ["kopf.dev", "zalando.org"];
 
-/// Whether the operator is paused in favour of a peer: what the observer obeys.
+/// Whether the operator is paused in favour of a peer or of a leader: what the observer
+/// obeys. Paused while any of the toggles it follows says so.
 #[derive(Debug, Clone)]
-pub(crate) struct Pause(watch::Receiver<bool>);
+pub(crate) struct Pause {
+    each: Vec<watch::Receiver<bool>>,
+    /// The joined state that `changed` returned last.
+    last: bool,
+}
 
 impl Pause {
     /// Never paused (standalone).
@@ -56,25 +61,59 @@ impl Pause {
 
     /// Paused or not for good.
     fn constant(paused: bool) -> Pause {
-        Pause(watch::Sender::new(paused).subscribe())
+        Pause::following(watch::Sender::new(paused).subscribe())
+    }
+
+    /// Paused while this toggle says so.
+    pub(crate) fn following(toggle: watch::Receiver<bool>) -> Pause {
+        let last = *toggle.borrow();
+        Pause {
+            each: vec![toggle],
+            last,
+        }
+    }
+
+    /// Paused while either this or the other says so.
+    pub(crate) fn or(mut self, other: Pause) -> Pause {
+        self.each.extend(other.each);
+        self.last = self.is_paused();
+        self
     }
 
     /// Whether the operator is paused now.
     pub(crate) fn is_paused(&self) -> bool {
-        *self.0.borrow()
+        self.each.iter().any(|toggle| *toggle.borrow())
     }
 
-    /// Waits for the next change and returns the new state; never returns if there will be
-    /// none.
+    /// Waits for the next change of the joined state and returns it; never returns if there
+    /// will be none.
     ///
     /// # Cancellation safety
     ///
     /// Safe: a change not returned is returned by the next call.
     pub(crate) async fn changed(&mut self) -> bool {
-        if self.0.changed().await.is_err() {
-            std::future::pending::<()>().await;
+        loop {
+            let changes = self.each.iter_mut().map(|toggle| {
+                Box::pin(async move {
+                    if toggle.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                })
+            });
+            let changes: Vec<_> = changes.collect();
+            if changes.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            futures::future::select_all(changes).await;
+            for toggle in &mut self.each {
+                toggle.borrow_and_update();
+            }
+            let now = self.is_paused();
+            if now != self.last {
+                self.last = now;
+                return now;
+            }
         }
-        *self.0.borrow_and_update()
     }
 }
 
@@ -169,7 +208,7 @@ impl Peering {
             places: OnceLock::new(),
             toggles: Toggles::new(peering.mandatory),
         });
-        let pause = Pause(engine.toggles.paused.subscribe());
+        let pause = Pause::following(engine.toggles.paused.subscribe());
         let token = tasks.token().clone();
         let found = tokio::select! {
             _ = token.cancelled() => return (Pause::never(), None),
@@ -589,7 +628,7 @@ fn user_and_host() -> (String, String) {
 
 /// This operator's identity (Kopf's `detect_own_id`): `POD_ID` if set, else
 /// `<user>@<host>/<YYYYmmddHHMMSS>/<3 random chars>`, never one already taken in this process.
-fn identity() -> String {
+pub(crate) fn identity() -> String {
     if let Some(id) = std::env::var("POD_ID").ok().filter(|id| !id.is_empty()) {
         return id;
     }
@@ -654,7 +693,7 @@ mod tests {
     fn the_toggles_pause_while_any_peering_object_says_so() {
         let toggles = Toggles::new(false);
         toggles.add(2, false);
-        let pause = Pause(toggles.paused.subscribe());
+        let pause = Pause::following(toggles.paused.subscribe());
         toggles.set(0, true);
         toggles.set(1, true);
         toggles.set(0, false);
@@ -663,8 +702,30 @@ mod tests {
         assert!(!pause.is_paused());
         let mandatory = Toggles::new(true);
         assert!(
-            Pause(mandatory.paused.subscribe()).is_paused(),
+            Pause::following(mandatory.paused.subscribe()).is_paused(),
             "paused before any peering object is found"
         );
+    }
+
+    #[tokio::test]
+    async fn a_joined_pause_is_paused_while_either_says_so_and_reports_only_changes() {
+        use futures::FutureExt as _;
+        let (peering, lease) = (watch::Sender::new(false), watch::Sender::new(true));
+        let mut pause =
+            Pause::following(peering.subscribe()).or(Pause::following(lease.subscribe()));
+        assert!(pause.is_paused(), "not leading yet");
+        lease.send_replace(false);
+        assert!(!pause.changed().await);
+        peering.send_replace(true);
+        assert!(pause.changed().await);
+        lease.send_replace(true);
+        assert_eq!(
+            pause.changed().now_or_never(),
+            None,
+            "still paused: no change to report"
+        );
+        peering.send_replace(false);
+        lease.send_replace(false);
+        assert!(!pause.changed().await);
     }
 }

@@ -68,6 +68,7 @@ pub(crate) struct ActivityOptions {
     pub(crate) retries: Option<u32>,
     pub(crate) backoff: Option<Duration>,
     pub(crate) param: Option<Value>,
+    pub(crate) leader_only: bool,
 }
 
 impl ActivityHandler {
@@ -111,6 +112,35 @@ impl ActivityHandler {
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
         Self::new(Activity::Probe, id, function)
+    }
+
+    /// Runs only on the leader, when a Lease is selected
+    /// ([`PeeringSettings::lease`](crate::PeeringSettings::lease)); for startup and cleanup
+    /// handlers (probes ignore it).
+    ///
+    /// A leader-only startup handler runs after the other startup handlers, each time this
+    /// operator acquires the Lease, before it starts serving (client-go's
+    /// `OnStartedLeading`); its failure stops the operator as a startup handler's does, and
+    /// the settings it changes are not used (the operator has started by then). A leader-only
+    /// cleanup handler runs at the stop only if this operator leads then, before it releases
+    /// the Lease. Without a Lease, every operator is its own leader: they run as the others
+    /// do, the startup ones after the others.
+    ///
+    /// ```
+    /// let handler = kopf::ActivityHandler::on_startup("migrate", |_invocation| async {
+    ///     Ok(None) // one-off work that only one replica may do
+    /// })
+    /// .leader_only();
+    /// # let _ = handler;
+    /// ```
+    pub fn leader_only(mut self) -> Self {
+        self.options.leader_only = true;
+        self
+    }
+
+    /// Whether it runs only on the leader ([`leader_only`](Self::leader_only)).
+    pub fn is_leader_only(&self) -> bool {
+        self.options.leader_only
     }
 
     /// The handler's id.

@@ -27,6 +27,7 @@ use crate::clients::posting::Poster;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
+use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
@@ -73,6 +74,18 @@ pub enum OperatorError {
         handler: String,
         /// What went wrong.
         message: String,
+    },
+    /// The Lease settings ([`LeaseSettings`](crate::LeaseSettings)) are invalid, as client-go
+    /// judges them: the lease duration must exceed the renew deadline, which must exceed 1.2 ×
+    /// the retry period, all above zero, and the identity must not be empty.
+    #[error("invalid lease settings: {0}")]
+    Lease(String),
+    /// The operator lost the leadership of its Lease, and the settings say to exit
+    /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
+    #[error("lost the leadership of the lease {lease}")]
+    LostLeadership {
+        /// The Lease, as `namespace/name`.
+        lease: String,
     },
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the liveness endpoint {url}: {message}")]
@@ -273,7 +286,8 @@ impl Operator {
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, removes this operator's peering
-    /// entry (within `settings.process.cleanup_timeout`), and returns only when no task of
+    /// entry, runs the cleanup handlers, releases the Lease if it leads (each within
+    /// `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
@@ -317,6 +331,7 @@ impl Operator {
                     .map_err(|e| OperatorError::Namespaces(e.to_string()))?,
             ),
         };
+        crate::engines::leadership::check(&self.settings).map_err(OperatorError::Lease)?;
         let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
@@ -377,6 +392,19 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        if self.settings.peering.lease.is_none() {
+            // Its own leader: the leader-only startup handlers run now, after the others.
+            let started = tokio::select! {
+                started = activities.start_leading(&tasks) => started,
+                _ = stop.cancelled() => {
+                    return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                }
+            };
+            if let Err(error) = started {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(error.into());
+            }
+        }
         // After the startup handlers, which may change the peering settings (as in Kopf).
         let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
         let (pause, peering) = tokio::select! {
@@ -384,6 +412,24 @@ impl Operator {
             _ = stop.cancelled() => {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
+        };
+        let on_leading: Option<OnLeading> = {
+            let activities = activities.clone();
+            Some(Arc::new(move |node| {
+                let activities = activities.clone();
+                Box::pin(async move { activities.start_leading(&node).await })
+            }))
+        };
+        let elector = match Elector::start(&client, &self.settings, &tasks, on_leading) {
+            Ok(elector) => elector,
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(OperatorError::Lease(error));
+            }
+        };
+        let pause = match &elector {
+            Some(elector) => pause.or(elector.pause()),
+            None => pause,
         };
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
@@ -416,7 +462,16 @@ impl Operator {
         // The poster drains at the stop until every handle is gone: this one must not wait.
         drop(poster);
 
-        stop.cancelled().await;
+        let ended = async {
+            match &elector {
+                Some(elector) => elector.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let ended = tokio::select! {
+            _ = stop.cancelled() => None,
+            ending = ended => Some(ending),
+        };
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
         if let Some(peering) = peering {
             // After the handlers stopped: peers take over at once, not when the entry expires.
@@ -426,7 +481,25 @@ impl Operator {
                 _ = abort.cancelled() => {}
             }
         }
-        let cleaned = activities.clean_up(&self.settings, &abort).await;
+        let leading = elector.as_ref().is_none_or(|elector| elector.is_leading());
+        let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
+        if let Some(elector) = &elector {
+            // After everything else, the cleanup handlers included: the next leader must not
+            // meet this one's work. A second signal skips it: the Lease expires on its own.
+            tokio::select! {
+                _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                _ = abort.cancelled() => {}
+            }
+        }
+        match (ended, &elector) {
+            (Some(Ending::Lost), Some(elector)) => {
+                return Err(OperatorError::LostLeadership {
+                    lease: elector.lease(),
+                });
+            }
+            (Some(Ending::Failed(error)), _) => return Err(error.into()),
+            _ => {}
+        }
         stopped.and(cleaned.map_err(OperatorError::from))
     }
 }

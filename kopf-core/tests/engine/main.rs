@@ -10,6 +10,7 @@ mod daemons;
 mod indexes;
 mod interop;
 mod layers;
+mod leadership;
 mod login;
 mod logs;
 mod macros;

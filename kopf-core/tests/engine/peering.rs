@@ -76,7 +76,7 @@ fn settings(name: &str, priority: i64) -> Settings {
 }
 
 /// An operator whose on-create handler records the names it is called for.
-fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Operator {
+pub(crate) fn recording(server: &FakeApiServer, calls: &Calls, settings: Settings) -> Operator {
     let calls = calls.clone();
     let registry = Registry::new().with(ChangeHandler::on_create(
         examples(),

@@ -42,6 +42,14 @@ impl Running {
         running
     }
 
+    /// Waits, without stopping it, until the operator's `run()` returns on its own.
+    pub(crate) async fn returned(self) -> Result<(), OperatorError> {
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .expect("run() returns in time")
+            .expect("run() does not panic")
+    }
+
     /// Stops the operator; returns what `run()` returned.
     pub(crate) async fn stop(self) -> Result<(), OperatorError> {
         self.stop.cancel();

@@ -9,4 +9,7 @@ async fn configure() {}
 #[kopf::on_probe]
 async fn probe(memo: &mut kopf::Memo) {}
 
+#[kopf::on_probe(leader_only)]
+async fn leading() {}
+
 fn main() {}

@@ -53,4 +53,19 @@ fn now() -> Option<Value> {
 fn main() {
     let registry = kopf::handlers![configure, sync_startup, farewell, connections, now];
     let _ = kopf::Operator::new(registry).liveness("http://127.0.0.1:8080/healthz");
+    let leader_only = |handler| matches!(handler, kopf::AnyHandler::Activity(h) if h.is_leader_only());
+    use kopf::__private::Descriptor as _;
+    assert!(leader_only(migrate::descriptor()) && leader_only(hand_over::descriptor()));
+    assert!(!leader_only(everywhere::descriptor()) && !leader_only(configure::descriptor()));
 }
+
+#[kopf::on_startup(leader_only)]
+async fn migrate() -> kopf::Result<()> {
+    Ok(())
+}
+
+#[kopf::on_cleanup(leader_only = true, timeout = 5)]
+fn hand_over() {}
+
+#[kopf::on_cleanup(leader_only = false)]
+fn everywhere() {}

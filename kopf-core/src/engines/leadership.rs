@@ -1,0 +1,381 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease: client-go's `leaderelection`
+//! algorithm (as controller-runtime uses it), whose record and rules are in
+//! [`crate::configs::leadership`].
+//!
+//! One task, the elector, runs in the operator's tree and is never paused itself:
+//! - as a candidate, it tries to acquire the Lease every retry period (with client-go's
+//!   jitter): a GET, a create on `404`, and a PUT guarded by the GET's resourceVersion when
+//!   the Lease is free, its own, or its holder's record has not been seen to change for the
+//!   lease duration (on the local monotonic clock);
+//! - as the leader, it renews the Lease every retry period, retrying for up to the renew
+//!   deadline; when that passes, it loses the leadership: it pauses and becomes a candidate
+//!   again, or, with [`LostLeadership::Exit`], it makes the operator stop with an error.
+//!
+//! Invariants:
+//! 1. The operator is paused whenever this candidate is not the leader: from the start until
+//!    it acquires the Lease, and from a lost renewal on. Its [`Pause`] joins peering's.
+//! 2. Every write carries the resourceVersion of the Lease as last read or written, so that of
+//!    two concurrent writers one gets `409 Conflict` and loses that round.
+//! 3. The Lease is released ([`Elector::release`]) only by a leader, only after the operator's
+//!    tasks (and its cleanup handlers) have ended, at a graceful stop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng as _;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::configs::leadership::{self, jittered};
+use crate::configs::settings::{LeaseSettings, LostLeadership, Settings};
+use crate::engines::activities::ActivityError;
+use crate::engines::peering::{self, Pause};
+use crate::helpers::sync::lock;
+
+/// The Lease as this candidate last read or wrote it, and when its `spec` was seen to change.
+#[derive(Debug)]
+struct Observed {
+    lease: Value,
+    changed_at: Instant,
+}
+
+/// This operator's candidacy for one Lease.
+pub(crate) struct Elector {
+    client: kube::Client,
+    identity: String,
+    namespace: String,
+    settings: LeaseSettings,
+    /// Paused while not leading.
+    paused: watch::Sender<bool>,
+    leading: AtomicBool,
+    observed: Mutex<Option<Observed>>,
+    /// Cancelled when the election ends the operator: the leadership lost with `Exit`, or a
+    /// failure of the work started on leading (then in `failure`).
+    ended: CancellationToken,
+    failure: Mutex<Option<ActivityError>>,
+    /// Where the work started on leading runs: a child node per term.
+    node: Tasks,
+    on_leading: Option<OnLeading>,
+}
+
+/// What runs each time this candidate starts leading, before the operator serves (client-go's
+/// `OnStartedLeading`), in a node of its own that is stopped if the leadership is lost.
+pub(crate) type OnLeading = Arc<
+    dyn Fn(Tasks) -> futures::future::BoxFuture<'static, Result<(), ActivityError>> + Send + Sync,
+>;
+
+/// Why the election ended the operator.
+#[derive(Debug)]
+pub(crate) enum Ending {
+    /// The leadership was lost, and the settings say to exit.
+    Lost,
+    /// The work started on leading failed for good.
+    Failed(ActivityError),
+}
+
+/// Why the Lease settings cannot be used: client-go's validation.
+pub(crate) fn check(settings: &Settings) -> Result<(), String> {
+    match &settings.peering.lease {
+        None => Ok(()),
+        Some(lease) => {
+            let identity = lease.identity.clone().unwrap_or_else(|| "-".into());
+            leadership::validate(lease, &identity)
+        }
+    }
+}
+
+impl Elector {
+    /// Starts the election that the settings ask for, in the operator's tree, with what runs
+    /// each time it starts leading: `None` when they select no Lease; an error when the
+    /// settings are invalid.
+    pub(crate) fn start(
+        client: &kube::Client,
+        settings: &Settings,
+        tasks: &Tasks,
+        on_leading: Option<OnLeading>,
+    ) -> Result<Option<Arc<Elector>>, String> {
+        let Some(lease) = &settings.peering.lease else {
+            return Ok(None);
+        };
+        let identity = lease.identity.clone().unwrap_or_else(peering::identity);
+        leadership::validate(lease, &identity)?;
+        let namespace = lease
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let elector = Arc::new(Elector {
+            client: client.clone(),
+            identity,
+            namespace,
+            settings: lease.clone(),
+            paused: watch::Sender::new(true),
+            leading: AtomicBool::new(false),
+            observed: Mutex::new(None),
+            ended: CancellationToken::new(),
+            failure: Mutex::new(None),
+            node: tasks.clone(),
+            on_leading,
+        });
+        tasks.spawn(elector.clone().elect(tasks.token().clone()));
+        Ok(Some(elector))
+    }
+
+    /// Paused while this candidate does not lead.
+    pub(crate) fn pause(&self) -> Pause {
+        Pause::following(self.paused.subscribe())
+    }
+
+    /// Resolves when the election ends the operator, with why; never otherwise.
+    pub(crate) async fn ended(&self) -> Ending {
+        self.ended.cancelled().await;
+        match lock(&self.failure).take() {
+            Some(error) => Ending::Failed(error),
+            None => Ending::Lost,
+        }
+    }
+
+    /// Whether this candidate leads now (or did when its task stopped).
+    pub(crate) fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// The Lease as `namespace/name`, for logs and errors.
+    pub(crate) fn lease(&self) -> String {
+        format!("{}/{}", self.namespace, self.settings.name)
+    }
+
+    /// Acquires, leads until the leadership is lost, and again, until cancelled (or lost with
+    /// `Exit`, or failed on leading).
+    async fn elect(self: Arc<Self>, token: CancellationToken) {
+        loop {
+            if !self.acquire(&token).await {
+                return;
+            }
+            let term = self.node.child();
+            let lead = self.lead(&token);
+            tokio::pin!(lead);
+            let started = async {
+                match &self.on_leading {
+                    Some(on_leading) => on_leading(term.clone()).await,
+                    None => Ok(()),
+                }
+            };
+            let lost = tokio::select! {
+                lost = &mut lead => lost,
+                started = started => match started {
+                    Ok(()) => {
+                        self.paused.send_replace(false);
+                        (&mut lead).await
+                    }
+                    Err(error) => {
+                        tracing::error!(target: "kopf::leadership", lease = ?self.settings.name, "{error}");
+                        *lock(&self.failure) = Some(error);
+                        self.ended.cancel();
+                        return;
+                    }
+                },
+            };
+            term.cancel(StopReason::OperatorPaused);
+            if !lost {
+                return;
+            }
+            self.leading.store(false, Ordering::SeqCst);
+            self.paused.send_replace(true);
+            let name = &self.settings.name;
+            tracing::warn!(target: "kopf::leadership", lease = ?name, "failed to renew lease {}: lost leadership", self.lease());
+            if self.settings.on_lost == LostLeadership::Exit {
+                self.ended.cancel();
+                return;
+            }
+        }
+    }
+
+    /// Tries until the Lease is acquired (`true`) or the token is cancelled (`false`).
+    async fn acquire(&self, token: &CancellationToken) -> bool {
+        let name = &self.settings.name;
+        tracing::info!(target: "kopf::leadership", lease = ?name, identity = %self.identity, "attempting to acquire leader lease {}...", self.lease());
+        loop {
+            let acquired = tokio::select! {
+                _ = token.cancelled() => return false,
+                acquired = self.try_acquire_or_renew() => acquired,
+            };
+            if acquired {
+                self.leading.store(true, Ordering::SeqCst);
+                tracing::info!(target: "kopf::leadership", lease = ?name, identity = %self.identity, "successfully acquired lease {}", self.lease());
+                return true;
+            }
+            let delay = jittered(self.settings.retry_period, rand::rng().random::<f64>());
+            tokio::select! {
+                _ = token.cancelled() => return false,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Renews every retry period while leading; `true` when a renewal did not succeed within
+    /// the renew deadline, `false` when cancelled.
+    async fn lead(&self, token: &CancellationToken) -> bool {
+        let (period, deadline) = (self.settings.retry_period, self.settings.renew_deadline);
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return false,
+                _ = tokio::time::sleep(period) => {}
+            }
+            let until = Instant::now() + deadline;
+            loop {
+                let attempt = tokio::time::timeout_at(until, self.try_acquire_or_renew());
+                let renewed = tokio::select! {
+                    _ = token.cancelled() => return false,
+                    renewed = attempt => renewed.unwrap_or(false),
+                };
+                if renewed {
+                    break;
+                }
+                if Instant::now() + period >= until {
+                    return true;
+                }
+                tokio::select! {
+                    _ = token.cancelled() => return false,
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+        }
+    }
+
+    /// One round of client-go's `tryAcquireOrRenew`: whether this candidate holds the Lease
+    /// after it.
+    async fn try_acquire_or_renew(&self) -> bool {
+        let name = &self.settings.name;
+        let found = match self.send(http::Request::get(self.url()), None).await {
+            Ok(lease) => lease,
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                let lease = json!({
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": name, "namespace": self.namespace},
+                    "spec": leadership::taken(&Value::Null, &self.identity, self.settings.lease_duration, OffsetDateTime::now_utc()),
+                });
+                let collection = format!(
+                    "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+                    self.namespace
+                );
+                return match self
+                    .send(http::Request::post(collection), Some(lease))
+                    .await
+                {
+                    Ok(created) => {
+                        self.observe(created);
+                        true
+                    }
+                    Err(error) => {
+                        tracing::warn!(target: "kopf::leadership", lease = ?name, %error, "error initially creating leader election record");
+                        false
+                    }
+                };
+            }
+            Err(error) => {
+                tracing::warn!(target: "kopf::leadership", lease = ?name, %error, "error retrieving resource lock {}", self.lease());
+                return false;
+            }
+        };
+        let unchanged_for = self.observe(found.clone());
+        let spec = &found["spec"];
+        if !leadership::may_take(
+            spec,
+            &self.identity,
+            unchanged_for,
+            self.settings.lease_duration,
+        ) {
+            tracing::debug!(target: "kopf::leadership", lease = ?name, "lock is held by {} and has not yet expired", leadership::holder(spec).unwrap_or_default());
+            return false;
+        }
+        let mut lease = found.clone();
+        lease["spec"] = leadership::taken(
+            spec,
+            &self.identity,
+            self.settings.lease_duration,
+            OffsetDateTime::now_utc(),
+        );
+        match self.send(http::Request::put(self.url()), Some(lease)).await {
+            Ok(written) => {
+                self.observe(written);
+                true
+            }
+            Err(error) => {
+                tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lock {}", self.lease());
+                false
+            }
+        }
+    }
+
+    /// Remembers the Lease as read or written; returns for how long its `spec` has been seen
+    /// unchanged.
+    fn observe(&self, lease: Value) -> Duration {
+        let mut observed = lock(&self.observed);
+        let now = Instant::now();
+        let changed_at = match observed.as_ref() {
+            Some(before) if before.lease["spec"] == lease["spec"] => before.changed_at,
+            _ => now,
+        };
+        *observed = Some(Observed { lease, changed_at });
+        now - changed_at
+    }
+
+    /// Releases the Lease if this candidate leads (client-go's `ReleaseOnCancel`): a PUT with
+    /// no holder and a duration of one second, guarded by the resourceVersion last written,
+    /// within `timeout`. At a graceful stop, after everything else has stopped, so that
+    /// another candidate takes over at once. Failures are logged and ignored: the Lease then
+    /// expires on its own.
+    pub(crate) async fn release(&self, timeout: Duration) {
+        if !self.leading.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let Some(mut lease) = lock(&self.observed).as_ref().map(|o| o.lease.clone()) else {
+            return;
+        };
+        if leadership::holder(&lease["spec"]) != Some(self.identity.as_str()) {
+            return;
+        }
+        lease["spec"] = leadership::released(&lease["spec"], OffsetDateTime::now_utc());
+        let name = &self.settings.name;
+        let put = self.send(http::Request::put(self.url()), Some(lease));
+        match tokio::time::timeout(timeout, put).await {
+            Ok(Ok(_)) => {
+                tracing::info!(target: "kopf::leadership", lease = ?name, "released lease {}", self.lease());
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(target: "kopf::leadership", lease = ?name, %error, "failed to release lock {}: it expires on its own", self.lease());
+            }
+            Err(_) => {
+                tracing::warn!(target: "kopf::leadership", lease = ?name, "the lease {} was not released within {timeout:?}: it expires on its own", self.lease());
+            }
+        }
+    }
+
+    /// The Lease's path.
+    fn url(&self) -> String {
+        format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
+            self.namespace, self.settings.name
+        )
+    }
+
+    /// Sends one request with this JSON body (if any) and reads the JSON reply.
+    async fn send(
+        &self,
+        request: http::request::Builder,
+        body: Option<Value>,
+    ) -> Result<Value, kube::Error> {
+        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let request = request
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .expect("a request with a static header always builds");
+        self.client.request::<Value>(request).await
+    }
+}

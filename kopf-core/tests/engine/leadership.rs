@@ -1,0 +1,516 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease (client-go's algorithm): of two
+//! operators on one server only the holder of the Lease serves; a graceful stop releases it
+//! and the other takes over at once; a leader that cannot renew pauses (and leads again when
+//! it can), or with `LostLeadership::Exit` makes `run()` return an error; invalid durations
+//! are an error at the start; a Lease held by another is taken only when its record has not
+//! changed for the lease duration on this operator's clock, whatever its timestamps say. The
+//! Lease's fields are client-go's. Leader-only activities run only on the leader.
+
+use std::time::Duration;
+
+use kopf::{
+    Activity, ActivityHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator,
+    OperatorError, PermanentError, Registry, Settings,
+};
+use kopf_testing::{Fault, wait};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::logs::lines_of;
+use crate::peering::{recording, wait_lines};
+use crate::stopping::Running;
+use crate::support::{Calls, create, examples, get, send, server_with_crd};
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const RESOURCE: &str = "leases.coordination.k8s.io";
+
+/// Settings with only the Lease `name` (no Kopf peering), with short durations, for the
+/// candidate `identity`.
+fn settings(name: &str, identity: &str, lease_duration: Duration) -> Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.peering.standalone = true;
+    let mut lease = LeaseSettings::new(name);
+    lease.namespace = Some("default".into());
+    lease.identity = Some(identity.into());
+    lease.lease_duration = lease_duration;
+    lease.renew_deadline = Duration::from_secs(2);
+    lease.retry_period = Duration::from_millis(500);
+    settings.peering.lease = Some(lease);
+    settings
+}
+
+/// The Lease's `spec`.
+async fn lease(client: &kube::Client, name: &str) -> Value {
+    let request = http::Request::get(format!("{LEASES}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    let lease: Value = client.request(request).await.expect("the lease");
+    lease["spec"].clone()
+}
+
+/// Waits until the Lease's `spec` satisfies `condition`; returns it.
+async fn wait_lease(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&Value) -> bool,
+) -> Value {
+    wait(what, || async {
+        let spec = lease(client, name).await;
+        condition(&spec).then_some(spec)
+    })
+    .await
+}
+
+/// Kubernetes' MicroTime: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+fn assert_micro_time(value: &Value) {
+    let text = value.as_str().unwrap_or_default();
+    let bytes = text.as_bytes();
+    assert_eq!(bytes.len(), 27, "{text}");
+    assert_eq!(
+        (bytes[10], bytes[19], bytes[26]),
+        (b'T', b'.', b'Z'),
+        "{text}"
+    );
+    assert!(
+        text.replace(['-', ':', 'T', '.', 'Z'], "")
+            .bytes()
+            .all(|b| b.is_ascii_digit()),
+        "{text}"
+    );
+}
+
+/// A change to valid Lease settings.
+type Change = fn(&mut LeaseSettings);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_durations_or_identities_are_an_error_at_the_start() {
+    let server = server_with_crd().await;
+    let invalid = |change: Change| {
+        let mut settings = settings("lease-invalid", "me", Duration::from_secs(3));
+        change(settings.peering.lease.as_mut().unwrap());
+        Operator::new(Registry::new())
+            .settings(settings)
+            .client(server.client())
+    };
+    let cases: [(Change, &str); 4] = [
+        (
+            |lease| lease.renew_deadline = lease.lease_duration,
+            "must be greater than the renew deadline",
+        ),
+        (
+            |lease| lease.retry_period = Duration::from_millis(1700),
+            "1.2 × the retry period",
+        ),
+        (|lease| lease.retry_period = Duration::ZERO, "above zero"),
+        (|lease| lease.identity = Some(String::new()), "identity"),
+    ];
+    for (change, expected) in cases {
+        let (running, _) = Running::start(invalid(change));
+        match running.returned().await {
+            Err(error @ OperatorError::Lease(_)) => {
+                let message = error.to_string();
+                assert!(message.starts_with("invalid lease settings: "), "{message}");
+                assert!(message.contains(expected), "{message}");
+            }
+            other => panic!("expected a lease error with {expected:?}, got {other:?}"),
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_serves_and_a_graceful_stop_hands_the_lease_over_at_once() {
+    let name = "lease-handover";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    // A long lease duration: a take-over well before it shows the release, not the expiry.
+    let duration = Duration::from_secs(10);
+    let (first_calls, second_calls) = (Calls::default(), Calls::default());
+    let first = Running::ready(recording(
+        &server,
+        &first_calls,
+        settings(name, "first", duration),
+    ))
+    .await;
+    let acquired = lease(&client, name).await;
+    assert_eq!(acquired["holderIdentity"], "first");
+    assert_eq!(acquired["leaseDurationSeconds"], 10);
+    assert_eq!(acquired["leaseTransitions"], 0, "a new lease");
+    assert_micro_time(&acquired["acquireTime"]);
+    assert_micro_time(&acquired["renewTime"]);
+
+    let (second, second_ready) = Running::start(recording(
+        &server,
+        &second_calls,
+        settings(name, "second", duration),
+    ));
+    wait_lines(
+        name,
+        "attempting to acquire leader lease default/lease-handover",
+        2,
+    )
+    .await;
+    create(&client, "first-object", json!({})).await;
+    assert_eq!(first_calls.wait_len(1).await, [json!("first-object")]);
+    wait("the object handled", || async {
+        get(&client, "first-object").await.filter(|o| {
+            !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_null()
+        })
+    })
+    .await;
+    let renewed = wait_lease(&client, name, "a renewal", |spec| {
+        spec["renewTime"] != acquired["renewTime"]
+    })
+    .await;
+    assert_eq!(renewed["holderIdentity"], "first");
+    assert_eq!(
+        renewed["acquireTime"], acquired["acquireTime"],
+        "kept on renewals"
+    );
+    assert_eq!(renewed["leaseTransitions"], 0);
+    assert_micro_time(&renewed["renewTime"]);
+    assert!(
+        second_calls.all().is_empty(),
+        "the candidate serves nothing"
+    );
+    assert!(!second_ready.is_ready(), "a candidate lists nothing");
+
+    first.stop().await.expect("a clean stop");
+    let stopped = Instant::now();
+    let released = lease(&client, name).await;
+    if released["holderIdentity"] == "" {
+        assert_eq!(released["leaseDurationSeconds"], 1, "{released}");
+        assert_micro_time(&released["renewTime"]);
+    } else {
+        assert_eq!(
+            released["holderIdentity"], "second",
+            "taken at once: {released}"
+        );
+    }
+    wait_lines(name, "released lease default/lease-handover", 1).await;
+    let taken = wait_lease(&client, name, "the take-over", |spec| {
+        spec["holderIdentity"] == "second"
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < duration - Duration::from_secs(2),
+        "taken over after the release, not after the expiry: {:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(taken["leaseTransitions"], 1, "one change of the holder");
+    assert_eq!(taken["leaseDurationSeconds"], 10);
+    wait_lines(
+        name,
+        "successfully acquired lease default/lease-handover",
+        2,
+    )
+    .await;
+    create(&client, "second-object", json!({})).await;
+    assert_eq!(second_calls.wait_len(1).await, [json!("second-object")]);
+    assert_eq!(
+        first_calls.all(),
+        [json!("first-object")],
+        "the new leader found the first object handled"
+    );
+    second.stop().await.expect("a clean stop");
+    assert_eq!(lease(&client, name).await["holderIdentity"], "");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_pauses_and_leads_again_when_it_can() {
+    let name = "lease-lost-pause";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(DaemonHandler::new(
+        examples(),
+        "monitor",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!("started"));
+                invocation.stopped().cancelled().await;
+                calls.record(json!(format!("{:?}", invocation.stop_reason())));
+                Ok(None)
+            }
+        },
+    ));
+    let operator = Operator::new(registry)
+        .settings(settings(name, "leader", Duration::from_secs(3)))
+        .client(server.client());
+    let leader = Running::ready(operator).await;
+    create(&client, "watched", json!({})).await;
+    calls.wait_len(1).await;
+
+    server.inject(
+        Fault::respond(500)
+            .verb("update")
+            .resource(RESOURCE)
+            .name(name),
+    );
+    wait_lines(
+        name,
+        "failed to renew lease default/lease-lost-pause: lost leadership",
+        1,
+    )
+    .await;
+    assert_eq!(
+        calls.wait_len(2).await,
+        [json!("started"), json!("Some(OperatorPaused)")],
+        "not leading, the operator pauses: its daemons stop"
+    );
+
+    server.clear_faults();
+    wait_lines(
+        name,
+        "successfully acquired lease default/lease-lost-pause",
+        2,
+    )
+    .await;
+    assert_eq!(
+        calls.wait_len(3).await[2],
+        json!("started"),
+        "leading again, it serves again"
+    );
+    let spec = lease(&client, name).await;
+    assert_eq!(spec["holderIdentity"], "leader");
+    assert_eq!(spec["leaseTransitions"], 0, "the holder never changed");
+    leader.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_exit_a_leader_that_cannot_renew_stops_with_an_error() {
+    let name = "lease-lost-exit";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let mut settings = settings(name, "leader", Duration::from_secs(3));
+    settings.peering.lease.as_mut().unwrap().on_lost = LostLeadership::Exit;
+    let leader = Running::ready(recording(&server, &Calls::default(), settings)).await;
+    server.inject(
+        Fault::respond(409)
+            .verb("update")
+            .resource(RESOURCE)
+            .name(name),
+    );
+    let returned = leader.returned().await;
+    match returned {
+        Err(OperatorError::LostLeadership { lease }) => {
+            assert_eq!(lease, "default/lease-lost-exit");
+        }
+        other => panic!("expected the lost leadership, got {other:?}"),
+    }
+    server.clear_faults();
+    assert_eq!(
+        lease(&client, name).await["holderIdentity"],
+        "leader",
+        "a lost lease is not released: another takes it when it expires"
+    );
+    drop(client);
+    server.stop().await;
+}
+
+/// Startup and cleanup handlers, one of each leader-only, recording `<what>-<who>`.
+fn activities(calls: &Calls, who: &str) -> Registry {
+    let handler = |id: &str, startup: bool| {
+        let (calls, call) = (calls.clone(), format!("{id}-{who}"));
+        let function = move |_| {
+            let (calls, call) = (calls.clone(), call.clone());
+            async move {
+                calls.record(json!(call));
+                Ok(None)
+            }
+        };
+        if startup {
+            ActivityHandler::on_startup(id, function)
+        } else {
+            ActivityHandler::on_cleanup(id, function)
+        }
+    };
+    Registry::new()
+        .with(handler("lead", true).leader_only())
+        .with(handler("start", true))
+        .with(handler("clean", false).leader_only())
+        .with(handler("bye", false))
+}
+
+/// The calls recorded for `who`.
+fn of(calls: &Calls, who: &str) -> Vec<String> {
+    let suffix = format!("-{who}");
+    calls
+        .all()
+        .iter()
+        .filter_map(|call| call.as_str().map(String::from))
+        .filter(|call| call.ends_with(&suffix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_only_activities_run_only_on_the_leader_or_without_a_lease() {
+    let name = "lease-activities";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let calls = Calls::default();
+    let operator = |who: &str| {
+        Operator::new(activities(&calls, who))
+            .settings(settings(name, who, Duration::from_secs(10)))
+            .client(server.client())
+    };
+    // With nothing to watch, an operator is ready at once: the test waits for the calls.
+    let (first, _) = Running::start(operator("first"));
+    wait("the leader's startup", || async {
+        (of(&calls, "first").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        of(&calls, "first"),
+        ["start-first", "lead-first"],
+        "the leader-only startup after the others, on leading"
+    );
+    let (second, _) = Running::start(operator("second"));
+    wait_lines(name, "attempting to acquire leader lease", 2).await;
+    wait("the candidate's startup", || async {
+        (!of(&calls, "second").is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(of(&calls, "second"), ["start-second"], "not leading yet");
+
+    first.stop().await.expect("a clean stop");
+    assert_eq!(
+        of(&calls, "first"),
+        ["start-first", "lead-first", "clean-first", "bye-first"],
+        "the leader's cleanup includes its leader-only handlers"
+    );
+    wait("the new leader's startup", || async {
+        (of(&calls, "second").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(of(&calls, "second"), ["start-second", "lead-second"]);
+    second.stop().await.expect("a clean stop");
+    assert_eq!(of(&calls, "second")[2..], ["clean-second", "bye-second"],);
+
+    let (third, _) = Running::start(operator("third"));
+    let (candidate, _) = Running::start(operator("candidate"));
+    wait("a leader", || async {
+        (of(&calls, "third").len() == 2 || of(&calls, "candidate").len() == 2).then_some(())
+    })
+    .await;
+    let (leader, other) = if of(&calls, "third").len() == 2 {
+        (third, candidate)
+    } else {
+        (candidate, third)
+    };
+    // Both candidates started (a stop during the startup runs no cleanup handler).
+    wait_lines(name, "attempting to acquire leader lease", 4).await;
+    other.stop().await.expect("a clean stop");
+    let stopped_candidate: Vec<String> = ["third", "candidate"]
+        .iter()
+        .map(|who| of(&calls, who))
+        .find(|calls| calls.len() == 2 && calls[1].starts_with("bye"))
+        .unwrap_or_else(|| panic!("the candidate stopped: {:?}", calls.all()));
+    assert!(
+        stopped_candidate[0].starts_with("start-"),
+        "a candidate's cleanup leaves out the leader-only handlers: {stopped_candidate:?}"
+    );
+    leader.stop().await.expect("a clean stop");
+
+    let mut standalone = kopf_testing::test_settings();
+    standalone.peering.standalone = true;
+    let solo = Running::ready(
+        Operator::new(activities(&calls, "solo"))
+            .settings(standalone)
+            .client(server.client()),
+    )
+    .await;
+    solo.stop().await.expect("a clean stop");
+    assert_eq!(
+        of(&calls, "solo"),
+        ["start-solo", "lead-solo", "clean-solo", "bye-solo"],
+        "without a lease, the operator is its own leader"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_only_startup_handler_that_fails_stops_the_leader_with_its_error() {
+    let name = "lease-failing-startup";
+    let server = server_with_crd().await;
+    let registry = Registry::new().with(
+        ActivityHandler::on_startup("migrate", |_| async {
+            Err(PermanentError::new("the schema cannot be migrated").into())
+        })
+        .leader_only(),
+    );
+    let operator = Operator::new(registry)
+        .settings(settings(name, "leader", Duration::from_secs(3)))
+        .client(server.client());
+    let (running, _) = Running::start(operator);
+    match running.returned().await {
+        Err(OperatorError::Activity {
+            activity: Activity::Startup,
+            handler,
+            message,
+        }) => {
+            assert_eq!(handler, "migrate");
+            assert!(
+                message.contains("the schema cannot be migrated"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the startup handler's failure, got {other:?}"),
+    }
+    assert_eq!(
+        lease(&server.client(), name).await["holderIdentity"],
+        "",
+        "it led, so it released the lease at its stop"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_its_duration() {
+    let name = "lease-expiry";
+    let server = server_with_crd().await;
+    let client = server.client();
+    // Its times are long past, and its duration short: neither counts, only this operator's
+    // clock since it saw the record last change.
+    let held = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"holderIdentity": "vanished", "leaseDurationSeconds": 1,
+                 "acquireTime": "2000-01-01T00:00:00.000000Z",
+                 "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4},
+    });
+    let created = send(&client, "POST", LEASES, "application/json", held).await;
+    assert_eq!(created["spec"]["holderIdentity"], "vanished", "{created}");
+    let duration = Duration::from_secs(3);
+    let started = Instant::now();
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, "me", duration)));
+    let taken = wait_lease(&client, name, "the take-over", |spec| {
+        spec["holderIdentity"] == "me"
+    })
+    .await;
+    assert!(
+        started.elapsed() >= duration,
+        "not before the lease duration passed on this clock: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        taken["leaseTransitions"], 5,
+        "one more change of the holder"
+    );
+    assert_eq!(taken["leaseDurationSeconds"], 3);
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
