@@ -187,7 +187,10 @@ impl Observer {
                             _ = token.cancelled() => return,
                             _ = ended => {}
                         }
-                        due = Some(earliest);
+                        // At once, not after the gap since the last discovery: a resume is
+                        // rare (paced by peering), and a peer's exit should be taken over
+                        // without a delay.
+                        due = Some(Instant::now());
                     }
                 }
                 _ = discovery_due, if !pause.is_paused() => {
