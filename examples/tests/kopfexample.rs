@@ -103,18 +103,8 @@ fn help_lists_the_options() {
 }
 
 async fn the_operator_handles_an_object_from_creation_to_deletion() {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = server_with_crd().await;
     let client = server.client();
-    // The manifests as `kubectl apply --server-side` sends them: YAML, as they are.
-    apply(
-        &client,
-        &format!("{CRDS}/kopfexamples.kopf.dev"),
-        include_str!("../crd.yaml"),
-    )
-    .await;
     let kubeconfig = kubeconfig_for(&server);
     let port = free_port();
     let liveness = format!("http://127.0.0.1:{port}/healthz");
@@ -206,21 +196,11 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
     server.stop().await;
 }
 
-/// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
 /// `kopfexample freeze` and `resume` write what Kopf's do: a running operator of a lower
 /// priority pauses while the freeze's entry lives, and resumes when `resume` removes it.
 async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = server_with_crd().await;
     let client = server.client();
-    apply(
-        &client,
-        &format!("{CRDS}/kopfexamples.kopf.dev"),
-        include_str!("../crd.yaml"),
-    )
-    .await;
     // Kopf's peering CRDs, as the `crd` subcommand prints them, and the `default` object.
     let printed = child_command(CHILD, &["crd"])
         .stdin(Stdio::null())
@@ -297,6 +277,23 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
     server.stop().await;
 }
 
+/// A server on a runtime of its own, with `examples/crd.yaml` applied as `kubectl apply
+/// --server-side` sends it: YAML, as it is.
+async fn server_with_crd() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    apply(
+        &server.client(),
+        &format!("{CRDS}/kopfexamples.kopf.dev"),
+        include_str!("../crd.yaml"),
+    )
+    .await;
+    server
+}
+
+/// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address").port()
