@@ -131,17 +131,7 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
     let probes: Value = serde_json::from_str(&probes).expect("the probes' results as JSON");
     assert!(probes["now_fn"].is_string(), "{probes}");
 
-    apply(
-        &client,
-        &format!("{COLLECTION}/{NAME}"),
-        include_str!("../obj.yaml"),
-    )
-    .await;
-    wait("status.create_fn.message", || async {
-        let object = get(&client, NAME).await?;
-        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
-    })
-    .await;
+    create_example_and_wait_for_its_handling(&client).await;
     operator
         .wait_for_log("Handler 'create_fn' succeeded.")
         .await;
@@ -259,17 +249,7 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
     .await;
     operator.wait_for_log("Resuming operations").await;
     // Resumed for real: a new object is handled.
-    apply(
-        &client,
-        &format!("{COLLECTION}/{NAME}"),
-        include_str!("../obj.yaml"),
-    )
-    .await;
-    wait("status.create_fn.message", || async {
-        let object = get(&client, NAME).await?;
-        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
-    })
-    .await;
+    create_example_and_wait_for_its_handling(&client).await;
 
     operator.signal("TERM");
     assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
@@ -291,6 +271,21 @@ async fn server_with_crd() -> FakeApiServer {
     )
     .await;
     server
+}
+
+/// Applies `examples/obj.yaml` and waits until its create handler has stored its result.
+async fn create_example_and_wait_for_its_handling(client: &kube::Client) {
+    apply(
+        client,
+        &format!("{COLLECTION}/{NAME}"),
+        include_str!("../obj.yaml"),
+    )
+    .await;
+    wait("status.create_fn.message", || async {
+        let object = get(client, NAME).await?;
+        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
+    })
+    .await;
 }
 
 /// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
