@@ -273,7 +273,9 @@ async fn server_with_crd() -> FakeApiServer {
     server
 }
 
-/// Applies `examples/obj.yaml` and waits until its create handler has stored its result.
+/// Applies `examples/obj.yaml` and waits until its creation is handled: the create handler's
+/// result stored, and the diff-base that ends the creation (after the field handler, in a
+/// later cycle). A change made before that would be part of the creation, not an update.
 async fn create_example_and_wait_for_its_handling(client: &kube::Client) {
     apply(
         client,
@@ -281,9 +283,12 @@ async fn create_example_and_wait_for_its_handling(client: &kube::Client) {
         include_str!("../obj.yaml"),
     )
     .await;
-    wait("status.create_fn.message", || async {
+    wait("the creation to be handled", || async {
         let object = get(client, NAME).await?;
-        (object["status"]["create_fn"]["message"] == "hello world").then_some(())
+        let handled =
+            &object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"];
+        (object["status"]["create_fn"]["message"] == "hello world" && handled.is_string())
+            .then_some(())
     })
     .await;
 }
