@@ -145,8 +145,12 @@ async fn scenario(
     });
     send(client, "POST", EXAMPLES, object).await?;
     println!("created kopf-example-1");
+    // Handled once the creation's diff-base is stored (after every create-time handler): a
+    // change before that would be part of the creation rather than an update.
     let created = wait_for(client, "kopf-example-1", |o| {
         !o["status"]["create_fn"].is_null()
+            && o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+                .is_string()
     })
     .await?;
     println!("  status.create_fn = {}", created["status"]["create_fn"]);
