@@ -4,6 +4,10 @@
 //! peering entry and the next one resumes at once; when it is killed (SIGKILL), the next one
 //! resumes once its entry has expired (its lifetime, 4 s here).
 //!
+//! With a Lease instead of peering, a leader stopped (SIGSTOP) past the lease duration is
+//! taken over by the other, and when it continues (SIGCONT) it pauses before it writes
+//! anything: the events it missed meanwhile are not handled again.
+//!
 //! Each replica is this very test binary, started again with [`CHILD`] set (see
 //! `stoppable.rs` for why not an example's binary): its [`operator_process`] runs the operator.
 //! The scenarios print how long each hand-over took, from the leader's exit to the first
@@ -16,7 +20,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kopf::{ChangeHandler, Operator, Registry, Selector};
+use kopf::{ChangeHandler, LeaseSettings, Operator, Registry, Selector};
 use kopf_testing::{FakeApiServer, test_settings, wait};
 use serde_json::{Value, json};
 use support::{OperatorProcess, spawn_against};
@@ -25,9 +29,15 @@ use support::{OperatorProcess, spawn_against};
 const CHILD: &str = "KOPF_EXAMPLES_REPLICAS_CHILD";
 /// The replica's peering priority, in the child's environment.
 const PRIORITY: &str = "KOPF_EXAMPLES_REPLICAS_PRIORITY";
+/// Set in the child's environment: elect a leader with a Lease instead of peering.
+const LEASE: &str = "KOPF_EXAMPLES_REPLICAS_LEASE";
 /// How long a replica's peering entry lives, in seconds.
 const LIFETIME: u64 = 4;
 
+/// How long the server must see no request for an operator to be taken as idle.
+const QUIET: Duration = Duration::from_millis(1500);
+/// The Lease, as the server's counters name it: renewed by the leader even when idle.
+const LEASES: &str = "leases.coordination.k8s.io";
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
 
@@ -41,7 +51,9 @@ fn operator_process() {
 }
 
 /// The replica: a create handler that says which replica handled the object (`POD_ID`, the
-/// replica's peering identity too), peering with the priority its scenario gives.
+/// replica's peering identity too), peering with the priority its scenario gives, or, with
+/// [`LEASE`] set, electing a leader with a Lease (of short durations: 3 s, renewed every
+/// 0.5 s within 2 s).
 fn replica() -> i32 {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -54,14 +66,24 @@ fn replica() -> i32 {
         .expect("a runtime");
     let identity = std::env::var("POD_ID").expect("the replica's POD_ID");
     let mut settings = test_settings();
-    settings.peering.priority = std::env::var(PRIORITY)
-        .expect("the replica's priority")
-        .parse()
-        .expect("an integer priority");
-    settings.peering.lifetime = Duration::from_secs(LIFETIME);
+    if std::env::var_os(LEASE).is_some() {
+        let mut lease = LeaseSettings::new("replicas");
+        lease.lease_duration = Duration::from_secs(3);
+        lease.renew_deadline = Duration::from_secs(2);
+        lease.retry_period = Duration::from_millis(500);
+        settings.peering.lease = Some(lease);
+        settings.peering.standalone = true;
+    } else {
+        settings.peering.priority = std::env::var(PRIORITY)
+            .expect("the replica's priority")
+            .parse()
+            .expect("an integer priority");
+        settings.peering.lifetime = Duration::from_secs(LIFETIME);
+    }
     let selector = Selector::new("kopf.dev", "v1", "kopfexamples");
     let registry =
-        Registry::new().with(ChangeHandler::on_create(selector, "create_fn", move |_| {
+        Registry::new().with(ChangeHandler::on_create(selector, "create_fn", move |kopf| {
+            eprintln!("{identity} handles {}", kopf.name());
             let identity = identity.clone();
             async move { Ok(Some(json!({"by": identity}))) }
         }));
@@ -117,6 +139,56 @@ async fn a_killed_replica_is_taken_over_once_its_entry_expires() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_writing() {
+    let server = server_with_crd().await;
+    let mut first = start_leasing(&server, "first");
+    first.wait_for_log("successfully acquired lease").await;
+    let mut second = start_leasing(&server, "second");
+    second.wait_for_log("attempting to acquire leader lease").await;
+    create(&server, "one").await;
+    assert_eq!(handled_by(&server, "one").await, "first");
+
+    // Stopped, the leader renews nothing: the other takes the Lease once it has not changed
+    // for the lease duration. The object created meanwhile waits, unread, in the stopped
+    // leader's watch connection.
+    first.signal("STOP");
+    let stopped = Instant::now();
+    second.wait_for_log("successfully acquired lease").await;
+    create(&server, "two").await;
+    assert_eq!(handled_by(&server, "two").await, "second");
+    println!(
+        "SIGSTOP: the other replica handled its first object {:?} after the leader was stopped \
+         (lease duration 3 s)",
+        stopped.elapsed()
+    );
+    assert!(server.wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE).await);
+    server.reset_requests();
+
+    // Continued, the old leader's term has passed on its own clock: it pauses before it
+    // handles or writes anything, and does not take the Lease back from a live leader.
+    first.signal("CONT");
+    first.wait_for_log("lost leadership").await;
+    assert!(server.wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE).await);
+    let log = first.log();
+    assert!(!log.contains("first handles two"), "{log}");
+    assert_eq!(handled_by(&server, "two").await, "second");
+    let writes: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !matches!(r.verb.as_str(), "get" | "list" | "watch"))
+        .filter(|r| r.resource != LEASES)
+        .collect();
+    assert!(writes.is_empty(), "no writes but the leader's renewals: {writes:?}");
+    assert!(!second.log().contains("lost leadership"), "{}", second.log());
+
+    for mut replica in [first, second] {
+        replica.signal("TERM");
+        assert_eq!(replica.exit_code().await, 0, "{}", replica.log());
+    }
+    server.stop().await;
+}
+
 /// Two replicas, `first` (priority 20) and `second` (10): the second has paused in favour of
 /// the first, which has handled an object.
 async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
@@ -133,12 +205,8 @@ async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
 /// A server on a runtime of its own, with the KopfExample CRD, Kopf's peering CRDs, and the
 /// cluster-wide peering object `default`.
 async fn server_with_peering() -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
-    let example: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
-    for crd in std::iter::once(example).chain(kopf::peering_crds()) {
+    let server = server_with_crd().await;
+    for crd in kopf::peering_crds() {
         post(&server, CRDS, crd).await;
     }
     let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
@@ -155,6 +223,28 @@ async fn server_with_peering() -> FakeApiServer {
     })
     .await;
     server
+}
+
+/// A server on a runtime of its own, with the KopfExample CRD.
+async fn server_with_crd() -> FakeApiServer {
+    let server = FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let example: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
+    post(&server, CRDS, example).await;
+    server
+}
+
+/// A replica electing a leader with the Lease, named `identity` (its `POD_ID`).
+fn start_leasing(server: &FakeApiServer, identity: &str) -> OperatorProcess {
+    let args = ["operator_process", "--exact", "--nocapture", "--quiet"];
+    spawn_against(server, CHILD, &args, |command| {
+        command
+            .env("POD_ID", identity)
+            .env(LEASE, "1")
+            .env("RUST_LOG", "info");
+    })
 }
 
 /// A replica of this priority, named `identity` (its `POD_ID`).

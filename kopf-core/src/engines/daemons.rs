@@ -185,6 +185,11 @@ pub(crate) trait DaemonHost: Send + Sync + 'static {
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;
 
+    /// Whether the operator may act on objects now (a Lease leader within its term): if not,
+    /// the next call does not start, and the daemon or timer ends (it is stopped anyway, and
+    /// started again when the operator resumes).
+    fn may_act(&self) -> bool;
+
     /// Writes a daemon's results and patch to the object `uid`, as its worker writes its
     /// handlers'.
     fn write<'a>(
@@ -344,7 +349,7 @@ impl Runner {
     /// One call of the function on the newest body; its results and patch are written to the
     /// object right away.
     async fn attempt(&self, retry: u32, started: time::OffsetDateTime) -> Outcome {
-        if self.node.token().is_cancelled() {
+        if self.node.token().is_cancelled() || !self.host.may_act() {
             return Outcome::Aborted;
         }
         let id = self.handler.id();

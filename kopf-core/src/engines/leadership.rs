@@ -2,7 +2,8 @@
 //! algorithm (as controller-runtime uses it), whose record and rules are in
 //! [`crate::configs::leadership`].
 //!
-//! One task, the elector, runs in the operator's tree and is never paused itself:
+//! One task, the elector, runs in a tree of its own (so that it renews the Lease until the
+//! very end of a graceful stop, as controller-runtime's manager does) and is never paused:
 //! - as a candidate, it tries to acquire the Lease every retry period (with client-go's
 //!   jitter): a GET, a create on `404`, and a PUT guarded by the GET's resourceVersion when
 //!   the Lease is free, its own, or its holder's record has not been seen to change for the
@@ -14,10 +15,16 @@
 //! Invariants:
 //! 1. The operator is paused whenever this candidate is not the leader: from the start until
 //!    it acquires the Lease, and from a lost renewal on. Its [`Pause`] joins peering's.
-//! 2. Every write carries the resourceVersion of the Lease as last read or written, so that of
+//! 2. The operator acts on objects only within the leader's term ([`Fence`]): until a renew
+//!    deadline after the start of the last successful renewal, on the local monotonic clock.
+//!    Others take over no sooner than a lease duration (longer) after they saw that renewal,
+//!    so two leaders never act at once, even when this one was stopped and continues long
+//!    after (its term has ended by then, whether or not its elector has run since).
+//! 3. Every write carries the resourceVersion of the Lease as last read or written, so that of
 //!    two concurrent writers one gets `409 Conflict` and loses that round.
-//! 3. The Lease is released ([`Elector::release`]) only by a leader, only after the operator's
-//!    tasks (and its cleanup handlers) have ended, at a graceful stop.
+//! 4. The Lease is released ([`Elector::release`]) only by a leader, only after the operator's
+//!    tasks (and its cleanup handlers) have ended, at a graceful stop. A stopping operator
+//!    renews what it holds until then, but acquires nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +41,8 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::configs::leadership::{self, jittered};
 use crate::configs::settings::{LeaseSettings, LostLeadership, Settings};
 use crate::engines::activities::ActivityError;
-use crate::engines::peering::{self, Pause};
+use crate::engines::pausing::{Fence, Pause};
+use crate::engines::peering;
 use crate::helpers::sync::lock;
 
 /// The Lease as this candidate last read or wrote it, and when its `spec` was seen to change.
@@ -52,14 +60,19 @@ pub(crate) struct Elector {
     settings: LeaseSettings,
     /// Paused while not leading.
     paused: watch::Sender<bool>,
+    /// When the current term ends; `None` while not leading.
+    term: watch::Sender<Option<Instant>>,
     leading: AtomicBool,
     observed: Mutex<Option<Observed>>,
     /// Cancelled when the election ends the operator: the leadership lost with `Exit`, or a
     /// failure of the work started on leading (then in `failure`).
     ended: CancellationToken,
     failure: Mutex<Option<ActivityError>>,
-    /// Where the work started on leading runs: a child node per term.
+    /// Where the work started on leading runs: a child node per term. Its cancellation (the
+    /// operator's stop) ends the candidacy: nothing is acquired after it.
     node: Tasks,
+    /// The elector's own tree: stopped only after everything else ([`Elector::release`]).
+    campaign: Tasks,
     on_leading: Option<OnLeading>,
 }
 
@@ -114,20 +127,28 @@ impl Elector {
             namespace,
             settings: lease.clone(),
             paused: watch::Sender::new(true),
+            term: watch::Sender::new(None),
             leading: AtomicBool::new(false),
             observed: Mutex::new(None),
             ended: CancellationToken::new(),
             failure: Mutex::new(None),
             node: tasks.clone(),
+            campaign: Tasks::root(1),
             on_leading,
         });
-        tasks.spawn(elector.clone().elect(tasks.token().clone()));
+        let campaign = elector.campaign.token().clone();
+        elector.campaign.spawn(elector.clone().elect(campaign));
         Ok(Some(elector))
     }
 
-    /// Paused while this candidate does not lead.
+    /// Paused while this candidate does not lead, or its term has ended.
     pub(crate) fn pause(&self) -> Pause {
-        Pause::following(self.paused.subscribe())
+        Pause::following(self.paused.subscribe()).fenced(self.fence())
+    }
+
+    /// Open within this leader's term: what every step that acts on objects obeys.
+    pub(crate) fn fence(&self) -> Fence {
+        Fence::following(self.term.subscribe())
     }
 
     /// Resolves when the election ends the operator, with why; never otherwise.
@@ -150,10 +171,15 @@ impl Elector {
     }
 
     /// Acquires, leads until the leadership is lost, and again, until cancelled (or lost with
-    /// `Exit`, or failed on leading).
+    /// `Exit`, or failed on leading); once the operator stops, only renews what it holds.
     async fn elect(self: Arc<Self>, token: CancellationToken) {
+        let stopping = self.node.token().clone();
         loop {
-            if !self.acquire(&token).await {
+            let acquired = tokio::select! {
+                _ = stopping.cancelled() => false,
+                acquired = self.acquire(&token) => acquired,
+            };
+            if !acquired {
                 return;
             }
             let term = self.node.child();
@@ -185,6 +211,7 @@ impl Elector {
                 return;
             }
             self.leading.store(false, Ordering::SeqCst);
+            self.term.send_replace(None);
             self.paused.send_replace(true);
             let name = &self.settings.name;
             tracing::warn!(target: "kopf::leadership", lease = ?name, "failed to renew lease {}: lost leadership", self.lease());
@@ -217,16 +244,20 @@ impl Elector {
         }
     }
 
-    /// Renews every retry period while leading; `true` when a renewal did not succeed within
-    /// the renew deadline, `false` when cancelled.
+    /// Renews every retry period while leading; `true` when no renewal succeeded within the
+    /// term (a renew deadline from the start of the last successful one), `false` when
+    /// cancelled.
     async fn lead(&self, token: &CancellationToken) -> bool {
-        let (period, deadline) = (self.settings.retry_period, self.settings.renew_deadline);
+        let period = self.settings.retry_period;
         loop {
             tokio::select! {
                 _ = token.cancelled() => return false,
                 _ = tokio::time::sleep(period) => {}
             }
-            let until = Instant::now() + deadline;
+            // Not from now: after a long stop (SIGSTOP), the term has ended already.
+            let Some(until) = *self.term.borrow() else {
+                return true;
+            };
             loop {
                 let attempt = tokio::time::timeout_at(until, self.try_acquire_or_renew());
                 let renewed = tokio::select! {
@@ -248,8 +279,19 @@ impl Elector {
     }
 
     /// One round of client-go's `tryAcquireOrRenew`: whether this candidate holds the Lease
-    /// after it.
+    /// after it. When it does, a new term starts, dated from the round's start.
     async fn try_acquire_or_renew(&self) -> bool {
+        let began = Instant::now();
+        let held = self.acquire_or_renew().await;
+        if held {
+            self.term
+                .send_replace(Some(began + self.settings.renew_deadline));
+        }
+        held
+    }
+
+    /// The requests of one round of `tryAcquireOrRenew`.
+    async fn acquire_or_renew(&self) -> bool {
         let name = &self.settings.name;
         let found = match self.send(http::Request::get(self.url()), None).await {
             Ok(lease) => lease,
@@ -332,6 +374,7 @@ impl Elector {
     /// another candidate takes over at once. Failures are logged and ignored: the Lease then
     /// expires on its own.
     pub(crate) async fn release(&self, timeout: Duration) {
+        self.stop().await;
         if !self.leading.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -355,6 +398,13 @@ impl Elector {
                 tracing::warn!(target: "kopf::leadership", lease = ?name, "the lease {} was not released within {timeout:?}: it expires on its own", self.lease());
             }
         }
+    }
+
+    /// Ends the elector's own task: nothing is renewed or acquired after it. Called at the end
+    /// of every run, released or not.
+    pub(crate) async fn stop(&self) {
+        self.campaign.cancel(StopReason::OperatorExiting);
+        self.campaign.wait().await;
     }
 
     /// The Lease's path.

@@ -7,5 +7,6 @@ pub(crate) mod daemons;
 pub(crate) mod indexing;
 pub(crate) mod leadership;
 pub(crate) mod metrics;
+pub(crate) mod pausing;
 pub(crate) mod peering;
 pub(crate) mod probing;

@@ -35,6 +35,7 @@ use crate::clients::patching::{self, Target};
 use crate::clients::scanning;
 use crate::clients::watching::{self, Event};
 use crate::configs::peering::{self, Judgement, Peer};
+use crate::engines::pausing::Pause;
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
 use crate::helpers::sync::lock;
 use crate::structs::namespaces::NamespacePatterns;
@@ -43,79 +44,6 @@ use crate::structs::resources::Resource;
 
 /// The API groups of Kopf's peering CRDs: the current one and the legacy one (before 1.29).
 const GROUPS: [&str; 2] = ["kopf.dev", "zalando.org"];
-
-/// Whether the operator is paused in favour of a peer or of a leader: what the observer
-/// obeys. Paused while any of the toggles it follows says so.
-#[derive(Debug, Clone)]
-pub(crate) struct Pause {
-    each: Vec<watch::Receiver<bool>>,
-    /// The joined state that `changed` returned last.
-    last: bool,
-}
-
-impl Pause {
-    /// Never paused (standalone).
-    pub(crate) fn never() -> Pause {
-        Pause::constant(false)
-    }
-
-    /// Paused or not for good.
-    fn constant(paused: bool) -> Pause {
-        Pause::following(watch::Sender::new(paused).subscribe())
-    }
-
-    /// Paused while this toggle says so.
-    pub(crate) fn following(toggle: watch::Receiver<bool>) -> Pause {
-        let last = *toggle.borrow();
-        Pause {
-            each: vec![toggle],
-            last,
-        }
-    }
-
-    /// Paused while either this or the other says so.
-    pub(crate) fn or(mut self, other: Pause) -> Pause {
-        self.each.extend(other.each);
-        self.last = self.is_paused();
-        self
-    }
-
-    /// Whether the operator is paused now.
-    pub(crate) fn is_paused(&self) -> bool {
-        self.each.iter().any(|toggle| *toggle.borrow())
-    }
-
-    /// Waits for the next change of the joined state and returns it; never returns if there
-    /// will be none.
-    ///
-    /// # Cancellation safety
-    ///
-    /// Safe: a change not returned is returned by the next call.
-    pub(crate) async fn changed(&mut self) -> bool {
-        loop {
-            let changes = self.each.iter_mut().map(|toggle| {
-                Box::pin(async move {
-                    if toggle.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                })
-            });
-            let changes: Vec<_> = changes.collect();
-            if changes.is_empty() {
-                std::future::pending::<()>().await;
-            }
-            futures::future::select_all(changes).await;
-            for toggle in &mut self.each {
-                toggle.borrow_and_update();
-            }
-            let now = self.is_paused();
-            if now != self.last {
-                self.last = now;
-                return now;
-            }
-        }
-    }
-}
 
 /// The pause toggles of the peering objects, joined with any(); before there are any (a
 /// mandatory peering whose CRD is missing), the initial state.
@@ -705,27 +633,5 @@ mod tests {
             Pause::following(mandatory.paused.subscribe()).is_paused(),
             "paused before any peering object is found"
         );
-    }
-
-    #[tokio::test]
-    async fn a_joined_pause_is_paused_while_either_says_so_and_reports_only_changes() {
-        use futures::FutureExt as _;
-        let (peering, lease) = (watch::Sender::new(false), watch::Sender::new(true));
-        let mut pause =
-            Pause::following(peering.subscribe()).or(Pause::following(lease.subscribe()));
-        assert!(pause.is_paused(), "not leading yet");
-        lease.send_replace(false);
-        assert!(!pause.changed().await);
-        peering.send_replace(true);
-        assert!(pause.changed().await);
-        lease.send_replace(true);
-        assert_eq!(
-            pause.changed().now_or_never(),
-            None,
-            "still paused: no change to report"
-        );
-        peering.send_replace(false);
-        lease.send_replace(false);
-        assert!(!pause.changed().await);
     }
 }

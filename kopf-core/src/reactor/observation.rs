@@ -42,7 +42,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::scanning::{self, Groups};
 use crate::clients::watching::{self, Event};
 use crate::configs::settings::Settings;
-use crate::engines::peering::Pause;
+use crate::engines::pausing::Pause;
 use crate::intents::registry::Registry;
 use crate::reactor::processing::{Common, Processor};
 use crate::reactor::queueing::Queue;

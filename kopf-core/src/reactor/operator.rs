@@ -28,6 +28,7 @@ use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
 use crate::engines::leadership::{Elector, Ending, OnLeading};
+use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
 use crate::engines::probing::LivenessError;
 use crate::intents::login::LoginHandler;
@@ -455,6 +456,7 @@ impl Operator {
                     self.settings.networking.max_concurrent_writes.max(1),
                 )),
                 indexes,
+                fence: elector.as_ref().map_or_else(Fence::open, |e| e.fence()),
             },
         };
         tasks.spawn(observer.run());
@@ -490,6 +492,7 @@ impl Operator {
                 _ = elector.release(self.settings.process.cleanup_timeout) => {}
                 _ = abort.cancelled() => {}
             }
+            elector.stop().await;
         }
         match (ended, &elector) {
             (Some(Ending::Lost), Some(elector)) => {

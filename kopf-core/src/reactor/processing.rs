@@ -21,6 +21,7 @@ use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
 use crate::engines::daemons::{self, DaemonHost};
 use crate::engines::indexing::{self, IndexedEvent};
+use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
 use crate::intents::handlers::{ChangeHandler, EventHandler};
 use crate::intents::indexing::IndexHandler;
@@ -52,6 +53,9 @@ pub(crate) struct Common {
     pub(crate) writes: Arc<tokio::sync::Semaphore>,
     /// The operator's indexes.
     pub(crate) indexes: Indexes,
+    /// Open while the operator may act on objects (always, but for a Lease leader past its
+    /// term): no handler starts and nothing is written while it is closed.
+    pub(crate) fence: Fence,
 }
 
 /// Processes the objects of one resource.
@@ -74,6 +78,7 @@ pub(crate) struct Processor {
     memo: Memo,
     /// Limits the writes in flight, so that a burst of objects does not open a connection each.
     writes: Arc<tokio::sync::Semaphore>,
+    fence: Fence,
 }
 
 impl Processor {
@@ -110,6 +115,7 @@ impl Processor {
             memories: Memories::default(),
             memo: common.memo,
             writes: common.writes,
+            fence: common.fence,
             indexers: registry.indexes_for(selectors).cloned().collect(),
             filler: common.indexes.filler(),
         }
@@ -142,6 +148,12 @@ impl Processor {
         batch: Vec<Event>,
         tasks: &Tasks,
     ) -> Next {
+        if !self.fence.is_open() {
+            // Not the leader (any more): the operator is about to pause; what is left here is
+            // listed again when it resumes, or handled by the leader meanwhile.
+            tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader");
+            return Next::default();
+        }
         let mut deleted = false;
         let mut versions = Vec::new();
         let mut patch = Patch::default();
@@ -289,6 +301,12 @@ impl Processor {
     ) -> Result<(), Duration> {
         if patch.is_empty() {
             return Ok(());
+        }
+        if !self.fence.is_open() {
+            // The results of handlers that ran within the term, written after it: dropped, so
+            // that the leader does them again rather than two operators writing at once.
+            tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's term has ended; the leader handles the object again");
+            return Err(Duration::ZERO);
         }
         // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
         // writes one after sleeping for a delayed handler), so none stays once handled.
@@ -774,6 +792,10 @@ impl DaemonHost for Processor {
 
     fn default_backoff(&self) -> Duration {
         self.settings.execution.default_backoff
+    }
+
+    fn may_act(&self) -> bool {
+        self.fence.is_open()
     }
 
     fn write<'a>(

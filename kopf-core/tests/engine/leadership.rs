@@ -6,14 +6,17 @@
 //! changed for the lease duration on this operator's clock, whatever its timestamps say. The
 //! Lease's fields are client-go's. Leader-only activities run only on the leader.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kopf::{
-    Activity, ActivityHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator,
+    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator,
     OperatorError, PermanentError, Registry, Settings,
 };
 use kopf_testing::{Fault, wait};
 use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
 use crate::logs::lines_of;
@@ -216,6 +219,78 @@ async fn only_the_leader_serves_and_a_graceful_stop_hands_the_lease_over_at_once
     );
     second.stop().await.expect("a clean stop");
     assert_eq!(lease(&client, name).await["holderIdentity"], "");
+    drop(client);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_leader_keeps_the_lease_until_its_handlers_finished_and_writes_their_results() {
+    let name = "lease-long-stop";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let duration = Duration::from_secs(3);
+    let started = Calls::default();
+    // Opened by the test: the handler goes on through the stop (it ignores being asked to
+    // stop) for longer than the lease duration.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let registry = Registry::new().with(ChangeHandler::on_create(examples(), "slow_fn", {
+        let (started, gate) = (started.clone(), gate.clone());
+        move |invocation| {
+            let (started, gate) = (started.clone(), gate.clone());
+            async move {
+                started.record(json!(invocation.name()));
+                let _permit = gate.acquire().await;
+                Ok(Some(json!("finished")))
+            }
+        }
+    }));
+    let first = Operator::new(registry)
+        .settings(settings(name, "first", duration))
+        .client(server.client());
+    let first = Running::ready(first).await;
+    let second_calls = Calls::default();
+    let second = recording(&server, &second_calls, settings(name, "second", duration));
+    let (second, _) = Running::start(second);
+    wait_lines(
+        name,
+        "attempting to acquire leader lease default/lease-long-stop",
+        2,
+    )
+    .await;
+    create(&client, "slow", json!({})).await;
+    started.wait_len(1).await;
+
+    let stop_began = OffsetDateTime::now_utc();
+    let stopping = first.stop();
+    let meanwhile = async {
+        // Renewed by the stopping leader for longer than the lease duration: no one else
+        // could have taken it.
+        let beyond = stop_began + duration + Duration::from_millis(500);
+        let spec = wait_lease(&client, name, "a renewal past the lease duration", |spec| {
+            let renewed = spec["renewTime"].as_str().unwrap_or_default();
+            OffsetDateTime::parse(renewed, &Rfc3339).is_ok_and(|at| at > beyond)
+        })
+        .await;
+        assert_eq!(spec["holderIdentity"], "first", "{spec}");
+        gate.add_permits(1);
+    };
+    let (stopped, ()) = tokio::join!(stopping, meanwhile);
+    stopped.expect("a clean stop");
+    let object = get(&client, "slow").await.expect("the object");
+    assert_eq!(
+        object["status"]["slow_fn"], "finished",
+        "the result written within the term: {object}"
+    );
+    wait_lease(&client, name, "the take-over after the release", |spec| {
+        spec["holderIdentity"] == "second"
+    })
+    .await;
+    assert!(
+        second_calls.all().is_empty(),
+        "the new leader found the object handled"
+    );
+    second.stop().await.expect("a clean stop");
     drop(client);
     server.stop().await;
 }

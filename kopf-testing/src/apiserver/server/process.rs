@@ -297,10 +297,35 @@ impl FakeApiServer {
     /// # }
     /// ```
     pub async fn wait_quiet(&self, period: Duration, deadline: Duration) -> bool {
+        self.wait_quiet_but(&[], period, deadline).await
+    }
+
+    /// As [`wait_quiet`](Self::wait_quiet), except that requests to these resources (named
+    /// as [`Stats::requests`] names them, `leases.coordination.k8s.io` say) do not count, nor
+    /// do the changes they make: for operators that keep renewing a Lease while idle.
+    pub async fn wait_quiet_but(
+        &self,
+        resources: &[&str],
+        period: Duration,
+        deadline: Duration,
+    ) -> bool {
         let activity = || {
             let stats = self.stats();
-            let requests: u64 = stats.requests.values().flat_map(|r| r.values()).sum();
-            (requests, stats.resource_version)
+            let requests: u64 = stats
+                .requests
+                .values()
+                .flat_map(|by_resource| by_resource.iter())
+                .filter(|(resource, _)| !resources.contains(&resource.as_str()))
+                .map(|(_, count)| count)
+                .sum();
+            // Every change but those made by the requests ignored comes with a request; the
+            // server's own (a deletion completed, say) only moves the resourceVersion.
+            let version = if resources.is_empty() {
+                stats.resource_version
+            } else {
+                0
+            };
+            (requests, version)
         };
         let give_up = tokio::time::Instant::now() + deadline;
         let mut last = activity();
