@@ -75,7 +75,18 @@ fn main() -> ExitCode {
                 .block_on(freeze_pauses_the_operator_and_resume_ends_the_pause());
         },
     );
-    println!("\ntest result: ok. 3 passed; 0 failed\n");
+    scenario(
+        "a_lease_elects_the_leader_and_is_released_on_sigterm",
+        || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(a_lease_elects_the_leader_and_is_released_on_sigterm());
+        },
+    );
+    println!("\ntest result: ok. 4 passed; 0 failed\n");
     ExitCode::SUCCESS
 }
 
@@ -253,6 +264,46 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
 
     operator.signal("TERM");
     assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    drop(client);
+    server.stop().await;
+}
+
+/// `kopfexample --lease NAMESPACE/NAME` elects its leader with that Lease (created and held
+/// in the operator's identity), serves once it leads, and releases the Lease on SIGTERM.
+async fn a_lease_elects_the_leader_and_is_released_on_sigterm() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let kubeconfig = kubeconfig_for(&server);
+    let mut operator = {
+        let args = [
+            "-A",
+            "--log-format",
+            "plain",
+            "--lease",
+            "default/kopfexample",
+        ];
+        let mut command = child_command(CHILD, &args);
+        command
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_ID", "kopfexample-0");
+        OperatorProcess::spawn(command, Vec::new())
+    };
+    operator
+        .wait_for_log("successfully acquired lease default/kopfexample")
+        .await;
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/default/leases/kopfexample";
+    let held = get_path(&client, lease).await.expect("the Lease");
+    assert_eq!(held["spec"]["holderIdentity"], "kopfexample-0", "{held}");
+    assert_eq!(
+        held["spec"]["leaseDurationSeconds"], 15,
+        "client-go's default"
+    );
+    create_example_and_wait_for_its_handling(&client).await;
+
+    operator.signal("TERM");
+    assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
+    let released = get_path(&client, lease).await.expect("the Lease");
+    assert_eq!(released["spec"]["holderIdentity"], "", "{released}");
     drop(client);
     server.stop().await;
 }

@@ -81,12 +81,15 @@ fn replica() -> i32 {
         settings.peering.lifetime = Duration::from_secs(LIFETIME);
     }
     let selector = Selector::new("kopf.dev", "v1", "kopfexamples");
-    let registry =
-        Registry::new().with(ChangeHandler::on_create(selector, "create_fn", move |kopf| {
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        selector,
+        "create_fn",
+        move |kopf| {
             eprintln!("{identity} handles {}", kopf.name());
             let identity = identity.clone();
             async move { Ok(Some(json!({"by": identity}))) }
-        }));
+        },
+    ));
     let operator = Operator::new(registry).settings(settings);
     match runtime.block_on(operator.run_until_signalled()) {
         Ok(()) => 0,
@@ -145,7 +148,9 @@ async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_w
     let mut first = start_leasing(&server, "first");
     first.wait_for_log("successfully acquired lease").await;
     let mut second = start_leasing(&server, "second");
-    second.wait_for_log("attempting to acquire leader lease").await;
+    second
+        .wait_for_log("attempting to acquire leader lease")
+        .await;
     create(&server, "one").await;
     assert_eq!(handled_by(&server, "one").await, "first");
 
@@ -162,14 +167,22 @@ async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_w
          (lease duration 3 s)",
         stopped.elapsed()
     );
-    assert!(server.wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE).await);
+    assert!(
+        server
+            .wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE)
+            .await
+    );
     server.reset_requests();
 
     // Continued, the old leader's term has passed on its own clock: it pauses before it
     // handles or writes anything, and does not take the Lease back from a live leader.
     first.signal("CONT");
     first.wait_for_log("lost leadership").await;
-    assert!(server.wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE).await);
+    assert!(
+        server
+            .wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE)
+            .await
+    );
     let log = first.log();
     assert!(!log.contains("first handles two"), "{log}");
     assert_eq!(handled_by(&server, "two").await, "second");
@@ -179,8 +192,15 @@ async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_w
         .filter(|r| !matches!(r.verb.as_str(), "get" | "list" | "watch"))
         .filter(|r| r.resource != LEASES)
         .collect();
-    assert!(writes.is_empty(), "no writes but the leader's renewals: {writes:?}");
-    assert!(!second.log().contains("lost leadership"), "{}", second.log());
+    assert!(
+        writes.is_empty(),
+        "no writes but the leader's renewals: {writes:?}"
+    );
+    assert!(
+        !second.log().contains("lost leadership"),
+        "{}",
+        second.log()
+    );
 
     for mut replica in [first, second] {
         replica.signal("TERM");

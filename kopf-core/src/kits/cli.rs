@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::configs::settings::Settings;
+use crate::configs::settings::{LeaseSettings, Settings};
 use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
 use crate::kits::logging::{self, LogFormat, LogStyle};
@@ -97,6 +97,11 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         settings.peering.priority = priority;
     }
     settings.peering.standalone = options.standalone;
+    if let Some(LeaseName { namespace, name }) = options.lease {
+        let mut lease = LeaseSettings::new(name);
+        lease.namespace = namespace;
+        settings.peering.lease = Some(lease);
+    }
     let mut operator = Operator::new(registry).settings(settings);
     match &options.namespaces {
         Some(patterns) => operator = operator.namespaces(patterns.clone()),
@@ -184,15 +189,24 @@ fn rbac(
         service_account,
         service_account_namespace,
         no_service_account,
+        lease,
     } = args;
     let run = RunArgs {
         namespaces,
         all_namespaces,
+        lease,
         ..RunArgs::default()
     };
     let options = resolve(run, env)?;
+    let lease = options.lease.map(|lease| manifests::LeaseRef {
+        namespace: lease
+            .namespace
+            .unwrap_or_else(|| service_account_namespace.clone()),
+        name: lease.name,
+    });
     let options = manifests::RbacOptions {
         namespaces: options.namespaces,
+        lease,
         service_account,
         service_account_namespace,
         with_service_account: !no_service_account,
@@ -263,6 +277,7 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_PEERING         as -P
   KOPF_RUN_PRIORITY        as -p
   KOPF_RUN_METRICS         as --metrics
+  KOPF_RUN_LEASE           as --lease
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
   KUBECONFIG               the kubeconfig files (else ~/.kube/config, else in-cluster)";
 
@@ -381,6 +396,10 @@ struct RbacArgs {
     /// Do not print the ServiceAccount itself, only the roles and bindings.
     #[arg(long)]
     no_service_account: bool,
+    /// The Lease that `run --lease` elects a leader with: a Role in its namespace (without
+    /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
+    lease: Option<LeaseName>,
 }
 
 /// The logging options of every subcommand (Kopf's `logging_options`).
@@ -458,10 +477,48 @@ struct RunArgs {
     /// invocations, durations and errors, watch events, workers and queue depth, API requests.
     #[arg(long, value_name = "URL", value_parser = crate::engines::metrics::check_url)]
     metrics: Option<String>,
+    /// Elect one leader with the coordination.k8s.io/v1 Lease NAME (in NAMESPACE, else the
+    /// client's default namespace) instead of Kopf's peering, as controller-runtime does:
+    /// client-go's algorithm and durations (15 s, renewed every 2 s within 10 s); only the
+    /// leader serves. Implies --standalone. Not Kopf's: `rbac --lease` grants it.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse, conflicts_with_all = ["peering", "priority", "dev"])]
+    lease: Option<LeaseName>,
     /// Python files to load (Kopf's PATHS): not for a compiled operator, whose handlers are in
     /// its binary; given, it is an error that says so.
     #[arg(value_name = "PATHS")]
     paths: Vec<String>,
+}
+
+/// The Lease of `--lease`: `[NAMESPACE/]NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LeaseName {
+    namespace: Option<String>,
+    name: String,
+}
+
+impl LeaseName {
+    fn parse(text: &str) -> Result<LeaseName, String> {
+        let (namespace, name) = match text.split_once('/') {
+            Some((namespace, name)) => (Some(namespace), name),
+            None => (None, text),
+        };
+        let valid = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 253
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        };
+        if !valid(name) || !namespace.is_none_or(valid) {
+            return Err(format!(
+                "{text:?} is not a Lease: [NAMESPACE/]NAME, each of lowercase letters, digits, '-' and '.'"
+            ));
+        }
+        Ok(LeaseName {
+            namespace: namespace.map(String::from),
+            name: name.to_string(),
+        })
+    }
 }
 
 /// What the command line and the environment ask for.
@@ -485,6 +542,8 @@ struct Options {
     priority: Option<i64>,
     /// No peering at all (`--standalone`).
     standalone: bool,
+    /// The Lease to elect a leader with (`--lease`), if any.
+    lease: Option<LeaseName>,
 }
 
 /// Parses the command line; the program name is the first item.
@@ -598,7 +657,20 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             })
             .transpose()?,
     };
-    let standalone = flag(args.standalone, "KOPF_RUN_STANDALONE")?;
+    let lease = match args.lease {
+        Some(lease) => Some(lease),
+        None => env("KOPF_RUN_LEASE")
+            .map(|value| {
+                LeaseName::parse(&value).map_err(|error| {
+                    usage(
+                        clap::error::ErrorKind::InvalidValue,
+                        format!("KOPF_RUN_LEASE: {error}"),
+                    )
+                })
+            })
+            .transpose()?,
+    };
+    let standalone = lease.is_some() || flag(args.standalone, "KOPF_RUN_STANDALONE")?;
     let peering = args.peering.or_else(|| env("KOPF_RUN_PEERING"));
     let priority = match (args.priority, args.dev) {
         (Some(priority), _) => Some(priority),
@@ -637,6 +709,7 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         peering,
         priority,
         standalone,
+        lease,
     })
 }
 

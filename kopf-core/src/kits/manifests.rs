@@ -49,6 +49,15 @@ pub(crate) struct RbacOptions {
     pub(crate) service_account_namespace: String,
     /// Whether to print the ServiceAccount too.
     pub(crate) with_service_account: bool,
+    /// The Lease the operator elects a leader with, if any.
+    pub(crate) lease: Option<LeaseRef>,
+}
+
+/// A Lease by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseRef {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 /// The CRDs declared with [`Registry::crd`] and Kopf's peering CRDs, as YAML documents.
@@ -203,6 +212,32 @@ pub(crate) fn rbac_documents(
             }
         }
     }
+    if let Some(lease) = &options.lease {
+        // A Role of its own (not the served namespace's): the Lease's namespace may be served
+        // too. Creating cannot be limited to a name; reading and renewing can.
+        let role = format!("{name}-leader-election");
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": lease.namespace},
+            "rules": [
+                rule("coordination.k8s.io", &["leases"], &["create"]),
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": [lease.name],
+                    "verbs": ["get", "update"],
+                },
+            ],
+        }));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": lease.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subject,
+        }));
+    }
     Ok(documents)
 }
 
@@ -294,6 +329,7 @@ mod tests {
             service_account: "kopf-operator".into(),
             service_account_namespace: "default".into(),
             with_service_account: true,
+            lease: None,
         }
     }
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kopf::{
-    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership, Operator,
-    OperatorError, PermanentError, Registry, Settings,
+    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership,
+    Operator, OperatorError, PermanentError, Registry, Settings,
 };
 use kopf_testing::{Fault, wait};
 use serde_json::{Value, json};

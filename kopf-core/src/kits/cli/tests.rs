@@ -207,6 +207,42 @@ fn peering_options_from_the_command_line_or_the_environment() {
 }
 
 #[test]
+fn a_lease_from_the_command_line_or_the_environment_implies_standalone() {
+    assert_eq!(options(&[], &[]).unwrap().lease, None);
+    let named = options(&["--lease", "ops/my-operator"], &[]).unwrap();
+    assert_eq!(
+        named.lease,
+        Some(LeaseName {
+            namespace: Some("ops".into()),
+            name: "my-operator".into()
+        })
+    );
+    assert!(named.standalone, "no Kopf peering beside the Lease");
+    let from_env = options(&[], &[("KOPF_RUN_LEASE", "my-operator")]).unwrap();
+    assert_eq!(
+        from_env.lease,
+        Some(LeaseName {
+            namespace: None,
+            name: "my-operator".into()
+        })
+    );
+    for bad in ["", "a/b/c", "Upper", "ns/", "/name"] {
+        let error = parse_from(["my-operator", "--lease", bad]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{bad:?}");
+    }
+    let error = options(&[], &[("KOPF_RUN_LEASE", "a b")]).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    for conflicting in [&["-P", "team"][..], &["-p", "5"], &["--dev"]] {
+        let args = ["my-operator", "--lease", "x"].iter().chain(conflicting);
+        assert_eq!(
+            parse_from(args).unwrap_err().exit_code(),
+            2,
+            "{conflicting:?}"
+        );
+    }
+}
+
+#[test]
 fn exit_codes() {
     assert_eq!(exit_code(Ok(())), ExitCode::SUCCESS);
     assert_eq!(
@@ -285,6 +321,37 @@ fn crd_and_rbac_subcommands() {
         named[2]["rules"][0]["resources"],
         serde_json::json!(["kopfexamples"])
     );
+    // The Lease of `run --lease`: a Role of its own in its namespace, or the account's.
+    let leased = documents(rbac_of(&["-A", "--lease", "my-operator"], &[]).unwrap());
+    let kinds: Vec<&Value> = leased.iter().map(|d| &d["kind"]).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
+    );
+    assert_eq!(
+        leased[3]["metadata"],
+        serde_json::json!({"name": "kopf-operator-leader-election", "namespace": "default"})
+    );
+    assert_eq!(
+        leased[3]["rules"],
+        serde_json::json!([
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": ["my-operator"], "verbs": ["get", "update"]},
+        ])
+    );
+    assert_eq!(
+        leased[4]["roleRef"]["name"],
+        "kopf-operator-leader-election"
+    );
+    let elsewhere = documents(rbac_of(&["-A", "--lease", "ops/my-operator"], &[]).unwrap());
+    assert_eq!(elsewhere[3]["metadata"]["namespace"], "ops");
     // Kopf's environment variables too; bad patterns are usage errors.
     let from_env = documents(rbac_of(&[], &[("KOPF_RUN_NAMESPACE", "ns2")]).unwrap());
     assert_eq!(from_env[3]["metadata"]["namespace"], "ns2");
