@@ -7,14 +7,16 @@
 //!   and probes run one run at a time: requests meanwhile wait for that run's results.
 //! - `GET /readyz` (beyond Kopf) answers 200 `{"ready": true}` once the operator has listed
 //!   every resource it serves, 503 `{"ready": false}` before; unless the liveness path is
-//!   `/readyz` itself.
+//!   `/readyz` itself. A replica paused in favour of a peer or of a Lease leader is ready too
+//!   (`{"ready": true, "paused": true}`): it stands by as it should, and a Deployment of
+//!   several replicas must not wait for it to lead (as controller-runtime's standbys).
 //!
 //! Invariants:
 //! 1. The server and its connections are tasks of one node of the operator's tree
 //!    ([`serving`](crate::aiokits::serving)).
 //! 2. The probe cache's lock is held while the probes run, so that they run one at a time.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +31,7 @@ use tokio::time::Instant;
 use crate::aiokits::serving::{self, HttpUrl};
 use crate::aiokits::tasks::Tasks;
 use crate::engines::activities::Activities;
+use crate::engines::pausing::Pause;
 
 /// How long probe results are kept (Kopf: 10 s).
 const CACHE_TIME: Duration = Duration::from_secs(10);
@@ -72,11 +75,13 @@ pub(crate) struct LivenessError {
 }
 
 /// Binds the endpoint's address and serves it in a node of `tasks` until the tree stops;
-/// `ready` tells whether the operator has listed what it serves (for `/readyz`).
+/// `ready` tells whether the operator has listed what it serves, and `standby` (once set)
+/// whether it is paused (for `/readyz`).
 pub(crate) async fn serve(
     url: &str,
     activities: &Activities,
     ready: watch::Receiver<bool>,
+    standby: Standby,
     tasks: &Tasks,
 ) -> Result<(), LivenessError> {
     let failed = |message: String| LivenessError {
@@ -99,6 +104,7 @@ pub(crate) async fn serve(
         probes: activities.clone(),
         cache: tokio::sync::Mutex::new(None),
         ready,
+        standby,
         node: node.clone(),
     });
     serving::serve(listener, node, move |request| {
@@ -115,8 +121,13 @@ struct Server {
     /// The last results and when they were made.
     cache: tokio::sync::Mutex<Option<(Instant, Map<String, Value>)>>,
     ready: watch::Receiver<bool>,
+    standby: Standby,
     node: Tasks,
 }
+
+/// The operator's pause, once peering and leadership have started (the endpoint is served
+/// before): a paused replica is ready.
+pub(crate) type Standby = Arc<OnceLock<Pause>>;
 
 impl Server {
     async fn respond(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -136,13 +147,19 @@ impl Server {
                 ),
             }
         } else if path == READINESS_PATH {
-            let ready = *self.ready.borrow();
+            let paused = self.standby.get().is_some_and(Pause::is_paused);
+            let ready = paused || *self.ready.borrow();
             let status = if ready {
                 StatusCode::OK
             } else {
                 StatusCode::SERVICE_UNAVAILABLE
             };
-            answer(status, &json!({"ready": ready}))
+            let body = if paused {
+                json!({"ready": ready, "paused": true})
+            } else {
+                json!({"ready": ready})
+            };
+            answer(status, &body)
         } else {
             answer(
                 StatusCode::NOT_FOUND,

@@ -456,7 +456,7 @@ struct RunArgs {
     dev: bool,
     /// Serve the liveness endpoint at this URL (e.g. http://0.0.0.0:8080/healthz): GET answers
     /// with the probe handlers' results as JSON. GET /readyz on the same host and port answers
-    /// 200 once every resource has been listed.
+    /// 200 once every resource has been listed, or while paused in favour of a peer or leader.
     #[arg(short = 'L', long, value_name = "URL", value_parser = crate::engines::probing::check_url)]
     liveness: Option<String>,
     /// Peer with the operators of the peering object NAME (a ClusterKopfPeering with -A, a

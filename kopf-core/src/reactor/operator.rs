@@ -30,7 +30,7 @@ use crate::engines::authentication::Authenticator;
 use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
-use crate::engines::probing::LivenessError;
+use crate::engines::probing::{self, LivenessError, Standby};
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
 use crate::reactor::observation::Observer;
@@ -375,10 +375,12 @@ impl Operator {
             &self.settings,
             self.memo.clone(),
         );
+        let standby = Standby::default();
         let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
             Ok(true) => match &self.liveness {
                 Some(url) => {
-                    crate::engines::probing::serve(url, &activities, self.ready.subscribe(), &tasks)
+                    let ready = self.ready.subscribe();
+                    probing::serve(url, &activities, ready, standby.clone(), &tasks)
                         .await
                         .map_err(OperatorError::from)
                 }
@@ -432,6 +434,8 @@ impl Operator {
             Some(elector) => pause.or(elector.pause()),
             None => pause,
         };
+        // Set once: this is the only place.
+        let _ = standby.set(pause.clone());
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         // Filled from the first listings: handlers of objects wait for them.
         let indexes = Indexes::new(

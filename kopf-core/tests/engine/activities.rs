@@ -399,13 +399,13 @@ async fn cleanup_is_aborted_after_its_timeout() {
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
 
 /// `GET path` on 127.0.0.1:port; the status code and the JSON body.
-async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, Value)> {
+pub(crate) async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, Value)> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await?;

@@ -19,6 +19,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
+use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::peering::{recording, wait_lines};
 use crate::stopping::Running;
@@ -144,11 +145,10 @@ async fn only_the_leader_serves_and_a_graceful_stop_hands_the_lease_over_at_once
     assert_micro_time(&acquired["acquireTime"]);
     assert_micro_time(&acquired["renewTime"]);
 
-    let (second, second_ready) = Running::start(recording(
-        &server,
-        &second_calls,
-        settings(name, "second", duration),
-    ));
+    let port = free_port();
+    let second = recording(&server, &second_calls, settings(name, "second", duration))
+        .liveness(format!("http://127.0.0.1:{port}/healthz"));
+    let (second, second_ready) = Running::start(second);
     wait_lines(
         name,
         "attempting to acquire leader lease default/lease-handover",
@@ -179,6 +179,11 @@ async fn only_the_leader_serves_and_a_graceful_stop_hands_the_lease_over_at_once
         "the candidate serves nothing"
     );
     assert!(!second_ready.is_ready(), "a candidate lists nothing");
+    assert_eq!(
+        http_get(port, "/readyz").await.unwrap(),
+        (200, json!({"ready": true, "paused": true})),
+        "a candidate stands by, ready"
+    );
 
     first.stop().await.expect("a clean stop");
     let stopped = Instant::now();

@@ -10,6 +10,7 @@ use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Settings};
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
 
+use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::stopping::Running;
 use crate::support::{Calls, create, examples, get, send, server_with_crd};
@@ -140,8 +141,17 @@ async fn only_the_higher_priority_works_and_the_lower_resumes_when_it_leaves() {
         );
     }
 
-    let (low, _) = Running::start(recording(&server, &low_calls, settings(name, 50)));
+    // With the liveness endpoint: a standby is ready, so that a Deployment's rollout of
+    // several replicas does not wait for it to lead.
+    let port = free_port();
+    let low = recording(&server, &low_calls, settings(name, 50))
+        .liveness(format!("http://127.0.0.1:{port}/healthz"));
+    let (low, _) = Running::start(low);
     wait_lines(name, "Pausing operations in favour of [<Peer ", 1).await;
+    assert_eq!(
+        http_get(port, "/readyz").await.unwrap(),
+        (200, json!({"ready": true, "paused": true}))
+    );
     wait("both entries", || async {
         (entries(&client, name).await.len() == 2).then_some(())
     })
@@ -174,6 +184,11 @@ async fn only_the_higher_priority_works_and_the_lower_resumes_when_it_leaves() {
         low_calls.all(),
         [json!("second")],
         "the resumed operator listed again, found the first handled, and handles new objects"
+    );
+    assert_eq!(
+        http_get(port, "/readyz").await.unwrap(),
+        (200, json!({"ready": true})),
+        "serving"
     );
     low.stop().await.expect("a clean stop");
     wait("no entries left", || async {
