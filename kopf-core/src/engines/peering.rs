@@ -9,7 +9,11 @@
 //! - a keeper, which touches this operator's entry at once and then every
 //!   `lifetime - rand(5..=10)` seconds, judges each new state of the object (pausing,
 //!   resuming, nulling the entries of dead peers), and, while paused, touches again when the
-//!   earliest of its blockers expires, so that the object's next state unpauses it.
+//!   earliest of its blockers expires, so that the object's next state unpauses it; an
+//!   object not found at a touch is touched again as soon as it appears.
+//!
+//! A namespaced peering in the namespaces that patterns match (not plain names) follows the
+//! namespaces as they come and go: a watch of `namespaces` adds and removes the pairs of tasks.
 //!
 //! Invariants:
 //! 1. The operator is paused while any peering object says so: one toggle per object, joined
@@ -19,8 +23,9 @@
 //! 3. The operator's own entry is removed ([`Peering::disappear`]) only after its tasks have
 //!    ended, at a graceful stop.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::Rng as _;
@@ -30,7 +35,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::tasks::Tasks;
+use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::patching::{self, Target};
 use crate::clients::scanning;
 use crate::clients::watching::{self, Event};
@@ -38,42 +43,65 @@ use crate::configs::peering::{self, Judgement, Peer};
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
 use crate::engines::pausing::Pause;
 use crate::helpers::sync::lock;
-use crate::structs::namespaces::NamespacePatterns;
+use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
 /// The API groups of Kopf's peering CRDs: the current one and the legacy one (before 1.29).
 const GROUPS: [&str; 2] = ["kopf.dev", "zalando.org"];
 
-/// The pause toggles of the peering objects, joined with any(); before there are any (a
-/// mandatory peering whose CRD is missing), the initial state.
+/// The pause toggles of the peering objects (by [`Place::key`]), joined with any(); while
+/// there are none (a mandatory peering whose CRD is missing), the initial state.
 #[derive(Debug)]
 struct Toggles {
-    each: Mutex<Vec<bool>>,
+    initial: bool,
+    each: Mutex<BTreeMap<String, bool>>,
     paused: watch::Sender<bool>,
 }
 
 impl Toggles {
     fn new(paused: bool) -> Toggles {
         Toggles {
-            each: Mutex::new(Vec::new()),
+            initial: paused,
+            each: Mutex::new(BTreeMap::new()),
             paused: watch::Sender::new(paused),
         }
     }
 
-    /// Adds the toggles of `count` peering objects, each in this state.
-    fn add(&self, count: usize, paused: bool) {
-        lock(&self.each).extend(std::iter::repeat_n(paused, count));
+    /// Adds the toggle of a peering object, in this state.
+    fn add(&self, key: &str, paused: bool) {
+        self.update(|each| {
+            each.insert(key.to_string(), paused);
+        });
     }
 
-    fn get(&self, index: usize) -> bool {
-        lock(&self.each)[index]
+    /// Removes the toggle of a peering object no longer kept (its namespace is gone).
+    fn remove(&self, key: &str) {
+        self.update(|each| {
+            each.remove(key);
+        });
     }
 
-    fn set(&self, index: usize, paused: bool) {
+    fn get(&self, key: &str) -> bool {
+        lock(&self.each).get(key).copied().unwrap_or(self.initial)
+    }
+
+    fn set(&self, key: &str, paused: bool) {
+        self.update(|each| {
+            if let Some(toggle) = each.get_mut(key) {
+                *toggle = paused;
+            }
+        });
+    }
+
+    fn update(&self, change: impl FnOnce(&mut BTreeMap<String, bool>)) {
         let mut each = lock(&self.each);
-        each[index] = paused;
-        let any = each.iter().any(|p| *p);
+        change(&mut each);
+        let any = if each.is_empty() {
+            self.initial
+        } else {
+            each.values().any(|p| *p)
+        };
         self.paused.send_if_modified(|current| {
             let changed = *current != any;
             *current = any;
@@ -87,6 +115,17 @@ impl Toggles {
 struct Place {
     resource: Resource,
     namespace: Option<String>,
+}
+
+impl Place {
+    /// What tells this peering object from the others of the operator.
+    fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.resource,
+            self.namespace.as_deref().unwrap_or_default()
+        )
+    }
 }
 
 impl std::fmt::Display for Place {
@@ -105,10 +144,21 @@ pub(crate) struct Peering {
     settings: PeeringSettings,
     watching: WatchingSettings,
     backoffs: Vec<Duration>,
-    /// Set once the peering objects are found (at the start, or later for a mandatory peering
+    /// The served namespaces' patterns: followed as namespaces come and go, when the peering
+    /// is namespaced and they are not plain names.
+    patterns: Option<NamespacePatterns>,
+    /// Whether the peering objects were found (at the start, or later for a mandatory peering
     /// whose CRD was missing).
-    places: OnceLock<Vec<Place>>,
+    begun: AtomicBool,
+    /// The peering objects kept now, by [`Place::key`].
+    places: Mutex<BTreeMap<String, Kept>>,
     toggles: Toggles,
+}
+
+/// A peering object kept: its watcher and keeper run in `node`.
+struct Kept {
+    place: Place,
+    node: Tasks,
 }
 
 impl Peering {
@@ -133,7 +183,9 @@ impl Peering {
             settings: peering.clone(),
             watching: settings.watching.clone(),
             backoffs: settings.networking.error_backoffs.clone(),
-            places: OnceLock::new(),
+            patterns: patterns.cloned(),
+            begun: AtomicBool::new(false),
+            places: Mutex::new(BTreeMap::new()),
             toggles: Toggles::new(peering.mandatory),
         });
         let pause = Pause::following(engine.toggles.paused.subscribe());
@@ -142,7 +194,7 @@ impl Peering {
             _ = token.cancelled() => return (Pause::never(), None),
             found = places(client, settings, patterns) => found,
         };
-        if !found.is_empty() {
+        if !found.resources.is_empty() {
             engine.begin(found, tasks);
             return (pause, Some(engine));
         }
@@ -164,7 +216,7 @@ impl Peering {
                     _ = token.cancelled() => return,
                     found = places(&late.client, &settings, patterns.as_ref()) => found,
                 };
-                if !found.is_empty() {
+                if !found.resources.is_empty() {
                     tracing::info!(target: "kopf::peering", peering = ?late.settings.name, "The peering CRD has appeared: peering.");
                     late.begin(found, &node);
                     return;
@@ -174,24 +226,128 @@ impl Peering {
         (pause, Some(engine))
     }
 
-    /// Starts keeping the entry in these peering objects, and watching them.
-    fn begin(self: &Arc<Self>, places: Vec<Place>, tasks: &Tasks) {
-        let count = places.len();
-        if self.places.set(places).is_err() {
+    /// Starts keeping the entry in these peering objects, and watching them; and, for a
+    /// namespaced peering in the namespaces that patterns match, in those of the namespaces
+    /// that come later (and no more in those that go), as Kopf does.
+    fn begin(self: &Arc<Self>, found: Found, tasks: &Tasks) {
+        if self.begun.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.toggles.add(count, self.settings.mandatory);
         tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, identity = %self.identity, "peering as {}", self.identity);
-        for index in 0..count {
-            let (states, receiver) = watch::channel(None);
-            tasks.spawn(self.clone().watch(index, states, tasks.token().clone()));
-            tasks.spawn(self.clone().keep(index, receiver, tasks.token().clone()));
+        for place in found.places {
+            self.keep_in(place, tasks);
+        }
+        let followed = found.resources.iter().any(|r| r.namespaced)
+            && self
+                .patterns
+                .as_ref()
+                .is_none_or(|patterns| patterns.is_exact().is_none());
+        if followed {
+            self.follow_namespaces(found.resources, tasks);
         }
     }
 
-    /// The peering objects, once found.
-    fn places(&self) -> &[Place] {
-        self.places.get().map_or(&[], Vec::as_slice)
+    /// Starts keeping the entry in this peering object (unless it is kept already).
+    fn keep_in(self: &Arc<Self>, place: Place, tasks: &Tasks) {
+        let key = place.key();
+        let mut places = lock(&self.places);
+        if places.contains_key(&key) {
+            return;
+        }
+        self.toggles.add(&key, self.settings.mandatory);
+        let node = tasks.child();
+        let (states, receiver) = watch::channel(None);
+        let token = node.token();
+        node.spawn(self.clone().watch(place.clone(), states, token.clone()));
+        node.spawn(self.clone().keep(place.clone(), receiver, token.clone()));
+        places.insert(key, Kept { place, node });
+    }
+
+    /// Keeps the entry in the peering objects of the namespaces served now, and no more in
+    /// the others (whose namespaces are gone or no longer match).
+    fn follow(self: &Arc<Self>, resources: &[Resource], served: &BTreeSet<String>, tasks: &Tasks) {
+        let gone: Vec<Kept> = {
+            let mut places = lock(&self.places);
+            let keys: Vec<String> = places
+                .iter()
+                .filter(|(_, kept)| {
+                    kept.place
+                        .namespace
+                        .as_ref()
+                        .is_some_and(|namespace| !served.contains(namespace))
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            keys.iter().filter_map(|key| places.remove(key)).collect()
+        };
+        for kept in gone {
+            let name = &self.settings.name;
+            tracing::debug!(target: "kopf::peering", peering = ?name, "no more peering {}: the namespace is gone or not served", kept.place);
+            kept.node.cancel(StopReason::NamespaceDeleted);
+            let was_paused = *self.toggles.paused.borrow();
+            self.toggles.remove(&kept.place.key());
+            if was_paused && !*self.toggles.paused.borrow() {
+                tracing::info!(target: "kopf::peering", peering = ?name, "Resuming operations after the pause: the peering {} is gone.", kept.place);
+            }
+        }
+        for namespace in served {
+            for resource in resources {
+                let place = Place {
+                    resource: resource.clone(),
+                    namespace: Some(namespace.clone()),
+                };
+                self.keep_in(place, tasks);
+            }
+        }
+    }
+
+    /// Watches the namespaces, and follows those that the patterns match.
+    fn follow_namespaces(self: &Arc<Self>, resources: Vec<Resource>, tasks: &Tasks) {
+        let patterns = match &self.patterns {
+            Some(patterns) => patterns.clone(),
+            None => NamespacePatterns::parse(&["*".to_string()])
+                .expect("a lone glob is a valid pattern"),
+        };
+        let mut observed = ObservedNamespaces::new(patterns);
+        let (peering, node) = (self.clone(), tasks.clone());
+        let token = tasks.token().clone();
+        tasks.spawn(async move {
+            let namespaces = Resource::namespaces();
+            let watched = watching::watch(
+                &peering.client,
+                &namespaces,
+                None,
+                None,
+                &peering.watching,
+                &token,
+                |event| {
+                    let changed = match event {
+                        Event::Listed(namespace) => {
+                            observed.listed(&namespace);
+                            false
+                        }
+                        Event::ListingDone => observed.listing_done(),
+                        Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
+                    };
+                    if changed {
+                        peering.follow(&resources, observed.served(), &node);
+                    }
+                },
+            )
+            .await;
+            if let Err(error) = watched {
+                tracing::warn!(target: "kopf::peering", peering = ?peering.settings.name, %error, "the namespaces are not followed any more: the peering stays in those found so far");
+                token.cancelled().await;
+            }
+        });
+    }
+
+    /// The peering objects kept now.
+    fn places(&self) -> Vec<Place> {
+        lock(&self.places)
+            .values()
+            .map(|kept| kept.place.clone())
+            .collect()
     }
 
     /// Removes this operator's entry from every peering object (a `null` merge patch), within
@@ -199,8 +355,8 @@ impl Peering {
     /// take over at once. Failures are logged and ignored.
     pub(crate) async fn disappear(&self, timeout: Duration) {
         let never = CancellationToken::new();
-        let removals = self
-            .places()
+        let places = self.places();
+        let removals = places
             .iter()
             .map(|place| self.write(place, peering::removal([self.identity.as_str()]), &never));
         if tokio::time::timeout(timeout, futures::future::join_all(removals))
@@ -215,11 +371,11 @@ impl Peering {
     /// deleted).
     async fn watch(
         self: Arc<Self>,
-        index: usize,
+        place: Place,
         states: watch::Sender<Option<Arc<Value>>>,
         token: CancellationToken,
     ) {
-        let place = &self.places()[index];
+        let place = &place;
         let name = self.settings.name.as_str();
         let watched = watching::watch(
             &self.client,
@@ -255,13 +411,15 @@ impl Peering {
     /// Touches this operator's entry, judges the object's states, and touches again when due.
     async fn keep(
         self: Arc<Self>,
-        index: usize,
+        place: Place,
         mut states: watch::Receiver<Option<Arc<Value>>>,
         token: CancellationToken,
     ) {
-        let place = &self.places()[index];
+        let place = &place;
         let mut keepalive = Instant::now();
         let mut recheck: Option<Instant> = None;
+        // The object was not found at the last touch: touched again as soon as it appears.
+        let mut missing = false;
         loop {
             let due = recheck.map_or(keepalive, |at| at.min(keepalive));
             tokio::select! {
@@ -273,7 +431,10 @@ impl Peering {
                     }
                     let state = states.borrow_and_update().clone();
                     if let Some(state) = state {
-                        recheck = self.judge(index, &state, &token).await;
+                        if missing && state.get("metadata").is_some() {
+                            keepalive = Instant::now();
+                        }
+                        recheck = self.judge(place, &state, &token).await;
                     }
                 }
                 _ = tokio::time::sleep_until(due) => {
@@ -288,6 +449,7 @@ impl Peering {
                         OffsetDateTime::now_utc(),
                     );
                     let found = self.write(place, touch, &token).await;
+                    missing = !found;
                     if !self.settings.stealth || !found {
                         let result = if found { "ok" } else { "not found" };
                         tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, "Keep-alive in {:?} {place}: {result}.", self.settings.name);
@@ -306,7 +468,7 @@ impl Peering {
     /// dead peers' entries; returns when to look again while paused.
     async fn judge(
         &self,
-        index: usize,
+        place: &Place,
         state: &Value,
         token: &CancellationToken,
     ) -> Option<Instant> {
@@ -321,23 +483,23 @@ impl Peering {
         if !judgement.dead.is_empty() {
             let dead = judgement.dead.iter().map(|peer| peer.id.as_str());
             tracing::debug!(target: "kopf::peering", peering = ?name, "Cleaning up the dead peers: {}", listed(&judgement.dead));
-            self.write(&self.places()[index], peering::removal(dead), token)
-                .await;
+            self.write(place, peering::removal(dead), token).await;
         }
-        let was_paused = self.toggles.get(index);
+        let key = place.key();
+        let was_paused = self.toggles.get(&key);
         if !judgement.higher.is_empty() {
-            self.toggles.set(index, true);
+            self.toggles.set(&key, true);
             if !was_paused {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Pausing operations in favour of {}.", listed(&judgement.higher));
             }
         } else if !judgement.same.is_empty() {
-            self.toggles.set(index, true);
+            self.toggles.set(&key, true);
             tracing::warn!(target: "kopf::peering", peering = ?name, "Possibly conflicting operators with the same priority: {}.", listed(&judgement.same));
             if !was_paused {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Pausing all operators, including self: {}.", listed(&judgement.same));
             }
         } else {
-            self.toggles.set(index, false);
+            self.toggles.set(&key, false);
             if was_paused {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Resuming operations after the pause. Conflicting operators with the same priority are gone.");
             }
@@ -412,7 +574,7 @@ pub(crate) async fn mark(
 ) -> Result<Vec<String>, String> {
     let name = &settings.peering.name;
     let found = places(client, settings, patterns).await;
-    if found.is_empty() {
+    if found.resources.is_empty() {
         return Err(format!(
             "no {} resource is served: create Kopf's peering CRDs first (the `crd` subcommand prints them)",
             plural(settings, patterns)
@@ -426,7 +588,7 @@ pub(crate) async fn mark(
     };
     let never = CancellationToken::new();
     let mut written = Vec::new();
-    for place in &found {
+    for place in &found.places {
         let backoffs = &settings.networking.error_backoffs;
         if write(client, name, place, merge.clone(), backoffs, &never).await {
             written.push(place.to_string());
@@ -436,6 +598,7 @@ pub(crate) async fn mark(
         return Err(format!(
             "no peering object {name:?} exists {}: create it (Kopf's peering.yaml creates `default`)",
             found
+                .places
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
@@ -462,13 +625,13 @@ async fn places(
     client: &kube::Client,
     settings: &Settings,
     patterns: Option<&NamespacePatterns>,
-) -> Vec<Place> {
+) -> Found {
     let plural = plural(settings, patterns);
     let resources = match discover(client, plural).await {
         Ok(resources) => resources,
         Err(error) => {
             tracing::warn!(target: "kopf::peering", %error, "cannot discover the peering resources");
-            return Vec::new();
+            return Found::default();
         }
     };
     let namespaces = if plural == "clusterkopfpeerings" || resources.is_empty() {
@@ -482,7 +645,7 @@ async fn places(
             }
         }
     };
-    resources
+    let places = resources
         .iter()
         .flat_map(|resource| {
             namespaces.iter().map(|namespace| Place {
@@ -490,7 +653,15 @@ async fn places(
                 namespace: namespace.clone(),
             })
         })
-        .collect()
+        .collect();
+    Found { resources, places }
+}
+
+/// The peering resources served (none: no CRD), and their objects to keep the entry in.
+#[derive(Debug, Default)]
+struct Found {
+    resources: Vec<Resource>,
+    places: Vec<Place>,
 }
 
 /// The peering resources of this plural in both groups, as the API serves them now.
@@ -620,14 +791,18 @@ mod tests {
     #[test]
     fn the_toggles_pause_while_any_peering_object_says_so() {
         let toggles = Toggles::new(false);
-        toggles.add(2, false);
+        toggles.add("a", false);
+        toggles.add("b", false);
         let pause = Pause::following(toggles.paused.subscribe());
-        toggles.set(0, true);
-        toggles.set(1, true);
-        toggles.set(0, false);
+        toggles.set("a", true);
+        toggles.set("b", true);
+        toggles.set("a", false);
         assert!(pause.is_paused());
-        toggles.set(1, false);
+        toggles.set("b", false);
         assert!(!pause.is_paused());
+        toggles.set("b", true);
+        toggles.remove("b");
+        assert!(!pause.is_paused(), "a namespace gone pauses no more");
         let mandatory = Toggles::new(true);
         assert!(
             Pause::following(mandatory.paused.subscribe()).is_paused(),

@@ -279,7 +279,7 @@ impl Observer {
         let settings = self.settings.watching.clone();
         let token = self.tasks.token().clone();
         self.tasks.spawn(async move {
-            let namespaces = namespaces_resource();
+            let namespaces = Resource::namespaces();
             let watched = watching::watch(
                 &client,
                 &namespaces,
@@ -491,17 +491,6 @@ impl Observer {
             }
         });
         served.watchers.insert(namespace, node);
-    }
-}
-
-/// The core `namespaces` resource.
-fn namespaces_resource() -> Resource {
-    Resource {
-        group: String::new(),
-        version: "v1".into(),
-        plural: "namespaces".into(),
-        kind: "Namespace".into(),
-        ..Resource::default()
     }
 }
 

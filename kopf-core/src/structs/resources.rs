@@ -316,6 +316,17 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// The core `namespaces` resource.
+    pub(crate) fn namespaces() -> Resource {
+        Resource {
+            group: String::new(),
+            version: "v1".into(),
+            plural: "namespaces".into(),
+            kind: "Namespace".into(),
+            ..Resource::default()
+        }
+    }
+
     /// The URL path of a resource's collection.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         let base = if self.group.is_empty() {

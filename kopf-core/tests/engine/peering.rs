@@ -465,3 +465,62 @@ async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
     drop(client);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaced_peering_follows_the_namespaces_that_come_and_go() {
+    let name = "peering-followed";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    create_peering_crd(&client, "kopf.dev", "Namespaced").await;
+    let calls = Calls::default();
+    // No namespace matches yet: the peering is kept in those that come.
+    let operator = recording(&server, &calls, settings(name, 5)).namespaces(["team-*"]);
+    let running = Running::ready(operator).await;
+
+    // A namespace that comes with a peering object of a live peer of a higher priority.
+    post(&client, "/api/v1/namespaces", namespace("team-a")).await;
+    let team_a = "/apis/kopf.dev/v1/namespaces/team-a/kopfpeerings";
+    let boss = json!({"priority": 10, "lifetime": 600, "lastseen": lastseen(time::Duration::ZERO)});
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+                        "metadata": {"name": name}, "status": {"boss": boss}});
+    wait("the peering object created", || async {
+        let created = send(&client, "POST", team_a, "application/json", object.clone()).await;
+        (created["metadata"]["name"] == name).then_some(())
+    })
+    .await;
+    let object = format!("{team_a}/{name}");
+    wait("the operator's entry in the new namespace", || async {
+        let entries = status_at(&client, &object).await;
+        entries.values().any(|e| e["priority"] == 5).then_some(())
+    })
+    .await;
+    wait_lines(name, "Pausing operations in favour of [<Peer boss", 1).await;
+
+    // The namespace goes: so does its peering, and the pause it made.
+    post(&client, "/api/v1/namespaces", namespace("team-b")).await;
+    let delete = http::Request::delete("/api/v1/namespaces/team-a")
+        .body(Vec::new())
+        .unwrap();
+    client
+        .request::<Value>(delete)
+        .await
+        .expect("the namespace deleted");
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    let example = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                         "metadata": {"name": "in-team-b"}, "spec": {}});
+    let examples = "/apis/kopf.dev/v1/namespaces/team-b/kopfexamples";
+    post(&client, examples, example).await;
+    assert_eq!(calls.wait_len(1).await, [json!("in-team-b")]);
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
+    send(client, "POST", path, "application/json", body).await
+}
