@@ -2,7 +2,8 @@
 //! different peering priorities against one API server (the fake one). Only the replica of
 //! the highest priority handles objects; when it stops gracefully (SIGTERM), it removes its
 //! peering entry and the next one resumes at once; when it is killed (SIGKILL), the next one
-//! resumes once its entry has expired (its lifetime, 4 s here).
+//! resumes once its entry has expired (its lifetime, 4 s here). Replicas of the same priority
+//! all pause, with Kopf's warning, until one leaves.
 //!
 //! With a Lease instead of peering, a leader stopped (SIGSTOP) past the lease duration is
 //! taken over by the other, and when it continues (SIGCONT) it pauses before it writes
@@ -36,6 +37,8 @@ const LIFETIME: u64 = 4;
 
 /// How long the server must see no request for an operator to be taken as idle.
 const QUIET: Duration = Duration::from_millis(1500);
+/// The peering objects, as the server's counters name them: kept alive by the replicas.
+const PEERINGS: &str = "clusterkopfpeerings.kopf.dev";
 /// The Lease, as the server's counters name it: renewed by the leader even when idle.
 const LEASES: &str = "leases.coordination.k8s.io";
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -137,6 +140,40 @@ async fn a_killed_replica_is_taken_over_once_its_entry_expires() {
         entries.get("first").is_none_or(Value::is_null),
         "the dead replica's entry is cleaned: {entries:?}"
     );
+    second.signal("TERM");
+    assert_eq!(second.exit_code().await, 0, "{}", second.log());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_priorities_pause_both_until_one_leaves() {
+    let server = server_with_peering().await;
+    let mut first = start(&server, "first", 10);
+    first.wait_for_log("peering as first").await;
+    let mut second = start(&server, "second", 10);
+    for replica in [&mut first, &mut second] {
+        replica
+            .wait_for_log("Possibly conflicting operators with the same priority")
+            .await;
+        replica
+            .wait_for_log("Pausing all operators, including self")
+            .await;
+    }
+    create(&server, "one").await;
+    assert!(
+        server
+            .wait_quiet_but(&[PEERINGS], QUIET, kopf_testing::DEADLINE)
+            .await
+    );
+    let object = get(&server, "one").await;
+    assert!(object["status"].is_null(), "nobody handles it: {object}");
+
+    first.signal("TERM");
+    assert_eq!(first.exit_code().await, 0, "{}", first.log());
+    assert_eq!(handled_by(&server, "one").await, "second");
+    second
+        .wait_for_log("Resuming operations after the pause")
+        .await;
     second.signal("TERM");
     assert_eq!(second.exit_code().await, 0, "{}", second.log());
     server.stop().await;
@@ -287,17 +324,21 @@ async fn create(server: &FakeApiServer, name: &str) {
 
 /// The replica that handled the object, once one has.
 async fn handled_by(server: &FakeApiServer, name: &str) -> String {
-    let client = server.client();
     wait(&format!("{name} to be handled"), || async {
-        let request = http::Request::get(format!("{COLLECTION}/{name}"))
-            .body(Vec::new())
-            .unwrap();
-        let object: Value = client.request(request).await.ok()?;
+        let object = get(server, name).await;
         object["status"]["create_fn"]["by"]
             .as_str()
             .map(String::from)
     })
     .await
+}
+
+/// The object as it is now.
+async fn get(server: &FakeApiServer, name: &str) -> Value {
+    let request = http::Request::get(format!("{COLLECTION}/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    server.client().request(request).await.expect("the object")
 }
 
 async fn peering_entries(server: &FakeApiServer) -> serde_json::Map<String, Value> {
