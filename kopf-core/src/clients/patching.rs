@@ -34,8 +34,9 @@ impl Target<'_> {
     }
 }
 
-/// Sends the patch; returns the resourceVersions that the writes made, all of which a watch
-/// will deliver (none if the object is gone or nothing was sent).
+/// Sends the patch to the object at `resource_version`; returns the new resourceVersions
+/// that the writes made, all of which a watch will deliver (none if the object is gone,
+/// nothing was sent, or nothing changed).
 pub(crate) async fn apply(
     target: &Target<'_>,
     patch: Patch,
@@ -94,11 +95,17 @@ pub(crate) async fn apply(
             .and_then(|object| object.metadata.resource_version)
     };
     let (body_version, status_version) = (version_of(body_sent), version_of(status_sent));
-    let mut written: Vec<String> = body_version
-        .iter()
-        .chain(&status_version)
-        .cloned()
-        .collect();
+    // A write that changed nothing (a result equal to the one stored) answers with the version
+    // it found, and no watch event comes for it: only the versions that each write moved on
+    // from the one before are waited for.
+    let mut written: Vec<String> = Vec::new();
+    let mut before = resource_version;
+    for version in [&status_version, &body_version].into_iter().flatten() {
+        if version != before {
+            written.push(version.clone());
+        }
+        before = version;
+    }
     if !operations.is_empty() {
         // The `test` needs the object's current version: the later of the two writes'.
         let version =

@@ -263,6 +263,66 @@ async fn a_restarted_operator_resumes_handled_objects_and_does_not_create_them_a
     assert_eq!(calls[1]["new"], json!({"spec": {"field": 1}}));
 }
 
+/// A write that changes nothing (a handler's result equal to the one stored before) makes no
+/// new version and no watch event: the handlers after it run at once, not after the
+/// consistency timeout (found by the differential suite: after a restart, the second handler
+/// of a change waited for the timeout, so the third came only with the next change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_changes_nothing_is_not_waited_for() {
+    let calls = Calls::default();
+    let server = server_with(Some(usual_schema())).await;
+    let client = server.client();
+    // Each returns the same result every time: stored again, it changes nothing.
+    fn same_result(
+        calls: &Calls,
+        handler: &'static str,
+    ) -> impl Fn(Invocation) -> kopf::HandlerFuture + Send + Sync + 'static + use<> {
+        let calls = calls.clone();
+        move |invocation: Invocation| -> kopf::HandlerFuture {
+            calls.record(json!({"handler": handler, "name": invocation.name()}));
+            Box::pin(async { Ok(Some(json!({"done": true}))) })
+        }
+    }
+    let registry = Registry::new()
+        .with(
+            ChangeHandler::on_update(examples(), "update_fn", same_result(&calls, "update"))
+                .field("spec.field"),
+        )
+        .with(ChangeHandler::on_field(
+            examples(),
+            "field_fn",
+            "spec.field",
+            same_result(&calls, "field"),
+        ))
+        .with(ChangeHandler::on_field(
+            examples(),
+            "other_fn",
+            "spec.other",
+            same_result(&calls, "other"),
+        ));
+    // A lost wake-up waits for this, far beyond the test's deadline.
+    let mut settings = test_settings();
+    settings.persistence.consistency_timeout = Duration::from_secs(600);
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(settings)).await;
+    create(&client, "one", json!({"field": "a"})).await;
+    wait_handled(&client, "one", json!({"field": "a"})).await;
+    patch(&client, "one", json!({"spec": {"field": "b"}})).await;
+    wait_handled(&client, "one", json!({"field": "b"})).await;
+    let before = calls.all().len();
+
+    // update_fn's and field_fn's results are stored already: writing them changes nothing.
+    patch(&client, "one", json!({"spec": {"field": "c", "other": 1}})).await;
+    wait_handled(&client, "one", json!({"field": "c", "other": 1})).await;
+    let handlers: Vec<Value> = calls.all()[before..]
+        .iter()
+        .map(|call| call["handler"].clone())
+        .collect();
+    assert_eq!(handlers, ["update", "field", "other"]);
+    harness.stop().await.expect("a clean stop");
+    drop(client);
+}
+
 /// As Kopf: a field handler (`on_field`, or `on_update` with a field) is called only when its
 /// field's value changed, whatever the reason; a restart with no change of the field calls it
 /// not at all (it was once called with reason `resume`, old equal to new).
