@@ -1,0 +1,158 @@
+"""The Python Kopf side of the differential suite (kopf-rs' parity/): the operator that the
+JSON file PARITY_SPEC describes, on KopfExamples (kopf.dev/v1, kopfexamples), each handler
+appending its calls as JSON lines to the file PARITY_CALLS. Its twin for kopf-rs is
+parity/src/operator.rs: the two must stay in step.
+
+    PARITY_SPEC=spec.json PARITY_CALLS=calls.jsonl \
+        kopf run --standalone --namespace default --log-format plain parity_operator.py
+"""
+
+import asyncio
+import collections.abc
+import json
+import os
+
+import kopf
+
+GROUP, VERSION, PLURAL = "kopf.dev", "v1", "kopfexamples"
+CALLS = os.environ["PARITY_CALLS"]
+with open(os.environ["PARITY_SPEC"], encoding="utf-8") as spec_file:
+    SPEC = json.load(spec_file)
+
+
+def record(call):
+    with open(CALLS, "a", encoding="utf-8") as calls:
+        calls.write(json.dumps(call) + "\n")
+
+
+def plain(value):
+    """Kopf's bodies and diffs as plain JSON."""
+    return json.loads(json.dumps(value, default=lambda o: getattr(o, "value", str(o))))
+
+
+def plain_diff(diff):
+    return [[getattr(op, "value", op), list(field), plain(old), plain(new)]
+            for op, field, old, new in diff]
+
+
+def lookup(body, path):
+    value = body
+    for key in path.split("."):
+        if not isinstance(value, collections.abc.Mapping) or key not in value:
+            return None, False
+        value = value[key]
+    return value, True
+
+
+def number(value):
+    """A duration as a user writes it: 1 for a whole second, 0.5 otherwise (Kopf prints it)."""
+    return int(value) if float(value).is_integer() else value
+
+
+def match(filter_):
+    """A label, annotation or value filter as Kopf takes it."""
+    (kind, argument), = filter_.items() if isinstance(filter_, dict) else [(filter_, None)]
+    if kind == "present":
+        return kopf.PRESENT
+    if kind == "absent":
+        return kopf.ABSENT
+    if kind == "equals":
+        return argument
+    if kind == "callable":
+        return lambda value, **_: value == argument
+    raise ValueError(f"unknown filter {filter_!r}")
+
+
+def options(spec, change):
+    """The keyword arguments of Kopf's decorators for this handler spec."""
+    kwargs = {"id": spec["id"]}
+    if spec.get("labels"):
+        kwargs["labels"] = {key: match(f) for key, f in spec["labels"]}
+    if spec.get("annotations"):
+        kwargs["annotations"] = {key: match(f) for key, f in spec["annotations"]}
+    if spec.get("when"):
+        path, expected = spec["when"]
+
+        def when(body, **_):
+            value, found = lookup(body, path)
+            return found and value == expected
+        kwargs["when"] = when
+    if spec.get("errors"):
+        kwargs["errors"] = {
+            "temporary": kopf.ErrorsMode.TEMPORARY,
+            "permanent": kopf.ErrorsMode.PERMANENT,
+            "ignored": kopf.ErrorsMode.IGNORED,
+        }[spec["errors"]]
+    if spec.get("retries") is not None:
+        kwargs["retries"] = spec["retries"]
+    for key in ("backoff", "timeout"):
+        if spec.get(key) is not None:
+            kwargs[key] = number(spec[key])
+    if change:
+        if spec.get("field") and spec["kind"] != "field":
+            kwargs["field"] = spec["field"]
+        for key in ("value", "old", "new"):
+            if spec.get(key) is not None:
+                kwargs[key] = match(spec[key])
+        if spec.get("optional"):
+            kwargs["optional"] = True
+        if spec.get("deleted"):
+            kwargs["deleted"] = True
+    return kwargs
+
+
+def behaviour(spec, full_id):
+    async def handler(name, retry, reason=None, old=None, new=None, diff=None, type=None, **_):
+        if spec["kind"] == "event":
+            record({"handler": full_id, "name": name, "type": type})
+        else:
+            record({"handler": full_id, "name": name, "reason": reason, "retry": retry,
+                    "old": plain(old), "new": plain(new), "diff": plain_diff(diff or [])})
+        failures = spec.get("fail", [])
+        if retry < len(failures):
+            failure = failures[retry]
+            (kind, argument), = failure.items() if isinstance(failure, dict) else [(failure, None)]
+            if kind == "temporary":
+                raise kopf.TemporaryError("failed", delay=number(argument))
+            if kind == "permanent":
+                raise kopf.PermanentError("failed")
+            if kind == "arbitrary":
+                raise RuntimeError("failed")
+            if kind == "sleep":
+                await asyncio.sleep(number(argument))
+        if spec["kind"] == "event":
+            # Nothing to store: Kopf would store a result of an event handler on every event,
+            # mostly writes that change nothing, after which it skips the object's changes
+            # until its next event (kopf-rs does not; the README lists it).
+            return None
+        for sub in spec.get("subhandlers", []):
+            kopf.subhandler(**options(sub, change=False))(
+                behaviour(sub, f"{full_id}/{sub['id']}"))
+        return {"retry": retry}
+    return handler
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_):
+    settings.watching.server_timeout = 10
+    settings.watching.client_timeout = 20
+    settings.watching.connect_timeout = 5
+    settings.watching.reconnect_backoff = 0.2
+    settings.networking.request_timeout = 20
+    # Kopf waits this long after a write that changed nothing (an event handler's result
+    # stored again), as if its version could still come; kopf-rs does not wait. Shorter than
+    # the driver's quiet window, so that Kopf is done when the driver takes it as idle.
+    settings.persistence.consistency_timeout = 1
+
+
+for handler_spec in SPEC["handlers"]:
+    function = behaviour(handler_spec, handler_spec["id"])
+    kind = handler_spec["kind"]
+    if kind == "event":
+        kopf.on.event(GROUP, VERSION, PLURAL, **options(handler_spec, change=False))(function)
+    elif kind == "field":
+        kopf.on.field(GROUP, VERSION, PLURAL, field=handler_spec["field"],
+                      **options(handler_spec, change=True))(function)
+    else:
+        decorator = getattr(kopf.on, kind)
+        decorator(GROUP, VERSION, PLURAL, **options(handler_spec, change=True))(function)

@@ -1,0 +1,220 @@
+//! The kopf-rs interpreter of an [`OperatorSpec`]: the registry that `parity-operator` runs.
+//! Its twin for Kopf is `python/parity_operator.py`; the two must stay in step.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kopf::filters::{MetaFilter, ValueFilter};
+use kopf::{
+    ChangeHandler, ErrorsMode, EventHandler, HandlerResult, Invocation, PermanentError, Registry,
+    Selector, SubHandler, TemporaryError,
+};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::spec::{Failure, HandlerSpec, Kind, Match, OperatorSpec};
+
+/// Applies the options and filters that every kind takes (they are inherent methods of each
+/// handler type, not of a trait).
+macro_rules! with_options {
+    ($handler:expr, $spec:expr) => {{
+        let spec: &HandlerSpec = $spec;
+        let mut handler = $handler;
+        for (key, filter) in &spec.labels {
+            handler = handler.label(key, meta_filter(filter));
+        }
+        for (key, filter) in &spec.annotations {
+            handler = handler.annotation(key, meta_filter(filter));
+        }
+        if let Some((path, expected)) = spec.when.clone() {
+            handler =
+                handler.when(move |invocation| lookup(invocation.body(), &path) == Some(&expected));
+        }
+        if let Some(errors) = spec.errors.as_deref() {
+            handler = handler.errors(match errors {
+                "permanent" => ErrorsMode::Permanent,
+                "ignored" => ErrorsMode::Ignored,
+                _ => ErrorsMode::Temporary,
+            });
+        }
+        if let Some(retries) = spec.retries {
+            handler = handler.retries(retries);
+        }
+        if let Some(backoff) = spec.backoff {
+            handler = handler.backoff(Duration::from_secs_f64(backoff));
+        }
+        if let Some(timeout) = spec.timeout {
+            handler = handler.timeout(Duration::from_secs_f64(timeout));
+        }
+        handler
+    }};
+}
+
+/// The resource every operator of the suite serves.
+pub fn selector() -> Selector {
+    Selector::new("kopf.dev", "v1", "kopfexamples")
+}
+
+/// The registry of the spec's handlers, each recording its calls in the file `calls`.
+pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
+    let calls: Arc<PathBuf> = Arc::new(calls.to_path_buf());
+    spec.handlers
+        .iter()
+        .fold(Registry::new(), |registry, handler| {
+            let function = behaviour(handler.clone(), handler.id.clone(), calls.clone());
+            match handler.kind {
+                Kind::Event => {
+                    let event = EventHandler::on_event(selector(), &handler.id, function);
+                    registry.with(with_options!(event, handler))
+                }
+                kind => {
+                    let change = match kind {
+                        Kind::Create => ChangeHandler::on_create(selector(), &handler.id, function),
+                        Kind::Update => ChangeHandler::on_update(selector(), &handler.id, function),
+                        Kind::Delete => ChangeHandler::on_delete(selector(), &handler.id, function),
+                        Kind::Resume => ChangeHandler::on_resume(selector(), &handler.id, function),
+                        Kind::Field | Kind::Event => ChangeHandler::on_field(
+                            selector(),
+                            &handler.id,
+                            handler.field.as_deref().unwrap_or("spec"),
+                            function,
+                        ),
+                    };
+                    registry.with(change_options(with_options!(change, handler), handler))
+                }
+            }
+        })
+}
+
+/// The options of change handlers only.
+fn change_options(mut handler: ChangeHandler, spec: &HandlerSpec) -> ChangeHandler {
+    if spec.kind != Kind::Field
+        && let Some(field) = &spec.field
+    {
+        handler = handler.field(field);
+    }
+    if let Some(filter) = &spec.value {
+        handler = handler.value(value_filter(filter));
+    }
+    if let Some(filter) = &spec.old {
+        handler = handler.old(value_filter(filter));
+    }
+    if let Some(filter) = &spec.new {
+        handler = handler.new_value(value_filter(filter));
+    }
+    if spec.optional {
+        handler = handler.optional();
+    }
+    if spec.deleted {
+        handler = handler.deleted();
+    }
+    handler
+}
+
+fn meta_filter(filter: &Match) -> MetaFilter {
+    match filter {
+        Match::Equals(value) => MetaFilter::Value(value.as_str().unwrap_or_default().to_string()),
+        Match::Present => MetaFilter::Present,
+        Match::Absent => MetaFilter::Absent,
+        Match::Callable(expected) => {
+            let expected = expected.clone();
+            MetaFilter::callable(move |value| match value {
+                Some(value) => expected.as_str() == Some(value),
+                None => expected.is_null(),
+            })
+        }
+    }
+}
+
+fn value_filter(filter: &Match) -> ValueFilter {
+    match filter {
+        Match::Equals(value) => ValueFilter::Value(value.clone()),
+        Match::Present => ValueFilter::Present,
+        Match::Absent => ValueFilter::Absent,
+        Match::Callable(expected) => {
+            let expected = expected.clone();
+            ValueFilter::callable(move |value| value.unwrap_or(&Value::Null) == &expected)
+        }
+    }
+}
+
+/// The value at a dotted path.
+fn lookup<'a>(body: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(body, |value, key| value.get(key))
+}
+
+/// The handler's function: records the call, then fails or succeeds as the spec says.
+fn behaviour(
+    spec: HandlerSpec,
+    id: String,
+    calls: Arc<PathBuf>,
+) -> impl Fn(Invocation) -> std::pin::Pin<Box<dyn Future<Output = HandlerResult> + Send>>
++ Send
++ Sync
++ 'static {
+    move |invocation| {
+        let (spec, id, calls) = (spec.clone(), id.clone(), calls.clone());
+        Box::pin(async move {
+            record(&calls, &call(&id, spec.kind, &invocation)).await;
+            let retry = invocation.retry();
+            match spec.fail.get(retry as usize) {
+                Some(Failure::Temporary(delay)) => {
+                    return Err(TemporaryError::new("failed")
+                        .delay(Duration::from_secs_f64(*delay))
+                        .into());
+                }
+                Some(Failure::Permanent) => return Err(PermanentError::new("failed").into()),
+                Some(Failure::Arbitrary) => return Err(kopf::Error::msg("failed")),
+                Some(Failure::Sleep(seconds)) => {
+                    tokio::time::sleep(Duration::from_secs_f64(*seconds)).await;
+                }
+                None => {}
+            }
+            if spec.kind == Kind::Event {
+                // As the Python twin: event handlers return nothing (see there why).
+                return Ok(None);
+            }
+            for sub in &spec.subhandlers {
+                let function = behaviour(sub.clone(), format!("{id}/{}", sub.id), calls.clone());
+                let handler = with_options!(SubHandler::new(&sub.id, function), sub);
+                invocation.subhandlers().register(handler);
+            }
+            Ok(Some(json!({"retry": retry})))
+        })
+    }
+}
+
+/// What a call records: the arguments that matter, as Kopf names them.
+fn call(id: &str, kind: Kind, invocation: &Invocation) -> Value {
+    if kind == Kind::Event {
+        return json!({
+            "handler": id,
+            "name": invocation.name(),
+            "type": invocation.event_type(),
+        });
+    }
+    json!({
+        "handler": id,
+        "name": invocation.name(),
+        "reason": invocation.reason().map(|reason| reason.as_str()),
+        "retry": invocation.retry(),
+        "old": invocation.old(),
+        "new": invocation.new(),
+        "diff": invocation.diff(),
+    })
+}
+
+/// Appends one JSON line to the file.
+async fn record(calls: &Path, call: &Value) {
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(calls)
+        .await
+        .unwrap_or_else(|error| panic!("opening {}: {error}", calls.display()));
+    let line = format!("{call}\n");
+    file.write_all(line.as_bytes())
+        .await
+        .unwrap_or_else(|error| panic!("writing {}: {error}", calls.display()));
+}

@@ -1,0 +1,193 @@
+//! What one run of a scenario produced, per object, made comparable: the handlers' calls, the
+//! object's final state, the Kubernetes Events posted about it, and the log lines about it.
+//! Times are blanked; what kopf-rs deliberately does differently is in [`ALLOWED`].
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The deliberate differences from Kopf, by name, with their reasons; the suite blanks them
+/// out before comparing (and the README's "Compatible with Python Kopf" lists them).
+pub const ALLOWED: &[(&str, &str)] = &[(
+    "touch-dummy",
+    "Kopf writes a `kopf.zalando.org/touch-dummy` annotation to wake itself after a delay; \
+     kopf-rs keeps its own timer and writes none (it removes Kopf's if found).",
+)];
+
+/// The annotation that [`ALLOWED`]'s `touch-dummy` is about.
+const TOUCH_DUMMY: &str = "kopf.zalando.org/touch-dummy";
+
+/// Fields of progress records that hold times.
+const TIMES: [&str; 3] = ["started", "stopped", "delayed"];
+
+/// Everything a run produced about its objects, by object name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The handlers' calls, in order.
+    pub calls: BTreeMap<String, Vec<Value>>,
+    /// The final state: labels, annotations, finalizers, spec and status (`null` if gone).
+    pub objects: BTreeMap<String, Value>,
+    /// The Events posted, as `[type, reason, message]`, sorted (they are posted in batches).
+    pub events: BTreeMap<String, Vec<Value>>,
+    /// The log lines about the object (those prefixed `[default/<name>]`), in order.
+    pub logs: BTreeMap<String, Vec<String>>,
+}
+
+impl Outcome {
+    /// Collects an outcome from the calls file's text, the objects at the end, the listed
+    /// Events and the operator's log.
+    pub fn collect(
+        names: &[String],
+        calls: &str,
+        objects: BTreeMap<String, Value>,
+        events: &Value,
+        log: &str,
+    ) -> Outcome {
+        let mut outcome = Outcome::default();
+        for name in names {
+            outcome.calls.insert(name.clone(), Vec::new());
+            outcome.events.insert(name.clone(), Vec::new());
+            outcome.logs.insert(name.clone(), Vec::new());
+        }
+        for mut call in calls
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        {
+            // Kopf lists a diff's keys in Python's set order, which is no order: compared as
+            // sets (kopf-rs lists them as Kopf groups them, additions, removals, changes).
+            if let Some(diff) = call.get_mut("diff").and_then(Value::as_array_mut) {
+                diff.sort_by_key(ToString::to_string);
+            }
+            let name = call["name"].as_str().unwrap_or_default().to_string();
+            outcome.calls.entry(name).or_default().push(call);
+        }
+        for (name, object) in objects {
+            outcome.objects.insert(name, state(&object));
+        }
+        for event in events["items"].as_array().into_iter().flatten() {
+            let name = event["involvedObject"]["name"].as_str().unwrap_or_default();
+            if let Some(posted) = outcome.events.get_mut(name) {
+                posted.push(Value::Array(vec![
+                    event["type"].clone(),
+                    event["reason"].clone(),
+                    event["message"].clone(),
+                ]));
+            }
+        }
+        for posted in outcome.events.values_mut() {
+            posted.sort_by_key(ToString::to_string);
+        }
+        for line in log.lines() {
+            let Some(rest) = line.strip_prefix("[default/") else {
+                continue;
+            };
+            let Some((name, message)) = rest.split_once("] ") else {
+                continue;
+            };
+            if let Some(lines) = outcome.logs.get_mut(name) {
+                lines.push(message.to_string());
+            }
+        }
+        outcome
+    }
+
+    /// The differences from `other` (Kopf's), each a line naming the object and what differs;
+    /// none when they behave the same.
+    pub fn differences(&self, kopf: &Outcome) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut compare = |what: &str, ours: Value, theirs: Value| {
+            if ours != theirs {
+                found.push(format!(
+                    "{what}:\n    kopf:    {theirs}\n    kopf-rs: {ours}"
+                ));
+            }
+        };
+        let names: Vec<&String> = self.calls.keys().chain(kopf.calls.keys()).collect();
+        let mut seen = Vec::new();
+        for name in names {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            let get = |map: &BTreeMap<String, Vec<Value>>| {
+                Value::Array(map.get(name).cloned().unwrap_or_default())
+            };
+            compare(
+                &format!("{name}: calls"),
+                get(&self.calls),
+                get(&kopf.calls),
+            );
+            compare(
+                &format!("{name}: state"),
+                self.objects.get(name).cloned().unwrap_or_default(),
+                kopf.objects.get(name).cloned().unwrap_or_default(),
+            );
+            compare(
+                &format!("{name}: events"),
+                get(&self.events),
+                get(&kopf.events),
+            );
+            let lines = |map: &BTreeMap<String, Vec<String>>| {
+                Value::from(map.get(name).cloned().unwrap_or_default())
+            };
+            compare(
+                &format!("{name}: log"),
+                lines(&self.logs),
+                lines(&kopf.logs),
+            );
+        }
+        found
+    }
+}
+
+/// The object's comparable state: `null` if gone; else its labels, annotations (progress
+/// records with their times blanked), finalizers, spec and status.
+fn state(object: &Value) -> Value {
+    if object.is_null() || object["kind"] == "Status" {
+        return Value::Null;
+    }
+    let metadata = &object["metadata"];
+    let mut annotations = metadata["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    annotations.remove(TOUCH_DUMMY);
+    for (key, value) in annotations.iter_mut() {
+        if !key.starts_with("kopf.zalando.org/") {
+            continue;
+        }
+        if let Some(Value::Object(mut record)) = value
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+        {
+            blank_times(&mut record);
+            *value = Value::Object(record);
+        }
+    }
+    let mut status = object["status"].clone();
+    if let Some(progress) = status["kopf"]["progress"].as_object_mut() {
+        for record in progress.values_mut() {
+            if let Value::Object(record) = record {
+                blank_times(record);
+            }
+        }
+    }
+    serde_json::json!({
+        "labels": metadata["labels"],
+        "annotations": annotations,
+        "finalizers": metadata["finalizers"],
+        "spec": object["spec"],
+        "status": status,
+    })
+}
+
+fn blank_times(record: &mut Map<String, Value>) {
+    for key in TIMES {
+        if let Some(value) = record.get_mut(key)
+            && !value.is_null()
+        {
+            *value = Value::String("<time>".into());
+        }
+    }
+}

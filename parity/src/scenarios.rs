@@ -1,0 +1,298 @@
+//! The scenarios: scripted ones, each about one part of Kopf's semantics, and generated ones
+//! (seeded random sequences of steps over one operator with every kind of handler).
+
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use serde_json::{Map, Value, json};
+
+use crate::driver::{Scenario, Step};
+use crate::spec::{Failure, HandlerSpec, Kind, Match, OperatorSpec};
+
+/// Every scripted scenario.
+pub fn scripted() -> Vec<Scenario> {
+    vec![
+        lifecycle(),
+        fields_and_restarts(),
+        filters(),
+        errors(),
+        subhandlers(),
+        resumes_and_events(),
+    ]
+}
+
+fn handler(kind: Kind, id: &str) -> HandlerSpec {
+    HandlerSpec::new(kind, id)
+}
+
+fn operator(handlers: Vec<HandlerSpec>) -> OperatorSpec {
+    OperatorSpec { handlers }
+}
+
+fn labelled(name: &str, spec: Value, labels: Value) -> Step {
+    Step::Create {
+        name: name.into(),
+        spec,
+        labels: labels.as_object().cloned().unwrap_or_default(),
+        annotations: Map::new(),
+    }
+}
+
+/// Creation, updates of the spec, labels and annotations, deletion with a delete handler (a
+/// finalizer); and an object deleted without one.
+pub fn lifecycle() -> Scenario {
+    let mut update = handler(Kind::Update, "update_fn");
+    update.deleted = false;
+    Scenario {
+        name: "lifecycle".into(),
+        operator: operator(vec![
+            handler(Kind::Create, "create_fn"),
+            update,
+            handler(Kind::Delete, "delete_fn"),
+        ]),
+        steps: vec![
+            Step::create("one", json!({"field": "a", "items": [1, 2]})),
+            Step::patch("one", json!({"spec": {"field": "b"}})),
+            Step::patch(
+                "one",
+                json!({"spec": {"items": [1, 2, 3], "new": {"x": 1}}}),
+            ),
+            Step::patch("one", json!({"metadata": {"labels": {"tier": "gold"}}})),
+            Step::patch("one", json!({"metadata": {"annotations": {"note": "hi"}}})),
+            Step::patch("one", json!({"spec": {"field": null}})),
+            Step::delete("one"),
+        ],
+    }
+}
+
+/// Field handlers and updates of a field; restarts without changes (nothing is called) and
+/// with changes made while the operator was down.
+pub fn fields_and_restarts() -> Scenario {
+    let mut update = handler(Kind::Update, "update_field_fn");
+    update.field = Some("spec.field".into());
+    let mut field = handler(Kind::Field, "field_fn");
+    field.field = Some("spec.field".into());
+    let mut other = handler(Kind::Field, "other_fn");
+    other.field = Some("spec.other".into());
+    Scenario {
+        name: "fields-and-restarts".into(),
+        operator: operator(vec![
+            handler(Kind::Create, "create_fn"),
+            update,
+            field,
+            other,
+        ]),
+        steps: vec![
+            Step::create("one", json!({"field": "a"})),
+            Step::patch("one", json!({"spec": {"field": "b"}})),
+            Step::patch("one", json!({"spec": {"unrelated": 1}})),
+            Step::Restart { meanwhile: vec![] },
+            Step::Restart {
+                meanwhile: vec![
+                    Step::patch("one", json!({"spec": {"field": "c", "other": 1}})),
+                    Step::create("two", json!({"field": "z"})),
+                ],
+            },
+            Step::patch("two", json!({"spec": {"other": 2}})),
+            Step::delete("one"),
+            Step::delete("two"),
+        ],
+    }
+}
+
+/// Labels and annotations with values, present, absent and callables; `when`; `value`, `old`
+/// and `new` on a field.
+pub fn filters() -> Scenario {
+    let mut by_label = handler(Kind::Create, "gold_fn");
+    by_label.labels = vec![("tier".into(), Match::Equals(json!("gold")))];
+    let mut labelled_any = handler(Kind::Update, "labelled_fn");
+    labelled_any.labels = vec![("tier".into(), Match::Present)];
+    let mut unlabelled = handler(Kind::Update, "unlabelled_fn");
+    unlabelled.labels = vec![("tier".into(), Match::Absent)];
+    let mut callable = handler(Kind::Update, "silver_fn");
+    callable.labels = vec![("tier".into(), Match::Callable(json!("silver")))];
+    let mut annotated = handler(Kind::Update, "annotated_fn");
+    annotated.annotations = vec![("note".into(), Match::Present)];
+    let mut when = handler(Kind::Update, "when_fn");
+    when.when = Some(("spec.flag".into(), json!(true)));
+    let mut value = handler(Kind::Field, "value_fn");
+    value.field = Some("spec.size".into());
+    value.value = Some(Match::Equals(json!(3)));
+    let mut old_new = handler(Kind::Field, "old_new_fn");
+    old_new.field = Some("spec.size".into());
+    old_new.old = Some(Match::Present);
+    old_new.new = Some(Match::Callable(json!(5)));
+    let mut appeared = handler(Kind::Field, "appeared_fn");
+    appeared.field = Some("spec.size".into());
+    appeared.old = Some(Match::Absent);
+    Scenario {
+        name: "filters".into(),
+        operator: operator(vec![
+            by_label,
+            labelled_any,
+            unlabelled,
+            callable,
+            annotated,
+            when,
+            value,
+            old_new,
+            appeared,
+        ]),
+        steps: vec![
+            labelled("gold", json!({}), json!({"tier": "gold"})),
+            Step::create("plain", json!({})),
+            Step::patch("gold", json!({"spec": {"size": 3}})),
+            Step::patch("plain", json!({"spec": {"size": 3, "flag": true}})),
+            Step::patch("plain", json!({"metadata": {"labels": {"tier": "silver"}}})),
+            Step::patch("plain", json!({"spec": {"size": 5}})),
+            Step::patch("plain", json!({"metadata": {"annotations": {"note": "x"}}})),
+            Step::patch("gold", json!({"spec": {"flag": false, "size": null}})),
+        ],
+    }
+}
+
+/// Temporary errors with a delay, permanent ones, arbitrary ones in each `errors=` mode, a
+/// retries limit, a timeout.
+pub fn errors() -> Scenario {
+    let mut temporary = handler(Kind::Create, "temporary_fn");
+    temporary.fail = vec![Failure::Temporary(1.0), Failure::Temporary(0.5)];
+    let mut permanent = handler(Kind::Create, "permanent_fn");
+    permanent.fail = vec![Failure::Permanent];
+    let mut retried = handler(Kind::Create, "retried_fn");
+    retried.fail = vec![Failure::Arbitrary, Failure::Arbitrary, Failure::Arbitrary];
+    retried.retries = Some(2);
+    retried.backoff = Some(0.5);
+    let mut fatal = handler(Kind::Create, "fatal_fn");
+    fatal.fail = vec![Failure::Arbitrary];
+    fatal.errors = Some("permanent".into());
+    let mut ignored = handler(Kind::Create, "ignored_fn");
+    ignored.fail = vec![Failure::Arbitrary];
+    ignored.errors = Some("ignored".into());
+    let mut recovering = handler(Kind::Update, "recovering_fn");
+    recovering.fail = vec![Failure::Arbitrary];
+    recovering.backoff = Some(1.0);
+    Scenario {
+        name: "errors".into(),
+        operator: operator(vec![
+            temporary, permanent, retried, fatal, ignored, recovering,
+        ]),
+        steps: vec![
+            Step::create("one", json!({})),
+            Step::patch("one", json!({"spec": {"field": 1}})),
+            Step::delete("one"),
+        ],
+    }
+}
+
+/// Sub-handlers, one failing once, one with sub-handlers of its own.
+pub fn subhandlers() -> Scenario {
+    let mut flaky = handler(Kind::Create, "flaky");
+    flaky.fail = vec![Failure::Temporary(0.5)];
+    let mut nested = handler(Kind::Create, "nested");
+    nested.subhandlers = vec![handler(Kind::Create, "deep")];
+    let mut parent = handler(Kind::Create, "parent_fn");
+    parent.subhandlers = vec![handler(Kind::Create, "first"), flaky, nested];
+    let mut updater = handler(Kind::Update, "updater_fn");
+    updater.subhandlers = vec![handler(Kind::Update, "part")];
+    Scenario {
+        name: "subhandlers".into(),
+        operator: operator(vec![parent, updater]),
+        steps: vec![
+            Step::create("one", json!({})),
+            Step::patch("one", json!({"spec": {"field": 1}})),
+        ],
+    }
+}
+
+/// Resume handlers on restarts, event handlers on every event, and an optional delete
+/// handler (no finalizer for it).
+pub fn resumes_and_events() -> Scenario {
+    let mut optional = handler(Kind::Delete, "optional_fn");
+    optional.optional = true;
+    Scenario {
+        name: "resumes-and-events".into(),
+        operator: operator(vec![
+            handler(Kind::Create, "create_fn"),
+            handler(Kind::Resume, "resume_fn"),
+            handler(Kind::Event, "event_fn"),
+            optional,
+        ]),
+        steps: vec![
+            Step::create("one", json!({"field": 1})),
+            Step::Restart { meanwhile: vec![] },
+            Step::patch("one", json!({"spec": {"field": 2}})),
+            Step::Restart {
+                meanwhile: vec![Step::patch("one", json!({"spec": {"field": 3}}))],
+            },
+            Step::delete("one"),
+        ],
+    }
+}
+
+/// One operator with a handler of every kind and several filters: what generated scenarios
+/// run.
+pub fn rich_operator() -> OperatorSpec {
+    let mut field = handler(Kind::Field, "field_fn");
+    field.field = Some("spec.size".into());
+    let mut gold = handler(Kind::Update, "gold_fn");
+    gold.labels = vec![("tier".into(), Match::Equals(json!("gold")))];
+    let mut flaky = handler(Kind::Update, "flaky_fn");
+    flaky.fail = vec![Failure::Temporary(0.5)];
+    flaky.when = Some(("spec.flag".into(), json!(true)));
+    let mut small = handler(Kind::Field, "small_fn");
+    small.field = Some("spec.size".into());
+    small.new = Some(Match::Callable(json!(1)));
+    operator(vec![
+        handler(Kind::Create, "create_fn"),
+        handler(Kind::Update, "update_fn"),
+        handler(Kind::Resume, "resume_fn"),
+        handler(Kind::Delete, "delete_fn"),
+        field,
+        gold,
+        flaky,
+        small,
+    ])
+}
+
+/// A random scenario: `length` steps over two objects with [`rich_operator`], from `seed`.
+pub fn generated(seed: u64, length: usize) -> Scenario {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let names = ["alpha", "beta"];
+    let mut exists = [false, false];
+    let mut steps = Vec::new();
+    while steps.len() < length {
+        let which = rng.random_range(0..names.len());
+        let name = names[which];
+        let step = if !exists[which] {
+            exists[which] = true;
+            let size = rng.random_range(0..3);
+            Step::create(name, json!({"size": size}))
+        } else {
+            match rng.random_range(0..10) {
+                0..=2 => Step::patch(name, json!({"spec": {"size": rng.random_range(0..3)}})),
+                3 => Step::patch(name, json!({"spec": {"flag": rng.random_bool(0.5)}})),
+                4 => Step::patch(name, json!({"spec": {"other": rng.random_range(0..100)}})),
+                5 => {
+                    let tier = ["gold", "silver"][rng.random_range(0..2)];
+                    Step::patch(name, json!({"metadata": {"labels": {"tier": tier}}}))
+                }
+                6 => Step::Restart { meanwhile: vec![] },
+                7 => Step::Restart {
+                    meanwhile: vec![Step::patch(
+                        name,
+                        json!({"spec": {"size": rng.random_range(0..3)}}),
+                    )],
+                },
+                _ => {
+                    exists[which] = false;
+                    Step::delete(name)
+                }
+            }
+        };
+        steps.push(step);
+    }
+    Scenario {
+        name: format!("generated-{seed}"),
+        operator: rich_operator(),
+        steps,
+    }
+}

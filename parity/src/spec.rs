@@ -1,0 +1,143 @@
+//! What an operator of the suite does, as data: both interpreters (`parity-operator` for
+//! kopf-rs, `python/parity_operator.py` for Kopf) build the same handlers from one
+//! [`OperatorSpec`], given to them as a JSON file (`PARITY_SPEC`).
+//!
+//! Every handler records each call as one JSON line in the file `PARITY_CALLS`:
+//! `{"handler", "name", "reason", "retry", "old", "new", "diff", "type"}` (`type` for event
+//! handlers only), then fails as its [`HandlerSpec::fail`] says for that attempt, or
+//! registers its sub-handlers and returns `{"retry": n}`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The handlers of one operator, on `kopfexamples.kopf.dev/v1`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperatorSpec {
+    /// In the order of registration (which is the order of their calls).
+    pub handlers: Vec<HandlerSpec>,
+}
+
+/// What kind of handler: Kopf's `@kopf.on.<kind>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `on.create`.
+    Create,
+    /// `on.update`.
+    Update,
+    /// `on.delete`.
+    Delete,
+    /// `on.resume`.
+    Resume,
+    /// `on.field` (with [`HandlerSpec::field`]).
+    Field,
+    /// `on.event`.
+    Event,
+}
+
+/// One handler, its filters, its options and what it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandlerSpec {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its id.
+    pub id: String,
+    /// `labels=`: key → a [`Match`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<(String, Match)>,
+    /// `annotations=`: key → a [`Match`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<(String, Match)>,
+    /// `when=`: a callable that holds when the field (a dotted path) equals the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<(String, Value)>,
+    /// `field=`, a dotted path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// `value=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Match>,
+    /// `old=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<Match>,
+    /// `new=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<Match>,
+    /// `optional=True` (delete handlers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// `deleted=True` (update and field handlers: also while the object is being deleted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+    /// `errors=`: `temporary` (Kopf's default), `permanent` or `ignored`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<String>,
+    /// `retries=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// `backoff=`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<f64>,
+    /// `timeout=`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    /// How each attempt fails, by its retry number; attempts past the list succeed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail: Vec<Failure>,
+    /// Sub-handlers that the handler registers on each call (Kopf's `@kopf.subhandler`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subhandlers: Vec<HandlerSpec>,
+}
+
+impl HandlerSpec {
+    /// A handler of this kind and id, without filters, options or failures.
+    pub fn new(kind: Kind, id: &str) -> HandlerSpec {
+        HandlerSpec {
+            kind,
+            id: id.to_string(),
+            labels: Vec::new(),
+            annotations: Vec::new(),
+            when: None,
+            field: None,
+            value: None,
+            old: None,
+            new: None,
+            optional: false,
+            deleted: false,
+            errors: None,
+            retries: None,
+            backoff: None,
+            timeout: None,
+            fail: Vec::new(),
+            subhandlers: Vec::new(),
+        }
+    }
+}
+
+/// A filter on a label, an annotation or a field's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Match {
+    /// Exactly this value.
+    Equals(Value),
+    /// Present, with any value (`kopf.PRESENT`).
+    Present,
+    /// Absent (`kopf.ABSENT`).
+    Absent,
+    /// A callable that holds when the value (`None` if absent) equals this.
+    Callable(Value),
+}
+
+/// How one attempt of a handler fails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// `kopf.TemporaryError("failed", delay=<seconds>)`.
+    Temporary(f64),
+    /// `kopf.PermanentError("failed")`.
+    Permanent,
+    /// An arbitrary error, `errors=` decides.
+    Arbitrary,
+    /// Sleeps this long (for `timeout=`), then succeeds.
+    Sleep(f64),
+}
