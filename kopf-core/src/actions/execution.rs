@@ -44,10 +44,54 @@ impl Outcome {
     }
 }
 
+/// What kind of resource handler an attempt is of: how Kopf's log lines name it, and whether
+/// its success is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A change, event or login handler: `Handler 'id' succeeded.`
+    Handler,
+    /// `Daemon 'id' succeeded.` (when it exits).
+    Daemon,
+    /// `Timer 'id' succeeded.`
+    Timer,
+    /// An index function: its successes, one per object and event, are not logged (as Kopf).
+    Index,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Handler | Kind::Index => "Handler",
+            Kind::Daemon => "Daemon",
+            Kind::Timer => "Timer",
+        }
+    }
+}
+
 /// Runs one attempt of the resource handler `id` whose earlier attempts failed `retry` times
 /// since `started`. The attempt is registered as in flight while it runs, and its invocation's
 /// node is named after it, so that a stop can say what it waits for and what it aborts.
 pub(crate) async fn execute(
+    id: &str,
+    function: &HandlerFn,
+    options: &Options,
+    default_backoff: Duration,
+    invocation: Invocation,
+) -> Outcome {
+    execute_as(
+        Kind::Handler,
+        id,
+        function,
+        options,
+        default_backoff,
+        invocation,
+    )
+    .await
+}
+
+/// As [`execute`], for a handler of this kind.
+pub(crate) async fn execute_as(
+    kind: Kind,
     id: &str,
     function: &HandlerFn,
     options: &Options,
@@ -57,7 +101,8 @@ pub(crate) async fn execute(
     let work = Work::new(id, invocation.namespace(), invocation.name());
     invocation.node = invocation.node.doing(work);
     let attempt = Attempt {
-        label: "Handler",
+        label: kind.label(),
+        report_success: kind != Kind::Index,
         id,
         options: options.into(),
         default_backoff,
@@ -112,6 +157,8 @@ pub(crate) struct Attempt<'a> {
     pub(crate) logger: Logger,
     /// The sub-handlers the call may register.
     pub(crate) subhandlers: Option<SubHandlers>,
+    /// Whether a success is logged (not an index function's).
+    pub(crate) report_success: bool,
 }
 
 impl Attempt<'_> {
@@ -145,6 +192,7 @@ impl Attempt<'_> {
             node,
             logger,
             subhandlers,
+            report_success,
         } = self;
         let mut report = Report {
             label,
@@ -256,16 +304,15 @@ impl Attempt<'_> {
                 arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
             }
             Some(Ok(Ok(value))) => {
-                match node.stop_reason() {
-                    // A stop ends many at once (every daemon at the exit): one line each at
-                    // DEBUG, so that a stop is not slowed down by its own logs.
-                    Some(reason) => {
-                        tracing::debug!(target: "kopf::handler", parent: logger.span(), "{label} '{id}' succeeded after it was asked to stop: {reason}.")
-                    }
-                    None if subhandlers.is_none_or(|s| s.is_empty()) => {
+                // As Kopf, also when it was asked to stop (every daemon, at the exit).
+                if report_success && subhandlers.is_none_or(|s| s.is_empty()) {
+                    if node.stop_reason() == Some(StopReason::OperatorExiting) {
+                        // As Kopf, whose poster stops first: logged but not posted, or every
+                        // restart would post an Event per daemon.
+                        tracing::info!(target: "kopf::objects", parent: logger.span(), "{label} '{id}' succeeded.");
+                    } else {
                         logger.info(format_args!("{label} '{id}' succeeded."));
                     }
-                    None => {}
                 }
                 Outcome::Success(value)
             }

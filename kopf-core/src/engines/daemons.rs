@@ -360,7 +360,12 @@ impl Runner {
         invocation.started = started;
         invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
         let written = invocation.patch.clone();
-        let attempt = execution::execute(
+        let kind = match self.handler {
+            Background::Daemon(_) => execution::Kind::Daemon,
+            Background::Timer(_) => execution::Kind::Timer,
+        };
+        let attempt = execution::execute_as(
+            kind,
             id,
             self.handler.function(),
             options,

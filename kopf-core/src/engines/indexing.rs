@@ -80,7 +80,8 @@ pub(crate) async fn update(
         let started = invocation.started;
         // `execute` logs the outcome in Kopf's words; an ignored error keeps the entries
         // as they were, since the function delivered none.
-        let outcome = execution::execute(
+        let outcome = execution::execute_as(
+            execution::Kind::Index,
             &handler.id,
             &handler.function,
             &handler.options,
