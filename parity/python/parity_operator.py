@@ -101,13 +101,24 @@ def options(spec, change):
     return kwargs
 
 
+def index_content(index):
+    """An index as the suite records it: key -> the sorted names under it."""
+    return {str(key): sorted(store) for key, store in index.items()}
+
+
 def behaviour(spec, full_id):
-    async def handler(name, retry, reason=None, old=None, new=None, diff=None, type=None, **_):
+    async def handler(name, retry=0, reason=None, old=None, new=None, diff=None, type=None,
+                      **kwargs):
         if spec["kind"] == "event":
-            record({"handler": full_id, "name": name, "type": type})
+            call = {"handler": full_id, "name": name, "type": type}
+        elif spec["kind"] == "timer":
+            call = {"handler": full_id, "name": name, "retry": retry, "timer": True}
         else:
-            record({"handler": full_id, "name": name, "reason": reason, "retry": retry,
-                    "old": plain(old), "new": plain(new), "diff": plain_diff(diff or [])})
+            call = {"handler": full_id, "name": name, "reason": reason, "retry": retry,
+                    "old": plain(old), "new": plain(new), "diff": plain_diff(diff or [])}
+        if spec.get("reads"):
+            call["index"] = index_content(kwargs[spec["reads"]])
+        record(call)
         failures = spec.get("fail", [])
         if retry < len(failures):
             failure = failures[retry]
@@ -120,10 +131,11 @@ def behaviour(spec, full_id):
                 raise RuntimeError("failed")
             if kind == "sleep":
                 await asyncio.sleep(number(argument))
-        if spec["kind"] == "event":
-            # Nothing to store: Kopf would store a result of an event handler on every event,
-            # mostly writes that change nothing, after which it skips the object's changes
-            # until its next event (kopf-rs does not; the README lists it).
+        if spec["kind"] in ("event", "timer"):
+            # Nothing to store: Kopf would store a result of an event handler on every event
+            # (of a timer on every tick), mostly writes that change nothing, after which it
+            # skips the object's changes until its next event (kopf-rs does not; the README
+            # lists it).
             return None
         for sub in spec.get("subhandlers", []):
             kopf.subhandler(**options(sub, change=False))(
@@ -143,12 +155,56 @@ def configure(settings: kopf.OperatorSettings, **_):
     # stored again), as if its version could still come; kopf-rs does not wait. Shorter than
     # the driver's quiet window, so that Kopf is done when the driver takes it as idle.
     settings.persistence.consistency_timeout = 1
+    # What handlers log is posted as Events too, to compare them (off by default since 1.44).
+    settings.posting.loggers = True
+
+
+def daemon(spec):
+    async def handler(name, stopped, **_):
+        record({"handler": spec["id"], "name": name, "daemon": "started"})
+        await stopped.wait()
+        reason = stopped.reason or kopf.DaemonStoppingReason(0)
+        if kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
+            why = "deleted"
+        elif kopf.DaemonStoppingReason.FILTERS_MISMATCH in reason:
+            why = "filters"
+        elif kopf.DaemonStoppingReason.OPERATOR_EXITING in reason:
+            why = "exiting"
+        else:
+            why = "other"
+        record({"handler": spec["id"], "name": name, "daemon": why})
+    return handler
+
+
+def index(spec):
+    def handler(name, body, **_):
+        value, found = lookup(body, spec.get("field") or "spec")
+        return {str(value) if not isinstance(value, bool) else str(value).lower(): name} \
+            if found else None
+    return handler
+
+
+def background_options(spec):
+    kwargs = options(spec, change=False)
+    if spec.get("initial_delay") is not None:
+        kwargs["initial_delay"] = number(spec["initial_delay"])
+    return kwargs
 
 
 for handler_spec in SPEC["handlers"]:
     function = behaviour(handler_spec, handler_spec["id"])
     kind = handler_spec["kind"]
-    if kind == "event":
+    if kind == "daemon":
+        kopf.daemon(GROUP, VERSION, PLURAL, **background_options(handler_spec))(daemon(handler_spec))
+    elif kind == "timer":
+        kwargs = background_options(handler_spec)
+        kwargs["interval"] = number(handler_spec.get("interval") or 60)
+        if handler_spec.get("idle") is not None:
+            kwargs["idle"] = number(handler_spec["idle"])
+        kopf.timer(GROUP, VERSION, PLURAL, **kwargs)(function)
+    elif kind == "index":
+        kopf.index(GROUP, VERSION, PLURAL, **options(handler_spec, change=False))(index(handler_spec))
+    elif kind == "event":
         kopf.on.event(GROUP, VERSION, PLURAL, **options(handler_spec, change=False))(function)
     elif kind == "field":
         kopf.on.field(GROUP, VERSION, PLURAL, field=handler_spec["field"],

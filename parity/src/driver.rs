@@ -213,7 +213,13 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     let log = std::fs::read_to_string(dir.join("operator.log")).unwrap_or_default();
     drop(client);
     server.stop().await;
-    Outcome::collect(&names, &calls, objects, &events, &log)
+    let outcome = Outcome::collect(&names, &calls, objects, &events, &log);
+    std::fs::write(
+        dir.join("outcome.json"),
+        serde_json::to_string_pretty(&outcome).unwrap_or_default(),
+    )
+    .expect("writing the outcome");
+    outcome
 }
 
 /// Does one step (not a restart) to the server's objects.

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use kopf::filters::{MetaFilter, ValueFilter};
 use kopf::{
-    ChangeHandler, ErrorsMode, EventHandler, HandlerResult, Invocation, PermanentError, Registry,
-    Selector, SubHandler, TemporaryError,
+    ActivityHandler, ChangeHandler, DaemonHandler, ErrorsMode, EventHandler, HandlerResult,
+    IndexHandler, Invocation, PermanentError, Registry, Selector, StopReason, SubHandler,
+    TemporaryError, TimerHandler,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
@@ -59,14 +60,48 @@ pub fn selector() -> Selector {
 /// The registry of the spec's handlers, each recording its calls in the file `calls`.
 pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
     let calls: Arc<PathBuf> = Arc::new(calls.to_path_buf());
+    // As the Python twin's: what handlers log is posted as Events too, to compare them.
+    let configure = ActivityHandler::on_startup("configure", |activity| {
+        activity.settings().posting.loggers = true;
+        async { Ok(None) }
+    });
     spec.handlers
         .iter()
-        .fold(Registry::new(), |registry, handler| {
+        .fold(Registry::new().with(configure), |registry, handler| {
             let function = behaviour(handler.clone(), handler.id.clone(), calls.clone());
+            let seconds = |value: Option<f64>| value.map(Duration::from_secs_f64);
             match handler.kind {
                 Kind::Event => {
                     let event = EventHandler::on_event(selector(), &handler.id, function);
                     registry.with(with_options!(event, handler))
+                }
+                Kind::Daemon => {
+                    let function = daemon(handler.id.clone(), calls.clone());
+                    let mut daemon = DaemonHandler::new(selector(), &handler.id, function);
+                    if let Some(delay) = seconds(handler.initial_delay) {
+                        daemon = daemon.initial_delay(delay);
+                    }
+                    registry.with(with_options!(daemon, handler))
+                }
+                Kind::Timer => {
+                    let interval = seconds(handler.interval).unwrap_or(Duration::from_secs(60));
+                    let mut timer = TimerHandler::new(selector(), &handler.id, interval, function);
+                    if let Some(delay) = seconds(handler.initial_delay) {
+                        timer = timer.initial_delay(delay);
+                    }
+                    if let Some(idle) = seconds(handler.idle) {
+                        timer = timer.idle(idle);
+                    }
+                    registry.with(with_options!(timer, handler))
+                }
+                Kind::Index => {
+                    let field = handler.field.clone().unwrap_or_else(|| "spec".into());
+                    let index = IndexHandler::new(selector(), &handler.id, move |invocation| {
+                        let entry = lookup(invocation.body(), &field)
+                            .map(|value| (key_of(value), invocation.name().to_string()));
+                        async move { Ok(entry) }
+                    });
+                    registry.with(with_options!(index, handler))
                 }
                 kind => {
                     let change = match kind {
@@ -74,7 +109,7 @@ pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
                         Kind::Update => ChangeHandler::on_update(selector(), &handler.id, function),
                         Kind::Delete => ChangeHandler::on_delete(selector(), &handler.id, function),
                         Kind::Resume => ChangeHandler::on_resume(selector(), &handler.id, function),
-                        Kind::Field | Kind::Event => ChangeHandler::on_field(
+                        _ => ChangeHandler::on_field(
                             selector(),
                             &handler.id,
                             handler.field.as_deref().unwrap_or("spec"),
@@ -139,6 +174,14 @@ fn value_filter(filter: &Match) -> ValueFilter {
     }
 }
 
+/// An index's key for a value: its text as Python's `str()` gives it for strings and numbers.
+fn key_of(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The value at a dotted path.
 fn lookup<'a>(body: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(body, |value, key| value.get(key))
@@ -156,7 +199,7 @@ fn behaviour(
     move |invocation| {
         let (spec, id, calls) = (spec.clone(), id.clone(), calls.clone());
         Box::pin(async move {
-            record(&calls, &call(&id, spec.kind, &invocation)).await;
+            record(&calls, &call(&spec, &id, &invocation)).await;
             let retry = invocation.retry();
             match spec.fail.get(retry as usize) {
                 Some(Failure::Temporary(delay)) => {
@@ -171,8 +214,8 @@ fn behaviour(
                 }
                 None => {}
             }
-            if spec.kind == Kind::Event {
-                // As the Python twin: event handlers return nothing (see there why).
+            if matches!(spec.kind, Kind::Event | Kind::Timer) {
+                // As the Python twin: these return nothing (see there why).
                 return Ok(None);
             }
             for sub in &spec.subhandlers {
@@ -185,24 +228,78 @@ fn behaviour(
     }
 }
 
+/// A daemon's function: records its start, waits until it is stopped, records why.
+fn daemon(
+    id: String,
+    calls: Arc<PathBuf>,
+) -> impl Fn(Invocation) -> std::pin::Pin<Box<dyn Future<Output = HandlerResult> + Send>>
++ Send
++ Sync
++ 'static {
+    move |invocation| {
+        let (id, calls) = (id.clone(), calls.clone());
+        Box::pin(async move {
+            let name = invocation.name().to_string();
+            record(
+                &calls,
+                &json!({"handler": id, "name": name, "daemon": "started"}),
+            )
+            .await;
+            invocation.stopped().cancelled().await;
+            let why = match invocation.stop_reason() {
+                Some(StopReason::ObjectDeleted) => "deleted",
+                Some(StopReason::FiltersMismatch) => "filters",
+                Some(StopReason::OperatorExiting) => "exiting",
+                _ => "other",
+            };
+            record(&calls, &json!({"handler": id, "name": name, "daemon": why})).await;
+            Ok(None)
+        })
+    }
+}
+
 /// What a call records: the arguments that matter, as Kopf names them.
-fn call(id: &str, kind: Kind, invocation: &Invocation) -> Value {
-    if kind == Kind::Event {
-        return json!({
+fn call(spec: &HandlerSpec, id: &str, invocation: &Invocation) -> Value {
+    let mut call = match spec.kind {
+        Kind::Event => json!({
             "handler": id,
             "name": invocation.name(),
             "type": invocation.event_type(),
-        });
+        }),
+        Kind::Timer => json!({
+            "handler": id,
+            "name": invocation.name(),
+            "retry": invocation.retry(),
+            "timer": true,
+        }),
+        _ => json!({
+            "handler": id,
+            "name": invocation.name(),
+            "reason": invocation.reason().map(|reason| reason.as_str()),
+            "retry": invocation.retry(),
+            "old": invocation.old(),
+            "new": invocation.new(),
+            "diff": invocation.diff(),
+        }),
+    };
+    if let Some(index) = &spec.reads {
+        let content: serde_json::Map<String, Value> =
+            match invocation.index::<String, String>(index) {
+                Ok(index) => index
+                    .iter()
+                    .map(|(key, store)| {
+                        let mut names: Vec<String> = store.iter().cloned().collect();
+                        names.sort();
+                        (key, json!(names))
+                    })
+                    .collect(),
+                Err(error) => [("error".to_string(), json!(error.to_string()))]
+                    .into_iter()
+                    .collect(),
+            };
+        call["index"] = Value::Object(content);
     }
-    json!({
-        "handler": id,
-        "name": invocation.name(),
-        "reason": invocation.reason().map(|reason| reason.as_str()),
-        "retry": invocation.retry(),
-        "old": invocation.old(),
-        "new": invocation.new(),
-        "diff": invocation.diff(),
-    })
+    call
 }
 
 /// Appends one JSON line to the file.

@@ -17,6 +17,9 @@ pub fn scripted() -> Vec<Scenario> {
         errors(),
         subhandlers(),
         resumes_and_events(),
+        deletions(),
+        daemons_and_timers(),
+        indexes(),
     ]
 }
 
@@ -224,6 +227,96 @@ pub fn resumes_and_events() -> Scenario {
                 meanwhile: vec![Step::patch("one", json!({"spec": {"field": 3}}))],
             },
             Step::delete("one"),
+        ],
+    }
+}
+
+/// Deletions: a delete handler that fails once, an optional one, a resume handler that also
+/// sees objects being deleted (`deleted=True`) when the operator restarts during a deletion,
+/// and a timeout.
+pub fn deletions() -> Scenario {
+    let mut delete = handler(Kind::Delete, "delete_fn");
+    delete.fail = vec![Failure::Temporary(0.5)];
+    let mut optional = handler(Kind::Delete, "optional_fn");
+    optional.optional = true;
+    let mut resume = handler(Kind::Resume, "resume_fn");
+    resume.deleted = true;
+    let mut slow = handler(Kind::Create, "slow_fn");
+    slow.timeout = Some(1.0);
+    slow.fail = vec![
+        Failure::Temporary(0.6),
+        Failure::Temporary(0.6),
+        Failure::Temporary(0.6),
+    ];
+    Scenario {
+        name: "deletions".into(),
+        operator: operator(vec![
+            handler(Kind::Create, "create_fn"),
+            slow,
+            delete,
+            optional,
+            resume,
+        ]),
+        steps: vec![
+            Step::create("one", json!({"field": 1})),
+            Step::create("two", json!({"field": 2})),
+            Step::delete("one"),
+            // Deleted while the operator is down: its finalizer holds it until then.
+            Step::Restart {
+                meanwhile: vec![Step::delete("two")],
+            },
+        ],
+    }
+}
+
+/// Daemons and timers: started for each object (after `initial_delay`; a timer with `idle`
+/// only once the object is unchanged for that long), stopped on deletion and on a filter's
+/// mismatch (and started again on a match), restarted with the operator.
+pub fn daemons_and_timers() -> Scenario {
+    let mut watcher = handler(Kind::Daemon, "watcher");
+    watcher.initial_delay = Some(0.5);
+    let mut gold = handler(Kind::Daemon, "gold_watcher");
+    gold.labels = vec![("tier".into(), Match::Equals(json!("gold")))];
+    let mut ticker = handler(Kind::Timer, "ticker");
+    ticker.interval = Some(3600.0);
+    let mut idler = handler(Kind::Timer, "idler");
+    idler.interval = Some(3600.0);
+    idler.idle = Some(1.0);
+    Scenario {
+        name: "daemons-and-timers".into(),
+        operator: operator(vec![watcher, gold, ticker, idler]),
+        steps: vec![
+            labelled("one", json!({}), json!({"tier": "gold"})),
+            Step::create("two", json!({})),
+            Step::patch("one", json!({"metadata": {"labels": {"tier": "silver"}}})),
+            Step::patch("one", json!({"metadata": {"labels": {"tier": "gold"}}})),
+            Step::Restart { meanwhile: vec![] },
+            Step::delete("one"),
+        ],
+    }
+}
+
+/// Indexes, read by change handlers: filled from the listing, updated on changes and on
+/// deletions.
+pub fn indexes() -> Scenario {
+    let mut by_size = handler(Kind::Index, "by_size");
+    by_size.field = Some("spec.size".into());
+    let mut reader = handler(Kind::Create, "create_fn");
+    reader.reads = Some("by_size".into());
+    let mut updater = handler(Kind::Update, "update_fn");
+    updater.reads = Some("by_size".into());
+    Scenario {
+        name: "indexes".into(),
+        operator: operator(vec![by_size, reader, updater]),
+        steps: vec![
+            Step::create("one", json!({"size": 1})),
+            Step::create("two", json!({"size": 1})),
+            Step::patch("two", json!({"spec": {"size": 2}})),
+            Step::Restart {
+                meanwhile: vec![Step::create("three", json!({"size": 2}))],
+            },
+            Step::delete("one"),
+            Step::patch("three", json!({"spec": {"size": 3}})),
         ],
     }
 }

@@ -3,9 +3,13 @@
 //! [`OperatorSpec`], given to them as a JSON file (`PARITY_SPEC`).
 //!
 //! Every handler records each call as one JSON line in the file `PARITY_CALLS`:
-//! `{"handler", "name", "reason", "retry", "old", "new", "diff", "type"}` (`type` for event
-//! handlers only), then fails as its [`HandlerSpec::fail`] says for that attempt, or
-//! registers its sub-handlers and returns `{"retry": n}`.
+//! `{"handler", "name", "reason", "retry", "old", "new", "diff"}` for change handlers,
+//! `{"handler", "name", "type"}` for event handlers, `{"handler", "name", "retry", "timer"}`
+//! for timers, `{"handler", "name", "daemon": "started" | "deleted" | "filters" | "exiting"}` for
+//! daemons (at the start, and when stopped, with why), plus `index` for those that read one.
+//! Then it fails as its [`HandlerSpec::fail`] says for that attempt, or registers its
+//! sub-handlers and returns `{"retry": n}` (event handlers, daemons and timers return nothing:
+//! see `outcome::ALLOWED`'s `no-op-writes`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,6 +37,12 @@ pub enum Kind {
     Field,
     /// `on.event`.
     Event,
+    /// `daemon`: records its start, waits until it is stopped, records why.
+    Daemon,
+    /// `timer` (with [`HandlerSpec::interval`]).
+    Timer,
+    /// `index`: the object's name under the key `str(value)` of [`HandlerSpec::field`].
+    Index,
 }
 
 /// One handler, its filters, its options and what it does.
@@ -87,6 +97,19 @@ pub struct HandlerSpec {
     /// Sub-handlers that the handler registers on each call (Kopf's `@kopf.subhandler`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subhandlers: Vec<HandlerSpec>,
+    /// A timer's `interval=`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<f64>,
+    /// A daemon's or timer's `initial_delay=`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_delay: Option<f64>,
+    /// A timer's `idle=`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<f64>,
+    /// The id of an index that the handler reads: its call records the index's content
+    /// (key → the sorted names under it) as `index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<String>,
 }
 
 impl HandlerSpec {
@@ -110,6 +133,10 @@ impl HandlerSpec {
             timeout: None,
             fail: Vec::new(),
             subhandlers: Vec::new(),
+            interval: None,
+            initial_delay: None,
+            idle: None,
+            reads: None,
         }
     }
 }

@@ -46,7 +46,7 @@ fn check(scenario: Scenario) {
         environment.workdir.display(),
         differences.join("\n")
     );
-    let calls: usize = kopf.calls.values().map(Vec::len).sum();
+    let calls = kopf.count_calls();
     println!("{}: {calls} calls compared, no difference", scenario.name);
 }
 
@@ -78,4 +78,19 @@ fn subhandlers() {
 #[test]
 fn resumes_and_events() {
     check(scenarios::resumes_and_events());
+}
+
+#[test]
+fn deletions() {
+    check(scenarios::deletions());
+}
+
+#[test]
+fn daemons_and_timers() {
+    check(scenarios::daemons_and_timers());
+}
+
+#[test]
+fn indexes() {
+    check(scenarios::indexes());
 }
