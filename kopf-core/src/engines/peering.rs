@@ -35,8 +35,8 @@ use crate::clients::patching::{self, Target};
 use crate::clients::scanning;
 use crate::clients::watching::{self, Event};
 use crate::configs::peering::{self, Judgement, Peer};
-use crate::engines::pausing::Pause;
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
+use crate::engines::pausing::Pause;
 use crate::helpers::sync::lock;
 use crate::structs::namespaces::NamespacePatterns;
 use crate::structs::patch::Patch;
@@ -380,8 +380,8 @@ async fn write(
         name,
         stop,
     };
-    match patching::apply(&target, patch, "", backoffs).await {
-        Ok(versions) => !versions.is_empty(),
+    match patching::apply(&target, &mut patch, None, "", backoffs).await {
+        Ok(written) => !written.versions.is_empty(),
         Err(error) => {
             tracing::warn!(target: "kopf::peering", peering = ?name, %error, "cannot write to the peering object {place}");
             true

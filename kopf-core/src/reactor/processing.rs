@@ -207,8 +207,8 @@ impl Processor {
             None
         });
         if let Some(remaining) = waiting {
-            let wakeup = match self.write(uid, &body, patch, tasks).await {
-                Ok(()) => remaining,
+            let wakeup = match self.write(uid, &body, patch, None, tasks).await {
+                Ok(again) => again.map_or(remaining, |again| again.min(remaining)),
                 Err(delay) => delay.min(remaining),
             };
             return Next {
@@ -227,9 +227,12 @@ impl Processor {
             self.memory(uid, |m| m.handled_once = true);
         }
         patch.merge(cycle.patch);
-        match self.write(uid, &body, patch, tasks).await {
-            Ok(()) => Next {
-                wakeup: cycle.wakeup,
+        match self.write(uid, &body, patch, cycle.finalizer, tasks).await {
+            Ok(again) => Next {
+                wakeup: match (cycle.wakeup, again) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
                 gone: false,
             },
             Err(delay) => Next {
@@ -290,17 +293,21 @@ impl Processor {
         !handles || self.invocations.indexes.filled(tasks.token()).await
     }
 
-    /// Sends a patch to the object and remembers the version to wait for. On failure, the
-    /// delay before trying again grows with each failure in a row (Kopf's `error_delays`).
+    /// Sends a patch (and the framework's JSON-patch operation on the finalizers) to the
+    /// object and remembers the versions to wait for; `Ok(Some(delay))` when the object must
+    /// be processed again within that delay even without a new event (the handlers' JSON-patch
+    /// operations met a newer version: they run again once it comes). On failure, the delay
+    /// before trying again grows with each failure in a row (Kopf's `error_delays`).
     pub(crate) async fn write(
         &self,
         uid: &str,
         body: &Value,
         mut patch: Patch,
+        finalizer: Option<Value>,
         tasks: &Tasks,
-    ) -> Result<(), Duration> {
-        if patch.is_empty() {
-            return Ok(());
+    ) -> Result<Option<Duration>, Duration> {
+        if patch.is_empty() && finalizer.is_none() {
+            return Ok(None);
         }
         if !self.fence.is_open() {
             // The results of handlers that ran within the term, written after it: dropped, so
@@ -338,21 +345,22 @@ impl Processor {
         }
         match patching::apply(
             &target,
-            patch,
+            &mut patch,
+            finalizer,
             version,
             &self.settings.networking.error_backoffs,
         )
         .await
         {
-            Ok(newest) => {
+            Ok(written) => {
                 let timeout = self.settings.persistence.consistency_timeout;
                 self.memory(uid, |m| {
                     m.failures = 0;
-                    if !newest.is_empty() && !timeout.is_zero() {
-                        m.awaited = Some((newest, Instant::now() + timeout));
+                    if !written.versions.is_empty() && !timeout.is_zero() {
+                        m.awaited = Some((written.versions, Instant::now() + timeout));
                     }
                 });
-                Ok(())
+                Ok(written.outdated.then_some(timeout))
             }
             Err(error) => {
                 let failures = self.memory(uid, |m| {
@@ -556,16 +564,12 @@ impl Processor {
         let needs_finalizer =
             !background.is_empty() || matching.iter().any(|h| h.requires_finalizer());
         if !deleting && needs_finalizer && !has_finalizer {
-            cycle
-                .patch
-                .operation(patching::add_finalizer(finalizers, finalizer));
+            cycle.finalizer = Some(patching::add_finalizer(finalizers, finalizer));
             return cycle;
         }
         if !deleting && !needs_finalizer && has_finalizer {
             self.spawn(uid, body, &[], tasks);
-            if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                cycle.patch.operation(operation);
-            }
+            cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             return cycle;
         }
         if deleting && !has_finalizer {
@@ -582,8 +586,8 @@ impl Processor {
         }
         if matching.is_empty() {
             // Only daemons and timers concern this object: no diff-base, no progress.
-            if deleting && let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                cycle.patch.operation(operation);
+            if deleting {
+                cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             }
             return cycle;
         }
@@ -716,9 +720,7 @@ impl Processor {
         if records.values().all(progress::is_done) {
             progress::purge(&*self.progress, &records, &ids, body, &mut merge);
             if reason == Reason::Delete {
-                if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                    cycle.patch.operation(operation);
-                }
+                cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             } else if old.as_ref() != Some(&new) {
                 self.diffbase.store(body, &new, &mut merge);
             }
@@ -807,7 +809,7 @@ impl DaemonHost for Processor {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
             // A failed write is logged and retried by the object's next cycle.
-            let _ = Processor::write(self, uid, body, patch, node).await;
+            let _ = Processor::write(self, uid, body, patch, None, node).await;
         })
     }
 }
@@ -816,6 +818,8 @@ impl DaemonHost for Processor {
 #[derive(Debug, Default)]
 struct Cycle {
     patch: Patch,
+    /// The framework's JSON-patch operation on the finalizers, written after the patch.
+    finalizer: Option<Value>,
     wakeup: Option<Duration>,
     handled: bool,
 }

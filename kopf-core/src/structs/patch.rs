@@ -95,19 +95,20 @@ impl Patch {
         &self.operations
     }
 
-    /// Splits off the `status` part, for resources whose status is a subresource.
-    pub(crate) fn split_status(mut self) -> (Option<Value>, Option<Value>, Vec<Value>) {
-        let status = self.merge.remove("status").map(|s| json!({"status": s}));
-        let body = (!self.merge.is_empty()).then(|| Value::Object(self.merge));
-        (body, status, self.operations)
+    /// Takes the `status` part out (its inner value), for resources whose status is a
+    /// subresource; [`Patch::merge_raw`] with `"status"` puts it back.
+    pub(crate) fn take_status(&mut self) -> Option<Value> {
+        self.merge.remove("status")
     }
 
-    /// The whole merge patch, status included.
-    pub(crate) fn into_merge(self) -> (Option<Value>, Vec<Value>) {
-        (
-            (!self.merge.is_empty()).then(|| Value::Object(self.merge)),
-            self.operations,
-        )
+    /// Takes the whole merge patch out, status included (`None` when empty).
+    pub(crate) fn take_merge(&mut self) -> Option<Map<String, Value>> {
+        (!self.merge.is_empty()).then(|| std::mem::take(&mut self.merge))
+    }
+
+    /// Takes the JSON-patch operations out.
+    pub(crate) fn take_operations(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.operations)
     }
 }
 
@@ -152,10 +153,10 @@ mod tests {
             Value::Object(patch.as_merge().clone()),
             json!({"status": {"phase": "Running"}, "spec": {"replicas": 3, "obsolete": null}, "metadata": {"labels": {"app": "web"}}})
         );
-        let (body, status, operations) = patch.split_status();
-        assert_eq!(status, Some(json!({"status": {"phase": "Running"}})));
-        assert_eq!(body.unwrap()["spec"]["replicas"], 3);
-        assert!(operations.is_empty());
+        assert_eq!(patch.take_status(), Some(json!({"phase": "Running"})));
+        assert_eq!(patch.take_merge().unwrap()["spec"]["replicas"], 3);
+        assert!(patch.take_operations().is_empty());
+        assert!(patch.is_empty());
     }
 
     #[test]

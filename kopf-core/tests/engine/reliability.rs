@@ -1,0 +1,143 @@
+//! Reliability (issue 14): what a handler did is stored or done again, never lost nor done
+//! twice, whatever the writes meet (newer versions, errors, rejections); broken filters,
+//! odd annotations and relists break nothing.
+
+use std::time::Duration;
+
+use kopf::{ChangeHandler, Operator, Registry};
+use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
+use serde_json::{Value, json};
+
+use crate::support::{Calls, create, examples, get, patch, server_with_crd};
+
+const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
+
+/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
+/// retries and late events that should not happen have had their chance to happen.
+async fn settle(server: &FakeApiServer) {
+    let quiet = Duration::from_millis(500);
+    assert!(
+        server.wait_quiet(quiet, DEADLINE).await,
+        "the operator did not quiet down within {DEADLINE:?}"
+    );
+}
+
+/// Waits until the object satisfies `condition`; returns it.
+async fn wait_for(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&Value) -> bool,
+) -> Value {
+    wait(&format!("{name}: {what}"), || async {
+        get(client, name).await.filter(|o| condition(o))
+    })
+    .await
+}
+
+// Defect 3: the handlers' JSON-patch operations.
+
+/// A create handler that appends to `spec.items` with a JSON-patch operation and records its
+/// calls; `on_first` runs (awaited) inside its first call.
+fn appending<F, Fut>(calls: &Calls, on_first: F) -> Registry
+where
+    F: Fn(kube::Client) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let calls = calls.clone();
+    Registry::new().with(ChangeHandler::on_create(examples(), "append", move |inv| {
+        let (calls, on_first) = (calls.clone(), on_first.clone());
+        inv.patch()
+            .operation(json!({"op": "add", "path": "/spec/items/-", "value": "appended"}));
+        let first = calls.all().is_empty();
+        calls.record(json!(inv.name()));
+        let client = inv.client().clone();
+        async move {
+            if first {
+                on_first(client).await;
+            }
+            Ok(None)
+        }
+    }))
+}
+
+/// The object's newer version that the guarded JSON patch meets right after the records were
+/// stored (another writer changed the object between the two requests): the operations are
+/// not lost, and the handler is recorded done only once they are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_patch_operations_are_not_lost_when_the_object_changes_during_the_write() {
+    let calls = Calls::default();
+    let registry = appending(&calls, |_| async {});
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    // The operator's next two PATCHes are slow, so that another writer gets in between.
+    harness.server().inject(
+        Fault::delay(Duration::from_secs(2))
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev")
+            .times(2),
+    );
+    create(&client, "ops", json!({"items": ["created"]})).await;
+    wait_for(&client, "ops", "the creation recorded", |o| {
+        o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+    // Another writer: a change that is none of the handler's business.
+    patch(
+        &client,
+        "ops",
+        json!({"metadata": {"labels": {"touched": "yes"}}}),
+    )
+    .await;
+    let object = wait_for(&client, "ops", "the operations stored", |o| {
+        o["spec"]["items"] == json!(["created", "appended"])
+    })
+    .await;
+    settle(harness.server()).await;
+    let object = get(&client, "ops").await.unwrap_or(object);
+    assert_eq!(object["spec"]["items"], json!(["created", "appended"]));
+    assert_eq!(calls.all(), vec![json!("ops")], "the handler ran once");
+    harness.stop().await.expect("a clean stop");
+}
+
+/// The handler's operations were made for a version of the object that another writer
+/// changed while the handler ran: they are not applied to the newer version, and the handler
+/// is not recorded done; it runs again on the newer version, and its operations of that run
+/// are stored, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_patch_operations_made_for_an_outdated_version_re_run_the_handler() {
+    let calls = Calls::default();
+    let registry = appending(&calls, |client| async move {
+        patch(
+            &client,
+            "ops",
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    });
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "ops", json!({"items": ["created"]})).await;
+    wait_for(&client, "ops", "the creation recorded", |o| {
+        o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+    settle(harness.server()).await;
+    let object = get(&client, "ops").await.expect("the object exists");
+    assert_eq!(object["spec"]["items"], json!(["created", "appended"]));
+    assert_eq!(object["metadata"]["labels"]["touched"], "yes");
+    assert_eq!(
+        calls.all(),
+        vec![json!("ops"), json!("ops")],
+        "the handler ran again on the newer version"
+    );
+    harness.stop().await.expect("a clean stop");
+}
