@@ -387,6 +387,28 @@ fn timedelta(duration: Duration) -> String {
     text
 }
 
+/// Evaluates a user's filter of the handler `id` (its `when`, or a label, annotation or value
+/// callable) on an object. A panic is caught as a handler's is: logged as an error naming the
+/// handler and the object, and taken as a mismatch, so that only this handler is skipped for
+/// this state of the object; the object's other handlers and later events, and the other
+/// objects, are processed as usual.
+pub(crate) fn filter(id: &str, object: &Value, check: impl FnOnce() -> bool) -> bool {
+    match std::panic::catch_unwind(AssertUnwindSafe(check)) {
+        Ok(passes) => passes,
+        Err(panic) => {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            let namespace = object["metadata"]["namespace"].as_str();
+            let path = match namespace {
+                Some(namespace) => format!("{namespace}/{name}"),
+                None => name.to_string(),
+            };
+            let span = tracing::error_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = name, object.namespace = namespace);
+            tracing::error!(target: "kopf::handler", parent: &span, "The filter of handler '{id}' panicked on {path}: {}; the handler is skipped for this state of the object; fix the filter so that it returns instead", panic_message(&panic));
+            false
+        }
+    }
+}
+
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(message) = panic.downcast_ref::<&str>() {
         (*message).to_string()

@@ -259,13 +259,17 @@ impl Processor {
             self.indexers
                 .iter()
                 .map(|handler| {
-                    if !self.object_matches(&handler.options, object) {
+                    if !self.object_matches(&handler.id, &handler.options, object) {
                         return None;
                     }
                     let invocation =
                         self.invocation(object.clone(), Change::default(), &handler.options, tasks);
                     match &handler.options.when {
-                        Some(when) if !when(&invocation) => None,
+                        Some(when)
+                            if !execution::filter(&handler.id, object, || when(&invocation)) =>
+                        {
+                            None
+                        }
                         _ => Some(invocation),
                     }
                 })
@@ -389,7 +393,7 @@ impl Processor {
     ) -> Patch {
         let mut patch = Patch::default();
         for handler in &self.events {
-            if !self.object_matches(&handler.options, object) {
+            if !self.object_matches(&handler.id, &handler.options, object) {
                 continue;
             }
             let mut invocation =
@@ -400,11 +404,8 @@ impl Processor {
                 tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()),
                 Poster::disabled().events(object, &self.invocations.resource),
             );
-            if handler
-                .options
-                .when
-                .as_ref()
-                .is_some_and(|when| !when(&invocation))
+            if let Some(when) = &handler.options.when
+                && !execution::filter(&handler.id, object, || when(&invocation))
             {
                 continue;
             }
@@ -435,13 +436,16 @@ impl Processor {
         patch
     }
 
-    /// Whether the object passes a handler's label and annotation filters.
-    fn object_matches(&self, options: &Options, body: &Value) -> bool {
-        filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
-            && filters::match_labels(
-                &options.annotations,
-                body["metadata"]["annotations"].as_object(),
-            )
+    /// Whether the object passes the label and annotation filters of the handler `id` (a
+    /// panicking callable does not pass; see `execution::filter`).
+    fn object_matches(&self, id: &str, options: &Options, body: &Value) -> bool {
+        execution::filter(id, body, || {
+            filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
+                && filters::match_labels(
+                    &options.annotations,
+                    body["metadata"]["annotations"].as_object(),
+                )
+        })
     }
 
     /// The object's memo: a shallow copy of the operator's, made on first sight.
@@ -471,11 +475,11 @@ impl Processor {
     fn matching_background(&self, body: &Arc<Value>, tasks: &Tasks) -> Vec<&Background> {
         self.background
             .iter()
-            .filter(|h| self.object_matches(h.options(), body))
+            .filter(|h| self.object_matches(h.id(), h.options(), body))
             .filter(|h| match &h.options().when {
-                Some(when) => {
+                Some(when) => execution::filter(h.id(), body, || {
                     when(&self.invocation(body.clone(), Change::default(), h.options(), tasks))
-                }
+                }),
                 None => true,
             })
             .collect()
@@ -548,7 +552,7 @@ impl Processor {
         let matching: Vec<&ChangeHandler> = self
             .changes
             .iter()
-            .filter(|h| self.object_matches(&h.options, body))
+            .filter(|h| self.object_matches(&h.id, &h.options, body))
             .collect();
         let background = self.matching_background(body, tasks);
         if !self.background.is_empty() {
@@ -601,21 +605,23 @@ impl Processor {
         let Some(reason) = causes::detect(deleting, old.as_ref(), &diff, initial) else {
             return cycle; // NOOP
         };
-        let selected = causes::select(matching, reason, initial, &diff, old.as_ref(), &new);
+        let selected = causes::select(body, matching, reason, initial, &diff, old.as_ref(), &new);
         let selected: Vec<Selected<'_>> = selected
             .into_iter()
             .filter(|s| match &s.handler.options.when {
-                Some(when) => when(&self.invocation(
-                    body.clone(),
-                    Change {
-                        reason: Some(reason),
-                        diff: s.diff.clone(),
-                        old: s.old.clone(),
-                        new: s.new.clone(),
-                    },
-                    &s.handler.options,
-                    tasks,
-                )),
+                Some(when) => execution::filter(&s.handler.id, body, || {
+                    when(&self.invocation(
+                        body.clone(),
+                        Change {
+                            reason: Some(reason),
+                            diff: s.diff.clone(),
+                            old: s.old.clone(),
+                            new: s.new.clone(),
+                        },
+                        &s.handler.options,
+                        tasks,
+                    ))
+                }),
                 None => true,
             })
             .collect();

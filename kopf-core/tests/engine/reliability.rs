@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Operator, Registry};
+use kopf::filters::{MetaFilter, ValueFilter};
+use kopf::{ChangeHandler, EventHandler, Operator, Registry};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
@@ -140,4 +141,148 @@ async fn json_patch_operations_made_for_an_outdated_version_re_run_the_handler()
         "the handler ran again on the newer version"
     );
     harness.stop().await.expect("a clean stop");
+}
+
+// Defect 5: filters that panic.
+
+/// A handler that records its id, the object's name and the spec it saw.
+fn recording(
+    calls: &Calls,
+    id: &'static str,
+) -> impl Fn(kopf::Invocation) -> kopf::HandlerFuture + Send + Sync + 'static {
+    let calls = calls.clone();
+    move |inv| {
+        calls.record(
+            json!({"handler": id, "name": inv.name(), "spec": inv.spec(), "labels": inv.labels()}),
+        );
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// A `when`, a label callable and a value callable that panic for some objects: the panic is
+/// logged as an error naming the handler and the object, the handler is skipped for that
+/// state, and everything else goes on: the object's other handlers, its later events, and
+/// the other objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_filter_skips_its_handler_and_stops_nothing_else() {
+    crate::logs::logs();
+    let calls = Calls::default();
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "sturdy",
+            recording(&calls, "sturdy"),
+        ))
+        .with(
+            ChangeHandler::on_create(examples(), "fragile", recording(&calls, "fragile")).when(
+                |inv| {
+                    assert_ne!(inv.name(), "filter-bad", "the fragile filter broke");
+                    true
+                },
+            ),
+        )
+        .with(
+            ChangeHandler::on_update(examples(), "valued", recording(&calls, "valued"))
+                .field("spec.v")
+                .new_value(ValueFilter::callable(|v| {
+                    assert_ne!(v, Some(&json!("boom")), "the value filter broke");
+                    true
+                })),
+        )
+        .with(
+            EventHandler::on_event(examples(), "watching", recording(&calls, "watching")).label(
+                "kind",
+                MetaFilter::callable(|v| {
+                    assert_ne!(v, Some("boom"), "the label filter broke");
+                    true
+                }),
+            ),
+        );
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    for (name, kind) in [("filter-bad", "boom"), ("filter-good", "fine")] {
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {"name": name, "labels": {"kind": kind}}, "spec": {"v": 1}});
+        let created = crate::support::send(
+            &client,
+            "POST",
+            crate::support::COLLECTION,
+            "application/json",
+            body,
+        )
+        .await;
+        assert!(created["metadata"]["uid"].is_string(), "{created}");
+    }
+    for name in ["filter-bad", "filter-good"] {
+        wait_for(&client, name, "the creation handled", |o| {
+            o["metadata"]["annotations"][LAST_HANDLED].is_string()
+        })
+        .await;
+    }
+    patch(&client, "filter-bad", json!({"spec": {"v": "boom"}})).await;
+    patch(&client, "filter-good", json!({"spec": {"v": 2}})).await;
+    // The object's later events still reach the handlers whose filters it passes.
+    patch(
+        &client,
+        "filter-bad",
+        json!({"metadata": {"labels": {"kind": "fine"}}}),
+    )
+    .await;
+    calls
+        .wait_until("the event handler to see filter-bad relabelled", |calls| {
+            calls
+                .iter()
+                .any(|c| c["handler"] == "watching" && c["name"] == "filter-bad")
+        })
+        .await;
+    for (name, v) in [("filter-bad", json!("boom")), ("filter-good", json!(2))] {
+        wait_for(&client, name, "the update handled", |o| {
+            o["metadata"]["annotations"][LAST_HANDLED]
+                .as_str()
+                .is_some_and(|l| serde_json::from_str::<Value>(l).unwrap()["spec"]["v"] == v)
+        })
+        .await;
+    }
+    settle(harness.server()).await;
+    harness.stop().await.expect("a clean stop");
+
+    let calls = calls.all();
+    let of = |handler: &str, name: &str| {
+        calls
+            .iter()
+            .filter(|c| c["handler"] == handler && c["name"] == name)
+            .count()
+    };
+    assert_eq!(of("sturdy", "filter-bad"), 1, "{calls:#?}");
+    assert_eq!(of("sturdy", "filter-good"), 1, "{calls:#?}");
+    assert_eq!(of("fragile", "filter-bad"), 0, "{calls:#?}");
+    assert_eq!(of("fragile", "filter-good"), 1, "{calls:#?}");
+    assert_eq!(of("valued", "filter-bad"), 0, "{calls:#?}");
+    assert_eq!(of("valued", "filter-good"), 1, "{calls:#?}");
+    assert!(of("watching", "filter-good") >= 2, "{calls:#?}");
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c["handler"] == "watching" && c["name"] == "filter-bad")
+            .all(|c| c["labels"]["kind"] == "fine"),
+        "{calls:#?}"
+    );
+    for (handler, message) in [
+        ("fragile", "the fragile filter broke"),
+        ("valued/spec.v", "the value filter broke"),
+        ("watching", "the label filter broke"),
+    ] {
+        let text = format!("The filter of handler '{handler}' panicked on default/filter-bad");
+        let lines = crate::logs::lines_of("filter-bad");
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&text))
+            .unwrap_or_else(|| panic!("no line with {text:?} in:\n{}", lines.join("\n")));
+        assert!(line.contains("ERROR"), "{line}");
+        assert!(line.contains(message), "{line}");
+    }
 }
