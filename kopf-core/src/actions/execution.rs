@@ -56,6 +56,7 @@ pub(crate) async fn execute(
 ) -> Outcome {
     let work = Work::new(id, invocation.namespace(), invocation.name());
     invocation.node = invocation.node.doing(work);
+    let counted_as = invocation.counted_as.take();
     let attempt = Attempt {
         label: "Handler",
         id,
@@ -67,6 +68,7 @@ pub(crate) async fn execute(
         logger: invocation.logger.clone(),
         // A parent with sub-handlers is reported by the caller, once they have finished.
         subhandlers: Some(invocation.subhandlers.clone()),
+        counted_as: counted_as.as_deref(),
     };
     // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.
     let current = crate::actions::current::Current::of(&invocation);
@@ -112,6 +114,9 @@ pub(crate) struct Attempt<'a> {
     pub(crate) logger: Logger,
     /// The sub-handlers the call may register.
     pub(crate) subhandlers: Option<SubHandlers>,
+    /// The handler id to count the attempt under in the metrics, if not its own (a
+    /// sub-handler's parent at the top).
+    pub(crate) counted_as: Option<&'a str>,
 }
 
 impl Attempt<'_> {
@@ -123,10 +128,10 @@ impl Attempt<'_> {
     {
         let metrics = self.node.metrics().cloned();
         let began = std::time::Instant::now();
-        let (id, retry) = (self.id, self.retry);
+        let (counted_as, retry) = (self.counted_as.unwrap_or(self.id), self.retry);
         let outcome = self.attempt(call).await;
         if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
-            metrics.handled(id, retry, ended, began.elapsed());
+            metrics.handled(counted_as, retry, ended, began.elapsed());
         }
         outcome
     }
@@ -145,6 +150,7 @@ impl Attempt<'_> {
             node,
             logger,
             subhandlers,
+            counted_as: _,
         } = self;
         let mut report = Report {
             label,
@@ -205,7 +211,7 @@ impl Attempt<'_> {
         // Kopf's look-ahead: a retry that could not happen is a failure now.
         let limit = |delay: Duration| -> Option<Limit> {
             if let Some(limit) = options.retries
-                && retry + 1 >= limit
+                && retry.saturating_add(1) >= limit
             {
                 return Some(Limit::Retries(limit));
             }

@@ -380,6 +380,7 @@ async fn attempt(
         node: invocation.node.clone(),
         logger: invocation.logger.clone(),
         subhandlers: None,
+        counted_as: None,
     };
     attempt.run(|| (handler.function)(invocation)).await
 }

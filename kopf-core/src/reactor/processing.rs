@@ -19,7 +19,7 @@ use crate::clients::watching::Event;
 use crate::configs::settings::Settings;
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
-use crate::engines::daemons::{self, DaemonHost};
+use crate::engines::daemons::{self, DaemonHost, Unwritten};
 use crate::engines::indexing::{self, IndexedEvent};
 use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
@@ -209,7 +209,7 @@ impl Processor {
         if let Some(remaining) = waiting {
             let wakeup = match self.write(uid, &body, patch, None, tasks).await {
                 Ok(again) => again.map_or(remaining, |again| again.min(remaining)),
-                Err(delay) => delay.min(remaining),
+                Err(unwritten) => unwritten.delay.min(remaining),
             };
             return Next {
                 wakeup: Some(wakeup),
@@ -235,8 +235,8 @@ impl Processor {
                 },
                 gone: false,
             },
-            Err(delay) => Next {
-                wakeup: Some(delay),
+            Err(unwritten) => Next {
+                wakeup: Some(unwritten.delay),
                 gone: false,
             },
         }
@@ -300,8 +300,9 @@ impl Processor {
     /// Sends a patch (and the framework's JSON-patch operation on the finalizers) to the
     /// object and remembers the versions to wait for; `Ok(Some(delay))` when the object must
     /// be processed again within that delay even without a new event (the handlers' JSON-patch
-    /// operations met a newer version: they run again once it comes). On failure, the delay
-    /// before trying again grows with each failure in a row (Kopf's `error_delays`).
+    /// operations met a newer version: they run again once it comes). On failure, what was
+    /// not written comes back with the delay before trying again, which grows with each
+    /// failure in a row (Kopf's `error_delays`).
     pub(crate) async fn write(
         &self,
         uid: &str,
@@ -309,7 +310,7 @@ impl Processor {
         mut patch: Patch,
         finalizer: Option<Value>,
         tasks: &Tasks,
-    ) -> Result<Option<Duration>, Duration> {
+    ) -> Result<Option<Duration>, Unwritten> {
         if patch.is_empty() && finalizer.is_none() {
             return Ok(None);
         }
@@ -317,7 +318,7 @@ impl Processor {
             // The results of handlers that ran within the term, written after it: dropped, so
             // that the leader does them again rather than two operators writing at once.
             tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's term has ended; the leader handles the object again");
-            return Err(Duration::ZERO);
+            return Err(Unwritten::dropped());
         }
         // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
         // writes one after sleeping for a delayed handler), so none stays once handled.
@@ -345,7 +346,7 @@ impl Processor {
             _ = tasks.abort_token().cancelled() => None,
         };
         if permit.is_none() {
-            return Err(Duration::ZERO);
+            return Err(Unwritten::dropped());
         }
         match patching::apply(
             &target,
@@ -378,7 +379,7 @@ impl Processor {
                     .copied()
                     .unwrap_or(Duration::from_secs(1));
                 tracing::error!(target: "kopf::patching", %error, ?delay, "patching the object failed; retrying later");
-                Err(delay)
+                Err(Unwritten { patch, delay })
             }
         }
     }
@@ -684,6 +685,7 @@ impl Processor {
             cycle.patch.merge(take_patch(&patch));
             let mut subrefs = record.subrefs.clone();
             let cause = Cause {
+                handler: &handler.id,
                 body,
                 memo: &memo,
                 reason,
@@ -812,10 +814,12 @@ impl DaemonHost for Processor {
         body: &'a Value,
         patch: Patch,
         node: &'a Tasks,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Unwritten>> + Send + 'a>>
+    {
         Box::pin(async move {
-            // A failed write is logged and retried by the object's next cycle.
-            let _ = Processor::write(self, uid, body, patch, None, node).await;
+            Processor::write(self, uid, body, patch, None, node)
+                .await
+                .map(|_| ())
         })
     }
 }

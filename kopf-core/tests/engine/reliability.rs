@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kopf::filters::{MetaFilter, ValueFilter};
-use kopf::{ChangeHandler, EventHandler, Operator, Registry};
+use kopf::{ChangeHandler, EventHandler, Operator, Registry, TimerHandler};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
@@ -285,4 +285,93 @@ async fn a_panicking_filter_skips_its_handler_and_stops_nothing_else() {
         assert!(line.contains("ERROR"), "{line}");
         assert!(line.contains(message), "{line}");
     }
+}
+
+// Defect 6: odd counts on objects, failed writes of timers.
+
+/// A handler's progress record on the object says it was retried `u32::MAX` times (anything
+/// may be written there): the count saturates instead of overflowing, and the handler is
+/// handled as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_count_at_its_maximum_saturates() {
+    let calls = Calls::default();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        recording(&calls, "create_fn"),
+    ));
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    let record = json!({"started": "2026-03-01T12:34:56.123456+00:00", "purpose": "create",
+        "retries": u32::MAX, "success": false, "failure": false});
+    let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": "retried-a-lot",
+            "annotations": {"kopf.zalando.org/create_fn": record.to_string()}},
+        "spec": {"v": 1}});
+    let created = crate::support::send(
+        &client,
+        "POST",
+        crate::support::COLLECTION,
+        "application/json",
+        body,
+    )
+    .await;
+    assert!(created["metadata"]["uid"].is_string(), "{created}");
+    let handled = wait_for(&client, "retried-a-lot", "the creation handled", |o| {
+        o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+    assert!(
+        handled["metadata"]["annotations"]["kopf.zalando.org/create_fn"].is_null(),
+        "the finished record is purged: {handled}"
+    );
+    assert_eq!(calls.all().len(), 1, "{:?}", calls.all());
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A timer's write fails (the server answers 500 to every try): what the timer patched is
+/// not lost, but written with its next tick's patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timers_failed_write_is_kept_for_its_next_write() {
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let registry = Registry::new().with(TimerHandler::new(
+        examples(),
+        "ticking",
+        Duration::from_millis(300),
+        move |inv| {
+            let tick = ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            inv.patch()
+                .status()
+                .insert(format!("tick-{tick}"), json!(tick));
+            async { Ok(None) }
+        },
+    ));
+    let server = server_with_crd().await;
+    // Every try of the first write of the status (the test settings retry three times).
+    server.inject(
+        Fault::respond(500)
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev/status")
+            .times(4),
+    );
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
+    let client = harness.client();
+    create(&client, "ticking", json!({})).await;
+    let object = wait_for(&client, "ticking", "three ticks written", |o| {
+        o["status"]["tick-3"].is_number()
+    })
+    .await;
+    assert_eq!(object["status"]["tick-1"], 1, "{object}");
+    assert_eq!(object["status"]["tick-2"], 2, "{object}");
+    let status_patches = harness
+        .server()
+        .stats()
+        .count("patch", "kopfexamples.kopf.dev/status");
+    assert!(status_patches >= 5, "the first write was tried four times");
+    harness.stop().await.expect("a clean stop");
 }
