@@ -138,6 +138,14 @@ pub(crate) async fn apply(
                 if let Value::Object(merge) = body {
                     merge.into_iter().for_each(|(k, v)| patch.merge_raw(&k, v));
                 }
+                // A patch rejected for good must not keep the finalizer on a deleted object
+                // (the deletion would wait for a write that never lands): it is sent anyway.
+                if rejected_for_good(&error)
+                    && let Some(operation) = finalizer
+                    && let Err(also) = guarded(target, &version, &[operation], backoffs).await
+                {
+                    tracing::debug!(error = %also, "the finalizer's JSON patch failed too; retrying later");
+                }
                 return Err(error);
             }
         }
@@ -219,6 +227,12 @@ where
             Err(error) => return Err(error),
         }
     }
+}
+
+/// Whether the server rejected a write for good: the same request would fail again (e.g.
+/// `422 Invalid` for annotations over 262,144 bytes in all; `400`; `413`).
+pub(crate) fn rejected_for_good(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if matches!(status.code, 400 | 413 | 422))
 }
 
 fn transient(error: &kube::Error) -> bool {

@@ -209,6 +209,9 @@ pub(crate) struct Unwritten {
     pub(crate) patch: Patch,
     /// The delay before trying again (Kopf's `error_delays`).
     pub(crate) delay: Duration,
+    /// The server rejected the write for good (e.g. `422 Invalid`: annotations too long):
+    /// trying it again would fail again. It was reported when rejected.
+    pub(crate) rejected: bool,
 }
 
 impl Unwritten {
@@ -218,6 +221,7 @@ impl Unwritten {
         Unwritten {
             patch: Patch::default(),
             delay: Duration::ZERO,
+            rejected: false,
         }
     }
 }
@@ -417,7 +421,8 @@ impl Runner {
         let body = self.live.body();
         match self.host.write(&self.uid, &body, all, &self.node).await {
             Ok(()) => None,
-            Err(Unwritten { patch, delay }) => {
+            Err(Unwritten { rejected: true, .. }) => None,
+            Err(Unwritten { patch, delay, .. }) => {
                 tracing::warn!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, ?delay, "{} '{}' could not write its results and patch; they are kept for its next write.", self.handler.kind(), self.work.handler);
                 let mut unwritten = lock(&self.unwritten);
                 let newer = std::mem::replace(&mut *unwritten, patch);

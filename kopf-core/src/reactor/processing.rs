@@ -194,6 +194,21 @@ impl Processor {
         let Some(body) = self.memory(uid, |memory| memory.latest.clone()) else {
             return Next::default();
         };
+        // A failed write of finished handlers goes first, alone: no handler runs until it
+        // lands (the object shows what they did only then).
+        if let Some(mut unwritten) = self.memory(uid, |m| m.unwritten.take()) {
+            unwritten.merge(patch);
+            let written = self.write(uid, &body, unwritten, None, tasks).await;
+            let wakeup = match self.remember(uid, written, true) {
+                // Landed: the consistency rule waits for its versions, then handlers run.
+                Ok(_) => Duration::ZERO,
+                Err(delay) => delay,
+            };
+            return Next {
+                wakeup: Some(wakeup),
+                gone: false,
+            };
+        }
         // Kopf's consistency rule: after our own PATCH, wait (bounded) until its version comes
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
@@ -207,9 +222,10 @@ impl Processor {
             None
         });
         if let Some(remaining) = waiting {
-            let wakeup = match self.write(uid, &body, patch, None, tasks).await {
+            let written = self.write(uid, &body, patch, None, tasks).await;
+            let wakeup = match self.remember(uid, written, false) {
                 Ok(again) => again.map_or(remaining, |again| again.min(remaining)),
-                Err(unwritten) => unwritten.delay.min(remaining),
+                Err(delay) => delay.min(remaining),
             };
             return Next {
                 wakeup: Some(wakeup),
@@ -220,6 +236,11 @@ impl Processor {
             return Next::default();
         }
         let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
+        // After a write rejected for good: the object as if it had landed.
+        let body = match self.memory(uid, |m| m.rejected.clone()) {
+            Some(rejected) => Arc::new(rejected.applied_to(&body)),
+            None => body,
+        };
         let cycle = self
             .handle_changes(uid, &body, listed && !handled_once, tasks)
             .await;
@@ -227,7 +248,13 @@ impl Processor {
             self.memory(uid, |m| m.handled_once = true);
         }
         patch.merge(cycle.patch);
-        match self.write(uid, &body, patch, cycle.finalizer, tasks).await {
+        let writes = !patch.is_empty();
+        let written = self.write(uid, &body, patch, cycle.finalizer, tasks).await;
+        if writes && written.is_ok() {
+            // Made on the state with the rejected writes laid over: it supersedes them.
+            self.memory(uid, |m| m.rejected = None);
+        }
+        match self.remember(uid, written, true) {
             Ok(again) => Next {
                 wakeup: match (cycle.wakeup, again) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -235,11 +262,43 @@ impl Processor {
                 },
                 gone: false,
             },
-            Err(unwritten) => Next {
-                wakeup: Some(unwritten.delay),
+            Err(delay) => Next {
+                wakeup: Some(delay),
                 gone: false,
             },
         }
+    }
+
+    /// Keeps what a write of the object's worker could not write: to write it again before
+    /// any handler runs (a failure), or, for what handlers finished (`handled`), to lay it
+    /// over the object's state as if written (a rejection for good, which is not tried
+    /// again and was reported). `Err` with the delay before the worker goes on.
+    fn remember(
+        &self,
+        uid: &str,
+        written: Result<Option<Duration>, Unwritten>,
+        handled: bool,
+    ) -> Result<Option<Duration>, Duration> {
+        let unwritten = match written {
+            Ok(again) => return Ok(again),
+            Err(unwritten) => unwritten,
+        };
+        if unwritten.patch.is_empty() {
+            return Err(unwritten.delay);
+        }
+        self.memory(uid, |m| {
+            let kept = if !unwritten.rejected {
+                &mut m.unwritten
+            } else if handled {
+                &mut m.rejected
+            } else {
+                return;
+            };
+            let mut all = kept.take().unwrap_or_default();
+            all.merge(unwritten.patch);
+            *kept = Some(all);
+        });
+        Err(unwritten.delay)
     }
 
     /// Updates the operator's indexes with one event of the object.
@@ -367,6 +426,20 @@ impl Processor {
                 });
                 Ok(written.outdated.then_some(timeout))
             }
+            Err(kube::Error::Api(status))
+                if patching::rejected_for_good(&kube::Error::Api(status.clone())) =>
+            {
+                let name = target.name;
+                let namespace = target.namespace;
+                let path = namespace.map_or(name.to_string(), |ns| format!("{ns}/{name}"));
+                let span = tracing::error_span!(target: "kopf::patching", "object", object.name = name, object.namespace = namespace);
+                tracing::error!(target: "kopf::patching", parent: &span, "The server rejected the patch of {path} for good ({} {}: {}). What the handlers did is not stored on the object and is not tried again: the operator remembers it instead (until it restarts), so that the handlers that finished do not run again and a deletion still proceeds. If the annotations are too long (at most 262,144 bytes in all; Kopf issue #1087), keep the diff-base and the progress in `status` (settings.persistence.diffbase_storage and progress_storage), or keep the handled objects smaller.", status.code, status.reason, status.message);
+                Err(Unwritten {
+                    patch,
+                    delay: Duration::ZERO,
+                    rejected: true,
+                })
+            }
             Err(error) => {
                 let failures = self.memory(uid, |m| {
                     m.failures += 1;
@@ -379,7 +452,11 @@ impl Processor {
                     .copied()
                     .unwrap_or(Duration::from_secs(1));
                 tracing::error!(target: "kopf::patching", %error, ?delay, "patching the object failed; retrying later");
-                Err(Unwritten { patch, delay })
+                Err(Unwritten {
+                    patch,
+                    delay,
+                    rejected: false,
+                })
             }
         }
     }

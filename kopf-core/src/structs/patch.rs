@@ -106,6 +106,14 @@ impl Patch {
         (!self.merge.is_empty()).then(|| std::mem::take(&mut self.merge))
     }
 
+    /// The object as it would be once the merge patch is applied (RFC 7386: a `null`
+    /// removes); the JSON-patch operations are left out.
+    pub(crate) fn applied_to(&self, object: &Value) -> Value {
+        let mut object = object.clone();
+        apply_merge(&mut object, &self.merge);
+        object
+    }
+
     /// Takes the JSON-patch operations out.
     pub(crate) fn take_operations(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.operations)
@@ -122,6 +130,26 @@ fn object_at<'a>(root: &'a mut Map<String, Value>, path: &[&str]) -> &'a mut Map
         node = entry.as_object_mut().expect("made an object above");
     }
     node
+}
+
+fn apply_merge(target: &mut Value, patch: &Map<String, Value>) {
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let target = target.as_object_mut().expect("made an object above");
+    for (key, value) in patch {
+        match value {
+            Value::Null => {
+                target.remove(key);
+            }
+            Value::Object(inner) => {
+                apply_merge(target.entry(key.clone()).or_insert(Value::Null), inner);
+            }
+            value => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 fn merge_into(target: &mut Map<String, Value>, source: Map<String, Value>) {
@@ -157,6 +185,21 @@ mod tests {
         assert_eq!(patch.take_merge().unwrap()["spec"]["replicas"], 3);
         assert!(patch.take_operations().is_empty());
         assert!(patch.is_empty());
+    }
+
+    #[test]
+    fn applies_the_merge_patch_to_an_object() {
+        let mut patch = Patch::default();
+        patch.set("spec.replicas", 3);
+        patch.remove("spec.obsolete");
+        patch.annotations().insert("a".into(), json!("x"));
+        patch.operation(json!({"op": "remove", "path": "/spec/kept"}));
+        let object =
+            json!({"metadata": {"name": "n"}, "spec": {"obsolete": 1, "kept": 2, "replicas": 1}});
+        assert_eq!(
+            patch.applied_to(&object),
+            json!({"metadata": {"name": "n", "annotations": {"a": "x"}}, "spec": {"kept": 2, "replicas": 3}})
+        );
     }
 
     #[test]

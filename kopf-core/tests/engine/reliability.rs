@@ -375,3 +375,119 @@ async fn a_timers_failed_write_is_kept_for_its_next_write() {
     assert!(status_patches >= 5, "the first write was tried four times");
     harness.stop().await.expect("a clean stop");
 }
+
+// Defect 2: failed and rejected writes.
+
+/// The write that records a handler's success fails (every retry of it): the handler is not
+/// run again; the write alone is tried again until it lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_is_retried_without_running_the_handler_again() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |inv| {
+            recorded.record(json!(inv.name()));
+            async { Ok(Some(json!("created"))) }
+        },
+    ));
+    let server = server_with_crd().await;
+    // Every try of the first write of the object (its status goes through).
+    server.inject(
+        Fault::respond(500)
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev")
+            .times(4),
+    );
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
+    let client = harness.client();
+    create(&client, "unwritten", json!({"v": 1})).await;
+    let handled = wait_for(&client, "unwritten", "the creation recorded", |o| {
+        o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+    assert_eq!(handled["status"]["create_fn"], "created");
+    settle(harness.server()).await;
+    let object_patches = harness
+        .server()
+        .stats()
+        .count("patch", "kopfexamples.kopf.dev");
+    assert!(object_patches >= 5, "the first write was tried four times");
+    assert_eq!(
+        calls.all(),
+        vec![json!("unwritten")],
+        "the handler ran once"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// Kopf #1087: a handler succeeds, but storing the handled spec pushes the annotations past
+/// 262,144 bytes, and the server rejects the write with 422. It is reported once, with what
+/// to do; nothing runs or is written again in a loop; and the deletion still goes through
+/// (the delete handler runs, the finalizer is removed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_rejected_for_good_is_reported_once_and_blocks_no_deletion() {
+    crate::logs::logs();
+    let calls = Calls::default();
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            recording(&calls, "create_fn"),
+        ))
+        .with(ChangeHandler::on_delete(
+            examples(),
+            "delete_fn",
+            recording(&calls, "delete_fn"),
+        ));
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    let blob = "x".repeat(270_000);
+    create(&client, "too-big", json!({"blob": blob})).await;
+    calls
+        .wait_until("the creation handled", |calls| {
+            calls.iter().any(|c| c["handler"] == "create_fn")
+        })
+        .await;
+    crate::logs::wait_line("too-big", "rejected the patch of default/too-big for good").await;
+    settle(harness.server()).await;
+    let patches_then = harness
+        .server()
+        .stats()
+        .count("patch", "kopfexamples.kopf.dev");
+    settle(harness.server()).await;
+    assert_eq!(
+        harness
+            .server()
+            .stats()
+            .count("patch", "kopfexamples.kopf.dev"),
+        patches_then,
+        "nothing is written again"
+    );
+
+    crate::support::delete(&client, "too-big").await;
+    crate::support::wait_gone(&harness, "too-big").await;
+    settle(harness.server()).await;
+    harness.stop().await.expect("a clean stop");
+
+    let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
+    assert_eq!(handlers, [json!("create_fn"), json!("delete_fn")]);
+    let reports: Vec<String> = crate::logs::lines_of("too-big")
+        .into_iter()
+        .filter(|l| l.contains("for good"))
+        .collect();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert!(reports[0].contains("ERROR"), "{}", reports[0]);
+    assert!(reports[0].contains("422"), "{}", reports[0]);
+    assert!(
+        reports[0].contains("262,144 bytes") && reports[0].contains("status"),
+        "it says what to do: {}",
+        reports[0]
+    );
+}
