@@ -27,6 +27,11 @@ pub(crate) enum Event {
     ListingDone,
     /// A change from the watch stream: `ADDED`, `MODIFIED` or `DELETED`.
     Changed(&'static str, Arc<Value>),
+    /// An object known before that a new listing lacks: deleted while it was not watched
+    /// (a watch gap, a `410 Gone`), so no `DELETED` came. Only what identifies it is left
+    /// (`apiVersion`, `kind`, and `metadata`'s `name`, `namespace`, `uid`). A watcher never
+    /// reports it: the queue that routes its events to objects does, once a listing is done.
+    Vanished(Arc<Value>),
 }
 
 /// Why a watcher stopped by itself.

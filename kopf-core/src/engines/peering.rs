@@ -232,6 +232,7 @@ impl Peering {
                 let (object, deleted) = match &event {
                     Event::Listed(object) => (object, false),
                     Event::Changed(kind, object) => (object, *kind == "DELETED"),
+                    Event::Vanished(object) => (object, true),
                     Event::ListingDone => return,
                 };
                 if object["metadata"]["name"].as_str() != Some(name) {

@@ -158,9 +158,12 @@ impl Processor {
         let mut versions = Vec::new();
         let mut patch = Patch::default();
         for event in &batch {
-            let (kind, object) = match event {
-                Event::Listed(object) => (None, object),
-                Event::Changed(kind, object) => (Some(*kind), object),
+            // A vanished object is forgotten as a deleted one is; but it is no raw event
+            // (only its identity is known): event handlers do not see it.
+            let (kind, object, raw) = match event {
+                Event::Listed(object) => (None, object, true),
+                Event::Changed(kind, object) => (Some(*kind), object, true),
+                Event::Vanished(object) => (Some("DELETED"), object, false),
                 Event::ListingDone => continue,
             };
             self.memory(uid, |memory| {
@@ -181,7 +184,9 @@ impl Processor {
             if !self.indexes_filled(tasks).await {
                 return Next::default();
             }
-            patch.merge(self.run_event_handlers(kind, object, tasks).await);
+            if raw {
+                patch.merge(self.run_event_handlers(kind, object, tasks).await);
+            }
         }
         if deleted {
             self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));

@@ -2,10 +2,14 @@
 //! twice, whatever the writes meet (newer versions, errors, rejections); broken filters,
 //! odd annotations and relists break nothing.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kopf::filters::{MetaFilter, ValueFilter};
-use kopf::{ChangeHandler, EventHandler, Operator, Registry, TimerHandler};
+use kopf::{
+    ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, Registry,
+    TimerHandler,
+};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
@@ -490,4 +494,135 @@ async fn a_write_rejected_for_good_is_reported_once_and_blocks_no_deletion() {
         "it says what to do: {}",
         reports[0]
     );
+}
+
+// Defect 4: relists forget what is gone.
+
+/// Objects deleted while the operator did not watch (a watch gap ending in `410 Gone`) show
+/// up only as absent from the new listing: they leave the indexes and the operator's memory
+/// as if deleted, and their daemons are stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_forgets_the_objects_deleted_while_unwatched() {
+    let calls = Calls::default();
+    let index: Arc<Mutex<Option<Index<String, String>>>> = Arc::default();
+    let (grabbed, daemon_calls) = (index.clone(), calls.clone());
+    let registry = Registry::new()
+        .with(IndexHandler::new(examples(), "names", |inv| async move {
+            Ok(Some(("all".to_string(), inv.name().to_string())))
+        }))
+        .with(ChangeHandler::on_create(examples(), "grab", move |inv| {
+            if let Ok(names) = inv.index::<String, String>("names") {
+                *grabbed.lock().unwrap() = Some(names.clone());
+            }
+            async { Ok(None) }
+        }))
+        .with(
+            DaemonHandler::new(examples(), "monitor", move |inv| {
+                let calls = daemon_calls.clone();
+                async move {
+                    calls.record(json!({"started": inv.name()}));
+                    inv.stopped().cancelled().await;
+                    let reason = inv.stop_reason().map(|r| format!("{r:?}"));
+                    calls.record(json!({"stopped": inv.name(), "reason": reason}));
+                    Ok(None)
+                }
+            })
+            .label("daemon", MetaFilter::Present),
+        );
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    let server = harness.server();
+    for (name, labels) in [
+        ("kept", json!({})),
+        ("gone", json!({})),
+        ("guarded", json!({"daemon": "yes"})),
+    ] {
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {"name": name, "labels": labels}, "spec": {}});
+        let created = crate::support::send(
+            &client,
+            "POST",
+            crate::support::COLLECTION,
+            "application/json",
+            body,
+        )
+        .await;
+        assert!(created["metadata"]["uid"].is_string(), "{created}");
+    }
+    let names = || -> Vec<String> {
+        let index = index.lock().unwrap();
+        let mut names: Vec<String> = index
+            .as_ref()
+            .and_then(|index| index.get("all"))
+            .map(|store| store.iter().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    wait("all three indexed", || async {
+        (names() == ["gone", "guarded", "kept"]).then_some(())
+    })
+    .await;
+    calls
+        .wait_until("the daemon started", |calls| {
+            calls.iter().any(|c| c["started"] == "guarded")
+        })
+        .await;
+
+    // A watch gap: the reconnection is late, and by then the history is compacted (410).
+    let lists_before = lists(server);
+    server.inject(
+        Fault::delay(Duration::from_millis(500))
+            .verb("watch")
+            .resource("kopfexamples.kopf.dev")
+            .times(1),
+    );
+    server.close_watches();
+    crate::support::delete(&client, "gone").await;
+    // Its finalizer taken off by someone else, so that it goes at once.
+    patch(
+        &client,
+        "guarded",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    crate::support::delete(&client, "guarded").await;
+    server.compact();
+    wait("a relisting", || async {
+        (lists(server) > lists_before).then_some(())
+    })
+    .await;
+
+    wait("the deleted objects to leave the index", || async {
+        (names() == ["kept"]).then_some(())
+    })
+    .await;
+    let stopped = calls
+        .wait_until("the daemon stopped", |calls| {
+            calls.iter().any(|c| c["stopped"] == "guarded")
+        })
+        .await;
+    let stopped: Vec<&Value> = stopped
+        .iter()
+        .filter(|c| c["stopped"].is_string())
+        .collect();
+    assert_eq!(
+        stopped,
+        [&json!({"stopped": "guarded", "reason": "ObjectDeleted"})]
+    );
+    settle(harness.server()).await;
+    harness.stop().await.expect("a clean stop");
+}
+
+/// How many times kopfexamples were listed.
+fn lists(server: &FakeApiServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
+        .count()
 }
