@@ -100,6 +100,7 @@ pub(crate) async fn execute_as(
 ) -> Outcome {
     let work = Work::new(id, invocation.namespace(), invocation.name());
     invocation.node = invocation.node.doing(work);
+    let counted_as = invocation.counted_as.take();
     let attempt = Attempt {
         label: kind.label(),
         report_success: kind != Kind::Index,
@@ -112,6 +113,7 @@ pub(crate) async fn execute_as(
         logger: invocation.logger.clone(),
         // A parent with sub-handlers is reported by the caller, once they have finished.
         subhandlers: Some(invocation.subhandlers.clone()),
+        counted_as: counted_as.as_deref(),
     };
     // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.
     let current = crate::actions::current::Current::of(&invocation);
@@ -159,6 +161,9 @@ pub(crate) struct Attempt<'a> {
     pub(crate) subhandlers: Option<SubHandlers>,
     /// Whether a success is logged (not an index function's).
     pub(crate) report_success: bool,
+    /// The handler id to count the attempt under in the metrics, if not its own (a
+    /// sub-handler's parent at the top).
+    pub(crate) counted_as: Option<&'a str>,
 }
 
 impl Attempt<'_> {
@@ -170,10 +175,10 @@ impl Attempt<'_> {
     {
         let metrics = self.node.metrics().cloned();
         let began = std::time::Instant::now();
-        let (id, retry) = (self.id, self.retry);
+        let (counted_as, retry) = (self.counted_as.unwrap_or(self.id), self.retry);
         let outcome = self.attempt(call).await;
         if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
-            metrics.handled(id, retry, ended, began.elapsed());
+            metrics.handled(counted_as, retry, ended, began.elapsed());
         }
         outcome
     }
@@ -193,6 +198,7 @@ impl Attempt<'_> {
             logger,
             subhandlers,
             report_success,
+            counted_as: _,
         } = self;
         let mut report = Report {
             label,
@@ -253,7 +259,7 @@ impl Attempt<'_> {
         // Kopf's look-ahead: a retry that could not happen is a failure now.
         let limit = |delay: Duration| -> Option<Limit> {
             if let Some(limit) = options.retries
-                && retry + 1 >= limit
+                && retry.saturating_add(1) >= limit
             {
                 return Some(Limit::Retries(limit));
             }
@@ -432,6 +438,28 @@ fn timedelta(duration: Duration) -> String {
         text.push_str(&format!(".{micros:06}"));
     }
     text
+}
+
+/// Evaluates a user's filter of the handler `id` (its `when`, or a label, annotation or value
+/// callable) on an object. A panic is caught as a handler's is: logged as an error naming the
+/// handler and the object, and taken as a mismatch, so that only this handler is skipped for
+/// this state of the object; the object's other handlers and later events, and the other
+/// objects, are processed as usual.
+pub(crate) fn filter(id: &str, object: &Value, check: impl FnOnce() -> bool) -> bool {
+    match std::panic::catch_unwind(AssertUnwindSafe(check)) {
+        Ok(passes) => passes,
+        Err(panic) => {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            let namespace = object["metadata"]["namespace"].as_str();
+            let path = match namespace {
+                Some(namespace) => format!("{namespace}/{name}"),
+                None => name.to_string(),
+            };
+            let span = tracing::error_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = name, object.namespace = namespace);
+            tracing::error!(target: "kopf::handler", parent: &span, "The filter of handler '{id}' panicked on {path}: {}; the handler is skipped for this state of the object; fix the filter so that it returns instead", panic_message(&panic));
+            false
+        }
+    }
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -206,6 +206,10 @@ pub struct Invocation {
     pub(crate) indexes: crate::structs::indexes::Indexes,
     /// Sub-handlers registered by this call (change handlers).
     pub(crate) subhandlers: crate::actions::invocation::SubHandlers,
+    /// For a sub-handler: the id of the handler that registered it (at the top), under which
+    /// its attempts are counted in the metrics, so that sub-handlers' ids (often made from
+    /// data) do not become label values without bound.
+    pub(crate) counted_as: Option<String>,
 }
 
 impl Invocation {

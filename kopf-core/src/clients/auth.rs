@@ -198,7 +198,7 @@ pub(crate) fn unconnected(message: &'static str) -> kube::Client {
 }
 
 /// A service from an async function (what `tower::service_fn` does).
-fn tower_service_fn<F, Fut>(function: F) -> ServiceFn<F>
+pub(crate) fn tower_service_fn<F, Fut>(function: F) -> ServiceFn<F>
 where
     F: FnMut(Request<Body>) -> Fut,
     Fut: Future<Output = Result<Response<Body>, BoxError>> + Send + 'static,
@@ -206,7 +206,7 @@ where
     ServiceFn(function)
 }
 
-struct ServiceFn<F>(F);
+pub(crate) struct ServiceFn<F>(F);
 
 impl<F, Fut> tower_service::Service<Request<Body>> for ServiceFn<F>
 where

@@ -1,6 +1,6 @@
 //! Writing to objects: the merge patches of handlers (body and `/status`), JSON-patch
-//! operations guarded by a `test` of the resourceVersion (finalizers), retries on transient
-//! failures. A 404 means the object is gone: not an error.
+//! operations (the handlers' and the finalizer's) guarded by a `test` of the resourceVersion,
+//! retries on transient failures. A 404 means the object is gone: not an error.
 
 use std::time::Duration;
 
@@ -34,123 +34,188 @@ impl Target<'_> {
     }
 }
 
-/// Sends the patch to the object at `resource_version`; returns the new resourceVersions
-/// that the writes made, all of which a watch will deliver (none if the object is gone,
-/// nothing was sent, or nothing changed).
+/// What a write did.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// The resourceVersions that the writes made (and, when outdated, the newer one found),
+    /// all of which a watch will deliver; none if the object is gone or nothing was sent.
+    pub(crate) versions: Vec<String>,
+    /// The handlers' JSON-patch operations met a newer version of the object: neither they
+    /// nor what follows them (the handlers' records) were written, so that the handlers run
+    /// again on the newer state (their operations were made for the older one).
+    pub(crate) outdated: bool,
+}
+
+/// Sends the patch, and then the framework's JSON-patch operation on the finalizers (made
+/// from the object's current list, so never kept for a later try). What is written is taken
+/// out of `patch`: after an error, it holds what is still to be written.
+///
+/// The order keeps a handler from being recorded done before its effects are stored: the
+/// `status` first (results), then the handlers' JSON-patch operations (guarded by a `test` of
+/// the resourceVersion, as they were made for that version), then the rest of the merge patch
+/// (the records in annotations), then the finalizer (guarded likewise).
 pub(crate) async fn apply(
     target: &Target<'_>,
-    patch: Patch,
+    patch: &mut Patch,
+    finalizer: Option<Value>,
     resource_version: &str,
     backoffs: &[Duration],
-) -> Result<Vec<String>, kube::Error> {
+) -> Result<Written, kube::Error> {
     let api = target.api();
     let params = PatchParams::default();
-    let (body, status, operations) = if target.resource.status_subresource {
-        patch.split_status()
-    } else {
-        let (body, operations) = patch.into_merge();
-        (body, None, operations)
-    };
-    // The status first, then the object: a handler's result (in `status`) is stored before
-    // its record says it is done (in the annotations), so a crash between the two writes
-    // re-runs the handler instead of losing its result. A watch delivers each version; the
-    // caller waits until both have come back.
-    let body_sent = async {
-        match &body {
-            Some(body) => {
-                let merge = KubePatch::Merge(body);
-                retried(backoffs, target.stop, || {
-                    api.patch(target.name, &params, &merge)
-                })
-                .await
-                .map(Some)
-            }
-            None => Ok(None),
-        }
-    };
-    let status_sent = async {
-        match &status {
-            Some(status) => {
-                let merge = KubePatch::Merge(status);
-                retried(backoffs, target.stop, || {
-                    api.patch_status(target.name, &params, &merge)
-                })
-                .await
-                .map(Some)
-            }
-            None => Ok(None),
-        }
-    };
-    // `Some(None)`: the object is gone (404).
-    let status_sent = status_sent.await?;
-    if matches!(status_sent, Some(None)) {
-        return Ok(Vec::new());
-    }
-    let body_sent = body_sent.await?;
-    if matches!(body_sent, Some(None)) {
-        return Ok(Vec::new());
-    }
-    let version_of = |sent: Option<Option<DynamicObject>>| {
-        sent.flatten()
-            .and_then(|object| object.metadata.resource_version)
-    };
-    let (body_version, status_version) = (version_of(body_sent), version_of(status_sent));
-    // A write that changed nothing (a result equal to the one stored) answers with the version
-    // it found, and no watch event comes for it: only the versions that each write moved on
-    // from the one before are waited for.
-    let mut written: Vec<String> = Vec::new();
-    let mut before = resource_version;
-    for version in [&status_version, &body_version].into_iter().flatten() {
-        if version != before {
-            written.push(version.clone());
-        }
-        before = version;
-    }
-    if !operations.is_empty() {
-        // The `test` needs the object's current version: the later of the two writes'.
-        let version =
-            latest(body_version, status_version).unwrap_or_else(|| resource_version.to_string());
-        let mut guarded =
-            vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
-        guarded.extend(operations);
-        let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
-        let url = format!(
-            "{}/{}",
-            target.resource.collection_path(target.namespace),
-            target.name
-        );
-        let result = retried(backoffs, target.stop, || {
-            let request = http::Request::patch(url.as_str())
-                .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-                .body(body.clone())
-                .expect("a PATCH request with a static header always builds");
-            target.client.request::<DynamicObject>(request)
+    let mut written = Written::default();
+    // A crash between the status and the records re-runs the handler instead of losing its
+    // result. A watch delivers each version; the caller waits until all have come back.
+    if target.resource.status_subresource
+        && let Some(status) = patch.take_status()
+    {
+        let merge = json!({ "status": status });
+        let merge = KubePatch::Merge(&merge);
+        match retried(backoffs, target.stop, || {
+            api.patch_status(target.name, &params, &merge)
         })
-        .await;
-        match result {
-            // After both merges (the `test` made sure): the one version to wait for.
-            Ok(Some(object)) => written = object.metadata.resource_version.into_iter().collect(),
-            Ok(None) => return Ok(Vec::new()),
+        .await
+        {
+            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+            Ok(None) => return Ok(gone(patch)),
+            Err(error) => {
+                patch.merge_raw("status", status);
+                return Err(error);
+            }
+        }
+    }
+    let mut version = written
+        .versions
+        .last()
+        .cloned()
+        .unwrap_or_else(|| resource_version.to_string());
+    let operations = patch.take_operations();
+    if !operations.is_empty() {
+        match guarded(target, &version, &operations, backoffs).await {
+            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+            Ok(None) => return Ok(gone(patch)),
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
+                match retried(backoffs, target.stop, || api.get(target.name)).await {
+                    Ok(None) => return Ok(gone(patch)),
+                    Ok(Some(object))
+                        if object.metadata.resource_version.as_ref() != Some(&version) =>
+                    {
+                        tracing::debug!(message = %status.message, "the handlers' JSON-patch operations met a newer version; the handlers run again on it");
+                        written.versions.extend(object.metadata.resource_version);
+                        written.outdated = true;
+                        *patch = Patch::default();
+                        written.versions = moved_on(resource_version, written.versions);
+                        return Ok(written);
+                    }
+                    Ok(Some(_)) => {
+                        tracing::error!(target: "kopf::patching", message = %status.message, object.name = target.name, "the server rejected the handlers' JSON-patch operations for the current version of the object, so they are dropped; check the operations that the handlers add with `Patch::operation`");
+                    }
+                    Err(error) => {
+                        operations.into_iter().for_each(|o| patch.operation(o));
+                        return Err(error);
+                    }
+                }
+            }
+            Err(error) => {
+                operations.into_iter().for_each(|o| patch.operation(o));
+                return Err(error);
+            }
+        }
+        version = written.versions.last().cloned().unwrap_or(version);
+    }
+    if let Some(merge) = patch.take_merge() {
+        let body = Value::Object(merge);
+        let sent = {
+            let merge = KubePatch::Merge(&body);
+            retried(backoffs, target.stop, || {
+                api.patch(target.name, &params, &merge)
+            })
+            .await
+        };
+        match sent {
+            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+            Ok(None) => return Ok(gone(patch)),
+            Err(error) => {
+                if let Value::Object(merge) = body {
+                    merge.into_iter().for_each(|(k, v)| patch.merge_raw(&k, v));
+                }
+                // A patch rejected for good must not keep the finalizer on a deleted object
+                // (the deletion would wait for a write that never lands): it is sent anyway.
+                if rejected_for_good(&error)
+                    && let Some(operation) = finalizer
+                    && let Err(also) = guarded(target, &version, &[operation], backoffs).await
+                {
+                    tracing::debug!(error = %also, "the finalizer's JSON patch failed too; retrying later");
+                }
+                return Err(error);
+            }
+        }
+        version = written.versions.last().cloned().unwrap_or(version);
+    }
+    if let Some(operation) = finalizer {
+        match guarded(target, &version, &[operation], backoffs).await {
+            // The later writes (the `test` made sure): the one version to wait for.
+            Ok(Some(object)) => {
+                written.versions = object.metadata.resource_version.into_iter().collect()
+            }
+            Ok(None) => return Ok(Written::default()),
             // The object changed meanwhile: the next cycle sees it and tries again.
             Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                tracing::debug!(message = %status.message, "a guarded JSON patch met a newer version; retrying later");
+                tracing::debug!(message = %status.message, "the finalizer's JSON patch met a newer version; retrying later");
             }
             Err(error) => return Err(error),
         }
     }
+    written.versions = moved_on(resource_version, written.versions);
     Ok(written)
 }
 
-/// The later of two resourceVersions. They are opaque to clients, but servers (etcd, the fake
-/// server) make them increasing numbers; a wrong guess only costs a retried JSON patch.
-fn latest(a: Option<String>, b: Option<String>) -> Option<String> {
-    match (a, b) {
-        (Some(a), Some(b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
-            (Ok(x), Ok(y)) if x > y => Some(a),
-            _ => Some(b),
-        },
-        (a, b) => a.or(b),
+/// Of the versions that a series of writes answered with, in order, from the object at
+/// `base`: those that each write moved on to. A write that changed nothing (a result equal to
+/// the one stored) answers with the version it found, and no watch event comes for it: it
+/// must not be waited for.
+fn moved_on(base: &str, versions: Vec<String>) -> Vec<String> {
+    let mut before = base.to_string();
+    let mut moved = Vec::new();
+    for version in versions {
+        if version != before {
+            moved.push(version.clone());
+        }
+        before = version;
     }
+    moved
+}
+
+/// The object is gone (404): nothing is left to write.
+fn gone(patch: &mut Patch) -> Written {
+    *patch = Patch::default();
+    Written::default()
+}
+
+/// Sends JSON-patch operations guarded by a `test` that the object is still at `version`.
+async fn guarded(
+    target: &Target<'_>,
+    version: &str,
+    operations: &[Value],
+    backoffs: &[Duration],
+) -> Result<Option<DynamicObject>, kube::Error> {
+    let mut guarded =
+        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
+    guarded.extend(operations.iter().cloned());
+    let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
+    let url = format!(
+        "{}/{}",
+        target.resource.collection_path(target.namespace),
+        target.name
+    );
+    retried(backoffs, target.stop, || {
+        let request = http::Request::patch(url.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .body(body.clone())
+            .expect("a PATCH request with a static header always builds");
+        target.client.request::<DynamicObject>(request)
+    })
+    .await
 }
 
 /// Calls `request`, retrying connection errors, 5xx and 429 after the given delays (until
@@ -180,6 +245,12 @@ where
             Err(error) => return Err(error),
         }
     }
+}
+
+/// Whether the server rejected a write for good: the same request would fail again (e.g.
+/// `422 Invalid` for annotations over 262,144 bytes in all; `400`; `413`).
+pub(crate) fn rejected_for_good(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if matches!(status.code, 400 | 413 | 422))
 }
 
 fn transient(error: &kube::Error) -> bool {

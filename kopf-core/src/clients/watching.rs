@@ -27,6 +27,11 @@ pub(crate) enum Event {
     ListingDone,
     /// A change from the watch stream: `ADDED`, `MODIFIED` or `DELETED`.
     Changed(&'static str, Arc<Value>),
+    /// An object known before that a new listing lacks: deleted while it was not watched
+    /// (a watch gap, a `410 Gone`), so no `DELETED` came. Only what identifies it is left
+    /// (`apiVersion`, `kind`, and `metadata`'s `name`, `namespace`, `uid`). A watcher never
+    /// reports it: the queue that routes its events to objects does, once a listing is done.
+    Vanished(Arc<Value>),
 }
 
 /// Why a watcher stopped by itself.
@@ -162,12 +167,12 @@ pub(crate) async fn watch(
                     }
                     Ok(None) => break,
                     Ok(Some(Ok(event))) => {
-                        failures = 0;
                         let (kind, object) = match event {
                             WatchEvent::Added(object) => ("ADDED", object),
                             WatchEvent::Modified(object) => ("MODIFIED", object),
                             WatchEvent::Deleted(object) => ("DELETED", object),
                             WatchEvent::Bookmark(bookmark) => {
+                                failures = 0;
                                 resource_version = bookmark.metadata.resource_version;
                                 continue;
                             }
@@ -176,10 +181,15 @@ pub(crate) async fn watch(
                                 continue 'relist;
                             }
                             WatchEvent::Error(status) => {
+                                // A failure like any other: the reconnections back off more
+                                // with each (a stream that only ever says ERROR is not a
+                                // healthy one).
+                                failures += 1;
                                 tracing::warn!(message = %status.message, code = status.code, "the watch of {resource} failed");
                                 break;
                             }
                         };
+                        failures = 0;
                         if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
                             resource_version = rv.to_string();
                         }
@@ -236,5 +246,60 @@ mod tests {
         assert!(backoff(base, 0) <= Duration::from_millis(125));
         assert!(backoff(base, 3) >= Duration::from_millis(300));
         assert!(backoff(base, 100) <= Duration::from_millis(37_500));
+    }
+
+    /// A watch that answers every reconnection with an in-stream `ERROR` event (not `410`)
+    /// is reconnected ever more slowly, not every `reconnect_backoff`.
+    #[tokio::test(start_paused = true)]
+    async fn in_stream_errors_back_off_more_with_each() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let watches = Arc::new(AtomicUsize::new(0));
+        let counted = watches.clone();
+        let service = crate::clients::auth::tower_service_fn(
+            move |request: http::Request<kube::client::Body>| {
+                let counted = counted.clone();
+                async move {
+                    let watching = request
+                        .uri()
+                        .query()
+                        .is_some_and(|q| q.contains("watch=true"));
+                    let body = if watching {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        serde_json::json!({"type": "ERROR", "object": {
+                            "kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "message": "etcd is unwell",
+                            "reason": "InternalError", "code": 500,
+                        }})
+                    } else {
+                        serde_json::json!({"kind": "List", "apiVersion": "v1",
+                            "metadata": {"resourceVersion": "1"}, "items": []})
+                    };
+                    let mut body = serde_json::to_vec(&body).expect("JSON serializes");
+                    body.push(b'\n');
+                    Ok(http::Response::new(kube::client::Body::from(body)))
+                }
+            },
+        );
+        let client = kube::Client::new(service, "default");
+        let resource = Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            ..Resource::default()
+        };
+        let settings = WatchingSettings::default();
+        let token = CancellationToken::new();
+        let watching = watch(&client, &resource, None, None, &settings, &token, |_| {});
+        // Ten seconds of (paused, auto-advancing) time: with a fixed 0.1 s between them,
+        // about a hundred reconnections; backing off from 0.1 s, doubling each time, seven.
+        let ended = tokio::time::timeout(Duration::from_secs(10), watching).await;
+        assert!(ended.is_err(), "the watcher goes on reconnecting");
+        let watches = watches.load(Ordering::SeqCst);
+        assert!(
+            (3..=10).contains(&watches),
+            "{watches} reconnections in 10 s"
+        );
     }
 }

@@ -381,6 +381,7 @@ async fn attempt(
         logger: invocation.logger.clone(),
         subhandlers: None,
         report_success: true,
+        counted_as: None,
     };
     attempt.run(|| (handler.function)(invocation)).await
 }

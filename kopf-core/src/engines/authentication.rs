@@ -203,6 +203,7 @@ impl Authenticator {
             memo: self.memo.clone(),
             indexes: Default::default(),
             subhandlers: Default::default(),
+            counted_as: None,
         }
     }
 }

@@ -191,14 +191,39 @@ pub(crate) trait DaemonHost: Send + Sync + 'static {
     fn may_act(&self) -> bool;
 
     /// Writes a daemon's results and patch to the object `uid`, as its worker writes its
-    /// handlers'.
+    /// handlers'. On failure (logged), the patch is handed back with the delay before trying
+    /// again.
     fn write<'a>(
         &'a self,
         uid: &'a str,
         body: &'a Value,
         patch: Patch,
         node: &'a Tasks,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<(), Unwritten>> + Send + 'a>>;
+}
+
+/// A write that failed: what was not written, and when to try again.
+#[derive(Debug)]
+pub(crate) struct Unwritten {
+    /// The patch, to be merged into the next write.
+    pub(crate) patch: Patch,
+    /// The delay before trying again (Kopf's `error_delays`).
+    pub(crate) delay: Duration,
+    /// The server rejected the write for good (e.g. `422 Invalid`: annotations too long):
+    /// trying it again would fail again. It was reported when rejected.
+    pub(crate) rejected: bool,
+}
+
+impl Unwritten {
+    /// Nothing to try again: the patch is dropped on purpose (e.g. the operator may not
+    /// act: the leader writes instead).
+    pub(crate) fn dropped() -> Unwritten {
+        Unwritten {
+            patch: Patch::default(),
+            delay: Duration::ZERO,
+            rejected: false,
+        }
+    }
 }
 
 /// Starts a daemon or timer for the object `uid` as a child of `tasks`.
@@ -224,6 +249,7 @@ pub(crate) fn start(
         node: node.clone(),
         work,
         finished: finished.clone(),
+        unwritten: Mutex::new(Patch::default()),
     };
     tasks.spawn(async move {
         // Dropped with the task (even at the abort): the object's worker learns it ended.
@@ -254,6 +280,8 @@ struct Runner {
     node: Tasks,
     work: Work,
     finished: Arc<AtomicBool>,
+    /// What the last attempts returned and could not write: written with the next attempt's.
+    unwritten: Mutex<Patch>,
 }
 
 impl Runner {
@@ -283,6 +311,12 @@ impl Runner {
         loop {
             match self.attempt(retry, started).await {
                 Outcome::Success(_) | Outcome::Failure(_) => {
+                    // No next attempt to carry what could not be written: try until it is.
+                    while let Some(delay) = self.write(Patch::default()).await {
+                        if !self.sleep(delay).await {
+                            break;
+                        }
+                    }
                     if !self.node.token().is_cancelled() {
                         self.finished.store(true, Ordering::SeqCst);
                         tracing::info!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "Daemon '{}' has exited on its own and will not be restarted.", self.work.handler);
@@ -290,7 +324,7 @@ impl Runner {
                     return;
                 }
                 Outcome::Retry { delay, .. } => {
-                    retry += 1;
+                    retry = retry.saturating_add(1);
                     if !self.sleep(delay).await {
                         return;
                     }
@@ -318,7 +352,7 @@ impl Runner {
             }
             let delay = match self.attempt(retry, started).await {
                 Outcome::Retry { delay, .. } => {
-                    retry += 1;
+                    retry = retry.saturating_add(1);
                     delay
                 }
                 Outcome::Success(_) | Outcome::Failure(_) => {
@@ -377,12 +411,30 @@ impl Runner {
         if let Outcome::Success(Some(result)) = &outcome {
             deliver(&mut patch, id, result.clone());
         }
-        if !patch.is_empty() {
-            self.host
-                .write(&self.uid, &self.live.body(), patch, &self.node)
-                .await;
-        }
+        self.write(patch).await;
         outcome
+    }
+
+    /// Writes the patch, after what earlier attempts could not write (the newer values win);
+    /// on failure, keeps it all for the next write and returns the delay before trying again.
+    async fn write(&self, patch: Patch) -> Option<Duration> {
+        let mut all = std::mem::take(&mut *lock(&self.unwritten));
+        all.merge(patch);
+        if all.is_empty() {
+            return None;
+        }
+        let body = self.live.body();
+        match self.host.write(&self.uid, &body, all, &self.node).await {
+            Ok(()) => None,
+            Err(Unwritten { rejected: true, .. }) => None,
+            Err(Unwritten { patch, delay, .. }) => {
+                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, ?delay, "{} '{}' could not write its results and patch; they are kept for its next write.", self.handler.kind(), self.work.handler);
+                let mut unwritten = lock(&self.unwritten);
+                let newer = std::mem::replace(&mut *unwritten, patch);
+                unwritten.merge(newer);
+                Some(delay)
+            }
+        }
     }
 
     /// Runs the attempt until it ends, or until it was asked to stop and its backoff passed;

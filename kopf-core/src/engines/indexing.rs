@@ -102,7 +102,7 @@ pub(crate) async fn update(
             Outcome::Retry { delay, .. } => {
                 tracing::debug!(target: "kopf::indexing", index = %handler.id, object.name = %object.name, ?delay, "the object's entries are removed until it is indexed again");
                 index.discard(&object);
-                state.retries += 1;
+                state.retries = state.retries.saturating_add(1);
                 state.started = Some(started);
                 state.delayed = Some(Instant::now() + delay);
             }

@@ -388,6 +388,7 @@ impl Peering {
                 let (object, deleted) = match &event {
                     Event::Listed(object) => (object, false),
                     Event::Changed(kind, object) => (object, *kind == "DELETED"),
+                    Event::Vanished(object) => (object, true),
                     Event::ListingDone => return,
                 };
                 if object["metadata"]["name"].as_str() != Some(name) {
@@ -542,8 +543,8 @@ async fn write(
         name,
         stop,
     };
-    match patching::apply(&target, patch, "", backoffs).await {
-        Ok(versions) => !versions.is_empty(),
+    match patching::apply(&target, &mut patch, None, "", backoffs).await {
+        Ok(written) => !written.versions.is_empty(),
         Err(error) => {
             tracing::warn!(target: "kopf::peering", peering = ?name, %error, "cannot write to the peering object {place}");
             true

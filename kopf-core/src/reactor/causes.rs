@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::actions::execution;
 use crate::actions::invocation::Reason;
 use crate::intents::handlers::{ChangeHandler, Trigger};
 use crate::structs::diff::{self, Diff};
@@ -43,8 +44,9 @@ pub(crate) struct Selected<'a> {
 
 /// The handlers, of those whose filters the object passes, that this reason calls: by their
 /// trigger, and for those with a field, only when that field changed and its values pass
-/// the handler's value filters.
+/// the handler's value filters (a panicking filter does not pass; see `execution::filter`).
 pub(crate) fn select<'a>(
+    object: &Value,
     matching: Vec<&'a ChangeHandler>,
     reason: Reason,
     initial: bool,
@@ -87,13 +89,16 @@ pub(crate) fn select<'a>(
                 return None;
             }
             let o = &handler.options;
-            if !filters::match_field_change(
-                o.value.as_ref(),
-                o.old.as_ref(),
-                o.new.as_ref(),
-                old_value.as_ref(),
-                new_value.as_ref(),
-            ) {
+            let passes = execution::filter(&handler.id, object, || {
+                filters::match_field_change(
+                    o.value.as_ref(),
+                    o.old.as_ref(),
+                    o.new.as_ref(),
+                    old_value.as_ref(),
+                    new_value.as_ref(),
+                )
+            });
+            if !passes {
                 return None;
             }
             Some(Selected {

@@ -62,6 +62,7 @@ impl Invocations {
             memo,
             indexes: self.indexes.clone(),
             subhandlers: Default::default(),
+            counted_as: None,
         }
     }
 }

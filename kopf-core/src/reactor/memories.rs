@@ -13,6 +13,7 @@ use crate::engines::daemons::Daemons;
 use crate::engines::indexing::IndexingState;
 use crate::helpers::sync::lock;
 use crate::structs::memos::Memo;
+use crate::structs::patch::Patch;
 
 /// What the operator remembers of one object.
 #[derive(Debug, Default)]
@@ -29,6 +30,14 @@ pub(crate) struct Memory {
     pub(crate) awaited: Option<(Vec<String>, Instant)>,
     /// Failed writes in a row, for throttling.
     pub(crate) failures: usize,
+    /// What finished handlers (and event handlers) asked to write, when the write failed:
+    /// written again, before any handler runs, until it lands or the object is gone, so that
+    /// no handler that succeeded runs again because its record was not stored.
+    pub(crate) unwritten: Option<Patch>,
+    /// What writes that the server rejected for good (e.g. annotations too long) would have
+    /// stored: not tried again, but laid over the object's state as if written, so that the
+    /// handlers that finished do not run again; dropped once a later cycle's write lands.
+    pub(crate) rejected: Option<Patch>,
     /// The object's memo: a shallow copy of the operator's, made on first sight.
     pub(crate) memo: Option<Memo>,
     /// The object's daemons and timers.

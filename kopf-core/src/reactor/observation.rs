@@ -295,6 +295,7 @@ impl Observer {
                         }
                         Event::ListingDone => observed.listing_done(),
                         Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
+                        Event::Vanished(namespace) => observed.changed("DELETED", &namespace),
                     };
                     if changed {
                         served.send_replace(observed.served().clone());
@@ -464,7 +465,6 @@ impl Observer {
                 |event| {
                     if let Event::ListingDone = event {
                         listing.done();
-                        return;
                     }
                     if pause.is_paused() {
                         // Paused meanwhile: this watcher is about to be cancelled.

@@ -19,7 +19,7 @@ use crate::clients::watching::Event;
 use crate::configs::settings::Settings;
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
-use crate::engines::daemons::{self, DaemonHost};
+use crate::engines::daemons::{self, DaemonHost, Unwritten};
 use crate::engines::indexing::{self, IndexedEvent};
 use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
@@ -158,9 +158,12 @@ impl Processor {
         let mut versions = Vec::new();
         let mut patch = Patch::default();
         for event in &batch {
-            let (kind, object) = match event {
-                Event::Listed(object) => (None, object),
-                Event::Changed(kind, object) => (Some(*kind), object),
+            // A vanished object is forgotten as a deleted one is; but it is no raw event
+            // (only its identity is known): event handlers do not see it.
+            let (kind, object, raw) = match event {
+                Event::Listed(object) => (None, object, true),
+                Event::Changed(kind, object) => (Some(*kind), object, true),
+                Event::Vanished(object) => (Some("DELETED"), object, false),
                 Event::ListingDone => continue,
             };
             self.memory(uid, |memory| {
@@ -181,7 +184,9 @@ impl Processor {
             if !self.indexes_filled(tasks).await {
                 return Next::default();
             }
-            patch.merge(self.run_event_handlers(kind, object, tasks).await);
+            if raw {
+                patch.merge(self.run_event_handlers(kind, object, tasks).await);
+            }
         }
         if deleted {
             self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
@@ -194,6 +199,21 @@ impl Processor {
         let Some(body) = self.memory(uid, |memory| memory.latest.clone()) else {
             return Next::default();
         };
+        // A failed write of finished handlers goes first, alone: no handler runs until it
+        // lands (the object shows what they did only then).
+        if let Some(mut unwritten) = self.memory(uid, |m| m.unwritten.take()) {
+            unwritten.merge(patch);
+            let written = self.write(uid, &body, unwritten, None, tasks).await;
+            let wakeup = match self.remember(uid, written, true) {
+                // Landed: the consistency rule waits for its versions, then handlers run.
+                Ok(_) => Duration::ZERO,
+                Err(delay) => delay,
+            };
+            return Next {
+                wakeup: Some(wakeup),
+                gone: false,
+            };
+        }
         // Kopf's consistency rule: after our own PATCH, wait (bounded) until its version comes
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
@@ -207,8 +227,9 @@ impl Processor {
             None
         });
         if let Some(remaining) = waiting {
-            let wakeup = match self.write(uid, &body, patch, tasks).await {
-                Ok(()) => remaining,
+            let written = self.write(uid, &body, patch, None, tasks).await;
+            let wakeup = match self.remember(uid, written, false) {
+                Ok(again) => again.map_or(remaining, |again| again.min(remaining)),
                 Err(delay) => delay.min(remaining),
             };
             return Next {
@@ -220,6 +241,11 @@ impl Processor {
             return Next::default();
         }
         let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
+        // After a write rejected for good: the object as if it had landed.
+        let body = match self.memory(uid, |m| m.rejected.clone()) {
+            Some(rejected) => Arc::new(rejected.applied_to(&body)),
+            None => body,
+        };
         let cycle = self
             .handle_changes(uid, &body, listed && !handled_once, tasks)
             .await;
@@ -227,9 +253,18 @@ impl Processor {
             self.memory(uid, |m| m.handled_once = true);
         }
         patch.merge(cycle.patch);
-        match self.write(uid, &body, patch, tasks).await {
-            Ok(()) => Next {
-                wakeup: cycle.wakeup,
+        let writes = !patch.is_empty();
+        let written = self.write(uid, &body, patch, cycle.finalizer, tasks).await;
+        if writes && written.is_ok() {
+            // Made on the state with the rejected writes laid over: it supersedes them.
+            self.memory(uid, |m| m.rejected = None);
+        }
+        match self.remember(uid, written, true) {
+            Ok(again) => Next {
+                wakeup: match (cycle.wakeup, again) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
                 gone: false,
             },
             Err(delay) => Next {
@@ -237,6 +272,38 @@ impl Processor {
                 gone: false,
             },
         }
+    }
+
+    /// Keeps what a write of the object's worker could not write: to write it again before
+    /// any handler runs (a failure), or, for what handlers finished (`handled`), to lay it
+    /// over the object's state as if written (a rejection for good, which is not tried
+    /// again and was reported). `Err` with the delay before the worker goes on.
+    fn remember(
+        &self,
+        uid: &str,
+        written: Result<Option<Duration>, Unwritten>,
+        handled: bool,
+    ) -> Result<Option<Duration>, Duration> {
+        let unwritten = match written {
+            Ok(again) => return Ok(again),
+            Err(unwritten) => unwritten,
+        };
+        if unwritten.patch.is_empty() {
+            return Err(unwritten.delay);
+        }
+        self.memory(uid, |m| {
+            let kept = if !unwritten.rejected {
+                &mut m.unwritten
+            } else if handled {
+                &mut m.rejected
+            } else {
+                return;
+            };
+            let mut all = kept.take().unwrap_or_default();
+            all.merge(unwritten.patch);
+            *kept = Some(all);
+        });
+        Err(unwritten.delay)
     }
 
     /// Updates the operator's indexes with one event of the object.
@@ -256,13 +323,17 @@ impl Processor {
             self.indexers
                 .iter()
                 .map(|handler| {
-                    if !self.object_matches(&handler.options, object) {
+                    if !self.object_matches(&handler.id, &handler.options, object) {
                         return None;
                     }
                     let invocation =
                         self.invocation(object.clone(), Change::default(), &handler.options, tasks);
                     match &handler.options.when {
-                        Some(when) if !when(&invocation) => None,
+                        Some(when)
+                            if !execution::filter(&handler.id, object, || when(&invocation)) =>
+                        {
+                            None
+                        }
                         _ => Some(invocation),
                     }
                 })
@@ -290,23 +361,28 @@ impl Processor {
         !handles || self.invocations.indexes.filled(tasks.token()).await
     }
 
-    /// Sends a patch to the object and remembers the version to wait for. On failure, the
-    /// delay before trying again grows with each failure in a row (Kopf's `error_delays`).
+    /// Sends a patch (and the framework's JSON-patch operation on the finalizers) to the
+    /// object and remembers the versions to wait for; `Ok(Some(delay))` when the object must
+    /// be processed again within that delay even without a new event (the handlers' JSON-patch
+    /// operations met a newer version: they run again once it comes). On failure, what was
+    /// not written comes back with the delay before trying again, which grows with each
+    /// failure in a row (Kopf's `error_delays`).
     pub(crate) async fn write(
         &self,
         uid: &str,
         body: &Value,
         mut patch: Patch,
+        finalizer: Option<Value>,
         tasks: &Tasks,
-    ) -> Result<(), Duration> {
-        if patch.is_empty() {
-            return Ok(());
+    ) -> Result<Option<Duration>, Unwritten> {
+        if patch.is_empty() && finalizer.is_none() {
+            return Ok(None);
         }
         if !self.fence.is_open() {
             // The results of handlers that ran within the term, written after it: dropped, so
             // that the leader does them again rather than two operators writing at once.
             tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's term has ended; the leader handles the object again");
-            return Err(Duration::ZERO);
+            return Err(Unwritten::dropped());
         }
         // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
         // writes one after sleeping for a delayed handler), so none stays once handled.
@@ -334,25 +410,40 @@ impl Processor {
             _ = tasks.abort_token().cancelled() => None,
         };
         if permit.is_none() {
-            return Err(Duration::ZERO);
+            return Err(Unwritten::dropped());
         }
         match patching::apply(
             &target,
-            patch,
+            &mut patch,
+            finalizer,
             version,
             &self.settings.networking.error_backoffs,
         )
         .await
         {
-            Ok(newest) => {
+            Ok(written) => {
                 let timeout = self.settings.persistence.consistency_timeout;
                 self.memory(uid, |m| {
                     m.failures = 0;
-                    if !newest.is_empty() && !timeout.is_zero() {
-                        m.awaited = Some((newest, Instant::now() + timeout));
+                    if !written.versions.is_empty() && !timeout.is_zero() {
+                        m.awaited = Some((written.versions, Instant::now() + timeout));
                     }
                 });
-                Ok(())
+                Ok(written.outdated.then_some(timeout))
+            }
+            Err(kube::Error::Api(status))
+                if patching::rejected_for_good(&kube::Error::Api(status.clone())) =>
+            {
+                let name = target.name;
+                let namespace = target.namespace;
+                let path = namespace.map_or(name.to_string(), |ns| format!("{ns}/{name}"));
+                let span = tracing::error_span!(target: "kopf::patching", "object", object.name = name, object.namespace = namespace);
+                tracing::error!(target: "kopf::patching", parent: &span, "The server rejected the patch of {path} for good ({} {}: {}). What the handlers did is not stored on the object and is not tried again: the operator remembers it instead (until it restarts), so that the handlers that finished do not run again and a deletion still proceeds. If the annotations are too long (at most 262,144 bytes in all; Kopf issue #1087), keep the diff-base and the progress in `status` (settings.persistence.diffbase_storage and progress_storage), or keep the handled objects smaller.", status.code, status.reason, status.message);
+                Err(Unwritten {
+                    patch,
+                    delay: Duration::ZERO,
+                    rejected: true,
+                })
             }
             Err(error) => {
                 let failures = self.memory(uid, |m| {
@@ -366,7 +457,11 @@ impl Processor {
                     .copied()
                     .unwrap_or(Duration::from_secs(1));
                 tracing::error!(target: "kopf::patching", %error, ?delay, "patching the object failed; retrying later");
-                Err(delay)
+                Err(Unwritten {
+                    patch,
+                    delay,
+                    rejected: false,
+                })
             }
         }
     }
@@ -381,7 +476,7 @@ impl Processor {
     ) -> Patch {
         let mut patch = Patch::default();
         for handler in &self.events {
-            if !self.object_matches(&handler.options, object) {
+            if !self.object_matches(&handler.id, &handler.options, object) {
                 continue;
             }
             let mut invocation =
@@ -392,11 +487,8 @@ impl Processor {
                 tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()),
                 Poster::disabled().events(object, &self.invocations.resource),
             );
-            if handler
-                .options
-                .when
-                .as_ref()
-                .is_some_and(|when| !when(&invocation))
+            if let Some(when) = &handler.options.when
+                && !execution::filter(&handler.id, object, || when(&invocation))
             {
                 continue;
             }
@@ -427,13 +519,16 @@ impl Processor {
         patch
     }
 
-    /// Whether the object passes a handler's label and annotation filters.
-    fn object_matches(&self, options: &Options, body: &Value) -> bool {
-        filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
-            && filters::match_labels(
-                &options.annotations,
-                body["metadata"]["annotations"].as_object(),
-            )
+    /// Whether the object passes the label and annotation filters of the handler `id` (a
+    /// panicking callable does not pass; see `execution::filter`).
+    fn object_matches(&self, id: &str, options: &Options, body: &Value) -> bool {
+        execution::filter(id, body, || {
+            filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
+                && filters::match_labels(
+                    &options.annotations,
+                    body["metadata"]["annotations"].as_object(),
+                )
+        })
     }
 
     /// The object's memo: a shallow copy of the operator's, made on first sight.
@@ -463,11 +558,11 @@ impl Processor {
     fn matching_background(&self, body: &Arc<Value>, tasks: &Tasks) -> Vec<&Background> {
         self.background
             .iter()
-            .filter(|h| self.object_matches(h.options(), body))
+            .filter(|h| self.object_matches(h.id(), h.options(), body))
             .filter(|h| match &h.options().when {
-                Some(when) => {
+                Some(when) => execution::filter(h.id(), body, || {
                     when(&self.invocation(body.clone(), Change::default(), h.options(), tasks))
-                }
+                }),
                 None => true,
             })
             .collect()
@@ -540,7 +635,7 @@ impl Processor {
         let matching: Vec<&ChangeHandler> = self
             .changes
             .iter()
-            .filter(|h| self.object_matches(&h.options, body))
+            .filter(|h| self.object_matches(&h.id, &h.options, body))
             .collect();
         let background = self.matching_background(body, tasks);
         if !self.background.is_empty() {
@@ -556,16 +651,12 @@ impl Processor {
         let needs_finalizer =
             !background.is_empty() || matching.iter().any(|h| h.requires_finalizer());
         if !deleting && needs_finalizer && !has_finalizer {
-            cycle
-                .patch
-                .operation(patching::add_finalizer(finalizers, finalizer));
+            cycle.finalizer = Some(patching::add_finalizer(finalizers, finalizer));
             return cycle;
         }
         if !deleting && !needs_finalizer && has_finalizer {
             self.spawn(uid, body, &[], tasks);
-            if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                cycle.patch.operation(operation);
-            }
+            cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             return cycle;
         }
         if deleting && !has_finalizer {
@@ -582,8 +673,8 @@ impl Processor {
         }
         if matching.is_empty() {
             // Only daemons and timers concern this object: no diff-base, no progress.
-            if deleting && let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                cycle.patch.operation(operation);
+            if deleting {
+                cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             }
             return cycle;
         }
@@ -597,21 +688,23 @@ impl Processor {
         let Some(reason) = causes::detect(deleting, old.as_ref(), &diff, initial) else {
             return cycle; // NOOP
         };
-        let selected = causes::select(matching, reason, initial, &diff, old.as_ref(), &new);
+        let selected = causes::select(body, matching, reason, initial, &diff, old.as_ref(), &new);
         let selected: Vec<Selected<'_>> = selected
             .into_iter()
             .filter(|s| match &s.handler.options.when {
-                Some(when) => when(&self.invocation(
-                    body.clone(),
-                    Change {
-                        reason: Some(reason),
-                        diff: s.diff.clone(),
-                        old: s.old.clone(),
-                        new: s.new.clone(),
-                    },
-                    &s.handler.options,
-                    tasks,
-                )),
+                Some(when) => execution::filter(&s.handler.id, body, || {
+                    when(&self.invocation(
+                        body.clone(),
+                        Change {
+                            reason: Some(reason),
+                            diff: s.diff.clone(),
+                            old: s.old.clone(),
+                            new: s.new.clone(),
+                        },
+                        &s.handler.options,
+                        tasks,
+                    ))
+                }),
                 None => true,
             })
             .collect();
@@ -674,6 +767,7 @@ impl Processor {
             cycle.patch.merge(take_patch(&patch));
             let mut subrefs = record.subrefs.clone();
             let cause = Cause {
+                handler: &handler.id,
                 body,
                 memo: &memo,
                 reason,
@@ -716,9 +810,7 @@ impl Processor {
         if records.values().all(progress::is_done) {
             progress::purge(&*self.progress, &records, &ids, body, &mut merge);
             if reason == Reason::Delete {
-                if let Some(operation) = patching::remove_finalizer(finalizers, finalizer) {
-                    cycle.patch.operation(operation);
-                }
+                cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
             } else if old.as_ref() != Some(&new) {
                 self.diffbase.store(body, &new, &mut merge);
             }
@@ -804,10 +896,12 @@ impl DaemonHost for Processor {
         body: &'a Value,
         patch: Patch,
         node: &'a Tasks,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Unwritten>> + Send + 'a>>
+    {
         Box::pin(async move {
-            // A failed write is logged and retried by the object's next cycle.
-            let _ = Processor::write(self, uid, body, patch, node).await;
+            Processor::write(self, uid, body, patch, None, node)
+                .await
+                .map(|_| ())
         })
     }
 }
@@ -816,6 +910,8 @@ impl DaemonHost for Processor {
 #[derive(Debug, Default)]
 struct Cycle {
     patch: Patch,
+    /// The framework's JSON-patch operation on the finalizers, written after the patch.
+    finalizer: Option<Value>,
     wakeup: Option<Duration>,
     handled: bool,
 }

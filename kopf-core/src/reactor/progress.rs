@@ -70,7 +70,8 @@ pub(crate) fn settle(
     let mut updated = record.clone();
     updated.started = Some(started);
     updated.purpose = Some(reason.as_str().to_string());
-    updated.retries = record.retries + 1;
+    // Saturating: the count comes from the object, where anything may be written.
+    updated.retries = record.retries.saturating_add(1);
     match outcome {
         Outcome::Success(result) => {
             updated.success = true;

@@ -6,16 +6,21 @@
 //!    one, and a worker leaves the map (under its lock) only when its queue is empty, so no
 //!    event is ever sent to a worker that is going away.
 //! 2. Every raw event reaches the processor; only cause detection looks at the newest alone.
+//! 3. A listing forgets nothing: an object the queue knew of (listed or changed, not deleted)
+//!    that a completed new listing lacks reaches its worker as [`Event::Vanished`], so it
+//!    leaves the indexes and the operator's memory as a deleted one does. The queue keeps
+//!    only each known object's identity for this, not the object.
 //!
 //! The queue knows its processor only as an [`ObjectProcessor`]: what it needs of whatever
 //! processes the events it routes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::aiokits::metrics::ResourceMetrics;
@@ -59,6 +64,8 @@ pub(crate) trait ObjectProcessor: Send + Sync + 'static {
 /// Routes the events of one watcher to per-object workers.
 pub(crate) struct Queue {
     workers: Workers,
+    /// The objects of this watcher, to tell which ones a new listing lacks (invariant 3).
+    known: Mutex<Known>,
     processor: Arc<dyn ObjectProcessor>,
     tasks: Tasks,
     limit: Option<Arc<Semaphore>>,
@@ -79,6 +86,7 @@ impl Queue {
         Queue {
             metrics,
             workers: Arc::default(),
+            known: Mutex::default(),
             processor,
             tasks,
             limit: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
@@ -86,13 +94,24 @@ impl Queue {
         }
     }
 
-    /// Hands an event to its object's worker, starting one if needed.
+    /// Hands an event to its object's worker, starting one if needed; at the end of a
+    /// listing, tells the workers of the objects it lacked that they vanished.
     pub(crate) fn push(&self, event: Event) {
+        let vanished = lock(&self.known).see(&event);
+        for object in vanished {
+            self.route(Event::Vanished(object));
+        }
+        self.route(event);
+    }
+
+    fn route(&self, event: Event) {
         let uid = match &event {
-            Event::Listed(object) | Event::Changed(_, object) => object["metadata"]["uid"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
+            Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
+                object["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            }
             Event::ListingDone => return,
         };
         self.processor.expect(&event);
@@ -127,6 +146,72 @@ impl Queue {
         };
         self.tasks.spawn(worker.run());
     }
+}
+
+/// The identities of the objects that one watcher reported, and of those in its current
+/// listing.
+#[derive(Debug, Default)]
+struct Known {
+    /// By uid, what identifies each object that exists as far as the watcher knows.
+    objects: HashMap<String, Arc<Value>>,
+    /// The uids listed since the last listing was done.
+    listed: HashSet<String>,
+}
+
+impl Known {
+    /// Follows one event; at the end of a listing, returns the known objects it lacked (and
+    /// forgets them).
+    fn see(&mut self, event: &Event) -> Vec<Arc<Value>> {
+        match event {
+            Event::Listed(object) => {
+                let uid = uid_of(object);
+                self.listed.insert(uid.clone());
+                self.objects.insert(uid, identity(object));
+            }
+            Event::Changed(kind, object) => {
+                let uid = uid_of(object);
+                if *kind == "DELETED" {
+                    self.objects.remove(&uid);
+                } else {
+                    self.objects.entry(uid).or_insert_with(|| identity(object));
+                }
+            }
+            Event::Vanished(object) => {
+                self.objects.remove(&uid_of(object));
+            }
+            Event::ListingDone => {
+                let listed = std::mem::take(&mut self.listed);
+                let gone: Vec<String> = self
+                    .objects
+                    .keys()
+                    .filter(|uid| !listed.contains(*uid))
+                    .cloned()
+                    .collect();
+                return gone
+                    .iter()
+                    .filter_map(|uid| self.objects.remove(uid))
+                    .collect();
+            }
+        }
+        Vec::new()
+    }
+}
+
+fn uid_of(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What identifies an object, for [`Event::Vanished`].
+fn identity(object: &Value) -> Arc<Value> {
+    let meta = &object["metadata"];
+    Arc::new(json!({
+        "apiVersion": object["apiVersion"],
+        "kind": object["kind"],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+    }))
 }
 
 struct Worker {
@@ -211,5 +296,47 @@ impl Worker {
                 self.processor.release(&self.uid);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(uid: &str) -> Arc<Value> {
+        Arc::new(json!({"apiVersion": "v1", "kind": "Thing",
+            "metadata": {"name": format!("n-{uid}"), "namespace": "ns", "uid": uid},
+            "spec": {"large": "enough"}}))
+    }
+
+    fn uids(objects: Vec<Arc<Value>>) -> Vec<String> {
+        let mut uids: Vec<String> = objects.iter().map(|o| uid_of(o)).collect();
+        uids.sort();
+        uids
+    }
+
+    #[test]
+    fn a_listing_tells_which_known_objects_it_lacks() {
+        let mut known = Known::default();
+        assert!(known.see(&Event::Listed(object("a"))).is_empty());
+        assert!(known.see(&Event::Listed(object("b"))).is_empty());
+        assert!(known.see(&Event::ListingDone).is_empty());
+        known.see(&Event::Changed("ADDED", object("c")));
+        known.see(&Event::Changed("ADDED", object("d")));
+        known.see(&Event::Changed("DELETED", object("d")));
+        // A relisting: only `a` is left; `d` was seen deleted already.
+        known.see(&Event::Listed(object("a")));
+        let vanished = known.see(&Event::ListingDone);
+        assert_eq!(
+            *vanished[0],
+            json!({"apiVersion": "v1", "kind": vanished[0]["kind"],
+                "metadata": {"name": vanished[0]["metadata"]["name"], "namespace": "ns",
+                    "uid": vanished[0]["metadata"]["uid"]}}),
+            "only what identifies it is kept"
+        );
+        assert_eq!(uids(vanished), ["b", "c"]);
+        // An empty listing: everything left has vanished.
+        assert_eq!(uids(known.see(&Event::ListingDone)), ["a"]);
+        assert!(known.see(&Event::ListingDone).is_empty());
     }
 }

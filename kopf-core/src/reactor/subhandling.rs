@@ -25,6 +25,9 @@ use crate::structs::patch::Patch;
 
 /// What the handlers of one cause see, and so their sub-handlers.
 pub(crate) struct Cause<'a> {
+    /// The id of the handler at the top, whose sub-handlers these are: their attempts are
+    /// counted under it in the metrics.
+    pub(crate) handler: &'a str,
     pub(crate) body: &'a Arc<Value>,
     pub(crate) memo: &'a Memo,
     pub(crate) reason: Reason,
@@ -136,6 +139,7 @@ impl SubHandling<'_> {
                 );
                 invocation.retry = record.retries;
                 invocation.started = started;
+                invocation.counted_as = Some(cause.handler.to_string());
                 invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
                 let written = invocation.patch.clone();
                 let logger = invocation.logger.clone();

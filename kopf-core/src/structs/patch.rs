@@ -95,19 +95,28 @@ impl Patch {
         &self.operations
     }
 
-    /// Splits off the `status` part, for resources whose status is a subresource.
-    pub(crate) fn split_status(mut self) -> (Option<Value>, Option<Value>, Vec<Value>) {
-        let status = self.merge.remove("status").map(|s| json!({"status": s}));
-        let body = (!self.merge.is_empty()).then(|| Value::Object(self.merge));
-        (body, status, self.operations)
+    /// Takes the `status` part out (its inner value), for resources whose status is a
+    /// subresource; [`Patch::merge_raw`] with `"status"` puts it back.
+    pub(crate) fn take_status(&mut self) -> Option<Value> {
+        self.merge.remove("status")
     }
 
-    /// The whole merge patch, status included.
-    pub(crate) fn into_merge(self) -> (Option<Value>, Vec<Value>) {
-        (
-            (!self.merge.is_empty()).then(|| Value::Object(self.merge)),
-            self.operations,
-        )
+    /// Takes the whole merge patch out, status included (`None` when empty).
+    pub(crate) fn take_merge(&mut self) -> Option<Map<String, Value>> {
+        (!self.merge.is_empty()).then(|| std::mem::take(&mut self.merge))
+    }
+
+    /// The object as it would be once the merge patch is applied (RFC 7386: a `null`
+    /// removes); the JSON-patch operations are left out.
+    pub(crate) fn applied_to(&self, object: &Value) -> Value {
+        let mut object = object.clone();
+        apply_merge(&mut object, &self.merge);
+        object
+    }
+
+    /// Takes the JSON-patch operations out.
+    pub(crate) fn take_operations(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.operations)
     }
 }
 
@@ -121,6 +130,26 @@ fn object_at<'a>(root: &'a mut Map<String, Value>, path: &[&str]) -> &'a mut Map
         node = entry.as_object_mut().expect("made an object above");
     }
     node
+}
+
+fn apply_merge(target: &mut Value, patch: &Map<String, Value>) {
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let target = target.as_object_mut().expect("made an object above");
+    for (key, value) in patch {
+        match value {
+            Value::Null => {
+                target.remove(key);
+            }
+            Value::Object(inner) => {
+                apply_merge(target.entry(key.clone()).or_insert(Value::Null), inner);
+            }
+            value => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 fn merge_into(target: &mut Map<String, Value>, source: Map<String, Value>) {
@@ -152,10 +181,25 @@ mod tests {
             Value::Object(patch.as_merge().clone()),
             json!({"status": {"phase": "Running"}, "spec": {"replicas": 3, "obsolete": null}, "metadata": {"labels": {"app": "web"}}})
         );
-        let (body, status, operations) = patch.split_status();
-        assert_eq!(status, Some(json!({"status": {"phase": "Running"}})));
-        assert_eq!(body.unwrap()["spec"]["replicas"], 3);
-        assert!(operations.is_empty());
+        assert_eq!(patch.take_status(), Some(json!({"phase": "Running"})));
+        assert_eq!(patch.take_merge().unwrap()["spec"]["replicas"], 3);
+        assert!(patch.take_operations().is_empty());
+        assert!(patch.is_empty());
+    }
+
+    #[test]
+    fn applies_the_merge_patch_to_an_object() {
+        let mut patch = Patch::default();
+        patch.set("spec.replicas", 3);
+        patch.remove("spec.obsolete");
+        patch.annotations().insert("a".into(), json!("x"));
+        patch.operation(json!({"op": "remove", "path": "/spec/kept"}));
+        let object =
+            json!({"metadata": {"name": "n"}, "spec": {"obsolete": 1, "kept": 2, "replicas": 1}});
+        assert_eq!(
+            patch.applied_to(&object),
+            json!({"metadata": {"name": "n", "annotations": {"a": "x"}}, "spec": {"kept": 2, "replicas": 3}})
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::support::{create, delete, examples, patch, server_with_crd, wait_gone
 
 /// Everything logged in this test binary, from the first call on (other tests' lines too:
 /// the test picks its object's lines by name).
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+pub(crate) fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOGS.get_or_init(|| {
         let logs = Arc::new(Mutex::new(Vec::new()));

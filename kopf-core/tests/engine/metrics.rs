@@ -281,3 +281,54 @@ async fn two_operators_in_one_process_count_apart() {
         harness.stop().await.expect("a clean stop");
     }
 }
+
+/// Sub-handlers' ids are often made from data (one per item of a list): their attempts are
+/// counted under the id of the handler that registered them, so the metrics keep a bounded
+/// number of series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_are_counted_under_their_parent() {
+    let parent_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = parent_calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            // The parent is called again in each cycle that runs one of its sub-handlers.
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                for item in 0..3 {
+                    invocation
+                        .subhandlers()
+                        .add(format!("item-{item}"), |_| async { Ok(None) });
+                }
+                Ok(Some(json!("parent done")))
+            }
+        },
+    ));
+    let operator = Operator::new(registry)
+        .settings(test_settings())
+        .metrics("http://127.0.0.1:0/metrics");
+    let endpoint = operator.metrics_endpoint();
+    let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
+    let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
+        .await
+        .expect("the endpoint listens");
+    create(&harness.client(), "items", json!({})).await;
+    wait_object(&harness, "items", "the parent done", |o| {
+        o["status"]["create_fn"] == "parent done"
+    })
+    .await;
+    let (_, text) = scrape(&url).await;
+    assert!(
+        !text.contains("create_fn/item-"),
+        "sub-handlers' ids are not label values:\n{text}"
+    );
+    let scraped = samples(&text);
+    let expected = (parent_calls.load(Ordering::SeqCst) + 3) as f64;
+    assert_eq!(
+        scraped.get(r#"kopf_handler_invocations_total{handler="create_fn",outcome="success"}"#),
+        Some(&expected),
+        "the parent's calls and its three sub-handlers':\n{text}"
+    );
+    harness.stop().await.expect("a clean stop");
+}

@@ -138,6 +138,19 @@ impl Calls {
         self.0.lock().unwrap().clone()
     }
 
+    /// Waits until the calls so far satisfy `condition`; returns them.
+    pub(crate) async fn wait_until(
+        &self,
+        what: &str,
+        condition: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        wait(what, || async {
+            let all = self.all();
+            condition(&all).then_some(all)
+        })
+        .await
+    }
+
     pub(crate) async fn wait_len(&self, n: usize) -> Vec<Value> {
         wait(&format!("{n} handler calls"), || async {
             let all = self.all();

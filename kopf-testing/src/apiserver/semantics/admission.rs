@@ -145,8 +145,27 @@ fn check_metadata(def: &ResourceDef, object: &Value, subject: Subject<'_>) -> Ap
             return Err(invalid("metadata.annotations", key, problem));
         }
     }
+    // apimachinery's `TotalAnnotationSizeLimitB`: keys and values together.
+    let total: usize = meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| key.len() + value.as_str().map_or(0, str::len))
+        .sum();
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        return Err(ApiError::invalid_field(
+            subject,
+            &def.kind,
+            "FieldValueTooLong",
+            "metadata.annotations",
+            &format!("Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        ));
+    }
     Ok(())
 }
+
+/// The most bytes that all annotations of an object may take together (256 KiB).
+const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 262_144;
 
 /// Round-trips a built-in object through its typed form, as the real server decodes it.
 /// Returns the paths of fields that the type does not know (dropped).
@@ -301,6 +320,24 @@ mod tests {
             "{}",
             error.message
         );
+    }
+
+    #[test]
+    fn annotations_over_256_kib_in_total_are_invalid() {
+        let def = builtin("configmaps");
+        let half = "x".repeat(131_072);
+        let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half, "b": half}}});
+        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        assert_eq!(error.code, 422);
+        assert!(
+            error
+                .message
+                .ends_with("metadata.annotations: Too long: must have at most 262144 bytes"),
+            "{}",
+            error.message
+        );
+        let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half}}});
+        admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
     }
 
     #[test]
