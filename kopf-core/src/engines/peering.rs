@@ -328,6 +328,7 @@ impl Peering {
                         }
                         Event::ListingDone => observed.listing_done(),
                         Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
+                        Event::Vanished(namespace) => observed.changed("DELETED", &namespace),
                     };
                     if changed {
                         peering.follow(&resources, observed.served(), &node);
