@@ -107,15 +107,16 @@ def index_content(index):
 
 
 def behaviour(spec, full_id):
-    async def handler(name, retry=0, reason=None, old=None, new=None, diff=None, type=None,
-                      **kwargs):
+    async def handler(name, namespace, retry=0, reason=None, old=None, new=None, diff=None,
+                      type=None, **kwargs):
+        call = {"handler": full_id, "namespace": namespace, "name": name}
         if spec["kind"] == "event":
-            call = {"handler": full_id, "name": name, "type": type}
+            call.update(type=type)
         elif spec["kind"] == "timer":
-            call = {"handler": full_id, "name": name, "retry": retry, "timer": True}
+            call.update(retry=retry, timer=True)
         else:
-            call = {"handler": full_id, "name": name, "reason": reason, "retry": retry,
-                    "old": plain(old), "new": plain(new), "diff": plain_diff(diff or [])}
+            call.update(reason=reason, retry=retry, old=plain(old), new=plain(new),
+                        diff=plain_diff(diff or []))
         if spec.get("reads"):
             call["index"] = index_content(kwargs[spec["reads"]])
         record(call)
@@ -160,8 +161,8 @@ def configure(settings: kopf.OperatorSettings, **_):
 
 
 def daemon(spec):
-    async def handler(name, stopped, **_):
-        record({"handler": spec["id"], "name": name, "daemon": "started"})
+    async def handler(name, namespace, stopped, **_):
+        record({"handler": spec["id"], "namespace": namespace, "name": name, "daemon": "started"})
         await stopped.wait()
         reason = stopped.reason or kopf.DaemonStoppingReason(0)
         if kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
@@ -172,7 +173,7 @@ def daemon(spec):
             why = "exiting"
         else:
             why = "other"
-        record({"handler": spec["id"], "name": name, "daemon": why})
+        record({"handler": spec["id"], "namespace": namespace, "name": name, "daemon": why})
     return handler
 
 

@@ -25,7 +25,20 @@ pub const QUIET: Duration = Duration::from_millis(2500);
 /// How long anything may take: Kopf takes seconds to start.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+/// An object's path: `namespace/name`, or `name` alone in `default`.
+fn path(object: &str) -> String {
+    let (namespace, name) = split(object);
+    format!("{}/{name}", collection(namespace))
+}
+
+fn collection(namespace: &str) -> String {
+    format!("/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples")
+}
+
+/// `namespace/name` or `name` (in `default`) as its namespace and name.
+pub fn split(object: &str) -> (&str, &str) {
+    object.split_once('/').unwrap_or(("default", object))
+}
 
 /// A scenario: an operator, and the steps done to its objects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,8 +47,39 @@ pub struct Scenario {
     pub name: String,
     /// The operator's handlers.
     pub operator: OperatorSpec,
+    /// What the operator serves.
+    #[serde(default)]
+    pub scope: Scope,
     /// What is done, in order; the operator is idle after each.
     pub steps: Vec<Step>,
+}
+
+/// What an operator serves: `--namespace` patterns, or the whole cluster (`-A`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// `--namespace` for each pattern.
+    Namespaces(Vec<String>),
+    /// `--all-namespaces`.
+    Clusterwide,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::Namespaces(vec!["default".into()])
+    }
+}
+
+impl Scope {
+    fn args(&self) -> Vec<String> {
+        match self {
+            Scope::Namespaces(patterns) => patterns
+                .iter()
+                .flat_map(|pattern| ["--namespace".to_string(), pattern.clone()])
+                .collect(),
+            Scope::Clusterwide => vec!["--all-namespaces".into()],
+        }
+    }
 }
 
 /// One step of a scenario.
@@ -44,7 +88,7 @@ pub struct Scenario {
 pub enum Step {
     /// Creates a KopfExample with this spec, labels and annotations.
     Create {
-        /// The object's name.
+        /// The object: `namespace/name`, or `name` in `default`.
         name: String,
         /// Its `spec`.
         spec: Value,
@@ -98,6 +142,16 @@ impl Step {
     pub fn delete(name: &str) -> Step {
         Step::Delete {
             name: name.to_string(),
+        }
+    }
+
+    /// The objects it touches.
+    fn objects(&self) -> Vec<&str> {
+        match self {
+            Step::Create { name, .. } | Step::Patch { name, .. } | Step::Delete { name } => {
+                vec![name.as_str()]
+            }
+            Step::Restart { meanwhile } => meanwhile.iter().flat_map(Step::objects).collect(),
         }
     }
 }
@@ -162,8 +216,30 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     )
     .expect("writing the spec");
 
+    // Every namespace the steps use exists from the start (so an operator of patterns
+    // watches in them at once).
+    let mut namespaces: Vec<&str> = scenario
+        .steps
+        .iter()
+        .flat_map(Step::objects)
+        .map(|object| split(object).0)
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    for namespace in namespaces.into_iter().filter(|ns| *ns != "default") {
+        let body =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        send(
+            &client,
+            http::Method::POST,
+            "/api/v1/namespaces",
+            Some(body),
+        )
+        .await
+        .expect("the namespace is created");
+    }
     let mut names = Vec::new();
-    let mut operator = Process::start(side, &dir, environment, &server).await;
+    let mut operator = Process::start(side, &dir, environment, &server, &scenario.scope).await;
     for step in &scenario.steps {
         match step {
             Step::Restart { meanwhile } => {
@@ -171,7 +247,7 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
                 for step in meanwhile {
                     apply(&client, step, &mut names).await;
                 }
-                operator = Process::start(side, &dir, environment, &server).await;
+                operator = Process::start(side, &dir, environment, &server, &scenario.scope).await;
             }
             step => {
                 apply(&client, step, &mut names).await;
@@ -183,24 +259,14 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
 
     let mut objects = BTreeMap::new();
     for name in &names {
-        let object = send(
-            &client,
-            http::Method::GET,
-            &format!("{COLLECTION}/{name}"),
-            None,
-        )
-        .await
-        .ok();
+        let object = send(&client, http::Method::GET, &path(name), None)
+            .await
+            .ok();
         objects.insert(name.clone(), object.unwrap_or(Value::Null));
     }
-    let events = send(
-        &client,
-        http::Method::GET,
-        "/api/v1/namespaces/default/events",
-        None,
-    )
-    .await
-    .expect("listing the events");
+    let events = send(&client, http::Method::GET, "/api/v1/events", None)
+        .await
+        .expect("listing the events");
     // The server's side of the run, for whoever looks into a difference.
     let requests: Vec<String> = server
         .requests()
@@ -234,19 +300,16 @@ async fn apply(client: &kube::Client, step: &Step, names: &mut Vec<String>) {
             if !names.contains(name) {
                 names.push(name.clone());
             }
+            let (namespace, name) = split(name);
             let body = json!({
                 "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
                 "metadata": {"name": name, "labels": labels, "annotations": annotations},
                 "spec": spec,
             });
-            (http::Method::POST, COLLECTION.to_string(), Some(body))
+            (http::Method::POST, collection(namespace), Some(body))
         }
-        Step::Patch { name, patch } => (
-            http::Method::PATCH,
-            format!("{COLLECTION}/{name}"),
-            Some(patch.clone()),
-        ),
-        Step::Delete { name } => (http::Method::DELETE, format!("{COLLECTION}/{name}"), None),
+        Step::Patch { name, patch } => (http::Method::PATCH, path(name), Some(patch.clone())),
+        Step::Delete { name } => (http::Method::DELETE, path(name), None),
         Step::Restart { .. } => unreachable!("restarts are the driver's"),
     };
     if let Err(error) = send(client, method, &path, body).await {
@@ -290,6 +353,7 @@ impl Process {
         dir: &Path,
         environment: &Environment,
         server: &FakeApiServer,
+        scope: &Scope,
     ) -> Process {
         let log = dir.join("operator.log");
         let output = std::fs::OpenOptions::new()
@@ -312,13 +376,9 @@ impl Process {
             command.arg("--verbose");
         }
         command
-            .args([
-                "--standalone",
-                "--namespace",
-                "default",
-                "--log-format",
-                "plain",
-            ])
+            .arg("--standalone")
+            .args(scope.args())
+            .args(["--log-format", "plain"])
             .current_dir(dir)
             .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("PARITY_SPEC", dir.join("spec.json"))

@@ -240,11 +240,9 @@ fn daemon(
         let (id, calls) = (id.clone(), calls.clone());
         Box::pin(async move {
             let name = invocation.name().to_string();
-            record(
-                &calls,
-                &json!({"handler": id, "name": name, "daemon": "started"}),
-            )
-            .await;
+            let namespace = invocation.namespace().map(String::from);
+            let call = |daemon: &str| json!({"handler": id, "namespace": namespace, "name": name, "daemon": daemon});
+            record(&calls, &call("started")).await;
             invocation.stopped().cancelled().await;
             let why = match invocation.stop_reason() {
                 Some(StopReason::ObjectDeleted) => "deleted",
@@ -252,7 +250,7 @@ fn daemon(
                 Some(StopReason::OperatorExiting) => "exiting",
                 _ => "other",
             };
-            record(&calls, &json!({"handler": id, "name": name, "daemon": why})).await;
+            record(&calls, &call(why)).await;
             Ok(None)
         })
     }
@@ -263,17 +261,20 @@ fn call(spec: &HandlerSpec, id: &str, invocation: &Invocation) -> Value {
     let mut call = match spec.kind {
         Kind::Event => json!({
             "handler": id,
+            "namespace": invocation.namespace(),
             "name": invocation.name(),
             "type": invocation.event_type(),
         }),
         Kind::Timer => json!({
             "handler": id,
+            "namespace": invocation.namespace(),
             "name": invocation.name(),
             "retry": invocation.retry(),
             "timer": true,
         }),
         _ => json!({
             "handler": id,
+            "namespace": invocation.namespace(),
             "name": invocation.name(),
             "reason": invocation.reason().map(|reason| reason.as_str()),
             "retry": invocation.retry(),

@@ -48,7 +48,7 @@ pub struct Outcome {
     pub objects: BTreeMap<String, Value>,
     /// The Events posted, as `[type, reason, message]`, sorted (they are posted in batches).
     pub events: BTreeMap<String, Vec<Value>>,
-    /// The log lines about the object (those prefixed `[default/<name>]`), in order; but
+    /// The log lines about the object (those prefixed `[namespace/name]`), in order; but
     /// those of daemons and timers, which run side by side, sorted.
     pub logs: BTreeMap<String, Vec<String>>,
 }
@@ -78,7 +78,7 @@ impl Outcome {
             if let Some(diff) = call.get_mut("diff").and_then(Value::as_array_mut) {
                 diff.sort_by_key(ToString::to_string);
             }
-            let name = call["name"].as_str().unwrap_or_default().to_string();
+            let name = key(&call["namespace"], &call["name"]);
             if call.get("daemon").is_some() || call.get("timer").is_some() {
                 let handler = call["handler"].as_str().unwrap_or_default().to_string();
                 let by_handler = outcome.background.entry(name).or_default();
@@ -91,8 +91,9 @@ impl Outcome {
             outcome.objects.insert(name, state(&object));
         }
         for event in events["items"].as_array().into_iter().flatten() {
-            let name = event["involvedObject"]["name"].as_str().unwrap_or_default();
-            if let Some(posted) = outcome.events.get_mut(name) {
+            let object = &event["involvedObject"];
+            let name = key(&object["namespace"], &object["name"]);
+            if let Some(posted) = outcome.events.get_mut(&name) {
                 let message = event["message"].as_str().unwrap_or_default();
                 let first_line = message.lines().next().unwrap_or_default();
                 posted.push(Value::Array(vec![
@@ -106,12 +107,13 @@ impl Outcome {
             posted.sort_by_key(ToString::to_string);
         }
         for line in log.lines() {
-            let Some(rest) = line.strip_prefix("[default/") else {
+            let Some(rest) = line.strip_prefix('[') else {
                 continue;
             };
-            let Some((name, message)) = rest.split_once("] ") else {
+            let Some((object, message)) = rest.split_once("] ") else {
                 continue;
             };
+            let name = object.strip_prefix("default/").unwrap_or(object);
             if let Some(lines) = outcome.logs.get_mut(name) {
                 lines.push(message.to_string());
             }
@@ -188,6 +190,15 @@ impl Outcome {
             );
         }
         found
+    }
+}
+
+/// How the outcome names an object: `namespace/name`, or `name` alone in `default`.
+fn key(namespace: &Value, name: &Value) -> String {
+    let name = name.as_str().unwrap_or_default();
+    match namespace.as_str() {
+        Some(namespace) if namespace != "default" => format!("{namespace}/{name}"),
+        _ => name.to_string(),
     }
 }
 

@@ -5,7 +5,7 @@ use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Map, Value, json};
 
-use crate::driver::{Scenario, Step};
+use crate::driver::{Scenario, Scope, Step};
 use crate::spec::{Failure, HandlerSpec, Kind, Match, OperatorSpec};
 
 /// Every scripted scenario.
@@ -20,6 +20,8 @@ pub fn scripted() -> Vec<Scenario> {
         deletions(),
         daemons_and_timers(),
         indexes(),
+        namespace_patterns(),
+        clusterwide(),
     ]
 }
 
@@ -46,6 +48,7 @@ pub fn lifecycle() -> Scenario {
     let mut update = handler(Kind::Update, "update_fn");
     update.deleted = false;
     Scenario {
+        scope: Scope::default(),
         name: "lifecycle".into(),
         operator: operator(vec![
             handler(Kind::Create, "create_fn"),
@@ -77,6 +80,7 @@ pub fn fields_and_restarts() -> Scenario {
     let mut other = handler(Kind::Field, "other_fn");
     other.field = Some("spec.other".into());
     Scenario {
+        scope: Scope::default(),
         name: "fields-and-restarts".into(),
         operator: operator(vec![
             handler(Kind::Create, "create_fn"),
@@ -128,6 +132,7 @@ pub fn filters() -> Scenario {
     appeared.field = Some("spec.size".into());
     appeared.old = Some(Match::Absent);
     Scenario {
+        scope: Scope::default(),
         name: "filters".into(),
         operator: operator(vec![
             by_label,
@@ -174,6 +179,7 @@ pub fn errors() -> Scenario {
     recovering.fail = vec![Failure::Arbitrary];
     recovering.backoff = Some(1.0);
     Scenario {
+        scope: Scope::default(),
         name: "errors".into(),
         operator: operator(vec![
             temporary, permanent, retried, fatal, ignored, recovering,
@@ -197,6 +203,7 @@ pub fn subhandlers() -> Scenario {
     let mut updater = handler(Kind::Update, "updater_fn");
     updater.subhandlers = vec![handler(Kind::Update, "part")];
     Scenario {
+        scope: Scope::default(),
         name: "subhandlers".into(),
         operator: operator(vec![parent, updater]),
         steps: vec![
@@ -212,6 +219,7 @@ pub fn resumes_and_events() -> Scenario {
     let mut optional = handler(Kind::Delete, "optional_fn");
     optional.optional = true;
     Scenario {
+        scope: Scope::default(),
         name: "resumes-and-events".into(),
         operator: operator(vec![
             handler(Kind::Create, "create_fn"),
@@ -249,6 +257,7 @@ pub fn deletions() -> Scenario {
         Failure::Temporary(0.6),
     ];
     Scenario {
+        scope: Scope::default(),
         name: "deletions".into(),
         operator: operator(vec![
             handler(Kind::Create, "create_fn"),
@@ -283,6 +292,7 @@ pub fn daemons_and_timers() -> Scenario {
     idler.interval = Some(3600.0);
     idler.idle = Some(1.0);
     Scenario {
+        scope: Scope::default(),
         name: "daemons-and-timers".into(),
         operator: operator(vec![watcher, gold, ticker, idler]),
         steps: vec![
@@ -306,6 +316,7 @@ pub fn indexes() -> Scenario {
     let mut updater = handler(Kind::Update, "update_fn");
     updater.reads = Some("by_size".into());
     Scenario {
+        scope: Scope::default(),
         name: "indexes".into(),
         operator: operator(vec![by_size, reader, updater]),
         steps: vec![
@@ -318,6 +329,54 @@ pub fn indexes() -> Scenario {
             Step::delete("one"),
             Step::patch("three", json!({"spec": {"size": 3}})),
         ],
+    }
+}
+
+/// The handlers of the namespaced scenarios.
+fn namespaced_operator() -> OperatorSpec {
+    let mut field = handler(Kind::Field, "field_fn");
+    field.field = Some("spec.field".into());
+    operator(vec![
+        handler(Kind::Create, "create_fn"),
+        field,
+        handler(Kind::Delete, "delete_fn"),
+    ])
+}
+
+/// The steps of the namespaced scenarios: objects of one name in several namespaces.
+fn namespaced_steps() -> Vec<Step> {
+    vec![
+        Step::create("team-a/one", json!({"field": 1})),
+        Step::create("team-b/one", json!({"field": 1})),
+        Step::create("other/one", json!({"field": 1})),
+        Step::create("one", json!({"field": 1})),
+        Step::patch("team-b/one", json!({"spec": {"field": 2}})),
+        Step::patch("other/one", json!({"spec": {"field": 2}})),
+        Step::Restart {
+            meanwhile: vec![Step::patch("team-a/one", json!({"spec": {"field": 3}}))],
+        },
+        Step::delete("team-a/one"),
+        Step::delete("other/one"),
+    ]
+}
+
+/// `--namespace` with a glob and a name: objects in other namespaces are not served.
+pub fn namespace_patterns() -> Scenario {
+    Scenario {
+        scope: Scope::Namespaces(vec!["team-*".into(), "default".into()]),
+        name: "namespace-patterns".into(),
+        operator: namespaced_operator(),
+        steps: namespaced_steps(),
+    }
+}
+
+/// `-A`: every namespace is served.
+pub fn clusterwide() -> Scenario {
+    Scenario {
+        scope: Scope::Clusterwide,
+        name: "clusterwide".into(),
+        operator: namespaced_operator(),
+        steps: namespaced_steps(),
     }
 }
 
@@ -384,6 +443,7 @@ pub fn generated(seed: u64, length: usize) -> Scenario {
         steps.push(step);
     }
     Scenario {
+        scope: Scope::default(),
         name: format!("generated-{seed}"),
         operator: rich_operator(),
         steps,

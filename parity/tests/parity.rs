@@ -94,3 +94,13 @@ fn daemons_and_timers() {
 fn indexes() {
     check(scenarios::indexes());
 }
+
+#[test]
+fn namespace_patterns() {
+    check(scenarios::namespace_patterns());
+}
+
+#[test]
+fn clusterwide() {
+    check(scenarios::clusterwide());
+}
