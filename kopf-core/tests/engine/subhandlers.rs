@@ -65,9 +65,19 @@ async fn sub_handlers_run_each_with_its_own_retries_and_the_parent_waits_for_the
         progress(&pending, "create_fn").unwrap()["subrefs"],
         json!(["create_fn/item-a", "create_fn/item-b"])
     );
-    let done = wait_object(&harness, "one", "the parent's result", |o| {
-        o["status"]["create_fn"]["message"] == "all items done"
-    })
+    // The result is stored first, the records' purge right after it (a second write).
+    let purged = |o: &Value| {
+        o["metadata"]["annotations"].as_object().is_none_or(|a| {
+            !a.keys()
+                .any(|k| k.starts_with("kopf.zalando.org/create_fn"))
+        })
+    };
+    let done = wait_object(
+        &harness,
+        "one",
+        "the parent's result, and the records purged",
+        |o| o["status"]["create_fn"]["message"] == "all items done" && purged(o),
+    )
     .await;
     assert_eq!(done["status"]["create_fn/item-a"], json!({"item": "a"}));
     assert_eq!(done["status"]["create_fn/item-b"], json!({"item": "b"}));
