@@ -11,7 +11,12 @@
 //!
 //! `cargo test -p kopf-parity` runs the scripted ones;
 //! `cargo test -p kopf-parity --test generated -- --ignored` the generated ones
-//! (`PARITY_SEED`, `PARITY_SCENARIOS`).
+//! (`PARITY_SEED`, `PARITY_SCENARIOS`, `PARITY_STEPS`).
+//!
+//! Each run keeps its folder under the target's `tmp/parity*/<scenario>-<side>/`: the spec,
+//! the calls, the operator's log, the server's requests and the outcome. To look into a
+//! difference, `PARITY_VERBOSE=1` runs both operators with `--verbose` (the log lines then
+//! differ by design), and `PARITY_RUST_LOG` sets kopf-rs' `RUST_LOG`.
 
 pub mod driver;
 pub mod operator;
