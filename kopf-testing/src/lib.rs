@@ -31,7 +31,7 @@ mod harness;
 mod runner;
 
 pub use apiserver::{
-    FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, Stats,
+    FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, RecreateError, Stats,
 };
 pub use harness::{DEADLINE, HarnessBuilder, OperatorHarness, SentRequest, test_settings, wait};
 

@@ -37,4 +37,4 @@ mod server;
 mod storage;
 
 pub use endpoints::control::{Fault, FaultAction, LoggedRequest, Stats};
-pub use server::{FakeApiServer, FakeApiServerBuilder};
+pub use server::{FakeApiServer, FakeApiServerBuilder, RecreateError};

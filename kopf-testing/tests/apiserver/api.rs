@@ -8,7 +8,7 @@ use http_body_util::BodyExt as _;
 use kopf_testing::{FakeApiServer, Fault};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, wait_for};
+use crate::support::{DEADLINE, send, wait_for};
 
 /// One request through kube-rs's client; returns the status, headers and JSON body.
 async fn call(
@@ -48,26 +48,6 @@ async fn call_bytes(
     let value =
         serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)));
     (parts.status, parts.headers, value)
-}
-
-/// Sends a request on a fresh connection with a plain HTTP client: no retries, no buffering,
-/// so tests see exactly what the server answers.
-async fn send(
-    server: &FakeApiServer,
-    request: Request<http_body_util::Full<bytes::Bytes>>,
-) -> http::Response<hyper::body::Incoming> {
-    let stream = tokio::net::TcpStream::connect(server.addr())
-        .await
-        .expect("the server listens");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .expect("a handshake");
-    tokio::spawn(connection);
-    sender
-        .send_request(request)
-        .await
-        .expect("the request went through")
 }
 
 async fn get(server: &FakeApiServer, path: &str) -> (StatusCode, Value) {

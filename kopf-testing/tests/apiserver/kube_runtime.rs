@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::support::{DEADLINE, wait_for};
+use crate::support::{DEADLINE, client_without_retries, wait_for};
 
 /// A custom resource with a status subresource, served once its CRD is created.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -1472,16 +1472,4 @@ fn api_error<T: Debug>(result: kube::Result<T>) -> Box<kube::core::Status> {
         Err(kube::Error::Api(status)) => status,
         other => panic!("expected an API error, got {other:?}"),
     }
-}
-
-fn client_without_retries(server: &FakeApiServer) -> kube::Client {
-    let mut config = kube::Config::new(
-        server
-            .url()
-            .parse()
-            .expect("the server's url is a valid uri"),
-    );
-    config.default_namespace = "default".into();
-    config.default_retry = false;
-    kube::Client::try_from(config).expect("a plain-http client always builds")
 }

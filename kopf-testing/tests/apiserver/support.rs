@@ -4,6 +4,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use http::Request;
+use kopf_testing::FakeApiServer;
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
 /// A generous deadline for conditions that should hold soon.
@@ -107,4 +109,38 @@ pub(crate) async fn python(test: &str) -> Option<PathBuf> {
 pub(crate) async fn serial() -> SemaphorePermit<'static> {
     static SLOW: Semaphore = Semaphore::const_new(1);
     SLOW.acquire().await.expect("the semaphore is never closed")
+}
+
+/// Sends a request on a fresh connection with a plain HTTP client: no retries, no buffering,
+/// so tests see exactly what the server answers.
+pub(crate) async fn send(
+    server: &FakeApiServer,
+    request: Request<http_body_util::Full<bytes::Bytes>>,
+) -> http::Response<hyper::body::Incoming> {
+    let stream = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("the server listens");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("a handshake");
+    tokio::spawn(connection);
+    sender
+        .send_request(request)
+        .await
+        .expect("the request went through")
+}
+
+/// A kube-rs client that does not retry (kube's default one retries 429, 503 and 504), so
+/// tests see every answer.
+pub(crate) fn client_without_retries(server: &FakeApiServer) -> kube::Client {
+    let mut config = kube::Config::new(
+        server
+            .url()
+            .parse()
+            .expect("the server's url is a valid uri"),
+    );
+    config.default_namespace = "default".into();
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("a plain-http client always builds")
 }

@@ -66,7 +66,8 @@ pub struct LoggedRequest {
     pub name: Option<String>,
     /// The `Content-Type` of the request body, if any.
     pub content_type: Option<String>,
-    /// The response's status code.
+    /// The response's status code; 0 when the connection was dropped without an answer (an
+    /// injected [`FaultAction::CommitThenReset`]).
     pub code: u16,
 }
 
@@ -93,6 +94,77 @@ pub enum FaultAction {
         /// Events to send before the stream ends.
         events: u64,
     },
+    /// For writes (create, update, patch, delete, deletecollection): make the change for real,
+    /// then answer with this status code (a `Status` as for [`Respond`](Self::Respond))
+    /// instead of the result. The client believes that its write failed, but watchers see the
+    /// change and a later read finds it. A write that fails on its own gets its real answer.
+    CommitThenFail {
+        /// The HTTP status code, usually a 5xx.
+        code: u16,
+    },
+    /// For writes (create, update, patch, delete, deletecollection): make the change for real,
+    /// then drop the connection without an answer, as a server that crashed right after
+    /// committing would. A write that fails on its own gets its real answer.
+    CommitThenReset,
+    /// For lists and watches: send a part of the body, then drop the connection abruptly (not
+    /// a clean end of the stream: the client sees a truncated body or chunked stream).
+    ///
+    /// A list sends the first `bytes` of its JSON (half of it when absent; never all of it)
+    /// under a `Content-Length` of the whole. A watch sends `events` events (0: none, right
+    /// after the headers), then drops.
+    ResetMidBody {
+        /// For watches: events to send before the connection drops.
+        #[serde(default)]
+        events: u64,
+        /// For lists: bytes of the body to send before the connection drops.
+        #[serde(default)]
+        bytes: Option<u64>,
+    },
+    /// For watches: accept the watch (`200` and its headers) and then say nothing, no events
+    /// and no bookmarks, ignoring `timeoutSeconds` and [`close_watches`], until the client goes
+    /// away or the server restarts or stops: a stalled stream (a half-open connection) that
+    /// only a client's inactivity timeout notices.
+    ///
+    /// [`close_watches`]: crate::FakeApiServer::close_watches
+    SilentWatch,
+    /// For updates, patches and deletions of an existing object: answer `409 Conflict`, as the
+    /// real server does when the request's resourceVersion is older than the object's because
+    /// a competing writer changed it first. The write is not made.
+    ///
+    /// With `compete`, a competing write really happens first: the annotation
+    /// `fake.kopf.dev/competing-writer` is set (to the version of that write) by the manager
+    /// `fake-competing-writer`, so the object's resourceVersion moves on, watchers see a
+    /// MODIFIED event, and a retry after a fresh GET succeeds (once the rule is spent).
+    Conflict {
+        /// Make the competing write for real before answering.
+        #[serde(default)]
+        compete: bool,
+    },
+    /// For lists and watches: serve the items of a list (each page of it) and the initial
+    /// ADDED events of a watch in a random order, drawn from the server's seeded generator,
+    /// instead of the usual order by namespace and name.
+    ShuffleList,
+}
+
+impl FaultAction {
+    /// Whether the action means anything for requests with this verb: rules whose action does
+    /// not are not spent (nor drawn for) on such requests.
+    fn applies_to(&self, verb: &str) -> bool {
+        match self {
+            FaultAction::Respond { .. }
+            | FaultAction::Delay { .. }
+            | FaultAction::CloseWatchAfter { .. } => true,
+            FaultAction::CommitThenFail { .. } | FaultAction::CommitThenReset => matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            ),
+            FaultAction::ResetMidBody { .. } | FaultAction::ShuffleList => {
+                matches!(verb, "list" | "watch")
+            }
+            FaultAction::SilentWatch => verb == "watch",
+            FaultAction::Conflict { .. } => matches!(verb, "update" | "patch" | "delete"),
+        }
+    }
 }
 
 /// A rule: requests that match it get its action.
@@ -149,6 +221,83 @@ impl Fault {
         Self::with_action(FaultAction::CloseWatchAfter { events })
     }
 
+    /// A fault making matching writes for real, then answering `code` (usually 5xx) instead
+    /// of the result; see [`FaultAction::CommitThenFail`].
+    ///
+    /// ```no_run
+    /// # fn example(server: &kopf_testing::FakeApiServer) {
+    /// use kopf_testing::Fault;
+    /// server.inject(Fault::commit_then_fail(500).verb("patch").times(1));
+    /// # }
+    /// ```
+    pub fn commit_then_fail(code: u16) -> Self {
+        Self::with_action(FaultAction::CommitThenFail { code })
+    }
+
+    /// A fault making matching writes for real, then dropping the connection without an
+    /// answer; see [`FaultAction::CommitThenReset`].
+    pub fn commit_then_reset() -> Self {
+        Self::with_action(FaultAction::CommitThenReset)
+    }
+
+    /// A fault dropping the connection in the middle of a list's body (after half of it) or of
+    /// a watch stream (right after its headers); see [`FaultAction::ResetMidBody`].
+    pub fn reset_mid_body() -> Self {
+        Self::with_action(FaultAction::ResetMidBody {
+            events: 0,
+            bytes: None,
+        })
+    }
+
+    /// A fault dropping the connection of matching watches after `events` events.
+    pub fn reset_watch_after(events: u64) -> Self {
+        Self::with_action(FaultAction::ResetMidBody {
+            events,
+            bytes: None,
+        })
+        .verb("watch")
+    }
+
+    /// A fault dropping the connection of matching lists after the first `bytes` of the body.
+    pub fn reset_list_after(bytes: u64) -> Self {
+        Self::with_action(FaultAction::ResetMidBody {
+            events: 0,
+            bytes: Some(bytes),
+        })
+        .verb("list")
+    }
+
+    /// A fault keeping matching watches open and silent; see [`FaultAction::SilentWatch`].
+    pub fn silent_watch() -> Self {
+        Self::with_action(FaultAction::SilentWatch)
+    }
+
+    /// A fault answering `409 Conflict` to matching updates, patches and deletions without
+    /// changing anything; see [`FaultAction::Conflict`].
+    pub fn conflict() -> Self {
+        Self::with_action(FaultAction::Conflict { compete: false })
+    }
+
+    /// A fault making a competing write to the object (it touches the annotation
+    /// `fake.kopf.dev/competing-writer`), then answering `409 Conflict` to the matching update,
+    /// patch or deletion; see [`FaultAction::Conflict`].
+    ///
+    /// ```no_run
+    /// # fn example(server: &kopf_testing::FakeApiServer) {
+    /// use kopf_testing::Fault;
+    /// server.inject(Fault::conflict_after_competing_write().verb("update").times(1));
+    /// # }
+    /// ```
+    pub fn conflict_after_competing_write() -> Self {
+        Self::with_action(FaultAction::Conflict { compete: true })
+    }
+
+    /// A fault serving lists and watches' initial objects in a seeded random order; see
+    /// [`FaultAction::ShuffleList`].
+    pub fn shuffle_list() -> Self {
+        Self::with_action(FaultAction::ShuffleList)
+    }
+
     fn with_action(action: FaultAction) -> Self {
         Fault {
             verb: None,
@@ -201,7 +350,8 @@ impl Fault {
         let same = |want: &Option<String>, have: Option<&str>| {
             want.as_deref().is_none_or(|w| Some(w) == have)
         };
-        same(&self.verb, Some(request.verb))
+        self.action.applies_to(request.verb)
+            && same(&self.verb, Some(request.verb))
             && same(&self.resource, Some(request.resource))
             && same(&self.name, request.name)
             && same(&self.namespace, request.namespace)
@@ -215,6 +365,15 @@ pub(crate) struct RequestFacts<'a> {
     pub(crate) resource: &'a str,
     pub(crate) namespace: Option<&'a str>,
     pub(crate) name: Option<&'a str>,
+}
+
+/// An action that fired for a request, with what it draws from the seeded generator.
+#[derive(Debug, Clone)]
+pub(crate) struct Fired {
+    pub(crate) action: FaultAction,
+    /// For [`FaultAction::ShuffleList`]: the seed of this request's order (0 for the others,
+    /// which draw nothing, so that adding them changes no other rule's draws).
+    pub(crate) seed: u64,
 }
 
 /// Injected faults and the seeded generator behind their probabilities.
@@ -247,7 +406,7 @@ impl Faults {
     }
 
     /// The actions that fire for this request (rules used up are retired).
-    pub(crate) fn fire(&self, request: &RequestFacts<'_>) -> Vec<FaultAction> {
+    pub(crate) fn fire(&self, request: &RequestFacts<'_>) -> Vec<Fired> {
         let mut guard = lock(&self.rules);
         let (rules, rng) = &mut *guard;
         let mut actions = Vec::new();
@@ -266,7 +425,14 @@ impl Faults {
                 }
                 *times -= 1;
             }
-            actions.push(rule.action.clone());
+            let seed = match rule.action {
+                FaultAction::ShuffleList => rng.random(),
+                _ => 0,
+            };
+            actions.push(Fired {
+                action: rule.action.clone(),
+                seed,
+            });
         }
         rules.retain(|r| r.times != Some(0));
         actions

@@ -10,6 +10,13 @@
 //! | `POST /_fake/compact` | forget the watch history (the next watch from an old version gets 410) |
 //! | `POST /_fake/restart` | drop every connection, keep the data |
 //! | `PUT /_fake/bookmark-interval?millis=N` | how often bookmarks are sent |
+//! | `POST /_fake/recreate` (an object) | re-create it under its name with a new uid (served by the router: it needs the resources' endpoints) |
+//!
+//! Fault rules in JSON name their action in snake case, for instance
+//! `{"verb": "patch", "times": 1, "action": {"commit_then_fail": {"code": 500}}}`,
+//! `{"verb": "watch", "action": "silent_watch"}`,
+//! `{"verb": "list", "action": {"reset_mid_body": {"bytes": 10}}}` or
+//! `{"verb": "update", "action": {"conflict": {"compete": true}}}`.
 
 use std::sync::Arc;
 use std::time::Duration;

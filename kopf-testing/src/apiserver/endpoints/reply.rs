@@ -1,10 +1,12 @@
 //! What a request handler answers, and how an answer or an error becomes an HTTP response
 //! (a `Status` object for errors, `Warning` and `Retry-After` headers).
 
-use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
+use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use serde_json::Value;
@@ -12,7 +14,62 @@ use serde_json::Value;
 use crate::apiserver::semantics::status::ApiError;
 
 /// Response bodies: whole JSON documents or watch streams.
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, Cut>;
+
+/// An injected fault cuts the connection: returned by a request handler (no answer at all) or
+/// by a response body (the answer stops in the middle), it makes hyper drop the connection
+/// without ending the response cleanly.
+#[derive(Debug, thiserror::Error)]
+#[error("the connection was cut by an injected fault")]
+pub(crate) struct Cut;
+
+/// A body that sends a prefix of a document under a `Content-Length` of the whole, then cuts
+/// the connection: the client sees a truncated body.
+pub(crate) struct CutBody {
+    prefix: Option<Bytes>,
+    length: u64,
+    /// Whether the body has once said it was not ready after the prefix: hyper flushes what it
+    /// buffered then, so that the prefix reaches the client before the cut.
+    flushed: bool,
+}
+
+impl CutBody {
+    /// The first `sent` bytes of `whole` (at most all but the last one), then the cut.
+    pub(crate) fn new(whole: &Bytes, sent: usize) -> CutBody {
+        let sent = sent.min(whole.len().saturating_sub(1));
+        CutBody {
+            prefix: Some(whole.slice(..sent)),
+            length: whole.len() as u64,
+            flushed: false,
+        }
+    }
+}
+
+impl http_body::Body for CutBody {
+    type Data = Bytes;
+    type Error = Cut;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Cut>>> {
+        if let Some(prefix) = self.prefix.take()
+            && !prefix.is_empty()
+        {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
+        if !self.flushed {
+            self.flushed = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(Some(Err(Cut)))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.length)
+    }
+}
 
 /// What a request handler answers.
 pub(crate) struct Reply {
@@ -44,7 +101,9 @@ impl Reply {
 }
 
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 pub(crate) fn respond(reply: Reply) -> Response<Body> {

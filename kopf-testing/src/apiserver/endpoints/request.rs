@@ -237,6 +237,14 @@ pub(crate) struct Context {
     pub(crate) user_agent: Option<String>,
     /// Watch streams end after this many events (an injected fault).
     pub(crate) close_watch_after: Option<u64>,
+    /// Watch streams cut the connection after this many events (an injected fault).
+    pub(crate) reset_watch_after: Option<u64>,
+    /// Watch streams say nothing, ever (an injected fault).
+    pub(crate) silent_watch: bool,
+    /// Writes answer `409 Conflict`; with `true`, after a competing write (an injected fault).
+    pub(crate) conflict: Option<bool>,
+    /// Lists and watches' initial objects come in the order this seeds (an injected fault).
+    pub(crate) shuffle_seed: Option<u64>,
 }
 
 #[cfg(test)]

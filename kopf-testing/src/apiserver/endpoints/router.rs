@@ -1,7 +1,6 @@
 //! One HTTP request, from arrival to answer: authentication, faults, counting, routing, and
 //! turning errors into `Status` objects.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +10,9 @@ use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
-use super::reply::{Body, Reply, error_response, full, respond};
+use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
-use super::resources::verbs;
+use super::resources::{recreate, verbs};
 use super::shared::Shared;
 use super::{control_api, discovery};
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
@@ -21,11 +20,23 @@ use crate::apiserver::semantics::status::{ApiError, ApiResult};
 /// The largest request body the server accepts, as the real one (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
-/// Serves one request. Never fails: errors become `Status` answers.
+/// What injected faults do to a request once it is served.
+#[derive(Debug, Default)]
+struct Aftermath {
+    /// Answer this code instead of the result of a successful write.
+    fail_with: Option<u16>,
+    /// Drop the connection instead of answering a successful write.
+    reset: bool,
+    /// Send this much of a list's body (`Some(None)`: half of it), then cut the connection.
+    cut_list: Option<Option<u64>>,
+}
+
+/// Serves one request. Errors become `Status` answers; it fails (and hyper drops the
+/// connection without an answer) only when an injected fault says so.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+) -> Result<Response<Body>, Cut> {
     let (parts, body) = request.into_parts();
     let route = Route::parse(parts.uri.path());
     let query = Query::parse(parts.uri.query());
@@ -76,7 +87,12 @@ pub(crate) async fn handle(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
         close_watch_after: None,
+        reset_watch_after: None,
+        silent_watch: false,
+        conflict: None,
+        shuffle_seed: None,
     };
+    let mut aftermath = Aftermath::default();
     let is_control = matches!(context.route, Route::Control(_));
     if !is_control {
         shared.counters.count(verb.as_str(), &resource);
@@ -91,8 +107,8 @@ pub(crate) async fn handle(
                 namespace: namespace.as_deref(),
                 name: name.as_deref(),
             };
-            for action in shared.faults.fire(&facts) {
-                match action {
+            for fired in shared.faults.fire(&facts) {
+                match fired.action {
                     FaultAction::Respond { code, retry_after } => {
                         let code =
                             StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -104,14 +120,38 @@ pub(crate) async fn handle(
                     FaultAction::CloseWatchAfter { events } => {
                         context.close_watch_after = Some(events)
                     }
+                    FaultAction::CommitThenFail { code } => aftermath.fail_with = Some(code),
+                    FaultAction::CommitThenReset => aftermath.reset = true,
+                    FaultAction::ResetMidBody { events, bytes } => match verb {
+                        Verb::Watch => context.reset_watch_after = Some(events),
+                        _ => aftermath.cut_list = Some(bytes),
+                    },
+                    FaultAction::SilentWatch => context.silent_watch = true,
+                    FaultAction::Conflict { compete } => context.conflict = Some(compete),
+                    FaultAction::ShuffleList => context.shuffle_seed = Some(fired.seed),
                 }
             }
         }
         let body = read_body(body).await?;
-        dispatch(&shared, &context, body).await
+        let mut reply = dispatch(&shared, &context, body).await?;
+        if let Some(code) = aftermath.fail_with {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return Err(ApiError::injected(code, None));
+        }
+        if let Some(bytes) = aftermath.cut_list {
+            let whole = reply.body.collect().await.map_err(|_| {
+                ApiError::internal("a list's body could not be read to cut it short")
+            })?;
+            let whole = whole.to_bytes();
+            let sent = bytes.map_or(whole.len() / 2, |b| b as usize);
+            reply.body = CutBody::new(&whole, sent).boxed_unsync();
+        }
+        Ok(reply)
     }
     .await;
 
+    // A write that failed on its own was not committed: it gets its real answer.
+    let cut = aftermath.reset && result.is_ok();
     let response = match result {
         Ok(reply) => respond(reply),
         Err(error) => error_response(&error),
@@ -126,8 +166,11 @@ pub(crate) async fn handle(
             namespace,
             name,
             content_type,
-            code: response.status().as_u16(),
+            code: if cut { 0 } else { response.status().as_u16() },
         });
+    }
+    if cut {
+        return Err(Cut);
     }
     Ok(response)
 }
@@ -195,6 +238,13 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
             "NotFound",
             "the fake server serves OpenAPI v3 only (/openapi/v3)",
         )),
+        // Served here rather than by the control API, which sits below the resources' endpoints.
+        Route::Control(path) if path == "recreate" && context.method == Method::POST => {
+            let object = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("not an object to re-create: {e}")))?;
+            let created = recreate(shared, object)?;
+            Ok(Reply::json(StatusCode::CREATED, &created))
+        }
         Route::Control(path) => {
             control_api::serve(shared, &context.method, path, &context.query, body).await
         }

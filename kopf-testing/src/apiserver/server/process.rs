@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use super::listener::accept;
 use super::saving::save_periodically;
 use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::apiserver::endpoints::resources::recreate;
 use crate::apiserver::endpoints::shared::{Shared, stats};
 use crate::apiserver::semantics::lifecycle;
 use crate::apiserver::storage::persist;
@@ -387,6 +388,38 @@ impl FakeApiServer {
         *lock(&self.shared.bookmark_interval) = interval;
     }
 
+    /// Re-creates an object under the same name with a new uid, as someone who deleted it and
+    /// created it again would: the stored object is removed for good (its finalizers are
+    /// ignored) and `object` is created in its place. Both happen at once, so watchers see a
+    /// DELETED event and then an ADDED one, and none is lost. `apiVersion`, `kind`,
+    /// `metadata.name` (and `metadata.namespace` for namespaced kinds) say which object; what
+    /// the server sets (uid, resourceVersion, creationTimestamp, managedFields, ...) is ignored,
+    /// so an object as served can be given back. Returns the new object as served.
+    ///
+    /// When the object does not exist, or the new one is refused (invalid, say), nothing
+    /// changes and the error says why.
+    ///
+    /// ```no_run
+    /// # fn example(server: &kopf_testing::FakeApiServer) {
+    /// let created = server
+    ///     .recreate(serde_json::json!({
+    ///         "apiVersion": "v1",
+    ///         "kind": "ConfigMap",
+    ///         "metadata": {"name": "cm", "namespace": "default"},
+    ///         "data": {"incarnation": "2"},
+    ///     }))
+    ///     .expect("cm existed");
+    /// println!("the new uid: {}", created["metadata"]["uid"]);
+    /// # }
+    /// ```
+    pub fn recreate(&self, object: serde_json::Value) -> Result<serde_json::Value, RecreateError> {
+        recreate(&self.shared, object).map_err(|error| RecreateError {
+            code: error.code.as_u16(),
+            reason: error.reason.to_string(),
+            message: error.message,
+        })
+    }
+
     /// Drops every connection (as a restarted API server would) and keeps the data.
     pub fn restart(&self) {
         self.shared.restart();
@@ -408,4 +441,17 @@ impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.root.cancel();
     }
+}
+
+/// Why [`FakeApiServer::recreate`] changed nothing: the error the API would answer, as its
+/// `Status` object would say it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("re-creating the object failed with {code} {reason}: {message}")]
+pub struct RecreateError {
+    /// The HTTP status code (`404` when there is no such object).
+    pub code: u16,
+    /// The `Status` reason (`NotFound`, `Invalid`, ...).
+    pub reason: String,
+    /// What went wrong.
+    pub message: String,
 }

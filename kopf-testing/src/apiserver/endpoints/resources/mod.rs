@@ -7,3 +7,5 @@ mod target;
 pub(super) mod verbs;
 mod watch;
 mod writes;
+
+pub(crate) use writes::recreate;

@@ -1,8 +1,11 @@
 //! Reading objects: get, and list with pagination (`continue` tokens), snapshots at a
-//! resourceVersion, selectors and tables.
+//! resourceVersion, selectors and tables; lists in a seeded random order when a fault says so.
 
 use base64::Engine as _;
 use http::StatusCode;
+use rand::SeedableRng as _;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom as _;
 use serde_json::{Value, json};
 
 use super::selectors::Selectors;
@@ -126,6 +129,10 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         items.push(target.render(object));
         last = Some(key.clone());
     }
+    if let Some(seed) = context.shuffle_seed {
+        // Within the page: the continue token still names the last key in the usual order.
+        shuffle(&mut items, seed);
+    }
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if remaining > 0
         && let Some(last) = &last
@@ -143,4 +150,9 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         "items": items,
     });
     Ok(Reply::json(StatusCode::OK, &list))
+}
+
+/// Puts items in the random order that `seed` (drawn from the faults' seeded generator) gives.
+pub(crate) fn shuffle<T>(items: &mut [T], seed: u64) {
+    items.shuffle(&mut StdRng::seed_from_u64(seed));
 }

@@ -8,9 +8,9 @@ use bytes::Bytes;
 
 use super::reads::{get, list};
 use super::scale::scale;
-use super::target::{Target, method_not_allowed};
+use super::target::{Target, current, method_not_allowed};
 use super::watch;
-use super::writes::{create, delete, delete_collection, patch, update};
+use super::writes::{competing_write, create, delete, delete_collection, patch, update};
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, ObjectPath, Verb};
 use crate::apiserver::endpoints::shared::Shared;
@@ -50,6 +50,17 @@ pub(crate) async fn serve(
         return Err(ApiError::bad_request(
             "the namespace of the object must be given in the request path",
         ));
+    }
+    if let Some(compete) = context.conflict
+        && matches!(context.verb, Verb::Update | Verb::Patch | Verb::Delete)
+    {
+        // An injected conflict: as if a competing writer had changed the object first.
+        let name = target.name();
+        current(shared, &target, name)?;
+        if compete {
+            competing_write(shared, &target, name)?;
+        }
+        return Err(ApiError::stale(target.subject(name)));
     }
     match (path.subresource.as_deref(), context.verb) {
         (None, Verb::Get) => get(shared, context, &target),

@@ -3,6 +3,10 @@
 //! A watch needs no task of its own: its response body is a stream that wakes on new
 //! resourceVersions, reads the changes it has not sent yet from the history, and ends when the
 //! client goes, the server stops, `timeoutSeconds` passes, or a test closes watches.
+//!
+//! Injected faults shape the stream: it may end cleanly after some events, cut the connection
+//! after some events (an error from the body, which makes hyper drop the connection), say
+//! nothing at all, or list the initial objects in a seeded random order.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,11 +22,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::reads::table_for;
+use super::reads::{shuffle, table_for};
 use super::selectors::Selectors;
 use super::target::Target;
 use crate::apiserver::endpoints::control::lock;
-use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::reply::{Cut, Reply};
 use crate::apiserver::endpoints::request::{Context, Format};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
@@ -54,6 +58,9 @@ pub(crate) fn watch(
             "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
         ));
     }
+    if context.silent_watch {
+        return Ok(silent(shared));
+    }
     let mut stream = WatchStream {
         shared: shared.clone(),
         def: target.def.clone(),
@@ -69,6 +76,7 @@ pub(crate) fn watch(
         deadline: timeout.map(|t| Instant::now() + t),
         closed: lock(&shared.watches).clone(),
         events_left: context.close_watch_after,
+        cut_after: context.reset_watch_after,
         finished: false,
     };
     stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
@@ -80,12 +88,20 @@ pub(crate) fn watch(
             }
             _ => {
                 let objects = state.objects(&target.def.key());
-                for (key, object) in objects.into_iter().flatten() {
-                    if (stream.namespace.is_empty() || key.0 == stream.namespace)
-                        && stream.selectors.matches(object)
-                    {
-                        stream.push("ADDED", object);
-                    }
+                let mut initial: Vec<&Value> = objects
+                    .into_iter()
+                    .flatten()
+                    .filter(|(key, object)| {
+                        (stream.namespace.is_empty() || key.0 == stream.namespace)
+                            && stream.selectors.matches(object)
+                    })
+                    .map(|(_, object)| &**object)
+                    .collect();
+                if let Some(seed) = context.shuffle_seed {
+                    shuffle(&mut initial, seed);
+                }
+                for object in initial {
+                    stream.push("ADDED", object);
                 }
                 stream.last_rv = current;
                 if send_initial {
@@ -96,14 +112,20 @@ pub(crate) fn watch(
     });
     // Changes after the requested version that are already in the history.
     stream.catch_up();
-    let guard = WatchGuard(shared.clone());
-    shared
-        .counters
-        .open_watches
-        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let guard = WatchGuard::new(shared);
     let events = futures::stream::unfold((stream, guard), |(mut stream, guard)| async move {
-        let line = stream.next_line().await?;
-        Some((Ok(Frame::data(line)), (stream, guard)))
+        match stream.next_line().await {
+            Next::Line(line) => Some((Ok(Frame::data(line)), (stream, guard))),
+            Next::End => None,
+            Next::Cut => {
+                // Not ready once, so that hyper flushes the events sent so far before the cut.
+                tokio::task::yield_now().await;
+                stream.cut_after = None;
+                stream.pending.clear();
+                stream.finished = true;
+                Some((Err(Cut), (stream, guard)))
+            }
+        }
     });
     Ok(Reply {
         code: StatusCode::OK,
@@ -113,8 +135,43 @@ pub(crate) fn watch(
     })
 }
 
+/// A watch that is accepted and then says nothing until the client goes away or the
+/// connection is dropped: its body is never ready (hyper sends the headers meanwhile).
+fn silent(shared: &Arc<Shared>) -> Reply {
+    let guard = WatchGuard::new(shared);
+    let events = futures::stream::once(async move {
+        let _counted = guard;
+        std::future::pending::<Result<Frame<Bytes>, Cut>>().await
+    });
+    Reply {
+        code: StatusCode::OK,
+        body: StreamBody::new(events.boxed()).boxed_unsync(),
+        content_type: "application/json",
+        warnings: Vec::new(),
+    }
+}
+
+/// What a watch stream sends next.
+enum Next {
+    Line(Bytes),
+    /// The stream ends cleanly.
+    End,
+    /// The connection is cut (an injected fault).
+    Cut,
+}
+
 /// Counts an open watch until its stream is dropped.
 struct WatchGuard(Arc<Shared>);
+
+impl WatchGuard {
+    fn new(shared: &Arc<Shared>) -> WatchGuard {
+        shared
+            .counters
+            .open_watches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        WatchGuard(shared.clone())
+    }
+}
 
 impl Drop for WatchGuard {
     fn drop(&mut self) {
@@ -141,31 +198,39 @@ struct WatchStream {
     deadline: Option<Instant>,
     closed: CancellationToken,
     events_left: Option<u64>,
+    /// Events left before the connection is cut (an injected fault).
+    cut_after: Option<u64>,
     finished: bool,
 }
 
 impl WatchStream {
-    /// The next event line, or `None` when the stream ends.
-    async fn next_line(&mut self) -> Option<Bytes> {
+    /// The next event line, or how the stream ends.
+    async fn next_line(&mut self) -> Next {
         loop {
+            if self.cut_after == Some(0) {
+                return Next::Cut;
+            }
             if let Some(line) = self.pending.pop_front() {
                 if let Some(left) = &mut self.events_left {
                     if *left == 0 {
-                        return None;
+                        return Next::End;
                     }
                     *left -= 1;
                 }
-                return Some(line);
+                if let Some(left) = &mut self.cut_after {
+                    *left -= 1;
+                }
+                return Next::Line(line);
             }
             if self.finished || self.events_left == Some(0) {
-                return None;
+                return Next::End;
             }
             let deadline = self
                 .deadline
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
             tokio::select! {
-                _ = self.closed.cancelled() => return None,
-                _ = tokio::time::sleep_until(deadline) => return None,
+                _ = self.closed.cancelled() => return Next::End,
+                _ = tokio::time::sleep_until(deadline) => return Next::End,
                 _ = tokio::time::sleep_until(self.next_bookmark) => {
                     self.catch_up();
                     if !self.finished {
@@ -175,7 +240,7 @@ impl WatchStream {
                 }
                 changed = self.changes.changed() => {
                     if changed.is_err() {
-                        return None;
+                        return Next::End;
                     }
                     self.catch_up();
                 }

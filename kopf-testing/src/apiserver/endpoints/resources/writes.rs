@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::selectors::Selectors;
 use super::target::Target;
 use crate::apiserver::endpoints::reply::Reply;
-use crate::apiserver::endpoints::request::Context;
+use crate::apiserver::endpoints::request::{Context, ObjectPath};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::admission::{self, FieldValidation};
 use crate::apiserver::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
@@ -449,6 +449,36 @@ pub(super) fn delete(
     Ok(Reply::json(StatusCode::OK, &target.render(&deletion)))
 }
 
+/// The annotation a competing writer (an injected conflict) sets.
+const COMPETING_WRITER: &str = "fake.kopf.dev/competing-writer";
+
+/// A write by someone else, for an injected conflict: the annotation [`COMPETING_WRITER`] is
+/// set to the version of this write, so the object's resourceVersion moves on.
+pub(super) fn competing_write(shared: &Shared, target: &Target<'_>, name: &str) -> ApiResult<()> {
+    shared.write(|state| {
+        let old = state
+            .get(&target.def.key(), &target.key(name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(target.subject(name)))?;
+        let mut new = (*old).clone();
+        let version = (state.resource_version() + 1).to_string();
+        let annotations = object::meta_mut(&mut new)
+            .entry("annotations")
+            .or_insert_with(|| json!({}));
+        if !annotations.is_object() {
+            *annotations = json!({});
+        }
+        annotations[COMPETING_WRITER] = json!(version);
+        let updater = Updater {
+            manager: "fake-competing-writer".into(),
+            api_version: old["apiVersion"].as_str().unwrap_or_default().to_string(),
+            subresource: String::new(),
+        };
+        lifecycle::update(state, &target.def, &old, new, Scope::Main, Some(&updater))?;
+        Ok(())
+    })
+}
+
 pub(super) fn delete_collection(
     shared: &Shared,
     context: &Context,
@@ -493,4 +523,102 @@ pub(super) fn delete_collection(
         "items": deleted,
     });
     Ok(Reply::json(StatusCode::OK, &list))
+}
+
+/// Re-creates an object under its name with a new uid (`FakeApiServer::recreate`): the stored
+/// one is removed for good, whatever its finalizers, and `object` (whose apiVersion and kind
+/// name the resource) is created in its place after admission. Both happen in one write, so
+/// watchers see DELETED then ADDED and nothing in between; when either fails, nothing changes.
+///
+/// What the server sets on an object (uid, resourceVersion, creationTimestamp, generation,
+/// managedFields, deletion marks) is dropped from `object`, so a served object can be given.
+pub(crate) fn recreate(shared: &Shared, mut object: Value) -> ApiResult<Value> {
+    let api_version = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    let (group, version) = api_version
+        .rsplit_once('/')
+        .unwrap_or(("", api_version.as_str()));
+    let def = shared
+        .read(|s| {
+            s.catalog
+                .iter()
+                .find(|d| d.group == group && d.kind == kind && d.version(version).is_some())
+                .cloned()
+        })
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "cannot re-create the object: no resource of kind {kind:?} is served in {api_version:?} (apiVersion and kind are required)"
+            ))
+        })?;
+    let name = object::name(&object).to_string();
+    if name.is_empty() {
+        return Err(ApiError::bad_request(
+            "cannot re-create the object: metadata.name is required",
+        ));
+    }
+    let namespace = if def.namespaced {
+        let namespace = object::namespace(&object).to_string();
+        if namespace.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "cannot re-create {} {name:?}: metadata.namespace is required for a namespaced resource",
+                def.kind
+            )));
+        }
+        namespace
+    } else {
+        String::new()
+    };
+    let path = ObjectPath {
+        group: group.to_string(),
+        version: version.to_string(),
+        namespace: def.namespaced.then(|| namespace.clone()),
+        plural: def.plural.clone(),
+        name: Some(name.clone()),
+        subresource: None,
+    };
+    let target = Target {
+        def,
+        version,
+        path: &path,
+        namespace,
+    };
+    let meta = object::meta_mut(&mut object);
+    for field in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "managedFields",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        meta.remove(field);
+    }
+    check_identity(&target, &mut object)?;
+    let mut object = target.for_storage(object);
+    admission::admit(
+        &target.def,
+        target.version,
+        &mut object,
+        FieldValidation::Strict,
+    )?;
+    let updater = Updater {
+        manager: "kopf-testing".into(),
+        api_version: target.def.api_version(target.version),
+        subresource: String::new(),
+    };
+    let stored = shared.write(|state| {
+        // On a copy first, so that a failed creation does not leave the object removed.
+        let mut trial = state.clone();
+        trial
+            .remove(&target.def, &target.key(&name))
+            .ok_or_else(|| ApiError::not_found(target.subject(&name)))?;
+        let stored = lifecycle::create(&mut trial, &target.def, object, Some(&updater))?;
+        *state = trial;
+        Ok::<_, ApiError>(stored)
+    })?;
+    Ok(target.render(&stored))
 }
