@@ -44,6 +44,20 @@ pub(crate) struct Written {
     /// nor what follows them (the handlers' records) were written, so that the handlers run
     /// again on the newer state (their operations were made for the older one).
     pub(crate) outdated: bool,
+    /// The fields of `status` that were sent with a value but are not in the object the
+    /// server answered with: its schema pruned them (a typed CRD that does not declare them).
+    pub(crate) pruned: Vec<String>,
+}
+
+/// The fields of the `status` sent that the stored `status` lacks (sent with a value, so not
+/// removals): pruned by the server's schema.
+fn pruned(sent: &Value, stored: &Value) -> Vec<String> {
+    sent.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| !value.is_null() && stored.get(key.as_str()).is_none())
+        .map(|(key, _)| key.clone())
+        .collect()
 }
 
 /// Sends the patch, and then the framework's JSON-patch operation on the finalizers (made
@@ -76,7 +90,10 @@ pub(crate) async fn apply(
         })
         .await
         {
-            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+            Ok(Some(object)) => {
+                written.pruned = pruned(&status, &object.data["status"]);
+                written.versions.extend(object.metadata.resource_version);
+            }
             Ok(None) => return Ok(gone(patch)),
             Err(error) => {
                 patch.merge_raw("status", status);
@@ -133,7 +150,12 @@ pub(crate) async fn apply(
             .await
         };
         match sent {
-            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+            Ok(Some(object)) => {
+                if let Some(status) = body.get("status") {
+                    written.pruned = pruned(status, &object.data["status"]);
+                }
+                written.versions.extend(object.metadata.resource_version);
+            }
             Ok(None) => return Ok(gone(patch)),
             Err(error) => {
                 if let Value::Object(merge) = body {
@@ -276,4 +298,17 @@ pub(crate) fn remove_finalizer(finalizers: Option<&Value>, finalizer: &str) -> O
         .iter()
         .position(|f| f == finalizer)?;
     Some(json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_sent_with_a_value_but_not_stored_were_pruned() {
+        let sent = json!({"create_fn": {"ok": true}, "kept": 1, "removed": null});
+        let stored = json!({"kept": 1});
+        assert_eq!(pruned(&sent, &stored), ["create_fn"]);
+        assert!(pruned(&sent, &json!({"create_fn": {}, "kept": 1})).is_empty());
+    }
 }

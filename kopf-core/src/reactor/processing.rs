@@ -3,7 +3,8 @@
 //! that the lifecycle picks (`progress`; one by default: Kopf's `asap`) with their
 //! sub-handlers (`subhandling`), and the patch that stores their records and results.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
 use crate::engines::daemons::{self, DaemonHost, Unwritten};
 use crate::engines::indexing::{self, IndexedEvent};
 use crate::engines::pausing::Fence;
+use crate::helpers::sync::lock;
 use crate::intents::daemons::Background;
 use crate::intents::handlers::{ChangeHandler, EventHandler};
 use crate::intents::indexing::IndexHandler;
@@ -33,6 +35,7 @@ use crate::reactor::progress::{self, Records};
 use crate::reactor::queueing::{Next, ObjectProcessor};
 use crate::reactor::subhandling::{Cause, SubHandling};
 use crate::structs::diff;
+use crate::structs::errors;
 use crate::structs::filters;
 use crate::structs::indexes::{Filler, Indexes};
 use crate::structs::memos::Memo;
@@ -79,6 +82,8 @@ pub(crate) struct Processor {
     /// Limits the writes in flight, so that a burst of objects does not open a connection each.
     writes: Arc<tokio::sync::Semaphore>,
     fence: Fence,
+    /// The fields of `status` that the server was seen to prune (warned about once).
+    pruned: Mutex<BTreeSet<String>>,
 }
 
 impl Processor {
@@ -116,6 +121,7 @@ impl Processor {
             memo: common.memo,
             writes: common.writes,
             fence: common.fence,
+            pruned: Mutex::default(),
             indexers: registry.indexes_for(selectors).cloned().collect(),
             filler: common.indexes.filler(),
         }
@@ -422,6 +428,7 @@ impl Processor {
         .await
         {
             Ok(written) => {
+                self.warn_pruned(&written.pruned, body);
                 let timeout = self.settings.persistence.consistency_timeout;
                 self.memory(uid, |m| {
                     m.failures = 0;
@@ -456,12 +463,34 @@ impl Processor {
                     .or(delays.last())
                     .copied()
                     .unwrap_or(Duration::from_secs(1));
-                tracing::error!(target: "kopf::patching", %error, ?delay, "patching the object failed; retrying later");
+                tracing::error!(target: "kopf::patching", error = %errors::describe(&error), ?delay, "patching the object failed; retrying later");
                 Err(Unwritten {
                     patch,
                     delay,
                     rejected: false,
                 })
+            }
+        }
+    }
+
+    /// Warns, once per field for this resource, that the server pruned results from `status`
+    /// (a typed CRD whose schema does not declare them): the handlers succeeded, but what they
+    /// returned is not stored.
+    fn warn_pruned(&self, pruned: &[String], body: &Value) {
+        if pruned.is_empty() {
+            return;
+        }
+        let name = body["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = body["metadata"]["namespace"].as_str().unwrap_or_default();
+        let mut warned = lock(&self.pruned);
+        for field in pruned {
+            if warned.insert(field.clone()) {
+                let resource = &self.invocations.resource;
+                let message = format!(
+                    "status.{field} was not stored: the schema of {resource} prunes it. Declare the field in the CRD's status schema (for a typed CRD, a field `{field}` in its status type), or mark the status `x-kubernetes-preserve-unknown-fields: true`."
+                );
+                let span = tracing::info_span!(target: "kopf::objects", "object", object.name = name, object.namespace = namespace);
+                tracing::warn!(target: "kopf::patching", parent: &span, "{message}");
             }
         }
     }

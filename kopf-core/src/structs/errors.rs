@@ -80,7 +80,26 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.source, f)
+        match self.source.downcast_ref::<kube::Error>() {
+            Some(error) => f.write_str(&describe(error)),
+            None => fmt::Display::fmt(&self.source, f),
+        }
+    }
+}
+
+/// A Kubernetes client's error in a line: for an API error, the server's message with its
+/// code and reason (kube's own text repeats the whole status in its `Debug` form).
+pub(crate) fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", status.reason)
+            };
+            format!("{} ({}{reason})", status.message, status.code)
+        }
+        other => other.to_string(),
     }
 }
 
@@ -99,6 +118,26 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
             kind: ErrorKind::Arbitrary,
             source: Box::new(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_error_reads_as_the_servers_message_with_its_code_and_reason() {
+        let mut status = kube::core::Status::failure(
+            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch",
+            "Forbidden",
+        );
+        status.code = 403;
+        let error = Error::from(kube::Error::Api(status.boxed()));
+        assert_eq!(
+            error.to_string(),
+            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch (403 Forbidden)"
+        );
+        assert_eq!(Error::msg("plain").to_string(), "plain");
     }
 }
 

@@ -1506,3 +1506,40 @@ async fn malformed_objects_do_not_stop_the_operator() {
     let good: Vec<&Value> = named(&calls, "name", "good");
     assert_eq!(good.len(), 2, "{calls:#?}");
 }
+
+/// A result that the CRD's schema prunes from `status` (a typed CRD that does not declare the
+/// handler's field) is not lost silently: a warning names the field and the fix, once per
+/// field, however many objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_pruned_by_the_schema_is_warned_about_once() {
+    let name = "pruned-result";
+    crate::logs::lines_of(name);
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "status": {"type": "object", "properties": {"known": {"type": "string"}}},
+    }});
+    let server = server_with(Some(schema)).await;
+    let client = server.client();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        |_| async { Ok(Some(json!({"message": "done"}))) },
+    ));
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
+    for object in [name, "pruned-again"] {
+        create(&client, object, json!({})).await;
+        let handled = wait_handled(&client, object, json!({})).await;
+        assert!(handled["status"].get("create_fn").is_none(), "{handled}");
+    }
+    let warning =
+        "status.create_fn was not stored: the schema of kopfexamples.v1.kopf.dev prunes it";
+    let lines: Vec<String> = [name, "pruned-again"]
+        .into_iter()
+        .flat_map(crate::logs::lines_of)
+        .collect();
+    let warnings = lines.iter().filter(|line| line.contains(warning)).count();
+    assert_eq!(warnings, 1, "{lines:#?}");
+    harness.stop().await.expect("a clean stop");
+    drop(client);
+}
