@@ -121,26 +121,6 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_api_error_reads_as_the_servers_message_with_its_code_and_reason() {
-        let mut status = kube::core::Status::failure(
-            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch",
-            "Forbidden",
-        );
-        status.code = 403;
-        let error = Error::from(kube::Error::Api(status.boxed()));
-        assert_eq!(
-            error.to_string(),
-            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch (403 Forbidden)"
-        );
-        assert_eq!(Error::msg("plain").to_string(), "plain");
-    }
-}
-
 /// An error after which the handler is retried, after `delay` (default 60 s, as Kopf).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemporaryError {
@@ -239,5 +219,20 @@ mod tests {
             Ok(())
         }
         assert!(!question_mark().unwrap_err().is_temporary());
+    }
+
+    #[test]
+    fn an_api_error_reads_as_the_servers_message_with_its_code_and_reason() {
+        let mut status = kube::core::Status::failure(
+            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch",
+            "Forbidden",
+        );
+        status.code = 403;
+        let error = Error::from(kube::Error::Api(status.boxed()));
+        assert_eq!(
+            error.to_string(),
+            "kopfexamples.kopf.dev \"one\" is forbidden: cannot patch (403 Forbidden)"
+        );
+        assert_eq!(Error::msg("plain").to_string(), "plain");
     }
 }
