@@ -35,14 +35,7 @@ mod reactor;
 mod structs;
 
 pub use configs::storage;
-/// The Kubernetes API types kopf-rs is built on, re-exported for the same reason. kopf-rs
-/// enables no Kubernetes version of it: the application picks one (see the README's "Use it in
-/// your crate").
-pub use k8s_openapi;
 pub use kits::hierarchies;
-/// The Kubernetes client kopf-rs is built on, re-exported so that an operator uses the same
-/// version (a different one makes its types incompatible with kopf's).
-pub use kube;
 pub use structs::{diff, filters};
 
 pub use actions::activity::{Activity, ActivityInvocation};

@@ -32,7 +32,7 @@ kopf-testing = { path = "@WORKSPACE@/kopf-testing" }
 "#;
 
 const MAIN: &str = r#"
-use kopf::k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::ConfigMap;
 
 #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
 async fn create_fn(name: &str) -> kopf::Result<serde_json::Value> {
