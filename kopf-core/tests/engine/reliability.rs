@@ -626,3 +626,81 @@ fn lists(server: &FakeApiServer) -> usize {
         .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
         .count()
 }
+
+// The faults of the fake server, together.
+
+/// Under writes that land but answer an error or no answer at all, a watch cut mid-stream
+/// and lists in a random order, every object is handled, each handler exactly once: a write
+/// believed failed is sent again alone (it changes nothing the second time), and a relist
+/// finds the objects handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_committed_failures_and_cut_streams_every_object_is_handled_once() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            recorded.record(json!(invocation.name()));
+            async { Ok(Some(json!("done"))) }
+        },
+    ));
+    let server = server_with_crd().await;
+    server.seed_faults(7);
+    server.inject(Fault::shuffle_list());
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
+    let server = harness.server();
+    server.inject(
+        Fault::commit_then_fail(500)
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev/status")
+            .times(3),
+    );
+    server.inject(
+        Fault::commit_then_reset()
+            .verb("patch")
+            .resource("kopfexamples.kopf.dev")
+            .times(3),
+    );
+    server.inject(
+        Fault::reset_watch_after(5)
+            .verb("watch")
+            .resource("kopfexamples.kopf.dev")
+            .times(1),
+    );
+    let client = harness.client();
+    let names: Vec<String> = (0..20).map(|i| format!("object-{i}")).collect();
+    for name in &names {
+        create(&client, name, json!({})).await;
+    }
+    for name in &names {
+        wait_for(&client, name, "handled, its result stored", |o| {
+            o["status"]["create_fn"] == "done"
+                && !o["metadata"]["annotations"][LAST_HANDLED].is_null()
+        })
+        .await;
+    }
+    settle(server).await;
+    // The faults did fire: writes answered 500 or not at all, after they had landed.
+    let requests = server.requests();
+    let answered = |resource: &str, code: u16| {
+        requests
+            .iter()
+            .filter(|r| r.verb == "patch" && r.resource == resource && r.code == code)
+            .count()
+    };
+    assert_eq!(answered("kopfexamples.kopf.dev/status", 500), 3);
+    assert_eq!(answered("kopfexamples.kopf.dev", 0), 3);
+    let mut handled: Vec<String> = calls
+        .all()
+        .iter()
+        .map(|call| call.as_str().unwrap_or_default().to_string())
+        .collect();
+    handled.sort();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(handled, expected, "each object's handler ran exactly once");
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+}
