@@ -55,39 +55,28 @@ fn main() -> ExitCode {
     scenario("help_lists_the_options", help_lists_the_options);
     scenario(
         "the_operator_handles_an_object_from_creation_to_deletion_and_stops_on_sigterm",
-        || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(the_operator_handles_an_object_from_creation_to_deletion());
-        },
+        || on_runtime(the_operator_handles_an_object_from_creation_to_deletion()),
     );
     scenario(
         "freeze_pauses_the_operator_and_resume_ends_the_pause",
-        || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(freeze_pauses_the_operator_and_resume_ends_the_pause());
-        },
+        || on_runtime(freeze_pauses_the_operator_and_resume_ends_the_pause()),
     );
     scenario(
         "a_lease_elects_the_leader_and_is_released_on_sigterm",
-        || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(a_lease_elects_the_leader_and_is_released_on_sigterm());
-        },
+        || on_runtime(a_lease_elects_the_leader_and_is_released_on_sigterm()),
     );
     println!("\ntest result: ok. 4 passed; 0 failed\n");
     ExitCode::SUCCESS
+}
+
+/// Runs an async scenario on a runtime of its own.
+fn on_runtime(scenario: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(scenario);
 }
 
 /// Runs one scenario, reporting it as libtest would; a failure panics (exit code 101).

@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use kopf_testing::FakeApiServer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use tokio::process::{Child, Command};
 
 use crate::outcome::Outcome;
 use crate::spec::OperatorSpec;
@@ -190,8 +191,10 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     let dir = environment
         .workdir
         .join(format!("{}-{side}", scenario.name));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("creating the run's folder");
+    let _ = tokio::fs::remove_dir_all(&dir).await;
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .expect("creating the run's folder");
     let server = FakeApiServer::builder()
         .start_on_own_runtime()
         .await
@@ -210,10 +213,11 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     server
         .write_kubeconfig(dir.join("kubeconfig"))
         .expect("writing the kubeconfig");
-    std::fs::write(
+    tokio::fs::write(
         dir.join("spec.json"),
         serde_json::to_string_pretty(&scenario.operator).expect("a spec serializes"),
     )
+    .await
     .expect("writing the spec");
 
     // Every namespace the steps use exists from the start (so an operator of patterns
@@ -273,17 +277,23 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
         .iter()
         .map(|request| serde_json::to_string(request).unwrap_or_default())
         .collect();
-    std::fs::write(dir.join("requests.jsonl"), requests.join("\n") + "\n")
+    tokio::fs::write(dir.join("requests.jsonl"), requests.join("\n") + "\n")
+        .await
         .expect("writing the requests");
-    let calls = std::fs::read_to_string(dir.join("calls.jsonl")).unwrap_or_default();
-    let log = std::fs::read_to_string(dir.join("operator.log")).unwrap_or_default();
+    let calls = tokio::fs::read_to_string(dir.join("calls.jsonl"))
+        .await
+        .unwrap_or_default();
+    let log = tokio::fs::read_to_string(dir.join("operator.log"))
+        .await
+        .unwrap_or_default();
     drop(client);
     server.stop().await;
     let outcome = Outcome::collect(&names, &calls, objects, &events, &log);
-    std::fs::write(
+    tokio::fs::write(
         dir.join("outcome.json"),
         serde_json::to_string_pretty(&outcome).unwrap_or_default(),
     )
+    .await
     .expect("writing the outcome");
     outcome
 }
@@ -356,11 +366,14 @@ impl Process {
         scope: &Scope,
     ) -> Process {
         let log = dir.join("operator.log");
-        let output = std::fs::OpenOptions::new()
+        let output = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
-            .expect("opening the log");
+            .await
+            .expect("opening the log")
+            .into_std()
+            .await;
         let mut command = match side {
             Side::Kopf => {
                 let mut command = Command::new(&environment.python);
@@ -396,7 +409,8 @@ impl Process {
             .env_remove("POD_ID")
             .stdin(Stdio::null())
             .stdout(Stdio::from(output.try_clone().expect("cloning the log")))
-            .stderr(Stdio::from(output));
+            .stderr(Stdio::from(output))
+            .kill_on_drop(true);
         let before = server.requests().len();
         let child = command
             .spawn()
@@ -444,30 +458,29 @@ impl Process {
 
     /// Stops it as Kubernetes does (SIGTERM) and waits for its exit.
     async fn stop(mut self) {
-        let pid = self.child.id().to_string();
+        let pid = self
+            .child
+            .id()
+            .expect("a running child has an id")
+            .to_string();
         let sent = Command::new("kill")
             .args(["-TERM", &pid])
             .status()
+            .await
             .expect("running kill");
         assert!(sent.success(), "kill -TERM {pid}");
-        let until = tokio::time::Instant::now() + DEADLINE;
-        while self.child.try_wait().expect("the child's status").is_none() {
-            assert!(
-                tokio::time::Instant::now() < until,
-                "the {} operator did not exit after SIGTERM",
-                self.side
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let exited = tokio::time::timeout(DEADLINE, self.child.wait()).await;
+        assert!(
+            exited.is_ok(),
+            "the {} operator did not exit after SIGTERM",
+            self.side
+        );
     }
 }
 
 impl Drop for Process {
+    // The child is killed on drop (`kill_on_drop`), if it still runs.
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
         if std::thread::panicking() {
             eprintln!(
                 "----- the {} operator's log ({}) -----\n{}",

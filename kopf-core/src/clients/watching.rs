@@ -5,6 +5,7 @@
 //! The watcher is a plain async function that ends as soon as its token is cancelled: the
 //! stream is dropped at once, nothing waits for the server.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::configs::settings::WatchingSettings;
+use crate::structs::namespaces::ObservedNamespaces;
 use crate::structs::resources::Resource;
 
 /// What a watcher reports, in order.
@@ -40,6 +42,34 @@ pub(crate) enum WatchError {
     /// The resource is no longer served (its CRD was deleted).
     #[error("the resource {0} is no longer served")]
     Gone(String),
+}
+
+/// Watches the namespaces until `token` is cancelled (`Ok`) or the watch fails for good
+/// (`Err`), calling `changed` with the namespaces served (those `observed`'s patterns match
+/// that exist and are not being removed) each time they change.
+pub(crate) async fn watch_namespaces(
+    client: &kube::Client,
+    mut observed: ObservedNamespaces,
+    settings: &WatchingSettings,
+    token: &CancellationToken,
+    mut changed: impl FnMut(&BTreeSet<String>),
+) -> Result<(), WatchError> {
+    let namespaces = Resource::namespaces();
+    watch(client, &namespaces, None, None, settings, token, |event| {
+        let served_changed = match event {
+            Event::Listed(namespace) => {
+                observed.listed(&namespace);
+                false
+            }
+            Event::ListingDone => observed.listing_done(),
+            Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
+            Event::Vanished(namespace) => observed.changed("DELETED", &namespace),
+        };
+        if served_changed {
+            changed(observed.served());
+        }
+    })
+    .await
 }
 
 /// Watches until `token` is cancelled (`Ok`) or the resource disappears (`Err`), calling

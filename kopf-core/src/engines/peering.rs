@@ -308,34 +308,16 @@ impl Peering {
             None => NamespacePatterns::parse(&["*".to_string()])
                 .expect("a lone glob is a valid pattern"),
         };
-        let mut observed = ObservedNamespaces::new(patterns);
+        let observed = ObservedNamespaces::new(patterns);
         let (peering, node) = (self.clone(), tasks.clone());
         let token = tasks.token().clone();
         tasks.spawn(async move {
-            let namespaces = Resource::namespaces();
-            let watched = watching::watch(
-                &peering.client,
-                &namespaces,
-                None,
-                None,
-                &peering.watching,
-                &token,
-                |event| {
-                    let changed = match event {
-                        Event::Listed(namespace) => {
-                            observed.listed(&namespace);
-                            false
-                        }
-                        Event::ListingDone => observed.listing_done(),
-                        Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
-                        Event::Vanished(namespace) => observed.changed("DELETED", &namespace),
-                    };
-                    if changed {
-                        peering.follow(&resources, observed.served(), &node);
-                    }
-                },
-            )
-            .await;
+            let client = peering.client.clone();
+            let watched =
+                watching::watch_namespaces(&client, observed, &peering.watching, &token, |served| {
+                    peering.follow(&resources, served, &node);
+                })
+                .await;
             if let Err(error) = watched {
                 tracing::warn!(target: "kopf::peering", peering = ?peering.settings.name, %error, "the namespaces are not followed any more: the peering stays in those found so far");
                 token.cancelled().await;

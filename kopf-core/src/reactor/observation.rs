@@ -272,37 +272,18 @@ impl Observer {
     /// Watches namespaces: the ones served now go to `served` whenever they change.
     fn watch_namespaces(
         &self,
-        mut observed: ObservedNamespaces,
+        observed: ObservedNamespaces,
         served: watch::Sender<BTreeSet<String>>,
     ) {
         let client = self.client.clone();
         let settings = self.settings.watching.clone();
         let token = self.tasks.token().clone();
         self.tasks.spawn(async move {
-            let namespaces = Resource::namespaces();
-            let watched = watching::watch(
-                &client,
-                &namespaces,
-                None,
-                None,
-                &settings,
-                &token,
-                |event| {
-                    let changed = match event {
-                        Event::Listed(namespace) => {
-                            observed.listed(&namespace);
-                            false
-                        }
-                        Event::ListingDone => observed.listing_done(),
-                        Event::Changed(kind, namespace) => observed.changed(kind, &namespace),
-                        Event::Vanished(namespace) => observed.changed("DELETED", &namespace),
-                    };
-                    if changed {
-                        served.send_replace(observed.served().clone());
-                    }
-                },
-            )
-            .await;
+            let watched =
+                watching::watch_namespaces(&client, observed, &settings, &token, |namespaces| {
+                    served.send_replace(namespaces.clone());
+                })
+                .await;
             if let Err(error) = watched {
                 tracing::warn!(target: "kopf::observer", %error, "namespaces are not watched: namespaces created or deleted from now on are not noticed");
                 // Keeps the last known namespaces served until the operator stops.

@@ -13,7 +13,7 @@ use kopf::{
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
-use crate::support::{Calls, create, examples, get, patch, server_with_crd};
+use crate::support::{Calls, create, examples, get, lists, patch, server_with_crd};
 
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
 
@@ -382,20 +382,26 @@ async fn a_timers_failed_write_is_kept_for_its_next_write() {
 
 // Defect 2: failed and rejected writes.
 
+/// A create handler `create_fn` that records the object's name and returns `result`.
+fn naming_creations(calls: &Calls, result: Value) -> Registry {
+    let calls = calls.clone();
+    Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            calls.record(json!(invocation.name()));
+            let result = result.clone();
+            async move { Ok(Some(result)) }
+        },
+    ))
+}
+
 /// The write that records a handler's success fails (every retry of it): the handler is not
 /// run again; the write alone is tried again until it lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_write_is_retried_without_running_the_handler_again() {
     let calls = Calls::default();
-    let recorded = calls.clone();
-    let registry = Registry::new().with(ChangeHandler::on_create(
-        examples(),
-        "create_fn",
-        move |inv| {
-            recorded.record(json!(inv.name()));
-            async { Ok(Some(json!("created"))) }
-        },
-    ));
+    let registry = naming_creations(&calls, json!("created"));
     let server = server_with_crd().await;
     // Every try of the first write of the object (its status goes through).
     server.inject(
@@ -618,15 +624,6 @@ async fn a_relist_forgets_the_objects_deleted_while_unwatched() {
     harness.stop().await.expect("a clean stop");
 }
 
-/// How many times kopfexamples were listed.
-fn lists(server: &FakeApiServer) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
-        .count()
-}
-
 // The faults of the fake server, together.
 
 /// Under writes that land but answer an error or no answer at all, a watch cut mid-stream
@@ -636,15 +633,7 @@ fn lists(server: &FakeApiServer) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_committed_failures_and_cut_streams_every_object_is_handled_once() {
     let calls = Calls::default();
-    let recorded = calls.clone();
-    let registry = Registry::new().with(ChangeHandler::on_create(
-        examples(),
-        "create_fn",
-        move |invocation| {
-            recorded.record(json!(invocation.name()));
-            async { Ok(Some(json!("done"))) }
-        },
-    ));
+    let registry = naming_creations(&calls, json!("done"));
     let server = server_with_crd().await;
     server.seed_faults(7);
     server.inject(Fault::shuffle_list());

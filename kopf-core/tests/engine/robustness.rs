@@ -14,7 +14,7 @@ use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_setting
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{COLLECTION, Calls, create, delete, examples, get, patch, send};
+use crate::support::{COLLECTION, Calls, create, delete, examples, get, lists, patch, send};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
@@ -679,15 +679,6 @@ fn watches(server: &FakeApiServer) -> usize {
         .requests()
         .iter()
         .filter(|r| r.verb == "watch" && r.resource.starts_with("kopfexamples"))
-        .count()
-}
-
-/// How many times kopfexamples were listed.
-fn lists(server: &FakeApiServer) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
         .count()
 }
 

@@ -159,3 +159,12 @@ impl Calls {
         .await
     }
 }
+
+/// How many times kopfexamples were listed.
+pub(crate) fn lists(server: &FakeApiServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
+        .count()
+}
