@@ -31,7 +31,8 @@ mod harness;
 mod runner;
 
 pub use apiserver::{
-    FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, LoggedRequest, RecreateError, Stats,
+    Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite, LoggedRequest,
+    RecreateError, Stats,
 };
 pub use harness::{DEADLINE, HarnessBuilder, OperatorHarness, SentRequest, test_settings, wait};
 

@@ -37,4 +37,5 @@ mod server;
 mod storage;
 
 pub use endpoints::control::{Fault, FaultAction, LoggedRequest, Stats};
-pub use server::{FakeApiServer, FakeApiServerBuilder, RecreateError};
+pub use endpoints::holding::HeldWrite;
+pub use server::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

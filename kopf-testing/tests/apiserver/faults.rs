@@ -1,7 +1,8 @@
 //! Faults the server injects on request, as real clients see them: writes that are committed
 //! but answered with an error or not at all, bodies cut in the middle, silent watches,
-//! conflicts with a competing writer, lists in a seeded random order, and objects re-created
-//! under their name.
+//! conflicts with a competing writer, lists in a seeded random order, objects re-created
+//! under their name, writes held until the test decides, and views that lag behind; and the
+//! journal of every change made.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -677,6 +678,9 @@ async fn every_fault_is_available_over_the_control_api_as_from_rust() {
         Fault::conflict(),
         Fault::conflict_after_competing_write(),
         Fault::shuffle_list(),
+        Fault::hold_after_commit().after(2).times(1),
+        Fault::hold_before_commit(),
+        Fault::stale_view(3),
     ];
     for fault in &built {
         let (code, answer) = post(
@@ -695,5 +699,232 @@ async fn every_fault_is_available_over_the_control_api_as_from_rust() {
         listed[7].action,
         FaultAction::Conflict { compete: true }
     ));
+    server.stop().await;
+}
+
+fn data_of(cm: &ConfigMap) -> String {
+    cm.data.as_ref().map(|d| d["v"].clone()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_write_can_be_held_after_it_was_made_until_the_test_decides() {
+    let server = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_without_retries(&server));
+    // The first creation passes; the second is made, and its answer waits.
+    server.inject(Fault::hold_after_commit().verb("create").after(1).times(1));
+    api.create(
+        &PostParams::default(),
+        &configmap("first", json!({"v": "1"})),
+    )
+    .await
+    .expect("the first creation is not held");
+    let creating = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            api.create(
+                &PostParams::default(),
+                &configmap("second", json!({"v": "2"})),
+            )
+            .await
+        })
+    };
+    let held = server
+        .wait_held(DEADLINE)
+        .await
+        .expect("the second creation is held");
+    assert_eq!(
+        (held.verb.as_str(), held.resource.as_str()),
+        ("create", "configmaps")
+    );
+    assert!(held.committed);
+    assert!(held.body.contains("\"second\""), "{}", held.body);
+    assert_eq!(
+        data_of(&api.get("second").await.expect("made while held")),
+        "2"
+    );
+    assert!(!creating.is_finished(), "the answer waits");
+    assert_eq!(server.release_held(), [held]);
+    let created = creating.await.unwrap().expect("answered once released");
+    assert_eq!(created.name_any(), "second");
+    assert!(server.held().is_empty());
+
+    // Cut instead: the write stays made, the client gets no answer.
+    server.inject(Fault::hold_after_commit().verb("create").times(1));
+    let creating = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            api.create(
+                &PostParams::default(),
+                &configmap("third", json!({"v": "3"})),
+            )
+            .await
+        })
+    };
+    server.wait_held(DEADLINE).await.expect("held");
+    assert_eq!(server.cut_held().len(), 1);
+    assert_no_answer(&creating.await.unwrap());
+    api.get("third")
+        .await
+        .expect("a cut write that was made stays made");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_write_held_before_it_was_made_is_made_only_if_released() {
+    let server = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_without_retries(&server));
+    api.create(&PostParams::default(), &configmap("cm", json!({"v": "1"})))
+        .await
+        .unwrap();
+    let patch = |v: &str| {
+        let api = api.clone();
+        let body = json!({"data": {"v": v}});
+        tokio::spawn(async move {
+            api.patch("cm", &PatchParams::default(), &Patch::Merge(body))
+                .await
+        })
+    };
+
+    server.inject(Fault::hold_before_commit().verb("patch").times(1));
+    let patching = patch("2");
+    let held = server.wait_held(DEADLINE).await.expect("held");
+    assert!(!held.committed);
+    assert_eq!(held.name.as_deref(), Some("cm"));
+    assert_eq!(data_of(&api.get("cm").await.unwrap()), "1", "not made yet");
+    server.cut_held();
+    assert_no_answer(&patching.await.unwrap());
+    assert_eq!(data_of(&api.get("cm").await.unwrap()), "1", "never made");
+
+    server.inject(Fault::hold_before_commit().verb("patch").times(1));
+    let patching = patch("3");
+    server.wait_held(DEADLINE).await.expect("held");
+    server.release_held();
+    assert_eq!(data_of(&patching.await.unwrap().unwrap()), "3");
+    assert_eq!(
+        data_of(&api.get("cm").await.unwrap()),
+        "3",
+        "made once released"
+    );
+
+    // Over the control API, as a test in another language would.
+    let (code, _) = post(
+        &server,
+        "/_fake/faults",
+        json!({"verb": "patch", "times": 1, "action": {"hold": {"commit": false}}}),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let patching = patch("4");
+    server.wait_held(DEADLINE).await.expect("held");
+    let response = open(&server, "/_fake/held").await;
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let listed: Vec<kopf_testing::HeldWrite> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(listed.len(), 1);
+    let (code, released) = post(&server, "/_fake/held/release", json!({})).await;
+    assert_eq!(
+        (code, released.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1))
+    );
+    assert_eq!(data_of(&patching.await.unwrap().unwrap()), "4");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_lagging_view_serves_the_past_and_a_watch_on_it_then_catches_up() {
+    let server = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_without_retries(&server));
+    api.create(&PostParams::default(), &configmap("cm", json!({"v": "1"})))
+        .await
+        .unwrap();
+    for v in ["2", "3"] {
+        api.patch(
+            "cm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": v}})),
+        )
+        .await
+        .unwrap();
+    }
+    let newest = api.get("cm").await.unwrap();
+    assert_eq!(data_of(&newest), "3");
+
+    // Two changes behind: the object as it was after its creation.
+    server.inject(Fault::stale_view(2).verb("get").times(1));
+    let stale = api.get("cm").await.unwrap();
+    assert_eq!(data_of(&stale), "1", "time went backwards");
+    assert!(stale.resource_version() < newest.resource_version());
+
+    server.inject(Fault::stale_view(1).verb("list").times(1));
+    let list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(data_of(&list.items[0]), "2");
+    let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
+    let newest_rv: u64 = newest.resource_version().unwrap().parse().unwrap();
+    assert_eq!(list_rv, newest_rv - 1, "the list says how old it is");
+
+    // Further back than the object: it does not exist yet.
+    server.inject(Fault::stale_view(3).verb("get").times(1));
+    assert_eq!(api_status(api.get("cm").await).code, 404);
+
+    // A watch from no version on the lagging view: the past first, then every change since.
+    server.inject(Fault::stale_view(2).verb("watch").times(1));
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("3") {
+        match next_event(&mut stream).await {
+            WatchEvent::Added(cm) | WatchEvent::Modified(cm) => seen.push(data_of(&cm)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["1", "2", "3"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_journal_keeps_every_change_in_order_when_asked_to() {
+    let server = FakeApiServer::builder().journal().start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_without_retries(&server));
+    api.create(&PostParams::default(), &configmap("cm", json!({"v": "1"})))
+        .await
+        .unwrap();
+    api.patch(
+        "cm",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("cm", &DeleteParams::default()).await.unwrap();
+    server.compact();
+    let journal: Vec<_> = server
+        .journal()
+        .into_iter()
+        .filter(|c| c.resource == "configmaps" && c.object["metadata"]["name"] == "cm")
+        .collect();
+    let seen: Vec<(&str, Value)> = journal
+        .iter()
+        .map(|c| (c.event, c.object["data"]["v"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", json!("1")),
+            ("MODIFIED", json!("2")),
+            ("DELETED", json!("2"))
+        ],
+        "compaction forgets nothing of the journal"
+    );
+    assert!(
+        journal
+            .windows(2)
+            .all(|w| w[0].resource_version < w[1].resource_version && w[0].at <= w[1].at)
+    );
+
+    let plain = FakeApiServer::start().await.unwrap();
+    assert!(plain.journal().is_empty(), "no journal unless asked for");
+    plain.stop().await;
     server.stop().await;
 }

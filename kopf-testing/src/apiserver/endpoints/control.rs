@@ -144,6 +144,30 @@ pub enum FaultAction {
     /// ADDED events of a watch in a random order, drawn from the server's seeded generator,
     /// instead of the usual order by namespace and name.
     ShuffleList,
+    /// For writes (create, update, patch, delete, deletecollection): hold the request until
+    /// the test lets it go ([`FakeApiServer::release_held`]) or cuts it
+    /// ([`FakeApiServer::cut_held`]), and tell the test that it waits
+    /// ([`FakeApiServer::wait_held`]). With `commit`, the write is made first and only the
+    /// answer waits: a client killed meanwhile dies right after its write landed. Without, the
+    /// write waits before it is made: a client killed meanwhile dies before its write landed,
+    /// and cutting it makes nothing. The chaos suite kills an operator at each of its writes
+    /// this way.
+    ///
+    /// [`FakeApiServer::release_held`]: crate::FakeApiServer::release_held
+    /// [`FakeApiServer::cut_held`]: crate::FakeApiServer::cut_held
+    /// [`FakeApiServer::wait_held`]: crate::FakeApiServer::wait_held
+    Hold {
+        /// Make the write before holding its answer.
+        commit: bool,
+    },
+    /// For gets, lists and watches from no particular version: serve the state as it was this
+    /// many changes ago, as an API server whose cache lags behind would (a list's
+    /// resourceVersion says the old version; a watch sends the old objects, then every change
+    /// since). A client that saw newer versions before sees time go backwards: a stale read.
+    StaleView {
+        /// How many changes (resourceVersions) the view lags behind.
+        versions: u64,
+    },
 }
 
 impl FaultAction {
@@ -162,6 +186,11 @@ impl FaultAction {
                 matches!(verb, "list" | "watch")
             }
             FaultAction::SilentWatch => verb == "watch",
+            FaultAction::Hold { .. } => matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            ),
+            FaultAction::StaleView { .. } => matches!(verb, "get" | "list" | "watch"),
             FaultAction::Conflict { .. } => matches!(verb, "update" | "patch" | "delete"),
         }
     }
@@ -182,6 +211,10 @@ pub struct Fault {
     /// Only requests in this namespace.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Let this many matching requests pass first (those the action means nothing for do not
+    /// count): with `times(1)`, the rule fires for the `after + 1`-th matching request only.
+    #[serde(default)]
+    pub after: Option<u64>,
     /// Fire for this many matching requests, then retire (unlimited when absent).
     #[serde(default)]
     pub times: Option<u64>,
@@ -298,9 +331,40 @@ impl Fault {
         Self::with_action(FaultAction::ShuffleList)
     }
 
+    /// A fault holding matching writes after they were made, until the test releases or cuts
+    /// them; see [`FaultAction::Hold`].
+    ///
+    /// ```no_run
+    /// # async fn example(server: &kopf_testing::FakeApiServer) {
+    /// use std::time::Duration;
+    /// use kopf_testing::Fault;
+    /// // The operator's third write lands, and its answer waits.
+    /// server.inject(Fault::hold_after_commit().after(2).times(1));
+    /// let held = server.wait_held(Duration::from_secs(30)).await.expect("a third write");
+    /// // ... kill the operator here: it dies right after that write landed ...
+    /// server.cut_held();
+    /// # }
+    /// ```
+    pub fn hold_after_commit() -> Self {
+        Self::with_action(FaultAction::Hold { commit: true })
+    }
+
+    /// A fault holding matching writes before they are made, until the test releases them
+    /// (they are made then) or cuts them (they never are); see [`FaultAction::Hold`].
+    pub fn hold_before_commit() -> Self {
+        Self::with_action(FaultAction::Hold { commit: false })
+    }
+
+    /// A fault serving gets, lists and watches from a view `versions` changes behind; see
+    /// [`FaultAction::StaleView`].
+    pub fn stale_view(versions: u64) -> Self {
+        Self::with_action(FaultAction::StaleView { versions })
+    }
+
     fn with_action(action: FaultAction) -> Self {
         Fault {
             verb: None,
+            after: None,
             resource: None,
             name: None,
             namespace: None,
@@ -331,6 +395,12 @@ impl Fault {
     /// Only in this namespace.
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only after this many matching requests passed untouched.
+    pub fn after(mut self, requests: u64) -> Self {
+        self.after = Some(requests);
         self
     }
 
@@ -412,6 +482,12 @@ impl Faults {
         let mut actions = Vec::new();
         for rule in rules.iter_mut() {
             if !rule.matches(request) {
+                continue;
+            }
+            if let Some(after) = &mut rule.after
+                && *after > 0
+            {
+                *after -= 1;
                 continue;
             }
             if let Some(p) = rule.probability

@@ -6,6 +6,7 @@
 //! | `GET /_fake/requests`, `DELETE /_fake/requests` | the request log; forget it and the counters |
 //! | `GET /_fake/faults`, `POST /_fake/faults` (a [`Fault`](super::Fault)), `DELETE /_fake/faults` | list, add, clear fault rules |
 //! | `POST /_fake/faults/seed?seed=N` | reseed the generator behind probabilistic faults |
+//! | `GET /_fake/held`, `POST /_fake/held/release`, `POST /_fake/held/cut` | the writes held by `hold` faults (a list of [`HeldWrite`](super::holding::HeldWrite)); let them go on; end them without an answer |
 //! | `POST /_fake/close-watches` | end every open watch stream now |
 //! | `POST /_fake/compact` | forget the watch history (the next watch from an old version gets 410) |
 //! | `POST /_fake/restart` | drop every connection, keep the data |
@@ -16,7 +17,8 @@
 //! `{"verb": "patch", "times": 1, "action": {"commit_then_fail": {"code": 500}}}`,
 //! `{"verb": "watch", "action": "silent_watch"}`,
 //! `{"verb": "list", "action": {"reset_mid_body": {"bytes": 10}}}` or
-//! `{"verb": "update", "action": {"conflict": {"compete": true}}}`.
+//! `{"verb": "update", "action": {"conflict": {"compete": true}}}` or
+//! `{"verb": "patch", "after": 2, "times": 1, "action": {"hold": {"commit": true}}}`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use http::{Method, StatusCode};
 use serde_json::json;
 
 use super::control::{Fault, lock};
+use super::holding::Release;
 use super::reply::Reply;
 use super::request::Query;
 use super::shared::{Shared, stats};
@@ -69,6 +72,18 @@ pub(crate) async fn serve(
             shared.faults.clear();
             Ok(done())
         }
+        ("GET", "held") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.pen.held()))?,
+        )),
+        ("POST", "held/release") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.pen.decide(Release::Answer)))?,
+        )),
+        ("POST", "held/cut") => Ok(Reply::json(
+            StatusCode::OK,
+            &to_json(serde_json::to_value(shared.pen.decide(Release::Cut)))?,
+        )),
         ("POST", "faults/seed") => {
             let seed = query
                 .number("seed")

@@ -245,6 +245,8 @@ pub(crate) struct Context {
     pub(crate) conflict: Option<bool>,
     /// Lists and watches' initial objects come in the order this seeds (an injected fault).
     pub(crate) shuffle_seed: Option<u64>,
+    /// Serve reads from the state this many changes ago (an injected `StaleView`).
+    pub(crate) stale_by: Option<u64>,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
+use super::holding::{HeldWrite, Release};
 use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
 use super::resources::{recreate, verbs};
@@ -29,6 +30,10 @@ struct Aftermath {
     reset: bool,
     /// Send this much of a list's body (`Some(None)`: half of it), then cut the connection.
     cut_list: Option<Option<u64>>,
+    /// Hold the write until the test decides: after making it (`Some(true)`) or before.
+    hold: Option<bool>,
+    /// The test cut the held write: drop the connection without an answer.
+    cut_held: bool,
 }
 
 /// Serves one request. Errors become `Status` answers; it fails (and hyper drops the
@@ -91,6 +96,7 @@ pub(crate) async fn handle(
         silent_watch: false,
         conflict: None,
         shuffle_seed: None,
+        stale_by: None,
     };
     let mut aftermath = Aftermath::default();
     let is_control = matches!(context.route, Route::Control(_));
@@ -129,11 +135,34 @@ pub(crate) async fn handle(
                     FaultAction::SilentWatch => context.silent_watch = true,
                     FaultAction::Conflict { compete } => context.conflict = Some(compete),
                     FaultAction::ShuffleList => context.shuffle_seed = Some(fired.seed),
+                    FaultAction::Hold { commit } => aftermath.hold = Some(commit),
+                    FaultAction::StaleView { versions } => context.stale_by = Some(versions),
                 }
             }
         }
         let body = read_body(body).await?;
+        let held = |committed: bool| HeldWrite {
+            verb: verb.as_str().to_string(),
+            resource: resource.clone(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            committed,
+        };
+        if aftermath.hold == Some(false) {
+            let write = held(false);
+            if shared.pen.hold(write, &shared.root).await == Release::Cut {
+                aftermath.cut_held = true;
+                return Err(ApiError::internal("the test cut this held write"));
+            }
+        }
+        let write_after = (aftermath.hold == Some(true)).then(|| held(true));
         let mut reply = dispatch(&shared, &context, body).await?;
+        if let Some(write) = write_after
+            && shared.pen.hold(write, &shared.root).await == Release::Cut
+        {
+            aftermath.cut_held = true;
+        }
         if let Some(code) = aftermath.fail_with {
             let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             return Err(ApiError::injected(code, None));
@@ -151,7 +180,7 @@ pub(crate) async fn handle(
     .await;
 
     // A write that failed on its own was not committed: it gets its real answer.
-    let cut = aftermath.reset && result.is_ok();
+    let cut = (aftermath.reset && result.is_ok()) || aftermath.cut_held;
     let response = match result {
         Ok(reply) => respond(reply),
         Err(error) => error_response(&error),

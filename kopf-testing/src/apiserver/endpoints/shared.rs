@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::control::{Counters, Faults, Stats, lock};
+use super::holding::Pen;
 use crate::apiserver::semantics::lifecycle;
 use crate::apiserver::storage::state::State;
 
@@ -20,6 +21,8 @@ pub(crate) struct Shared {
     pub(crate) changes: watch::Sender<u64>,
     pub(crate) counters: Counters,
     pub(crate) faults: Faults,
+    /// Writes held by injected faults.
+    pub(crate) pen: Pen,
     pub(crate) token: Option<String>,
     pub(crate) bookmark_interval: Mutex<Duration>,
     /// Cancelled on restart: every connection ends.

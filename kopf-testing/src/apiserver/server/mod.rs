@@ -5,4 +5,4 @@ mod listener;
 mod process;
 mod saving;
 
-pub use process::{FakeApiServer, FakeApiServerBuilder, RecreateError};
+pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

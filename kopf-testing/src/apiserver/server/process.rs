@@ -14,11 +14,12 @@ use tokio_util::task::TaskTracker;
 use super::listener::accept;
 use super::saving::save_periodically;
 use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::apiserver::endpoints::holding::{HeldWrite, Pen, Release};
 use crate::apiserver::endpoints::resources::recreate;
 use crate::apiserver::endpoints::shared::{Shared, stats};
 use crate::apiserver::semantics::lifecycle;
 use crate::apiserver::storage::persist;
-use crate::apiserver::storage::state::State;
+use crate::apiserver::storage::state::{ChangeKind, State};
 
 /// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
 #[derive(Debug, Clone)]
@@ -31,6 +32,7 @@ pub struct FakeApiServerBuilder {
     save_interval: Duration,
     fault_seed: u64,
     log_limit: usize,
+    journal: bool,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -44,6 +46,7 @@ impl Default for FakeApiServerBuilder {
             save_interval: Duration::from_secs(10),
             fault_seed: 0,
             log_limit: 100_000,
+            journal: false,
         }
     }
 }
@@ -95,6 +98,13 @@ impl FakeApiServerBuilder {
     /// How many requests the request log keeps (default 100,000).
     pub fn log_limit(mut self, limit: usize) -> Self {
         self.log_limit = limit;
+        self
+    }
+
+    /// Keep a journal of every change made, for [`FakeApiServer::journal`] (off by default: it
+    /// holds every version of every object for as long as the server runs).
+    pub fn journal(mut self) -> Self {
+        self.journal = true;
         self
     }
 
@@ -151,6 +161,9 @@ impl FakeApiServerBuilder {
         if let Some(path) = &self.state_file {
             persist::load(&mut state, path).await?;
         }
+        if self.journal {
+            state.keep_journal();
+        }
         lifecycle::bootstrap(&mut state);
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
@@ -159,6 +172,7 @@ impl FakeApiServerBuilder {
             changes,
             counters: Counters::new(self.log_limit),
             faults: Faults::new(self.fault_seed),
+            pen: Pen::new(),
             token: self.token,
             bookmark_interval: Mutex::new(self.bookmark_interval),
             connections: Mutex::new(root.child_token()),
@@ -373,6 +387,67 @@ impl FakeApiServer {
         self.shared.faults.reseed(seed);
     }
 
+    /// Every change made since the server started, oldest first, when it was built with
+    /// [`FakeApiServerBuilder::journal`] (empty otherwise): the write log that checks of what
+    /// an operator did (and in what order) read.
+    pub fn journal(&self) -> Vec<Committed> {
+        self.shared.read(|state| {
+            state
+                .journal()
+                .iter()
+                .map(|change| Committed {
+                    resource_version: change.rv,
+                    event: match change.kind {
+                        ChangeKind::Added => "ADDED",
+                        ChangeKind::Modified => "MODIFIED",
+                        ChangeKind::Deleted => "DELETED",
+                    },
+                    resource: match &change.resource {
+                        (group, plural) if group.is_empty() => plural.clone(),
+                        (group, plural) => format!("{plural}.{group}"),
+                    },
+                    object: (*change.object).clone(),
+                    at: change.at,
+                })
+                .collect()
+        })
+    }
+
+    /// Waits until a write is held by an injected [`Fault::hold_after_commit`] or
+    /// [`Fault::hold_before_commit`] (one held already counts), and returns it; `None` when
+    /// none was held within `deadline`.
+    pub async fn wait_held(&self, deadline: Duration) -> Option<HeldWrite> {
+        let mut arrivals = self.shared.pen.arrivals();
+        let wait = async {
+            loop {
+                if let Some(write) = self.shared.pen.held().into_iter().next() {
+                    return write;
+                }
+                if arrivals.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::time::timeout(deadline, wait).await.ok()
+    }
+
+    /// The writes held now.
+    pub fn held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.held()
+    }
+
+    /// Lets every held write go on: it is made (if it was held before that) and answered.
+    /// Returns them.
+    pub fn release_held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.decide(Release::Answer)
+    }
+
+    /// Ends every held write without an answer, as if its client had died; those held before
+    /// they were made are never made. Returns them.
+    pub fn cut_held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.decide(Release::Cut)
+    }
+
     /// Ends every open watch stream now (cleanly, as a server-side timeout would).
     pub fn close_watches(&self) {
         self.shared.close_watches();
@@ -441,6 +516,21 @@ impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.root.cancel();
     }
+}
+
+/// One change the server made, as [`FakeApiServer::journal`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    /// The resourceVersion the change got.
+    pub resource_version: u64,
+    /// `ADDED`, `MODIFIED` or `DELETED`, as a watch would say it.
+    pub event: &'static str,
+    /// The resource: `plural` or `plural.group`.
+    pub resource: String,
+    /// The object after the change (for deletions: its last state).
+    pub object: serde_json::Value,
+    /// When the change was made.
+    pub at: std::time::SystemTime,
 }
 
 /// Why [`FakeApiServer::recreate`] changed nothing: the error the API would answer, as its

@@ -34,6 +34,8 @@ pub(crate) struct Change {
     pub(crate) object: Arc<Value>,
     /// The object before the change; `None` for additions.
     pub(crate) previous: Option<Arc<Value>>,
+    /// When the change was made.
+    pub(crate) at: std::time::SystemTime,
 }
 
 /// Objects of one resource, ordered by `(namespace, name)` as the real server lists them.
@@ -49,6 +51,8 @@ pub(crate) struct State {
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
     compacted_rv: u64,
+    /// Every change ever made, when the server keeps a journal (never trimmed nor compacted).
+    journal: Option<Vec<Arc<Change>>>,
     /// What the cluster's controllers must look at again (see `lifecycle::settle`).
     pub(crate) pending: Pending,
 }
@@ -71,8 +75,19 @@ impl State {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             compacted_rv: 0,
+            journal: None,
             pending: Pending::default(),
         }
+    }
+
+    /// Keeps every change from now on, for [`journal`](Self::journal).
+    pub(crate) fn keep_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// Every change made since the journal was started (empty when it was not).
+    pub(crate) fn journal(&self) -> &[Arc<Change>] {
+        self.journal.as_deref().unwrap_or_default()
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -182,6 +197,7 @@ impl State {
             kind,
             object: stored.clone(),
             previous,
+            at: std::time::SystemTime::now(),
         });
         stored
     }
@@ -203,6 +219,7 @@ impl State {
             kind: ChangeKind::Deleted,
             object: last.clone(),
             previous: Some(previous),
+            at: std::time::SystemTime::now(),
         });
         Some(last)
     }
@@ -227,7 +244,11 @@ impl State {
     }
 
     fn record(&mut self, change: Change) {
-        self.history.push_back(Arc::new(change));
+        let change = Arc::new(change);
+        if let Some(journal) = &mut self.journal {
+            journal.push(change.clone());
+        }
+        self.history.push_back(change);
         self.trim_history();
     }
 

@@ -19,7 +19,15 @@ use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{Objects, State};
 
 pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
-    let object = current(shared, target, target.name())?;
+    let object = match context.stale_by {
+        None => current(shared, target, target.name())?,
+        Some(lag) => shared
+            .read(|state| {
+                let objects = state.objects_at(&target.def.key(), stale_version(state, lag))?;
+                objects.get(&target.key(target.name())).cloned()
+            })
+            .ok_or_else(|| ApiError::not_found(target.subject(target.name())))?,
+    };
     if context.format == Format::Table {
         let rv = object::resource_version(&object).to_string();
         return Ok(table_reply(
@@ -84,7 +92,14 @@ fn list_snapshot(
     let requested = context.query.get("resourceVersion");
     let exact = context.query.get("resourceVersionMatch") == Some("Exact");
     match requested.map(|v| v.parse::<u64>()) {
-        None | Some(Ok(0)) if !exact => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+        None | Some(Ok(0)) if !exact => match context.stale_by {
+            None => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+            Some(lag) => {
+                let rv = stale_version(state, lag);
+                let objects = state.objects_at(&target.def.key(), rv).unwrap_or_default();
+                Ok((rv, objects, None))
+            }
+        },
         Some(Ok(rv)) if rv > current => Err(ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
             "Timeout",
@@ -150,6 +165,15 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         "items": items,
     });
     Ok(Reply::json(StatusCode::OK, &list))
+}
+
+/// The version a view lagging `lag` changes behind serves: never older than what the history
+/// still holds.
+pub(crate) fn stale_version(state: &State, lag: u64) -> u64 {
+    state
+        .resource_version()
+        .saturating_sub(lag)
+        .max(state.compacted_rv())
 }
 
 /// Puts items in the random order that `seed` (drawn from the faults' seeded generator) gives.

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::reads::{shuffle, table_for};
+use super::reads::{shuffle, stale_version, table_for};
 use super::selectors::Selectors;
 use super::target::Target;
 use crate::apiserver::endpoints::control::lock;
@@ -87,9 +87,16 @@ pub(crate) fn watch(
                 stream.last_rv = rv;
             }
             _ => {
-                let objects = state.objects(&target.def.key());
+                // A lagging view starts from the past, then replays every change since.
+                let (current, objects) = match context.stale_by {
+                    None => (current, state.objects(&target.def.key()).cloned()),
+                    Some(lag) => {
+                        let rv = stale_version(state, lag);
+                        (rv, state.objects_at(&target.def.key(), rv))
+                    }
+                };
                 let mut initial: Vec<&Value> = objects
-                    .into_iter()
+                    .iter()
                     .flatten()
                     .filter(|(key, object)| {
                         (stream.namespace.is_empty() || key.0 == stream.namespace)
