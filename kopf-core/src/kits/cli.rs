@@ -145,7 +145,7 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let client = match kube::Client::try_default().await {
+    let client = match crate::structs::credentials::default_client().await {
         Ok(client) => client,
         Err(error) => {
             tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");

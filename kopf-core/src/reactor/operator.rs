@@ -607,7 +607,7 @@ pub(crate) async fn connect(
         match explicit {
             Some(client) => Login::Fixed(client),
             None => Login::Fixed(
-                kube::Client::try_default()
+                crate::structs::credentials::default_client()
                     .await
                     .map_err(OperatorError::Client)?,
             ),

@@ -182,12 +182,39 @@ impl Credentials {
             Credentials::Info(info) => info.into_config().await?,
             Credentials::Config(config) => *config,
         };
+        let config = with_user_agent(config);
         let server = config.cluster_url.to_string();
         kube::Client::try_from(config).map_err(|e| LoginError::Invalid {
             server,
             reason: e.to_string(),
         })
     }
+}
+
+/// The operator's `User-Agent` (`kopf-rs/VERSION`), unless the configuration sets one: API
+/// servers' audit logs and `managedFields` then name the operator (as `kopf/VERSION` names
+/// Python Kopf), and tests can aim faults at its requests.
+pub(crate) fn with_user_agent(mut config: kube::Config) -> kube::Config {
+    let set = config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT);
+    if !set {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("kopf-rs/", env!("CARGO_PKG_VERSION"))),
+        ));
+    }
+    config
+}
+
+/// kube-client's default client (`Client::try_default`: the kubeconfig or the in-cluster
+/// environment), sending the operator's `User-Agent`.
+pub(crate) async fn default_client() -> kube::Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    kube::Client::try_from(with_user_agent(config))
 }
 
 /// Why the operator could not log in.

@@ -13,8 +13,8 @@ use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kopf_testing::{FakeApiServer, Fault, FaultAction};
 use kube::ResourceExt as _;
-use kube::api::WatchParams;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
+use kube::api::{GetParams, WatchParams};
 use serde_json::{Value, json};
 
 use crate::support::{DEADLINE, client_without_retries, send, wait_for};
@@ -848,14 +848,23 @@ async fn a_lagging_view_serves_the_past_and_a_watch_on_it_then_catches_up() {
     let newest = api.get("cm").await.unwrap();
     assert_eq!(data_of(&newest), "3");
 
-    // Two changes behind: the object as it was after its creation.
+    // A consistent read (no resourceVersion) is never stale, as on a real server.
     server.inject(Fault::stale_view(2).verb("get").times(1));
-    let stale = api.get("cm").await.unwrap();
+    assert_eq!(data_of(&api.get("cm").await.unwrap()), "3");
+    assert_eq!(
+        server.stats().faults["stale_view"],
+        1,
+        "it fired, and changed nothing"
+    );
+
+    // With resourceVersion=0, two changes behind: the object as it was after its creation.
+    server.inject(Fault::stale_view(2).verb("get").times(1));
+    let stale = api.get_with("cm", &GetParams::any()).await.unwrap();
     assert_eq!(data_of(&stale), "1", "time went backwards");
     assert!(stale.resource_version() < newest.resource_version());
 
     server.inject(Fault::stale_view(1).verb("list").times(1));
-    let list = api.list(&ListParams::default()).await.unwrap();
+    let list = api.list(&ListParams::default().match_any()).await.unwrap();
     assert_eq!(data_of(&list.items[0]), "2");
     let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
     let newest_rv: u64 = newest.resource_version().unwrap().parse().unwrap();
@@ -863,7 +872,10 @@ async fn a_lagging_view_serves_the_past_and_a_watch_on_it_then_catches_up() {
 
     // Further back than the object: it does not exist yet.
     server.inject(Fault::stale_view(3).verb("get").times(1));
-    assert_eq!(api_status(api.get("cm").await).code, 404);
+    assert_eq!(
+        api_status(api.get_with("cm", &GetParams::any()).await).code,
+        404
+    );
 
     // A watch from no version on the lagging view: the past first, then every change since.
     server.inject(Fault::stale_view(2).verb("watch").times(1));

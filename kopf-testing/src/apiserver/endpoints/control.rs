@@ -20,6 +20,10 @@ pub struct Stats {
     /// `deletecollection`, `other`) and then by resource (`plural` or `plural.group`, with
     /// `/subresource` appended for subresources, `-` for non-resource paths).
     pub requests: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Injected faults that fired so far, by their actions' names (`commit_then_fail`,
+    /// `hold`, ...).
+    #[serde(default)]
+    pub faults: BTreeMap<String, u64>,
     /// Objects stored.
     pub objects: usize,
     /// Changes kept for watches to replay.
@@ -66,6 +70,13 @@ pub struct LoggedRequest {
     pub name: Option<String>,
     /// The `Content-Type` of the request body, if any.
     pub content_type: Option<String>,
+    /// The client's `User-Agent`, if any.
+    #[serde(default)]
+    pub user_agent: Option<String>,
+    /// The injected faults that fired for this request, by their actions' names
+    /// (`commit_then_fail`, `hold`, ...).
+    #[serde(default)]
+    pub faults: Vec<String>,
     /// The response's status code; 0 when the connection was dropped without an answer (an
     /// injected [`FaultAction::CommitThenReset`]).
     pub code: u16,
@@ -160,10 +171,12 @@ pub enum FaultAction {
         /// Make the write before holding its answer.
         commit: bool,
     },
-    /// For gets, lists and watches from no particular version: serve the state as it was this
-    /// many changes ago, as an API server whose cache lags behind would (a list's
-    /// resourceVersion says the old version; a watch sends the old objects, then every change
-    /// since). A client that saw newer versions before sees time go backwards: a stale read.
+    /// For gets, lists and watches with `resourceVersion=0` ("any version", which the real
+    /// server answers from its watch cache): serve the state as it was this many changes ago,
+    /// as an API server whose cache lags behind does (a list's resourceVersion says the old
+    /// version; a watch sends the old objects, then every change since). A client that saw
+    /// newer versions before sees time go backwards: a stale read. Reads without a
+    /// resourceVersion are consistent on a real server, and stay so.
     StaleView {
         /// How many changes (resourceVersions) the view lags behind.
         versions: u64,
@@ -171,6 +184,23 @@ pub enum FaultAction {
 }
 
 impl FaultAction {
+    /// The action's name, as in JSON (`commit_then_fail`, `hold`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultAction::Respond { .. } => "respond",
+            FaultAction::Delay { .. } => "delay",
+            FaultAction::CloseWatchAfter { .. } => "close_watch_after",
+            FaultAction::CommitThenFail { .. } => "commit_then_fail",
+            FaultAction::CommitThenReset => "commit_then_reset",
+            FaultAction::ResetMidBody { .. } => "reset_mid_body",
+            FaultAction::SilentWatch => "silent_watch",
+            FaultAction::Conflict { .. } => "conflict",
+            FaultAction::ShuffleList => "shuffle_list",
+            FaultAction::Hold { .. } => "hold",
+            FaultAction::StaleView { .. } => "stale_view",
+        }
+    }
+
     /// Whether the action means anything for requests with this verb: rules whose action does
     /// not are not spent (nor drawn for) on such requests.
     fn applies_to(&self, verb: &str) -> bool {
@@ -211,6 +241,11 @@ pub struct Fault {
     /// Only requests in this namespace.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Only requests whose `User-Agent` starts with this (kopf-rs operators send
+    /// `kopf-rs/VERSION`, Python Kopf `kopf/VERSION`, kubectl `kubectl/...`): faults for the
+    /// operator under test, not for the test's own client.
+    #[serde(default)]
+    pub user_agent: Option<String>,
     /// Let this many matching requests pass first (those the action means nothing for do not
     /// count): with `times(1)`, the rule fires for the `after + 1`-th matching request only.
     #[serde(default)]
@@ -368,6 +403,7 @@ impl Fault {
             resource: None,
             name: None,
             namespace: None,
+            user_agent: None,
             times: None,
             probability: None,
             action,
@@ -398,6 +434,12 @@ impl Fault {
         self
     }
 
+    /// Only for clients whose `User-Agent` starts with this (`kopf-rs/` for kopf-rs operators).
+    pub fn user_agent(mut self, prefix: &str) -> Self {
+        self.user_agent = Some(prefix.into());
+        self
+    }
+
     /// Only after this many matching requests passed untouched.
     pub fn after(mut self, requests: u64) -> Self {
         self.after = Some(requests);
@@ -425,6 +467,10 @@ impl Fault {
             && same(&self.resource, Some(request.resource))
             && same(&self.name, request.name)
             && same(&self.namespace, request.namespace)
+            && self
+                .user_agent
+                .as_deref()
+                .is_none_or(|prefix| request.user_agent.is_some_and(|ua| ua.starts_with(prefix)))
     }
 }
 
@@ -435,6 +481,7 @@ pub(crate) struct RequestFacts<'a> {
     pub(crate) resource: &'a str,
     pub(crate) namespace: Option<&'a str>,
     pub(crate) name: Option<&'a str>,
+    pub(crate) user_agent: Option<&'a str>,
 }
 
 /// An action that fired for a request, with what it draws from the seeded generator.
@@ -521,6 +568,7 @@ pub(crate) struct Counters {
     pub(crate) open_connections: AtomicUsize,
     pub(crate) open_watches: AtomicUsize,
     requests: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
+    faults: Mutex<BTreeMap<String, u64>>,
     log: Mutex<VecDeque<LoggedRequest>>,
     log_limit: usize,
 }
@@ -531,6 +579,7 @@ impl Counters {
             open_connections: AtomicUsize::new(0),
             open_watches: AtomicUsize::new(0),
             requests: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(BTreeMap::new()),
             log: Mutex::new(VecDeque::new()),
             log_limit,
         }
@@ -542,6 +591,15 @@ impl Counters {
             .or_default()
             .entry(resource.into())
             .or_default() += 1;
+    }
+
+    /// Counts an injected fault that fired.
+    pub(crate) fn fired(&self, action: &str) {
+        *lock(&self.faults).entry(action.into()).or_default() += 1;
+    }
+
+    pub(crate) fn faults(&self) -> BTreeMap<String, u64> {
+        lock(&self.faults).clone()
     }
 
     pub(crate) fn log(&self, entry: LoggedRequest) {
@@ -562,6 +620,7 @@ impl Counters {
 
     pub(crate) fn reset(&self) {
         lock(&self.requests).clear();
+        lock(&self.faults).clear();
         lock(&self.log).clear();
     }
 

@@ -99,6 +99,7 @@ pub(crate) async fn handle(
         stale_by: None,
     };
     let mut aftermath = Aftermath::default();
+    let mut fired_faults = Vec::new();
     let is_control = matches!(context.route, Route::Control(_));
     if !is_control {
         shared.counters.count(verb.as_str(), &resource);
@@ -112,8 +113,11 @@ pub(crate) async fn handle(
                 resource: &resource,
                 namespace: namespace.as_deref(),
                 name: name.as_deref(),
+                user_agent: context.user_agent.as_deref(),
             };
             for fired in shared.faults.fire(&facts) {
+                shared.counters.fired(fired.action.name());
+                fired_faults.push(fired.action.name().to_string());
                 match fired.action {
                     FaultAction::Respond { code, retry_after } => {
                         let code =
@@ -195,6 +199,8 @@ pub(crate) async fn handle(
             namespace,
             name,
             content_type,
+            user_agent: context.user_agent.clone(),
+            faults: fired_faults,
             code: if cut { 0 } else { response.status().as_u16() },
         });
     }

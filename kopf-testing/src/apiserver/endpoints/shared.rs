@@ -81,6 +81,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         open_connections: shared.counters.open_connections.load(Ordering::SeqCst),
         open_watches: shared.counters.open_watches.load(Ordering::SeqCst),
         requests: shared.counters.requests(),
+        faults: shared.counters.faults(),
         objects,
         history,
         resource_version,

@@ -19,7 +19,8 @@ use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{Objects, State};
 
 pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
-    let object = match context.stale_by {
+    let any_version = context.query.get("resourceVersion") == Some("0");
+    let object = match context.stale_by.filter(|_| any_version) {
         None => current(shared, target, target.name())?,
         Some(lag) => shared
             .read(|state| {
@@ -92,7 +93,7 @@ fn list_snapshot(
     let requested = context.query.get("resourceVersion");
     let exact = context.query.get("resourceVersionMatch") == Some("Exact");
     match requested.map(|v| v.parse::<u64>()) {
-        None | Some(Ok(0)) if !exact => match context.stale_by {
+        None | Some(Ok(0)) if !exact => match context.stale_by.filter(|_| requested.is_some()) {
             None => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
             Some(lag) => {
                 let rv = stale_version(state, lag);

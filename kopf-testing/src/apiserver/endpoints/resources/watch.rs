@@ -88,7 +88,8 @@ pub(crate) fn watch(
             }
             _ => {
                 // A lagging view starts from the past, then replays every change since.
-                let (current, objects) = match context.stale_by {
+                let (current, objects) = match context.stale_by.filter(|_| requested_rv == Some(0))
+                {
                     None => (current, state.objects(&target.def.key()).cloned()),
                     Some(lag) => {
                         let rv = stale_version(state, lag);

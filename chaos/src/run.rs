@@ -1,0 +1,467 @@
+//! One chaos run: a fake API server with a journal, the chaos operator as a child process, the
+//! objects created, resized and deleted, the faults of the plan injected, and the operator
+//! killed with SIGKILL where the plan says and started again. It returns the evidence that
+//! [`invariants`](crate::invariants) checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kopf_testing::{Committed, FakeApiServer, Fault, LoggedRequest};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::calls::{self, CALLS_ENV, Line};
+use crate::resource::{self, ANNOTATIONS, LAST_HANDLED, OBJECTS};
+
+/// How long anything may take before the run is declared stuck.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The `User-Agent` of the test's own requests (faults never aim at them).
+const DRIVER: &str = "chaos-driver";
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// How many objects (named `chaos-0`, `chaos-1`, ...).
+    pub objects: usize,
+    /// The seed of the faults' generator and of the crash points drawn.
+    pub seed: u64,
+    /// Inject transient faults into the operator's requests: writes that land but answer 500
+    /// or nothing, writes refused with 500 or 409, watches cut, lists shuffled or served from
+    /// a lagging view.
+    pub faults: bool,
+    /// Where the operator is killed.
+    pub crash: Crash,
+}
+
+/// Where a run kills the operator with SIGKILL (and starts it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crash {
+    /// Never.
+    Never,
+    /// At its write number `index` (from 0): right after it landed (`committed`), or right
+    /// before it would have.
+    AtWrite {
+        /// Which write (counting the operator's creates, updates, patches and deletions).
+        index: u64,
+        /// Whether the write lands before the kill.
+        committed: bool,
+    },
+    /// This many times, each at a write drawn from the seed.
+    Repeatedly {
+        /// How many kills.
+        kills: u32,
+    },
+}
+
+/// A SIGKILL the run sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kill {
+    /// The process killed.
+    pub pid: u32,
+    /// Whether its held write had landed.
+    pub committed: bool,
+    /// The held write: `verb resource name`.
+    pub write: String,
+}
+
+/// What a run leaves for the invariants to check.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The plan.
+    pub plan: Plan,
+    /// Every handler call, started and ended.
+    pub calls: Vec<Line>,
+    /// Every change the server made.
+    pub journal: Vec<Committed>,
+    /// Every request the server answered (or not).
+    pub requests: Vec<LoggedRequest>,
+    /// The kills, in order.
+    pub kills: Vec<Kill>,
+    /// Faults fired, by their actions' names (`commit_then_fail`, `hold`, ...; `hold` counts
+    /// the kills).
+    pub faults: BTreeMap<String, u64>,
+    /// The operator's writes (creates, updates, patches, deletions) in the run.
+    pub writes: u64,
+    /// Objects that were still there when the run gave up waiting for their deletion.
+    pub stuck: Vec<String>,
+    /// Phases that did not finish in time, and why.
+    pub timeouts: Vec<String>,
+    /// Whether the operator went quiet once the faults stopped.
+    pub quiet: bool,
+    /// Whether the last operator exited with 0 after SIGTERM, leaving no connection open.
+    pub clean_exit: Result<(), String>,
+    /// Where the run's files are (the call log, the operator's logs).
+    pub dir: PathBuf,
+}
+
+/// Why a run could not be made at all (not a violation: the machinery failed).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The fake API server or a file failed.
+    #[error("the run's setup failed: {0}")]
+    Setup(#[from] std::io::Error),
+    /// The test's own request failed.
+    #[error("the test's request {0} failed: {1}")]
+    Request(String, String),
+}
+
+/// The operator process, and every one before it.
+struct Operator {
+    binary: PathBuf,
+    dir: PathBuf,
+    child: Mutex<Option<Child>>,
+    started: Mutex<u32>,
+}
+
+impl Operator {
+    fn start(&self) -> std::io::Result<()> {
+        let mut number = self.started.lock().expect("not poisoned");
+        *number += 1;
+        let log = std::fs::File::create(self.dir.join(format!("operator-{number}.log")))?;
+        let child = Command::new(&self.binary)
+            .args([
+                "--standalone",
+                "--namespace",
+                "default",
+                "--log-format",
+                "plain",
+            ])
+            .env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .env(CALLS_ENV, self.dir.join("calls.jsonl"))
+            .env("RUST_LOG", "info")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()?;
+        *self.child.lock().expect("not poisoned") = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL, and wait until it is gone. Returns its pid.
+    async fn kill(&self) -> u32 {
+        let child = self.child.lock().expect("not poisoned").take();
+        let Some(mut child) = child else { return 0 };
+        let pid = child.id().unwrap_or_default();
+        let _ = child.kill().await;
+        pid
+    }
+
+    /// SIGTERM, and how it exited.
+    async fn terminate(&self) -> Result<(), String> {
+        let child = self.child.lock().expect("not poisoned").take();
+        let Some(mut child) = child else {
+            return Err("no operator was running".into());
+        };
+        let pid = child.id().unwrap_or_default().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .map_err(|e| format!("running kill: {e}"))?;
+        if !sent.success() {
+            return Err(format!("kill -TERM {pid} failed"));
+        }
+        match tokio::time::timeout(DEADLINE, child.wait()).await {
+            Ok(Ok(status)) if status.success() => Ok(()),
+            Ok(Ok(status)) => Err(format!("the operator exited with {status} after SIGTERM")),
+            Ok(Err(error)) => Err(format!("waiting for the operator: {error}")),
+            Err(_) => Err("the operator did not exit after SIGTERM".into()),
+        }
+    }
+}
+
+/// Runs a plan with the chaos operator at `binary`, keeping its files in `dir`.
+pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, RunError> {
+    tokio::fs::create_dir_all(dir).await?;
+    let _ = tokio::fs::remove_file(dir.join("calls.jsonl")).await;
+    let server = FakeApiServer::builder()
+        .journal()
+        .fault_seed(plan.seed)
+        .start()
+        .await?;
+    server.write_kubeconfig(dir.join("kubeconfig"))?;
+    let client = server.client();
+    send(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(resource::crd()),
+    )
+    .await?;
+
+    let operator = Operator {
+        binary: binary.to_path_buf(),
+        dir: dir.to_path_buf(),
+        child: Mutex::new(None),
+        started: Mutex::new(0),
+    };
+    operator.start()?;
+    if plan.faults {
+        inject_transient_faults(&server, plan.objects);
+    }
+    let mut rng = StdRng::seed_from_u64(plan.seed);
+    let mut kills_left = match plan.crash {
+        Crash::Never => 0,
+        Crash::AtWrite { index, committed } => {
+            server.inject(hold(committed).after(index).times(1));
+            1
+        }
+        Crash::Repeatedly { kills } => {
+            arm(&server, &mut rng, plan.objects);
+            kills
+        }
+    };
+
+    let names: Vec<String> = (0..plan.objects).map(|i| format!("chaos-{i}")).collect();
+    let mut timeouts = Vec::new();
+    let mut kills = Vec::new();
+    let script = async {
+        for (i, name) in names.iter().enumerate() {
+            let object = resource::object(name, 1, ((i + 1) % 3) as u64);
+            send(&client, "POST", OBJECTS, Some(object)).await?;
+        }
+        if !converged(&client, &names, created).await {
+            timeouts.push("creation: not every object was handled in time".to_string());
+        }
+        for name in &names {
+            let path = format!("{OBJECTS}/{name}");
+            send(&client, "PATCH", &path, Some(json!({"spec": {"size": 2}}))).await?;
+        }
+        if !converged(&client, &names, resized).await {
+            timeouts.push("resizing: not every object was handled in time".to_string());
+        }
+        for name in &names {
+            send(&client, "DELETE", &format!("{OBJECTS}/{name}"), None).await?;
+        }
+        let gone = converged(&client, &names, |object| object.is_null()).await;
+        Ok::<bool, RunError>(gone)
+    };
+    // Meanwhile: kill the operator at each held write, and start it again.
+    let supervise = async {
+        while kills_left > 0 {
+            let Some(held) = server.wait_held(Duration::from_secs(3600)).await else {
+                break;
+            };
+            let pid = operator.kill().await;
+            server.cut_held();
+            kills.push(Kill {
+                pid,
+                committed: held.committed,
+                write: format!(
+                    "{} {} {}",
+                    held.verb,
+                    held.resource,
+                    held.name.unwrap_or_default()
+                ),
+            });
+            kills_left -= 1;
+            if kills_left > 0 && matches!(plan.crash, Crash::Repeatedly { .. }) {
+                arm(&server, &mut rng, plan.objects);
+            }
+            if let Err(error) = operator.start() {
+                return Err(RunError::Setup(error));
+            }
+        }
+        std::future::pending::<Result<(), RunError>>().await
+    };
+    let gone = tokio::select! {
+        gone = script => gone?,
+        failed = supervise => { failed?; false }
+    };
+    // A kill that was armed but never reached stays unspent: no write is held any more.
+    server.clear_faults();
+    server.release_held();
+    let mut stuck = Vec::new();
+    if !gone {
+        for name in &names {
+            if !get(&client, name).await.is_null() {
+                stuck.push(name.clone());
+            }
+        }
+    }
+    let quiet = server.wait_quiet(Duration::from_secs(2), DEADLINE).await;
+    drop(client);
+    let clean_exit = match operator.terminate().await {
+        Ok(()) => wait_disconnected(&server).await,
+        Err(error) => Err(error),
+    };
+    let requests = server.requests();
+    let evidence = Evidence {
+        plan: plan.clone(),
+        calls: calls::read(&dir.join("calls.jsonl")).await?,
+        journal: server.journal(),
+        faults: server.stats().faults,
+        writes: requests
+            .iter()
+            .filter(|r| !is_driver(r) && is_write(&r.verb))
+            .count() as u64,
+        requests,
+        kills,
+        stuck,
+        timeouts,
+        quiet,
+        clean_exit,
+        dir: dir.to_path_buf(),
+    };
+    server.stop().await;
+    Ok(evidence)
+}
+
+/// The transient faults of a run with faults, each aimed at the operator's requests only.
+fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
+    let operator = |fault: Fault| fault.user_agent("kopf-rs/");
+    server.inject(operator(
+        Fault::commit_then_fail(500).verb("patch").probability(0.05),
+    ));
+    server.inject(operator(
+        Fault::commit_then_reset().verb("patch").probability(0.02),
+    ));
+    server.inject(operator(
+        Fault::respond(500).verb("patch").probability(0.05),
+    ));
+    server.inject(operator(Fault::conflict().verb("patch").probability(0.02)));
+    server.inject(operator(Fault::respond(503).verb("list").probability(0.2)));
+    server.inject(operator(Fault::shuffle_list()));
+    server.inject(operator(Fault::stale_view(3).verb("list").probability(0.3)));
+    let events = (objects as u64).max(4);
+    server.inject(operator(Fault::reset_watch_after(events / 2).times(2)));
+    server.inject(operator(Fault::close_watch_after(events).times(2)));
+}
+
+/// A hold of the operator's next write, landed or not.
+fn hold(committed: bool) -> Fault {
+    let fault = if committed {
+        Fault::hold_after_commit()
+    } else {
+        Fault::hold_before_commit()
+    };
+    fault.user_agent("kopf-rs/")
+}
+
+/// Arms the next kill at a write drawn from the seed.
+fn arm(server: &FakeApiServer, rng: &mut StdRng, objects: usize) {
+    let after = rng.random_range(0..(objects as u64 * 3).max(4));
+    server.inject(hold(rng.random_bool(0.5)).after(after).times(1));
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+fn is_driver(request: &LoggedRequest) -> bool {
+    request.user_agent.as_deref() == Some(DRIVER)
+}
+
+/// Whether an object is handled since its creation: both creation handlers' results stored,
+/// no progress left, the diff-base written.
+fn created(object: &Value) -> bool {
+    !object["status"]["first"]["token"].is_null()
+        && !object["status"]["second"]["token"].is_null()
+        && settled(object)
+}
+
+/// Whether an object is handled since it was resized to 2.
+fn resized(object: &Value) -> bool {
+    let result_for_2 = object["status"]
+        .as_object()
+        .is_some_and(|status| status.values().any(|v| v["size"] == 2));
+    result_for_2
+        && settled(object)
+        && object["metadata"]["annotations"][LAST_HANDLED]
+            .as_str()
+            .is_some_and(|last| last.contains("\"size\":2"))
+}
+
+/// No progress record left, and the diff-base is written.
+fn settled(object: &Value) -> bool {
+    let Some(annotations) = object["metadata"]["annotations"].as_object() else {
+        return false;
+    };
+    annotations.contains_key(LAST_HANDLED)
+        && annotations
+            .keys()
+            .all(|key| key == LAST_HANDLED || !key.starts_with(ANNOTATIONS))
+}
+
+/// Waits until every object satisfies the condition (an absent object is `null`).
+async fn converged(client: &kube::Client, names: &[String], done: impl Fn(&Value) -> bool) -> bool {
+    let give_up = tokio::time::Instant::now() + DEADLINE;
+    for name in names {
+        loop {
+            if done(&get(client, name).await) {
+                break;
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    true
+}
+
+/// Waits until the server has no connection or watch open (the operator left nothing).
+async fn wait_disconnected(server: &FakeApiServer) -> Result<(), String> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = server.stats();
+        if stats.open_watches == 0 && stats.open_connections == 0 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(format!(
+                "after the operator exited, {} watches and {} connections stayed open",
+                stats.open_watches, stats.open_connections
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An object as served, or `null` when there is none.
+async fn get(client: &kube::Client, name: &str) -> Value {
+    send(client, "GET", &format!("{OBJECTS}/{name}"), None)
+        .await
+        .unwrap_or(Value::Null)
+}
+
+/// The test's own request, with its `User-Agent` (faults aim at the operator's only). `404`
+/// is `null`.
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, RunError> {
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::USER_AGENT, DRIVER)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
+        .map_err(|e| RunError::Request(format!("{method} {path}"), e.to_string()))?;
+    match client.request::<Value>(request).await {
+        Ok(value) => Ok(value),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Value::Null),
+        Err(error) => Err(RunError::Request(
+            format!("{method} {path}"),
+            error.to_string(),
+        )),
+    }
+}
