@@ -98,9 +98,13 @@ async fn append(line: &Line) {
         .open(&path)
         .await
         .unwrap_or_else(|e| panic!("opening the call log {}: {e}", Path::new(&path).display()));
-    file.write_all(text.as_bytes())
-        .await
-        .unwrap_or_else(|e| panic!("writing the call log: {e}"));
+    // tokio's files write in the background: only the flush says the line is in the file,
+    // before the next line (of this call or another) is written.
+    let written = match file.write_all(text.as_bytes()).await {
+        Ok(()) => file.flush().await,
+        Err(error) => Err(error),
+    };
+    written.unwrap_or_else(|e| panic!("writing the call log: {e}"));
 }
 
 /// Reads a log: the lines in the order written. A torn last line (a process killed in the

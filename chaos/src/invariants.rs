@@ -261,30 +261,30 @@ pub fn check(evidence: &Evidence) -> Report {
     report
 }
 
-/// Calls with their ends, ordered by start.
+/// Calls with their ends, ordered by start (whatever the order of their lines).
 fn join(lines: &[Line]) -> Vec<Call> {
-    let mut calls: BTreeMap<&str, Call> = BTreeMap::new();
-    for line in lines {
-        if line.phase == "start" {
-            calls.insert(
-                &line.token,
-                Call {
-                    pid: line.pid,
-                    token: line.token.clone(),
-                    uid: line.uid.clone(),
-                    name: line.name.clone(),
-                    handler: line.handler.clone(),
-                    cause: line.cause.clone(),
-                    retry: line.retry,
-                    started: line.at,
-                    ended: None,
-                },
-            );
-        } else if let Some(call) = calls.get_mut(line.token.as_str()) {
-            call.ended = Some((line.at, line.phase.clone()));
-        }
-    }
-    let mut calls: Vec<Call> = calls.into_values().collect();
+    let ends: BTreeMap<&str, &Line> = lines
+        .iter()
+        .filter(|line| line.phase != "start")
+        .map(|line| (line.token.as_str(), line))
+        .collect();
+    let mut calls: Vec<Call> = lines
+        .iter()
+        .filter(|line| line.phase == "start")
+        .map(|line| Call {
+            pid: line.pid,
+            token: line.token.clone(),
+            uid: line.uid.clone(),
+            name: line.name.clone(),
+            handler: line.handler.clone(),
+            cause: line.cause.clone(),
+            retry: line.retry,
+            started: line.at,
+            ended: ends
+                .get(line.token.as_str())
+                .map(|end| (end.at, end.phase.clone())),
+        })
+        .collect();
     calls.sort_by_key(|c| c.started);
     calls
 }

@@ -279,6 +279,10 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
     // A kill that was armed but never reached stays unspent: no write is held any more.
     server.clear_faults();
     server.release_held();
+    // The script may have ended between a kill and the restart (at the last write).
+    if operator.child.lock().expect("not poisoned").is_none() {
+        operator.start()?;
+    }
     let mut stuck = Vec::new();
     if !gone {
         for name in &names {
@@ -315,6 +319,56 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
     Ok(evidence)
 }
 
+/// The runs of [`every_crash_point`]: the fault-free reference, then one run per crash point.
+#[derive(Debug, Clone)]
+pub struct CrashPoints {
+    /// The run without a kill, whose writes were counted.
+    pub reference: Evidence,
+    /// A run per crash point, named `kill-after-write-N` or `kill-before-write-N`.
+    pub runs: Vec<(String, Evidence)>,
+}
+
+/// Kills the operator at every one of its writes in a scenario of `objects` objects: right
+/// after each write landed, and right before it would have. A fault-free reference run counts
+/// the writes first. `at_once` runs go at the same time (each is a server and an operator).
+pub async fn every_crash_point(
+    objects: usize,
+    binary: &Path,
+    dir: &Path,
+    at_once: usize,
+) -> Result<CrashPoints, RunError> {
+    let plan = |crash| Plan {
+        objects,
+        seed: 1,
+        faults: false,
+        crash,
+    };
+    let reference = run(&plan(Crash::Never), binary, &dir.join("reference")).await?;
+    let mut points = Vec::new();
+    for index in 0..reference.writes {
+        for committed in [true, false] {
+            let mode = if committed { "after" } else { "before" };
+            points.push((
+                format!("kill-{mode}-write-{index}"),
+                plan(Crash::AtWrite { index, committed }),
+            ));
+        }
+    }
+    let mut runs = Vec::new();
+    for batch in points.chunks(at_once.max(1)) {
+        let results = futures::future::join_all(batch.iter().map(|(name, plan)| async move {
+            run(plan, binary, &dir.join(name))
+                .await
+                .map(|evidence| (name.clone(), evidence))
+        }))
+        .await;
+        for result in results {
+            runs.push(result?);
+        }
+    }
+    Ok(CrashPoints { reference, runs })
+}
+
 /// The transient faults of a run with faults, each aimed at the operator's requests only.
 fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
     let operator = |fault: Fault| fault.user_agent("kopf-rs/");
@@ -330,7 +384,7 @@ fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
     server.inject(operator(Fault::conflict().verb("patch").probability(0.02)));
     server.inject(operator(Fault::respond(503).verb("list").probability(0.2)));
     server.inject(operator(Fault::shuffle_list()));
-    server.inject(operator(Fault::stale_view(3).verb("list").probability(0.3)));
+    server.inject(operator(Fault::stale_view(3).probability(0.3)));
     let events = (objects as u64).max(4);
     server.inject(operator(Fault::reset_watch_after(events / 2).times(2)));
     server.inject(operator(Fault::close_watch_after(events).times(2)));

@@ -463,6 +463,7 @@ impl Fault {
             want.as_deref().is_none_or(|w| Some(w) == have)
         };
         self.action.applies_to(request.verb)
+            && (request.any_version || !matches!(self.action, FaultAction::StaleView { .. }))
             && same(&self.verb, Some(request.verb))
             && same(&self.resource, Some(request.resource))
             && same(&self.name, request.name)
@@ -482,6 +483,9 @@ pub(crate) struct RequestFacts<'a> {
     pub(crate) namespace: Option<&'a str>,
     pub(crate) name: Option<&'a str>,
     pub(crate) user_agent: Option<&'a str>,
+    /// Whether the request asks for any version (`resourceVersion=0`), which the real server
+    /// may answer from a cache that lags behind.
+    pub(crate) any_version: bool,
 }
 
 /// An action that fired for a request, with what it draws from the seeded generator.

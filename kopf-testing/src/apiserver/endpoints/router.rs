@@ -114,6 +114,7 @@ pub(crate) async fn handle(
                 namespace: namespace.as_deref(),
                 name: name.as_deref(),
                 user_agent: context.user_agent.as_deref(),
+                any_version: context.query.get("resourceVersion") == Some("0"),
             };
             for fired in shared.faults.fire(&facts) {
                 shared.counters.fired(fired.action.name());
