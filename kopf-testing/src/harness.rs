@@ -20,6 +20,7 @@
 //! The `#[kopf_testing::test]` attribute does the starting and stopping around a test's body.
 
 mod builder;
+mod explore;
 mod logs;
 mod objects;
 mod operator;
@@ -28,6 +29,7 @@ mod sent;
 mod waiting;
 
 pub use builder::{HarnessBuilder, test_settings};
+pub use explore::{BadPlan, Exploration, Explorer, Outcome, Plan};
 pub(crate) use logs::LogCapture;
 pub use operator::OperatorHarness;
 pub use sent::SentRequest;

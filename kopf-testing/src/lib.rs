@@ -34,7 +34,10 @@ pub use apiserver::{
     Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite, LoggedRequest,
     RecreateError, Stats,
 };
-pub use harness::{DEADLINE, HarnessBuilder, OperatorHarness, SentRequest, test_settings, wait};
+pub use harness::{
+    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, OperatorHarness, Outcome, Plan,
+    SentRequest, test_settings, wait,
+};
 
 /// Runs an `async fn` test with an [`OperatorHarness`]: a fresh fake API server and an
 /// operator, stopped after the body with the checks of [`OperatorHarness::stop`].
