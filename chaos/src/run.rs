@@ -33,7 +33,8 @@ pub struct Plan {
     pub seed: u64,
     /// Inject transient faults into the operator's requests: writes that land but answer 500
     /// or nothing, writes refused with 500 or 409, watches cut, lists shuffled or served from
-    /// a lagging view.
+    /// a lagging view (at `resourceVersion=0`); and states it may legitimately skip (objects
+    /// resized twice while its watches are refused, then the history compacted).
     pub faults: bool,
     /// Where the operator is killed.
     pub crash: Crash,
@@ -231,9 +232,37 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
         if !converged(&client, &names, created).await {
             timeouts.push("creation: not every object was handled in time".to_string());
         }
-        for name in &names {
-            let path = format!("{OBJECTS}/{name}");
-            send(&client, "PATCH", &path, Some(json!({"spec": {"size": 2}}))).await?;
+        let sizes: &[u64] = if plan.faults {
+            // Legitimately skipped states: the operator's watches end and are refused for a
+            // while, the objects pass through size 5 to 2, the history is compacted. It may
+            // see size 5 or not, but it must handle size 2.
+            let blind = |verb| {
+                Fault::respond(503)
+                    .verb(verb)
+                    .times(3)
+                    .user_agent("kopf-rs/")
+            };
+            server.inject(blind("watch"));
+            server.inject(blind("list"));
+            server.close_watches();
+            &[5, 2]
+        } else {
+            &[2]
+        };
+        for size in sizes {
+            for name in &names {
+                let path = format!("{OBJECTS}/{name}");
+                send(
+                    &client,
+                    "PATCH",
+                    &path,
+                    Some(json!({"spec": {"size": size}})),
+                )
+                .await?;
+            }
+        }
+        if plan.faults {
+            server.compact();
         }
         if !converged(&client, &names, resized).await {
             timeouts.push("resizing: not every object was handled in time".to_string());

@@ -31,8 +31,8 @@ mod harness;
 mod runner;
 
 pub use apiserver::{
-    Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite, LoggedRequest,
-    RecreateError, Stats,
+    Breach, Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite,
+    LoggedRequest, RecreateError, Stats,
 };
 pub use harness::{
     BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, OperatorHarness, Outcome, Plan,

@@ -36,6 +36,6 @@ mod semantics;
 mod server;
 mod storage;
 
-pub use endpoints::control::{Fault, FaultAction, LoggedRequest, Stats};
+pub use endpoints::control::{Breach, Fault, FaultAction, LoggedRequest, Stats};
 pub use endpoints::holding::HeldWrite;
 pub use server::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

@@ -30,6 +30,10 @@ struct Args {
     /// Seconds between bookmarks on watches that allow them.
     #[arg(long, default_value_t = 30)]
     bookmark_interval: u64,
+    /// Allow faults that break guarantees real API servers give (break_stream: events
+    /// dropped, duplicated or reordered within one watch stream).
+    #[arg(long)]
+    contract_breaking_faults: bool,
 }
 
 #[tokio::main]
@@ -45,6 +49,9 @@ async fn main() -> std::process::ExitCode {
         .bind(args.bind)
         .history_limit(args.history_limit)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval));
+    if args.contract_breaking_faults {
+        builder = builder.contract_breaking_faults();
+    }
     if let Some(token) = args.token {
         builder = builder.token(token);
     }

@@ -966,3 +966,64 @@ async fn a_fault_can_aim_at_one_client_by_its_user_agent() {
     assert_eq!(server.stats().faults["respond"], 1);
     server.stop().await;
 }
+
+/// The names of the configmaps in a watch's events, in order, until `count` were seen.
+async fn watched(api: &Api<ConfigMap>, count: usize) -> Vec<String> {
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut names = Vec::new();
+    while names.len() < count {
+        match next_event(&mut stream).await {
+            WatchEvent::Added(cm) | WatchEvent::Modified(cm) => names.push(cm.name_any()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn contract_breaking_faults_need_an_explicit_opt_in_and_then_break_one_stream() {
+    let refusing = FakeApiServer::start().await.unwrap();
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        refusing.inject(Fault::break_stream(kopf_testing::Breach::Drop, 0));
+    }))
+    .expect_err("refused without the opt-in");
+    let message = refused.downcast::<String>().unwrap();
+    assert!(message.contains("contract_breaking_faults()"), "{message}");
+    let (code, answer) = post(
+        &refusing,
+        "/_fake/faults",
+        json!({"action": {"break_stream": {"breach": "drop"}}}),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{answer}");
+    refusing.stop().await;
+
+    let server = FakeApiServer::builder()
+        .contract_breaking_faults()
+        .start()
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client_without_retries(&server));
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &configmap(name, json!({})))
+            .await
+            .unwrap();
+    }
+    assert_eq!(watched(&api, 3).await, ["a", "b", "c"], "an honest stream");
+    use kopf_testing::Breach;
+    server.inject(Fault::break_stream(Breach::Drop, 1).times(1));
+    let mut names = watched(&api, 2).await;
+    assert_eq!(names, ["a", "c"], "the second event dropped");
+    server.inject(Fault::break_stream(Breach::Duplicate, 0).times(1));
+    names = watched(&api, 4).await;
+    assert_eq!(names, ["a", "a", "b", "c"], "the first event twice");
+    server.inject(Fault::break_stream(Breach::Reorder, 0).times(1));
+    names = watched(&api, 3).await;
+    assert_eq!(names, ["b", "a", "c"], "the first event after the second");
+    assert_eq!(server.stats().faults["break_stream"], 3);
+    server.stop().await;
+}

@@ -181,6 +181,33 @@ pub enum FaultAction {
         /// How many changes (resourceVersions) the view lags behind.
         versions: u64,
     },
+    /// **Contract-breaking**, for watches: break the ordering guarantee of one stream at its
+    /// event number `after` (from 0; bookmarks and errors do not count): drop that event,
+    /// send it twice, or send it after the next one. A real API server never does this within
+    /// one stream; the fault exists to see what an operator makes of a broken server or
+    /// proxy, and the server refuses it unless built with
+    /// [`FakeApiServerBuilder::contract_breaking_faults`].
+    ///
+    /// [`FakeApiServerBuilder::contract_breaking_faults`]: crate::FakeApiServerBuilder::contract_breaking_faults
+    BreakStream {
+        /// What happens to the event.
+        breach: Breach,
+        /// Which event of the stream (from 0).
+        #[serde(default)]
+        after: u64,
+    },
+}
+
+/// How a [`FaultAction::BreakStream`] breaks a watch stream's contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breach {
+    /// The event is never sent.
+    Drop,
+    /// The event is sent twice in a row.
+    Duplicate,
+    /// The event is sent after the next one.
+    Reorder,
 }
 
 impl FaultAction {
@@ -198,7 +225,14 @@ impl FaultAction {
             FaultAction::ShuffleList => "shuffle_list",
             FaultAction::Hold { .. } => "hold",
             FaultAction::StaleView { .. } => "stale_view",
+            FaultAction::BreakStream { .. } => "break_stream",
         }
+    }
+
+    /// Whether the action breaks a guarantee real API servers give (see
+    /// [`FaultAction::BreakStream`]).
+    pub fn breaks_contract(&self) -> bool {
+        matches!(self, FaultAction::BreakStream { .. })
     }
 
     /// Whether the action means anything for requests with this verb: rules whose action does
@@ -221,6 +255,7 @@ impl FaultAction {
                 "create" | "update" | "patch" | "delete" | "deletecollection"
             ),
             FaultAction::StaleView { .. } => matches!(verb, "get" | "list" | "watch"),
+            FaultAction::BreakStream { .. } => verb == "watch",
             FaultAction::Conflict { .. } => matches!(verb, "update" | "patch" | "delete"),
         }
     }
@@ -390,6 +425,12 @@ impl Fault {
         Self::with_action(FaultAction::Hold { commit: false })
     }
 
+    /// A contract-breaking fault for watch streams: `breach` their event number `after`; see
+    /// [`FaultAction::BreakStream`] (the server must be built to allow it).
+    pub fn break_stream(breach: Breach, after: u64) -> Self {
+        Self::with_action(FaultAction::BreakStream { breach, after })
+    }
+
     /// A fault serving gets, lists and watches from a view `versions` changes behind; see
     /// [`FaultAction::StaleView`].
     pub fn stale_view(versions: u64) -> Self {
@@ -501,17 +542,31 @@ pub(crate) struct Fired {
 #[derive(Debug)]
 pub(crate) struct Faults {
     rules: Mutex<(Vec<Fault>, StdRng)>,
+    /// Whether contract-breaking faults are allowed (an explicit opt-in).
+    contract_breaking: bool,
 }
 
 impl Faults {
-    pub(crate) fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64, contract_breaking: bool) -> Self {
         Faults {
             rules: Mutex::new((Vec::new(), StdRng::seed_from_u64(seed))),
+            contract_breaking,
         }
     }
 
-    pub(crate) fn add(&self, fault: Fault) {
+    /// Adds a rule, unless it breaks the API's contract and the server was not built to
+    /// allow that.
+    pub(crate) fn add(&self, fault: Fault) -> Result<(), String> {
+        if fault.action.breaks_contract() && !self.contract_breaking {
+            return Err(format!(
+                "the fault {:?} breaks a guarantee real API servers give; build the server with \
+                 FakeApiServerBuilder::contract_breaking_faults() (or start kopf-fake-apiserver \
+                 with --contract-breaking-faults) to use it",
+                fault.action.name()
+            ));
+        }
         lock(&self.rules).0.push(fault);
+        Ok(())
     }
 
     pub(crate) fn clear(&self) {

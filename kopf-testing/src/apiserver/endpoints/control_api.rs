@@ -65,7 +65,7 @@ pub(crate) async fn serve(
         ("POST", "faults") => {
             let fault: Fault = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("not a fault rule: {e}")))?;
-            shared.faults.add(fault);
+            shared.faults.add(fault).map_err(ApiError::bad_request)?;
             Ok(done())
         }
         ("DELETE", "faults") => {

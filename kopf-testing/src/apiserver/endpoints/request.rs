@@ -239,6 +239,8 @@ pub(crate) struct Context {
     pub(crate) close_watch_after: Option<u64>,
     /// Watch streams cut the connection after this many events (an injected fault).
     pub(crate) reset_watch_after: Option<u64>,
+    /// Break the stream's contract at an event (an injected, opted-in `BreakStream`).
+    pub(crate) break_stream: Option<(crate::apiserver::endpoints::control::Breach, u64)>,
     /// Watch streams say nothing, ever (an injected fault).
     pub(crate) silent_watch: bool,
     /// Writes answer `409 Conflict`; with `true`, after a competing write (an injected fault).

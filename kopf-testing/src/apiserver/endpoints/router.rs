@@ -93,6 +93,7 @@ pub(crate) async fn handle(
             .map(str::to_string),
         close_watch_after: None,
         reset_watch_after: None,
+        break_stream: None,
         silent_watch: false,
         conflict: None,
         shuffle_seed: None,
@@ -142,6 +143,9 @@ pub(crate) async fn handle(
                     FaultAction::ShuffleList => context.shuffle_seed = Some(fired.seed),
                     FaultAction::Hold { commit } => aftermath.hold = Some(commit),
                     FaultAction::StaleView { versions } => context.stale_by = Some(versions),
+                    FaultAction::BreakStream { breach, after } => {
+                        context.break_stream = Some((breach, after))
+                    }
                 }
             }
         }

@@ -33,6 +33,7 @@ pub struct FakeApiServerBuilder {
     fault_seed: u64,
     log_limit: usize,
     journal: bool,
+    contract_breaking: bool,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -47,6 +48,7 @@ impl Default for FakeApiServerBuilder {
             fault_seed: 0,
             log_limit: 100_000,
             journal: false,
+            contract_breaking: false,
         }
     }
 }
@@ -98,6 +100,16 @@ impl FakeApiServerBuilder {
     /// How many requests the request log keeps (default 100,000).
     pub fn log_limit(mut self, limit: usize) -> Self {
         self.log_limit = limit;
+        self
+    }
+
+    /// Allow faults that break guarantees real API servers give (events dropped, duplicated
+    /// or reordered within one watch stream: [`FaultAction::BreakStream`]). Off by default:
+    /// a test that passes only because the server misbehaves proves nothing about a cluster.
+    ///
+    /// [`FaultAction::BreakStream`]: crate::FaultAction::BreakStream
+    pub fn contract_breaking_faults(mut self) -> Self {
+        self.contract_breaking = true;
         self
     }
 
@@ -171,7 +183,7 @@ impl FakeApiServerBuilder {
             state: Mutex::new(state),
             changes,
             counters: Counters::new(self.log_limit),
-            faults: Faults::new(self.fault_seed),
+            faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
             token: self.token,
             bookmark_interval: Mutex::new(self.bookmark_interval),
@@ -373,8 +385,17 @@ impl FakeApiServer {
     }
 
     /// Adds a fault rule; see [`Fault`].
+    ///
+    /// # Panics
+    ///
+    /// For a contract-breaking fault ([`FaultAction::breaks_contract`]) on a server not built
+    /// with [`FakeApiServerBuilder::contract_breaking_faults`].
+    ///
+    /// [`FaultAction::breaks_contract`]: crate::FaultAction::breaks_contract
     pub fn inject(&self, fault: Fault) {
-        self.shared.faults.add(fault);
+        if let Err(refusal) = self.shared.faults.add(fault) {
+            panic!("{refusal}");
+        }
     }
 
     /// Removes all fault rules.

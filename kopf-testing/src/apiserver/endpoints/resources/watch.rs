@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::reads::{shuffle, stale_version, table_for};
 use super::selectors::Selectors;
 use super::target::Target;
+use crate::apiserver::endpoints::control::Breach;
 use crate::apiserver::endpoints::control::lock;
 use crate::apiserver::endpoints::reply::{Cut, Reply};
 use crate::apiserver::endpoints::request::{Context, Format};
@@ -77,6 +78,9 @@ pub(crate) fn watch(
         closed: lock(&shared.watches).clone(),
         events_left: context.close_watch_after,
         cut_after: context.reset_watch_after,
+        breach: context.break_stream,
+        events_seen: 0,
+        postponed: None,
         finished: false,
     };
     stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
@@ -208,6 +212,12 @@ struct WatchStream {
     events_left: Option<u64>,
     /// Events left before the connection is cut (an injected fault).
     cut_after: Option<u64>,
+    /// The contract to break, and at which event (an injected, opted-in fault).
+    breach: Option<(Breach, u64)>,
+    /// Object events queued so far (bookmarks and errors not counted).
+    events_seen: u64,
+    /// An event held back to be sent after the next one (a reorder).
+    postponed: Option<Bytes>,
     finished: bool,
 }
 
@@ -307,7 +317,27 @@ impl WatchStream {
 
     fn push(&mut self, kind: &str, object: &Value) {
         let target_object = self.rendered(object);
-        self.push_event(json!({"type": kind, "object": target_object}));
+        let number = self.events_seen;
+        self.events_seen += 1;
+        let breach = match self.breach {
+            Some((breach, at)) if at == number => Some(breach),
+            _ => None,
+        };
+        let line = line_of(&json!({"type": kind, "object": target_object}));
+        match breach {
+            Some(Breach::Drop) => {}
+            Some(Breach::Duplicate) => {
+                self.pending.push_back(line.clone());
+                self.pending.push_back(line);
+            }
+            Some(Breach::Reorder) => self.postponed = Some(line),
+            None => {
+                self.pending.push_back(line);
+                if let Some(postponed) = self.postponed.take() {
+                    self.pending.push_back(postponed);
+                }
+            }
+        }
     }
 
     fn rendered(&self, object: &Value) -> Value {
@@ -351,8 +381,13 @@ impl WatchStream {
     }
 
     fn push_event(&mut self, event: Value) {
-        let mut line = serde_json::to_vec(&event).unwrap_or_default();
-        line.push(b'\n');
-        self.pending.push_back(Bytes::from(line));
+        self.pending.push_back(line_of(&event));
     }
+}
+
+/// An event as a line of the stream.
+fn line_of(event: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(event).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
