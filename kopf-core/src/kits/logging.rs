@@ -40,10 +40,9 @@ pub(crate) struct LogStyle {
 /// Installs the subscriber with Kopf's log format, unless the program has installed one;
 /// `filter` (a tracing filter) or else `RUST_LOG`, else INFO, decides what is logged.
 pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
-    let filter = match filter {
-        Some(filter) => EnvFilter::new(filter),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
+    let from_env = std::env::var(EnvFilter::DEFAULT_ENV).ok();
+    let filter = EnvFilter::try_new(directives(filter, from_env.as_deref()))
+        .unwrap_or_else(|_| EnvFilter::new(directives(None, None)));
     let _already_installed = tracing_subscriber::registry()
         .with(filter)
         .with(SpanFields)
@@ -53,6 +52,23 @@ pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
                 .event_format(KopfFormat::new(style)),
         )
         .try_init();
+}
+
+/// kube-client's HTTP layer logs every failed response at ERROR, with no object and no
+/// word of what the request was for: kopf-rs logs each failure itself, with its object, at
+/// the level it deserves (a retried 500 is a warning). Silenced unless the filter names
+/// kube_client.
+const KUBE_HTTP_FAILURES: &str = "kube_client::client::builder=off";
+
+/// The filter's directives: the given ones, else `RUST_LOG`'s, else INFO; with kube-client's
+/// HTTP failure lines off unless they name kube_client themselves.
+fn directives(filter: Option<&str>, from_env: Option<&str>) -> String {
+    let chosen = filter.or(from_env).unwrap_or("info");
+    if chosen.contains("kube_client") {
+        chosen.to_string()
+    } else {
+        format!("{chosen},{KUBE_HTTP_FAILURES}")
+    }
 }
 
 /// A layer that keeps each span's fields as JSON, for the formatter to find an event's object.
@@ -246,6 +262,23 @@ mod tests {
             format,
             ..LogStyle::default()
         }
+    }
+
+    #[test]
+    fn kube_clients_http_failure_lines_are_off_unless_asked_for() {
+        assert_eq!(directives(None, None), "info,kube_client::client::builder=off");
+        assert_eq!(
+            directives(None, Some("debug")),
+            "debug,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            directives(Some("warn,kopf=info"), Some("debug")),
+            "warn,kopf=info,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            directives(None, Some("info,kube_client=debug")),
+            "info,kube_client=debug"
+        );
     }
 
     #[test]
