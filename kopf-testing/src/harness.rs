@@ -20,6 +20,7 @@
 //! The `#[kopf_testing::test]` attribute does the starting and stopping around a test's body.
 
 mod builder;
+mod campaign;
 mod explore;
 mod logs;
 mod objects;
@@ -29,6 +30,7 @@ mod sent;
 mod waiting;
 
 pub use builder::{HarnessBuilder, test_settings};
+pub use campaign::{Mutation, Mutations};
 pub use explore::{BadPlan, Exploration, Explorer, Outcome, Plan};
 pub(crate) use logs::LogCapture;
 pub use operator::OperatorHarness;

@@ -35,8 +35,8 @@ pub use apiserver::{
     LoggedRequest, RecreateError, Stats,
 };
 pub use harness::{
-    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, OperatorHarness, Outcome, Plan,
-    SentRequest, test_settings, wait,
+    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness,
+    Outcome, Plan, SentRequest, test_settings, wait,
 };
 
 /// Runs an `async fn` test with an [`OperatorHarness`]: a fresh fake API server and an

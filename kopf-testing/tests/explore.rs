@@ -141,3 +141,114 @@ async fn an_idempotent_handler_passes_every_plan() {
         );
     }
 }
+
+/// The level-based way: the child mirrors the spec, whatever the history.
+async fn mirror(name: &str, spec: &serde_json::Value, client: &kube::Client) -> kopf::Result<()> {
+    let children: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let data: BTreeMap<String, String> = spec
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), value.to_string()))
+        .collect();
+    let child = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": format!("{name}-mirror")},
+        "data": data,
+    });
+    let params = kube::api::PatchParams::apply("mirror").force();
+    children
+        .patch(
+            &format!("{name}-mirror"),
+            &params,
+            &kube::api::Patch::Apply(child),
+        )
+        .await?;
+    Ok(())
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn mirror_created(
+    name: &str,
+    spec: &serde_json::Value,
+    client: &kube::Client,
+) -> kopf::Result<()> {
+    mirror(name, spec, client).await
+}
+
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples")]
+async fn mirror_updated(
+    name: &str,
+    spec: &serde_json::Value,
+    client: &kube::Client,
+) -> kopf::Result<()> {
+    mirror(name, spec, client).await
+}
+
+/// The history-dependent way: a count of updates, which no rollback undoes.
+#[kopf::on_update("kopf.dev", "v1", "kopfexamples")]
+async fn count_updates(status: &serde_json::Value, patch: &mut kopf::Patch) {
+    let updates = status["updates"].as_u64().unwrap_or(0) + 1;
+    patch.status().insert("updates".into(), updates.into());
+}
+
+const MUTATED: &str = "{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}, spec: {size: 1, mode: fast, enabled: true}}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_based_operator_passes_the_mutation_campaign() {
+    let mutations = Explorer::new(|| {
+        Operator::new(kopf::handlers![mirror_created, mirror_updated]).settings(test_settings())
+    })
+    .setup(CRD)
+    .mutate(MUTATED)
+    .await;
+    mutations.assert_ok();
+    let fields: Vec<&str> = mutations
+        .mutations
+        .iter()
+        .map(|m| m.field.as_str())
+        .collect();
+    assert_eq!(fields, ["spec.enabled", "spec.mode", "spec.size"]);
+    assert_eq!(
+        mutations.without_effect(),
+        Vec::<&str>::new(),
+        "the mirror shows every field"
+    );
+    let size = &mutations.mutations[2];
+    assert_eq!(
+        (size.from.clone(), size.to.clone()),
+        (serde_json::json!(1), serde_json::json!(2))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mutation_campaign_finds_a_state_that_depends_on_history() {
+    let mutations = Explorer::new(|| {
+        Operator::new(kopf::handlers![
+            mirror_created,
+            mirror_updated,
+            count_updates
+        ])
+        .settings(test_settings())
+    })
+    .setup(CRD)
+    .mutate(MUTATED)
+    .await;
+    let failures = mutations.failures();
+    assert_eq!(
+        failures.len(),
+        3,
+        "every mutation: {:?}",
+        mutations.mutations
+    );
+    let problems = failures[0].problems.join("\n");
+    assert!(
+        problems.contains("after changing it back") && problems.contains(r#"{"updates":2}"#),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("created so on a fresh server"),
+        "{problems}"
+    );
+}

@@ -98,7 +98,19 @@ async fn main() -> ExitCode {
             },
         };
         match run(&plan, &operator, &dir.join(format!("seed-{seed}"))).await {
-            Ok(evidence) => rows.push((name, invariants::check(&evidence))),
+            Ok(evidence) => {
+                let report = invariants::check(&evidence);
+                eprintln!(
+                    "chaos: {} violations, {} kills, faults {:?}",
+                    report.violations.len(),
+                    evidence.kills.len(),
+                    evidence.faults
+                );
+                for violation in &report.violations {
+                    eprintln!("chaos:   {violation}");
+                }
+                rows.push((name, report));
+            }
             Err(error) => {
                 eprintln!("chaos: {error}");
                 return ExitCode::from(2);

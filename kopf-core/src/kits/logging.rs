@@ -266,7 +266,10 @@ mod tests {
 
     #[test]
     fn kube_clients_http_failure_lines_are_off_unless_asked_for() {
-        assert_eq!(directives(None, None), "info,kube_client::client::builder=off");
+        assert_eq!(
+            directives(None, None),
+            "info,kube_client::client::builder=off"
+        );
         assert_eq!(
             directives(None, Some("debug")),
             "debug,kube_client::client::builder=off"

@@ -48,7 +48,7 @@ use crate::apiserver::{FakeApiServer, Fault};
 const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
 
 /// Resources whose objects the comparison leaves out: what the operator says, not does.
-const UNCOMPARED: [&str; 4] = [
+pub(super) const UNCOMPARED: [&str; 4] = [
     "events",
     "events.events.k8s.io",
     "leases.coordination.k8s.io",
@@ -241,6 +241,18 @@ impl Explorer {
         self
     }
 
+    pub(super) fn setup_documents(&self) -> &[String] {
+        &self.setup
+    }
+
+    pub(super) fn operator_factory(&self) -> &(dyn Fn() -> Operator + Send + Sync) {
+        &*self.operator
+    }
+
+    pub(super) fn ignored_paths(&self) -> &[String] {
+        &self.ignored
+    }
+
     /// Run only this plan (and the reference), as a failure's report names it.
     ///
     /// # Panics
@@ -412,7 +424,7 @@ impl Explorer {
 }
 
 /// One life of the operator, on a runtime (and thread) of its own.
-struct Incarnation {
+pub(super) struct Incarnation {
     stop: CancellationToken,
     crash: Option<oneshot::Sender<()>>,
     ready: kopf::Ready,
@@ -420,7 +432,10 @@ struct Incarnation {
 }
 
 impl Incarnation {
-    fn launch(make: &(dyn Fn() -> Operator + Send + Sync), server: &FakeApiServer) -> Self {
+    pub(super) fn launch(
+        make: &(dyn Fn() -> Operator + Send + Sync),
+        server: &FakeApiServer,
+    ) -> Self {
         let operator = make().client(agent_client(server));
         let ready = operator.ready();
         let stop = CancellationToken::new();
@@ -471,7 +486,7 @@ impl Incarnation {
         }
     }
 
-    async fn ready(&self) -> bool {
+    pub(super) async fn ready(&self) -> bool {
         tokio::time::timeout(DEADLINE, self.ready.wait())
             .await
             .is_ok()
@@ -486,7 +501,7 @@ impl Incarnation {
     }
 
     /// Stops the operator as SIGTERM would, and says how it went.
-    async fn stop(mut self) -> Result<(), String> {
+    pub(super) async fn stop(mut self) -> Result<(), String> {
         self.stop.cancel();
         let result = tokio::time::timeout(DEADLINE, &mut self.done).await;
         match result {
@@ -509,7 +524,10 @@ fn agent_client(server: &FakeApiServer) -> kube::Client {
 }
 
 /// The objects at the end of the journal, normalized for comparison.
-fn final_state(journal: &[crate::Committed], ignored: &[String]) -> BTreeMap<String, Vec<Value>> {
+pub(super) fn final_state(
+    journal: &[crate::Committed],
+    ignored: &[String],
+) -> BTreeMap<String, Vec<Value>> {
     let mut latest: BTreeMap<(String, String, String), &Value> = BTreeMap::new();
     for change in journal {
         if UNCOMPARED.contains(&change.resource.as_str()) {
@@ -655,7 +673,7 @@ fn mask_times(value: &mut Value) {
 }
 
 /// What differs between the reference's objects and a run's.
-fn differences(
+pub(super) fn differences(
     reference: &BTreeMap<String, Vec<Value>>,
     state: &BTreeMap<String, Vec<Value>>,
 ) -> Vec<String> {
