@@ -252,3 +252,57 @@ async fn the_mutation_campaign_finds_a_state_that_depends_on_history() {
         "{problems}"
     );
 }
+
+/// Reads its input at `resourceVersion=0`, which a real server may answer from a cache that
+/// lags behind: under stale reads, it copies an old value.
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn copy_setting(client: &kube::Client) -> kopf::Result<String> {
+    let settings: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let setting = settings
+        .get_with("setting", &kube::api::GetParams::any())
+        .await?;
+    Ok(setting.data.unwrap_or_default()["value"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_explorer_finds_a_handler_that_trusts_a_stale_read() {
+    let exploration = Explorer::new(|| {
+        Operator::new(kopf::handlers![copy_setting]).settings(test_settings())
+    })
+    .setup(CRD)
+    .scenario(|harness| async move {
+        for value in ["a", "b", "c"] {
+            harness
+                .apply(&format!(
+                    "{{apiVersion: v1, kind: ConfigMap, metadata: {{name: setting}}, data: {{value: {value}}}}}"
+                ))
+                .await;
+        }
+        harness
+            .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}")
+            .await;
+        harness
+            .wait_for("kopfexamples", "default", "kex", |o| {
+                !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+                    .is_null()
+            })
+            .await;
+    })
+    .only("stale-reads")
+    .run()
+    .await;
+    assert_eq!(
+        exploration.reference.state["kopfexamples.kopf.dev default/kex"][0]["status"]["copy_setting"],
+        "c"
+    );
+    let stale = &exploration.outcomes[0];
+    assert!(stale.struck, "the handler's read was served stale");
+    assert!(
+        stale
+            .problems
+            .iter()
+            .any(|p| p.contains("status.copy_setting") && p.contains("instead of \"c\"")),
+        "{:?}",
+        stale.problems
+    );
+}

@@ -1,7 +1,8 @@
 //! The explorer: a user's operator run through a scenario again and again, each time with one
 //! fault at one of its writes (a crash right after it landed, a crash right before it would
-//! have, an error answered after it landed), and every run compared with a fault-free
-//! reference. What differs, or what stays stuck, is a bug the plan's name replays.
+//! have, an error answered after it landed) or with stale reads (time travel), and every run
+//! compared with a fault-free reference. [`Explorer::mutate`] runs an Acto-style campaign
+//! on a custom resource instead. What differs, or what stays stuck, is a bug the plan's name replays.
 //!
 //! A crash is a crash: each incarnation of the operator runs on a runtime of its own, and a
 //! crash drops that runtime with every task on it at once (nothing more is written, nothing
@@ -66,6 +67,10 @@ pub enum Plan {
     CrashBeforeWrite(u64),
     /// Write number N lands, but the operator is answered `500` (it believes it failed).
     FailAfterWrite(u64),
+    /// Every read the operator makes at `resourceVersion=0` (a kube-rs reflector, a list
+    /// with `match_any`) is served from a view 3 changes behind, as a lagging API server's
+    /// cache does: time travel. kopf-rs's own reads are consistent; handlers' may not be.
+    StaleReads,
 }
 
 impl fmt::Display for Plan {
@@ -75,6 +80,7 @@ impl fmt::Display for Plan {
             Plan::CrashAfterWrite(n) => write!(f, "crash-after-write-{n}"),
             Plan::CrashBeforeWrite(n) => write!(f, "crash-before-write-{n}"),
             Plan::FailAfterWrite(n) => write!(f, "fail-after-write-{n}"),
+            Plan::StaleReads => write!(f, "stale-reads"),
         }
     }
 }
@@ -82,7 +88,7 @@ impl fmt::Display for Plan {
 /// A plan's name is not one [`Plan`] prints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{0:?} is not a plan: try reference, crash-after-write-N, crash-before-write-N or fail-after-write-N"
+    "{0:?} is not a plan: try reference, crash-after-write-N, crash-before-write-N, fail-after-write-N or stale-reads"
 )]
 pub struct BadPlan(String);
 
@@ -91,8 +97,10 @@ impl FromStr for Plan {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let bad = || BadPlan(text.to_string());
-        if text == "reference" {
-            return Ok(Plan::Reference);
+        match text {
+            "reference" => return Ok(Plan::Reference),
+            "stale-reads" => return Ok(Plan::StaleReads),
+            _ => {}
         }
         let (kind, number) = text.rsplit_once('-').ok_or_else(bad)?;
         let number: u64 = number.parse().map_err(|_| bad())?;
@@ -147,7 +155,7 @@ impl Exploration {
             return;
         };
         let write = match first.plan {
-            Plan::Reference => None,
+            Plan::Reference | Plan::StaleReads => None,
             Plan::CrashAfterWrite(n) | Plan::CrashBeforeWrite(n) | Plan::FailAfterWrite(n) => {
                 self.reference.writes.get(n as usize)
             }
@@ -269,8 +277,8 @@ impl Explorer {
         self
     }
 
-    /// Runs the reference, then every plan: for each write of the reference, a crash after
-    /// it and before it, and an error answered after it. Plans that cannot change what the
+    /// Runs the reference, then every plan: stale reads, and for each write of the
+    /// reference, a crash after it and before it, and an error answered after it. Plans that cannot change what the
     /// operator does are pruned: a crash or an error right after posting an Event is the
     /// same as a crash right before the next write.
     pub async fn run(self) -> Exploration {
@@ -279,15 +287,15 @@ impl Explorer {
         let plans: Vec<Plan> = match self.only {
             Some(Plan::Reference) => Vec::new(),
             Some(plan) => vec![plan],
-            None => (0..reference.writes.len() as u64)
-                .flat_map(|n| {
+            None => std::iter::once(Plan::StaleReads)
+                .chain((0..reference.writes.len() as u64).flat_map(|n| {
                     let posting = reference.writes[n as usize].contains(" events");
                     let mut plans = vec![Plan::CrashBeforeWrite(n)];
                     if !posting {
                         plans.extend([Plan::CrashAfterWrite(n), Plan::FailAfterWrite(n)]);
                     }
                     plans
-                })
+                }))
                 .collect(),
         };
         let mut outcomes = Vec::new();
@@ -328,6 +336,10 @@ impl Explorer {
                         .times(1)
                         .user_agent(AGENT),
                 );
+                None
+            }
+            Plan::StaleReads => {
+                server.inject(Fault::stale_view(3).user_agent(AGENT));
                 None
             }
         };
@@ -386,6 +398,7 @@ impl Explorer {
         let struck = match plan {
             Plan::Reference => true,
             Plan::FailAfterWrite(_) => server.stats().faults.contains_key("commit_then_fail"),
+            Plan::StaleReads => server.stats().faults.contains_key("stale_view"),
             _ => crashed,
         };
         let journal = server.journal();
