@@ -78,6 +78,19 @@ pub(crate) async fn apply(
     let api = target.api();
     let params = PatchParams::default();
     let mut written = Written::default();
+    let mut finalizer = finalizer;
+    // A finalizer leaving (the deletion handlers are done, or no handler needs it) goes
+    // first, alone: the records that the same cycle purges stay until it is gone, so that a
+    // write that fails (or a crash) here runs no deletion handler again, and the object does
+    // not stay in deletion for want of a write that is not tried again.
+    if finalizer.as_ref().is_some_and(|op| op["op"] == "remove")
+        && let Some(operation) = finalizer.take()
+    {
+        match guarded(target, resource_version, &[operation], backoffs).await? {
+            Some(object) => written.versions.extend(object.metadata.resource_version),
+            None => return Ok(gone(patch)),
+        }
+    }
     // A crash between the status and the records re-runs the handler instead of losing its
     // result. A watch delivers each version; the caller waits until all have come back.
     if target.resource.status_subresource

@@ -212,6 +212,8 @@ pub(crate) struct Unwritten {
     /// The server rejected the write for good (e.g. `422 Invalid`: annotations too long):
     /// trying it again would fail again. It was reported when rejected.
     pub(crate) rejected: bool,
+    /// Not sent on purpose (the operator may not act): nothing is to be tried again.
+    pub(crate) dropped: bool,
 }
 
 impl Unwritten {
@@ -222,6 +224,7 @@ impl Unwritten {
             patch: Patch::default(),
             delay: Duration::ZERO,
             rejected: false,
+            dropped: true,
         }
     }
 }

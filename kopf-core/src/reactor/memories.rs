@@ -34,6 +34,10 @@ pub(crate) struct Memory {
     /// written again, before any handler runs, until it lands or the object is gone, so that
     /// no handler that succeeded runs again because its record was not stored.
     pub(crate) unwritten: Option<Patch>,
+    /// Whether the failed write also added (`true`) or removed (`false`) the finalizer: done
+    /// again with it, on the object's newest state (a removal after the deletion handlers is
+    /// not computed again once their records are purged by the same write).
+    pub(crate) unwritten_finalizer: Option<bool>,
     /// What writes that the server rejected for good (e.g. annotations too long) would have
     /// stored: not tried again, but laid over the object's state as if written, so that the
     /// handlers that finished do not run again; dropped once a later cycle's write lands.

@@ -205,11 +205,19 @@ impl Processor {
         let Some(body) = self.memory(uid, |memory| memory.latest.clone()) else {
             return Next::default();
         };
-        // A failed write of finished handlers goes first, alone: no handler runs until it
-        // lands (the object shows what they did only then).
-        if let Some(mut unwritten) = self.memory(uid, |m| m.unwritten.take()) {
+        // A failed write of finished handlers (or of the finalizer's change after them) goes
+        // first, alone: no handler runs until it lands (the object shows what they did only
+        // then).
+        let (unwritten, adding) =
+            self.memory(uid, |m| (m.unwritten.take(), m.unwritten_finalizer.take()));
+        if unwritten.is_some() || adding.is_some() {
+            let mut unwritten = unwritten.unwrap_or_default();
             unwritten.merge(patch);
-            let written = self.write(uid, &body, unwritten, None, tasks).await;
+            let finalizer = adding.and_then(|adding| self.finalizer_change(&body, adding));
+            let written = self.write(uid, &body, unwritten, finalizer, tasks).await;
+            if matches!(&written, Err(unwritten) if !unwritten.rejected && !unwritten.dropped) {
+                self.memory(uid, |m| m.unwritten_finalizer = adding);
+            }
             let wakeup = match self.remember(uid, written, true) {
                 // Landed: the consistency rule waits for its versions, then handlers run.
                 Ok(_) => Duration::ZERO,
@@ -260,10 +268,15 @@ impl Processor {
         }
         patch.merge(cycle.patch);
         let writes = !patch.is_empty();
+        let adding = cycle.finalizer.as_ref().map(|_| !self.has_finalizer(&body));
         let written = self.write(uid, &body, patch, cycle.finalizer, tasks).await;
         if writes && written.is_ok() {
             // Made on the state with the rejected writes laid over: it supersedes them.
             self.memory(uid, |m| m.rejected = None);
+        }
+        if matches!(&written, Err(unwritten) if !unwritten.rejected && !unwritten.dropped) {
+            // The finalizer's change goes again with the records it was sent with.
+            self.memory(uid, |m| m.unwritten_finalizer = adding);
         }
         match self.remember(uid, written, true) {
             Ok(again) => Next {
@@ -277,6 +290,28 @@ impl Processor {
                 wakeup: Some(delay),
                 gone: false,
             },
+        }
+    }
+
+    /// Whether the object carries the operator's finalizer.
+    fn has_finalizer(&self, body: &Value) -> bool {
+        let finalizer = &self.settings.persistence.finalizer;
+        body["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == finalizer.as_str()))
+    }
+
+    /// The JSON-patch operation that adds (or removes) the finalizer on the object's newest
+    /// state, when it is still needed (not on an object in deletion for an addition).
+    fn finalizer_change(&self, body: &Value, adding: bool) -> Option<Value> {
+        let finalizer = &self.settings.persistence.finalizer;
+        let finalizers = body["metadata"].get("finalizers");
+        let has = self.has_finalizer(body);
+        let deleting = !body["metadata"]["deletionTimestamp"].is_null();
+        match (adding, has) {
+            (true, false) if !deleting => Some(patching::add_finalizer(finalizers, finalizer)),
+            (false, true) => patching::remove_finalizer(finalizers, finalizer),
+            _ => None,
         }
     }
 
@@ -450,6 +485,7 @@ impl Processor {
                     patch,
                     delay: Duration::ZERO,
                     rejected: true,
+                    dropped: false,
                 })
             }
             Err(error) => {
@@ -468,6 +504,7 @@ impl Processor {
                     patch,
                     delay,
                     rejected: false,
+                    dropped: false,
                 })
             }
         }

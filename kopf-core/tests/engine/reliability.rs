@@ -693,3 +693,59 @@ async fn under_committed_failures_and_cut_streams_every_object_is_handled_once()
     drop(client);
     harness.stop().await.expect("a clean stop");
 }
+
+/// Found by the chaos suite: the write that removes the finalizer after the delete handler
+/// meets a 409 (or a 500). It is tried again (the handler does not run again), and the
+/// object goes: it is not left in deletion forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_finalizer_removal_is_tried_again_until_the_object_goes() {
+    for fault in [
+        Fault::conflict(),
+        Fault::respond(500),
+        Fault::commit_then_reset(),
+    ] {
+        let calls = Calls::default();
+        let registry = Registry::new().with(ChangeHandler::on_delete(
+            examples(),
+            "delete_fn",
+            recording(&calls, "delete_fn"),
+        ));
+        let harness = OperatorHarness::start_on(
+            server_with_crd().await,
+            Operator::new(registry).settings(test_settings()),
+        )
+        .await;
+        let client = harness.client();
+        create(&client, "going", json!({})).await;
+        wait_for(&client, "going", "the finalizer added", |o| {
+            o["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+                && o["metadata"]["annotations"][LAST_HANDLED].is_string()
+        })
+        .await;
+        settle(harness.server()).await;
+        harness.server().inject(
+            fault
+                .clone()
+                .verb("patch")
+                .resource("kopfexamples.kopf.dev")
+                .times(1),
+        );
+        crate::support::delete(&client, "going").await;
+        crate::support::wait_gone(&harness, "going").await;
+        assert_eq!(
+            harness.server().stats().faults.values().sum::<u64>(),
+            1,
+            "{fault:?} fired"
+        );
+        settle(harness.server()).await;
+        let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
+        assert_eq!(
+            handlers,
+            [json!("delete_fn")],
+            "{fault:?}: the handler ran once"
+        );
+        harness.stop().await.expect("a clean stop");
+    }
+}
