@@ -121,10 +121,15 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
             quote!(#p::TimerHandler::new(#selector, #id, #interval, #wrapper))
         }
     };
-    let setters = handler
+    let mut setters: Vec<TokenStream> = handler
         .options
         .iter()
-        .map(|setter| self::setter(setter, &p));
+        .map(|setter| self::setter(setter, &p))
+        .collect();
+    // The `rbac` subcommand names handlers that take a client but declare nothing.
+    if handler.kind != Kind::Login && handler.arguments.iter().any(|a| a.name == "client") {
+        setters.push(quote!(.takes_client()));
+    }
     let index = index_descriptor(handler, name, &p);
     // A parameter that names no index in scope is rustc's error; these names, in scope where
     // the indexes are named, make it suggest the argument the user may have meant.
@@ -456,6 +461,18 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
         Setter::Deleted => quote!(.deleted()),
         Setter::Sharp => quote!(.sharp()),
         Setter::LeaderOnly => quote!(.leader_only()),
+        Setter::Owns(types) => {
+            let calls = types
+                .iter()
+                .map(|ty| quote_spanned!(ty.span()=> .owns::<#ty>()));
+            quote!(#(#calls)*)
+        }
+        Setter::Reads(types) => {
+            let calls = types
+                .iter()
+                .map(|ty| quote_spanned!(ty.span()=> .reads::<#ty>()));
+            quote!(#(#calls)*)
+        }
         Setter::InitialDelay(duration) => {
             let duration = self::duration(duration, p);
             quote!(.initial_delay(#duration))

@@ -23,6 +23,7 @@ mod builder;
 mod logs;
 mod objects;
 mod operator;
+mod outcomes;
 mod resolutions;
 mod sent;
 mod waiting;

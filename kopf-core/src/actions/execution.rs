@@ -17,6 +17,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::clients::posting::Logger;
 use crate::structs::errors::ErrorKind;
+use crate::structs::outcomes::HandlerOutcome;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,9 +177,28 @@ impl Attempt<'_> {
         let metrics = self.node.metrics().cloned();
         let began = std::time::Instant::now();
         let (counted_as, retry) = (self.counted_as.unwrap_or(self.id), self.retry);
+        let recorded = self.node.outcomes().cloned().zip(self.node.work().cloned());
         let outcome = self.attempt(call).await;
         if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
             metrics.handled(counted_as, retry, ended, began.elapsed());
+        }
+        if let Some((outcomes, work)) = recorded {
+            let retries = retry.saturating_add(1);
+            let ended = match &outcome {
+                Outcome::Success(_) => Some(HandlerOutcome::Succeeded { retries }),
+                Outcome::Retry { message, .. } => Some(HandlerOutcome::Retrying {
+                    message: message.clone(),
+                    retries,
+                }),
+                Outcome::Failure(message) => Some(HandlerOutcome::Failed {
+                    message: message.clone(),
+                    retries,
+                }),
+                Outcome::Aborted => None,
+            };
+            if let Some(ended) = ended {
+                outcomes.record(&work.object, &work.handler, ended);
+            }
         }
         outcome
     }

@@ -177,6 +177,35 @@ fn usage_exit(error: &clap::Error) -> ExitCode {
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }
 
+/// What `my-operator rbac ARGS...` prints for this registry (the options as the subcommand
+/// takes them, `-n`, `-A`, `--service-account`, ...; environment variables are not read):
+/// for tests that apply it, and tools that write it out.
+///
+/// ```
+/// let yaml = kopf::rbac_manifest(&kopf::Registry::new(), ["-n", "default"]).unwrap();
+/// assert!(yaml.contains("kind: RoleBinding"));
+/// ```
+///
+/// # Errors
+///
+/// Invalid options, with the subcommand's usage.
+pub fn rbac_manifest<I, T>(registry: &Registry, args: I) -> Result<String, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let command_line = ["operator".into(), "rbac".into()]
+        .into_iter()
+        .chain(args.into_iter().map(Into::into));
+    let cli = parse_from(command_line).map_err(|error| error.render().to_string())?;
+    match cli.command {
+        Some(Command::Rbac(args)) => {
+            rbac(registry, args, |_| None).map_err(|error| error.render().to_string())
+        }
+        _ => Err("not the options of `rbac`".to_string()),
+    }
+}
+
 /// The text of `rbac`: the namespaces as `run` takes them (with Kopf's environment variables).
 fn rbac(
     registry: &Registry,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use super::control::{Counters, Faults, Stats, lock};
 use crate::apiserver::semantics::lifecycle;
 use crate::apiserver::storage::state::State;
@@ -21,6 +22,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     pub(crate) faults: Faults,
     pub(crate) token: Option<String>,
+    /// ServiceAccounts' tokens and RBAC enforcement.
+    pub(crate) access: Access,
     pub(crate) bookmark_interval: Mutex<Duration>,
     /// Cancelled on restart: every connection ends.
     pub(crate) connections: Mutex<CancellationToken>,
