@@ -127,8 +127,8 @@ pub mod __private {
     };
     pub use crate::actions::blocking::blocking;
     pub use crate::actions::extract::{
-        BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
-        TypedResource, args, output, result_output,
+        BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, RbacResource,
+        ResultOutput, Scope, TypedResource, args, output, result_output,
     };
     pub use crate::actions::indexing::{
         BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexOf, IndexResult, index_output,

@@ -462,15 +462,15 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
         Setter::Sharp => quote!(.sharp()),
         Setter::LeaderOnly => quote!(.leader_only()),
         Setter::Owns(types) => {
-            let calls = types
-                .iter()
-                .map(|ty| quote_spanned!(ty.span()=> .owns::<#ty>()));
+            let calls = types.iter().map(
+                |ty| quote_spanned!(ty.span()=> .rbac_rule(<#ty as #p::RbacResource>::owned())),
+            );
             quote!(#(#calls)*)
         }
         Setter::Reads(types) => {
-            let calls = types
-                .iter()
-                .map(|ty| quote_spanned!(ty.span()=> .reads::<#ty>()));
+            let calls = types.iter().map(
+                |ty| quote_spanned!(ty.span()=> .rbac_rule(<#ty as #p::RbacResource>::read())),
+            );
             quote!(#(#calls)*)
         }
         Setter::InitialDelay(duration) => {

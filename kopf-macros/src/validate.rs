@@ -820,8 +820,8 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             let message = if kind.serves_resource() {
                 format!(
                     "`{name}` is neither an argument of `{attr}` handlers nor an index{}: an \
-                     index is taken as `&kopf::Index<K, V>` under the name of its \
-                     `#[kopf::index]` function; `{attr}` handlers get: {valid}",
+                     index is taken as `&kopf::Index<K, V>` or `kopf::Index<K, V>` under the \
+                     name of its `#[kopf::index]` function; `{attr}` handlers get: {valid}",
                     suggestion(name, kind.arguments())
                 )
             } else {
