@@ -320,7 +320,7 @@ enum Command {
     /// The CRDs are those that the program declares with `Registry::crd::<K>()`, then
     /// ClusterKopfPeering and KopfPeering (kopf.dev/v1), which peering needs.
     Crd,
-    /// Print the RBAC that the handlers need, as YAML.
+    /// Print the RBAC that the framework and the declared handlers need, as YAML.
     ///
     /// A ServiceAccount, a ClusterRole (and a Role per namespace when -n gives plain names)
     /// and their bindings.
@@ -398,8 +398,12 @@ struct ResumeArgs {
 const FREEZE_PRIORITY: i64 = 100;
 
 const RBAC_NOTE: &str = "\
-The RBAC is computed from the handlers, without a cluster. Resources given by a name that
-discovery resolves (a short name, a kind, no group) are printed as given: check them.";
+The RBAC is computed from the handlers, without a cluster: what the framework does with the
+handled resources, events, CRDs and peering, and what the program declares (`owns = [..]`
+and `reads = [..]` on handlers, `Registry::rbac_rule`). Other calls that handlers make with
+their `client` are not covered: the output names the handlers that take a `client` and
+declare nothing. Resources given by a name that discovery resolves (a short name, a kind, no
+group) are printed as given: check them.";
 
 /// The options of `rbac`.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
