@@ -34,6 +34,23 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// How the attempt ended after `retries` attempts, as tests read it
+    /// ([`Operator::outcomes`](crate::Operator::outcomes)); `None` when it was aborted.
+    pub(crate) fn as_handler_outcome(&self, retries: u32) -> Option<HandlerOutcome> {
+        match self {
+            Outcome::Success(_) => Some(HandlerOutcome::Succeeded { retries }),
+            Outcome::Retry { message, .. } => Some(HandlerOutcome::Retrying {
+                message: message.clone(),
+                retries,
+            }),
+            Outcome::Failure(message) => Some(HandlerOutcome::Failed {
+                message: message.clone(),
+                retries,
+            }),
+            Outcome::Aborted => None,
+        }
+    }
+
     /// How the attempt ended, for the metrics; `None` when it was aborted (not counted).
     fn ended(&self) -> Option<Ended> {
         match self {
@@ -182,23 +199,10 @@ impl Attempt<'_> {
         if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
             metrics.handled(counted_as, retry, ended, began.elapsed());
         }
-        if let Some((outcomes, work)) = recorded {
-            let retries = retry.saturating_add(1);
-            let ended = match &outcome {
-                Outcome::Success(_) => Some(HandlerOutcome::Succeeded { retries }),
-                Outcome::Retry { message, .. } => Some(HandlerOutcome::Retrying {
-                    message: message.clone(),
-                    retries,
-                }),
-                Outcome::Failure(message) => Some(HandlerOutcome::Failed {
-                    message: message.clone(),
-                    retries,
-                }),
-                Outcome::Aborted => None,
-            };
-            if let Some(ended) = ended {
-                outcomes.record(&work.object, &work.handler, ended);
-            }
+        if let Some((outcomes, work)) = recorded
+            && let Some(ended) = outcome.as_handler_outcome(retry.saturating_add(1))
+        {
+            outcomes.record(&work.object, &work.handler, ended);
         }
         outcome
     }

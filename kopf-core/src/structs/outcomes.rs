@@ -32,6 +32,15 @@ pub enum HandlerOutcome {
 }
 
 impl HandlerOutcome {
+    /// Attempts made.
+    pub fn retries(&self) -> u32 {
+        match self {
+            HandlerOutcome::Succeeded { retries }
+            | HandlerOutcome::Retrying { retries, .. }
+            | HandlerOutcome::Failed { retries, .. } => *retries,
+        }
+    }
+
     /// Whether the handler is done with the object: succeeded or failed for good.
     pub fn is_final(&self) -> bool {
         !matches!(self, HandlerOutcome::Retrying { .. })
@@ -93,6 +102,13 @@ impl Outcomes {
     /// Records an attempt's end; `object` is `namespace/name`, or `name` if cluster-scoped.
     pub(crate) fn record(&self, object: &str, handler_id: &str, outcome: HandlerOutcome) {
         lock(&self.0).insert((object.to_string(), handler_id.to_string()), outcome);
+    }
+
+    /// The attempts recorded for a handler on an object (0 if none).
+    pub(crate) fn retries(&self, object: &str, handler_id: &str) -> u32 {
+        lock(&self.0)
+            .get(&(object.to_string(), handler_id.to_string()))
+            .map_or(0, HandlerOutcome::retries)
     }
 }
 
