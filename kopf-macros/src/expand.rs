@@ -131,18 +131,6 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
         setters.push(quote!(.takes_client()));
     }
     let index = index_descriptor(handler, name, &p);
-    // A parameter that names no index in scope is rustc's error; these names, in scope where
-    // the indexes are named, make it suggest the argument the user may have meant.
-    let arguments: Vec<syn::Ident> = if handler.arguments.iter().any(|a| a.index) {
-        handler
-            .kind
-            .arguments()
-            .iter()
-            .map(|argument| format_ident!("{}", argument))
-            .collect()
-    } else {
-        Vec::new()
-    };
     quote! {
         #[doc(hidden)]
         #[allow(
@@ -156,10 +144,6 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
 
         impl #p::Descriptor for #name {
             fn descriptor() -> #p::AnyHandler {
-                #(
-                    #[allow(non_camel_case_types, dead_code, reason = "an argument's name")]
-                    type #arguments = ();
-                )*
                 #p::AnyHandler::from(#constructor #(#setters)*)
             }
         }
