@@ -10,6 +10,10 @@
 //! - every operator creates core `events` and lists and watches `customresourcedefinitions`
 //!   (it watches them to rediscover resources); it lists and watches `namespaces` when the
 //!   namespace patterns are not plain names;
+//! - what the program declares: `owns = [..]`/`reads = [..]` on handlers (or their
+//!   `rbac_rule`), and [`Registry::rbac_rule`]; namespaced resources' rules go where the
+//!   handled resources' go, cluster-scoped ones to the ClusterRole. The output's comments
+//!   list the declarations and name the handlers that take a `client` but declare nothing;
 //! - every operator gets, lists, watches and patches Kopf's peering objects (`kopf.dev`):
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
 //!   otherwise (as Kopf's `deployment-rbac.yaml`).
@@ -157,13 +161,16 @@ fn declarations(registry: &Registry) -> String {
         .filter(|(_, needs)| needs.takes_client && needs.rules.is_empty())
         .map(|(id, _)| *id)
         .collect();
-    if !silent.is_empty() {
-        text.push_str(&format!(
-            "# NOT COVERED: {} take(s) a `client` but declare(s) nothing it touches; add \
-             `owns = [..]`/`reads = [..]` to the handler or `Registry::rbac_rule(..)`.\n",
-            silent.join(", ")
-        ));
-    }
+    let (take, declare, touch) = match silent.len() {
+        0 => return text,
+        1 => ("takes", "declares", "it touches"),
+        _ => ("take", "declare", "they touch"),
+    };
+    text.push_str(&format!(
+        "# NOT COVERED: {} {take} a `client` but {declare} nothing {touch} through it; \
+         add `owns = [..]`/`reads = [..]` to the handler or `Registry::rbac_rule(..)`.\n",
+        silent.join(", ")
+    ));
     text
 }
 
@@ -526,7 +533,7 @@ mod tests {
             "# Declared with Registry::rbac_rule: core/secrets named credentials: get\n"
         ));
         assert!(
-            text.contains("# NOT COVERED: silent_fn take(s) a `client`"),
+            text.contains("# NOT COVERED: silent_fn takes a `client` but declares nothing it touches through it"),
             "{text}"
         );
         let documents = parse(&text);

@@ -117,7 +117,7 @@ async fn a_child_that_is_not_declared_is_forbidden() {
     let registry = kopf::handlers![configure_undeclared];
     let rbac = kopf::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
     assert!(
-        rbac.contains("# NOT COVERED: configure_undeclared take(s) a `client`"),
+        rbac.contains("# NOT COVERED: configure_undeclared takes a `client`"),
         "{rbac}"
     );
     let harness = start(registry).await;
