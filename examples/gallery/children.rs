@@ -36,7 +36,8 @@ pub fn child_of(name: &str, spec: &Value) -> ConfigMap {
 }
 
 /// Creates the child, owned by the object; a child left by an earlier attempt is fine.
-#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+/// `owns` puts the ConfigMaps into what `children rbac` prints.
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples", owns = [ConfigMap])]
 pub async fn create_fn(
     body: &Value,
     name: &str,

@@ -21,6 +21,8 @@
 //!
 //! Everything the operator runs is a node of one cancellation tree: when `run` returns, no
 //! task of it is left, and its connections are closed.
+//!
+#![doc = include_str!("../docs/handlers.md")]
 
 // The layers, bottom up: each uses only those above it in this list (ARCHITECTURE.md).
 mod actions;
@@ -61,7 +63,7 @@ pub use intents::handlers::{ChangeHandler, EventHandler, Trigger};
 pub use intents::indexing::IndexHandler;
 pub use intents::login::LoginHandler;
 pub use intents::registry::{AnyHandler, Registry};
-pub use kits::cli::{run, run_with};
+pub use kits::cli::{rbac_manifest, run, run_with};
 pub use kits::hierarchies::{
     adjust_namespace, adopt, adopt_to_current, append_owner_reference, harmonize_naming, label,
     remove_owner_reference,
@@ -72,7 +74,9 @@ pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
 pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
 pub use structs::indexes::{Index, IndexKey, IndexValue, IntoIndexEntries, Store};
 pub use structs::memos::Memo;
+pub use structs::outcomes::{HandlerOutcome, Outcomes};
 pub use structs::patch::Patch;
+pub use structs::rbac::{OWNING_VERBS, READING_VERBS, RbacRule};
 pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
 
 pub use kopf_macros::{
@@ -123,8 +127,8 @@ pub mod __private {
     };
     pub use crate::actions::blocking::blocking;
     pub use crate::actions::extract::{
-        BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, ResultOutput, Scope,
-        TypedResource, args, output, result_output,
+        BorrowedArgument, BorrowedTyped, Output, OwnedArgument, PatchSlot, RbacResource,
+        ResultOutput, Scope, TypedResource, args, output, result_output,
     };
     pub use crate::actions::indexing::{
         BorrowedIndexArgument, IndexArgument, IndexDescriptor, IndexOf, IndexResult, index_output,

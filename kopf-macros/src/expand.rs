@@ -121,23 +121,16 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
             quote!(#p::TimerHandler::new(#selector, #id, #interval, #wrapper))
         }
     };
-    let setters = handler
+    let mut setters: Vec<TokenStream> = handler
         .options
         .iter()
-        .map(|setter| self::setter(setter, &p));
+        .map(|setter| self::setter(setter, &p))
+        .collect();
+    // The `rbac` subcommand names handlers that take a client but declare nothing.
+    if handler.kind != Kind::Login && handler.arguments.iter().any(|a| a.name == "client") {
+        setters.push(quote!(.takes_client()));
+    }
     let index = index_descriptor(handler, name, &p);
-    // A parameter that names no index in scope is rustc's error; these names, in scope where
-    // the indexes are named, make it suggest the argument the user may have meant.
-    let arguments: Vec<syn::Ident> = if handler.arguments.iter().any(|a| a.index) {
-        handler
-            .kind
-            .arguments()
-            .iter()
-            .map(|argument| format_ident!("{}", argument))
-            .collect()
-    } else {
-        Vec::new()
-    };
     quote! {
         #[doc(hidden)]
         #[allow(
@@ -151,10 +144,6 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
 
         impl #p::Descriptor for #name {
             fn descriptor() -> #p::AnyHandler {
-                #(
-                    #[allow(non_camel_case_types, dead_code, reason = "an argument's name")]
-                    type #arguments = ();
-                )*
                 #p::AnyHandler::from(#constructor #(#setters)*)
             }
         }
@@ -456,6 +445,18 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
         Setter::Deleted => quote!(.deleted()),
         Setter::Sharp => quote!(.sharp()),
         Setter::LeaderOnly => quote!(.leader_only()),
+        Setter::Owns(types) => {
+            let calls = types.iter().map(
+                |ty| quote_spanned!(ty.span()=> .rbac_rule(<#ty as #p::RbacResource>::owned())),
+            );
+            quote!(#(#calls)*)
+        }
+        Setter::Reads(types) => {
+            let calls = types.iter().map(
+                |ty| quote_spanned!(ty.span()=> .rbac_rule(<#ty as #p::RbacResource>::read())),
+            );
+            quote!(#(#calls)*)
+        }
         Setter::InitialDelay(duration) => {
             let duration = self::duration(duration, p);
             quote!(.initial_delay(#duration))

@@ -34,7 +34,7 @@ const ACTIVITY_ARGUMENTS: &[&str] = &[
 
 /// The options of activity handlers: they serve no resource.
 const ACTIVITY_OPTIONS: &[&str] = &[
-    "id", "errors", "timeout", "retries", "backoff", "param", "crate",
+    "id", "errors", "timeout", "retries", "backoff", "param", "owns", "reads", "crate",
 ];
 
 const CHANGE_ARGUMENTS: &[&str] = &[
@@ -133,6 +133,8 @@ const COMMON_OPTIONS: &[&str] = &[
     "labels",
     "annotations",
     "when",
+    "owns",
+    "reads",
     "crate",
 ];
 const CHANGE_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff", "field", "value"];
@@ -203,6 +205,8 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
     "idle",
     "sharp",
     "leader_only",
+    "owns",
+    "reads",
 ];
 
 impl Kind {
@@ -241,7 +245,8 @@ impl Kind {
     /// Whether this kind accepts the option.
     pub(crate) fn accepts(self, option: &str) -> bool {
         if !self.serves_resource() {
-            return ACTIVITY_OPTIONS.contains(&option)
+            let rbac = matches!(option, "owns" | "reads");
+            return (ACTIVITY_OPTIONS.contains(&option) && !(rbac && self == Kind::Login))
                 || (option == "leader_only" && matches!(self, Kind::Startup | Kind::Cleanup));
         }
         COMMON_OPTIONS.contains(&option)
@@ -328,6 +333,9 @@ pub(crate) fn option_elsewhere(option: &str) -> &'static str {
         "cancellation_backoff" | "cancellation_timeout" => " (only `daemon` has it)",
         "interval" | "idle" | "sharp" => " (only `timer` has it)",
         "leader_only" => " (only `on_startup` and `on_cleanup` have it)",
+        "owns" | "reads" => {
+            " (a login handler makes the credentials: declare what it reads with `Registry::rbac_rule`)"
+        }
         "category" | "labels" | "annotations" | "when" => {
             " (only handlers of resources have it; activity handlers serve the operator itself)"
         }

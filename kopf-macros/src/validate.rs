@@ -65,6 +65,10 @@ pub(crate) enum Setter {
     Idle(Duration),
     Sharp,
     LeaderOnly,
+    /// `owns = [..]`: resource types the handler creates and changes, for the `rbac` output.
+    Owns(Vec<syn::Type>),
+    /// `reads = [..]`: resource types the handler reads.
+    Reads(Vec<syn::Type>),
 }
 
 /// A duration written as a literal (checked here) or as an expression of type `Duration`.
@@ -376,6 +380,15 @@ fn options(
                     }
                 }
                 "param" => setters.push(Setter::Param(value)),
+                "owns" | "reads" => {
+                    if let Some(types) = resource_types(&key, value, errors) {
+                        setters.push(if key == "owns" {
+                            Setter::Owns(types)
+                        } else {
+                            Setter::Reads(types)
+                        });
+                    }
+                }
                 "when" => setters.push(Setter::When(value)),
                 filter @ ("value" | "old" | "new") => {
                     needs_field.push((filter.to_string(), span));
@@ -799,17 +812,32 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             Some(rest) if !rest.is_empty() => rest,
             _ => written,
         };
-        // Any other name takes the index of the `#[kopf::index]` function of that name; a
-        // misspelt one is not found in scope (rustc's error, at the parameter).
-        let index = kind.serves_resource() && !kinds::is_argument(name);
+        // Any other name takes the index of the `#[kopf::index]` function of that name, when
+        // its type says so (`Index<K, V>`); a misspelt index is not found in scope (rustc's
+        // error, at the parameter). A name of no argument with another type is a mistake.
+        let unknown = !kinds::is_argument(name);
+        if unknown && (!kind.serves_resource() || !names_an_index(&typed.ty)) {
+            let message = if kind.serves_resource() {
+                format!(
+                    "`{name}` is neither an argument of `{attr}` handlers nor an index{}: an \
+                     index is taken as `&kopf::Index<K, V>` or `kopf::Index<K, V>` under the \
+                     name of its `#[kopf::index]` function; `{attr}` handlers get: {valid}",
+                    suggestion(name, kind.arguments())
+                )
+            } else {
+                format!(
+                    "unknown argument `{name}`{}; `{attr}` handlers get: {valid}",
+                    suggestion(name, kind.arguments())
+                )
+            };
+            errors.at(ident.span(), message);
+            continue;
+        }
+        let index = unknown;
         if !index && !kind.arguments().contains(&name) {
             let message = match kinds::elsewhere(name) {
                 Some(reason) => format!(
                     "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
-                ),
-                None if !kinds::is_argument(name) => format!(
-                    "unknown argument `{name}`{}; `{attr}` handlers get: {valid}",
-                    suggestion(name, kind.arguments())
                 ),
                 None => format!(
                     "`{name}` is not given to `{attr}` handlers; `{attr}` handlers get: {valid}"
@@ -856,6 +884,48 @@ fn output(output: &syn::ReturnType) -> Output {
                 Output::Value((**ty).clone())
             }
         }
+    }
+}
+
+/// `[Deployment, ConfigMap]` or one type: the resource types of `owns` and `reads`.
+fn resource_types(key: &str, value: TokenStream, errors: &mut Errors) -> Option<Vec<syn::Type>> {
+    use syn::parse::Parser as _;
+    let span = value.span();
+    let list = |input: syn::parse::ParseStream<'_>| {
+        let content;
+        syn::bracketed!(content in input);
+        syn::punctuated::Punctuated::<syn::Type, syn::Token![,]>::parse_terminated(&content)
+    };
+    if let Ok(types) = list.parse2(value.clone()) {
+        return Some(types.into_iter().collect());
+    }
+    match syn::parse2::<syn::Type>(value) {
+        Ok(ty) => Some(vec![ty]),
+        Err(_) => {
+            errors.at(
+                span,
+                format!(
+                    "expected resource types: `{key} = [Deployment, ConfigMap]` (any \
+                     `kube::Resource` types); for anything else, `Registry::rbac_rule`"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Whether a parameter's type is written as an index: `Index<K, V>` or a reference to one,
+/// by any path (`kopf::Index<..>`).
+fn names_an_index(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Reference(reference) => names_an_index(&reference.elem),
+        syn::Type::Paren(inner) => names_an_index(&inner.elem),
+        syn::Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "Index"),
+        _ => false,
     }
 }
 

@@ -25,6 +25,7 @@ mod explore;
 mod logs;
 mod objects;
 mod operator;
+mod outcomes;
 mod resolutions;
 mod sent;
 mod waiting;

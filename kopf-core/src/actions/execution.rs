@@ -17,6 +17,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::clients::posting::Logger;
 use crate::structs::errors::ErrorKind;
+use crate::structs::outcomes::HandlerOutcome;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +34,23 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// How the attempt ended after `retries` attempts, as tests read it
+    /// ([`Operator::outcomes`](crate::Operator::outcomes)); `None` when it was aborted.
+    pub(crate) fn as_handler_outcome(&self, retries: u32) -> Option<HandlerOutcome> {
+        match self {
+            Outcome::Success(_) => Some(HandlerOutcome::Succeeded { retries }),
+            Outcome::Retry { message, .. } => Some(HandlerOutcome::Retrying {
+                message: message.clone(),
+                retries,
+            }),
+            Outcome::Failure(message) => Some(HandlerOutcome::Failed {
+                message: message.clone(),
+                retries,
+            }),
+            Outcome::Aborted => None,
+        }
+    }
+
     /// How the attempt ended, for the metrics; `None` when it was aborted (not counted).
     fn ended(&self) -> Option<Ended> {
         match self {
@@ -176,9 +194,15 @@ impl Attempt<'_> {
         let metrics = self.node.metrics().cloned();
         let began = std::time::Instant::now();
         let (counted_as, retry) = (self.counted_as.unwrap_or(self.id), self.retry);
+        let recorded = self.node.outcomes().cloned().zip(self.node.work().cloned());
         let outcome = self.attempt(call).await;
         if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
             metrics.handled(counted_as, retry, ended, began.elapsed());
+        }
+        if let Some((outcomes, work)) = recorded
+            && let Some(ended) = outcome.as_handler_outcome(retry.saturating_add(1))
+        {
+            outcomes.record(&work.object, &work.handler, ended);
         }
         outcome
     }

@@ -403,6 +403,34 @@ impl<K: kube::Resource<DynamicType = ()>> TypedResource for K {
     }
 }
 
+/// A typed resource in `owns = [..]` or `reads = [..]`: the rule the `rbac` subcommand prints.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a typed Kubernetes resource, as `owns` and `reads` take",
+    label = "expected a `kube::Resource<DynamicType = ()>`, e.g. a k8s-openapi type or a `#[derive(CustomResource)]` type",
+    note = "for other resources or verbs: `Registry::rbac_rule(kopf::RbacRule::new(group, resources, verbs))`"
+)]
+pub trait RbacResource {
+    /// The rule for `owns`: every verb but `deletecollection`.
+    fn owned() -> crate::structs::rbac::RbacRule;
+    /// The rule for `reads`: `get`, `list`, `watch`.
+    fn read() -> crate::structs::rbac::RbacRule;
+}
+
+#[diagnostic::do_not_recommend]
+impl<K> RbacResource for K
+where
+    K: kube::Resource<DynamicType = ()>,
+    K::Scope: 'static,
+{
+    fn owned() -> crate::structs::rbac::RbacRule {
+        crate::structs::rbac::RbacRule::owns::<K>()
+    }
+
+    fn read() -> crate::structs::rbac::RbacRule {
+        crate::structs::rbac::RbacRule::reads::<K>()
+    }
+}
+
 /// Stores a handler's return value: `null` (from `()` or `None`) stores nothing.
 pub fn output<T: serde::Serialize>(value: T) -> HandlerResult {
     match serde_json::to_value(value) {

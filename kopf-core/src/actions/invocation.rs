@@ -102,6 +102,8 @@ pub(crate) struct Options {
     pub(crate) value: Option<ValueFilter>,
     pub(crate) old: Option<ValueFilter>,
     pub(crate) new: Option<ValueFilter>,
+    /// What the handler touches through its own API calls, for the `rbac` subcommand.
+    pub(crate) rbac: crate::structs::rbac::RbacNeeds,
 }
 
 pub(crate) fn boxed<F, Fut>(function: F) -> HandlerFn
@@ -149,9 +151,50 @@ macro_rules! retry_setters {
 }
 
 /// The setters of every option of resource handlers: [`retry_setters`] and the filters.
+/// The setters of what a handler touches through its own API calls, for every kind.
+macro_rules! rbac_setters {
+    () => {
+        /// Declares what the handler does through its own API calls, for the operator's
+        /// `rbac` subcommand (`owns = [..]`, `reads = [..]` on the attributes).
+        pub fn rbac_rule(mut self, rule: crate::structs::rbac::RbacRule) -> Self {
+            self.options.rbac.rules.push(rule);
+            self
+        }
+
+        /// Declares that the handler creates and changes objects of `K` (every verb but
+        /// `deletecollection`): the attributes' `owns = [K]`.
+        pub fn owns<K>(self) -> Self
+        where
+            K: kube::Resource<DynamicType = ()>,
+            K::Scope: 'static,
+        {
+            self.rbac_rule(crate::structs::rbac::RbacRule::owns::<K>())
+        }
+
+        /// Declares that the handler reads objects of `K` (`get`, `list`, `watch`): the
+        /// attributes' `reads = [K]`.
+        pub fn reads<K>(self) -> Self
+        where
+            K: kube::Resource<DynamicType = ()>,
+            K::Scope: 'static,
+        {
+            self.rbac_rule(crate::structs::rbac::RbacRule::reads::<K>())
+        }
+
+        /// Marks the handler as taking a `client` (set by the attributes): the `rbac`
+        /// subcommand names it when it declares no rules.
+        #[doc(hidden)]
+        pub fn takes_client(mut self) -> Self {
+            self.options.rbac.takes_client = true;
+            self
+        }
+    };
+}
+
 macro_rules! option_setters {
     () => {
         crate::actions::invocation::retry_setters!();
+        crate::actions::invocation::rbac_setters!();
 
         /// Only for objects whose label `key` passes the filter.
         pub fn label(mut self, key: &str, filter: crate::structs::filters::MetaFilter) -> Self {
@@ -180,7 +223,7 @@ macro_rules! option_setters {
     };
 }
 
-pub(crate) use {option_setters, retry_setters};
+pub(crate) use {option_setters, rbac_setters, retry_setters};
 
 /// Everything a handler may ask for, given to it when it is called (Kopf's kwargs).
 #[derive(Clone)]

@@ -143,6 +143,8 @@ struct Shared {
     next: AtomicU64,
     /// The operator's metrics, when it serves them.
     metrics: OnceLock<crate::aiokits::metrics::Metrics>,
+    /// Where handlers' outcomes are kept, when the operator was asked for them.
+    outcomes: OnceLock<crate::structs::outcomes::Outcomes>,
 }
 
 impl Tasks {
@@ -159,6 +161,7 @@ impl Tasks {
                 in_flight: Mutex::default(),
                 next: AtomicU64::new(0),
                 metrics: OnceLock::new(),
+                outcomes: OnceLock::new(),
             }),
         }
     }
@@ -299,6 +302,16 @@ impl Tasks {
     /// The operator's metrics, when it serves them.
     pub(crate) fn metrics(&self) -> Option<&crate::aiokits::metrics::Metrics> {
         self.shared.metrics.get()
+    }
+
+    /// Keeps handlers' outcomes here, for every node of the tree.
+    pub(crate) fn record_outcomes(&self, outcomes: crate::structs::outcomes::Outcomes) {
+        let _ = self.shared.outcomes.set(outcomes);
+    }
+
+    /// Where handlers' outcomes are kept, if anywhere.
+    pub(crate) fn outcomes(&self) -> Option<&crate::structs::outcomes::Outcomes> {
+        self.shared.outcomes.get()
     }
 }
 

@@ -125,6 +125,16 @@ pub struct ExecutionSettings {
     /// At most this many threads run [sync handlers](crate::blocking) at once; more calls
     /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
     pub max_blocking_threads: usize,
+    /// At most this long: timers' intervals and idle times, daemons' and timers' initial
+    /// delays. A test setting (none by default): with `Some(Duration::from_millis(100))`, a
+    /// timer of `interval = "1h"` runs every 100 ms, with no change to the handler
+    /// (`kopf_testing::HarnessBuilder::interval_cap`).
+    ///
+    /// ```
+    /// let mut settings = kopf::Settings::default();
+    /// settings.execution.interval_cap = Some(std::time::Duration::from_millis(100));
+    /// ```
+    pub interval_cap: Option<Duration>,
 }
 
 impl Default for ExecutionSettings {
@@ -136,6 +146,7 @@ impl Default for ExecutionSettings {
                 .map_or(1, std::num::NonZero::get)
                 .saturating_add(4)
                 .min(32),
+            interval_cap: None,
         }
     }
 }

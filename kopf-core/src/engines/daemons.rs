@@ -185,6 +185,9 @@ pub(crate) trait DaemonHost: Send + Sync + 'static {
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;
 
+    /// A timer's interval or idle time, or an initial delay, as the settings cap it.
+    fn paced(&self, delay: Duration) -> Duration;
+
     /// Whether the operator may act on objects now (a Lease leader within its term): if not,
     /// the next call does not start, and the daemon or timer ends (it is stopped anyway, and
     /// started again when the operator resumes).
@@ -291,7 +294,7 @@ impl Runner {
     async fn run(self) {
         let kind = self.handler.kind();
         if let Some(delay) = self.handler.initial_delay()
-            && !self.sleep(delay).await
+            && !self.sleep(self.host.paced(delay)).await
         {
             return;
         }
@@ -299,7 +302,9 @@ impl Runner {
         match &self.handler {
             Background::Daemon(_) => self.run_daemon().await,
             Background::Timer(timer) => {
-                let (interval, idle, sharp) = (timer.interval, timer.idle, timer.sharp);
+                let interval = self.host.paced(timer.interval);
+                let idle = timer.idle.map(|idle| self.host.paced(idle));
+                let sharp = timer.sharp;
                 self.run_timer(interval, idle, sharp).await;
             }
         }

@@ -69,6 +69,8 @@ pub(crate) struct ActivityOptions {
     pub(crate) backoff: Option<Duration>,
     pub(crate) param: Option<Value>,
     pub(crate) leader_only: bool,
+    /// What the handler touches through its own API calls, for the `rbac` subcommand.
+    pub(crate) rbac: crate::structs::rbac::RbacNeeds,
 }
 
 impl ActivityHandler {
@@ -154,6 +156,7 @@ impl ActivityHandler {
     }
 
     crate::actions::invocation::retry_setters!();
+    crate::actions::invocation::rbac_setters!();
 }
 
 impl fmt::Debug for ActivityHandler {

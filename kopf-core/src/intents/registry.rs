@@ -10,6 +10,7 @@ use crate::intents::handlers::ChangeHandler;
 use crate::intents::handlers::EventHandler;
 use crate::intents::indexing::IndexHandler;
 use crate::intents::login::LoginHandler;
+use crate::structs::rbac::{RbacNeeds, RbacRule};
 use crate::structs::resources::Selector;
 
 /// The handlers of an operator. Tests and embedders build one explicitly, so each operator
@@ -28,6 +29,8 @@ pub struct Registry {
     pub(crate) logins: Vec<LoginHandler>,
     /// The CRDs that the `crd` subcommand prints, in declaration order.
     pub(crate) crds: Vec<CustomResourceDefinition>,
+    /// RBAC rules declared for the whole operator, for the `rbac` subcommand.
+    pub(crate) rbac: Vec<RbacRule>,
 }
 
 impl Registry {
@@ -91,6 +94,47 @@ impl Registry {
         {
             self.crds.push(crd);
         }
+    }
+
+    /// Declares an RBAC rule the operator needs beyond what the framework does and what its
+    /// handlers declare (`owns = [..]`, `reads = [..]`): the `rbac` subcommand prints it.
+    ///
+    /// ```
+    /// use kopf::{RbacRule, Registry};
+    ///
+    /// let registry = Registry::collected()
+    ///     .rbac_rule(RbacRule::new("", ["secrets"], ["get"]).names(["credentials"]));
+    /// ```
+    pub fn rbac_rule(mut self, rule: RbacRule) -> Self {
+        self.add_rbac_rule(rule);
+        self
+    }
+
+    /// Declares an RBAC rule; see [`Registry::rbac_rule`].
+    pub fn add_rbac_rule(&mut self, rule: RbacRule) {
+        if !self.rbac.contains(&rule) {
+            self.rbac.push(rule);
+        }
+    }
+
+    /// What each handler declares it touches, by handler id, in registration order.
+    pub(crate) fn rbac_needs(&self) -> Vec<(&str, &RbacNeeds)> {
+        self.changes
+            .iter()
+            .map(|h| (h.id.as_str(), &h.options.rbac))
+            .chain(self.events.iter().map(|h| (h.id.as_str(), &h.options.rbac)))
+            .chain(
+                self.indexes
+                    .iter()
+                    .map(|h| (h.id.as_str(), &h.options.rbac)),
+            )
+            .chain(self.background.iter().map(|h| (h.id(), &h.options().rbac)))
+            .chain(
+                self.activities
+                    .iter()
+                    .map(|h| (h.id.as_str(), &h.options.rbac)),
+            )
+            .collect()
     }
 
     /// Every resource selector that some handler uses, each once, in registration order.

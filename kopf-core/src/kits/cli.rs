@@ -177,6 +177,35 @@ fn usage_exit(error: &clap::Error) -> ExitCode {
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }
 
+/// What `my-operator rbac ARGS...` prints for this registry (the options as the subcommand
+/// takes them, `-n`, `-A`, `--service-account`, ...; environment variables are not read):
+/// for tests that apply it, and tools that write it out.
+///
+/// ```
+/// let yaml = kopf::rbac_manifest(&kopf::Registry::new(), ["-n", "default"]).unwrap();
+/// assert!(yaml.contains("kind: RoleBinding"));
+/// ```
+///
+/// # Errors
+///
+/// Invalid options, with the subcommand's usage.
+pub fn rbac_manifest<I, T>(registry: &Registry, args: I) -> Result<String, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let command_line = ["operator".into(), "rbac".into()]
+        .into_iter()
+        .chain(args.into_iter().map(Into::into));
+    let cli = parse_from(command_line).map_err(|error| error.render().to_string())?;
+    match cli.command {
+        Some(Command::Rbac(args)) => {
+            rbac(registry, args, |_| None).map_err(|error| error.render().to_string())
+        }
+        _ => Err("not the options of `rbac`".to_string()),
+    }
+}
+
 /// The text of `rbac`: the namespaces as `run` takes them (with Kopf's environment variables).
 fn rbac(
     registry: &Registry,
@@ -291,7 +320,7 @@ enum Command {
     /// The CRDs are those that the program declares with `Registry::crd::<K>()`, then
     /// ClusterKopfPeering and KopfPeering (kopf.dev/v1), which peering needs.
     Crd,
-    /// Print the RBAC that the handlers need, as YAML.
+    /// Print the RBAC that the framework and the declared handlers need, as YAML.
     ///
     /// A ServiceAccount, a ClusterRole (and a Role per namespace when -n gives plain names)
     /// and their bindings.
@@ -369,8 +398,12 @@ struct ResumeArgs {
 const FREEZE_PRIORITY: i64 = 100;
 
 const RBAC_NOTE: &str = "\
-The RBAC is computed from the handlers, without a cluster. Resources given by a name that
-discovery resolves (a short name, a kind, no group) are printed as given: check them.";
+The RBAC is computed from the handlers, without a cluster: what the framework does with the
+handled resources, events, CRDs and peering, and what the program declares (`owns = [..]`
+and `reads = [..]` on handlers, `Registry::rbac_rule`). Other calls that handlers make with
+their `client` are not covered: the output names the handlers that take a `client` and
+declare nothing. Resources given by a name that discovery resolves (a short name, a kind, no
+group) are printed as given: check them.";
 
 /// The options of `rbac`.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]

@@ -10,6 +10,10 @@
 //! - every operator creates core `events` and lists and watches `customresourcedefinitions`
 //!   (it watches them to rediscover resources); it lists and watches `namespaces` when the
 //!   namespace patterns are not plain names;
+//! - what the program declares: `owns = [..]`/`reads = [..]` on handlers (or their
+//!   `rbac_rule`), and [`Registry::rbac_rule`]; namespaced resources' rules go where the
+//!   handled resources' go, cluster-scoped ones to the ClusterRole. The output's comments
+//!   list the declarations and name the handlers that take a `client` but declare nothing;
 //! - every operator gets, lists, watches and patches Kopf's peering objects (`kopf.dev`):
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
 //!   otherwise (as Kopf's `deployment-rbac.yaml`).
@@ -26,11 +30,17 @@ use serde_json::{Value, json};
 
 use crate::intents::registry::Registry;
 use crate::structs::namespaces::{NamespacePatternError, NamespacePatterns};
+use crate::structs::rbac::RbacRule;
 use crate::structs::resources::Selector;
 
 /// The comment heading the `rbac` output.
 const RBAC_HEADER: &str = "\
-# RBAC for the operator's handlers, computed from its registry without a cluster.
+# RBAC for the operator, computed from its registry without a cluster. It covers what the
+# framework does (watching and patching the handled resources and their status, posting
+# events, watching CRDs, peering) and what the program declares: `owns = [..]` and
+# `reads = [..]` on handlers, `Registry::rbac_rule(..)`.
+# Not covered: any other API call a handler makes with its `client` (declare it); the
+# admission webhooks' configurations; a Lease unless `--lease` is given.
 # Resources given by a name that discovery resolves (a short name, a kind, no group) are
 # printed as given: check their apiGroups and resources before applying.
 ";
@@ -124,9 +134,59 @@ pub(crate) fn rbac_yaml(
     options: &RbacOptions,
 ) -> Result<String, NamespacePatternError> {
     Ok(format!(
-        "{RBAC_HEADER}{}",
+        "{RBAC_HEADER}{}{}",
+        declarations(registry),
         yaml(&rbac_documents(registry, options)?)
     ))
+}
+
+/// The comment lines that say what each handler declared, and which handlers take a
+/// `client` but declare nothing (what they do with it is not in the output).
+fn declarations(registry: &Registry) -> String {
+    let mut text = String::new();
+    let needs = registry.rbac_needs();
+    for (id, needs) in &needs {
+        for rule in &needs.rules {
+            text.push_str(&format!("# Declared by {id}: {}\n", rule.describe()));
+        }
+    }
+    for rule in &registry.rbac {
+        text.push_str(&format!(
+            "# Declared with Registry::rbac_rule: {}\n",
+            rule.describe()
+        ));
+    }
+    let silent: Vec<&str> = needs
+        .iter()
+        .filter(|(_, needs)| needs.takes_client && needs.rules.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    let (take, declare, touch) = match silent.len() {
+        0 => return text,
+        1 => ("takes", "declares", "it touches"),
+        _ => ("take", "declare", "they touch"),
+    };
+    text.push_str(&format!(
+        "# NOT COVERED: {} {take} a `client` but {declare} nothing {touch} through it; \
+         add `owns = [..]`/`reads = [..]` to the handler or `Registry::rbac_rule(..)`.\n",
+        silent.join(", ")
+    ));
+    text
+}
+
+/// Every rule the program declares (handlers' first, then the registry's), each once.
+fn declared_rules(registry: &Registry) -> Vec<&RbacRule> {
+    let mut rules: Vec<&RbacRule> = Vec::new();
+    let handlers = registry
+        .rbac_needs()
+        .into_iter()
+        .flat_map(|(_, needs)| needs.rules.iter());
+    for rule in handlers.chain(registry.rbac.iter()) {
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    rules
 }
 
 /// The RBAC documents: the ServiceAccount, the roles and their bindings.
@@ -139,7 +199,11 @@ pub(crate) fn rbac_documents(
         Some(patterns) => NamespacePatterns::parse(patterns)?.is_exact(),
     };
     let globs = options.namespaces.is_some() && exact.is_none();
-    let resources = resource_rules(&registry.selectors());
+    let mut resources = resource_rules(&registry.selectors());
+    let declared = declared_rules(registry);
+    let (cluster_scoped, namespaced): (Vec<&RbacRule>, Vec<&RbacRule>) =
+        declared.into_iter().partition(|rule| rule.cluster_scoped);
+    resources.extend(namespaced.iter().map(|rule| rule.to_value()));
     let mut cluster = vec![rule(
         "apiextensions.k8s.io",
         &["customresourcedefinitions"],
@@ -148,6 +212,7 @@ pub(crate) fn rbac_documents(
     if globs {
         cluster.push(rule("", &["namespaces"], &["list", "watch"]));
     }
+    cluster.extend(cluster_scoped.iter().map(|rule| rule.to_value()));
     let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
     match (&exact, globs) {
         (None, false) => cluster.push(peering("clusterkopfpeerings")),
@@ -433,6 +498,59 @@ mod tests {
             "a KopfPeering in each namespace that the globs match"
         );
         assert!(rbac_documents(&registry(), &super::tests::options(Some(&["a,,b"]))).is_err());
+    }
+
+    #[test]
+    fn declared_rules_are_printed_where_their_scope_needs_them() {
+        use k8s_openapi::api::apps::v1::Deployment;
+        use k8s_openapi::api::core::v1::Namespace;
+
+        let registry = registry()
+            .with(
+                ChangeHandler::on_create(
+                    Selector::new("kopf.dev", "v1", "kopfexamples"),
+                    "child_fn",
+                    |_| async { Ok(None) },
+                )
+                .owns::<Deployment>()
+                .reads::<Namespace>(),
+            )
+            .with(
+                ChangeHandler::on_delete(Selector::named("kex"), "silent_fn", |_| async {
+                    Ok(None)
+                })
+                .takes_client(),
+            )
+            .rbac_rule(RbacRule::new("", ["secrets"], ["get"]).names(["credentials"]));
+        let text = rbac_yaml(&registry, &options(Some(&["ns1"]))).unwrap();
+        assert!(text.contains("# Not covered: any other API call"), "{text}");
+        assert!(
+            text.contains("# Declared by child_fn: apps/deployments: get, list, watch, create, update, patch, delete\n"),
+            "{text}"
+        );
+        assert!(text.contains("# Declared by child_fn: core/namespaces: get, list, watch\n"));
+        assert!(text.contains(
+            "# Declared with Registry::rbac_rule: core/secrets named credentials: get\n"
+        ));
+        assert!(
+            text.contains("# NOT COVERED: silent_fn takes a `client` but declares nothing it touches through it"),
+            "{text}"
+        );
+        let documents = parse(&text);
+        assert_eq!(
+            kinds(&documents)[1..4],
+            ["ClusterRole", "ClusterRoleBinding", "Role"]
+        );
+        let cluster_rules = documents[1]["rules"].as_array().unwrap();
+        assert!(cluster_rules.contains(&json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]})));
+        let role_rules = documents[3]["rules"].as_array().unwrap();
+        assert!(role_rules.contains(&json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]})));
+        assert!(role_rules.contains(&json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["credentials"]})));
+        assert!(
+            !cluster_rules
+                .iter()
+                .any(|r| r["resources"] == json!(["deployments"]))
+        );
     }
 
     #[test]

@@ -158,6 +158,8 @@ pub struct Operator {
     liveness: Option<String>,
     metrics: Option<String>,
     metrics_endpoint: watch::Sender<Option<String>>,
+    /// Handlers' outcomes, kept only once asked for.
+    outcomes: std::sync::OnceLock<crate::structs::outcomes::Outcomes>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -184,6 +186,7 @@ impl Operator {
             liveness: None,
             metrics: None,
             metrics_endpoint: watch::channel(None).0,
+            outcomes: std::sync::OnceLock::new(),
         }
     }
 
@@ -285,6 +288,15 @@ impl Operator {
         Ready(self.ready.subscribe())
     }
 
+    /// The last outcome of each handler on each object, as this operator's attempts end
+    /// (success, temporary or permanent failure, with the message and the attempts): what
+    /// tests read after the progress records were purged from the objects. Kept in memory
+    /// only once asked for, before [`Operator::run`]; every object adds its handlers'
+    /// entries, so it is meant for tests (`kopf_testing::OperatorHarness::outcome`).
+    pub fn outcomes(&self) -> crate::structs::outcomes::Outcomes {
+        self.outcomes.get_or_init(Default::default).clone()
+    }
+
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, removes this operator's peering
     /// entry, runs the cleanup handlers, releases the Lease if it leads (each within
@@ -334,6 +346,9 @@ impl Operator {
         };
         crate::engines::leadership::check(&self.settings).map_err(OperatorError::Lease)?;
         let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
+        if let Some(outcomes) = self.outcomes.get() {
+            tasks.record_outcomes(outcomes.clone());
+        }
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();

@@ -952,6 +952,13 @@ impl DaemonHost for Processor {
         self.settings.execution.default_backoff
     }
 
+    fn paced(&self, delay: Duration) -> Duration {
+        match self.settings.execution.interval_cap {
+            Some(cap) => delay.min(cap),
+            None => delay,
+        }
+    }
+
     fn may_act(&self) -> bool {
         self.fence.is_open()
     }

@@ -13,6 +13,7 @@ use crate::actions::delivery::take_patch;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{Reason, SubHandler, SubHandlers};
 use crate::aiokits::tasks::Tasks;
+use crate::aiokits::work::Work;
 use crate::clients::posting::Logger;
 use crate::configs::lifecycles::Lifecycle;
 use crate::configs::storage::timestamps;
@@ -92,6 +93,7 @@ impl SubHandling<'_> {
             other => other,
         };
         report_parent(id, &outcome, logger);
+        record_parent(id, &outcome, cause);
         outcome
     }
 
@@ -207,6 +209,21 @@ impl SubHandling<'_> {
                 outcome,
             }
         })
+    }
+}
+
+/// Keeps how a parent stands once its sub-handlers settled, in place of its own attempt's
+/// success, when the operator keeps outcomes.
+fn record_parent(id: &str, outcome: &Outcome, cause: &Cause<'_>) {
+    let Some(outcomes) = cause.tasks.outcomes() else {
+        return;
+    };
+    let metadata = &cause.body["metadata"];
+    let name = metadata["name"].as_str().unwrap_or_default();
+    let object = Work::new(id, metadata["namespace"].as_str(), name).object;
+    let retries = outcomes.retries(&object, id).max(1);
+    if let Some(ended) = outcome.as_handler_outcome(retries) {
+        outcomes.record(&object, id, ended);
     }
 }
 

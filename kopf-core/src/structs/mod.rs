@@ -1,5 +1,5 @@
 //! Plain data, the bottom layer: errors, diffs, patches, resources and selectors, memos,
-//! namespace patterns, filters, indexes, credentials.
+//! namespace patterns, filters, indexes, credentials, RBAC rules.
 
 pub(crate) mod credentials;
 pub mod diff;
@@ -8,5 +8,7 @@ pub mod filters;
 pub(crate) mod indexes;
 pub(crate) mod memos;
 pub(crate) mod namespaces;
+pub(crate) mod outcomes;
 pub(crate) mod patch;
+pub(crate) mod rbac;
 pub(crate) mod resources;

@@ -18,6 +18,7 @@ mod metrics;
 mod peering;
 mod persistence;
 mod posting;
+mod rbac;
 mod reliability;
 mod robustness;
 mod selectors;

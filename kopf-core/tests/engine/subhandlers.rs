@@ -142,5 +142,24 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
     )
     .await;
     assert_eq!(done["status"]["create_fn/fine"], json!("ok"));
+    // The outcomes the operator kept: the parent's is its sub-handlers' end, not its own
+    // call's (the parent is called again in each cycle while they are unfinished).
+    let parent = harness.outcome("subfail", "create_fn");
+    assert!(
+        matches!(&parent, Some(kopf::HandlerOutcome::Failed { message, .. })
+            if message == "sub-handlers failed: create_fn/flaky"),
+        "{parent:?}"
+    );
+    assert_eq!(
+        harness.outcome("subfail", "create_fn/flaky"),
+        Some(kopf::HandlerOutcome::Failed {
+            message: "always broken".into(),
+            retries: 2,
+        })
+    );
+    assert_eq!(
+        harness.outcome("subfail", "create_fn/fine"),
+        Some(kopf::HandlerOutcome::Succeeded { retries: 1 })
+    );
     harness.stop().await.expect("a clean stop");
 }

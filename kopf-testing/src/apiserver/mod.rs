@@ -8,7 +8,7 @@
 //!   those CRDs define, with their printer columns), objects' metadata, the `State` (objects,
 //!   the global resourceVersion, and the change history that watches replay), and the format of
 //!   the state file.
-//! - `semantics`: Kubernetes' rules, with no HTTP in them: `Status` errors, names, selectors,
+//! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
 //!   schemas (pruning, defaulting, validation, structural checks), patches, admission, the
 //!   lifecycle of objects with the controllers a cluster runs behind the API, tables, protobuf
 //!   bodies, and Go's rendering of values in messages.
@@ -21,7 +21,8 @@
 //!   restarts, and the periodic saving of the state file.
 //!
 //! A request's path: `server::listener` accepts the connection and hands each request to
-//! `endpoints::router`, which parses its route and verb, authenticates it, counts it, fires the
+//! `endpoints::router`, which parses its route and verb, authenticates and (with RBAC
+//! enforced) authorizes it (`endpoints::access`), counts it, fires the
 //! faults injected for it, and passes it to `discovery`, `control_api` or `resources::verbs`.
 //! There a verb resolves its `Target` against the catalog; a write parses the body (JSON,
 //! protobuf, or YAML for an apply), applies a patch (`semantics::patch`), admits the object

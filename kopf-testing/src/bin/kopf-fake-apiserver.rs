@@ -34,6 +34,13 @@ struct Args {
     /// dropped, duplicated or reordered within one watch stream).
     #[arg(long)]
     contract_breaking_faults: bool,
+    /// Check the requests of ServiceAccounts' tokens against the stored Roles, ClusterRoles
+    /// and their bindings (403 Forbidden otherwise); the admin token keeps full access.
+    #[arg(long)]
+    enforce_rbac: bool,
+    /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    service_account: Vec<String>,
 }
 
 #[tokio::main]
@@ -58,6 +65,23 @@ async fn main() -> std::process::ExitCode {
     if let Some(path) = args.state_file {
         builder = builder.state_file(path);
     }
+    if args.enforce_rbac {
+        builder = builder.enforce_rbac();
+    }
+    let mut accounts = Vec::new();
+    for account in &args.service_account {
+        match account.split_once('/') {
+            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+                accounts.push((namespace, name));
+            }
+            _ => {
+                eprintln!(
+                    "kopf-fake-apiserver: --service-account takes NAMESPACE/NAME, not {account:?}"
+                );
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
     let server = match builder.start().await {
         Ok(server) => server,
         Err(error) => {
@@ -76,6 +100,10 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     println!("listening on {}", server.url());
+    for (namespace, name) in accounts {
+        let token = server.service_account_token(namespace, name);
+        println!("token of serviceaccount {namespace}/{name}: {token}");
+    }
     wait_for_signal().await;
     server.stop().await;
     std::process::ExitCode::SUCCESS

@@ -32,6 +32,7 @@ pub struct HarnessBuilder {
     memo: Option<Memo>,
     namespaces: Option<Vec<String>>,
     logs: Option<LogCapture>,
+    service_account: Option<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -48,6 +49,7 @@ impl Default for HarnessBuilder {
             memo: None,
             namespaces: None,
             logs: None,
+            service_account: None,
         }
     }
 }
@@ -85,6 +87,24 @@ impl HarnessBuilder {
         self
     }
 
+    /// Runs the operator as the ServiceAccount `namespace/name`, on a server that
+    /// [enforces RBAC](crate::FakeApiServerBuilder::enforce_rbac): its requests are allowed
+    /// only as far as the Roles and bindings applied (before or after the start) grant. The
+    /// test's own client stays the admin. With the operator's `rbac` output applied, this
+    /// shows that the output covers what the operator does.
+    pub fn service_account(mut self, namespace: &str, name: &str) -> Self {
+        self.service_account = Some((namespace.into(), name.into()));
+        self
+    }
+
+    /// Caps timers' intervals and idle times, and daemons' and timers' initial delays, at
+    /// `cap` ([`kopf::ExecutionSettings::interval_cap`]): a timer of `interval = "1h"` runs
+    /// every `cap` in the test, with no change to the handler.
+    pub fn interval_cap(mut self, cap: Duration) -> Self {
+        self.settings.execution.interval_cap = Some(cap);
+        self
+    }
+
     /// Captures the operator's logs for [`OperatorHarness::logs`].
     pub(crate) fn logs(mut self, logs: LogCapture) -> Self {
         self.logs = Some(logs);
@@ -94,11 +114,16 @@ impl HarnessBuilder {
     /// Starts a fresh fake API server, applies the CRDs and objects, then starts the operator
     /// with these handlers and waits until it is ready.
     pub async fn start(self, registry: Registry) -> OperatorHarness {
-        let server = FakeApiServer::builder()
+        let mut server = FakeApiServer::builder();
+        if self.service_account.is_some() {
+            server = server.enforce_rbac();
+        }
+        let server = server
             .start_on_own_runtime()
             .await
             .expect("the fake API server starts");
         let mut harness = OperatorHarness::without_operator(server, self.logs);
+        harness.service_account = self.service_account;
         for prepared in self.objects {
             match prepared {
                 Prepared::Value(object) => {

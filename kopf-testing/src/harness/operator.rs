@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use kopf::{Operator, OperatorError};
+use kopf::{Operator, OperatorError, Outcomes};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,10 @@ pub struct OperatorHarness {
     logs: Option<LogCapture>,
     /// Where a dropped harness leaves its running parts for a [`Finisher`] to stop.
     leftovers: Option<Arc<Mutex<Option<Leftovers>>>>,
+    /// The ServiceAccount `(namespace, name)` the operator acts as, if not the admin.
+    pub(super) service_account: Option<(String, String)>,
+    /// The operator's handlers' outcomes.
+    pub(super) outcomes: Outcomes,
 }
 
 impl std::fmt::Debug for OperatorHarness {
@@ -96,13 +100,17 @@ impl OperatorHarness {
             resolutions: Resolutions::default(),
             logs,
             leftovers: None,
+            service_account: None,
+            outcomes: Outcomes::default(),
         }
     }
 
     /// Starts the operator and waits until it is ready.
     pub(super) async fn launch(&mut self, operator: Operator) {
-        let (operator_client, client) = OperatorClient::new(self.server()).await;
+        let (operator_client, client) =
+            OperatorClient::new(self.server(), self.service_account.as_ref()).await;
         let operator = operator.client(client);
+        self.outcomes = operator.outcomes();
         let ready = operator.ready();
         self.running = Some(tokio::spawn(operator.run(self.stop.clone())));
         self.operator_client = Some(operator_client);

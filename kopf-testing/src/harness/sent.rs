@@ -104,14 +104,21 @@ pub(crate) struct OperatorClient {
 }
 
 impl OperatorClient {
-    /// A recording, counting client to `server`, and its records.
-    pub(crate) async fn new(server: &FakeApiServer) -> (OperatorClient, kube::Client) {
-        let config = kube::Config::from_custom_kubeconfig(
-            server.kubeconfig(),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("the fake server's kubeconfig is valid");
+    /// A recording, counting client to `server` (as the admin, or as a ServiceAccount
+    /// `(namespace, name)`), and its records.
+    pub(crate) async fn new(
+        server: &FakeApiServer,
+        account: Option<&(String, String)>,
+    ) -> (OperatorClient, kube::Client) {
+        let config = match account {
+            Some((namespace, name)) => server.service_account_config(namespace, name),
+            None => kube::Config::from_custom_kubeconfig(
+                server.kubeconfig(),
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .expect("the fake server's kubeconfig is valid"),
+        };
         let sent = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
         let alive = Arc::new(());

@@ -8,3 +8,4 @@ mod faults;
 mod kube_runtime;
 mod kubectl;
 mod python;
+mod rbac;

@@ -2,6 +2,7 @@
 //! waited for; what the operator sent and logged, kept apart from the test's own requests
 //! and from other tests; the stop and its checks.
 
+use kopf::HandlerOutcome;
 use kopf_testing::OperatorHarness;
 use serde_json::json;
 
@@ -181,4 +182,80 @@ async fn an_operator_keeping_its_client_fails_the_test(harness: OperatorHarness)
         LEAKED.lock().unwrap().is_some().then_some(())
     })
     .await;
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn reject_fn() -> kopf::Result<()> {
+    Err(kopf::PermanentError::new("spec.size must be positive").into())
+}
+
+/// A permanent failure ends the handling: the operator purges the handler's progress record
+/// from the object, and the harness still reads the outcome from what the operator wrote.
+#[kopf_testing::test(handlers = [reject_fn], apply = CRD)]
+async fn a_permanent_failure_is_read_after_its_record_is_purged(harness: OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: bad}}")
+        .await;
+    harness
+        .wait_for("kopfexamples", "default", "bad", |o| {
+            let annotations = o["metadata"]["annotations"].as_object();
+            annotations.is_some_and(|annotations| {
+                annotations.contains_key("kopf.zalando.org/last-handled-configuration")
+                    && !annotations.keys().any(|key| key.contains("reject_fn"))
+            })
+        })
+        .await;
+    assert_eq!(
+        harness.outcome("bad", "reject_fn"),
+        Some(HandlerOutcome::Failed {
+            message: "spec.size must be positive".into(),
+            retries: 1,
+        })
+    );
+    assert_eq!(
+        harness.wait_for_outcome("bad", "reject_fn").await.message(),
+        Some("spec.size must be positive")
+    );
+    assert_eq!(
+        harness.outcome("bad", "create_fn"),
+        None,
+        "no such handler ran"
+    );
+}
+
+/// How often [`tick_fn`] ran.
+static TICKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[kopf::timer(
+    "kopf.dev",
+    "v1",
+    "kopfexamples",
+    interval = "60s",
+    initial_delay = "60s"
+)]
+async fn tick_fn() -> u32 {
+    TICKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+}
+
+/// A timer of a minute, after a minute's initial delay, runs again and again within the
+/// test's deadline when the test caps intervals; the handler is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interval_cap_runs_a_minute_timer_quickly() {
+    let harness = OperatorHarness::builder()
+        .apply(CRD)
+        .interval_cap(std::time::Duration::from_millis(100))
+        .start(kopf::handlers![tick_fn])
+        .await;
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: ticking}}")
+        .await;
+    let ticked = harness
+        .wait_for("kopfexamples", "default", "ticking", |o| {
+            o["status"]["tick_fn"]
+                .as_u64()
+                .is_some_and(|ticks| ticks >= 3)
+        })
+        .await;
+    assert!(ticked["status"]["tick_fn"].as_u64() >= Some(3));
+    harness.stop().await.expect("a clean stop");
 }

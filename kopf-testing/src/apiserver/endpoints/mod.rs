@@ -1,7 +1,8 @@
-//! The HTTP face: requests parsed into routes, replies, what request handlers share, the
+//! The HTTP face: requests parsed into routes, who may do them (tokens, RBAC), replies, what request handlers share, the
 //! endpoints for resources, discovery and the `/_fake/` control API, and the router that takes
 //! each request from arrival to answer.
 
+pub(super) mod access;
 pub(super) mod control;
 pub(super) mod control_api;
 pub(super) mod discovery;

@@ -1,4 +1,4 @@
-//! One HTTP request, from arrival to answer: authentication, faults, counting, routing, and
+//! One HTTP request, from arrival to answer: authentication and authorization, faults, counting, routing, and
 //! turning errors into `Status` objects.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
 use super::resources::{recreate, verbs};
 use super::shared::Shared;
-use super::{control_api, discovery};
+use super::{access, control_api, discovery};
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
 
 /// The largest request body the server accepts, as the real one (3 MiB).
@@ -107,7 +107,13 @@ pub(crate) async fn handle(
     }
 
     let result = async {
-        authenticate(&shared, &parts.headers, &context.route)?;
+        access::check(
+            &shared.access,
+            &shared.state,
+            &parts.headers,
+            &context.route,
+            verb.as_str(),
+        )?;
         if !is_control {
             let facts = RequestFacts {
                 verb: verb.as_str(),
@@ -213,24 +219,6 @@ pub(crate) async fn handle(
         return Err(Cut);
     }
     Ok(response)
-}
-
-fn authenticate(shared: &Shared, headers: &http::HeaderMap, route: &Route) -> ApiResult<()> {
-    let Some(token) = &shared.token else {
-        return Ok(());
-    };
-    if matches!(route, Route::Health | Route::Control(_)) {
-        return Ok(());
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given == Some(token.as_str()) {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
-    }
 }
 
 async fn read_body(body: Incoming) -> ApiResult<Bytes> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use super::control::{Counters, Faults, Stats, lock};
 use super::holding::Pen;
 use crate::apiserver::semantics::lifecycle;
@@ -24,6 +25,8 @@ pub(crate) struct Shared {
     /// Writes held by injected faults.
     pub(crate) pen: Pen,
     pub(crate) token: Option<String>,
+    /// ServiceAccounts' tokens and RBAC enforcement.
+    pub(crate) access: Access,
     pub(crate) bookmark_interval: Mutex<Duration>,
     /// Cancelled on restart: every connection ends.
     pub(crate) connections: Mutex<CancellationToken>,

@@ -1,8 +1,9 @@
 //! API semantics: Kubernetes' rules for what a request does to the stored objects, with no HTTP
-//! in them: lifecycles and the cluster's controllers, admission, schemas, patches, selectors,
+//! in them: RBAC authorization, lifecycles and the cluster's controllers, admission, schemas, patches, selectors,
 //! tables, protobuf bodies, and the `Status` errors.
 
 pub(super) mod admission;
+pub(super) mod authorization;
 pub(super) mod go_format;
 pub(super) mod lifecycle;
 pub(super) mod names;

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::listener::accept;
 use super::saving::save_periodically;
+use crate::apiserver::endpoints::access::Access;
 use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::apiserver::endpoints::holding::{HeldWrite, Pen, Release};
 use crate::apiserver::endpoints::resources::recreate;
@@ -34,6 +35,7 @@ pub struct FakeApiServerBuilder {
     log_limit: usize,
     journal: bool,
     contract_breaking: bool,
+    enforce_rbac: bool,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -49,6 +51,7 @@ impl Default for FakeApiServerBuilder {
             log_limit: 100_000,
             journal: false,
             contract_breaking: false,
+            enforce_rbac: false,
         }
     }
 }
@@ -63,6 +66,27 @@ impl FakeApiServerBuilder {
     /// Require this bearer token; requests without it get `401 Unauthorized`.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Check the requests made with ServiceAccounts' tokens
+    /// ([`FakeApiServer::service_account_token`]) against the stored Roles, ClusterRoles,
+    /// RoleBindings and ClusterRoleBindings, as Kubernetes' RBAC authorizer does: what no rule
+    /// grants is `403 Forbidden`, with the API server's message. The admin token (or none,
+    /// when none is required) keeps full access; other tokens are `401 Unauthorized`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let server = kopf_testing::FakeApiServer::builder().enforce_rbac().start().await?;
+    /// let operator = server.client_as_service_account("default", "my-operator");
+    /// // 403 until a Role bound to default/my-operator allows listing ConfigMaps:
+    /// let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::default_namespaced(operator);
+    /// assert!(configmaps.list(&Default::default()).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn enforce_rbac(mut self) -> Self {
+        self.enforce_rbac = true;
         self
     }
 
@@ -185,6 +209,7 @@ impl FakeApiServerBuilder {
             counters: Counters::new(self.log_limit),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
+            access: Access::new(self.token.clone(), self.enforce_rbac),
             token: self.token,
             bookmark_interval: Mutex::new(self.bookmark_interval),
             connections: Mutex::new(root.child_token()),
@@ -305,6 +330,30 @@ impl FakeApiServer {
             config.auth_info.token = Some(token.clone().into());
         }
         kube::Client::try_from(config).expect("a plain-http client always builds")
+    }
+
+    /// A bearer token that acts as the ServiceAccount `namespace/name` (the same token each
+    /// time). Its requests are checked against RBAC when the server
+    /// [enforces it](FakeApiServerBuilder::enforce_rbac); the ServiceAccount object itself
+    /// need not exist.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.shared.access.service_account_token(namespace, name)
+    }
+
+    /// A kube-rs client that acts as the ServiceAccount `namespace/name`, with its token
+    /// ([`FakeApiServer::service_account_token`]); its default namespace is `namespace`.
+    pub fn client_as_service_account(&self, namespace: &str, name: &str) -> kube::Client {
+        kube::Client::try_from(self.service_account_config(namespace, name))
+            .expect("a plain-http client always builds")
+    }
+
+    /// The kube-rs config of [`FakeApiServer::client_as_service_account`].
+    pub fn service_account_config(&self, namespace: &str, name: &str) -> kube::Config {
+        let mut config =
+            kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        config.default_namespace = namespace.into();
+        config.auth_info.token = Some(self.service_account_token(namespace, name).into());
+        config
     }
 
     /// Counters: open connections and watches, requests by verb and resource, objects.

@@ -1,0 +1,139 @@
+//! The `rbac` output is enough, and no more than needed: applied to a server that enforces
+//! RBAC, it lets an operator acting as its ServiceAccount do its work, children included
+//! (`owns = [..]`), while a request outside its rules is forbidden.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kopf::HandlerOutcome;
+use kopf_testing::OperatorHarness;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+
+const CRD: &str = include_str!("../../../examples/crd.yaml");
+const ACCOUNT: &str = "kex-operator";
+
+/// A ConfigMap named after the object, owned by it.
+async fn child(name: &str, owner: &serde_json::Value, client: kube::Client) -> kopf::Result<()> {
+    let mut config: serde_json::Value = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": format!("{name}-config")},
+        "data": {"owner": name},
+    });
+    kopf::adopt(&mut config, owner)?;
+    let config: ConfigMap = serde_json::from_value(config)?;
+    Api::<ConfigMap>::default_namespaced(client)
+        .create(&PostParams::default(), &config)
+        .await?;
+    Ok(())
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples", owns = [ConfigMap])]
+async fn configure(name: &str, body: &serde_json::Value, client: kube::Client) -> kopf::Result<()> {
+    child(name, body, client).await
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn configure_undeclared(
+    name: &str,
+    body: &serde_json::Value,
+    client: kube::Client,
+) -> kopf::Result<()> {
+    child(name, body, client).await
+}
+
+/// The harness with the CRD and the registry's `rbac -n default` output applied, the
+/// operator acting as the ServiceAccount on a server that enforces RBAC.
+async fn start(registry: kopf::Registry) -> OperatorHarness {
+    let rbac = kopf::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
+        .expect("the rbac options are valid");
+    OperatorHarness::builder()
+        .apply(CRD)
+        .apply(rbac)
+        .namespaces(["default"])
+        .service_account("default", ACCOUNT)
+        .start(registry)
+        .await
+}
+
+fn forbidden(error: kube::Error) -> kube::core::Status {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => *status,
+        other => panic!("expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_lets_the_operator_create_its_children_and_nothing_more() {
+    let harness = start(kopf::handlers![configure]).await;
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}")
+        .await;
+    let config = harness
+        .wait_for("configmaps", "default", "kex-config", |_| true)
+        .await;
+    assert_eq!(config["data"]["owner"], "kex");
+    assert_eq!(
+        harness.wait_for_outcome("kex", "configure").await,
+        HandlerOutcome::Succeeded { retries: 1 }
+    );
+    let refused: Vec<_> = harness
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|request| request.code == 403)
+        .collect();
+    assert!(refused.is_empty(), "the operator was refused: {refused:#?}");
+
+    // As the operator's ServiceAccount, outside its rules:
+    let operator = harness
+        .server()
+        .client_as_service_account("default", ACCOUNT);
+    let secrets = Api::<Secret>::default_namespaced(operator.clone());
+    let status = forbidden(secrets.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(
+        status.message,
+        "secrets is forbidden: User \"system:serviceaccount:default:kex-operator\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+    );
+    assert_eq!(status.reason, "Forbidden");
+    let elsewhere = Api::<ConfigMap>::namespaced(operator.clone(), "kube-system");
+    forbidden(elsewhere.list(&ListParams::default()).await.unwrap_err());
+    let deployments = Api::<Deployment>::default_namespaced(operator);
+    let status = forbidden(deployments.get("web").await.unwrap_err());
+    assert!(
+        status
+            .message
+            .starts_with("deployments.apps \"web\" is forbidden: User \"system:serviceaccount:default:kex-operator\" cannot get resource \"deployments\" in API group \"apps\""),
+        "{}",
+        status.message
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// The same handler without `owns`: the output does not cover its ConfigMap, and the
+/// server refuses it, which the handler's outcome shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_is_not_declared_is_forbidden() {
+    let registry = kopf::handlers![configure_undeclared];
+    let rbac = kopf::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
+    assert!(
+        rbac.contains("# NOT COVERED: configure_undeclared takes a `client`"),
+        "{rbac}"
+    );
+    let harness = start(registry).await;
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}")
+        .await;
+    let refused = kopf_testing::wait("the handler's refused attempt", || async {
+        harness
+            .outcome("kex", "configure_undeclared")
+            .filter(|outcome| outcome.message().is_some_and(|m| m.contains("forbidden")))
+    })
+    .await;
+    assert!(
+        matches!(&refused, HandlerOutcome::Retrying { message, .. }
+            if message.contains("cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\"")),
+        "{refused:?}"
+    );
+    harness.stop().await.expect("a clean stop");
+}
