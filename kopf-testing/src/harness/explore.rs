@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::operator::OperatorHarness;
 use super::waiting::DEADLINE;
-use crate::apiserver::{FakeApiServer, Fault};
+use crate::apiserver::{Committed, FakeApiServer, Fault};
 
 /// The `User-Agent` of the explored operator's client: faults aim at its requests only.
 const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
@@ -538,7 +538,7 @@ fn agent_client(server: &FakeApiServer) -> kube::Client {
 
 /// The objects at the end of the journal, normalized for comparison.
 pub(super) fn final_state(
-    journal: &[crate::Committed],
+    journal: &[Committed],
     ignored: &[String],
 ) -> BTreeMap<String, Vec<Value>> {
     let mut latest: BTreeMap<(String, String, String), &Value> = BTreeMap::new();
