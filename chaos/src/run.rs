@@ -401,6 +401,12 @@ pub async fn every_crash_point(
 /// The transient faults of a run with faults, each aimed at the operator's requests only.
 fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
     let operator = |fault: Fault| fault.user_agent("kopf-rs/");
+    // Each kind once for sure, early (the probabilities below may draw none in a short run).
+    server.inject(operator(Fault::commit_then_fail(500).verb("patch").after(3).times(1)));
+    server.inject(operator(Fault::commit_then_reset().verb("patch").after(7).times(1)));
+    server.inject(operator(Fault::respond(500).verb("patch").after(11).times(1)));
+    server.inject(operator(Fault::conflict().verb("patch").after(13).times(1)));
+    server.inject(operator(Fault::respond(503).verb("list").times(1)));
     server.inject(operator(
         Fault::commit_then_fail(500).verb("patch").probability(0.05),
     ));

@@ -120,7 +120,9 @@ async fn under_every_fault_and_repeated_kills_nothing_is_lost() {
             "commit_then_fail",
             "commit_then_reset",
             "respond",
+            "conflict",
             "reset_mid_body",
+            "close_watch_after",
             "hold",
         ] {
             assert!(

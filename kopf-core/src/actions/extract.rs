@@ -142,7 +142,8 @@ impl Drop for PatchSlot<'_> {
     message = "this handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
     note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
-    note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`"
+    note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`",
+    note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
 pub trait BorrowedArgument<'a, Name>: Sized {
     /// Borrows the argument.
@@ -154,7 +155,8 @@ pub trait BorrowedArgument<'a, Name>: Sized {
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
     note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers",
-    note = "`patch` is only given as `&mut kopf::Patch`"
+    note = "`patch` is only given as `&mut kopf::Patch`",
+    note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
 pub trait OwnedArgument<Name>: Sized {
     /// Produces the argument; a value that does not fit the type is a permanent error.
@@ -389,7 +391,8 @@ impl<T: serde::Serialize, E: Into<Error>> ResultOutput for std::result::Result<T
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a typed Kubernetes resource",
     label = "expected a `kube::Resource<DynamicType = ()>`, e.g. a `#[derive(CustomResource)]` type or a k8s-openapi type",
-    note = "or name the resource with strings: `(\"kopf.dev\", \"v1\", \"kopfexamples\")` or `(\"kopfexamples\")`"
+    note = "or name the resource with strings: `(\"kopf.dev\", \"v1\", \"kopfexamples\")` or `(\"kopfexamples\")`",
+    note = "if `{Self}` does derive `CustomResource` or come from k8s-openapi, your crate likely uses another version of kube or k8s-openapi than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
 pub trait TypedResource {
     /// The selector of the resource.
