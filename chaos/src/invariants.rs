@@ -185,12 +185,17 @@ pub fn check(evidence: &Evidence) -> Report {
                 }
             }
         }
-        // The latest success must have landed, unless a kill took it (then a later call must
-        // exist, which the loop above saw as a re-run).
+        // The latest success must have landed, unless a kill took it: then the state it
+        // handled was handled again (a re-run, seen above) or was superseded (a transient
+        // state); the expected causes' results are checked below.
         let Some(last) = series.last() else { continue };
         let succeeded = matches!(&last.ended, Some((_, outcome)) if outcome == "ok");
         let stores_result = last.handler != "cleanup";
-        if succeeded && stores_result && !commits.contains_key(last.token.as_str()) {
+        if succeeded
+            && stores_result
+            && !killed.contains(&last.pid)
+            && !commits.contains_key(last.token.as_str())
+        {
             tally.results_lost += 1;
             violations.push(format!(
                 "{} succeeded, but its result never landed",
@@ -205,19 +210,26 @@ pub fn check(evidence: &Evidence) -> Report {
         }
     }
 
-    // 3: every object's handlers ran to success.
+    // 3: every object's handlers ran to success, and their results landed.
     let uids = uids(evidence);
     for (uid, name) in &uids {
         for (handler, cause) in EXPECTED {
-            let done = by_cause
-                .get(&(uid.as_str(), handler, cause))
-                .is_some_and(|series| {
-                    series
-                        .iter()
-                        .any(|c| matches!(&c.ended, Some((_, o)) if o == "ok"))
-                });
-            if !done {
+            let series = by_cause.get(&(uid.as_str(), handler, cause));
+            let succeeded = || {
+                series
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| matches!(&c.ended, Some((_, o)) if o == "ok"))
+            };
+            if succeeded().next().is_none() {
                 violations.push(format!("{name}'s {handler} for {cause} never succeeded"));
+            } else if handler != "cleanup"
+                && !succeeded().any(|c| commits.contains_key(c.token.as_str()))
+            {
+                tally.results_lost += 1;
+                violations.push(format!(
+                    "{name}'s {handler} for {cause} succeeded, but no result of it landed"
+                ));
             }
         }
     }

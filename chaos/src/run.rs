@@ -135,7 +135,10 @@ impl Operator {
             ])
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
             .env(CALLS_ENV, self.dir.join("calls.jsonl"))
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("CHAOS_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -402,9 +405,15 @@ pub async fn every_crash_point(
 fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
     let operator = |fault: Fault| fault.user_agent("kopf-rs/");
     // Each kind once for sure, early (the probabilities below may draw none in a short run).
-    server.inject(operator(Fault::commit_then_fail(500).verb("patch").after(3).times(1)));
-    server.inject(operator(Fault::commit_then_reset().verb("patch").after(7).times(1)));
-    server.inject(operator(Fault::respond(500).verb("patch").after(11).times(1)));
+    server.inject(operator(
+        Fault::commit_then_fail(500).verb("patch").after(3).times(1),
+    ));
+    server.inject(operator(
+        Fault::commit_then_reset().verb("patch").after(7).times(1),
+    ));
+    server.inject(operator(
+        Fault::respond(500).verb("patch").after(11).times(1),
+    ));
     server.inject(operator(Fault::conflict().verb("patch").after(13).times(1)));
     server.inject(operator(Fault::respond(503).verb("list").times(1)));
     server.inject(operator(

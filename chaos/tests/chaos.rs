@@ -190,7 +190,10 @@ async fn the_invariants_catch_each_kind_of_loss() {
             }
         }
     });
-    assert!(lost.contains("its result never landed"), "{lost}");
+    assert!(
+        lost.contains("its result never landed") && lost.contains("no result of it landed"),
+        "{lost}"
+    );
 
     // The finalizer removed before the deletion handler finished.
     let early = violated(&|e| {

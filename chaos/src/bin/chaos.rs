@@ -26,6 +26,9 @@ struct Options {
     /// Seeds to run (1..=N).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// Run this seed only (to replay a run that failed).
+    #[arg(long)]
+    seed: Option<u64>,
     /// SIGKILLs per run.
     #[arg(long, default_value_t = 10)]
     kills: u32,
@@ -86,7 +89,11 @@ async fn main() -> ExitCode {
         }
     }
 
-    for seed in 1..=options.seeds {
+    let seeds = match options.seed {
+        Some(seed) => seed..=seed,
+        None => 1..=options.seeds,
+    };
+    for seed in seeds {
         let name = format!("every fault, {} SIGKILLs, seed {seed}", options.kills);
         eprintln!("chaos: {name}");
         let plan = Plan {
@@ -108,6 +115,11 @@ async fn main() -> ExitCode {
                 );
                 for violation in &report.violations {
                     eprintln!("chaos:   {violation}");
+                }
+                if !report.violations.is_empty()
+                    && let Err(error) = keep_evidence(&evidence).await
+                {
+                    eprintln!("chaos: keeping the evidence failed: {error}");
                 }
                 rows.push((name, report));
             }
@@ -132,4 +144,36 @@ async fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Keeps a failed run's journal, request log and violations next to its call log, for a look
+/// into what happened (`journal.jsonl`, `requests.jsonl`, `violations.txt`).
+async fn keep_evidence(evidence: &kopf_chaos::run::Evidence) -> std::io::Result<()> {
+    let lines = |values: Vec<serde_json::Value>| {
+        values.iter().map(|v| format!("{v}\n")).collect::<String>()
+    };
+    let journal = evidence
+        .journal
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "rv": c.resource_version,
+                "event": c.event,
+                "resource": c.resource,
+                "at": c.at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default().to_string(),
+                "object": c.object,
+            })
+        })
+        .collect();
+    let requests = evidence
+        .requests
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect();
+    let violations = kopf_chaos::invariants::check(evidence)
+        .violations
+        .join("\n");
+    tokio::fs::write(evidence.dir.join("journal.jsonl"), lines(journal)).await?;
+    tokio::fs::write(evidence.dir.join("requests.jsonl"), lines(requests)).await?;
+    tokio::fs::write(evidence.dir.join("violations.txt"), violations).await
 }
