@@ -194,10 +194,9 @@ pub(crate) async fn apply(
                 written.versions = object.metadata.resource_version.into_iter().collect()
             }
             Ok(None) => return Ok(Written::default()),
-            // The object changed meanwhile: the next cycle sees it and tries again.
-            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                tracing::debug!(message = %status.message, "the finalizer's JSON patch met a newer version; retrying later");
-            }
+            // 409 or 422 included: the object changed meanwhile, or the server says so for
+            // another reason. No event need follow: the caller tries again on the newest
+            // state it has, after a delay.
             Err(error) => return Err(error),
         }
     }

@@ -749,3 +749,58 @@ async fn a_failed_finalizer_removal_is_tried_again_until_the_object_goes() {
         harness.stop().await.expect("a clean stop");
     }
 }
+
+/// Found by the chaos suite too: the finalizer's addition meets a 409 (or a 422, a 500, a
+/// cut connection) and no event follows it (nothing changed). It is tried again until it
+/// lands: the object is not left unhandled until some later change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_finalizer_addition_is_tried_again_without_a_new_event() {
+    for fault in [
+        Fault::conflict(),
+        Fault::respond(422),
+        Fault::commit_then_reset(),
+    ] {
+        let calls = Calls::default();
+        let registry = Registry::new().with(ChangeHandler::on_delete(
+            examples(),
+            "delete_fn",
+            recording(&calls, "delete_fn"),
+        ));
+        let harness = OperatorHarness::start_on(
+            server_with_crd().await,
+            Operator::new(registry).settings(test_settings()),
+        )
+        .await;
+        harness.server().inject(
+            fault
+                .clone()
+                .verb("patch")
+                .resource("kopfexamples.kopf.dev")
+                .times(1),
+        );
+        let client = harness.client();
+        create(&client, "coming", json!({})).await;
+        wait_for(&client, "coming", "the finalizer added", |o| {
+            o["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+                && o["metadata"]["annotations"][LAST_HANDLED].is_string()
+        })
+        .await;
+        assert_eq!(
+            harness.server().stats().faults.values().sum::<u64>(),
+            1,
+            "{fault:?} fired"
+        );
+        crate::support::delete(&client, "coming").await;
+        crate::support::wait_gone(&harness, "coming").await;
+        settle(harness.server()).await;
+        let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
+        assert_eq!(
+            handlers,
+            [json!("delete_fn")],
+            "{fault:?}: the handler ran once"
+        );
+        harness.stop().await.expect("a clean stop");
+    }
+}
