@@ -87,6 +87,18 @@ pub(crate) async fn apply(
         && let Some(operation) = finalizer.take()
     {
         match guarded(target, resource_version, &[operation], backoffs).await? {
+            // The last finalizer of an object in deletion: the server deletes it now, and
+            // nothing is left to write.
+            Some(object)
+                if object.metadata.deletion_timestamp.is_some()
+                    && object
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_none_or(Vec::is_empty) =>
+            {
+                return Ok(gone(patch));
+            }
             Some(object) => written.versions.extend(object.metadata.resource_version),
             None => return Ok(gone(patch)),
         }

@@ -804,3 +804,46 @@ async fn a_failed_finalizer_addition_is_tried_again_without_a_new_event() {
         harness.stop().await.expect("a clean stop");
     }
 }
+
+/// When the deletion handlers are done, the finalizer's removal is the one write, even when
+/// they returned results: the object is gone with it, and nothing more is sent to it (no
+/// write answered 404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_deletion_is_one_write() {
+    let registry = Registry::new().with(ChangeHandler::on_delete(examples(), "delete_fn", |_| {
+        Box::pin(async { Ok(Some(json!("cleaned up"))) })
+    }));
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "brief", json!({})).await;
+    wait_for(&client, "brief", "handled", |o| {
+        o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+    settle(harness.server()).await;
+    harness.server().reset_requests();
+    crate::support::delete(&client, "brief").await;
+    crate::support::wait_gone(&harness, "brief").await;
+    settle(harness.server()).await;
+    let writes: Vec<(String, String, u16)> = harness
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "patch")
+        .map(|r| (r.verb, r.resource, r.code))
+        .collect();
+    assert_eq!(
+        writes,
+        [(
+            "patch".to_string(),
+            "kopfexamples.kopf.dev".to_string(),
+            200
+        )],
+        "one write, the finalizer's removal"
+    );
+    harness.stop().await.expect("a clean stop");
+}

@@ -465,7 +465,7 @@ async fn finalizers_hold_objects_until_they_are_removed() {
         (code, error["reason"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid"))
     );
-    let (code, _) = patch(
+    let (code, last) = patch(
         &server,
         &format!("{path}/cm"),
         JSON_PATCH,
@@ -473,6 +473,9 @@ async fn finalizers_hold_objects_until_they_are_removed() {
     )
     .await;
     assert_eq!(code, StatusCode::OK);
+    // The answer is the object as updated (its finalizers gone), as the real server's is.
+    assert!(last["metadata"]["deletionTimestamp"].is_string(), "{last}");
+    assert!(last["metadata"]["finalizers"].is_null(), "{last}");
     let (code, _) = get(&server, &format!("{path}/cm")).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     server.stop().await;

@@ -350,8 +350,11 @@ pub(crate) fn update(
         object::meta_mut(&mut new).insert("generation".into(), json!(generation));
     }
     if object::is_terminating(&new) && !has_blocking_finalizers(def, &new) {
+        // As the real server: the answer (and the DELETED event) is the object as updated,
+        // its last finalizer gone.
+        let key = key_of(&new);
         return Ok(state
-            .remove(def, &key_of(&new))
+            .remove_as(def, &key, Some(new))
             .unwrap_or_else(|| old.clone()));
     }
     Ok(state.put(def, new))

@@ -204,13 +204,25 @@ impl State {
 
     /// Removes an object for good, with a DELETED change carrying its last state.
     pub(crate) fn remove(&mut self, def: &ResourceDef, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.remove_as(def, key, None)
+    }
+
+    /// Removes an object for good as an update made it (`last`: the last finalizer removed
+    /// from an object in deletion), with a DELETED change carrying that state; without
+    /// `last`, the stored state.
+    pub(crate) fn remove_as(
+        &mut self,
+        def: &ResourceDef,
+        key: &ObjectKey,
+        last: Option<Value>,
+    ) -> Option<Arc<Value>> {
         let resource = def.key();
         let previous = self.objects.get_mut(&resource)?.remove(key)?;
         self.uids.remove(object::uid(&previous));
         self.mark_pending(def, &previous, true);
         self.rv += 1;
         let rv = self.rv;
-        let mut last = (*previous).clone();
+        let mut last = last.unwrap_or_else(|| (*previous).clone());
         object::meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let last = Arc::new(last);
         self.record(Change {
