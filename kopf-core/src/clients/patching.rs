@@ -88,7 +88,8 @@ pub(crate) async fn apply(
     {
         match guarded(target, resource_version, &[operation], backoffs).await? {
             // The last finalizer of an object in deletion: the server deletes it now, and
-            // nothing is left to write.
+            // nothing is left to write. Its version (the DELETED event's) is still awaited,
+            // so that no older event on its way runs a deletion handler again.
             Some(object)
                 if object.metadata.deletion_timestamp.is_some()
                     && object
@@ -97,7 +98,10 @@ pub(crate) async fn apply(
                         .as_ref()
                         .is_none_or(Vec::is_empty) =>
             {
-                return Ok(gone(patch));
+                *patch = Patch::default();
+                written.versions.extend(object.metadata.resource_version);
+                written.versions = moved_on(resource_version, written.versions);
+                return Ok(written);
             }
             Some(object) => written.versions.extend(object.metadata.resource_version),
             None => return Ok(gone(patch)),
