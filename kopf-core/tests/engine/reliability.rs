@@ -694,6 +694,20 @@ async fn under_committed_failures_and_cut_streams_every_object_is_handled_once()
     harness.stop().await.expect("a clean stop");
 }
 
+/// An operator with one delete handler (so objects carry its finalizer), recording calls.
+async fn deleting(calls: &Calls) -> OperatorHarness {
+    let registry = Registry::new().with(ChangeHandler::on_delete(
+        examples(),
+        "delete_fn",
+        recording(calls, "delete_fn"),
+    ));
+    OperatorHarness::start_on(
+        server_with_crd().await,
+        Operator::new(registry).settings(test_settings()),
+    )
+    .await
+}
+
 /// Found by the chaos suite: the write that removes the finalizer after the delete handler
 /// meets a 409 (or a 500). It is tried again (the handler does not run again), and the
 /// object goes: it is not left in deletion forever.
@@ -705,16 +719,7 @@ async fn a_failed_finalizer_removal_is_tried_again_until_the_object_goes() {
         Fault::commit_then_reset(),
     ] {
         let calls = Calls::default();
-        let registry = Registry::new().with(ChangeHandler::on_delete(
-            examples(),
-            "delete_fn",
-            recording(&calls, "delete_fn"),
-        ));
-        let harness = OperatorHarness::start_on(
-            server_with_crd().await,
-            Operator::new(registry).settings(test_settings()),
-        )
-        .await;
+        let harness = deleting(&calls).await;
         let client = harness.client();
         create(&client, "going", json!({})).await;
         wait_for(&client, "going", "the finalizer added", |o| {
@@ -761,16 +766,7 @@ async fn a_failed_finalizer_addition_is_tried_again_without_a_new_event() {
         Fault::commit_then_reset(),
     ] {
         let calls = Calls::default();
-        let registry = Registry::new().with(ChangeHandler::on_delete(
-            examples(),
-            "delete_fn",
-            recording(&calls, "delete_fn"),
-        ));
-        let harness = OperatorHarness::start_on(
-            server_with_crd().await,
-            Operator::new(registry).settings(test_settings()),
-        )
-        .await;
+        let harness = deleting(&calls).await;
         harness.server().inject(
             fault
                 .clone()

@@ -444,6 +444,14 @@ pub(super) struct Incarnation {
     done: oneshot::Receiver<Result<(), String>>,
 }
 
+/// An incarnation dropped unstopped (an explorer's future dropped midway) still stops: its
+/// thread does not outlive the explorer's interest in it.
+impl Drop for Incarnation {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 impl Incarnation {
     pub(super) fn launch(
         make: &(dyn Fn() -> Operator + Send + Sync),
