@@ -7,5 +7,6 @@ mod binary;
 mod faults;
 mod kube_runtime;
 mod kubectl;
+mod metadata;
 mod python;
 mod rbac;

@@ -193,6 +193,12 @@ pub(crate) enum Format {
     Table,
     /// `apidiscovery.k8s.io/v2` aggregated discovery.
     AggregatedDiscovery,
+    /// `PartialObjectMetadata` of `meta.k8s.io` in the named version (`v1`, `v1beta1`): objects
+    /// reduced to their metadata (kube-rs `get_metadata`/`metadata_watcher`, client-go's
+    /// metadata informers).
+    Metadata(&'static str),
+    /// `PartialObjectMetadataList`: a list of objects reduced to their metadata.
+    MetadataList(&'static str),
 }
 
 impl Format {
@@ -209,6 +215,11 @@ impl Format {
             if alternative.contains("as=Table") && alternative.contains("g=meta.k8s.io") {
                 return Format::Table;
             }
+            if alternative.starts_with("application/json")
+                && let Some(metadata) = Format::metadata(&alternative)
+            {
+                return metadata;
+            }
             if alternative.contains("as=APIGroupDiscoveryList")
                 && alternative.contains("g=apidiscovery.k8s.io")
                 && alternative.contains("v=v2")
@@ -221,6 +232,29 @@ impl Format {
             }
         }
         Format::Json
+    }
+
+    /// A `PartialObjectMetadata[List]` alternative of the `Accept` header, if this is one.
+    fn metadata(alternative: &str) -> Option<Format> {
+        let parameters: Vec<&str> = alternative.split(';').skip(1).collect();
+        let has = |parameter: &str| parameters.contains(&parameter);
+        if !has("g=meta.k8s.io") {
+            return None;
+        }
+        let version = if has("v=v1") {
+            "v1"
+        } else if has("v=v1beta1") {
+            "v1beta1"
+        } else {
+            return None;
+        };
+        if has("as=PartialObjectMetadata") {
+            Some(Format::Metadata(version))
+        } else if has("as=PartialObjectMetadataList") {
+            Some(Format::MetadataList(version))
+        } else {
+            None
+        }
     }
 }
 
@@ -347,6 +381,20 @@ mod tests {
         assert_eq!(Format::of(&headers), Format::AggregatedDiscovery);
         headers.insert(http::header::ACCEPT, "application/json".parse().unwrap());
         assert_eq!(Format::of(&headers), Format::Json);
+        headers.insert(
+            http::header::ACCEPT,
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(Format::of(&headers), Format::MetadataList("v1"));
+        headers.insert(
+            http::header::ACCEPT,
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(Format::of(&headers), Format::Metadata("v1beta1"));
     }
 }
 

@@ -19,6 +19,7 @@ use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{Objects, State};
 
 pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+    target.acceptable(false)?;
     let any_version = context.query.get("resourceVersion") == Some("0");
     let object = match context.stale_by.filter(|_| any_version) {
         None => current(shared, target, target.name())?,
@@ -37,7 +38,7 @@ pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> Ap
             json!({"resourceVersion": rv}),
         ));
     }
-    Ok(Reply::json(StatusCode::OK, &target.render(&object)))
+    Ok(Reply::json(StatusCode::OK, &target.answer(&object)))
 }
 
 fn table_reply(target: &Target<'_>, objects: &[Value], list_meta: Value) -> Reply {
@@ -122,6 +123,7 @@ fn list_snapshot(
 }
 
 pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+    target.acceptable(true)?;
     let selectors = Selectors::parse(context, &target.def)?;
     let limit = context
         .query
@@ -142,7 +144,7 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
             remaining += 1;
             continue;
         }
-        items.push(target.render(object));
+        items.push(target.answer(object));
         last = Some(key.clone());
     }
     if let Some(seed) = context.shuffle_seed {
@@ -159,13 +161,7 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
     if context.format == Format::Table {
         return Ok(table_reply(target, &items, meta));
     }
-    let list = json!({
-        "kind": target.def.list_kind,
-        "apiVersion": target.def.api_version(target.version),
-        "metadata": meta,
-        "items": items,
-    });
-    Ok(Reply::json(StatusCode::OK, &list))
+    Ok(Reply::json(StatusCode::OK, &target.list_of(items, meta)))
 }
 
 /// The version a view lagging `lag` changes behind serves: never older than what the history

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::apiserver::endpoints::request::ObjectPath;
+use http::StatusCode;
+
+use crate::apiserver::endpoints::request::{Format, ObjectPath};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::status::{ApiError, ApiResult, Subject};
 use crate::apiserver::storage::catalog::ResourceDef;
@@ -19,6 +21,8 @@ pub(crate) struct Target<'a> {
     pub(crate) path: &'a ObjectPath,
     /// The namespace objects live in (`""` for cluster-scoped resources).
     pub(crate) namespace: String,
+    /// What the client accepts: whole objects, or their metadata only.
+    pub(crate) format: Format,
 }
 
 impl Target<'_> {
@@ -41,6 +45,62 @@ impl Target<'_> {
     /// The object as served in the requested version.
     pub(crate) fn render(&self, object: &Value) -> Value {
         self.def.render(self.version, object)
+    }
+
+    /// The object as answered: [`Target::render`]ed, or its `PartialObjectMetadata` when the
+    /// client asked for metadata only.
+    pub(crate) fn answer(&self, object: &Value) -> Value {
+        match self.format {
+            Format::Metadata(version) | Format::MetadataList(version) => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": format!("meta.k8s.io/{version}"),
+                "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            }),
+            _ => self.def.render(self.version, object),
+        }
+    }
+
+    /// A list of answered `items`: the resource's list kind, or a `PartialObjectMetadataList`.
+    pub(crate) fn list_of(&self, items: Vec<Value>, metadata: Value) -> Value {
+        let (kind, api_version) = match self.format {
+            Format::Metadata(version) | Format::MetadataList(version) => (
+                "PartialObjectMetadataList".to_string(),
+                format!("meta.k8s.io/{version}"),
+            ),
+            _ => (
+                self.def.list_kind.clone(),
+                self.def.api_version(self.version),
+            ),
+        };
+        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items})
+    }
+
+    /// Refuses a metadata-only format that does not fit the answer (`406 Not Acceptable`), as
+    /// the real server does: `PartialObjectMetadataList` for one object, or
+    /// `PartialObjectMetadata` for a list.
+    pub(super) fn acceptable(&self, list: bool) -> ApiResult<()> {
+        let type_name = if self.def.builtin.is_some() {
+            format!("*v1.{}", self.def.list_kind)
+        } else {
+            "*unstructured.UnstructuredList".to_string()
+        };
+        let message = match (self.format, list) {
+            (Format::Metadata(_), true) => format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({type_name})"
+            ),
+            (Format::MetadataList(_), false) => {
+                let type_name = type_name.trim_end_matches("List");
+                format!(
+                    "you requested PartialObjectMetadataList, but the requested object is not a list ({type_name})"
+                )
+            }
+            _ => return Ok(()),
+        };
+        Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "NotAcceptable",
+            message,
+        ))
     }
 
     /// The object as stored: in the storage version.

@@ -44,6 +44,7 @@ pub(crate) async fn serve(
         version: &path.version,
         path,
         namespace,
+        format: context.format,
     };
     let needs_namespace = def_needs_namespace(&target, context.verb);
     if needs_namespace {

@@ -68,7 +68,7 @@ pub(crate) fn watch(
         version: target.version.to_string(),
         namespace: target.namespace.clone(),
         selectors,
-        table: context.format == Format::Table,
+        format: context.format,
         last_rv: 0,
         pending: VecDeque::new(),
         changes: shared.changes.subscribe(),
@@ -200,7 +200,8 @@ struct WatchStream {
     version: String,
     namespace: String,
     selectors: Selectors,
-    table: bool,
+    /// Whole objects, table rows, or metadata only.
+    format: Format,
     /// The newest resourceVersion whose changes were considered.
     last_rv: u64,
     pending: VecDeque<Bytes>,
@@ -341,22 +342,23 @@ impl WatchStream {
     }
 
     fn rendered(&self, object: &Value) -> Value {
-        let rendered = self.def.render(&self.version, object);
-        if self.table {
-            let path = crate::apiserver::endpoints::request::ObjectPath {
-                group: self.def.group.clone(),
-                version: self.version.clone(),
-                namespace: None,
-                plural: self.def.plural.clone(),
-                name: None,
-                subresource: None,
-            };
-            let target = Target {
-                def: self.def.clone(),
-                version: &self.version,
-                path: &path,
-                namespace: String::new(),
-            };
+        let path = crate::apiserver::endpoints::request::ObjectPath {
+            group: self.def.group.clone(),
+            version: self.version.clone(),
+            namespace: None,
+            plural: self.def.plural.clone(),
+            name: None,
+            subresource: None,
+        };
+        let target = Target {
+            def: self.def.clone(),
+            version: &self.version,
+            path: &path,
+            namespace: String::new(),
+            format: self.format,
+        };
+        let rendered = target.answer(object);
+        if self.format == Format::Table {
             let rv = crate::apiserver::storage::object::resource_version(&rendered).to_string();
             return table_for(&target, &[rendered], json!({"resourceVersion": rv}));
         }
@@ -368,7 +370,14 @@ impl WatchStream {
         if initial_events_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object = json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": metadata});
+        let object = match self.format {
+            Format::Metadata(version) | Format::MetadataList(version) => {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{version}"), "metadata": metadata})
+            }
+            _ => {
+                json!({"kind": self.def.kind, "apiVersion": self.def.api_version(&self.version), "metadata": metadata})
+            }
+        };
         self.push_event(json!({"type": "BOOKMARK", "object": object}));
     }
 

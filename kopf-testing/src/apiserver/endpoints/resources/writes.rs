@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::selectors::Selectors;
 use super::target::Target;
 use crate::apiserver::endpoints::reply::Reply;
-use crate::apiserver::endpoints::request::{Context, ObjectPath};
+use crate::apiserver::endpoints::request::{Context, Format, ObjectPath};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::admission::{self, FieldValidation};
 use crate::apiserver::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
@@ -202,7 +202,7 @@ fn create_object(
         }
         Ok((stored, warnings))
     })?;
-    Ok(Reply::json(StatusCode::CREATED, &target.render(&stored)).with_warnings(warnings))
+    Ok(Reply::json(StatusCode::CREATED, &target.answer(&stored)).with_warnings(warnings))
 }
 
 pub(super) fn update(
@@ -255,7 +255,7 @@ pub(super) fn write_object(
         }
         Ok((stored, warnings))
     })?;
-    Ok(Reply::json(StatusCode::OK, &target.render(&stored)).with_warnings(warnings))
+    Ok(Reply::json(StatusCode::OK, &target.answer(&stored)).with_warnings(warnings))
 }
 
 /// The kinds of PATCH bodies.
@@ -446,7 +446,7 @@ pub(super) fn delete(
             object
         })
     })?;
-    Ok(Reply::json(StatusCode::OK, &target.render(&deletion)))
+    Ok(Reply::json(StatusCode::OK, &target.answer(&deletion)))
 }
 
 /// The annotation a competing writer (an injected conflict) sets.
@@ -505,10 +505,10 @@ pub(super) fn delete_collection(
                 .map(|o| object::resource_version(o).to_string());
             match lifecycle::delete(state, &target.def, &key, &options) {
                 Ok(Deletion::Gone(object) | Deletion::Pending(object)) if dry_run => {
-                    deleted.push(target.render(&unstored(&object, stored_rv.as_deref())))
+                    deleted.push(target.answer(&unstored(&object, stored_rv.as_deref())))
                 }
                 Ok(Deletion::Gone(object) | Deletion::Pending(object)) => {
-                    deleted.push(target.render(&object))
+                    deleted.push(target.answer(&object))
                 }
                 Err(error) => tracing::debug!(?error, "deletecollection skipped an object"),
             }
@@ -516,12 +516,7 @@ pub(super) fn delete_collection(
         deleted
     });
     let rv = shared.read(State::resource_version);
-    let list = json!({
-        "kind": target.def.list_kind,
-        "apiVersion": target.def.api_version(target.version),
-        "metadata": {"resourceVersion": rv.to_string()},
-        "items": deleted,
-    });
+    let list = target.list_of(deleted, json!({"resourceVersion": rv.to_string()}));
     Ok(Reply::json(StatusCode::OK, &list))
 }
 
@@ -584,6 +579,7 @@ pub(crate) fn recreate(shared: &Shared, mut object: Value) -> ApiResult<Value> {
         version,
         path: &path,
         namespace,
+        format: Format::Json,
     };
     let meta = object::meta_mut(&mut object);
     for field in [
