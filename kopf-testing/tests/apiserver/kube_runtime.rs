@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::support::{DEADLINE, client_without_retries, wait_for};
+use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, wait_for};
 
 /// A custom resource with a status subresource, served once its CRD is created.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -78,7 +78,7 @@ async fn watcher_sees_every_change(config: watcher::Config) {
         .await
         .unwrap();
 
-    let mut cm_events = watcher(configmaps.clone(), config.clone()).boxed();
+    let mut cm_events = watcher(configmaps.clone(), config.clone().fields(NOT_ROOT_CA)).boxed();
     let mut w_events = watcher(widgets.clone(), config).boxed();
     assert_eq!(
         next_events(&mut cm_events, 3).await,
@@ -414,10 +414,13 @@ async fn configmaps_create_get_list_replace_delete() {
     );
     assert_eq!(
         names(
-            &api.list(&ListParams::default().fields("metadata.name!=cm-b"))
-                .await
-                .unwrap()
-                .items
+            &api.list(
+                &ListParams::default()
+                    .fields("metadata.name!=cm-b,metadata.name!=kube-root-ca.crt")
+            )
+            .await
+            .unwrap()
+            .items
         ),
         ["cm-a"]
     );
@@ -444,7 +447,12 @@ async fn configmaps_create_get_list_replace_delete() {
     api.delete("cm-a", &DeleteParams::default()).await.unwrap();
     assert_eq!(api.get_opt("cm-a").await.unwrap(), None);
     assert_eq!(
-        names(&api.list(&ListParams::default()).await.unwrap().items),
+        names(
+            &api.list(&ListParams::default().fields(NOT_ROOT_CA))
+                .await
+                .unwrap()
+                .items
+        ),
         ["cm-b"]
     );
     server.stop().await;
@@ -983,7 +991,10 @@ async fn pagination_follows_continue_tokens_over_a_consistent_snapshot() {
         expected.insert(created.name_any(), rv(&created));
     }
 
-    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let first = api
+        .list(&ListParams::default().fields(NOT_ROOT_CA).limit(2))
+        .await
+        .unwrap();
     let snapshot = first
         .metadata
         .resource_version
@@ -1011,7 +1022,12 @@ async fn pagination_follows_continue_tokens_over_a_consistent_snapshot() {
     let mut pages = 1;
     loop {
         let page = api
-            .list(&ListParams::default().limit(2).continue_token(&token))
+            .list(
+                &ListParams::default()
+                    .fields(NOT_ROOT_CA)
+                    .limit(2)
+                    .continue_token(&token),
+            )
             .await
             .unwrap();
         pages += 1;
@@ -1028,7 +1044,12 @@ async fn pagination_follows_continue_tokens_over_a_consistent_snapshot() {
     }
     assert_eq!(pages, 4);
     assert_eq!(listed, expected.into_iter().collect::<Vec<_>>());
-    let now = names(&api.list(&ListParams::default()).await.unwrap().items);
+    let now = names(
+        &api.list(&ListParams::default().fields(NOT_ROOT_CA))
+            .await
+            .unwrap()
+            .items,
+    );
     assert_eq!(
         now,
         [
@@ -1037,15 +1058,23 @@ async fn pagination_follows_continue_tokens_over_a_consistent_snapshot() {
     );
 
     // Once the history behind a token is compacted away, the token expires.
-    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let first = api
+        .list(&ListParams::default().fields(NOT_ROOT_CA).limit(2))
+        .await
+        .unwrap();
     let token = first.metadata.continue_.expect("more pages");
     api.create(&PostParams::default(), &configmap("late", &[]))
         .await
         .unwrap();
     server.compact();
     let status = api_error(
-        api.list(&ListParams::default().limit(2).continue_token(&token))
-            .await,
+        api.list(
+            &ListParams::default()
+                .fields(NOT_ROOT_CA)
+                .limit(2)
+                .continue_token(&token),
+        )
+        .await,
     );
     assert_eq!(
         (status.code, status.reason.as_str()),

@@ -13,7 +13,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, send, wait_for};
+use crate::support::{DEADLINE, NOT_ROOT_CA, send, wait_for};
 
 fn config_map(name: &str, data: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -37,7 +37,10 @@ async fn get_list_and_patch_metadata_return_partial_objects() {
     assert_eq!(types.kind, "PartialObjectMetadata");
     assert_eq!(types.api_version, "meta.k8s.io/v1");
 
-    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    let list = api
+        .list_metadata(&ListParams::default().fields(NOT_ROOT_CA))
+        .await
+        .unwrap();
     let names: Vec<_> = list
         .items
         .iter()
@@ -97,8 +100,17 @@ async fn raw_answers_carry_no_data_and_mismatches_are_not_acceptable() {
     );
     assert!(!object.to_string().contains("secret-ish"));
 
-    let (status, list) =
-        body(send(&server, get("/api/v1/namespaces/default/configmaps", many)).await).await;
+    let (status, list) = body(
+        send(
+            &server,
+            get(
+                "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Draw",
+                many,
+            ),
+        )
+        .await,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
     assert_eq!(list["items"][0]["metadata"]["name"], "raw");

@@ -57,7 +57,7 @@ async fn a_cluster_role_bound_in_a_namespace_grants_only_there() {
         .expect("granted in team");
     assert_eq!(
         in_team
-            .list(&ListParams::default())
+            .list(&ListParams::default().fields(crate::support::NOT_ROOT_CA))
             .await
             .unwrap()
             .items

@@ -8,6 +8,10 @@ use http::Request;
 use kopf_testing::FakeApiServer;
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
+/// Every namespace holds the `kube-root-ca.crt` ConfigMap, as in a real cluster; tests that
+/// count ConfigMaps leave it out with this field selector.
+pub(crate) const NOT_ROOT_CA: &str = "metadata.name!=kube-root-ca.crt";
+
 /// A generous deadline for conditions that should hold soon.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 

@@ -103,3 +103,37 @@ pub(crate) fn check(
     };
     authorization::authorize(&lock(state), &identity, &attributes)
 }
+
+/// Who a request comes from, as reviews report it: the ServiceAccount of an issued token, or
+/// the cluster's admin (`kubernetes-admin` in `system:masters`), who may impersonate anyone
+/// (`Impersonate-User` and `Impersonate-Group`, as `kubectl --as` sends them).
+pub(crate) fn identify(access: &Access, headers: &http::HeaderMap) -> Identity {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if let Some(identity) = given.and_then(|token| lock(&access.tokens).get(token).cloned()) {
+        return identity;
+    }
+    let impersonated = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok());
+    let Some(user) = impersonated else {
+        return Identity::admin();
+    };
+    let groups = headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    Identity::named(user, groups)
+}
+
+/// Who a bearer token authenticates as, for a `TokenReview`: `None` for an unknown token.
+pub(crate) fn authenticate(access: &Access, token: &str) -> Option<Identity> {
+    if let Some(identity) = lock(&access.tokens).get(token).cloned() {
+        return Some(identity);
+    }
+    (access.admin.as_deref() == Some(token)).then(Identity::admin)
+}

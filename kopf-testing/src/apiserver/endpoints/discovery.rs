@@ -103,16 +103,6 @@ fn served_in<'a>(
         .filter(move |d| d.group == group && d.version(version).is_some())
 }
 
-const ALL_VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
 const SUB_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResult<Reply> {
@@ -124,7 +114,7 @@ pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResul
                 "singularName": def.singular,
                 "namespaced": def.namespaced,
                 "kind": def.kind,
-                "verbs": ALL_VERBS,
+                "verbs": def.verbs,
                 "shortNames": def.short_names,
                 "categories": def.categories,
             }));
@@ -176,7 +166,7 @@ fn aggregated(catalog: &Catalog, wanted: impl Fn(&str) -> bool) -> Value {
                             "responseKind": kind,
                             "scope": if def.namespaced { "Namespaced" } else { "Cluster" },
                             "singularResource": def.singular,
-                            "verbs": ALL_VERBS,
+                            "verbs": def.verbs,
                         });
                         if !def.short_names.is_empty() {
                             resource["shortNames"] = json!(def.short_names);

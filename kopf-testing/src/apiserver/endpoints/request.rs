@@ -267,6 +267,8 @@ pub(crate) struct Context {
     pub(crate) verb: Verb,
     pub(crate) format: Format,
     pub(crate) content_type: Option<String>,
+    /// Who sends the request (reviews report and judge it).
+    pub(crate) requester: crate::apiserver::semantics::authorization::Identity,
     /// The `User-Agent` header: names the manager of writes without a `fieldManager`.
     pub(crate) user_agent: Option<String>,
     /// Watch streams end after this many events (an injected fault).

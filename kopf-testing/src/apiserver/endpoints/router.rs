@@ -86,6 +86,7 @@ pub(crate) async fn handle(
         verb,
         format: Format::of(&parts.headers),
         content_type: content_type.clone(),
+        requester: access::identify(&shared.access, &parts.headers),
         user_agent: parts
             .headers
             .get(header::USER_AGENT)

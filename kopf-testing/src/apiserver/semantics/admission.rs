@@ -3,14 +3,13 @@
 //! checks of `metadata` that every resource shares.
 
 use base64::Engine as _;
-use k8s_openapi::api;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use super::status::{ApiError, ApiResult, Subject};
-use super::{names, schema};
+use super::{defaults, names, schema};
+use crate::apiserver::storage::builtins::RoundTrip;
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 
 /// `?fieldValidation=`: what to do with fields the schema does not know.
@@ -51,14 +50,15 @@ pub(crate) fn admit(
         name: &name,
     };
     let mut unknown = Vec::new();
-    match def.builtin {
-        Some(builtin) => {
-            unknown = normalize_builtin(builtin, object).map_err(|e| {
+    match def.round_trip {
+        Some(round_trip) => {
+            unknown = normalize_builtin(def, round_trip, object).map_err(|e| {
                 ApiError::bad_request(format!(
                     "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
                     kind = def.kind
                 ))
             })?;
+            defaults::apply(def, object);
         }
         None => {
             unknown.extend(
@@ -169,36 +169,19 @@ const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 262_144;
 
 /// Round-trips a built-in object through its typed form, as the real server decodes it.
 /// Returns the paths of fields that the type does not know (dropped).
-fn normalize_builtin(builtin: Builtin, object: &mut Value) -> Result<Vec<String>, String> {
-    use Builtin::*;
-    if builtin == Secret {
+fn normalize_builtin(
+    def: &ResourceDef,
+    round_trip: RoundTrip,
+    object: &mut Value,
+) -> Result<Vec<String>, String> {
+    if def.builtin == Some(Builtin::Secret) {
         move_string_data(object);
     }
-    match builtin {
-        Namespace => normalize_typed::<api::core::v1::Namespace>(object, ""),
-        ConfigMap => normalize_typed::<api::core::v1::ConfigMap>(object, ""),
-        Secret => normalize_typed::<api::core::v1::Secret>(object, ""),
-        Pod => normalize_typed::<api::core::v1::Pod>(object, ""),
-        Service => normalize_typed::<api::core::v1::Service>(object, ""),
-        ServiceAccount => normalize_typed::<api::core::v1::ServiceAccount>(object, ""),
-        Event => normalize_typed::<api::core::v1::Event>(object, ""),
-        EventsV1 => normalize_typed::<api::events::v1::Event>(object, ""),
-        Lease => normalize_typed::<api::coordination::v1::Lease>(object, ""),
-        Deployment => normalize_typed::<api::apps::v1::Deployment>(object, ""),
-        CustomResourceDefinition => {
-            normalize_typed::<apiextensions::CustomResourceDefinition>(object, "")
-        }
-        ValidatingWebhookConfiguration => normalize_typed::<
-            api::admissionregistration::v1::ValidatingWebhookConfiguration,
-        >(object, ""),
-        MutatingWebhookConfiguration => normalize_typed::<
-            api::admissionregistration::v1::MutatingWebhookConfiguration,
-        >(object, ""),
-        ClusterRole => normalize_typed::<api::rbac::v1::ClusterRole>(object, ""),
-        ClusterRoleBinding => normalize_typed::<api::rbac::v1::ClusterRoleBinding>(object, ""),
-        Role => normalize_typed::<api::rbac::v1::Role>(object, ""),
-        RoleBinding => normalize_typed::<api::rbac::v1::RoleBinding>(object, ""),
-    }
+    let normalized = round_trip(object)?;
+    let mut unknown = Vec::new();
+    dropped_fields(object, &normalized, "", &mut unknown);
+    *object = normalized;
+    Ok(unknown)
 }
 
 /// `stringData` is write-only: the server merges it into `data`, base64-encoded.

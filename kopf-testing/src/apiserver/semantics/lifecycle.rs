@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::patch::{self, Updater};
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
+use super::{cluster, defaults};
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{State, key_of};
@@ -110,7 +111,7 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
     }
     if is_new
         && let Some(existing) = state.catalog.get(&def.group, &def.plural)
-        && existing.builtin.is_some()
+        && !existing.is_custom()
     {
         return Err(invalid(
             "spec.group",
@@ -190,6 +191,10 @@ pub(crate) fn create(
     {
         map.remove("status");
     }
+    if let Some(status) = defaults::initial_status(def, &object) {
+        object["status"] = status;
+    }
+    cluster::allocate(state, def, &mut object)?;
     let meta = object::meta_mut(&mut object);
     for field in [
         "deletionTimestamp",
@@ -201,7 +206,11 @@ pub(crate) fn create(
     }
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
-    meta.insert("generation".into(), json!(1));
+    if def.tracks_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
     if def.builtin == Some(Builtin::Namespace) {
         let name = object::name(&object).to_string();
         let labels = object::meta_mut(&mut object)
@@ -228,8 +237,25 @@ pub(crate) fn create(
     }
     if def.builtin == Some(Builtin::CustomResourceDefinition) {
         object::set_finalizers(&mut object, vec![CRD_CLEANUP.into()]);
+        object["status"] = initial_crd_status(&object);
     }
-    Ok(state.put(def, object))
+    let stored = state.put(def, object);
+    if def.builtin == Some(Builtin::Namespace) {
+        cluster::seed_namespace(state, object::name(&stored));
+    }
+    Ok(stored)
+}
+
+/// A new CRD's status until its names are accepted: its storage version stored, nothing more.
+fn initial_crd_status(crd: &Value) -> Value {
+    let storage: Vec<Value> = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == true)
+        .map(|v| v["name"].clone())
+        .collect();
+    json!({"conditions": [], "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": storage})
 }
 
 /// A name for `metadata.generateName`: the prefix and five random characters, as the real
@@ -269,6 +295,7 @@ pub(crate) fn update(
     updater: Option<&Updater>,
 ) -> ApiResult<Arc<Value>> {
     let name = object::name(old).to_string();
+    cluster::keep_allocations(def, old, &mut new);
     let given_rv = object::resource_version(&new);
     if !given_rv.is_empty() && given_rv != object::resource_version(old) {
         return Err(ApiError::stale(subject(def, &name)));
@@ -344,7 +371,9 @@ pub(crate) fn update(
     if unchanged == new {
         return Ok(old.clone());
     }
-    if object::spec_part(&new, def.has_status()) != object::spec_part(&unchanged, def.has_status())
+    if def.tracks_generation
+        && object::spec_part(&new, def.has_status())
+            != object::spec_part(&unchanged, def.has_status())
     {
         let generation = object::generation(old) + 1;
         object::meta_mut(&mut new).insert("generation".into(), json!(generation));
@@ -426,11 +455,14 @@ pub(crate) fn delete(
         return Ok(Deletion::Gone(gone));
     }
     if !object::is_terminating(&marked) {
-        let generation = object::generation(&marked) + 1;
+        let generation = object::generation(&marked);
         let meta = object::meta_mut(&mut marked);
         meta.insert("deletionTimestamp".into(), json!(object::now_timestamp()));
         meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-        meta.insert("generation".into(), json!(generation));
+        // As the real server: only a kind that tracks generations gets one more.
+        if generation > 0 {
+            meta.insert("generation".into(), json!(generation + 1));
+        }
         if def.builtin == Some(Builtin::Namespace) {
             marked["status"]["phase"] = json!("Terminating");
         }
@@ -538,7 +570,7 @@ fn establish_crds(state: &mut State) -> bool {
     let gone: Vec<_> = state
         .catalog
         .iter()
-        .filter(|d| d.builtin.is_none() && !served.contains(&d.key()))
+        .filter(|d| d.is_custom() && !served.contains(&d.key()))
         .map(|d| d.key())
         .collect();
     for key in gone {
@@ -765,21 +797,7 @@ fn collect_garbage(state: &mut State) -> bool {
     progressed
 }
 
-/// The namespaces every cluster starts with.
+/// What every cluster starts with: see [`cluster::bootstrap`].
 pub(crate) fn bootstrap(state: &mut State) {
-    let Some(ns_def) = builtin_def(state, "", "namespaces") else {
-        return;
-    };
-    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        if state
-            .get(&ns_def.key(), &(String::new(), name.to_string()))
-            .is_none()
-        {
-            let namespace =
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            if let Err(error) = create(state, &ns_def, namespace, None) {
-                tracing::error!(?error, name, "creating a built-in namespace failed");
-            }
-        }
-    }
+    cluster::bootstrap(state);
 }

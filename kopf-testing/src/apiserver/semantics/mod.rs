@@ -4,6 +4,8 @@
 
 pub(super) mod admission;
 pub(super) mod authorization;
+pub(super) mod cluster;
+pub(super) mod defaults;
 pub(super) mod go_format;
 pub(super) mod lifecycle;
 pub(super) mod names;

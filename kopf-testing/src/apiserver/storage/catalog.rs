@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::builtins::{self, ALL_VERBS, RoundTrip};
 use super::columns::PrinterColumn;
 
 /// Identifies a resource regardless of its version: `(group, plural)`.
 pub(crate) type ResourceKey = (String, String);
 
-/// How a built-in kind is normalised (typed round-trip) on writes.
+/// The built-in kinds that the server gives behaviour beyond storing them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Builtin {
     Namespace,
@@ -30,6 +31,32 @@ pub(crate) enum Builtin {
     ClusterRoleBinding,
     Role,
     RoleBinding,
+    /// `pods/binding`'s top-level twin: assigns a pod to a node.
+    Binding,
+    /// Computed health of the control plane's components; listed, never written.
+    ComponentStatus,
+    SubjectAccessReview,
+    LocalSubjectAccessReview,
+    SelfSubjectAccessReview,
+    SelfSubjectRulesReview,
+    TokenReview,
+    SelfSubjectReview,
+}
+
+impl Builtin {
+    /// Whether this is a review: created, answered, never stored.
+    pub(crate) fn is_review(self) -> bool {
+        use Builtin::*;
+        matches!(
+            self,
+            SubjectAccessReview
+                | LocalSubjectAccessReview
+                | SelfSubjectAccessReview
+                | SelfSubjectRulesReview
+                | TokenReview
+                | SelfSubjectReview
+        )
+    }
 }
 
 /// Where the `scale` subresource reads and writes its numbers.
@@ -64,10 +91,22 @@ pub(crate) struct ResourceDef {
     pub(crate) categories: Vec<String>,
     pub(crate) namespaced: bool,
     pub(crate) versions: Vec<VersionDef>,
+    /// The behaviour the server gives this built-in kind beyond storing it, if any.
     pub(crate) builtin: Option<Builtin>,
+    /// A built-in kind's typed round trip; `None` for custom resources.
+    pub(crate) round_trip: Option<RoundTrip>,
+    /// The verbs served (discovery and routing).
+    pub(crate) verbs: &'static [&'static str],
+    /// Whether `metadata.generation` is set and bumped on spec changes.
+    pub(crate) tracks_generation: bool,
 }
 
 impl ResourceDef {
+    /// Whether a CRD defines this resource.
+    pub(crate) fn is_custom(&self) -> bool {
+        self.round_trip.is_none()
+    }
+
     pub(crate) fn key(&self) -> ResourceKey {
         (self.group.clone(), self.plural.clone())
     }
@@ -119,211 +158,6 @@ impl ResourceDef {
 
     pub(crate) fn has_status(&self) -> bool {
         self.versions.iter().any(|v| v.status)
-    }
-
-    /// A built-in resource; `[group, version, plural, kind]` name it.
-    fn builtin(
-        builtin: Builtin,
-        [group, version, plural, kind]: [&str; 4],
-        namespaced: bool,
-        short_names: &[&str],
-        status: bool,
-    ) -> Self {
-        ResourceDef {
-            group: group.into(),
-            plural: plural.into(),
-            singular: kind.to_lowercase(),
-            kind: kind.into(),
-            list_kind: format!("{kind}List"),
-            short_names: short_names.iter().map(|s| s.to_string()).collect(),
-            categories: Vec::new(),
-            namespaced,
-            versions: vec![VersionDef {
-                name: version.into(),
-                served: true,
-                storage: true,
-                schema: None,
-                printer_columns: Vec::new(),
-                status,
-                scale: None,
-            }],
-            builtin: Some(builtin),
-        }
-    }
-
-    /// Everything served before any CRD exists.
-    pub(crate) fn builtins() -> Vec<ResourceDef> {
-        use Builtin::*;
-        let mut all = vec![
-            Self::builtin(
-                Namespace,
-                ["", "v1", "namespaces", "Namespace"],
-                false,
-                &["ns"],
-                true,
-            ),
-            Self::builtin(
-                ConfigMap,
-                ["", "v1", "configmaps", "ConfigMap"],
-                true,
-                &["cm"],
-                false,
-            ),
-            Self::builtin(Secret, ["", "v1", "secrets", "Secret"], true, &[], false),
-            Self::builtin(Pod, ["", "v1", "pods", "Pod"], true, &["po"], true),
-            Self::builtin(
-                Service,
-                ["", "v1", "services", "Service"],
-                true,
-                &["svc"],
-                true,
-            ),
-            Self::builtin(
-                ServiceAccount,
-                ["", "v1", "serviceaccounts", "ServiceAccount"],
-                true,
-                &["sa"],
-                false,
-            ),
-            Self::builtin(Event, ["", "v1", "events", "Event"], true, &["ev"], false),
-            Self::builtin(
-                EventsV1,
-                ["events.k8s.io", "v1", "events", "Event"],
-                true,
-                &["ev"],
-                false,
-            ),
-            Self::builtin(
-                Lease,
-                ["coordination.k8s.io", "v1", "leases", "Lease"],
-                true,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                Deployment,
-                ["apps", "v1", "deployments", "Deployment"],
-                true,
-                &["deploy"],
-                true,
-            ),
-            Self::builtin(
-                CustomResourceDefinition,
-                [
-                    "apiextensions.k8s.io",
-                    "v1",
-                    "customresourcedefinitions",
-                    "CustomResourceDefinition",
-                ],
-                false,
-                &["crd", "crds"],
-                true,
-            ),
-            Self::builtin(
-                ValidatingWebhookConfiguration,
-                [
-                    "admissionregistration.k8s.io",
-                    "v1",
-                    "validatingwebhookconfigurations",
-                    "ValidatingWebhookConfiguration",
-                ],
-                false,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                MutatingWebhookConfiguration,
-                [
-                    "admissionregistration.k8s.io",
-                    "v1",
-                    "mutatingwebhookconfigurations",
-                    "MutatingWebhookConfiguration",
-                ],
-                false,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                ClusterRole,
-                [
-                    "rbac.authorization.k8s.io",
-                    "v1",
-                    "clusterroles",
-                    "ClusterRole",
-                ],
-                false,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                ClusterRoleBinding,
-                [
-                    "rbac.authorization.k8s.io",
-                    "v1",
-                    "clusterrolebindings",
-                    "ClusterRoleBinding",
-                ],
-                false,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                Role,
-                ["rbac.authorization.k8s.io", "v1", "roles", "Role"],
-                true,
-                &[],
-                false,
-            ),
-            Self::builtin(
-                RoleBinding,
-                [
-                    "rbac.authorization.k8s.io",
-                    "v1",
-                    "rolebindings",
-                    "RoleBinding",
-                ],
-                true,
-                &[],
-                false,
-            ),
-        ];
-        for def in &mut all {
-            if matches!(def.builtin, Some(Pod | Service | Deployment)) {
-                def.categories = vec!["all".into()];
-            }
-            let column = |name: &str, type_: &str, path: &str| PrinterColumn {
-                name: name.into(),
-                type_: type_.into(),
-                format: String::new(),
-                description: String::new(),
-                priority: 0,
-                json_path: path.into(),
-            };
-            if matches!(def.builtin, Some(Namespace | Pod)) {
-                def.versions[0].printer_columns = vec![
-                    column("Status", "string", ".status.phase"),
-                    column("Age", "date", ".metadata.creationTimestamp"),
-                ];
-            }
-            if def.builtin == Some(Event) {
-                // As the real server's printer, short of its computed `kind/name` object.
-                def.versions[0].printer_columns = vec![
-                    column("Last Seen", "date", ".lastTimestamp"),
-                    column("Type", "string", ".type"),
-                    column("Reason", "string", ".reason"),
-                    column("Object", "string", ".involvedObject.name"),
-                    column("Message", "string", ".message"),
-                ];
-            }
-            if def.builtin == Some(Deployment) {
-                def.versions[0].scale = Some(ScalePaths {
-                    spec_replicas: ".spec.replicas".into(),
-                    status_replicas: ".status.replicas".into(),
-                    label_selector: Some(".status.selector".into()),
-                });
-            }
-        }
-        all
     }
 
     /// The resource a CRD defines, or why it cannot be served.
@@ -399,6 +233,9 @@ impl ResourceDef {
             namespaced: scope != "Cluster",
             versions,
             builtin: None,
+            round_trip: None,
+            verbs: ALL_VERBS,
+            tracks_generation: true,
         })
     }
 }
@@ -412,7 +249,7 @@ pub(crate) struct Catalog {
 impl Catalog {
     pub(crate) fn with_builtins() -> Self {
         let mut catalog = Catalog::default();
-        for def in ResourceDef::builtins() {
+        for def in builtins::builtins() {
             catalog.insert(def);
         }
         catalog
@@ -461,7 +298,7 @@ impl Catalog {
     fn is_builtin_group(&self, group: &str) -> bool {
         self.resources
             .values()
-            .any(|d| d.group == group && d.builtin.is_some())
+            .any(|d| d.group == group && !d.is_custom())
     }
 
     /// Versions served in a group, preferred first.

@@ -55,6 +55,8 @@ pub(crate) struct State {
     journal: Option<Vec<Arc<Change>>>,
     /// What the cluster's controllers must look at again (see `lifecycle::settle`).
     pub(crate) pending: Pending,
+    /// The CA bundle (PEM) that every namespace's `kube-root-ca.crt` ConfigMap carries.
+    pub(crate) root_ca: String,
 }
 
 /// Flags set by writes so that the controllers skip work when nothing concerns them.
@@ -77,6 +79,7 @@ impl State {
             compacted_rv: 0,
             journal: None,
             pending: Pending::default(),
+            root_ca: String::new(),
         }
     }
 

@@ -79,7 +79,7 @@ impl Target<'_> {
     /// the real server does: `PartialObjectMetadataList` for one object, or
     /// `PartialObjectMetadata` for a list.
     pub(super) fn acceptable(&self, list: bool) -> ApiResult<()> {
-        let type_name = if self.def.builtin.is_some() {
+        let type_name = if !self.def.is_custom() {
             format!("*v1.{}", self.def.list_kind)
         } else {
             "*unstructured.UnstructuredList".to_string()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::reads::{get, list};
+use super::reviews;
 use super::scale::scale;
 use super::target::{Target, current, method_not_allowed};
 use super::watch;
@@ -63,7 +64,13 @@ pub(crate) async fn serve(
         }
         return Err(ApiError::stale(target.subject(name)));
     }
+    if path.subresource.is_none() && !target.def.verbs.contains(&context.verb.as_str()) {
+        return Err(method_not_allowed());
+    }
     match (path.subresource.as_deref(), context.verb) {
+        (None, Verb::Create) if target.def.builtin.is_some_and(Builtin::is_review) => {
+            reviews::review(shared, context, &target, &body)
+        }
         (None, Verb::Get) => get(shared, context, &target),
         (None, Verb::List) => list(shared, context, &target),
         (None, Verb::Watch) => watch::watch(shared, context, &target),

@@ -44,7 +44,7 @@ pub(super) fn parse_json(body: &[u8]) -> ApiResult<Value> {
 
 /// Parses an object for create or update (JSON, or the protobuf kubectl sends for built-ins)
 /// and checks what the path says about it.
-fn parse_object(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
+pub(super) fn parse_body(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
     let media = context.content_type.as_deref().unwrap_or_default();
     let mut object = if media.starts_with(PROTOBUF) {
         protobuf::decode(body).map_err(|e| match e {
@@ -162,7 +162,7 @@ pub(super) fn create(
 ) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
     let dry_run = dry_run(context)?;
-    let object = parse_object(context, target, body)?;
+    let object = parse_body(context, target, body)?;
     let object = target.for_storage(object);
     let updater = updater(context, target);
     create_object(shared, target, object, validation, dry_run, Some(&updater))
@@ -214,7 +214,7 @@ pub(super) fn update(
 ) -> ApiResult<Reply> {
     let validation = field_validation(context)?;
     let dry_run = dry_run(context)?;
-    let object = parse_object(context, target, body)?;
+    let object = parse_body(context, target, body)?;
     let object = target.for_storage(object);
     let name = target.name().to_string();
     let updater = updater(context, target);
@@ -305,7 +305,7 @@ pub(super) fn patch(
     let validation = field_validation(context)?;
     let kind = patch_kind(context.content_type.as_deref())?;
     let name = target.name().to_string();
-    if kind == PatchKind::Strategic && target.def.builtin.is_none() {
+    if kind == PatchKind::Strategic && target.def.is_custom() {
         return Err(ApiError::unsupported_media_type(
             "application/strategic-merge-patch+json",
         ));

@@ -1,0 +1,324 @@
+//! What a real cluster has and adds beyond the API server's storage: the objects it boots
+//! with (namespaces, the `kubernetes` Service, the bootstrap RBAC roles), the objects its
+//! controllers put in every namespace (the `default` ServiceAccount, the `kube-root-ca.crt`
+//! ConfigMap), and the addresses its allocators give Services (cluster IPs, node ports).
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+use super::lifecycle;
+use super::status::{ApiError, ApiResult};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
+use crate::apiserver::storage::object;
+use crate::apiserver::storage::state::State;
+
+/// The Services' cluster IP range, as kubeadm's and kind's default `10.96.0.0/12`.
+const SERVICE_RANGE: (Ipv4Addr, u32) = (Ipv4Addr::new(10, 96, 0, 0), 1 << 20);
+/// The `kubernetes` Service's address: the range's first.
+const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+/// Node ports, as `--service-node-port-range`'s default.
+const NODE_PORTS: std::ops::RangeInclusive<u64> = 30000..=32767;
+
+/// Creates what every cluster starts with (once; a restored state keeps what it has).
+/// Namespaces' `kube-root-ca.crt` carry [`State::root_ca`].
+pub(crate) fn bootstrap(state: &mut State) {
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        ensure(state, "", "namespaces", namespace);
+    }
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": KUBERNETES_SERVICE_IP,
+            "clusterIPs": [KUBERNETES_SERVICE_IP],
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster",
+            "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+        },
+        "status": {"loadBalancer": {}},
+    });
+    ensure(state, "", "services", service);
+    for (role, rules) in bootstrap_roles() {
+        let role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {
+                "name": role,
+                "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+            },
+            "rules": rules,
+        });
+        ensure(state, "rbac.authorization.k8s.io", "clusterroles", role);
+    }
+    for (binding, role, groups) in bootstrap_bindings() {
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|group| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}))
+            .collect();
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {
+                "name": binding,
+                "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+            },
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": subjects,
+        });
+        ensure(
+            state,
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            binding,
+        );
+    }
+}
+
+/// Creates `object` unless it exists.
+fn ensure(state: &mut State, group: &str, plural: &str, object: Value) {
+    let Some(def) = state.catalog.get(group, plural).cloned() else {
+        return;
+    };
+    let key = (
+        object::namespace(&object).to_string(),
+        object::name(&object).to_string(),
+    );
+    if state.get(&def.key(), &key).is_some() {
+        return;
+    }
+    if let Err(error) = lifecycle::create(state, &def, object, None) {
+        tracing::error!(
+            ?error,
+            plural,
+            name = key.1,
+            "creating a bootstrap object failed"
+        );
+    }
+}
+
+/// The ClusterRoles of a fresh cluster that users and tools rely on by name.
+fn bootstrap_roles() -> Vec<(&'static str, Value)> {
+    let read = json!(["get", "list", "watch"]);
+    let write = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let workloads = json!([
+        "pods",
+        "pods/log",
+        "pods/exec",
+        "pods/attach",
+        "pods/portforward",
+        "services",
+        "endpoints",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "persistentvolumeclaims",
+        "replicationcontrollers",
+        "replicationcontrollers/scale",
+        "events",
+    ]);
+    let apps = json!([
+        "deployments",
+        "deployments/scale",
+        "replicasets",
+        "replicasets/scale",
+        "statefulsets",
+        "statefulsets/scale",
+        "daemonsets",
+        "controllerrevisions",
+    ]);
+    let namespaced = |verbs: &Value| {
+        json!([
+            {"apiGroups": [""], "resources": workloads, "verbs": verbs},
+            {"apiGroups": ["apps"], "resources": apps, "verbs": verbs},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": verbs},
+            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": verbs},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"], "verbs": verbs},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": verbs},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": verbs},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": verbs},
+        ])
+    };
+    let mut edit = namespaced(&read).as_array().cloned().unwrap_or_default();
+    edit.extend(namespaced(&write).as_array().cloned().unwrap_or_default());
+    edit.push(json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": read}));
+    let mut admin = edit.clone();
+    admin.push(json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"]}));
+    let mut view = namespaced(&read).as_array().cloned().unwrap_or_default();
+    view.retain(|rule| rule["resources"] != json!(["leases"]));
+    view.push(json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": read}));
+    let reviews = json!([
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+    ]);
+    vec![
+        (
+            "cluster-admin",
+            json!([
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]),
+        ),
+        ("admin", Value::from(admin)),
+        ("edit", Value::from(edit)),
+        ("view", Value::from(view)),
+        ("system:basic-user", reviews),
+        (
+            "system:discovery",
+            json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+        ),
+        (
+            "system:public-info-viewer",
+            json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+        ),
+    ]
+}
+
+/// The ClusterRoleBindings of a fresh cluster: `(name, role, groups)`.
+fn bootstrap_bindings() -> Vec<(&'static str, &'static str, &'static [&'static str])> {
+    vec![
+        ("cluster-admin", "cluster-admin", &["system:masters"]),
+        (
+            "system:basic-user",
+            "system:basic-user",
+            &["system:authenticated"],
+        ),
+        (
+            "system:discovery",
+            "system:discovery",
+            &["system:authenticated"],
+        ),
+        (
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            &["system:authenticated", "system:unauthenticated"],
+        ),
+    ]
+}
+
+/// What the controllers put in a new namespace: its `default` ServiceAccount and the
+/// `kube-root-ca.crt` ConfigMap.
+pub(crate) fn seed_namespace(state: &mut State, namespace: &str) {
+    let account = json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    });
+    ensure(state, "", "serviceaccounts", account);
+    let bundle = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kube-root-ca.crt",
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."},
+        },
+        "data": {"ca.crt": state.root_ca.clone()},
+    });
+    ensure(state, "", "configmaps", bundle);
+}
+
+/// Gives a new Service its cluster IP and node ports, as the allocators do; an address asked
+/// for that is taken is refused, as the real server refuses it.
+pub(crate) fn allocate(state: &State, def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
+    if def.builtin != Some(Builtin::Service) {
+        return Ok(());
+    }
+    let spec = &mut object["spec"];
+    if spec["type"] == "ExternalName" || !spec.is_object() {
+        return Ok(());
+    }
+    let services: Vec<Value> = state
+        .objects(&def.key())
+        .into_iter()
+        .flat_map(|objects| objects.values())
+        .map(|service| service["spec"].clone())
+        .collect();
+    let asked = spec["clusterIP"].as_str().unwrap_or_default().to_string();
+    if asked.is_empty() {
+        let taken: HashSet<&str> = services
+            .iter()
+            .filter_map(|s| s["clusterIP"].as_str())
+            .collect();
+        let (base, size) = SERVICE_RANGE;
+        let free = (2..size)
+            .map(|offset| Ipv4Addr::from(u32::from(base) + offset).to_string())
+            .find(|ip| !taken.contains(ip.as_str()))
+            .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?;
+        spec["clusterIP"] = json!(free);
+    } else if asked != "None" && services.iter().any(|s| s["clusterIP"] == asked.as_str()) {
+        return Err(ApiError::invalid_field(
+            crate::apiserver::semantics::status::Subject {
+                group: "",
+                plural: "services",
+                name: object::name(object),
+            },
+            "Service",
+            "FieldValueInvalid",
+            "spec.clusterIPs",
+            &format!(
+                "Invalid value: []string{{\"{asked}\"}}: failed to allocate IP {asked}: provided IP is already allocated"
+            ),
+        ));
+    }
+    let spec = &mut object["spec"];
+    let ip = spec["clusterIP"].clone();
+    spec["clusterIPs"] = json!([ip]);
+    spec["ipFamilies"] = json!(["IPv4"]);
+    spec["ipFamilyPolicy"] = json!("SingleStack");
+    if matches!(spec["type"].as_str(), Some("NodePort" | "LoadBalancer")) {
+        let mut taken: HashSet<u64> = services
+            .iter()
+            .flat_map(|s| s["ports"].as_array().cloned().unwrap_or_default())
+            .filter_map(|p| p["nodePort"].as_u64())
+            .collect();
+        for port in spec["ports"].as_array_mut().into_iter().flatten() {
+            if port["nodePort"].as_u64().is_none() {
+                let free = NODE_PORTS
+                    .clone()
+                    .find(|p| !taken.contains(p))
+                    .ok_or_else(|| {
+                        ApiError::internal("failed to allocate a nodePort: range is full")
+                    })?;
+                port["nodePort"] = json!(free);
+                taken.insert(free);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Keeps what the allocators gave a Service when an update leaves it out (`kubectl replace`
+/// of a manifest without them).
+pub(crate) fn keep_allocations(def: &ResourceDef, old: &Value, new: &mut Value) {
+    if def.builtin != Some(Builtin::Service) || !new["spec"].is_object() {
+        return;
+    }
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if new["spec"][field].is_null() && !old["spec"][field].is_null() {
+            new["spec"][field] = old["spec"][field].clone();
+        }
+    }
+    let old_ports = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
+    for port in new["spec"]["ports"].as_array_mut().into_iter().flatten() {
+        if port["nodePort"].is_null()
+            && let Some(previous) = old_ports.iter().find(|p| p["port"] == port["port"])
+            && !previous["nodePort"].is_null()
+        {
+            port["nodePort"] = previous["nodePort"].clone();
+        }
+    }
+}
