@@ -4,6 +4,7 @@ mod support;
 
 mod api;
 mod binary;
+mod catalog;
 mod faults;
 mod kube_runtime;
 mod kubectl;

@@ -84,8 +84,10 @@ impl Reply {
         Reply::json_as(code, value, "application/json")
     }
 
+    /// A JSON body, ended by a newline as the real server's encoder ends it.
     pub(crate) fn json_as(code: StatusCode, value: &Value, content_type: &'static str) -> Reply {
-        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+        bytes.push(b'\n');
         Reply {
             code,
             body: full(bytes),
@@ -128,7 +130,8 @@ fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
 
 /// The `Status` answer for an error, with `Retry-After` and `Warning` headers where due.
 pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
-    let bytes = serde_json::to_vec(&error.to_status()).unwrap_or_default();
+    let mut bytes = serde_json::to_vec(&error.to_status()).unwrap_or_default();
+    bytes.push(b'\n');
     let mut response = Response::new(full(bytes));
     *response.status_mut() = error.code;
     response.headers_mut().insert(

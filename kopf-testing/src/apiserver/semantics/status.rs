@@ -37,12 +37,15 @@ impl Subject<'_> {
         }
     }
 
+    /// `StatusDetails` in the real server's order: `name`, `group` (not for core), `kind`.
     fn details(&self) -> Value {
-        let mut details = json!({"name": self.name, "kind": self.plural});
+        let mut details = serde_json::Map::new();
+        details.insert("name".into(), json!(self.name));
         if !self.group.is_empty() {
-            details["group"] = json!(self.group);
+            details.insert("group".into(), json!(self.group));
         }
-        details
+        details.insert("kind".into(), json!(self.plural));
+        Value::Object(details)
     }
 }
 

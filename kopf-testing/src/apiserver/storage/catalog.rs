@@ -143,11 +143,20 @@ impl ResourceDef {
         }
     }
 
-    /// The object as served in `version`: `apiVersion` and `kind` first, then the rest.
+    /// The object as served in `version`: `apiVersion` and `kind` first, then the rest. As the
+    /// real server writes them: `kind` before `apiVersion` for built-in kinds (Go's typed
+    /// structs), `apiVersion` before `kind` for custom resources (sorted keys).
     pub(crate) fn render(&self, version: &str, object: &Value) -> Value {
         let mut rendered = serde_json::Map::new();
-        rendered.insert("apiVersion".into(), Value::from(self.api_version(version)));
-        rendered.insert("kind".into(), Value::from(self.kind.clone()));
+        let api_version = Value::from(self.api_version(version));
+        let kind = Value::from(self.kind.clone());
+        if self.is_custom() {
+            rendered.insert("apiVersion".into(), api_version);
+            rendered.insert("kind".into(), kind);
+        } else {
+            rendered.insert("kind".into(), kind);
+            rendered.insert("apiVersion".into(), api_version);
+        }
         for (key, value) in object.as_object().into_iter().flatten() {
             if key != "apiVersion" && key != "kind" {
                 rendered.insert(key.clone(), value.clone());
