@@ -341,3 +341,106 @@ async fn the_python_client_works_with_the_new_kinds() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("all good"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn pods_are_bound_evicted_and_debugged_and_accounts_get_tokens() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::{EvictParams, Patch, PatchParams};
+
+    let server = FakeApiServer::start().await.unwrap();
+    let client = server.client();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"containers": [{"name": "c", "image": "app:1"}]},
+        }))
+        .unwrap()
+    };
+    pods.create(&PostParams::default(), &pod("bound"))
+        .await
+        .unwrap();
+
+    // The scheduler's binding, once only.
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound"}, "target": {"kind": "Node", "name": "node-1"}});
+    let request = http::Request::post("/api/v1/namespaces/default/pods/bound/binding")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&binding).unwrap())
+        .unwrap();
+    let answer: Value = client.request(request).await.unwrap();
+    assert_eq!(answer["status"], "Success", "{answer}");
+    let bound = pods.get("bound").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("node-1"));
+    let again = http::Request::post("/api/v1/namespaces/default/bindings")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&binding).unwrap())
+        .unwrap();
+    let error = client.request::<Value>(again).await.unwrap_err();
+    assert!(error.to_string().contains("already assigned"), "{error}");
+
+    // Ephemeral containers can be added through their subresource only.
+    let debug =
+        json!({"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox"}]}});
+    let debugged = pods
+        .patch_ephemeral_containers("bound", &PatchParams::default(), &Patch::Strategic(debug))
+        .await
+        .unwrap();
+    let added = debugged.spec.unwrap().ephemeral_containers.unwrap();
+    assert_eq!(added[0].name, "debugger");
+    assert_eq!(added[0].termination_message_policy.as_deref(), Some("File"));
+
+    // Evictions: refused while a budget allows no disruption, then done.
+    pods.create(&PostParams::default(), &pod("guarded"))
+        .await
+        .unwrap();
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client.clone());
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "keep"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }))
+    .unwrap();
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
+    let refused = pods
+        .evict("guarded", &EvictParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("disruption budget"),
+        "{refused}"
+    );
+    pods.evict("bound", &EvictParams::default()).await.unwrap();
+    assert!(pods.get_opt("bound").await.unwrap().is_none());
+
+    // `kubectl create token`: a token that the server knows as the account.
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(client.clone());
+    let request = serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
+    let token = accounts
+        .create_token_request("default", &PostParams::default(), &request)
+        .await
+        .unwrap();
+    let token = token.status.unwrap().token;
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(token.into());
+    let as_account = kube::Client::try_from(config).unwrap();
+    let who: Value = as_account
+        .request(
+            http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                .header("content-type", "application/json")
+                .body(
+                    br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#
+                        .to_vec(),
+                )
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        who["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:default"
+    );
+    server.stop().await;
+}

@@ -11,6 +11,7 @@ use super::reply::Reply;
 use super::request::Format;
 use super::shared::Shared;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::storage::builtins;
 use crate::apiserver::storage::catalog::{Catalog, ResourceDef};
 
 /// The Kubernetes version the server reports (kubectl picks its behaviour from it).
@@ -125,6 +126,14 @@ pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResul
             if served.scale.is_some() {
                 list.push(json!({"name": format!("{}/scale", def.plural), "singularName": "", "namespaced": def.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": SUB_VERBS}));
             }
+            for sub in builtins::subresources(&def.group, &def.plural) {
+                let mut entry = json!({"name": format!("{}/{}", def.plural, sub.name), "singularName": "", "namespaced": def.namespaced, "kind": sub.kind, "verbs": sub.verbs});
+                if sub.group != def.group {
+                    entry["group"] = json!(sub.group);
+                    entry["version"] = json!(sub.version);
+                }
+                list.push(entry);
+            }
         }
         list
     });
@@ -160,6 +169,9 @@ fn aggregated(catalog: &Catalog, wanted: impl Fn(&str) -> bool) -> Value {
                         }
                         if served.status {
                             subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": SUB_VERBS}));
+                        }
+                        for sub in builtins::subresources(&def.group, &def.plural) {
+                            subresources.push(json!({"subresource": sub.name, "responseKind": {"group": sub.group, "version": sub.version, "kind": sub.kind}, "verbs": sub.verbs}));
                         }
                         let mut resource = json!({
                             "resource": def.plural,

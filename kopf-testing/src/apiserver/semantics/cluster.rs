@@ -50,6 +50,15 @@ pub(crate) fn bootstrap(state: &mut State) {
         "status": {"loadBalancer": {}},
     });
     ensure(state, "", "services", service);
+    for component in ["controller-manager", "etcd-0", "scheduler"] {
+        let status = json!({
+            "apiVersion": "v1",
+            "kind": "ComponentStatus",
+            "metadata": {"name": component},
+            "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}],
+        });
+        ensure(state, "", "componentstatuses", status);
+    }
     for (role, rules) in bootstrap_roles() {
         let role = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -304,6 +304,56 @@ fn scale(group: &str, plural: &str) -> Option<ScalePaths> {
     })
 }
 
+/// A subresource beyond `status` and `scale`: its name, the kind it takes and answers
+/// (`group`, `version`, `kind`), and its verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Subresource {
+    pub(crate) name: &'static str,
+    pub(crate) group: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) verbs: &'static [&'static str],
+}
+
+/// The subresources of a built-in resource beyond `status` and `scale`.
+pub(crate) fn subresources(group: &str, plural: &str) -> &'static [Subresource] {
+    const POD: &[Subresource] = &[
+        Subresource {
+            name: "binding",
+            group: "",
+            version: "v1",
+            kind: "Binding",
+            verbs: CREATE_ONLY,
+        },
+        Subresource {
+            name: "eviction",
+            group: "policy",
+            version: "v1",
+            kind: "Eviction",
+            verbs: CREATE_ONLY,
+        },
+        Subresource {
+            name: "ephemeralcontainers",
+            group: "",
+            version: "v1",
+            kind: "Pod",
+            verbs: &["get", "patch", "update"],
+        },
+    ];
+    const SERVICE_ACCOUNT: &[Subresource] = &[Subresource {
+        name: "token",
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "TokenRequest",
+        verbs: CREATE_ONLY,
+    }];
+    match (group, plural) {
+        ("", "pods") => POD,
+        ("", "serviceaccounts") => SERVICE_ACCOUNT,
+        _ => &[],
+    }
+}
+
 fn printer_columns(group: &str, plural: &str) -> Vec<PrinterColumn> {
     let column = |name: &str, type_: &str, path: &str| PrinterColumn {
         name: name.into(),

@@ -4,6 +4,7 @@ mod reads;
 mod reviews;
 mod scale;
 mod selectors;
+mod subresources;
 mod target;
 pub(super) mod verbs;
 mod watch;

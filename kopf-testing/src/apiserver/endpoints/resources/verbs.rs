@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::reads::{get, list};
 use super::reviews;
 use super::scale::scale;
+use super::subresources;
 use super::target::{Target, current, method_not_allowed};
 use super::watch;
 use super::writes::{competing_write, create, delete, delete_collection, patch, update};
@@ -71,6 +72,21 @@ pub(crate) async fn serve(
         (None, Verb::Create) if target.def.builtin.is_some_and(Builtin::is_review) => {
             reviews::review(shared, context, &target, &body)
         }
+        (None, Verb::Create) if target.def.builtin == Some(Builtin::Binding) => {
+            bind_named_pod(shared, context, &target, &body)
+        }
+        (Some("token"), Verb::Create) if target.def.builtin == Some(Builtin::ServiceAccount) => {
+            subresources::token(shared, &target, &body)
+        }
+        (Some("binding"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
+            subresources::binding(shared, context, &target, target.name(), &body)
+        }
+        (Some("eviction"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
+            subresources::eviction(shared, context, &target, &body)
+        }
+        (Some("ephemeralcontainers"), verb) if target.def.builtin == Some(Builtin::Pod) => {
+            subresources::ephemeral_containers(shared, context, &target, verb, &body)
+        }
         (None, Verb::Get) => get(shared, context, &target),
         (None, Verb::List) => list(shared, context, &target),
         (None, Verb::Watch) => watch::watch(shared, context, &target),
@@ -107,4 +123,34 @@ fn def_needs_namespace(target: &Target<'_>, verb: Verb) -> bool {
     target.def.namespaced
         && target.namespace.is_empty()
         && matches!(verb, Verb::Create | Verb::DeleteCollection)
+}
+
+/// `POST .../namespaces/NS/bindings`: the binding names its pod in `metadata.name`.
+fn bind_named_pod(
+    shared: &Arc<Shared>,
+    context: &Context,
+    target: &Target<'_>,
+    body: &Bytes,
+) -> ApiResult<Reply> {
+    let binding = super::writes::parse_json(body)?;
+    let pod = binding["metadata"]["name"].as_str().unwrap_or_default();
+    let pods = shared
+        .read(|s| s.catalog.get("", "pods").cloned())
+        .ok_or_else(|| ApiError::no_route("pods"))?;
+    let path = ObjectPath {
+        group: String::new(),
+        version: "v1".into(),
+        namespace: Some(target.namespace.clone()),
+        plural: "pods".into(),
+        name: Some(pod.to_string()),
+        subresource: Some("binding".into()),
+    };
+    let pods = Target {
+        def: pods,
+        version: "v1",
+        path: &path,
+        namespace: target.namespace.clone(),
+        format: context.format,
+    };
+    subresources::binding(shared, context, &pods, pod, body)
 }

@@ -133,7 +133,7 @@ pub(super) fn dry_run(context: &Context) -> ApiResult<bool> {
 
 /// Runs a write on the state; for a dry run, on a copy of it that is then thrown away (so no
 /// controller runs and no watch sees it).
-fn commit<T>(shared: &Shared, dry_run: bool, f: impl FnOnce(&mut State) -> T) -> T {
+pub(super) fn commit<T>(shared: &Shared, dry_run: bool, f: impl FnOnce(&mut State) -> T) -> T {
     if dry_run {
         let mut copy = shared.read(State::clone);
         f(&mut copy)
@@ -405,7 +405,7 @@ fn apply(
 
 /// The `DeleteOptions` of a deletion, and whether it is a dry run (kubectl asks for that in
 /// the body, other clients in the query).
-fn delete_options(context: &Context, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
+pub(super) fn delete_options(context: &Context, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
     let options = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {

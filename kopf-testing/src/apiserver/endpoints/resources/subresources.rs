@@ -1,0 +1,285 @@
+//! The subresources of pods and ServiceAccounts that tools rely on: `pods/binding` (and the
+//! top-level `bindings`), `pods/eviction` (`kubectl drain`), `pods/ephemeralcontainers`
+//! (`kubectl debug`), and `serviceaccounts/token` (`kubectl create token`).
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::target::{Target, current, method_not_allowed};
+use super::writes::{
+    PatchKind, commit, delete_options, dry_run, parse_json, patch_error, patch_kind, updater,
+    write_object,
+};
+use crate::apiserver::endpoints::reply::Reply;
+use crate::apiserver::endpoints::request::{Context, Verb};
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::semantics::admission::FieldValidation;
+use crate::apiserver::semantics::lifecycle::{self, Scope};
+use crate::apiserver::semantics::patch;
+use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
+use crate::apiserver::storage::object;
+
+/// How long a requested token lives unless the request says (as `kubectl create token`).
+const TOKEN_SECONDS: u64 = 3600;
+
+/// `POST .../serviceaccounts/NAME/token`: a token that acts as the account.
+pub(super) fn token(shared: &Shared, target: &Target<'_>, body: &[u8]) -> ApiResult<Reply> {
+    let name = target.name();
+    current(shared, target, name)?;
+    let mut request = if body.is_empty() {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    let seconds = request["spec"]["expirationSeconds"]
+        .as_u64()
+        .unwrap_or(TOKEN_SECONDS);
+    if seconds < 600 {
+        return Err(ApiError::invalid_field(
+            target.subject(name),
+            "TokenRequest",
+            "FieldValueInvalid",
+            "spec.expirationSeconds",
+            &format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
+        ));
+    }
+    let expires =
+        time::OffsetDateTime::now_utc() + time::Duration::seconds(seconds.min(1 << 32) as i64);
+    let token = shared.access.service_account_token(&target.namespace, name);
+    request["apiVersion"] = json!("authentication.k8s.io/v1");
+    request["kind"] = json!("TokenRequest");
+    request["metadata"] = json!({"name": name, "namespace": target.namespace});
+    request["spec"]["expirationSeconds"] = json!(seconds);
+    request["status"] = json!({
+        "token": token,
+        "expirationTimestamp": object::format_timestamp(expires),
+    });
+    Ok(Reply::json(StatusCode::CREATED, &request))
+}
+
+/// `POST .../pods/NAME/binding` or `.../bindings`: assigns a pod to a node, once.
+pub(super) fn binding(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    pod_name: &str,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let binding = parse_json(body)?;
+    let node = binding["target"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if node.is_empty() {
+        return Err(ApiError::invalid_field(
+            target.subject(pod_name),
+            "Binding",
+            "FieldValueRequired",
+            "target.name",
+            "Required value",
+        ));
+    }
+    let updater = updater(context, target);
+    write_object(
+        shared,
+        target,
+        pod_name,
+        (Scope::Main, Some(&updater)),
+        FieldValidation::Ignore,
+        dry_run(context)?,
+        |pod| {
+            if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on pods/binding \"{pod_name}\": pod {pod_name} is already assigned to node \"{assigned}\""
+                    ),
+                ));
+            }
+            let mut pod = pod.clone();
+            pod["spec"]["nodeName"] = json!(node);
+            Ok(pod)
+        },
+    )?;
+    Ok(success())
+}
+
+/// `POST .../pods/NAME/eviction`: deletes the pod unless a disruption budget forbids it.
+pub(super) fn eviction(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let name = target.name().to_string();
+    let eviction = if body.is_empty() {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    let options_body = eviction
+        .get("deleteOptions")
+        .map(|o| o.to_string().into_bytes())
+        .unwrap_or_default();
+    let (options, dry_run) = delete_options(context, &options_body)?;
+    commit(shared, dry_run, |state| {
+        let pod = state
+            .get(&target.def.key(), &target.key(&name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(target.subject(&name)))?;
+        if let Some(budget) = blocking_budget(state, &target.namespace, &pod) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+            .with_details(json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {budget} does not allow any disruption")}]})));
+        }
+        lifecycle::delete(state, &target.def, &target.key(&name), &options).map(|_| ())
+    })?;
+    Ok(success())
+}
+
+/// The name of a PodDisruptionBudget that selects `pod` and allows no disruption now (no
+/// controller computes budgets here, so one that was never computed allows none, as a real
+/// cluster's eviction refuses until the disruption controller has looked).
+fn blocking_budget(
+    state: &crate::apiserver::storage::state::State,
+    namespace: &str,
+    pod: &Value,
+) -> Option<String> {
+    let budgets = state.objects(&("policy".to_string(), "poddisruptionbudgets".to_string()))?;
+    let labels = pod["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    budgets
+        .iter()
+        .filter(|(key, _)| key.0 == namespace)
+        .map(|(_, budget)| budget)
+        .find(|budget| {
+            selects(&budget["spec"]["selector"], &labels)
+                && budget["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) < 1
+        })
+        .map(|budget| object::name(budget).to_string())
+}
+
+/// Whether a `LabelSelector` (`matchLabels`, `matchExpressions`) selects these labels; an
+/// empty selector selects everything, a missing one nothing.
+fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
+    if !selector.is_object() {
+        return false;
+    }
+    let equal = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(key, value)| labels.get(key) == Some(value));
+    let expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|expression| {
+            let key = expression["key"].as_str().unwrap_or_default();
+            let values: Vec<&Value> = expression["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .collect();
+            let label = labels.get(key);
+            match expression["operator"].as_str() {
+                Some("In") => label.is_some_and(|l| values.contains(&l)),
+                Some("NotIn") => label.is_none_or(|l| !values.contains(&l)),
+                Some("Exists") => label.is_some(),
+                Some("DoesNotExist") => label.is_none(),
+                _ => false,
+            }
+        });
+    equal && expressions
+}
+
+/// `pods/NAME/ephemeralcontainers`: reads the pod, or changes only its ephemeral containers
+/// (which can be added, never changed or removed).
+pub(super) fn ephemeral_containers(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    verb: Verb,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let name = target.name().to_string();
+    let kind = match verb {
+        Verb::Get => {
+            let pod = current(shared, target, &name)?;
+            return Ok(Reply::json(StatusCode::OK, &target.answer(&pod)));
+        }
+        Verb::Update => None,
+        Verb::Patch => Some(patch_kind(context.content_type.as_deref())?),
+        _ => return Err(method_not_allowed()),
+    };
+    let document = parse_json(body)?;
+    let updater = updater(context, target);
+    write_object(
+        shared,
+        target,
+        &name,
+        (Scope::Main, Some(&updater)),
+        FieldValidation::Strict,
+        dry_run(context)?,
+        |pod| {
+            let mut proposed = pod.clone();
+            match kind {
+                None => proposed = document.clone(),
+                Some(PatchKind::Json) => patch::json_patch(&mut proposed, &document)
+                    .map_err(|e| patch_error(target, &name, e))?,
+                Some(PatchKind::Merge) => patch::merge_patch(&mut proposed, &document),
+                Some(PatchKind::Strategic) => {
+                    patch::strategic_merge_patch("Pod", &mut proposed, &document)
+                        .map_err(|e| patch_error(target, &name, e))?
+                }
+                Some(PatchKind::Apply) => {
+                    return Err(ApiError::unsupported_media_type(
+                        "application/apply-patch+yaml",
+                    ));
+                }
+            }
+            let before = pod["spec"]["ephemeralContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let after = proposed["spec"]["ephemeralContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if after.len() < before.len()
+                || before
+                    .iter()
+                    .zip(&after)
+                    .any(|(b, a)| b["name"] != a["name"])
+            {
+                return Err(ApiError::invalid_field(
+                    target.subject(&name),
+                    "Pod",
+                    "FieldValueForbidden",
+                    "spec.ephemeralContainers",
+                    "Forbidden: existing ephemeral containers may not be removed or changed",
+                ));
+            }
+            let mut pod = pod.clone();
+            pod["spec"]["ephemeralContainers"] = json!(after);
+            if let Some(rv) = proposed["metadata"]["resourceVersion"].as_str() {
+                object::meta_mut(&mut pod).insert("resourceVersion".into(), json!(rv));
+            }
+            Ok(pod)
+        },
+    )
+}
+
+/// A `Status` of success, as the real server answers bindings and evictions.
+fn success() -> Reply {
+    Reply::json(
+        StatusCode::CREATED,
+        &status_object("Success", 201, "", "", None),
+    )
+}
