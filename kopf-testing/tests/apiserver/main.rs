@@ -9,3 +9,4 @@ mod kube_runtime;
 mod kubectl;
 mod python;
 mod rbac;
+mod tls;
