@@ -8,5 +8,6 @@ mod faults;
 mod kube_runtime;
 mod kubectl;
 mod python;
+mod python_tls;
 mod rbac;
 mod tls;
