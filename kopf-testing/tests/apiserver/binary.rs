@@ -163,7 +163,12 @@ async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
     .await;
     assert_eq!(succeed(got, "get"), "v");
 
-    let refused = run_kubectl(&kubectl, &kubeconfig, &["--token", "wrong", "get", "configmaps"]).await;
+    let refused = run_kubectl(
+        &kubectl,
+        &kubeconfig,
+        &["--token", "wrong", "get", "configmaps"],
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "a wrong token is refused");
     assert!(

@@ -216,7 +216,12 @@ impl Python {
 
     /// Waits until `condition` holds, as [`support::wait_for`], but fails at once with the
     /// process's log if the process exits meanwhile.
-    pub(crate) async fn until<T, F, Fut>(&mut self, what: &str, deadline: Duration, mut condition: F) -> T
+    pub(crate) async fn until<T, F, Fut>(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        mut condition: F,
+    ) -> T
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,

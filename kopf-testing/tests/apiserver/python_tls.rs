@@ -13,7 +13,9 @@ use crate::support::{self, DEADLINE};
 const TOKEN: &str = "s3cret";
 
 /// A server that serves TLS and requires [`TOKEN`], its kubeconfig and its CA file in `dir`.
-async fn tls_server(dir: &std::path::Path) -> (FakeApiServer, std::path::PathBuf, std::path::PathBuf) {
+async fn tls_server(
+    dir: &std::path::Path,
+) -> (FakeApiServer, std::path::PathBuf, std::path::PathBuf) {
     let server = FakeApiServer::builder()
         .token(TOKEN)
         .start()
@@ -40,12 +42,15 @@ async fn kubernetes_client_trusts_the_ca_and_sends_the_token() {
     let (server, kubeconfig, ca_file) = tls_server(dir.path()).await;
 
     let script = scripts().join("client_tls.py");
-    let args = [
-        script.to_str().unwrap(),
-        ca_file.to_str().unwrap(),
-        TOKEN,
-    ];
-    let mut py = Python::spawn("client_tls.py", &python, &args, dir.path(), &kubeconfig, true);
+    let args = [script.to_str().unwrap(), ca_file.to_str().unwrap(), TOKEN];
+    let mut py = Python::spawn(
+        "client_tls.py",
+        &python,
+        &args,
+        dir.path(),
+        &kubeconfig,
+        true,
+    );
 
     let listed = py.next("listed").await;
     assert_eq!(listed["host"], server.url(), "{listed}");
@@ -132,22 +137,32 @@ async fn kopf_webhook_auto_server_reads_the_api_servers_certificate() {
         .expect("the kind is served");
     let configurations: Api<DynamicObject> = Api::all_with(server.client(), &resource);
     let webhook = kopf
-        .until("Kopf's ValidatingWebhookConfiguration", KOPF_DEADLINE, || async {
-            let managed = configurations.get(MANAGED).await.ok()?;
-            let webhooks = managed.data["webhooks"].as_array()?.clone();
-            webhooks
-                .into_iter()
-                .find(|webhook| webhook["clientConfig"]["caBundle"].is_string())
-        })
+        .until(
+            "Kopf's ValidatingWebhookConfiguration",
+            KOPF_DEADLINE,
+            || async {
+                let managed = configurations.get(MANAGED).await.ok()?;
+                let webhooks = managed.data["webhooks"].as_array()?.clone();
+                webhooks
+                    .into_iter()
+                    .find(|webhook| webhook["clientConfig"]["caBundle"].is_string())
+            },
+        )
         .await;
     let log = kopf.log_text();
-    assert!(log.contains("KOPF-WEBHOOK-CONFIGURED"), "the startup handler ran");
+    assert!(
+        log.contains("KOPF-WEBHOOK-CONFIGURED"),
+        "the startup handler ran"
+    );
     assert!(
         log.contains("Cluster detection failed, running a simple local server"),
         "the detection read the certificate, found no k3s or minikube, and went on:\n{log}"
     );
     assert!(
-        server.requests().iter().any(|r| r.path == "/version" && r.code == 200),
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/version" && r.code == 200),
         "the detection read /version after the certificate told it nothing"
     );
     let url = webhook["clientConfig"]["url"].as_str().expect("a url");

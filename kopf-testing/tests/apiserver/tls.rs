@@ -22,7 +22,12 @@ async fn tls_server(token: Option<&str>) -> FakeApiServer {
 
 /// `method path` over TLS with this token (or none), without retries: the status code and
 /// the body, as JSON when it is.
-async fn call(server: &FakeApiServer, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {
+async fn call(
+    server: &FakeApiServer,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, Value) {
     let mut config = server.config();
     config.auth_info.token = token.map(|token| token.to_string().into());
     config.default_retry = false;
@@ -53,7 +58,11 @@ fn config_map(name: &str) -> ConfigMap {
 #[tokio::test]
 async fn kube_rs_creates_reads_and_watches_over_tls() {
     let server = tls_server(None).await;
-    assert!(server.url().starts_with("https://127.0.0.1:"), "{}", server.url());
+    assert!(
+        server.url().starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url()
+    );
     let ca = server.ca_pem().expect("a TLS server has a CA");
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
 
@@ -86,9 +95,16 @@ async fn kube_rs_creates_reads_and_watches_over_tls() {
 
     // The certificate names localhost too.
     let mut config = server.config();
-    config.cluster_url = server.url().replace("127.0.0.1", "localhost").parse().unwrap();
+    config.cluster_url = server
+        .url()
+        .replace("127.0.0.1", "localhost")
+        .parse()
+        .unwrap();
     let by_name: Api<ConfigMap> = Api::default_namespaced(kube::Client::try_from(config).unwrap());
-    by_name.get("over-tls").await.expect("read through localhost");
+    by_name
+        .get("over-tls")
+        .await
+        .expect("read through localhost");
 
     drop((config_maps, by_name, client));
     server.stop().await;
@@ -152,7 +168,10 @@ async fn plain_http_to_the_tls_port_is_answered_400_and_the_server_goes_on() {
     drop(confused);
 
     let served: Api<ConfigMap> = Api::default_namespaced(server.client());
-    served.list(&Default::default()).await.expect("still serving over TLS");
+    served
+        .list(&Default::default())
+        .await
+        .expect("still serving over TLS");
     drop(served);
     support::wait_for("every connection to close", DEADLINE, || async {
         (server.stats().open_connections == 0).then_some(())
@@ -184,7 +203,10 @@ async fn a_required_token_guards_the_control_api_but_not_health_or_version() {
 
     for path in ["/healthz", "/livez", "/readyz", "/readyz/ping", "/version"] {
         let (code, body) = call(&server, "GET", path, None).await;
-        assert_eq!(code, 200, "{path} is open to requests with no token: {body}");
+        assert_eq!(
+            code, 200,
+            "{path} is open to requests with no token: {body}"
+        );
         // Authentication comes first: a token the server does not know is turned away even
         // where none is needed, as on a cluster.
         let (code, body) = call(&server, "GET", path, Some("wrong")).await;

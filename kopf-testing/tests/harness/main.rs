@@ -277,8 +277,8 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
         .create(&Default::default(), &crd)
         .await
         .expect("the CRD is created over TLS");
-    let operator = kopf::Operator::new(kopf::handlers![create_fn])
-        .settings(kopf_testing::test_settings());
+    let operator =
+        kopf::Operator::new(kopf::handlers![create_fn]).settings(kopf_testing::test_settings());
     let harness = OperatorHarness::start_on(server, operator).await;
     harness
         .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: secure}}")

@@ -177,8 +177,6 @@ async fn refuse_plain_http(mut stream: TcpStream) {
         return;
     }
     let mut sink = [0u8; 4096];
-    let drain = async {
-        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-    };
+    let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
     let _ = tokio::time::timeout(LINGER, drain).await;
 }
