@@ -17,12 +17,19 @@ use crate::support::{create, examples, wait_object};
 
 const CRD: &str = include_str!("../../../examples/crd.yaml");
 
+/// A server that requires `token` (and so serves TLS).
 async fn server_with_token(token: &str) -> FakeApiServer {
     FakeApiServer::builder()
         .token(token)
         .start_on_own_runtime()
         .await
         .expect("the server starts")
+}
+
+/// The server's address and CA, without credentials: what a login handler would know.
+fn connection(server: &FakeApiServer) -> ConnectionInfo {
+    ConnectionInfo::new(server.url())
+        .ca_data(server.ca_pem().expect("a server with a token serves TLS"))
 }
 
 /// A create handler that reads the `default` namespace through its own `client` argument, and
@@ -40,7 +47,7 @@ fn reading_create_handler() -> ChangeHandler {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_credentials_are_used_and_a_401_logs_in_again() {
     let server = server_with_token("secret").await;
-    let url = server.url().to_string();
+    let base = connection(&server);
     let logins = Arc::new(AtomicUsize::new(0));
     let counted = logins.clone();
     let registry = Registry::new()
@@ -48,7 +55,7 @@ async fn login_credentials_are_used_and_a_401_logs_in_again() {
             let login = counted.fetch_add(1, Ordering::SeqCst) + 1;
             // The first credentials are stale: the server refuses them with a real 401.
             let token = if login == 1 { "stale" } else { "secret" };
-            let info = ConnectionInfo::new(url.clone()).token(token);
+            let info = base.clone().token(token);
             async move { Ok(Some(info)) }
         }))
         .with(reading_create_handler());
@@ -106,14 +113,14 @@ async fn login_credentials_are_used_and_a_401_logs_in_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_refused_together_log_in_once() {
     let server = server_with_token("secret").await;
-    let url = server.url().to_string();
+    let base = connection(&server);
     let logins = Arc::new(AtomicUsize::new(0));
     let (release, released) = tokio::sync::watch::channel(false);
     let counted = logins.clone();
     let registry = Registry::new()
         .with(LoginHandler::on_login("login_fn", move |_invocation| {
             let login = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            let info = ConnectionInfo::new(url.clone()).token("secret");
+            let info = base.clone().token("secret");
             let mut released = released.clone();
             async move {
                 // The re-login waits until the test saw every request refused.
@@ -175,19 +182,19 @@ async fn requests_refused_together_log_in_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_login_is_retried_then_a_login_without_credentials_stops_the_operator() {
     let server = server_with_token("secret").await;
-    let url = server.url().to_string();
+    let base = connection(&server);
     let attempts = Arc::new(AtomicUsize::new(0));
     let counted = attempts.clone();
     let registry = Registry::new().with(
         LoginHandler::on_login("login_fn", move |_invocation| {
             let attempt = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            let url = url.clone();
+            let base = base.clone();
             async move {
                 match attempt {
                     1 => Err(TemporaryError::new("the vault is sealed")
                         .delay(Duration::from_millis(50))
                         .into()),
-                    2 => Ok(Some(ConnectionInfo::new(url).token("secret"))),
+                    2 => Ok(Some(base.token("secret"))),
                     _ => Err(PermanentError::new("the vault is gone").into()),
                 }
             }
@@ -246,18 +253,23 @@ async fn macro_login(retry: u32, memo: &kopf::Memo) -> kopf::Result<ConnectionIn
     let url: String = memo
         .value_as("url")
         .expect("the test puts the url in the memo");
+    let ca: String = memo
+        .value_as("ca")
+        .expect("the test puts the CA in the memo");
     if retry == 0 {
         return Err(TemporaryError::new("not yet")
             .delay(std::time::Duration::from_millis(50))
             .into());
     }
-    Ok(ConnectionInfo::new(url).token("secret"))
+    Ok(ConnectionInfo::new(url).ca_data(ca).token("secret"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_login_attribute_gives_the_credentials() {
     let server = server_with_token("secret").await;
-    let memo = kopf::Memo::new().with_value("url", server.url());
+    let memo = kopf::Memo::new()
+        .with_value("url", server.url())
+        .with_value("ca", server.ca_pem());
     let registry = kopf::handlers![macro_login].with(reading_create_handler());
     let harness = OperatorHarness::start_on(
         server,
@@ -278,14 +290,14 @@ async fn an_on_login_attribute_gives_the_credentials() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_logged_in_operator_leaves_no_connection_open_when_it_stops() {
     let server = server_with_token("secret").await;
-    let url = server.url().to_string();
+    let base = connection(&server);
     let logins = Arc::new(AtomicUsize::new(0));
     let counted = logins.clone();
     let registry = Registry::new()
         .with(LoginHandler::on_login("login_fn", move |_invocation| {
             let login = counted.fetch_add(1, Ordering::SeqCst) + 1;
             let token = if login == 1 { "stale" } else { "secret" };
-            let info = ConnectionInfo::new(url.clone()).token(token);
+            let info = base.clone().token(token);
             async move { Ok(Some(info)) }
         }))
         .with(reading_create_handler());

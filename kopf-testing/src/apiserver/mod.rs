@@ -17,10 +17,12 @@
 //!   fault rules tests see and steer, the tokens that end connections and watches), the
 //!   endpoints for resources, discovery and the `/_fake/` control API, and the router above
 //!   them.
-//! - `server`: the process: the listener and its connections, `FakeApiServer` and its builder,
-//!   restarts, and the periodic saving of the state file.
+//! - `server`: the process: the listener and its connections (with their TLS handshake and
+//!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
+//!   and the periodic saving of the state file.
 //!
-//! A request's path: `server::listener` accepts the connection and hands each request to
+//! A request's path: `server::listener` accepts the connection (`server::tls` shakes hands
+//! first on a TLS server) and hands each request to
 //! `endpoints::router`, which parses its route and verb, authenticates and (with RBAC
 //! enforced) authorizes it (`endpoints::access`), counts it, fires the
 //! faults injected for it, and passes it to `discovery`, `control_api` or `resources::verbs`.

@@ -1,5 +1,6 @@
 //! `kopf-fake-apiserver`: the fake Kubernetes API server as a process, for kubectl, operators
 //! in other languages, and a development cluster that survives restarts (`--state-file`).
+//! Plain HTTP by default; HTTPS with `--tls`, and always when clients are to send tokens.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +10,13 @@ use clap::Parser;
 use kopf_testing::FakeApiServer;
 
 /// A fake Kubernetes API server in memory, for tests and local development.
+///
+/// It prints `listening on URL` (then any ServiceAccount tokens asked for) and serves until
+/// SIGINT or SIGTERM. With --tls (implied by --token and --service-account, since kubectl
+/// sends tokens only over TLS) it serves HTTPS with a CA made at start; the kubeconfig it
+/// writes trusts that CA, and --ca-file writes the CA for other clients.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, long_about)]
 struct Args {
     /// The address to listen on; port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:0")]
@@ -18,7 +24,17 @@ struct Args {
     /// Write a kubeconfig for this server to this path (for kubectl: KUBECONFIG=PATH).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Require this bearer token from clients.
+    /// Serve HTTPS with a certificate for localhost, 127.0.0.1 and ::1, signed by a CA made
+    /// at start (trusted by the kubeconfig written; see --ca-file).
+    #[arg(long)]
+    tls: bool,
+    /// Write the CA certificate (PEM) to this path, for clients given a CA file
+    /// (curl --cacert); implies --tls.
+    #[arg(long, value_name = "PATH")]
+    ca_file: Option<PathBuf>,
+    /// Require this bearer token from clients (401 Unauthorized otherwise, on every path but
+    /// /healthz, /livez, /readyz and /version, the /_fake/ control API included); implies
+    /// --tls, as kubectl sends no token over plain HTTP.
     #[arg(long)]
     token: Option<String>,
     /// Load objects from this file at start; save them periodically and on shutdown.
@@ -38,7 +54,8 @@ struct Args {
     /// and their bindings (403 Forbidden otherwise); the admin token keeps full access.
     #[arg(long)]
     enforce_rbac: bool,
-    /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL.
+    /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL;
+    /// implies --tls, as kubectl sends no token over plain HTTP.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     service_account: Vec<String>,
 }
@@ -56,6 +73,9 @@ async fn main() -> std::process::ExitCode {
         .bind(args.bind)
         .history_limit(args.history_limit)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval));
+    if args.tls || args.ca_file.is_some() || !args.service_account.is_empty() {
+        builder = builder.tls();
+    }
     if args.contract_breaking_faults {
         builder = builder.contract_breaking_faults();
     }
@@ -94,6 +114,16 @@ async fn main() -> std::process::ExitCode {
     {
         eprintln!(
             "kopf-fake-apiserver: cannot write the kubeconfig to {}: {error}",
+            path.display()
+        );
+        server.stop().await;
+        return std::process::ExitCode::FAILURE;
+    }
+    if let (Some(path), Some(ca)) = (&args.ca_file, server.ca_pem())
+        && let Err(error) = std::fs::write(path, ca)
+    {
+        eprintln!(
+            "kopf-fake-apiserver: cannot write the CA certificate to {}: {error}",
             path.display()
         );
         server.stop().await;

@@ -535,13 +535,12 @@ impl Incarnation {
 
 /// A client to the server that names itself as kopf-rs does.
 fn agent_client(server: &FakeApiServer) -> kube::Client {
-    let mut config = kube::Config::new(server.url().parse().expect("the server's url is valid"));
-    config.default_namespace = "default".into();
+    let mut config = server.config();
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_static(AGENT),
     ));
-    kube::Client::try_from(config).expect("a plain-http client always builds")
+    kube::Client::try_from(config).expect("a client of the fake server always builds")
 }
 
 /// The objects at the end of the journal, normalized for comparison.

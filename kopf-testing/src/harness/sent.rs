@@ -122,10 +122,17 @@ impl OperatorClient {
         let sent = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
         let alive = Arc::new(());
-        let connector = CountingConnector {
-            inner: HttpConnector::new(),
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        let counting = CountingConnector {
+            inner: tcp,
             open: connections.clone(),
         };
+        // HTTPS when the server serves TLS, plain HTTP otherwise; TCP connections are counted
+        // either way.
+        let connector = config
+            .rustls_https_connector_with_connector(counting)
+            .expect("the fake server's CA makes a TLS configuration");
         let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             .build::<_, Body>(connector);
         let recorder = sent.clone();
@@ -170,7 +177,7 @@ impl OperatorClient {
     }
 }
 
-/// Plain HTTP connections that count themselves while open.
+/// TCP connections that count themselves while open.
 #[derive(Debug, Clone)]
 struct CountingConnector {
     inner: HttpConnector,

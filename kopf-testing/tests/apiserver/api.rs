@@ -1128,7 +1128,8 @@ async fn a_token_is_required_when_configured() {
         .await
         .expect("its own client sends the token");
     let url = format!("{}/api/v1/namespaces", server.url());
-    let config = kube::Config::new(server.url().parse().unwrap());
+    let mut config = server.config();
+    config.auth_info.token = None;
     let anonymous = kube::Client::try_from(config).unwrap();
     let request = Request::builder()
         .uri(url)

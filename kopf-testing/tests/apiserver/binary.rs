@@ -1,7 +1,9 @@
-//! The `kopf-fake-apiserver` binary: its URL on stdout, its kubeconfig, its state file, and a
-//! clean exit on SIGTERM.
+//! The `kopf-fake-apiserver` binary: its URL on stdout, its kubeconfig, its state file, a
+//! clean exit on SIGTERM, and kubectl's token over TLS.
 
 use std::process::Stdio;
+
+use base64::Engine as _;
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
@@ -26,7 +28,10 @@ async fn start(args: &[&std::ffi::OsStr]) -> (tokio::process::Child, String) {
         .strip_prefix("listening on ")
         .expect("`listening on URL`")
         .to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") || url.starts_with("https://127.0.0.1:"),
+        "{url}"
+    );
     (child, url)
 }
 
@@ -95,21 +100,108 @@ async fn the_binary_serves_kubectl_and_keeps_its_state() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Runs kubectl with this kubeconfig (and a cache of its own).
+async fn run_kubectl(
+    kubectl: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let cache = kubeconfig.with_file_name("cache");
+    tokio::process::Command::new(kubectl)
+        .args(args)
+        .arg("--cache-dir")
+        .arg(cache)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("kubectl runs")
+}
+
+/// kubectl sends no credentials over plain HTTP, so `--token` serves TLS: with the kubeconfig
+/// written, kubectl gets and creates; with a wrong token, it is `401 Unauthorized`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_requires_its_token() {
-    let (child, url) = start(&["--token".as_ref(), "s3cret".as_ref()]).await;
-    let config = kube::Config::new(url.parse().unwrap());
-    let anonymous = kube::Client::try_from(config.clone()).unwrap();
-    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(anonymous);
-    let error = api.get("default").await.unwrap_err();
+async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
+    let test = "kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized";
+    let Some(kubectl) = kubectl(test) else {
+        return;
+    };
+    let _turn = serial().await;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let ca_file = dir.path().join("ca.pem");
+    let (child, url) = start(&[
+        "--token".as_ref(),
+        "s3cret".as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+        "--ca-file".as_ref(),
+        ca_file.as_os_str(),
+    ])
+    .await;
+    assert!(url.starts_with("https://"), "a token implies TLS: {url}");
+
+    let succeed = |output: std::process::Output, what: &str| {
+        assert!(
+            output.status.success(),
+            "kubectl {what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let created = run_kubectl(
+        &kubectl,
+        &kubeconfig,
+        &["create", "configmap", "with-token", "--from-literal=k=v"],
+    )
+    .await;
+    succeed(created, "create");
+    let got = run_kubectl(
+        &kubectl,
+        &kubeconfig,
+        &["get", "configmap", "with-token", "-o", "jsonpath={.data.k}"],
+    )
+    .await;
+    assert_eq!(succeed(got, "get"), "v");
+
+    let refused = run_kubectl(
+        &kubectl,
+        &kubeconfig,
+        &["--token", "wrong", "get", "configmaps"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a wrong token is refused");
+    assert!(
+        stderr.contains("You must be logged in to the server (Unauthorized)"),
+        "{stderr}"
+    );
+
+    // kube-rs with the same kubeconfig; the CA file holds the kubeconfig's CA.
+    let parsed = kube::config::Kubeconfig::read_from(&kubeconfig).expect("a kubeconfig");
+    let ca_data = parsed.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|cluster| cluster.certificate_authority_data.clone())
+        .expect("the kubeconfig carries the CA");
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_data)
+        .expect("base64");
+    assert_eq!(std::fs::read(&ca_file).expect("the CA file"), ca);
+    let config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+        .await
+        .expect("kube-rs reads it");
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::default_namespaced(kube::Client::try_from(config.clone()).unwrap());
+    api.get("with-token").await.expect("with the token");
+    let mut anonymous = config;
+    anonymous.auth_info.token = None;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::default_namespaced(kube::Client::try_from(anonymous).unwrap());
+    let error = api.get("with-token").await.unwrap_err();
     assert!(
         matches!(&error, kube::Error::Api(status) if status.code == 401),
         "{error:?}"
     );
-    let mut config = config;
-    config.auth_info.token = Some("s3cret".to_string().into());
-    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-        kube::Api::all(kube::Client::try_from(config).unwrap());
-    api.get("default").await.expect("with the token");
+    drop(api);
     terminate(child).await;
 }

@@ -10,4 +10,6 @@ mod kube_runtime;
 mod kubectl;
 mod metadata;
 mod python;
+mod python_tls;
 mod rbac;
+mod tls;

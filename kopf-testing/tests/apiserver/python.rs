@@ -19,18 +19,18 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::support::{self, DEADLINE};
 
 /// Kopf takes seconds to start and to settle its handlers; be generous.
-const KOPF_DEADLINE: Duration = Duration::from_secs(90);
+pub(crate) const KOPF_DEADLINE: Duration = Duration::from_secs(90);
 
 const FINALIZER: &str = "kopf.zalando.org/KopfFinalizerMarker";
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
 
 /// The folder of the Python scripts.
-fn scripts() -> PathBuf {
+pub(crate) fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
 }
 
 /// A fresh temporary folder with a unique name, for the kubeconfig and logs.
-fn temp_dir() -> tempfile::TempDir {
+pub(crate) fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("kopf-rs-python-")
         .tempdir()
@@ -109,7 +109,7 @@ fn config_map(name: &str, data: Value) -> ConfigMap {
 
 /// A Python child process: killed when dropped (and then its output is printed if the test
 /// is failing), killed and awaited by [`Python::stop`].
-struct Python {
+pub(crate) struct Python {
     name: String,
     child: Child,
     /// Where its stderr (and, unless piped, its stdout) goes.
@@ -124,7 +124,7 @@ impl Python {
     /// Starts `python args...` against the server behind `kubeconfig`, in `dir`. With
     /// `piped`, stdin and stdout are pipes (for scripts speaking JSON lines); otherwise
     /// stdout goes to the log with stderr.
-    fn spawn(
+    pub(crate) fn spawn(
         name: &str,
         python: &Path,
         args: &[&str],
@@ -170,12 +170,12 @@ impl Python {
         self.child.id().expect("the process is running")
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The next JSON line on stdout.
-    async fn next_any(&mut self) -> Value {
+    pub(crate) async fn next_any(&mut self) -> Value {
         let lines = self.stdout.as_mut().expect("stdout is piped");
         let line = match tokio::time::timeout(DEADLINE, lines.next_line()).await {
             Err(_) => panic!("{}: no output line within {DEADLINE:?}", self.name),
@@ -195,7 +195,7 @@ impl Python {
     }
 
     /// The next JSON line on stdout, which must be the step `step`.
-    async fn next(&mut self, step: &str) -> Value {
+    pub(crate) async fn next(&mut self, step: &str) -> Value {
         let value = self.next_any().await;
         assert_eq!(
             value["step"], step,
@@ -216,7 +216,12 @@ impl Python {
 
     /// Waits until `condition` holds, as [`support::wait_for`], but fails at once with the
     /// process's log if the process exits meanwhile.
-    async fn until<T, F, Fut>(&mut self, what: &str, deadline: Duration, mut condition: F) -> T
+    pub(crate) async fn until<T, F, Fut>(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        mut condition: F,
+    ) -> T
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,
@@ -243,7 +248,7 @@ impl Python {
     }
 
     /// Waits for the process to exit by itself.
-    async fn exit(&mut self, deadline: Duration) -> ExitStatus {
+    pub(crate) async fn exit(&mut self, deadline: Duration) -> ExitStatus {
         match tokio::time::timeout(deadline, self.child.wait()).await {
             Ok(status) => status.expect("waiting for the process"),
             Err(_) => panic!("{} did not exit within {deadline:?}", self.name),
@@ -251,7 +256,7 @@ impl Python {
     }
 
     /// Sends SIGTERM, as Kubernetes does to stop a pod, and waits for the process to exit.
-    async fn terminate(&mut self, deadline: Duration) -> ExitStatus {
+    pub(crate) async fn terminate(&mut self, deadline: Duration) -> ExitStatus {
         let sent = Command::new("kill")
             .arg("-TERM")
             .arg(self.pid().to_string())
@@ -263,7 +268,7 @@ impl Python {
     }
 
     /// Kills the process (if still running) and waits for it.
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
@@ -285,7 +290,7 @@ impl Drop for Python {
 }
 
 /// Waits until the server has no open connection and no open watch.
-async fn wait_for_no_connections(server: &FakeApiServer) {
+pub(crate) async fn wait_for_no_connections(server: &FakeApiServer) {
     support::wait_for("no open connections and watches", DEADLINE, || async {
         let stats = server.stats();
         (stats.open_connections == 0 && stats.open_watches == 0).then_some(())
@@ -294,7 +299,7 @@ async fn wait_for_no_connections(server: &FakeApiServer) {
 }
 
 /// The requests the server answered with 5xx: there should be none.
-fn server_errors(server: &FakeApiServer) -> Vec<String> {
+pub(crate) fn server_errors(server: &FakeApiServer) -> Vec<String> {
     server
         .requests()
         .iter()

@@ -138,13 +138,7 @@ pub(crate) async fn send(
 /// A kube-rs client that does not retry (kube's default one retries 429, 503 and 504), so
 /// tests see every answer.
 pub(crate) fn client_without_retries(server: &FakeApiServer) -> kube::Client {
-    let mut config = kube::Config::new(
-        server
-            .url()
-            .parse()
-            .expect("the server's url is a valid uri"),
-    );
-    config.default_namespace = "default".into();
+    let mut config = server.config();
     config.default_retry = false;
-    kube::Client::try_from(config).expect("a plain-http client always builds")
+    kube::Client::try_from(config).expect("a client of the fake server always builds")
 }

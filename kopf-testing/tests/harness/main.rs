@@ -259,3 +259,39 @@ async fn an_interval_cap_runs_a_minute_timer_quickly() {
     assert!(ticked["status"]["tick_fn"].as_u64() >= Some(3));
     harness.stop().await.expect("a clean stop");
 }
+
+/// A server that serves TLS and requires a token: the harness's recording client speaks HTTPS
+/// with the server's CA and token, and the stop still sees every connection of the operator
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_runs_against_a_tls_server_with_a_token() {
+    let server = kopf_testing::FakeApiServer::builder()
+        .token("s3cret")
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    assert!(server.url().starts_with("https://"), "{}", server.url());
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_norway::from_str(CRD).expect("the CRD parses");
+    kube::Api::all(server.client())
+        .create(&Default::default(), &crd)
+        .await
+        .expect("the CRD is created over TLS");
+    let operator =
+        kopf::Operator::new(kopf::handlers![create_fn]).settings(kopf_testing::test_settings());
+    let harness = OperatorHarness::start_on(server, operator).await;
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: secure}}")
+        .await;
+    let handled = harness
+        .wait_for("kopfexamples", "default", "secure", |o| {
+            !o["status"]["create_fn"].is_null()
+        })
+        .await;
+    assert_eq!(handled["status"]["create_fn"], "created secure");
+    assert!(
+        harness.sent().iter().any(|sent| sent.method == "PATCH"),
+        "the operator's own requests went through the recording client"
+    );
+    harness.stop().await.expect("a clean stop");
+}

@@ -12,9 +12,16 @@
 //! - any other token is `401 Unauthorized` when the admin token is required or enforcement
 //!   is on.
 //!
-//! Health and control (`/_fake/`) paths need no token; paths outside resources (discovery,
-//! `/version`, OpenAPI) are open to every authenticated user, as Kubernetes'
-//! `system:discovery` role makes them.
+//! Open and closed paths, as on a cluster:
+//! - the health checks (`/healthz`, `/livez`, `/readyz`) and `/version` are open to requests
+//!   with no token (Kubernetes' `system:public-info-viewer` role grants them to
+//!   `system:unauthenticated`); a token the server does not know is `401` there too, as
+//!   authentication comes before authorization;
+//! - every other path needs the admin token when one is required, the control API under
+//!   `/_fake/` included: whoever may reach the objects may steer the server, no one else;
+//! - paths outside resources (discovery, OpenAPI) are open to every authenticated user, as
+//!   Kubernetes' `system:discovery` role makes them; the control API is not, under RBAC
+//!   enforcement: a ServiceAccount gets `403` there, as for a path no rule grants.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -59,35 +66,43 @@ impl Access {
 pub(crate) fn check(
     access: &Access,
     state: &Mutex<State>,
-    headers: &http::HeaderMap,
+    request: &http::request::Parts,
     route: &Route,
     verb: &str,
 ) -> ApiResult<()> {
-    if matches!(route, Route::Health | Route::Control(_)) {
-        return Ok(());
-    }
-    let given = headers
+    let given = request
+        .headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
+    let public = matches!(route, Route::Health | Route::Version);
     let account = given.and_then(|token| lock(&access.tokens).get(token).cloned());
     let Some(identity) = account else {
         let admin = match &access.admin {
             Some(token) => given == Some(token.as_str()),
             None => given.is_none() || !access.enforce_rbac,
         };
-        return if admin {
+        return if admin || (public && given.is_none()) {
             Ok(())
         } else {
             Err(ApiError::unauthorized())
         };
     };
-    let Route::Object(path) = route else {
-        return Ok(());
-    };
     if !access.enforce_rbac {
         return Ok(());
     }
+    let path = match route {
+        Route::Object(path) => path,
+        Route::Control(_) => {
+            let verb = request.method.as_str().to_ascii_lowercase();
+            return Err(authorization::forbidden_path(
+                &identity,
+                &verb,
+                request.uri.path(),
+            ));
+        }
+        _ => return Ok(()),
+    };
     let namespace = if path.plural == "namespaces" && path.group.is_empty() {
         path.name.as_deref()
     } else {

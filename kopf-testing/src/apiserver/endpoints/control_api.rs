@@ -13,6 +13,8 @@
 //! | `PUT /_fake/bookmark-interval?millis=N` | how often bookmarks are sent |
 //! | `POST /_fake/recreate` (an object) | re-create it under its name with a new uid (served by the router: it needs the resources' endpoints) |
 //!
+//! When the server requires a token, so does the control API (`401 Unauthorized` without it).
+//!
 //! Fault rules in JSON name their action in snake case, for instance
 //! `{"verb": "patch", "times": 1, "action": {"commit_then_fail": {"code": 500}}}`,
 //! `{"verb": "watch", "action": "silent_watch"}`,

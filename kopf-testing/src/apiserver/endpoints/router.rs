@@ -111,7 +111,7 @@ pub(crate) async fn handle(
         access::check(
             &shared.access,
             &shared.state,
-            &parts.headers,
+            &parts,
             &context.route,
             verb.as_str(),
         )?;

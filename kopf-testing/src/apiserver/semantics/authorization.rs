@@ -288,6 +288,16 @@ pub(crate) fn forbidden(who: &Identity, what: &Attributes<'_>) -> ApiError {
     ApiError::forbidden(message).with_details(details)
 }
 
+/// The API server's answer to a request on a path outside resources that no rule grants:
+/// `verb` is the HTTP method in lower case, as Kubernetes names it for such paths.
+pub(crate) fn forbidden_path(who: &Identity, verb: &str, path: &str) -> ApiError {
+    ApiError::forbidden(format!(
+        "forbidden: User {:?} cannot {verb} path {path:?}",
+        who.user
+    ))
+    .with_details(json!({}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,9 @@
-//! The server process: listening and connections, the handle tests hold, restarts, and the
-//! periodic saving of the state file.
+//! The server process: listening and connections (over TLS when asked), the handle tests
+//! hold, restarts, and the periodic saving of the state file.
 
 mod listener;
 mod process;
 mod saving;
+mod tls;
 
 pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

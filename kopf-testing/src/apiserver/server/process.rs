@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine as _;
+use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -13,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::listener::accept;
 use super::saving::save_periodically;
+use super::tls::Tls;
 use crate::apiserver::endpoints::access::Access;
 use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::apiserver::endpoints::holding::{HeldWrite, Pen, Release};
@@ -26,6 +29,7 @@ use crate::apiserver::storage::state::{ChangeKind, State};
 #[derive(Debug, Clone)]
 pub struct FakeApiServerBuilder {
     bind: SocketAddr,
+    tls: bool,
     token: Option<String>,
     history_limit: usize,
     bookmark_interval: Duration,
@@ -42,6 +46,7 @@ impl Default for FakeApiServerBuilder {
     fn default() -> Self {
         FakeApiServerBuilder {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
             token: None,
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(30),
@@ -63,9 +68,36 @@ impl FakeApiServerBuilder {
         self
     }
 
-    /// Require this bearer token; requests without it get `401 Unauthorized`.
+    /// Serve HTTPS (plain HTTP by default) with a certificate authority made for this server
+    /// at start ([`FakeApiServer::ca_pem`]) and a certificate it signs for `localhost`,
+    /// `127.0.0.1`, `::1` and the in-cluster names (`kubernetes.default.svc`, ...). The URL
+    /// becomes `https://127.0.0.1:PORT`; [`FakeApiServer::client`], [`FakeApiServer::config`]
+    /// and the kubeconfig trust the CA. A plain HTTP request to it gets what Go's servers
+    /// answer: `400 Bad Request`, `Client sent an HTTP request to an HTTPS server.`
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let server = kopf_testing::FakeApiServer::builder().tls().start().await?;
+    /// assert!(server.url().starts_with("https://"));
+    /// std::fs::write("/tmp/fake-ca.pem", server.ca_pem().expect("it serves TLS"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Require this bearer token: requests without it, or with another one, get
+    /// `401 Unauthorized`, the control API under `/_fake/` included; only the health checks
+    /// (`/healthz`, `/livez`, `/readyz`) and `/version` stay open to requests with no token,
+    /// as Kubernetes' `system:public-info-viewer` role leaves them.
+    ///
+    /// It turns [TLS](Self::tls) on: kubectl (client-go) sends no credentials to a server
+    /// over plain HTTP, so a token there would lock it out.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self.tls = true;
         self
     }
 
@@ -193,6 +225,11 @@ impl FakeApiServerBuilder {
     pub async fn start(self) -> std::io::Result<FakeApiServer> {
         let listener = TcpListener::bind(self.bind).await?;
         let addr = listener.local_addr()?;
+        let tls = if self.tls {
+            Some(Tls::generate(addr.ip())?)
+        } else {
+            None
+        };
         let mut state = State::new(self.history_limit);
         if let Some(path) = &self.state_file {
             persist::load(&mut state, path).await?;
@@ -220,6 +257,7 @@ impl FakeApiServerBuilder {
         let tracker = TaskTracker::new();
         tracker.spawn(accept(
             listener,
+            tls.clone(),
             shared.clone(),
             tracker.clone(),
             root.clone(),
@@ -235,7 +273,11 @@ impl FakeApiServerBuilder {
         Ok(FakeApiServer {
             shared,
             addr,
-            url: format!("http://{addr}"),
+            url: match tls {
+                Some(_) => format!("https://{addr}"),
+                None => format!("http://{addr}"),
+            },
+            tls,
             root,
             tracker,
             own_runtime: None,
@@ -263,6 +305,8 @@ pub struct FakeApiServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
     url: String,
+    /// The certificates, when it serves TLS.
+    tls: Option<Tls>,
     root: CancellationToken,
     tracker: TaskTracker,
     /// Resolves when the server's own runtime (if it has one) is gone.
@@ -280,7 +324,8 @@ impl FakeApiServer {
         FakeApiServerBuilder::default()
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` when it serves
+    /// [TLS](FakeApiServerBuilder::tls).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -290,30 +335,44 @@ impl FakeApiServer {
         self.addr
     }
 
-    /// A kubeconfig pointing at this server (with the bearer token, if one is required).
+    /// The certificate (PEM) of the authority that signed the server's certificate, when it
+    /// serves [TLS](FakeApiServerBuilder::tls): what clients trust to talk to it
+    /// (`certificate-authority-data` in its kubeconfig, `curl --cacert`, Python's
+    /// `ssl_ca_cert`).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|tls| tls.ca_pem.as_str())
+    }
+
+    /// A kubeconfig pointing at this server: with its CA when it serves TLS, and with the
+    /// bearer token if one is required.
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
         let yaml = self.kubeconfig_yaml();
         kube::config::Kubeconfig::from_yaml(&yaml).expect("the generated kubeconfig is valid")
     }
 
     fn kubeconfig_yaml(&self) -> String {
-        let token = self
-            .shared
-            .token
-            .as_deref()
-            .map(|t| format!("\n    token: {t}"))
-            .unwrap_or_default();
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kopf-fake\n  cluster:\n    server: {url}\n\
-             contexts:\n- name: kopf-fake\n  context:\n    cluster: kopf-fake\n    user: kopf-fake\n    namespace: default\n\
-             current-context: kopf-fake\nusers:\n- name: kopf-fake\n  user:{user}\npreferences: {{}}\n",
-            url = self.url,
-            user = if token.is_empty() {
-                " {}".to_string()
-            } else {
-                token
-            },
-        )
+        let mut cluster = json!({"server": self.url});
+        if let Some(ca) = self.ca_pem() {
+            cluster["certificate-authority-data"] =
+                base64::engine::general_purpose::STANDARD.encode(ca).into();
+        }
+        let mut user = json!({});
+        if let Some(token) = &self.shared.token {
+            user["token"] = token.as_str().into();
+        }
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kopf-fake", "cluster": cluster}],
+            "contexts": [{
+                "name": "kopf-fake",
+                "context": {"cluster": "kopf-fake", "user": "kopf-fake", "namespace": "default"},
+            }],
+            "current-context": "kopf-fake",
+            "users": [{"name": "kopf-fake", "user": user}],
+            "preferences": {},
+        });
+        serde_norway::to_string(&config).expect("a kubeconfig serializes")
     }
 
     /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients.
@@ -321,15 +380,23 @@ impl FakeApiServer {
         std::fs::write(path, self.kubeconfig_yaml())
     }
 
-    /// A kube-rs client for this server.
-    pub fn client(&self) -> kube::Client {
+    /// The kube-rs configuration of [`FakeApiServer::client`]: the server's URL, its CA when it
+    /// serves TLS, the bearer token if one is required, and `default` as the namespace. Change
+    /// it for clients of other kinds (no retries, other headers) to this server.
+    pub fn config(&self) -> kube::Config {
         let mut config =
             kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
         config.default_namespace = "default".into();
+        config.root_cert = self.tls.as_ref().map(|tls| vec![tls.ca_der.clone()]);
         if let Some(token) = &self.shared.token {
             config.auth_info.token = Some(token.clone().into());
         }
-        kube::Client::try_from(config).expect("a plain-http client always builds")
+        config
+    }
+
+    /// A kube-rs client for this server (of [`FakeApiServer::config`]).
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config()).expect("a client of the fake server always builds")
     }
 
     /// A bearer token that acts as the ServiceAccount `namespace/name` (the same token each
@@ -344,13 +411,12 @@ impl FakeApiServer {
     /// ([`FakeApiServer::service_account_token`]); its default namespace is `namespace`.
     pub fn client_as_service_account(&self, namespace: &str, name: &str) -> kube::Client {
         kube::Client::try_from(self.service_account_config(namespace, name))
-            .expect("a plain-http client always builds")
+            .expect("a client of the fake server always builds")
     }
 
     /// The kube-rs config of [`FakeApiServer::client_as_service_account`].
     pub fn service_account_config(&self, namespace: &str, name: &str) -> kube::Config {
-        let mut config =
-            kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        let mut config = self.config();
         config.default_namespace = namespace.into();
         config.auth_info.token = Some(self.service_account_token(namespace, name).into());
         config
