@@ -4,7 +4,8 @@
 //! Invariants:
 //!
 //! 1. No stored object nests deeper than [`MAX_OBJECT_DEPTH`]. Bodies cannot (the JSON and
-//!    YAML parsers stop at that depth), and a JSON patch's result is checked with [`depth`].
+//!    YAML parsers stop there; YAML one level deeper, which apply refuses), and a JSON
+//!    patch's result is checked with [`depth`].
 //!    The recursive code of the server (serialization, schemas, patches, `clone` and `drop`)
 //!    stays well within a 2 MiB thread stack at that depth.
 //! 2. A value deeper than that may exist only while a JSON patch is applied; it is released
