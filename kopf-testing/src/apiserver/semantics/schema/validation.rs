@@ -91,14 +91,16 @@ pub(super) fn compile_pattern(pattern: &str) -> Result<Regex, String> {
         })
 }
 
+/// A pattern as compiled, or why it does not compile; shared between requests.
+pub(super) type Compiled = Arc<Result<Regex, String>>;
+
 /// How many compiled patterns the server keeps between requests; past that it starts over.
 const CACHED_PATTERNS: usize = 512;
 
 /// A pattern compiled once for all requests (the schemas of CRDs change rarely, their
 /// objects often), from a bounded cache.
-pub(super) fn cached_pattern(pattern: &str) -> Arc<Result<Regex, String>> {
-    static CACHE: LazyLock<Mutex<HashMap<String, Arc<Result<Regex, String>>>>> =
-        LazyLock::new(Mutex::default);
+pub(super) fn cached_pattern(pattern: &str) -> Compiled {
+    static CACHE: LazyLock<Mutex<HashMap<String, Compiled>>> = LazyLock::new(Mutex::default);
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(compiled) = cache.get(pattern) {
         return compiled.clone();
@@ -114,7 +116,7 @@ pub(super) fn cached_pattern(pattern: &str) -> Arc<Result<Regex, String>> {
 /// Runs kube-openapi's validators over a value, with compiled patterns cached.
 pub(super) struct Validator {
     /// Patterns compiled so far.
-    patterns: HashMap<String, Arc<Result<Regex, String>>>,
+    patterns: HashMap<String, Compiled>,
     /// How many allOf/anyOf/oneOf/not branches we are inside; there additionalProperties is
     /// ignored, as it is not structural there and pruning never honours it.
     nested: usize,
@@ -131,11 +133,9 @@ impl Validator {
 
     /// A compiled pattern.
     fn pattern(&mut self, p: &str) -> &Result<Regex, String> {
-        let compiled = self
-            .patterns
+        self.patterns
             .entry(p.to_string())
-            .or_insert_with(|| cached_pattern(p));
-        compiled
+            .or_insert_with(|| cached_pattern(p))
     }
 
     /// Whether a fixed (known-good) pattern matches.
