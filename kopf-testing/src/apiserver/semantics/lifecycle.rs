@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rand::Rng as _;
 use serde_json::{Value, json};
 
+use super::limits;
 use super::patch::{self, Updater};
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
@@ -239,6 +240,7 @@ pub(crate) fn create(
         object::set_finalizers(&mut object, vec![CRD_CLEANUP.into()]);
         object["status"] = initial_crd_status(&object);
     }
+    limits::check_stored_size(&object)?;
     let stored = state.put(def, object);
     if def.builtin == Some(Builtin::Namespace) {
         cluster::seed_namespace(state, object::name(&stored));
@@ -386,6 +388,7 @@ pub(crate) fn update(
             .remove_as(def, &key, Some(new))
             .unwrap_or_else(|| old.clone()));
     }
+    limits::check_stored_size(&new)?;
     Ok(state.put(def, new))
 }
 

@@ -8,6 +8,7 @@ pub(super) mod cluster;
 pub(super) mod defaults;
 pub(super) mod go_format;
 pub(super) mod lifecycle;
+pub(super) mod limits;
 pub(super) mod names;
 pub(super) mod patch;
 pub(super) mod protobuf;

@@ -143,7 +143,7 @@ impl State {
         let Some(first) = self.history.front().map(|c| c.rv) else {
             return Some(Vec::new());
         };
-        let start = (rv + 1).saturating_sub(first) as usize;
+        let start = rv.saturating_add(1).saturating_sub(first) as usize;
         Some(self.history.iter().skip(start).cloned().collect())
     }
 

@@ -110,7 +110,7 @@ fn list_snapshot(
         .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}))),
         Some(Ok(rv)) if exact => {
             let objects = state.objects_at(&target.def.key(), rv).ok_or_else(|| {
-                ApiError::expired(format!("too old resource version: {rv} ({})", state.compacted_rv() + 1))
+                ApiError::expired(format!("too old resource version: {rv} ({})", state.compacted_rv().saturating_add(1)))
             })?;
             Ok((rv, objects, None))
         }

@@ -74,7 +74,8 @@ pub(crate) fn watch(
         changes: shared.changes.subscribe(),
         bookmark_interval: bookmarks.then(|| *lock(&shared.bookmark_interval)),
         next_bookmark: Instant::now(),
-        deadline: timeout.map(|t| Instant::now() + t),
+        // A timeout too long to represent means no timeout.
+        deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         closed: lock(&shared.watches).clone(),
         events_left: context.close_watch_after,
         cut_after: context.reset_watch_after,
@@ -82,6 +83,8 @@ pub(crate) fn watch(
         events_seen: 0,
         postponed: None,
         finished: false,
+        shuffle_seed: context.shuffle_seed,
+        awaited: None,
     };
     stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
     shared.read(|state| {
@@ -89,6 +92,12 @@ pub(crate) fn watch(
         match requested_rv {
             Some(rv) if rv != 0 && !send_initial => {
                 stream.last_rv = rv;
+            }
+            // As the watch cache: a watch-list from a version the server has not reached
+            // waits for it a while, then fails with an ERROR event.
+            Some(rv) if rv > current => {
+                stream.last_rv = current;
+                stream.awaited = Some((rv, Instant::now() + TOO_LARGE_VERSION_WAIT));
             }
             _ => {
                 // A lagging view starts from the past, then replays every change since.
@@ -100,25 +109,9 @@ pub(crate) fn watch(
                         (rv, state.objects_at(&target.def.key(), rv))
                     }
                 };
-                let mut initial: Vec<&Value> = objects
-                    .iter()
-                    .flatten()
-                    .filter(|(key, object)| {
-                        (stream.namespace.is_empty() || key.0 == stream.namespace)
-                            && stream.selectors.matches(object)
-                    })
-                    .map(|(_, object)| &**object)
-                    .collect();
-                if let Some(seed) = context.shuffle_seed {
-                    shuffle(&mut initial, seed);
-                }
-                for object in initial {
-                    stream.push("ADDED", object);
-                }
-                stream.last_rv = current;
-                if send_initial {
-                    stream.push_bookmark(true);
-                }
+                let initial: Vec<Arc<Value>> =
+                    objects.into_iter().flatten().map(|(_, o)| o).collect();
+                stream.push_initial(initial, current, send_initial);
             }
         }
     });
@@ -220,11 +213,22 @@ struct WatchStream {
     /// An event held back to be sent after the next one (a reorder).
     postponed: Option<Bytes>,
     finished: bool,
+    /// The seed of a shuffled initial listing (an injected fault).
+    shuffle_seed: Option<u64>,
+    /// A watch-list waiting for the server to reach its resourceVersion, until the instant.
+    awaited: Option<(u64, Instant)>,
 }
+
+/// How long a watch-list from a future resourceVersion waits for it (the watch cache's
+/// `blockTimeout`).
+const TOO_LARGE_VERSION_WAIT: Duration = Duration::from_secs(3);
 
 impl WatchStream {
     /// The next event line, or how the stream ends.
     async fn next_line(&mut self) -> Next {
+        if let Some((rv, until)) = self.awaited.take() {
+            self.await_version(rv, until).await;
+        }
         loop {
             if self.cut_after == Some(0) {
                 return Next::Cut;
@@ -265,6 +269,67 @@ impl WatchStream {
                 }
             }
         }
+    }
+
+    /// Lists the initial objects this watch sees as ADDED events, then (for a watch-list) the
+    /// bookmark that ends them.
+    fn push_initial(&mut self, objects: Vec<Arc<Value>>, current: u64, send_initial: bool) {
+        let mut initial: Vec<&Value> = objects
+            .iter()
+            .filter(|object| {
+                (self.namespace.is_empty()
+                    || crate::apiserver::storage::object::namespace(object) == self.namespace)
+                    && self.selectors.matches(object)
+            })
+            .map(|object| &**object)
+            .collect();
+        if let Some(seed) = self.shuffle_seed {
+            shuffle(&mut initial, seed);
+        }
+        let initial: Vec<Value> = initial.into_iter().cloned().collect();
+        for object in &initial {
+            self.push("ADDED", object);
+        }
+        self.last_rv = current;
+        if send_initial {
+            self.push_bookmark(true);
+        }
+    }
+
+    /// Waits until the server reaches `rv`, then lists the initial objects; or, at `until`,
+    /// fails as the watch cache does: an ERROR event with a 504 Status, and the end.
+    async fn await_version(&mut self, rv: u64, until: Instant) {
+        loop {
+            let shared = self.shared.clone();
+            let reached = shared.read(|state| {
+                let current = state.resource_version();
+                (current >= rv).then(|| {
+                    let objects = state.objects(&self.def.key()).cloned().unwrap_or_default();
+                    (current, objects.into_values().collect::<Vec<_>>())
+                })
+            });
+            if let Some((current, objects)) = reached {
+                self.push_initial(objects, current, true);
+                return;
+            }
+            tokio::select! {
+                _ = self.closed.cancelled() => break,
+                _ = tokio::time::sleep_until(until) => break,
+                changed = self.changes.changed() => if changed.is_err() { break },
+            }
+        }
+        let current = self.shared.read(|state| state.resource_version());
+        let status = status_object(
+            "Failure",
+            504,
+            "Timeout",
+            &format!("Timeout: Too large resource version: {rv}, current: {current}"),
+            Some(
+                json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}),
+            ),
+        );
+        self.push_event(json!({"type": "ERROR", "object": status}));
+        self.finished = true;
     }
 
     /// Queues the changes since `last_rv` that this watch sees.
@@ -383,7 +448,10 @@ impl WatchStream {
 
     /// The history no longer reaches back to `rv`: one ERROR event, then the stream ends.
     fn expire(&mut self, rv: u64, compacted: u64) {
-        let message = format!("too old resource version: {rv} ({})", compacted + 1);
+        let message = format!(
+            "too old resource version: {rv} ({})",
+            compacted.saturating_add(1)
+        );
         let status = status_object("Failure", 410, "Expired", &message, None);
         self.push_event(json!({"type": "ERROR", "object": status}));
         self.finished = true;

@@ -13,6 +13,7 @@ use crate::apiserver::endpoints::request::{Context, Format, ObjectPath};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::admission::{self, FieldValidation};
 use crate::apiserver::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
+use crate::apiserver::semantics::limits;
 use crate::apiserver::semantics::patch::{self, PatchError, Updater};
 use crate::apiserver::semantics::protobuf::{self, ProtobufError};
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
@@ -370,6 +371,12 @@ fn apply(
     if !applied.is_object() {
         return Err(ApiError::bad_request(
             "the applied configuration must be an object",
+        ));
+    }
+    // The YAML parser nests one level deeper than the JSON one; no object may.
+    if limits::depth(&applied) > limits::MAX_OBJECT_DEPTH {
+        return Err(ApiError::bad_request(
+            "error decoding YAML: recursion limit exceeded",
         ));
     }
     let exists = shared.read(|s| s.get(&target.def.key(), &target.key(&name)).is_some());

@@ -22,6 +22,10 @@ pub(crate) enum PatchError {
     /// operation, missing path): answer 422 Invalid.
     #[error("{0}")]
     Invalid(String),
+    /// The patch is larger than the server takes (too many JSON-patch operations):
+    /// answer 413 RequestEntityTooLarge.
+    #[error("Request entity too large: {0}")]
+    TooLarge(String),
     /// Server-side apply conflicts with other field managers: answer 409 Conflict.
     #[error("{message}")]
     Conflict {
@@ -40,6 +44,7 @@ impl PatchError {
         match self {
             PatchError::BadRequest(_) => 400,
             PatchError::Invalid(_) => 422,
+            PatchError::TooLarge(_) => 413,
             PatchError::Conflict { .. } => 409,
         }
     }
@@ -49,6 +54,7 @@ impl PatchError {
         match self {
             PatchError::BadRequest(_) => "BadRequest",
             PatchError::Invalid(_) => "Invalid",
+            PatchError::TooLarge(_) => "RequestEntityTooLarge",
             PatchError::Conflict { .. } => "Conflict",
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
@@ -90,10 +91,32 @@ pub(super) fn compile_pattern(pattern: &str) -> Result<Regex, String> {
         })
 }
 
+/// A pattern as compiled, or why it does not compile; shared between requests.
+pub(super) type Compiled = Arc<Result<Regex, String>>;
+
+/// How many compiled patterns the server keeps between requests; past that it starts over.
+const CACHED_PATTERNS: usize = 512;
+
+/// A pattern compiled once for all requests (the schemas of CRDs change rarely, their
+/// objects often), from a bounded cache.
+pub(super) fn cached_pattern(pattern: &str) -> Compiled {
+    static CACHE: LazyLock<Mutex<HashMap<String, Compiled>>> = LazyLock::new(Mutex::default);
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(compiled) = cache.get(pattern) {
+        return compiled.clone();
+    }
+    if cache.len() >= CACHED_PATTERNS {
+        cache.clear();
+    }
+    let compiled = Arc::new(compile_pattern(pattern));
+    cache.insert(pattern.to_string(), compiled.clone());
+    compiled
+}
+
 /// Runs kube-openapi's validators over a value, with compiled patterns cached.
 pub(super) struct Validator {
     /// Patterns compiled so far.
-    patterns: HashMap<String, Result<Regex, String>>,
+    patterns: HashMap<String, Compiled>,
     /// How many allOf/anyOf/oneOf/not branches we are inside; there additionalProperties is
     /// ignored, as it is not structural there and pruning never honours it.
     nested: usize,
@@ -112,7 +135,7 @@ impl Validator {
     fn pattern(&mut self, p: &str) -> &Result<Regex, String> {
         self.patterns
             .entry(p.to_string())
-            .or_insert_with(|| compile_pattern(p))
+            .or_insert_with(|| cached_pattern(p))
     }
 
     /// Whether a fixed (known-good) pattern matches.

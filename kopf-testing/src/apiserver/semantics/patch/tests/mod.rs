@@ -3,6 +3,7 @@
 
 mod apply;
 mod json;
+mod json_limits;
 mod last_applied;
 mod properties;
 mod strategic;

@@ -558,3 +558,16 @@ fn int_minimum_against_int64_extremes() {
         let _ = validate(&cr(json!({"n": n})), &schema);
     }
 }
+
+/// A schema's pattern is compiled once for all requests, not once per request.
+#[test]
+fn patterns_are_compiled_once_across_requests() {
+    use crate::apiserver::semantics::schema::validation::cached_pattern;
+    let first = cached_pattern("^kopf-[a-z]+-cached$");
+    let again = cached_pattern("^kopf-[a-z]+-cached$");
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    // A pattern too large to compile fails quickly instead of hanging a request.
+    let started = std::time::Instant::now();
+    assert!(cached_pattern("(\\w{500}){500}").is_err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
