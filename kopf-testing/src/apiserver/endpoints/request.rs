@@ -123,12 +123,16 @@ pub(crate) enum Verb {
 }
 
 impl Verb {
-    pub(crate) fn of(method: &Method, has_name: bool, query: &Query) -> Verb {
+    /// The verb of a request on `path`: a POST creates in a collection, or on a subresource
+    /// of an object (`pods/NAME/eviction`, `serviceaccounts/NAME/token`).
+    pub(crate) fn of(method: &Method, path: &ObjectPath, query: &Query) -> Verb {
+        let has_name = path.name.is_some();
         match (method.as_str(), has_name) {
             ("GET", _) if query.flag("watch") => Verb::Watch,
             ("GET", true) => Verb::Get,
             ("GET", false) => Verb::List,
             ("POST", false) => Verb::Create,
+            ("POST", true) if path.subresource.is_some() => Verb::Create,
             ("PUT", true) => Verb::Update,
             ("PATCH", true) => Verb::Patch,
             ("DELETE", true) => Verb::Delete,

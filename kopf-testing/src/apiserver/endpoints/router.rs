@@ -55,7 +55,7 @@ pub(crate) async fn handle(
             if let Some(sub) = &path.subresource {
                 resource = format!("{resource}/{sub}");
             }
-            let verb = Verb::of(&parts.method, path.name.is_some(), &query);
+            let verb = Verb::of(&parts.method, path, &query);
             let namespace = if path.plural == "namespaces" && path.group.is_empty() {
                 path.name.clone()
             } else {

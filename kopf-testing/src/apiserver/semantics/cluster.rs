@@ -72,6 +72,7 @@ pub(crate) fn bootstrap(state: &mut State) {
         });
         ensure(state, "rbac.authorization.k8s.io", "clusterroles", role);
     }
+    publish_root_ca(state);
     for (binding, role, groups) in bootstrap_bindings() {
         let subjects: Vec<Value> = groups
             .iter()
@@ -94,6 +95,44 @@ pub(crate) fn bootstrap(state: &mut State) {
             "clusterrolebindings",
             binding,
         );
+    }
+}
+
+/// Gives every namespace's `kube-root-ca.crt` the current CA bundle, as the root CA
+/// publisher does when the cluster's CA changes (a restored state, a new certificate).
+fn publish_root_ca(state: &mut State) {
+    let (Some(namespaces), Some(configmaps)) = (
+        state.catalog.get("", "namespaces").cloned(),
+        state.catalog.get("", "configmaps").cloned(),
+    ) else {
+        return;
+    };
+    let names: Vec<String> = state
+        .objects(&namespaces.key())
+        .into_iter()
+        .flat_map(|objects| objects.values())
+        .map(|namespace| object::name(namespace).to_string())
+        .collect();
+    for namespace in names {
+        let key = (namespace.clone(), "kube-root-ca.crt".to_string());
+        match state.get(&configmaps.key(), &key).cloned() {
+            None => seed_namespace(state, &namespace),
+            Some(bundle) if bundle["data"]["ca.crt"] != state.root_ca.as_str() => {
+                let mut updated = (*bundle).clone();
+                updated["data"]["ca.crt"] = json!(state.root_ca);
+                if let Err(error) = lifecycle::update(
+                    state,
+                    &configmaps,
+                    &bundle,
+                    updated,
+                    lifecycle::Scope::Main,
+                    None,
+                ) {
+                    tracing::error!(?error, namespace, "updating kube-root-ca.crt failed");
+                }
+            }
+            Some(_) => {}
+        }
     }
 }
 

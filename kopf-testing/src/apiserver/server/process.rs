@@ -237,6 +237,10 @@ impl FakeApiServerBuilder {
         if self.journal {
             state.keep_journal();
         }
+        state.root_ca = tls
+            .as_ref()
+            .map(|tls| tls.ca_pem.clone())
+            .unwrap_or_default();
         lifecycle::bootstrap(&mut state);
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
