@@ -34,11 +34,13 @@ impl FieldValidation {
     }
 }
 
-/// Normalises and validates `object` for storage; returns the warnings to send back.
+/// Normalises and validates `object` for storage (`old`, in the same version, for updates);
+/// returns the warnings to send back.
 pub(crate) fn admit(
     def: &ResourceDef,
     version: &str,
     object: &mut Value,
+    old: Option<&Value>,
     validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
     let name = object["metadata"]["name"]
@@ -51,6 +53,7 @@ pub(crate) fn admit(
         name: &name,
     };
     let mut unknown = Vec::new();
+    let mut warnings = Vec::new();
     match def.builtin {
         Some(builtin) => {
             unknown = normalize_builtin(builtin, object).map_err(|e| {
@@ -71,10 +74,24 @@ pub(crate) fn admit(
                     },
                 )?,
             );
-            if let Some(schema) = def.version(version).and_then(|v| v.schema.as_ref()) {
+            if let Some(version) = def.version(version)
+                && let Some(schema) = &version.schema
+            {
                 unknown.extend(schema::prune(object, schema));
                 schema::apply_defaults(object, schema);
-                let errors = schema::validate(object, schema);
+                let mut errors = schema::validate(object, schema);
+                let rules = version
+                    .derived
+                    .get_or_init(|| schema::CompiledRules::compile(schema));
+                if let Some(rules) = rules {
+                    if let Some(blocking) = schema::blocking_error(&errors) {
+                        errors.push(blocking);
+                    } else {
+                        let outcome = schema::validate_rules(&rules, schema, object, old);
+                        errors.extend(outcome.errors);
+                        warnings.extend(outcome.warnings);
+                    }
+                }
                 if !errors.is_empty() {
                     let message = schema::invalid_message(&def.kind_group(), &name, &errors);
                     let causes = errors
@@ -88,11 +105,12 @@ pub(crate) fn admit(
     }
     check_metadata(def, object, subject)?;
     match validation {
-        FieldValidation::Ignore => Ok(Vec::new()),
-        _ if unknown.is_empty() => Ok(Vec::new()),
+        FieldValidation::Ignore => Ok(warnings),
+        _ if unknown.is_empty() => Ok(warnings),
         FieldValidation::Warn => Ok(unknown
             .iter()
             .map(|f| format!("unknown field \"{f}\""))
+            .chain(warnings)
             .collect()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
@@ -277,7 +295,7 @@ mod tests {
     fn unknown_fields_of_builtins() {
         let def = builtin("configmaps");
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "bogus": 1}, "data": {"a": "b"}, "extra": true});
-        let warnings = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
+        let warnings = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap();
         assert_eq!(
             warnings,
             vec![
@@ -288,7 +306,7 @@ mod tests {
         assert!(object.get("extra").is_none());
 
         let mut object = json!({"metadata": {"name": "x"}, "extra": true});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Strict).unwrap_err();
         assert_eq!(error.code, 400);
         assert!(
             error.message.contains("unknown field \"extra\""),
@@ -301,7 +319,7 @@ mod tests {
     fn secret_string_data_becomes_data() {
         let def = builtin("secrets");
         let mut object = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
-        admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap();
+        admit(&def, "v1", &mut object, None, FieldValidation::Strict).unwrap();
         assert_eq!(object["data"]["k"], "dg==");
         assert!(object.get("stringData").is_none());
     }
@@ -310,11 +328,11 @@ mod tests {
     fn bad_names_and_labels() {
         let def = builtin("configmaps");
         let mut object = json!({"metadata": {"name": "Bad_Name"}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.reason, "Invalid");
         assert!(error.message.contains("metadata.name"), "{}", error.message);
         let mut object = json!({"metadata": {"name": "ok", "labels": {"a": "-bad-"}}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert!(
             error.message.contains("metadata.labels.a"),
             "{}",
@@ -327,7 +345,7 @@ mod tests {
         let def = builtin("configmaps");
         let half = "x".repeat(131_072);
         let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half, "b": half}}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.code, 422);
         assert!(
             error
@@ -337,14 +355,14 @@ mod tests {
             error.message
         );
         let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half}}});
-        admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
+        admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap();
     }
 
     #[test]
     fn wrong_types_are_bad_requests() {
         let def = builtin("configmaps");
         let mut object = json!({"metadata": {"name": "x"}, "data": "not a map"});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.code, 400);
         assert!(
             error
