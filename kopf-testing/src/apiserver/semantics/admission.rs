@@ -87,7 +87,8 @@ pub(crate) fn admit(
                     if let Some(blocking) = schema::blocking_error(&errors) {
                         errors.push(blocking);
                     } else {
-                        let outcome = schema::validate_rules(&rules, schema, object, old);
+                        let limits = schema::Limits::APISERVER;
+                        let outcome = schema::validate_rules(&rules, schema, object, old, limits);
                         errors.extend(outcome.errors);
                         warnings.extend(outcome.warnings);
                     }

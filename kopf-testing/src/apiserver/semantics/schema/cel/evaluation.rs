@@ -21,13 +21,26 @@ use super::values::to_cel;
 use super::{CompiledRule, CompiledRules, Node};
 use crate::apiserver::semantics::go_format::go_quote;
 
-/// The most cost units one expression may spend (`PerCallLimit`).
-const PER_CALL_LIMIT: u64 = 1_000_000;
-/// The most cost units the rules of one object may spend (`RuntimeCELCostBudget`).
-const OBJECT_BUDGET: u64 = 10_000_000;
-/// How long the rules of one object may run, whatever they spend (about what the budget
-/// buys in the apiserver).
-const OBJECT_TIME_LIMIT: Duration = Duration::from_secs(1);
+/// How much evaluation the rules of one object may do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The most cost units one expression may spend (`PerCallLimit`).
+    pub(crate) per_call: u64,
+    /// The most cost units the rules of one object may spend (`RuntimeCELCostBudget`).
+    pub(crate) per_object: u64,
+    /// How long the rules of one object may run, whatever they spend.
+    pub(crate) time: Duration,
+}
+
+impl Limits {
+    /// The apiserver's limits, and two seconds (the budget buys about one in the apiserver;
+    /// an unoptimised build of this crate needs more for the same units).
+    pub(crate) const APISERVER: Limits = Limits {
+        per_call: 1_000_000,
+        per_object: 10_000_000,
+        time: Duration::from_secs(2),
+    };
+}
 /// The longest message a message expression may make.
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 
@@ -58,10 +71,12 @@ pub(crate) fn validate_rules(
     schema: &Value,
     object: &Value,
     old: Option<&Value>,
+    limits: Limits,
 ) -> Outcome {
     let mut walk = Walk {
-        meter: Meter::new(Instant::now() + OBJECT_TIME_LIMIT),
-        budget: OBJECT_BUDGET,
+        meter: Meter::new(Instant::now() + limits.time),
+        per_call: limits.per_call,
+        budget: limits.per_object,
         stopped: false,
         outcome: Outcome::default(),
     };
@@ -72,6 +87,8 @@ pub(crate) fn validate_rules(
 /// One object's evaluation.
 struct Walk {
     meter: Arc<Meter>,
+    /// The most cost units one expression may spend.
+    per_call: u64,
     /// Cost units left for the object.
     budget: u64,
     /// Set when the budget ran out or an expression went over its limit: no more rules run.
@@ -227,8 +244,8 @@ impl Walk {
     /// Evaluates a program within the per-call limit and what is left of the budget; going
     /// over the budget (or the time limit) leaves no budget.
     fn run(&mut self, program: &Program, variables: &[(&str, Box<dyn Val>)]) -> Result<Cel, Failure> {
-        let bound_by_budget = self.budget <= PER_CALL_LIMIT;
-        let limit = PER_CALL_LIMIT.min(self.budget);
+        let bound_by_budget = self.budget <= self.per_call;
+        let limit = self.per_call.min(self.budget);
         let Evaluation { result, spent } = program.evaluate(variables, &self.meter, limit);
         self.budget = self.budget.saturating_sub(spent);
         if matches!(result, Err(Failure::OverLimit)) && (bound_by_budget || self.meter.past_deadline()) {

@@ -18,7 +18,9 @@
 //! apply, with the apiserver's messages. Functions over a whole string or list (`matches`,
 //! `contains`, `==` on lists) cost one unit whatever the size, which undercounts them; so
 //! that such a rule cannot hold the server (it evaluates under the server's lock), an
-//! object's rules also stop after one second of evaluation, as if over budget.
+//! object's rules also stop after two seconds of evaluation, as if over budget. Without the
+//! static estimate, a CRD that the apiserver rejects as too expensive (`estimated rule cost
+//! exceeds budget`) is accepted here, and its rules stop at run time instead.
 
 mod evaluation;
 mod library;
@@ -32,7 +34,7 @@ use super::keywords::{Additional, EMBEDDED, MAX_DEPTH, additional, is_true, item
 use program::{CompileError, Expected, Program, compile};
 use rule::RuleSpec;
 
-pub(crate) use evaluation::{blocking_error, validate_rules};
+pub(crate) use evaluation::{Limits, blocking_error, validate_rules};
 
 /// The name of the extension holding the rules.
 const VALIDATIONS: &str = "x-kubernetes-validations";

@@ -518,13 +518,13 @@ impl Meter {
 
     /// Whether the deadline has passed.
     pub(super) fn past_deadline(&self) -> bool {
-        Instant::now() > self.deadline
+        Instant::now() >= self.deadline
     }
 
     /// Charges `units`; false (and tripped) when over the limit or past the deadline.
     fn charge(&self, units: u64) -> bool {
         let spent = self.spent.fetch_add(units, Ordering::Relaxed) + units;
-        if spent > self.limit.load(Ordering::Relaxed) || Instant::now() > self.deadline {
+        if spent > self.limit.load(Ordering::Relaxed) || self.past_deadline() {
             self.tripped.store(true, Ordering::Relaxed);
         }
         !self.tripped.load(Ordering::Relaxed)
