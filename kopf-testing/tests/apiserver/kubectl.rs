@@ -19,7 +19,7 @@ use crate::support::{self, DEADLINE, wait_for};
 
 /// kubectl pointed at one server, with its own kubeconfig, discovery cache and manifests in a
 /// temporary folder, removed when it is dropped.
-struct Kubectl {
+pub(crate) struct Kubectl {
     path: PathBuf,
     dir: PathBuf,
 }
@@ -61,7 +61,7 @@ impl Kubectl {
     }
 
     /// Runs kubectl to its end (within the deadline).
-    async fn run(&self, args: &[&str]) -> Output {
+    pub(crate) async fn run(&self, args: &[&str]) -> Output {
         let child = self.spawn(args);
         match tokio::time::timeout(DEADLINE, child.wait_with_output()).await {
             Ok(output) => output.expect("kubectl's output is read"),
@@ -73,14 +73,14 @@ impl Kubectl {
     }
 
     /// Runs kubectl, which must succeed; returns its stdout.
-    async fn ok(&self, args: &[&str]) -> String {
+    pub(crate) async fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args).await;
         assert!(output.status.success(), "{}", describe(args, &output));
         String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
     }
 
     /// Runs kubectl, which must fail; returns its stderr.
-    async fn fails(&self, args: &[&str]) -> String {
+    pub(crate) async fn fails(&self, args: &[&str]) -> String {
         let output = self.run(args).await;
         assert!(
             !output.status.success(),
@@ -91,7 +91,7 @@ impl Kubectl {
     }
 
     /// `kubectl ARGS -o json`, parsed.
-    async fn json(&self, args: &[&str]) -> Value {
+    pub(crate) async fn json(&self, args: &[&str]) -> Value {
         let args: Vec<&str> = args.iter().copied().chain(["-o", "json"]).collect();
         let stdout = self.ok(&args).await;
         serde_json::from_str(&stdout).unwrap_or_else(|e| {
@@ -103,7 +103,7 @@ impl Kubectl {
     }
 
     /// Writes a manifest into the temporary folder; returns its path for `-f`.
-    fn manifest(&self, name: &str, text: &str) -> String {
+    pub(crate) fn manifest(&self, name: &str, text: &str) -> String {
         let path = self.dir.join(name);
         std::fs::write(&path, text).expect("the manifest is written");
         path.to_string_lossy().into_owned()
@@ -150,7 +150,7 @@ fn describe(args: &[&str], output: &Output) -> String {
 
 /// kubectl's path (or a loud skip), the turn among slow tests, a fresh server, and kubectl
 /// pointed at it.
-async fn setup(test: &str) -> Option<(SemaphorePermit<'static>, FakeApiServer, Kubectl)> {
+pub(crate) async fn setup(test: &str) -> Option<(SemaphorePermit<'static>, FakeApiServer, Kubectl)> {
     let path = support::kubectl(test)?;
     let permit = support::serial().await;
     let server = FakeApiServer::start().await.expect("the server starts");

@@ -7,5 +7,6 @@ mod binary;
 mod faults;
 mod kube_runtime;
 mod kubectl;
+mod kubectl_cel;
 mod python;
 mod rbac;
