@@ -150,7 +150,9 @@ fn describe(args: &[&str], output: &Output) -> String {
 
 /// kubectl's path (or a loud skip), the turn among slow tests, a fresh server, and kubectl
 /// pointed at it.
-pub(crate) async fn setup(test: &str) -> Option<(SemaphorePermit<'static>, FakeApiServer, Kubectl)> {
+pub(crate) async fn setup(
+    test: &str,
+) -> Option<(SemaphorePermit<'static>, FakeApiServer, Kubectl)> {
     let path = support::kubectl(test)?;
     let permit = support::serial().await;
     let server = FakeApiServer::start().await.expect("the server starts");

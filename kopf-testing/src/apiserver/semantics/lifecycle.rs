@@ -128,7 +128,11 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
         .iter()
         .map(|problem| {
             let (field, body) = problem.split_once(": ").unwrap_or(("", problem));
-            (cause_type(body).to_string(), body.to_string(), field.to_string())
+            (
+                cause_type(body).to_string(),
+                body.to_string(),
+                field.to_string(),
+            )
         })
         .collect();
     let shown = match problems.as_slice() {
@@ -153,14 +157,19 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
 /// once, as `spec.validation.openAPIV3Schema`, and others as
 /// `spec.versions[i].schema.openAPIV3Schema`.
 fn schema_problems(crd: &Value) -> Vec<String> {
-    let versions = crd["spec"]["versions"].as_array().cloned().unwrap_or_default();
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let schemas: Vec<(usize, &Value)> = versions
         .iter()
         .enumerate()
         .filter_map(|(i, v)| v["schema"].get("openAPIV3Schema").map(|s| (i, s)))
         .collect();
     let identical = !versions.is_empty()
-        && versions.iter().all(|v| v["schema"] == versions[0]["schema"]);
+        && versions
+            .iter()
+            .all(|v| v["schema"] == versions[0]["schema"]);
     let checked: Vec<(String, &Value)> = if identical {
         schemas
             .first()

@@ -69,9 +69,9 @@ impl Derived {
         &self,
         make: impl FnOnce() -> Option<T>,
     ) -> Option<Arc<T>> {
-        let value = self.0.get_or_init(|| {
-            make().map(|value| Arc::new(value) as Arc<dyn Any + Send + Sync>)
-        });
+        let value = self
+            .0
+            .get_or_init(|| make().map(|value| Arc::new(value) as Arc<dyn Any + Send + Sync>));
         value.clone()?.downcast::<T>().ok()
     }
 }

@@ -250,8 +250,13 @@ pub(super) fn write_object(
         let mut new = change(&rendered)?;
         check_identity(target, &mut new)?;
         let mut new = target.for_storage(new);
-        let warnings =
-            admission::admit(&target.def, target.version, &mut new, Some(&rendered), validation)?;
+        let warnings = admission::admit(
+            &target.def,
+            target.version,
+            &mut new,
+            Some(&rendered),
+            validation,
+        )?;
         let mut stored = lifecycle::update(state, &target.def, &old, new, scope, updater)?;
         if dry_run {
             stored = unstored(&stored, Some(object::resource_version(&old)));

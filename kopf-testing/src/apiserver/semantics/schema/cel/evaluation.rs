@@ -14,7 +14,9 @@ use super::super::errors::{
     DUPLICATE, FORBIDDEN, FieldError, INVALID, NOT_SUPPORTED, REQUIRED, TOO_LONG, TOO_MANY,
     TYPE_INVALID,
 };
-use super::super::keywords::{Additional, LIST_MAP_KEYS, LIST_TYPE, additional, items_schema, kw, prop, type_str};
+use super::super::keywords::{
+    Additional, LIST_MAP_KEYS, LIST_TYPE, additional, items_schema, kw, prop, type_str,
+};
 use super::program::{Evaluation, Failure, Meter, OLD_SELF, Program, SELF, optional};
 use super::rule::{RuleSpec, field_path, has_newlines};
 use super::values::to_cel;
@@ -127,25 +129,49 @@ impl Walk {
         }
         match value {
             Value::Array(items) => {
-                let (Some(items_node), Some(item_schema)) = (&node.items, items_schema(schema)) else {
+                let (Some(items_node), Some(item_schema)) = (&node.items, items_schema(schema))
+                else {
                     return;
                 };
                 for (i, item) in items.iter().enumerate() {
                     let old_item = old.and_then(|o| correlated_item(schema, item, o));
-                    self.node(items_node, item_schema, &format!("{path}[{i}]"), item, old_item, unchanged);
+                    self.node(
+                        items_node,
+                        item_schema,
+                        &format!("{path}[{i}]"),
+                        item,
+                        old_item,
+                        unchanged,
+                    );
                 }
             }
             Value::Object(map) => {
-                if let (Some(values_node), Additional::Schema(values_schema)) = (&node.additional, additional(schema)) {
+                if let (Some(values_node), Additional::Schema(values_schema)) =
+                    (&node.additional, additional(schema))
+                {
                     for (key, field) in map {
                         let old_field = old.and_then(|o| o.get(key));
-                        self.node(values_node, values_schema, &format!("{path}[{key}]"), field, old_field, unchanged);
+                        self.node(
+                            values_node,
+                            values_schema,
+                            &format!("{path}[{key}]"),
+                            field,
+                            old_field,
+                            unchanged,
+                        );
                     }
                 }
                 for (key, property_node) in &node.properties {
                     if let (Some(field), Some(property)) = (map.get(key), prop(schema, key)) {
                         let old_field = old.and_then(|o| o.get(key));
-                        self.node(property_node, property, &child(path, key), field, old_field, unchanged);
+                        self.node(
+                            property_node,
+                            property,
+                            &child(path, key),
+                            field,
+                            old_field,
+                            unchanged,
+                        );
                     }
                 }
             }
@@ -154,9 +180,21 @@ impl Walk {
     }
 
     /// Evaluates the rules of one node.
-    fn rules(&mut self, node: &Node, schema: &Value, path: &str, value: &Value, old: Option<&Value>, unchanged: bool) {
+    fn rules(
+        &mut self,
+        node: &Node,
+        schema: &Value,
+        path: &str,
+        value: &Value,
+        old: Option<&Value>,
+        unchanged: bool,
+    ) {
         let shown_type = go_quote(type_str(schema).unwrap_or_default());
-        let field = if path.is_empty() { "<nil>".to_string() } else { path.to_string() };
+        let field = if path.is_empty() {
+            "<nil>".to_string()
+        } else {
+            path.to_string()
+        };
         let invalid = |detail: String| FieldError {
             field: field.clone(),
             reason: INVALID,
@@ -170,11 +208,17 @@ impl Walk {
         let self_value = as_val(to_cel(value, schema, node.resource_root));
         let old_value = old.map(|o| as_val(to_cel(o, schema, node.resource_root)));
         for compiled in &node.rules {
-            let CompiledRule { spec, program, message } = compiled;
+            let CompiledRule {
+                spec,
+                program,
+                message,
+            } = compiled;
             let program = match program {
                 None => continue,
                 Some(Err(error)) => {
-                    self.outcome.errors.push(invalid(format!("rule compile error: {error}")));
+                    self.outcome
+                        .errors
+                        .push(invalid(format!("rule compile error: {error}")));
                     continue;
                 }
                 Some(Ok(program)) => program,
@@ -198,14 +242,18 @@ impl Walk {
                     let detail = if self.budget == 0 {
                         "validation failed due to running out of cost budget, no further validation rules will be run".to_string()
                     } else {
-                        format!("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {shown_rule}")
+                        format!(
+                            "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {shown_rule}"
+                        )
                     };
                     self.outcome.errors.push(invalid(detail));
                     self.stopped = true;
                     return;
                 }
                 Err(Failure::Error(error)) => {
-                    self.outcome.errors.push(invalid(runtime_error(&error, &shown_rule)));
+                    self.outcome
+                        .errors
+                        .push(invalid(runtime_error(&error, &shown_rule)));
                     continue;
                 }
             };
@@ -216,7 +264,11 @@ impl Walk {
                 Ok(relative) if !spec.field_path.is_empty() => child(path, &relative),
                 _ => path.to_string(),
             };
-            let at = if at.is_empty() { "<nil>".to_string() } else { at };
+            let at = if at.is_empty() {
+                "<nil>".to_string()
+            } else {
+                at
+            };
             let detail = match message {
                 Some(m) => match self.message(m, &variables, &spec.message_expression) {
                     Ok(detail) => detail,
@@ -243,12 +295,18 @@ impl Walk {
 
     /// Evaluates a program within the per-call limit and what is left of the budget; going
     /// over the budget (or the time limit) leaves no budget.
-    fn run(&mut self, program: &Program, variables: &[(&str, Box<dyn Val>)]) -> Result<Cel, Failure> {
+    fn run(
+        &mut self,
+        program: &Program,
+        variables: &[(&str, Box<dyn Val>)],
+    ) -> Result<Cel, Failure> {
         let bound_by_budget = self.budget <= self.per_call;
         let limit = self.per_call.min(self.budget);
         let Evaluation { result, spent } = program.evaluate(variables, &self.meter, limit);
         self.budget = self.budget.saturating_sub(spent);
-        if matches!(result, Err(Failure::OverLimit)) && (bound_by_budget || self.meter.past_deadline()) {
+        if matches!(result, Err(Failure::OverLimit))
+            && (bound_by_budget || self.meter.past_deadline())
+        {
             self.budget = 0;
         }
         result
@@ -256,18 +314,29 @@ impl Walk {
 
     /// The message a message expression makes, when it makes a usable one; an error's detail
     /// when it went over a cost limit (no more rules run then).
-    fn message(&mut self, program: &Program, variables: &[(&str, Box<dyn Val>)], expression: &str) -> Result<Option<String>, String> {
+    fn message(
+        &mut self,
+        program: &Program,
+        variables: &[(&str, Box<dyn Val>)],
+        expression: &str,
+    ) -> Result<Option<String>, String> {
         match self.run(program, variables) {
             Ok(Cel::String(text)) => {
                 let text = text.trim();
-                Ok((!text.is_empty() && text.len() <= MAX_MESSAGE_BYTES && !has_newlines(text)).then(|| text.to_string()))
+                Ok(
+                    (!text.is_empty() && text.len() <= MAX_MESSAGE_BYTES && !has_newlines(text))
+                        .then(|| text.to_string()),
+                )
             }
             Err(Failure::OverLimit) => {
                 self.stopped = true;
                 Err(if self.budget == 0 {
                     "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string()
                 } else {
-                    format!("no further validation rules will be run due to call cost exceeds limit for messageExpression: {}", go_quote(expression))
+                    format!(
+                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                        go_quote(expression)
+                    )
                 })
             }
             _ => Ok(None),
@@ -286,7 +355,11 @@ fn correlated_item<'a>(schema: &Value, item: &Value, old: &'a Value) -> Option<&
     if kw(schema, LIST_TYPE).and_then(Value::as_str) != Some("map") {
         return None;
     }
-    let keys: Vec<&str> = kw(schema, LIST_MAP_KEYS)?.as_array()?.iter().filter_map(Value::as_str).collect();
+    let keys: Vec<&str> = kw(schema, LIST_MAP_KEYS)?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     old.as_array()?
         .iter()
         .find(|candidate| keys.iter().all(|k| candidate.get(k) == item.get(k)))
@@ -329,7 +402,9 @@ fn reason_error(reason: Option<&str>, field: &str, shown_type: &str, detail: Str
 fn runtime_error(error: &ExecutionError, rule: &str) -> String {
     let text = match error {
         ExecutionError::NoSuchOverload(_) => {
-            return format!("'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule}");
+            return format!(
+                "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule}"
+            );
         }
         ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
         ExecutionError::IndexOutOfBounds(index) => format!("index out of bounds: {}", show(index)),

@@ -1,6 +1,8 @@
 //! The CEL environment that rules are compiled and run in: CEL's standard library, cel-go's
-//! strings extension, and the parts of Kubernetes' own libraries (lists, regex, sets) that
-//! are cheap to have.
+//! strings and lists extensions, and the parts of Kubernetes' own libraries (lists, regex,
+//! sets) that are cheap to have. Missing: `quantity()`, `url()`, `ip()`, `cidr()`,
+//! `semver()`, the authorizer, and timestamps and durations made from `date-time` and
+//! `duration` strings (those are plain strings here).
 
 use std::sync::{Arc, LazyLock};
 
@@ -19,7 +21,9 @@ pub(super) fn environment() -> Arc<Env> {
 fn build() -> Env {
     let mut env = Env::stdlib();
     // Registration fails only for a name declared twice, which would be a bug here.
-    let registered = cel::extensions::strings(&mut env).and_then(|()| register(&mut env));
+    let registered = cel::extensions::strings(&mut env)
+        .and_then(|()| cel::extensions::lists(&mut env))
+        .and_then(|()| register(&mut env));
     if let Err(error) = registered {
         tracing::error!(%error, "the CEL environment lacks Kubernetes' library functions");
     }
@@ -68,9 +72,24 @@ fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         find_all_n,
     )?;
     let two = || vec![list(), list()];
-    env.add_overload("sets.contains", "sets.contains(list,list)", two(), sets_contains)?;
-    env.add_overload("sets.intersects", "sets.intersects(list,list)", two(), sets_intersects)?;
-    env.add_overload("sets.equivalent", "sets.equivalent(list,list)", two(), sets_equivalent)?;
+    env.add_overload(
+        "sets.contains",
+        "sets.contains(list,list)",
+        two(),
+        sets_contains,
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "sets.intersects(list,list)",
+        two(),
+        sets_intersects,
+    )?;
+    env.add_overload(
+        "sets.equivalent",
+        "sets.equivalent(list,list)",
+        two(),
+        sets_equivalent,
+    )?;
     Ok(())
 }
 
@@ -124,19 +143,29 @@ fn sum<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionErr
                 .checked_add(*b)
                 .map(Value::Int)
                 .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?,
-            (Value::UInt(a), Value::UInt(b)) => a
-                .checked_add(*b)
-                .map(Value::UInt)
-                .ok_or_else(|| ExecutionError::function_error("sum", "unsigned integer overflow"))?,
+            (Value::UInt(a), Value::UInt(b)) => {
+                a.checked_add(*b).map(Value::UInt).ok_or_else(|| {
+                    ExecutionError::function_error("sum", "unsigned integer overflow")
+                })?
+            }
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
-            _ => return Err(ExecutionError::function_error("sum", "elements are not numbers of one type")),
+            _ => {
+                return Err(ExecutionError::function_error(
+                    "sum",
+                    "elements are not numbers of one type",
+                ));
+            }
         };
     }
     owned(total)
 }
 
 /// The least (or greatest) element; an error for an empty list, as in Kubernetes.
-fn extreme(args: &[CowVal<'_, '_>], function: &str, wanted: std::cmp::Ordering) -> Result<Value, ExecutionError> {
+fn extreme(
+    args: &[CowVal<'_, '_>],
+    function: &str,
+    wanted: std::cmp::Ordering,
+) -> Result<Value, ExecutionError> {
     let args = values(args)?;
     let items = elements(&args[0])?;
     let mut best = items
@@ -171,13 +200,20 @@ fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
 }
 
 /// The receiver string and a compiled pattern.
-fn text_and_pattern(args: &[Value], function: &str) -> Result<(Arc<String>, regex::Regex), ExecutionError> {
+fn text_and_pattern(
+    args: &[Value],
+    function: &str,
+) -> Result<(Arc<String>, regex::Regex), ExecutionError> {
     match (&args[0], &args[1]) {
         (Value::String(text), Value::String(pattern)) => {
-            let regex = regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(function, e))?;
+            let regex = regex::Regex::new(pattern)
+                .map_err(|e| ExecutionError::function_error(function, e))?;
             Ok((text.clone(), regex))
         }
-        _ => Err(ExecutionError::function_error(function, "expects a string and a pattern")),
+        _ => Err(ExecutionError::function_error(
+            function,
+            "expects a string and a pattern",
+        )),
     }
 }
 
@@ -242,5 +278,7 @@ fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, 
 
 fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let (a, b) = two_lists(&args)?;
-    owned(Value::Bool(b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x))))
+    owned(Value::Bool(
+        b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x)),
+    ))
 }

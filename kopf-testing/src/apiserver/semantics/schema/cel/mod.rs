@@ -101,7 +101,14 @@ fn compile_node(schema: &Value, resource_root: bool, depth: usize) -> Node {
         let program = (!spec.rule.trim().is_empty())
             .then(|| compile(&spec.rule, schema, resource_root, Expected::Bool));
         let message = (!spec.message_expression.trim().is_empty())
-            .then(|| compile(&spec.message_expression, schema, resource_root, Expected::String))
+            .then(|| {
+                compile(
+                    &spec.message_expression,
+                    schema,
+                    resource_root,
+                    Expected::String,
+                )
+            })
             .and_then(Result::ok);
         node.rules.push(CompiledRule {
             spec,
@@ -215,7 +222,13 @@ fn check_node(schema: &Value, place: &Place, out: &mut Vec<String>, depth: usize
 }
 
 /// The compilation problems of the `index`th rule of a node.
-fn check_compiles(spec: &RuleSpec, schema: &Value, place: &Place, index: usize, out: &mut Vec<String>) {
+fn check_compiles(
+    spec: &RuleSpec,
+    schema: &Value,
+    place: &Place,
+    index: usize,
+    out: &mut Vec<String>,
+) {
     let path = format!("{}.{VALIDATIONS}[{index}]", place.path);
     let shown = spec.go_syntax();
     let mut uses_old_self = false;

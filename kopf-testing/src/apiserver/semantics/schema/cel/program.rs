@@ -6,8 +6,8 @@
 //! plainly of another type than bool (a message expression than string). Anything it cannot
 //! tell is let through, to fail (if at all) when it runs.
 
-use std::sync::{Arc, LazyLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use cel::common::ast::{CallExpr, Expr, IdedExpr, LiteralValue, SourceInfo};
@@ -79,7 +79,14 @@ pub(super) fn compile(
         let issues: Vec<String> = errors
             .errors
             .iter()
-            .map(|e| issue(source, e.pos.0.max(1) as usize, e.pos.1.max(1) as usize - 1, &e.msg))
+            .map(|e| {
+                issue(
+                    source,
+                    e.pos.0.max(1) as usize,
+                    e.pos.1.max(1) as usize - 1,
+                    &e.msg,
+                )
+            })
             .collect();
         CompileError::Issues(issues.join("\n"))
     })?;
@@ -119,7 +126,10 @@ pub(super) fn compile(
 
 /// One issue as cel-go prints it: the place (column from 1), the line, and a caret under it.
 fn issue(source: &str, line: usize, column: usize, message: &str) -> String {
-    let text = source.lines().nth(line.saturating_sub(1)).unwrap_or_default();
+    let text = source
+        .lines()
+        .nth(line.saturating_sub(1))
+        .unwrap_or_default();
     format!(
         "ERROR: <input>:{line}:{}: {message}\n | {text}\n | {}^",
         column + 1,
@@ -206,7 +216,11 @@ impl<'s> Checker<'s> {
             Expr::Select(select) => {
                 let operand = self.check(&select.operand);
                 let field = self.field(operand, &select.field, e.id);
-                if select.test { Ty::Scalar("bool") } else { field }
+                if select.test {
+                    Ty::Scalar("bool")
+                } else {
+                    field
+                }
             }
             Expr::Call(call) => self.call(call),
             Expr::List(list) => {
@@ -298,10 +312,26 @@ impl<'s> Checker<'s> {
         let target = call.target.as_ref().map(|t| self.check(t));
         let args: Vec<Ty<'s>> = call.args.iter().map(|a| self.check(a)).collect();
         match call.func_name.as_str() {
-            "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" | "_&&_" | "_||_" | "!_"
-            | "@in" | "@not_strictly_false" | "matches" | "startsWith" | "endsWith"
-            | "contains" | "isSorted" | "sets.contains" | "sets.intersects"
-            | "sets.equivalent" | "hasValue" => Ty::Scalar("bool"),
+            "_==_"
+            | "_!=_"
+            | "_<_"
+            | "_<=_"
+            | "_>_"
+            | "_>=_"
+            | "_&&_"
+            | "_||_"
+            | "!_"
+            | "@in"
+            | "@not_strictly_false"
+            | "matches"
+            | "startsWith"
+            | "endsWith"
+            | "contains"
+            | "isSorted"
+            | "sets.contains"
+            | "sets.intersects"
+            | "sets.equivalent"
+            | "hasValue" => Ty::Scalar("bool"),
             "size" | "int" | "indexOf" | "lastIndexOf" => Ty::Scalar("int"),
             "string" | "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring"
             | "charAt" | "join" | "format" | "find" | "strings.quote" => Ty::Scalar("string"),
@@ -313,12 +343,18 @@ impl<'s> Checker<'s> {
                 (Some(Ty::Node(s, _)), None) => element_of_map(s),
                 _ => Ty::Unknown,
             },
-            "_?_:_" => match (args.get(1).and_then(Ty::scalar), args.get(2).and_then(Ty::scalar)) {
+            "_?_:_" => match (
+                args.get(1).and_then(Ty::scalar),
+                args.get(2).and_then(Ty::scalar),
+            ) {
                 (Some(a), Some(b)) if a == b => Ty::Scalar(a),
                 _ => Ty::Unknown,
             },
             "_+_" | "_-_" | "_*_" | "_/_" | "_%_" => {
-                match (args.first().and_then(Ty::scalar), args.get(1).and_then(Ty::scalar)) {
+                match (
+                    args.first().and_then(Ty::scalar),
+                    args.get(1).and_then(Ty::scalar),
+                ) {
                     (Some(a), Some(b)) if a == b && a != "list" => Ty::Scalar(a),
                     _ => Ty::Unknown,
                 }
@@ -370,7 +406,13 @@ fn visit(e: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
             }
         }
         Expr::Comprehension(c) => {
-            for x in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+            for x in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
                 visit(x, f);
             }
         }
@@ -414,7 +456,12 @@ fn meter_nodes(e: &mut IdedExpr) {
         }
         Expr::Comprehension(c) => {
             let weight = size(&c.loop_step) + size(&c.loop_cond);
-            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_step, &mut c.result] {
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
                 meter_nodes(x);
             }
             let accu = c.accu_var.clone();
@@ -471,10 +518,15 @@ fn charge_before(e: &mut IdedExpr, weight: u64) {
 
 /// A CEL optional: `optional.of(value)`, or `optional.none()` (made by CEL itself, as the
 /// interpreter does not expose its optional type).
-pub(super) fn optional(value: Option<Box<dyn cel::common::value::Val>>) -> Box<dyn cel::common::value::Val> {
+pub(super) fn optional(
+    value: Option<Box<dyn cel::common::value::Val>>,
+) -> Box<dyn cel::common::value::Val> {
     const HIDDEN: &str = "__kopf_optional_value__";
-    static OF: LazyLock<Option<cel::Program>> =
-        LazyLock::new(|| environment().compile(&format!("optional.of({HIDDEN})")).ok());
+    static OF: LazyLock<Option<cel::Program>> = LazyLock::new(|| {
+        environment()
+            .compile(&format!("optional.of({HIDDEN})"))
+            .ok()
+    });
     static NONE: LazyLock<Option<cel::Program>> =
         LazyLock::new(|| environment().compile("optional.none()").ok());
     let mut context = Context::with_env(environment());
@@ -487,7 +539,11 @@ pub(super) fn optional(value: Option<Box<dyn cel::common::value::Val>>) -> Box<d
     };
     program
         .as_ref()
-        .and_then(|p| Cel::resolve_val(p.expression(), &context).ok().map(|v| v.into_owned()))
+        .and_then(|p| {
+            Cel::resolve_val(p.expression(), &context)
+                .ok()
+                .map(|v| v.into_owned())
+        })
         .unwrap_or_else(|| Box::new(cel::common::types::CelNull))
 }
 

@@ -74,7 +74,9 @@ impl RuleSpec {
         let rule = self.rule.trim();
         let message = self.message.trim();
         if rule.is_empty() {
-            out.push(format!("{path}.rule: Required value: rule is not specified"));
+            out.push(format!(
+                "{path}.rule: Required value: rule is not specified"
+            ));
         } else if !self.message.is_empty() && message.is_empty() {
             out.push(format!(
                 "{path}.message: Invalid value: {}: must be non-empty if specified",

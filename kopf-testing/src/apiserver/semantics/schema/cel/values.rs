@@ -9,8 +9,8 @@ use cel::objects::{Key, Value as Cel};
 use serde_json::Value;
 
 use super::super::keywords::{
-    Additional, EMBEDDED, INT_OR_STRING, MAX_DEPTH, additional, is_true, items_schema, prop,
-    props, type_str,
+    Additional, EMBEDDED, INT_OR_STRING, MAX_DEPTH, additional, is_true, items_schema, prop, props,
+    type_str,
 };
 
 /// The fields of `metadata` that rules at a resource's root may read.

@@ -53,7 +53,10 @@ fn created(schema: &Value, spec: Value) -> Vec<Triple> {
 
 #[test]
 fn a_syntax_error_is_reported_as_the_apiserver_reports_it() {
-    let schema = spec_with_rules(plain_spec(), json!([{"rule": "self.replicas >", "message": "m"}]));
+    let schema = spec_with_rules(
+        plain_spec(),
+        json!([{"rule": "self.replicas >", "message": "m"}]),
+    );
     assert_eq!(
         problems(&schema),
         vec![concat!(
@@ -83,22 +86,31 @@ fn an_undefined_field_does_not_compile() {
         found[0]
     );
     // Fields of a map, and name/generateName of a root's metadata, are fine; other metadata is not.
-    let schema = spec_with_rules(plain_spec(), json!([{"rule": "self.labels.anything == 'x'"}]));
+    let schema = spec_with_rules(
+        plain_spec(),
+        json!([{"rule": "self.labels.anything == 'x'"}]),
+    );
     assert_eq!(problems(&schema), Vec::<String>::new());
     // A plain selection: at its dot.
     let schema = spec_with_rules(plain_spec(), json!([{"rule": "self.nmae == 'x'"}]));
     let found = problems(&schema);
     assert!(
-        found[0].ends_with("ERROR: <input>:1:5: undefined field 'nmae'\n | self.nmae == 'x'\n | ....^"),
+        found[0]
+            .ends_with("ERROR: <input>:1:5: undefined field 'nmae'\n | self.nmae == 'x'\n | ....^"),
         "{found:?}"
     );
     let mut root_rules = root(plain_spec());
-    root_rules["x-kubernetes-validations"] =
-        json!([{"rule": "self.metadata.name.startsWith(self.spec.name)"}, {"rule": "has(self.metadata.labels)"}]);
+    root_rules["x-kubernetes-validations"] = json!([{"rule": "self.metadata.name.startsWith(self.spec.name)"}, {"rule": "has(self.metadata.labels)"}]);
     let found = problems(&root_rules);
     assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("spec.validation.openAPIV3Schema.x-kubernetes-validations[1].rule: "));
-    assert!(found[0].contains("undefined field 'labels'"), "{}", found[0]);
+    assert!(
+        found[0].starts_with("spec.validation.openAPIV3Schema.x-kubernetes-validations[1].rule: ")
+    );
+    assert!(
+        found[0].contains("undefined field 'labels'"),
+        "{}",
+        found[0]
+    );
 }
 
 #[test]
@@ -109,10 +121,22 @@ fn rules_of_other_types_than_bool_do_not_compile() {
     );
     let found = problems(&schema);
     assert_eq!(found.len(), 3, "{found:?}");
-    assert!(found[0].ends_with(": cel expression must evaluate to a bool"), "{}", found[0]);
-    assert!(found[1].contains("x-kubernetes-validations[1].rule: "), "{}", found[1]);
+    assert!(
+        found[0].ends_with(": cel expression must evaluate to a bool"),
+        "{}",
+        found[0]
+    );
+    assert!(
+        found[1].contains("x-kubernetes-validations[1].rule: "),
+        "{}",
+        found[1]
+    );
     assert!(found[2].starts_with("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].messageExpression: Invalid value: apiextensions.ValidationRule{"), "{}", found[2]);
-    assert!(found[2].ends_with(": messageExpression must evaluate to a string"), "{}", found[2]);
+    assert!(
+        found[2].ends_with(": messageExpression must evaluate to a string"),
+        "{}",
+        found[2]
+    );
 }
 
 #[test]
@@ -132,8 +156,12 @@ fn the_fields_of_a_rule_are_checked_before_it_is_compiled() {
         problems(&schema),
         vec![
             format!("{base}[0].rule: Required value: rule is not specified"),
-            format!("{base}[1].message: Invalid value: \"two\\nlines\": must not contain line breaks"),
-            format!("{base}[2].reason: Unsupported value: \"FieldValueWrong\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""),
+            format!(
+                "{base}[1].message: Invalid value: \"two\\nlines\": must not contain line breaks"
+            ),
+            format!(
+                "{base}[2].reason: Unsupported value: \"FieldValueWrong\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+            ),
             format!("{base}[3].fieldPath: Invalid value: \".nope\": must be a valid path"),
         ],
         "the broken rule [4] is not compiled while its siblings' fields are wrong"
@@ -164,10 +192,17 @@ fn a_failed_rule_names_the_node_and_its_type() {
         plain_spec(),
         json!([{"rule": "self.minReplicas <= self.replicas", "message": "replicas must be at least minReplicas"}]),
     );
-    assert_eq!(created(&schema, json!({"replicas": 3, "minReplicas": 1})), vec![]);
+    assert_eq!(
+        created(&schema, json!({"replicas": 3, "minReplicas": 1})),
+        vec![]
+    );
     assert_eq!(
         created(&schema, json!({"replicas": 1, "minReplicas": 3})),
-        vec![e("spec", INVALID, r#"Invalid value: "object": replicas must be at least minReplicas"#)]
+        vec![e(
+            "spec",
+            INVALID,
+            r#"Invalid value: "object": replicas must be at least minReplicas"#
+        )]
     );
     // Without a message: the rule itself; on a scalar: its type; at the root: no field.
     let mut schema = root(json!({"type": "object", "properties": {
@@ -177,8 +212,16 @@ fn a_failed_rule_names_the_node_and_its_type() {
     assert_eq!(
         created(&schema, json!({"name": "other"})),
         vec![
-            e("<nil>", INVALID, r#"Invalid value: "object": failed rule: self.metadata.name == self.spec.name"#),
-            e("spec.name", INVALID, r#"Invalid value: "string": failed rule: self.startsWith('kopf-')"#),
+            e(
+                "<nil>",
+                INVALID,
+                r#"Invalid value: "object": failed rule: self.metadata.name == self.spec.name"#
+            ),
+            e(
+                "spec.name",
+                INVALID,
+                r#"Invalid value: "string": failed rule: self.startsWith('kopf-')"#
+            ),
         ]
     );
 }
@@ -193,12 +236,15 @@ fn rules_see_integers_doubles_lists_and_maps_as_cel_does() {
         {"rule": "'team' in self.labels && self.labels.team.matches('^[a-z]+$') && self.labels.all(k, k.lowerAscii() == k)", "message": "map"},
         {"rule": "has(self.name) == false && !has(self.minReplicas)", "message": "has"},
         {"rule": "int('7') == 7 && string(self.replicas) == '3' && self.tags.isSorted() && self.tags.indexOf('b-x') == 1", "message": "conversions"},
-        {"rule": "'{0}-{1}'.format([1, 'a']) == '1-a' || true", "message": "format"},
+        {"rule": "'%d-%s'.format([1, 'a']) == '1-a'", "message": "format"},
+        {"rule": "sets.contains(['a', 'b'], ['a']) && 'abc1'.find('[0-9]') == '1' && [3, 1, 2].sort() == [1, 2, 3] && [1, 2].sum() == 3 && [1, 2].max() == 2 && [1, 2].min() == 1", "message": "library"},
     ]);
     let schema = spec_with_rules(plain_spec(), rules);
-    let spec = json!({"replicas": 3, "ratio": 2, "tags": ["a-x", "b-x"], "labels": {"team": "kopf"}});
+    let spec =
+        json!({"replicas": 3, "ratio": 2, "tags": ["a-x", "b-x"], "labels": {"team": "kopf"}});
     assert_eq!(created(&schema, spec), vec![]);
-    let spec = json!({"replicas": 3, "ratio": 2, "tags": ["a-x", "b-y"], "labels": {"Team": "Kopf"}});
+    let spec =
+        json!({"replicas": 3, "ratio": 2, "tags": ["a-x", "b-y"], "labels": {"Team": "Kopf"}});
     let messages: Vec<String> = created(&schema, spec).into_iter().map(|t| t.2).collect();
     assert_eq!(
         messages,
@@ -224,11 +270,19 @@ fn message_expressions_make_the_message_when_they_can() {
     assert_eq!(
         created(&schema, json!({"replicas": 12})),
         vec![
-            e("spec", INVALID, r#"Invalid value: "object": replicas is 12, must be below 10"#),
+            e(
+                "spec",
+                INVALID,
+                r#"Invalid value: "object": replicas is 12, must be below 10"#
+            ),
             // The message expression fails (no name): the message stands.
             e("spec", INVALID, r#"Invalid value: "object": fallback"#),
             // An empty message: the default one.
-            e("spec", INVALID, r#"Invalid value: "object": failed rule: self.replicas < 5"#),
+            e(
+                "spec",
+                INVALID,
+                r#"Invalid value: "object": failed rule: self.replicas < 5"#
+            ),
         ]
     );
 }
@@ -240,12 +294,12 @@ fn reasons_choose_the_error_type() {
         json!([
             {"rule": "has(self.name)", "reason": "FieldValueRequired", "message": "name is required"},
             {"rule": "self.replicas != 13", "reason": "FieldValueForbidden", "message": "13 is unlucky"},
-            {"rule": "size(self.tags) >= 0", "reason": "FieldValueInvalid"},
+            {"rule": "self.tags.distinct().size() == self.tags.size()", "reason": "FieldValueInvalid"},
             {"rule": "false", "reason": "FieldValueDuplicate", "message": "ignored"},
         ]),
     );
     assert_eq!(
-        created(&schema, json!({"replicas": 13, "tags": []})),
+        created(&schema, json!({"replicas": 13, "tags": ["a", "b"]})),
         vec![
             e("spec", REQUIRED, "Required value: name is required"),
             e("spec", FORBIDDEN, "Forbidden: 13 is unlucky"),
@@ -264,10 +318,21 @@ fn field_paths_move_the_error() {
         ]),
     );
     assert_eq!(
-        created(&schema, json!({"replicas": 1, "minReplicas": 2, "labels": {"team": "x"}})),
+        created(
+            &schema,
+            json!({"replicas": 1, "minReplicas": 2, "labels": {"team": "x"}})
+        ),
         vec![
-            e("spec.minReplicas", INVALID, r#"Invalid value: "object": above replicas"#),
-            e("spec.labels[team]", INVALID, r#"Invalid value: "object": no x team"#),
+            e(
+                "spec.minReplicas",
+                INVALID,
+                r#"Invalid value: "object": above replicas"#
+            ),
+            e(
+                "spec.labels[team]",
+                INVALID,
+                r#"Invalid value: "object": no x team"#
+            ),
         ]
     );
 }
@@ -282,29 +347,58 @@ fn transition_rules_run_only_on_updates_with_an_old_value() {
         ]}
     }}));
     // Creation: the transition rule does not run; the optional one does, without an old value.
-    assert_eq!(created(&schema, json!({"name": "a", "replicas": 2})), vec![]);
+    assert_eq!(
+        created(&schema, json!({"name": "a", "replicas": 2})),
+        vec![]
+    );
     let old = cr(json!({"name": "a", "replicas": 2}));
-    let (errors, warnings) = rule_errors(&schema, &cr(json!({"name": "b", "replicas": 1})), Some(&old));
+    let (errors, warnings) = rule_errors(
+        &schema,
+        &cr(json!({"name": "b", "replicas": 1})),
+        Some(&old),
+    );
     assert_eq!(
         errors,
         vec![
-            e("spec.name", INVALID, r#"Invalid value: "string": name is immutable"#),
-            e("spec.replicas", INVALID, r#"Invalid value: "integer": replicas may not shrink"#),
+            e(
+                "spec.name",
+                INVALID,
+                r#"Invalid value: "string": name is immutable"#
+            ),
+            e(
+                "spec.replicas",
+                INVALID,
+                r#"Invalid value: "integer": replicas may not shrink"#
+            ),
         ]
     );
     assert!(warnings.is_empty(), "{warnings:?}");
     // A field added by the update has no old value: its transition rule does not run.
     let old = cr(json!({"replicas": 2}));
-    assert_eq!(rule_errors(&schema, &cr(json!({"name": "b", "replicas": 2})), Some(&old)).0, vec![]);
+    assert_eq!(
+        rule_errors(
+            &schema,
+            &cr(json!({"name": "b", "replicas": 2})),
+            Some(&old)
+        )
+        .0,
+        vec![]
+    );
 }
 
 #[test]
 fn failures_on_unchanged_values_are_ratcheted_into_warnings() {
-    let schema = spec_with_rules(plain_spec(), json!([{"rule": "self.replicas > 5", "message": "too few"}]));
+    let schema = spec_with_rules(
+        plain_spec(),
+        json!([{"rule": "self.replicas > 5", "message": "too few"}]),
+    );
     let old = cr(json!({"replicas": 1}));
     let (errors, warnings) = rule_errors(&schema, &cr(json!({"replicas": 1})), Some(&old));
     assert_eq!(errors, vec![]);
-    assert_eq!(warnings, vec![r#"spec: Invalid value: "object": too few"#.to_string()]);
+    assert_eq!(
+        warnings,
+        vec![r#"spec: Invalid value: "object": too few"#.to_string()]
+    );
     let (errors, _) = rule_errors(&schema, &cr(json!({"replicas": 2})), Some(&old));
     assert_eq!(errors.len(), 1);
 }
@@ -318,10 +412,21 @@ fn rules_of_list_items_and_map_values_run_per_element() {
             "x-kubernetes-validations": [{"rule": "self >= 0"}]}}
     }}));
     assert_eq!(
-        created(&schema, json!({"ports": [{"port": 80}, {"port": 8080}], "limits": {"cpu": -1}})),
+        created(
+            &schema,
+            json!({"ports": [{"port": 80}, {"port": 8080}], "limits": {"cpu": -1}})
+        ),
         vec![
-            e("spec.ports[1]", INVALID, r#"Invalid value: "object": privileged ports only"#),
-            e("spec.limits[cpu]", INVALID, r#"Invalid value: "integer": failed rule: self >= 0"#),
+            e(
+                "spec.ports[1]",
+                INVALID,
+                r#"Invalid value: "object": privileged ports only"#
+            ),
+            e(
+                "spec.limits[cpu]",
+                INVALID,
+                r#"Invalid value: "integer": failed rule: self >= 0"#
+            ),
         ]
     );
 }
@@ -335,8 +440,16 @@ fn runtime_errors_name_the_rule() {
     assert_eq!(
         created(&schema, json!({"replicas": 1})),
         vec![
-            e("spec", INVALID, r#"Invalid value: "object": no such key: name evaluating rule: self.name == 'a'"#),
-            e("spec", INVALID, r#"Invalid value: "object": division by zero evaluating rule: ratio"#),
+            e(
+                "spec",
+                INVALID,
+                r#"Invalid value: "object": no such key: name evaluating rule: self.name == 'a'"#
+            ),
+            e(
+                "spec",
+                INVALID,
+                r#"Invalid value: "object": division by zero evaluating rule: ratio"#
+            ),
         ]
     );
 }
@@ -362,7 +475,10 @@ fn an_expensive_rule_is_stopped_at_the_per_call_limit() {
         )]
     );
     // The same rule on few items is cheap enough.
-    assert_eq!(created(&schema, json!({"replicas": 101, "tags": ["a", "b"]})), vec![]);
+    assert_eq!(
+        created(&schema, json!({"replicas": 101, "tags": ["a", "b"]})),
+        vec![]
+    );
 }
 
 #[test]
@@ -381,7 +497,11 @@ fn many_cheap_evaluations_run_out_of_the_objects_budget() {
         last.2,
         r#"Invalid value: "array": validation failed due to running out of cost budget, no further validation rules will be run"#
     );
-    assert_eq!(errors.len(), 1, "the rules ran without errors until the budget ran out");
+    assert_eq!(
+        errors.len(),
+        1,
+        "the rules ran without errors until the budget ran out"
+    );
 }
 
 #[test]
@@ -408,6 +528,8 @@ fn rules_past_the_time_limit_stop_as_if_over_budget() {
     let messages: Vec<String> = outcome.errors.into_iter().map(|e| e.message).collect();
     assert_eq!(
         messages,
-        vec![r#"Invalid value: "object": validation failed due to running out of cost budget, no further validation rules will be run"#]
+        vec![
+            r#"Invalid value: "object": validation failed due to running out of cost budget, no further validation rules will be run"#
+        ]
     );
 }
