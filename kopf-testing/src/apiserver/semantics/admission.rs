@@ -373,4 +373,50 @@ mod tests {
             error.message
         );
     }
+
+    /// A CRD with one CEL rule on its spec.
+    fn crd_with_rule() -> ResourceDef {
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.replicas < 3", "message": "at most 2"}]
+        }}});
+        let crd = json!({"spec": {"group": "kopf.dev", "scope": "Namespaced",
+            "names": {"plural": "kopfexamples", "kind": "KopfExample"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": schema}}]}});
+        ResourceDef::from_crd(&crd).unwrap()
+    }
+
+    #[test]
+    fn cel_rules_are_compiled_once_per_crd_and_break_writes() {
+        let def = crd_with_rule();
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": 5}});
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
+        assert_eq!(
+            error.message,
+            r#"KopfExample.kopf.dev "x" is invalid: spec: Invalid value: "object": at most 2"#
+        );
+        // The first write compiled the rules; later writes, and copies of the definition
+        // (as the catalog keeps them), find them compiled.
+        let copy = def.clone();
+        let compiled = copy.versions[0]
+            .derived
+            .get_or_init::<schema::CompiledRules>(|| panic!("compiled again"));
+        assert!(compiled.is_some());
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": 1}});
+        admit(&copy, "v1", &mut object, None, FieldValidation::Warn).unwrap();
+    }
+
+    #[test]
+    fn cel_rules_do_not_run_on_objects_with_blocking_schema_errors() {
+        let def = crd_with_rule();
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": "five"}});
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
+        assert!(
+            error.message.ends_with(r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"#),
+            "{}",
+            error.message
+        );
+    }
 }

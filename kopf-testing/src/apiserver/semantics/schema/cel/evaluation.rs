@@ -19,8 +19,8 @@ use super::super::keywords::{
 };
 use super::program::{Evaluation, Failure, Meter, OLD_SELF, Program, SELF, optional};
 use super::rule::{RuleSpec, field_path, has_newlines};
+use super::tree::{CompiledRule, CompiledRules, Node};
 use super::values::to_cel;
-use super::{CompiledRule, CompiledRules, Node};
 use crate::apiserver::semantics::go_format::go_quote;
 
 /// How much evaluation the rules of one object may do.
