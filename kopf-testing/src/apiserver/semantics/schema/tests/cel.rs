@@ -533,3 +533,19 @@ fn rules_past_the_time_limit_stop_as_if_over_budget() {
         ]
     );
 }
+
+#[test]
+fn rules_are_structural_except_inside_all_of_and_friends() {
+    let schema = spec_with_rules(plain_spec(), json!([{"rule": "self.replicas > 0"}]));
+    assert_eq!(check_structural(&schema), Vec::<String>::new());
+    let nested = root(
+        json!({"type": "object", "properties": {"replicas": {"type": "integer"}},
+        "allOf": [{"x-kubernetes-validations": [{"rule": "self.replicas > 0"}]}]}),
+    );
+    assert_eq!(
+        check_structural(&nested),
+        vec![
+            "openAPIV3Schema.properties[spec].allOf[0].x-kubernetes-validations: Forbidden: must be empty to be structural"
+        ]
+    );
+}
