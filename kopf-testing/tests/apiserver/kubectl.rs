@@ -91,7 +91,7 @@ impl Kubectl {
     }
 
     /// `kubectl ARGS -o json`, parsed.
-    async fn json(&self, args: &[&str]) -> Value {
+    pub(crate) async fn json(&self, args: &[&str]) -> Value {
         let args: Vec<&str> = args.iter().copied().chain(["-o", "json"]).collect();
         let stdout = self.ok(&args).await;
         serde_json::from_str(&stdout).unwrap_or_else(|e| {

@@ -8,6 +8,7 @@ mod catalog;
 mod faults;
 mod kube_runtime;
 mod kubectl;
+mod kubectl_cel;
 mod limits;
 mod metadata;
 mod python;

@@ -33,11 +33,13 @@ impl FieldValidation {
     }
 }
 
-/// Normalises and validates `object` for storage; returns the warnings to send back.
+/// Normalises and validates `object` for storage (`old`, in the same version, for updates);
+/// returns the warnings to send back.
 pub(crate) fn admit(
     def: &ResourceDef,
     version: &str,
     object: &mut Value,
+    old: Option<&Value>,
     validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
     let name = object["metadata"]["name"]
@@ -50,6 +52,7 @@ pub(crate) fn admit(
         name: &name,
     };
     let mut unknown = Vec::new();
+    let mut warnings = Vec::new();
     match def.round_trip {
         Some(round_trip) => {
             unknown = normalize_builtin(def, round_trip, object).map_err(|e| {
@@ -71,10 +74,25 @@ pub(crate) fn admit(
                     },
                 )?,
             );
-            if let Some(schema) = def.version(version).and_then(|v| v.schema.as_ref()) {
+            if let Some(version) = def.version(version)
+                && let Some(schema) = &version.schema
+            {
                 unknown.extend(schema::prune(object, schema));
                 schema::apply_defaults(object, schema);
-                let errors = schema::validate(object, schema);
+                let mut errors = schema::validate(object, schema);
+                let rules = version
+                    .derived
+                    .get_or_init(|| schema::CompiledRules::compile(schema));
+                if let Some(rules) = rules {
+                    if let Some(blocking) = schema::blocking_error(&errors) {
+                        errors.push(blocking);
+                    } else {
+                        let limits = schema::Limits::APISERVER;
+                        let outcome = schema::validate_rules(&rules, schema, object, old, limits);
+                        errors.extend(outcome.errors);
+                        warnings.extend(outcome.warnings);
+                    }
+                }
                 if !errors.is_empty() {
                     let message = schema::invalid_message(&def.kind_group(), &name, &errors);
                     let causes = errors
@@ -88,11 +106,12 @@ pub(crate) fn admit(
     }
     check_metadata(def, object, subject)?;
     match validation {
-        FieldValidation::Ignore => Ok(Vec::new()),
-        _ if unknown.is_empty() => Ok(Vec::new()),
+        FieldValidation::Ignore => Ok(warnings),
+        _ if unknown.is_empty() => Ok(warnings),
         FieldValidation::Warn => Ok(unknown
             .iter()
             .map(|f| format!("unknown field \"{f}\""))
+            .chain(warnings)
             .collect()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
@@ -260,7 +279,7 @@ mod tests {
     fn unknown_fields_of_builtins() {
         let def = builtin("configmaps");
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "bogus": 1}, "data": {"a": "b"}, "extra": true});
-        let warnings = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
+        let warnings = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap();
         assert_eq!(
             warnings,
             vec![
@@ -271,7 +290,7 @@ mod tests {
         assert!(object.get("extra").is_none());
 
         let mut object = json!({"metadata": {"name": "x"}, "extra": true});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Strict).unwrap_err();
         assert_eq!(error.code, 400);
         assert!(
             error.message.contains("unknown field \"extra\""),
@@ -284,7 +303,7 @@ mod tests {
     fn secret_string_data_becomes_data() {
         let def = builtin("secrets");
         let mut object = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
-        admit(&def, "v1", &mut object, FieldValidation::Strict).unwrap();
+        admit(&def, "v1", &mut object, None, FieldValidation::Strict).unwrap();
         assert_eq!(object["data"]["k"], "dg==");
         assert!(object.get("stringData").is_none());
     }
@@ -293,11 +312,11 @@ mod tests {
     fn bad_names_and_labels() {
         let def = builtin("configmaps");
         let mut object = json!({"metadata": {"name": "Bad_Name"}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.reason, "Invalid");
         assert!(error.message.contains("metadata.name"), "{}", error.message);
         let mut object = json!({"metadata": {"name": "ok", "labels": {"a": "-bad-"}}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert!(
             error.message.contains("metadata.labels.a"),
             "{}",
@@ -310,7 +329,7 @@ mod tests {
         let def = builtin("configmaps");
         let half = "x".repeat(131_072);
         let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half, "b": half}}});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.code, 422);
         assert!(
             error
@@ -320,19 +339,65 @@ mod tests {
             error.message
         );
         let mut object = json!({"metadata": {"name": "ok", "annotations": {"a": half}}});
-        admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap();
+        admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap();
     }
 
     #[test]
     fn wrong_types_are_bad_requests() {
         let def = builtin("configmaps");
         let mut object = json!({"metadata": {"name": "x"}, "data": "not a map"});
-        let error = admit(&def, "v1", &mut object, FieldValidation::Warn).unwrap_err();
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
         assert_eq!(error.code, 400);
         assert!(
             error
                 .message
                 .starts_with("ConfigMap in version \"v1\" cannot be handled"),
+            "{}",
+            error.message
+        );
+    }
+
+    /// A CRD with one CEL rule on its spec.
+    fn crd_with_rule() -> ResourceDef {
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.replicas < 3", "message": "at most 2"}]
+        }}});
+        let crd = json!({"spec": {"group": "kopf.dev", "scope": "Namespaced",
+            "names": {"plural": "kopfexamples", "kind": "KopfExample"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": schema}}]}});
+        ResourceDef::from_crd(&crd).unwrap()
+    }
+
+    #[test]
+    fn cel_rules_are_compiled_once_per_crd_and_break_writes() {
+        let def = crd_with_rule();
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": 5}});
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
+        assert_eq!(
+            error.message,
+            r#"KopfExample.kopf.dev "x" is invalid: spec: Invalid value: "object": at most 2"#
+        );
+        // The first write compiled the rules; later writes, and copies of the definition
+        // (as the catalog keeps them), find them compiled.
+        let copy = def.clone();
+        let compiled = copy.versions[0]
+            .derived
+            .get_or_init::<schema::CompiledRules>(|| panic!("compiled again"));
+        assert!(compiled.is_some());
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": 1}});
+        admit(&copy, "v1", &mut object, None, FieldValidation::Warn).unwrap();
+    }
+
+    #[test]
+    fn cel_rules_do_not_run_on_objects_with_blocking_schema_errors() {
+        let def = crd_with_rule();
+        let mut object = json!({"metadata": {"name": "x"}, "spec": {"replicas": "five"}});
+        let error = admit(&def, "v1", &mut object, None, FieldValidation::Warn).unwrap_err();
+        assert!(
+            error.message.ends_with(r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"#),
             "{}",
             error.message
         );

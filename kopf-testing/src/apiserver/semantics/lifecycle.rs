@@ -119,18 +119,97 @@ fn check_crd(state: &State, crd: &Value, is_new: bool) -> ApiResult<()> {
             format!("Invalid value: \"{}\": is a built-in resource", def.group),
         ));
     }
-    for version in &def.versions {
-        if let Some(schema) = &version.schema {
-            let problems = schema::check_structural(schema);
-            if let Some(problem) = problems.first() {
-                return Err(invalid(
-                    &format!("spec.versions[{}].schema.openAPIV3Schema", version.name),
-                    format!("Invalid value: {problem}"),
-                ));
-            }
-        }
+    let problems = schema_problems(crd);
+    if problems.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let Some(crd_def) = &crd_def else {
+        return Err(ApiError::bad_request(problems.join(", ")));
+    };
+    let causes: Vec<(String, String, String)> = problems
+        .iter()
+        .map(|problem| {
+            let (field, body) = problem.split_once(": ").unwrap_or(("", problem));
+            (
+                cause_type(body).to_string(),
+                body.to_string(),
+                field.to_string(),
+            )
+        })
+        .collect();
+    let shown = match problems.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let message = format!(
+        "{} {} is invalid: {shown}",
+        crd_def.kind_group(),
+        crate::apiserver::semantics::go_format::go_quote(name)
+    );
+    Err(ApiError::invalid(
+        subject(crd_def, name),
+        &crd_def.kind,
+        message,
+        causes,
+    ))
+}
+
+/// The problems of a CRD's schemas: structural ones, then (for a structural schema) those of
+/// its validation rules. As in the apiserver, versions with identical schemas are checked
+/// once, as `spec.validation.openAPIV3Schema`, and others as
+/// `spec.versions[i].schema.openAPIV3Schema`.
+fn schema_problems(crd: &Value) -> Vec<String> {
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let schemas: Vec<(usize, &Value)> = versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v["schema"].get("openAPIV3Schema").map(|s| (i, s)))
+        .collect();
+    let identical = !versions.is_empty()
+        && versions
+            .iter()
+            .all(|v| v["schema"] == versions[0]["schema"]);
+    let checked: Vec<(String, &Value)> = if identical {
+        schemas
+            .first()
+            .map(|(_, s)| ("spec.validation.openAPIV3Schema".to_string(), *s))
+            .into_iter()
+            .collect()
+    } else {
+        schemas
+            .iter()
+            .map(|(i, s)| (format!("spec.versions[{i}].schema.openAPIV3Schema"), *s))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (base, schema) in checked {
+        let structural = schema::check_structural(schema);
+        if structural.is_empty() {
+            out.extend(schema::check_rules(schema, &base));
+        }
+        let parent = base.trim_end_matches("openAPIV3Schema");
+        out.extend(structural.into_iter().map(|p| format!("{parent}{p}")));
+    }
+    out
+}
+
+/// The cause type of a field error by the start of its message.
+fn cause_type(body: &str) -> &'static str {
+    [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Internal error", "InternalError"),
+    ]
+    .into_iter()
+    .find(|(start, _)| body.starts_with(start))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 /// The `Update` entry of one of the cluster's own controllers, in the object's own apiVersion.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::catalog::{Builtin, ResourceDef, ScalePaths, VersionDef};
+use super::catalog::{Builtin, Derived, ResourceDef, ScalePaths, VersionDef};
 use super::columns::PrinterColumn;
 
 /// A kind's typed round trip: decoded into its k8s-openapi type and encoded again, as the real
@@ -424,6 +424,7 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
                     printer_columns: printer_columns(group, plural),
                     status: has_status(group, plural),
                     scale: scale(group, plural),
+                    derived: Derived::default(),
                 }],
                 builtin,
                 round_trip: Some(round_trip),

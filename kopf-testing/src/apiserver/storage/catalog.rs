@@ -1,7 +1,9 @@
 //! The resources the server serves: the built-in ones and those that CRDs define.
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -77,6 +79,34 @@ pub(crate) struct VersionDef {
     pub(crate) printer_columns: Vec<PrinterColumn>,
     pub(crate) status: bool,
     pub(crate) scale: Option<ScalePaths>,
+    /// What the API semantics derive from the schema once per CRD change (the compiled CEL
+    /// validation rules), rather than on every request.
+    pub(crate) derived: Derived,
+}
+
+/// A value derived once from a version's schema by an upper layer, of a type this layer
+/// does not know. Clones share it; it prints as nothing, so that a resource's definition
+/// compares by what the CRD says.
+#[derive(Clone, Default)]
+pub(crate) struct Derived(Arc<OnceLock<Option<Arc<dyn Any + Send + Sync>>>>);
+
+impl Derived {
+    /// The value, made by `make` on first use (`None` when there is nothing to derive).
+    pub(crate) fn get_or_init<T: Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> Option<T>,
+    ) -> Option<Arc<T>> {
+        let value = self
+            .0
+            .get_or_init(|| make().map(|value| Arc::new(value) as Arc<dyn Any + Send + Sync>));
+        value.clone()?.downcast::<T>().ok()
+    }
+}
+
+impl fmt::Debug for Derived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Derived")
+    }
 }
 
 /// A resource: names, scope, versions and subresources.
@@ -214,6 +244,7 @@ impl ResourceDef {
                     .collect(),
                 status: subresources.get("status").is_some_and(|s| s.is_object()),
                 scale,
+                derived: Derived::default(),
             });
         }
         if versions.is_empty() {

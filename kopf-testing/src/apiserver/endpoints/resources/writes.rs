@@ -196,7 +196,8 @@ fn create_object(
             let name = lifecycle::generate_name(state, &target.def, &target.namespace, &prefix);
             object::meta_mut(&mut object).insert("name".into(), json!(name));
         }
-        let warnings = admission::admit(&target.def, target.version, &mut object, validation)?;
+        let warnings =
+            admission::admit(&target.def, target.version, &mut object, None, validation)?;
         let mut stored = lifecycle::create(state, &target.def, object, updater)?;
         if dry_run {
             stored = unstored(&stored, None);
@@ -246,10 +247,17 @@ pub(super) fn write_object(
             .get(&target.def.key(), &target.key(name))
             .cloned()
             .ok_or_else(|| ApiError::not_found(target.subject(name)))?;
-        let mut new = change(&target.render(&old))?;
+        let rendered = target.render(&old);
+        let mut new = change(&rendered)?;
         check_identity(target, &mut new)?;
         let mut new = target.for_storage(new);
-        let warnings = admission::admit(&target.def, target.version, &mut new, validation)?;
+        let warnings = admission::admit(
+            &target.def,
+            target.version,
+            &mut new,
+            Some(&rendered),
+            validation,
+        )?;
         let mut stored = lifecycle::update(state, &target.def, &old, new, scope, updater)?;
         if dry_run {
             stored = unstored(&stored, Some(object::resource_version(&old)));
@@ -606,6 +614,7 @@ pub(crate) fn recreate(shared: &Shared, mut object: Value) -> ApiResult<Value> {
         &target.def,
         target.version,
         &mut object,
+        None,
         FieldValidation::Strict,
     )?;
     let updater = Updater {

@@ -19,13 +19,15 @@ pub(super) const TOO_LONG: &str = "FieldValueTooLong";
 pub(super) const TOO_MANY: &str = "FieldValueTooMany";
 /// Cause type of a repeated entry in a list of type set or map.
 pub(super) const DUPLICATE: &str = "FieldValueDuplicate";
+/// Cause type of a value that a validation rule forbids.
+pub(super) const FORBIDDEN: &str = "FieldValueForbidden";
 
 /// One validation failure, as Kubernetes reports it in Status.details.causes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FieldError {
     /// The field path, e.g. `spec.replicas` or `spec.items[2].name`; `<nil>` where the apiserver has none (anyOf/oneOf/allOf/not and number-range failures).
     pub(crate) field: String,
-    /// The cause type: `FieldValueRequired`, `FieldValueNotSupported`, `FieldValueInvalid`, `FieldValueTypeInvalid`, `FieldValueTooLong`, `FieldValueTooMany` or `FieldValueDuplicate`.
+    /// The cause type: `FieldValueRequired`, `FieldValueNotSupported`, `FieldValueInvalid`, `FieldValueTypeInvalid`, `FieldValueTooLong`, `FieldValueTooMany`, `FieldValueDuplicate` or `FieldValueForbidden`.
     pub(crate) reason: &'static str,
     /// The message without the field, e.g. `Required value`.
     pub(crate) message: String,

@@ -6,6 +6,7 @@
 //! Schemas come from users and may be malformed: unknown or ill-typed parts are ignored
 //! (or reported by [`check_structural`]), and nothing here panics.
 
+mod cel;
 mod defaults;
 mod errors;
 mod keywords;
@@ -17,6 +18,7 @@ mod tests;
 mod validation;
 mod values;
 
+pub(crate) use cel::{CompiledRules, Limits, blocking_error, check_rules, validate_rules};
 pub(crate) use defaults::apply_defaults;
 pub(crate) use errors::invalid_message;
 pub(crate) use prune::prune;

@@ -1,6 +1,7 @@
 //! Schemas against the apiserver's behaviour: validation keyword by keyword, pruning,
 //! defaulting, structural checks, and inputs that must never panic.
 
+mod cel;
 mod properties;
 mod prune;
 mod structural;
