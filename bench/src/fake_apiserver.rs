@@ -3,7 +3,9 @@
 //! - PATCHes per second on small objects, with several requests in flight;
 //! - one change fanned out to 100 watchers: time until every watcher has it;
 //! - memory per stored object (resident set growth over 10,000 ConfigMaps);
-//! - the watch history staying bounded under a stream of changes.
+//! - the watch history staying bounded under a stream of changes;
+//! - creates and patches per second among 10,000 objects owned by one owner (the garbage
+//!   collector's work on the write path).
 //!
 //! `cargo run --release -p kopf-bench --bin fake-apiserver-bench [-- --objects N --patches N
 //! --watchers N --memory-objects N]`. Figures are for comparing runs on one machine; they are
@@ -26,6 +28,7 @@ struct Sizes {
     rounds: usize,
     memory_objects: usize,
     history_limit: usize,
+    owned_objects: usize,
 }
 
 fn sizes() -> Sizes {
@@ -37,13 +40,14 @@ fn sizes() -> Sizes {
         rounds: 50,
         memory_objects: 10_000,
         history_limit: 10_000,
+        owned_objects: 10_000,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let value = pair.get(1).and_then(|v| v.parse().ok());
         let Some(value) = value else {
             eprintln!(
-                "usage: fake-apiserver-bench [--objects N] [--patches N] [--concurrency N] [--watchers N] [--rounds N] [--memory-objects N] [--history-limit N]"
+                "usage: fake-apiserver-bench [--objects N] [--patches N] [--concurrency N] [--watchers N] [--rounds N] [--memory-objects N] [--history-limit N] [--owned-objects N]"
             );
             std::process::exit(2);
         };
@@ -55,6 +59,7 @@ fn sizes() -> Sizes {
             "--rounds" => sizes.rounds = value,
             "--memory-objects" => sizes.memory_objects = value,
             "--history-limit" => sizes.history_limit = value,
+            "--owned-objects" => sizes.owned_objects = value,
             other => {
                 eprintln!("unknown option {other}");
                 std::process::exit(2);
@@ -216,6 +221,68 @@ async fn memory_per_object(server: &FakeApiServer, sizes: &Sizes) {
     );
 }
 
+/// The write path among many owned objects: each write of an owned object makes the garbage
+/// collector look at its owner.
+async fn owned_writes(server: &FakeApiServer, sizes: &Sizes) {
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let owner = api
+        .create(&PostParams::default(), &configmap("owner"))
+        .await
+        .expect("created");
+    let reference = json!([{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+        "uid": owner.metadata.uid.clone().expect("a uid"),
+    }]);
+    let owned = |name: String| -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "ownerReferences": reference},
+            "data": {"key": "value"},
+        }))
+        .expect("a valid ConfigMap")
+    };
+    let started = Instant::now();
+    futures::stream::iter(0..sizes.owned_objects)
+        .for_each_concurrent(8, |i| {
+            let api = api.clone();
+            let object = owned(format!("owned-{i}"));
+            async move {
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .expect("created");
+            }
+        })
+        .await;
+    let created = started.elapsed();
+    let patches = sizes.owned_objects.min(2_000);
+    let started = Instant::now();
+    futures::stream::iter(0..patches)
+        .for_each_concurrent(8, |i| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"data": {"counter": i.to_string()}});
+                api.patch(
+                    &format!("owned-{}", (i * 31) % sizes.owned_objects),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .expect("patched");
+            }
+        })
+        .await;
+    let patched = started.elapsed();
+    println!(
+        "| creates of owned objects, up to {} owned by one | {:.0} creates/s |",
+        sizes.owned_objects,
+        sizes.owned_objects as f64 / created.as_secs_f64()
+    );
+    println!(
+        "| merge PATCH among {} owned objects, 8 in flight | {:.0} patches/s |",
+        sizes.owned_objects,
+        patches as f64 / patched.as_secs_f64()
+    );
+}
+
 async fn history_bound(server: &FakeApiServer, sizes: &Sizes) {
     let stats = server.stats();
     println!(
@@ -253,6 +320,9 @@ fn main() {
             .await
             .expect("the server starts");
         memory_per_object(&server, &sizes).await;
+        server.stop().await;
+        let server = FakeApiServer::start().await.expect("the server starts");
+        owned_writes(&server, &sizes).await;
         server.stop().await;
     });
 }

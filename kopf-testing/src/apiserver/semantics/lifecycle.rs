@@ -5,7 +5,6 @@
 //! The controllers run synchronously after every write (`settle`), so a client sees their
 //! effects as ordinary watch events right after its own, and tests need no waiting for them.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::Rng as _;
@@ -15,13 +14,13 @@ use super::limits;
 use super::patch::{self, Updater};
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
-use super::{cluster, defaults};
+use super::{cluster, defaults, garbage};
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{State, key_of};
 
-const FOREGROUND: &str = "foregroundDeletion";
-const ORPHAN: &str = "orphan";
+pub(super) const FOREGROUND: &str = "foregroundDeletion";
+pub(super) const ORPHAN: &str = "orphan";
 const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// `propagationPolicy` of a deletion.
@@ -213,7 +212,7 @@ fn cause_type(body: &str) -> &'static str {
 }
 
 /// The `Update` entry of one of the cluster's own controllers, in the object's own apiVersion.
-fn controller(object: &Value, manager: &str, subresource: &str) -> Updater {
+pub(super) fn controller(object: &Value, manager: &str, subresource: &str) -> Updater {
     Updater {
         manager: manager.to_string(),
         api_version: object["apiVersion"]
@@ -227,7 +226,7 @@ fn controller(object: &Value, manager: &str, subresource: &str) -> Updater {
 /// The manager of the fake cluster's API-server-side controllers (CRD status and cleanup).
 const KUBE_APISERVER: &str = "kube-apiserver";
 /// The manager of the fake cluster's garbage collector and namespace controller.
-const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
+pub(super) const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
 /// Stores a new object. `object` has been admitted already. `updater`, if any, gets the
 /// object's fields in an `Update` entry of `metadata.managedFields` (creations by apply have
@@ -563,7 +562,7 @@ pub(crate) fn settle(state: &mut State) {
     // Each round makes progress or stops; the bound only guards against a bug looping forever.
     for _ in 0..1000 {
         let progressed =
-            establish_crds(state) | terminate_namespaces(state) | collect_garbage(state);
+            establish_crds(state) | terminate_namespaces(state) | garbage::collect(state);
         if !progressed {
             return;
         }
@@ -754,124 +753,6 @@ fn terminate_namespaces(state: &mut State) -> bool {
         }
         for (def, key, terminating) in contents {
             if !terminating && delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
-                progressed = true;
-            }
-        }
-    }
-    progressed
-}
-
-/// An object with its resource.
-type Owned = (Arc<ResourceDef>, Arc<Value>);
-
-/// Deletes objects whose owners are all gone; carries out foreground and orphan deletions.
-fn collect_garbage(state: &mut State) -> bool {
-    if !std::mem::take(&mut state.pending.garbage) {
-        return false;
-    }
-    let mut dependents: HashMap<String, Vec<Owned>> = HashMap::new();
-    let mut orphans = Vec::new();
-    for def in state.catalog.iter() {
-        for object in state
-            .objects(&def.key())
-            .into_iter()
-            .flat_map(|o| o.values())
-        {
-            let owners = object::owner_uids(object);
-            if owners.is_empty() {
-                continue;
-            }
-            if owners.iter().all(|uid| !state.uid_exists(uid)) {
-                if !object::is_terminating(object) {
-                    orphans.push((def.clone(), key_of(object)));
-                }
-                continue;
-            }
-            for uid in owners {
-                dependents
-                    .entry(uid)
-                    .or_default()
-                    .push((def.clone(), object.clone()));
-            }
-        }
-    }
-    let mut progressed = false;
-    for (def, key) in orphans {
-        if delete(state, &def, &key, &DeleteOptions::default()).is_ok() {
-            progressed = true;
-        }
-    }
-    // Owners being deleted in the foreground or orphaning their dependents.
-    let owners: Vec<Owned> = state
-        .catalog
-        .iter()
-        .flat_map(|def| {
-            state
-                .objects(&def.key())
-                .into_iter()
-                .flat_map(|o| o.values())
-                .filter(|o| object::is_terminating(o))
-                .filter(|o| {
-                    object::finalizers(o)
-                        .iter()
-                        .any(|f| f == FOREGROUND || f == ORPHAN)
-                })
-                .map(|o| (def.clone(), o.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    for (def, owner) in owners {
-        let uid = object::uid(&owner).to_string();
-        let children = dependents.remove(&uid).unwrap_or_default();
-        let finalizers = object::finalizers(&owner);
-        let mut done = None;
-        if finalizers.iter().any(|f| f == ORPHAN) {
-            for (child_def, child) in &children {
-                let mut released = (**child).clone();
-                if let Some(refs) = released["metadata"]["ownerReferences"].as_array_mut() {
-                    refs.retain(|r| r["uid"] != uid.as_str());
-                }
-                let updater = controller(child, KUBE_CONTROLLER_MANAGER, "");
-                if update(
-                    state,
-                    child_def,
-                    child,
-                    released,
-                    Scope::Main,
-                    Some(&updater),
-                )
-                .is_ok()
-                {
-                    progressed = true;
-                }
-            }
-            done = Some(ORPHAN);
-        } else if children.is_empty() {
-            done = Some(FOREGROUND);
-        } else {
-            for (child_def, child) in &children {
-                if !object::is_terminating(child) {
-                    let options = DeleteOptions {
-                        propagation: Some(Propagation::Foreground),
-                        ..Default::default()
-                    };
-                    if delete(state, child_def, &key_of(child), &options).is_ok() {
-                        progressed = true;
-                    }
-                }
-            }
-        }
-        if let Some(finalizer) = done {
-            let Some(current) = state.get(&def.key(), &key_of(&owner)).cloned() else {
-                continue;
-            };
-            let mut released = (*current).clone();
-            object::set_finalizers(
-                &mut released,
-                finalizers.into_iter().filter(|f| f != finalizer).collect(),
-            );
-            let updater = controller(&current, KUBE_CONTROLLER_MANAGER, "");
-            if update(state, &def, &current, released, Scope::Main, Some(&updater)).is_ok() {
                 progressed = true;
             }
         }

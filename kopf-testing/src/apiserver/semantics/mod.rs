@@ -6,6 +6,7 @@ pub(super) mod admission;
 pub(super) mod authorization;
 pub(super) mod cluster;
 pub(super) mod defaults;
+pub(super) mod garbage;
 pub(super) mod go_format;
 pub(super) mod lifecycle;
 pub(super) mod limits;

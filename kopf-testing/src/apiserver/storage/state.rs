@@ -8,7 +8,7 @@
 //!    older version is answered with `410 Expired`.
 //! 3. The state is only touched under its one mutex, never held across an `.await`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -46,7 +46,9 @@ pub(crate) type Objects = BTreeMap<ObjectKey, Arc<Value>>;
 pub(crate) struct State {
     pub(crate) catalog: Catalog,
     objects: HashMap<ResourceKey, Objects>,
-    uids: HashMap<String, (ResourceKey, ObjectKey)>,
+    uids: HashMap<String, StoredKey>,
+    /// The objects that name each uid as an owner (the garbage collector's index).
+    dependents: HashMap<String, BTreeSet<StoredKey>>,
     rv: u64,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
@@ -60,11 +62,30 @@ pub(crate) struct State {
 }
 
 /// Flags set by writes so that the controllers skip work when nothing concerns them.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Pending {
     pub(crate) crds: bool,
     pub(crate) namespaces: bool,
-    pub(crate) garbage: bool,
+    pub(crate) garbage: GarbageWork,
+}
+
+/// Where an object is stored: its resource and its key.
+pub(crate) type StoredKey = (ResourceKey, ObjectKey);
+
+/// What the garbage collector must look at since it last ran.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct GarbageWork {
+    /// Uids of owners that were removed (their dependents may be orphans now), are being
+    /// deleted with finalizers, or whose dependents changed.
+    pub(crate) owners: BTreeSet<String>,
+    /// Objects written with owner references (their owners may be gone already).
+    pub(crate) dependents: BTreeSet<StoredKey>,
+}
+
+impl GarbageWork {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.owners.is_empty() && self.dependents.is_empty()
+    }
 }
 
 impl State {
@@ -73,6 +94,7 @@ impl State {
             catalog: Catalog::with_builtins(),
             objects: HashMap::new(),
             uids: HashMap::new(),
+            dependents: HashMap::new(),
             rv: 0,
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
@@ -135,6 +157,42 @@ impl State {
         self.uids.contains_key(uid)
     }
 
+    /// Where the object with this uid is stored.
+    pub(crate) fn locate(&self, uid: &str) -> Option<StoredKey> {
+        self.uids.get(uid).cloned()
+    }
+
+    /// The objects that name `uid` as an owner.
+    pub(crate) fn dependents_of(&self, uid: &str) -> Vec<StoredKey> {
+        self.dependents
+            .get(uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Keeps the owners' index right as `stored` changes from `old` to `new`.
+    fn index_owners(&mut self, stored: &StoredKey, old: Option<&Value>, new: Option<&Value>) {
+        let before = old.map(object::owner_uids).unwrap_or_default();
+        let after = new.map(object::owner_uids).unwrap_or_default();
+        if before == after {
+            return;
+        }
+        for uid in before.iter().filter(|uid| !after.contains(uid)) {
+            if let Some(set) = self.dependents.get_mut(uid) {
+                set.remove(stored);
+                if set.is_empty() {
+                    self.dependents.remove(uid);
+                }
+            }
+        }
+        for uid in after {
+            self.dependents
+                .entry(uid)
+                .or_default()
+                .insert(stored.clone());
+        }
+    }
+
     /// Changes after `rv`, or `None` when some of them were compacted away.
     pub(crate) fn changes_since(&self, rv: u64) -> Option<Vec<Arc<Change>>> {
         if rv < self.compacted_rv {
@@ -185,8 +243,10 @@ impl State {
             .entry(resource.clone())
             .or_default()
             .insert(key.clone(), stored.clone());
+        let at = (resource.clone(), key);
+        self.index_owners(&at, previous.as_deref(), Some(&stored));
         if !uid.is_empty() {
-            self.uids.insert(uid, (resource.clone(), key));
+            self.uids.insert(uid, at);
         }
         self.mark_pending(def, &stored, false);
         let kind = if previous.is_some() {
@@ -222,6 +282,7 @@ impl State {
         let resource = def.key();
         let previous = self.objects.get_mut(&resource)?.remove(key)?;
         self.uids.remove(object::uid(&previous));
+        self.index_owners(&(resource.clone(), key.clone()), Some(&previous), None);
         self.mark_pending(def, &previous, true);
         self.rv += 1;
         let rv = self.rv;
@@ -242,8 +303,9 @@ impl State {
     /// Drops all objects of a resource without events (its CRD is gone; watches end).
     pub(crate) fn drop_resource(&mut self, resource: &ResourceKey) {
         if let Some(objects) = self.objects.remove(resource) {
-            for object in objects.values() {
+            for (key, object) in &objects {
                 self.uids.remove(object::uid(object));
+                self.index_owners(&(resource.clone(), key.clone()), Some(object), None);
             }
         }
     }
@@ -253,9 +315,20 @@ impl State {
         let is_namespace = def.group.is_empty() && def.plural == "namespaces";
         self.pending.crds |= is_crd || removed;
         self.pending.namespaces |= is_namespace || removed;
-        self.pending.garbage |= removed
-            || !object::owner_uids(object).is_empty()
-            || (object::is_terminating(object) && !object::finalizers(object).is_empty());
+        let garbage = &mut self.pending.garbage;
+        let owners = object::owner_uids(object);
+        if !owners.is_empty() {
+            if !removed {
+                garbage.dependents.insert((def.key(), key_of(object)));
+            }
+            // An owner deleted in the foreground waits for its dependents.
+            garbage.owners.extend(owners);
+        }
+        let uid = object::uid(object);
+        let deleting = object::is_terminating(object) && !object::finalizers(object).is_empty();
+        if !uid.is_empty() && (removed || deleting) {
+            garbage.owners.insert(uid.to_string());
+        }
     }
 
     fn record(&mut self, change: Change) {
@@ -289,9 +362,11 @@ impl State {
         self.objects
             .entry(def.key())
             .or_default()
-            .insert(key.clone(), Arc::new(object));
+            .insert(key.clone(), Arc::new(object.clone()));
+        let at = (def.key(), key);
+        self.index_owners(&at, None, Some(&object));
         if !uid.is_empty() {
-            self.uids.insert(uid, (def.key(), key));
+            self.uids.insert(uid, at);
         }
     }
 
