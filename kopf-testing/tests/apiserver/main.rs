@@ -13,5 +13,6 @@ mod limits;
 mod metadata;
 mod python;
 mod python_tls;
+mod random_requests;
 mod rbac;
 mod tls;
