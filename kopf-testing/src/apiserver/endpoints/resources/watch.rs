@@ -4,6 +4,10 @@
 //! resourceVersions, reads the changes it has not sent yet from the history, and ends when the
 //! client goes, the server stops, `timeoutSeconds` passes, or a test closes watches.
 //!
+//! A watch sends only what watches may see (`Shared::changes`): with a state file, changes
+//! the file holds, so that no client sees a version a crash could take back. Changes are read
+//! up to that version; initial events, read from the latest state, wait until it is reached.
+//!
 //! Injected faults shape the stream: it may end cleanly after some events, cut the connection
 //! after some events (an error from the body, which makes hyper drop the connection), say
 //! nothing at all, or list the initial objects in a seeded random order.
@@ -70,6 +74,7 @@ pub(crate) fn watch(
         selectors,
         table: context.format == Format::Table,
         last_rv: 0,
+        read_rv: 0,
         pending: VecDeque::new(),
         changes: shared.changes.subscribe(),
         bookmark_interval: bookmarks.then(|| *lock(&shared.bookmark_interval)),
@@ -86,6 +91,7 @@ pub(crate) fn watch(
     stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
     shared.read(|state| {
         let current = state.resource_version();
+        stream.read_rv = current;
         match requested_rv {
             Some(rv) if rv != 0 && !send_initial => {
                 stream.last_rv = rv;
@@ -203,6 +209,9 @@ struct WatchStream {
     table: bool,
     /// The newest resourceVersion whose changes were considered.
     last_rv: u64,
+    /// The resourceVersion of the state the initial events were read from: nothing is sent
+    /// before watches may see it.
+    read_rv: u64,
     pending: VecDeque<Bytes>,
     changes: watch::Receiver<u64>,
     bookmark_interval: Option<Duration>,
@@ -228,7 +237,8 @@ impl WatchStream {
             if self.cut_after == Some(0) {
                 return Next::Cut;
             }
-            if let Some(line) = self.pending.pop_front() {
+            let visible = *self.changes.borrow() >= self.read_rv;
+            if visible && let Some(line) = self.pending.pop_front() {
                 if let Some(left) = &mut self.events_left {
                     if *left == 0 {
                         return Next::End;
@@ -240,7 +250,7 @@ impl WatchStream {
                 }
                 return Next::Line(line);
             }
-            if self.finished || self.events_left == Some(0) {
+            if self.pending.is_empty() && (self.finished || self.events_left == Some(0)) {
                 return Next::End;
             }
             let deadline = self
@@ -266,9 +276,11 @@ impl WatchStream {
         }
     }
 
-    /// Queues the changes since `last_rv` that this watch sees.
+    /// Queues the changes since `last_rv` that this watch sees, up to the latest version
+    /// watches may see.
     fn catch_up(&mut self) {
         let shared = self.shared.clone();
+        let visible = *self.changes.borrow();
         shared.read(|state| {
             if state
                 .catalog
@@ -281,7 +293,7 @@ impl WatchStream {
             match state.changes_since(self.last_rv) {
                 None => self.expire(self.last_rv, state.compacted_rv()),
                 Some(changes) => {
-                    for change in changes {
+                    for change in changes.into_iter().take_while(|c| c.rv <= visible) {
                         self.last_rv = change.rv;
                         self.consider(&change);
                     }
