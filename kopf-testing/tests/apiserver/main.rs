@@ -4,6 +4,7 @@ mod support;
 
 mod api;
 mod binary;
+mod durability;
 mod faults;
 mod kube_runtime;
 mod kubectl;
