@@ -148,7 +148,10 @@ async fn creates_per_second(sizes: &Sizes, concurrency: usize, state_file: bool)
     let elapsed = started.elapsed();
     let storage = if state_file {
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        format!("state file ({:.1} MiB after)", size as f64 / (1024.0 * 1024.0))
+        format!(
+            "state file ({:.1} MiB after)",
+            size as f64 / (1024.0 * 1024.0)
+        )
     } else {
         "in memory".to_string()
     };

@@ -24,8 +24,9 @@
 //! with the resourceVersion reached, the batch's length in bytes and its CRC-32; a batch counts
 //! only once its seal checks out. Each batch is fsync'd before the next one is written, so a
 //! crash can leave only the last one unfinished: an unsealed last batch is a torn tail, dropped
-//! with a warning (nobody was answered for it), while a bad batch followed by a sealed one is
-//! corruption, an error that names the file and the line.
+//! with a warning (nobody was answered for it). A bad batch followed by a sealed one is
+//! corruption, and so is a bad first batch (the snapshot a compaction wrote, which is in place
+//! only once complete): an error that names the file and the line.
 //!
 //! # Durability
 //!

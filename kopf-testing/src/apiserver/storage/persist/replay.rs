@@ -90,7 +90,8 @@ pub(crate) fn read(path: &Path) -> Result<Contents, StateFileError> {
     }
 }
 
-/// Replays the sealed batches after the header (which ends at `start`).
+/// Replays the sealed batches after the header (which ends at `start`). Only the last one may
+/// be unfinished (a torn tail, dropped); never the first, the snapshot of a compaction.
 fn read_log(path: &Path, text: &[u8], start: usize) -> Result<Contents, StateFileError> {
     let corrupt = |line, reason| StateFileError::Corrupt {
         path: path.to_owned(),
@@ -139,6 +140,12 @@ fn read_log(path: &Path, text: &[u8], start: usize) -> Result<Contents, StateFil
             }
         }
         at = end;
+    }
+    if batch_start.0 < text.len() && batch_start.0 == start {
+        // The first batch is the snapshot a compaction wrote and fsync'd before renaming the
+        // file into place: no crash leaves it unfinished.
+        let (line, reason) = broken.unwrap_or_else(|| (2, "the snapshot is unfinished".into()));
+        return Err(corrupt(line, reason));
     }
     if batch_start.0 < text.len() {
         tracing::warn!(

@@ -154,6 +154,32 @@ fn damage_before_the_last_batch_is_an_error_naming_the_file_and_line() {
 }
 
 #[test]
+fn a_damaged_snapshot_is_an_error_even_at_the_end_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let mut state = State::new(100);
+    let def = configmaps(&state);
+    state.put(&def, configmap("precious", "1"));
+    LogFile::create(&path, state.stored(), state.resource_version()).unwrap();
+    let whole = std::fs::read_to_string(&path).unwrap();
+
+    let damaged = whole.replacen("precious", "precioUs", 1);
+    std::fs::write(&path, damaged).unwrap();
+    let error = read(&path).unwrap_err();
+    assert!(
+        matches!(error, StateFileError::Corrupt { line: 2, .. }),
+        "{error:?}"
+    );
+    // Compactions are renamed into place once complete: a short snapshot is no crash's doing.
+    std::fs::write(&path, &whole[..whole.len() - 10]).unwrap();
+    let error = read(&path).unwrap_err();
+    assert!(
+        matches!(error, StateFileError::Corrupt { line: 2, .. }),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn the_log_is_compacted_once_it_outgrows_its_live_objects() {
     let (dir, path, mut state, log) = fresh();
     let mut log = log.with_compaction_floor(4096);
