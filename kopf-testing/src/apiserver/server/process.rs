@@ -207,10 +207,10 @@ impl FakeApiServerBuilder {
                 (state, Some(log))
             }
         };
-        let (durability, backlog) = match &log {
-            Some(_) => {
+        let (durability, saving) = match log {
+            Some(log) => {
                 let (durability, backlog) = persist::channel(state.resource_version());
-                (Some(durability), Some(backlog))
+                (Some(durability), Some((log, backlog)))
             }
             None => (None, None),
         };
@@ -237,7 +237,7 @@ impl FakeApiServerBuilder {
             tracker.clone(),
             root.clone(),
         ));
-        if let (Some(log), Some(backlog)) = (log, backlog) {
+        if let Some((log, backlog)) = saving {
             tracker.spawn(save_continuously(
                 shared.clone(),
                 log,
@@ -566,7 +566,8 @@ impl FakeApiServer {
     /// so an object as served can be given back. Returns the new object as served.
     ///
     /// When the object does not exist, or the new one is refused (invalid, say), nothing
-    /// changes and the error says why.
+    /// changes and the error says why. With a state file, the change is saved as every write
+    /// is, but this call returns without waiting for it.
     ///
     /// ```no_run
     /// # fn example(server: &kopf_testing::FakeApiServer) {
