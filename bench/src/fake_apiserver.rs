@@ -1,6 +1,8 @@
 //! How fast the fake API server is, measured from loopback clients:
 //!
 //! - PATCHes per second on small objects, with several requests in flight;
+//! - creates per second, in memory and with a state file (each write fsync'd before it is
+//!   answered, writes in flight together sharing an fsync), one and several in flight;
 //! - one change fanned out to 100 watchers: time until every watcher has it;
 //! - memory per stored object (resident set growth over 10,000 ConfigMaps);
 //! - the watch history staying bounded under a stream of changes;
@@ -8,7 +10,7 @@
 //!   collector's work on the write path).
 //!
 //! `cargo run --release -p kopf-bench --bin fake-apiserver-bench [-- --objects N --patches N
-//! --watchers N --memory-objects N]`. Figures are for comparing runs on one machine; they are
+//! --creates N --watchers N --memory-objects N]`. Figures are for comparing runs on one machine; they are
 //! never asserted in tests.
 
 use std::time::{Duration, Instant};
@@ -23,6 +25,7 @@ use serde_json::json;
 struct Sizes {
     objects: usize,
     patches: usize,
+    creates: usize,
     concurrency: usize,
     watchers: usize,
     rounds: usize,
@@ -35,6 +38,7 @@ fn sizes() -> Sizes {
     let mut sizes = Sizes {
         objects: 100,
         patches: 20_000,
+        creates: 2_000,
         concurrency: 8,
         watchers: 100,
         rounds: 50,
@@ -47,13 +51,14 @@ fn sizes() -> Sizes {
         let value = pair.get(1).and_then(|v| v.parse().ok());
         let Some(value) = value else {
             eprintln!(
-                "usage: fake-apiserver-bench [--objects N] [--patches N] [--concurrency N] [--watchers N] [--rounds N] [--memory-objects N] [--history-limit N] [--owned-objects N]"
+                "usage: fake-apiserver-bench [--objects N] [--patches N] [--creates N] [--concurrency N] [--watchers N] [--rounds N] [--memory-objects N] [--history-limit N] [--owned-objects N]"
             );
             std::process::exit(2);
         };
         match pair[0].as_str() {
             "--objects" => sizes.objects = value,
             "--patches" => sizes.patches = value,
+            "--creates" => sizes.creates = value,
             "--concurrency" => sizes.concurrency = value,
             "--watchers" => sizes.watchers = value,
             "--rounds" => sizes.rounds = value,
@@ -121,6 +126,47 @@ async fn patches_per_second(server: &FakeApiServer, sizes: &Sizes) {
         total as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
+}
+
+/// Creates ConfigMaps with `concurrency` requests in flight, on a fresh server: in memory, or
+/// with a state file in a fresh directory.
+async fn creates_per_second(sizes: &Sizes, concurrency: usize, state_file: bool) {
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let path = directory.path().join("state.json");
+    let mut builder = FakeApiServer::builder().history_limit(sizes.history_limit);
+    if state_file {
+        builder = builder.state_file(&path);
+    }
+    let server = builder.start().await.expect("the server starts");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let started = Instant::now();
+    futures::stream::iter(0..sizes.creates)
+        .for_each_concurrent(concurrency, |i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &configmap(&format!("created-{i}")))
+                    .await
+                    .expect("created");
+            }
+        })
+        .await;
+    let elapsed = started.elapsed();
+    let storage = if state_file {
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        format!(
+            "state file ({:.1} MiB after)",
+            size as f64 / (1024.0 * 1024.0)
+        )
+    } else {
+        "in memory".to_string()
+    };
+    println!(
+        "| ConfigMap creates, {concurrency} in flight, {storage} | {:.0} creates/s ({} in {:.2} s) |",
+        sizes.creates as f64 / elapsed.as_secs_f64(),
+        sizes.creates,
+        elapsed.as_secs_f64()
+    );
+    server.stop().await;
 }
 
 async fn fan_out(server: &FakeApiServer, sizes: &Sizes) {
@@ -314,6 +360,11 @@ fn main() {
         fan_out(&server, &sizes).await;
         history_bound(&server, &sizes).await;
         server.stop().await;
+        for concurrency in [1, sizes.concurrency, 4 * sizes.concurrency] {
+            for state_file in [false, true] {
+                creates_per_second(&sizes, concurrency, state_file).await;
+            }
+        }
         let server = FakeApiServer::builder()
             .history_limit(sizes.history_limit)
             .start()

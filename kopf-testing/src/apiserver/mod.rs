@@ -6,8 +6,8 @@
 //!
 //! - `storage`: what the server holds: the catalog of served resources (the built-in ones and
 //!   those CRDs define, with their printer columns), objects' metadata, the `State` (objects,
-//!   the global resourceVersion, and the change history that watches replay), and the format of
-//!   the state file.
+//!   the global resourceVersion, and the change history that watches replay), and the state
+//!   file (its log format, replay and compaction, and the queue of writes waiting for it).
 //! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
 //!   schemas (pruning, defaulting, validation, structural checks), patches, admission, the
 //!   lifecycle of objects with the controllers a cluster runs behind the API, tables, protobuf
@@ -19,7 +19,7 @@
 //!   them.
 //! - `server`: the process: the listener and its connections (with their TLS handshake and
 //!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
-//!   and the periodic saving of the state file.
+//!   and the task that saves every write to the state file before it is answered.
 //!
 //! A request's path: `server::listener` accepts the connection (`server::tls` shakes hands
 //! first on a TLS server) and hands each request to
@@ -31,8 +31,10 @@
 //! (`semantics::admission`, with `semantics::schema` for custom resources) and stores it by
 //! Kubernetes' rules (`semantics::lifecycle`) in `storage::state` through `Shared::write`,
 //! which then runs the cluster's controllers and wakes the watches (`resources::watch`) to
-//! replay the new changes from the history. The answer is a `Reply`, or a `Status` error, and
-//! the router logs it.
+//! replay the new changes from the history; with a state file, it queues the changes for
+//! `server::saving` instead, which wakes the watches once they are fsync'd. The answer is a
+//! `Reply`, or a `Status` error, sent once the state file (if any) holds what it shows; the
+//! router logs it.
 
 mod endpoints;
 mod semantics;

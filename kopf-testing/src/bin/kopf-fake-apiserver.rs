@@ -1,6 +1,7 @@
 //! `kopf-fake-apiserver`: the fake Kubernetes API server as a process, for kubectl, operators
-//! in other languages, and a development cluster that survives restarts (`--state-file`).
-//! Plain HTTP by default; HTTPS with `--tls`, and always when clients are to send tokens.
+//! in other languages, and a development cluster that survives restarts and crashes
+//! (`--state-file`). Plain HTTP by default; HTTPS with `--tls`, and always when clients are
+//! to send tokens.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,7 +38,8 @@ struct Args {
     /// --tls, as kubectl sends no token over plain HTTP.
     #[arg(long)]
     token: Option<String>,
-    /// Load objects from this file at start; save them periodically and on shutdown.
+    /// Keep the objects in this file: loaded at start, and every write saved (fsync'd) before
+    /// it is answered, so that neither a restart nor a crash loses an answered write.
     #[arg(long)]
     state_file: Option<PathBuf>,
     /// How many changes the watch history keeps for replay.

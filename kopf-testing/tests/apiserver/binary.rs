@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use crate::support::{DEADLINE, kubectl, serial};
 
 /// Starts the binary and returns it with the URL it printed.
-async fn start(args: &[&std::ffi::OsStr]) -> (tokio::process::Child, String) {
+pub(crate) async fn start(args: &[&std::ffi::OsStr]) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kopf-fake-apiserver"))
         .args(args)
         .stdout(Stdio::piped())

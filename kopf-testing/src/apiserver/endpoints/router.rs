@@ -173,7 +173,11 @@ pub(crate) async fn handle(
             }
         }
         let write_after = (aftermath.hold == Some(true)).then(|| held(true));
-        let mut reply = dispatch(&shared, &context, body).await?;
+        let dispatched = dispatch(&shared, &context, body).await;
+        // Nothing is answered (not even an error after a write, such as an injected
+        // conflict's) before the state file holds what the answer may show.
+        shared.saved().await?;
+        let mut reply = dispatched?;
         if let Some(write) = write_after
             && shared.pen.hold(write, &shared.root).await == Release::Cut
         {

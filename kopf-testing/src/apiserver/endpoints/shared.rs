@@ -1,5 +1,6 @@
-//! What every request handler shares: the state behind its lock, the counters and fault rules
-//! tests see and steer, and the tokens that end connections and watches.
+//! What every request handler shares: the state behind its lock, the queue to the state file,
+//! the counters and fault rules tests see and steer, and the tokens that end connections and
+//! watches.
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -12,14 +13,19 @@ use super::access::Access;
 use super::control::{Counters, Faults, Stats, lock};
 use super::holding::Pen;
 use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::storage::persist::Durability;
 use crate::apiserver::storage::state::State;
 
 /// What every request handler shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
-    /// The latest resourceVersion, to wake watches.
+    /// The latest resourceVersion watches may send: the latest one, or with a state file,
+    /// the latest one the file holds.
     pub(crate) changes: watch::Sender<u64>,
+    /// The queue to the state file, when there is one.
+    pub(crate) durability: Option<Durability>,
     pub(crate) counters: Counters,
     pub(crate) faults: Faults,
     /// Writes held by injected faults.
@@ -39,20 +45,49 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Runs `f` on the state, then the cluster's controllers, then wakes the watches.
+    /// Runs `f` on the state, then the cluster's controllers, then wakes the watches; with a
+    /// state file, queues what changed for it instead (the watches wake once it is saved).
+    /// Answers must wait for [`saved`](Self::saved) before they go out.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let (result, rv) = {
             let mut state = lock(&self.state);
             let result = f(&mut state);
             lifecycle::settle(&mut state);
-            (result, state.resource_version())
+            let rv = state.resource_version();
+            if let Some(durability) = &self.durability {
+                durability.queue(state.take_unsaved(), rv);
+            }
+            (result, rv)
         };
+        if self.durability.is_none() {
+            self.published(rv);
+        }
+        result
+    }
+
+    /// Lets the watches send the changes up to `rv`.
+    pub(crate) fn published(&self, rv: u64) {
         self.changes.send_if_modified(|latest| {
-            let changed = *latest != rv;
-            *latest = rv;
+            let changed = *latest < rv;
+            *latest = (*latest).max(rv);
             changed
         });
-        result
+    }
+
+    /// Waits until the state file (if any) holds every write made so far, so that an answer
+    /// shows nothing a crash could take back; fails when it never will.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Cancel-safe: dropping it only stops waiting.
+    pub(crate) async fn saved(&self) -> ApiResult<()> {
+        let Some(durability) = &self.durability else {
+            return Ok(());
+        };
+        durability
+            .saved()
+            .await
+            .map_err(|why| ApiError::internal(format!("Internal error occurred: {why}")))
     }
 
     pub(crate) fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {

@@ -1,5 +1,5 @@
 //! The server process: listening and connections (over TLS when asked), the handle tests
-//! hold, restarts, and the periodic saving of the state file.
+//! hold, restarts, and the saving of every write to the state file.
 
 mod listener;
 mod process;

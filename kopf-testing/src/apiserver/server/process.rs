@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::listener::accept;
-use super::saving::save_periodically;
+use super::saving::save_continuously;
 use super::tls::Tls;
 use crate::apiserver::endpoints::access::Access;
 use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
@@ -22,7 +22,7 @@ use crate::apiserver::endpoints::holding::{HeldWrite, Pen, Release};
 use crate::apiserver::endpoints::resources::recreate;
 use crate::apiserver::endpoints::shared::{Shared, stats};
 use crate::apiserver::semantics::lifecycle;
-use crate::apiserver::storage::persist;
+use crate::apiserver::storage::persist::{self, LogFile, StateFileError};
 use crate::apiserver::storage::state::{ChangeKind, State};
 
 /// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
@@ -34,7 +34,6 @@ pub struct FakeApiServerBuilder {
     history_limit: usize,
     bookmark_interval: Duration,
     state_file: Option<PathBuf>,
-    save_interval: Duration,
     fault_seed: u64,
     log_limit: usize,
     journal: bool,
@@ -51,7 +50,6 @@ impl Default for FakeApiServerBuilder {
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(30),
             state_file: None,
-            save_interval: Duration::from_secs(10),
             fault_seed: 0,
             log_limit: 100_000,
             journal: false,
@@ -135,15 +133,15 @@ impl FakeApiServerBuilder {
         self
     }
 
-    /// Load objects from this file at start, save them periodically and on stop.
+    /// Keep the objects in this file: loaded at start (a missing file is an empty cluster),
+    /// and every write saved in it (fsync'd) before it is answered, so that neither a restart
+    /// nor a crash takes back a write a client saw answered. Writes from many clients at once
+    /// share their fsyncs. Without it, the server is in memory only, and pays nothing for this.
+    ///
+    /// Files saved by earlier versions (one JSON document, saved every few seconds) load and
+    /// are turned into the current format.
     pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.state_file = Some(path.into());
-        self
-    }
-
-    /// How often the state file is saved (default 10 s).
-    pub fn save_interval(mut self, interval: Duration) -> Self {
-        self.save_interval = interval;
         self
     }
 
@@ -230,10 +228,8 @@ impl FakeApiServerBuilder {
         } else {
             None
         };
+        let tracker = TaskTracker::new();
         let mut state = State::new(self.history_limit);
-        if let Some(path) = &self.state_file {
-            persist::load(&mut state, path).await?;
-        }
         if self.journal {
             state.keep_journal();
         }
@@ -241,12 +237,30 @@ impl FakeApiServerBuilder {
             .as_ref()
             .map(|tls| tls.ca_pem.clone())
             .unwrap_or_default();
-        lifecycle::bootstrap(&mut state);
+        let (state, log) = match self.state_file.clone() {
+            None => {
+                lifecycle::bootstrap(&mut state);
+                (state, None)
+            }
+            Some(path) => {
+                let opened = tracker.spawn_blocking(move || open_state_file(state, &path));
+                let (state, log) = opened.await.map_err(std::io::Error::other)??;
+                (state, Some(log))
+            }
+        };
+        let (durability, saving) = match log {
+            Some(log) => {
+                let (durability, backlog) = persist::channel(state.resource_version());
+                (Some(durability), Some((log, backlog)))
+            }
+            None => (None, None),
+        };
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changes,
+            durability,
             counters: Counters::new(self.log_limit),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
@@ -258,7 +272,6 @@ impl FakeApiServerBuilder {
             host: addr.to_string(),
             root: root.clone(),
         });
-        let tracker = TaskTracker::new();
         tracker.spawn(accept(
             listener,
             tls.clone(),
@@ -266,11 +279,12 @@ impl FakeApiServerBuilder {
             tracker.clone(),
             root.clone(),
         ));
-        if let Some(path) = self.state_file.clone() {
-            tracker.spawn(save_periodically(
+        if let Some((log, backlog)) = saving {
+            tracker.spawn(save_continuously(
                 shared.clone(),
-                path,
-                self.save_interval,
+                log,
+                backlog,
+                tracker.clone(),
                 root.clone(),
             ));
         }
@@ -287,6 +301,16 @@ impl FakeApiServerBuilder {
             own_runtime: None,
         })
     }
+}
+
+/// Loads the state file into a fresh `state`, adds the namespaces every cluster has, and
+/// rewrites the file with all of it (a compaction), open for the writes to come. Blocking.
+fn open_state_file(mut state: State, path: &Path) -> Result<(State, LogFile), StateFileError> {
+    persist::restore(&mut state, persist::read(path)?);
+    lifecycle::bootstrap(&mut state);
+    let log = LogFile::create(path, state.stored(), state.resource_version())?;
+    state.keep_unsaved();
+    Ok((state, log))
 }
 
 /// A fake Kubernetes API server on 127.0.0.1, in memory, for tests and local development.
@@ -612,7 +636,8 @@ impl FakeApiServer {
     /// so an object as served can be given back. Returns the new object as served.
     ///
     /// When the object does not exist, or the new one is refused (invalid, say), nothing
-    /// changes and the error says why.
+    /// changes and the error says why. With a state file, the change is saved as every write
+    /// is, but this call returns without waiting for it.
     ///
     /// ```no_run
     /// # fn example(server: &kopf_testing::FakeApiServer) {
@@ -640,8 +665,8 @@ impl FakeApiServer {
         self.shared.restart();
     }
 
-    /// Stops serving, closes every connection, waits until no task of the server is left,
-    /// and saves the state file if one was given.
+    /// Stops serving, closes every connection, and waits until no task of the server is
+    /// left (the state file, if one was given, holds every write answered).
     pub async fn stop(mut self) {
         self.root.cancel();
         self.tracker.close();

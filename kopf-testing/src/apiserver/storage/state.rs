@@ -7,6 +7,9 @@
 //! 2. Every change with a version above `compacted_rv` is in the history; a watch or list from an
 //!    older version is answered with `410 Expired`.
 //! 3. The state is only touched under its one mutex, never held across an `.await`.
+//! 4. When the server keeps a state file, every change to the stored objects (each change in
+//!    the history, and each resource dropped with its CRD) is also queued as a [`Mutation`],
+//!    in order, until the server takes it to the file (`take_unsaved`) under the same lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -38,6 +41,15 @@ pub(crate) struct Change {
     pub(crate) at: std::time::SystemTime,
 }
 
+/// A change to the stored objects, as the state file records it.
+#[derive(Debug, Clone)]
+pub(crate) enum Mutation {
+    /// An object was added, modified or deleted (with the resourceVersion that change got).
+    Changed(Arc<Change>),
+    /// All objects of a resource were dropped without events (its CRD is gone).
+    Dropped(ResourceKey),
+}
+
 /// Objects of one resource, ordered by `(namespace, name)` as the real server lists them.
 pub(crate) type Objects = BTreeMap<ObjectKey, Arc<Value>>;
 
@@ -55,6 +67,8 @@ pub(crate) struct State {
     compacted_rv: u64,
     /// Every change ever made, when the server keeps a journal (never trimmed nor compacted).
     journal: Option<Vec<Arc<Change>>>,
+    /// Mutations not yet taken to the state file, when the server keeps one.
+    unsaved: Option<Vec<Mutation>>,
     /// What the cluster's controllers must look at again (see `lifecycle::settle`).
     pub(crate) pending: Pending,
     /// The CA bundle (PEM) that every namespace's `kube-root-ca.crt` ConfigMap carries.
@@ -100,6 +114,7 @@ impl State {
             history_limit: history_limit.max(1),
             compacted_rv: 0,
             journal: None,
+            unsaved: None,
             pending: Pending::default(),
             root_ca: String::new(),
         }
@@ -113,6 +128,19 @@ impl State {
     /// Every change made since the journal was started (empty when it was not).
     pub(crate) fn journal(&self) -> &[Arc<Change>] {
         self.journal.as_deref().unwrap_or_default()
+    }
+
+    /// Queues every mutation from now on, for [`take_unsaved`](Self::take_unsaved).
+    pub(crate) fn keep_unsaved(&mut self) {
+        self.unsaved.get_or_insert_with(Vec::new);
+    }
+
+    /// The mutations made since the last call, oldest first (none when they are not kept).
+    pub(crate) fn take_unsaved(&mut self) -> Vec<Mutation> {
+        self.unsaved
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -307,6 +335,9 @@ impl State {
                 self.uids.remove(object::uid(object));
                 self.index_owners(&(resource.clone(), key.clone()), Some(object), None);
             }
+            if let Some(unsaved) = &mut self.unsaved {
+                unsaved.push(Mutation::Dropped(resource.clone()));
+            }
         }
     }
 
@@ -336,23 +367,22 @@ impl State {
         if let Some(journal) = &mut self.journal {
             journal.push(change.clone());
         }
+        if let Some(unsaved) = &mut self.unsaved {
+            unsaved.push(Mutation::Changed(change.clone()));
+        }
         self.history.push_back(change);
         self.trim_history();
     }
 
-    /// Everything, for the state file.
-    pub(crate) fn snapshot(&self) -> Value {
-        let mut objects = Vec::new();
-        for ((group, plural), items) in &self.objects {
-            for object in items.values() {
-                objects.push(json!({"group": group, "resource": plural, "object": **object}));
-            }
-        }
-        json!({"resourceVersion": self.rv, "objects": objects})
+    /// Every stored object with its resource, for the state file.
+    pub(crate) fn stored(&self) -> impl Iterator<Item = (&ResourceKey, &Arc<Value>)> {
+        self.objects
+            .iter()
+            .flat_map(|(resource, objects)| objects.values().map(move |object| (resource, object)))
     }
 
-    /// Loads a state-file snapshot: objects come back with their versions, history starts empty.
-    /// CRDs must be loaded first so their resources are served; the caller orders them.
+    /// Loads an object from the state file: it comes back with its version, history starts
+    /// empty. CRDs must be loaded first so their resources are served; the caller orders them.
     pub(crate) fn restore_object(&mut self, def: &ResourceDef, object: Value) {
         let key = key_of(&object);
         let uid = object::uid(&object).to_string();

@@ -4,6 +4,10 @@
 //! resourceVersions, reads the changes it has not sent yet from the history, and ends when the
 //! client goes, the server stops, `timeoutSeconds` passes, or a test closes watches.
 //!
+//! A watch sends only what watches may see (`Shared::changes`): with a state file, changes
+//! the file holds, so that no client sees a version a crash could take back. Changes are read
+//! up to that version; initial events, read from the latest state, wait until it is reached.
+//!
 //! Injected faults shape the stream: it may end cleanly after some events, cut the connection
 //! after some events (an error from the body, which makes hyper drop the connection), say
 //! nothing at all, or list the initial objects in a seeded random order.
@@ -70,6 +74,7 @@ pub(crate) fn watch(
         selectors,
         format: context.format,
         last_rv: 0,
+        read_rv: 0,
         pending: VecDeque::new(),
         changes: shared.changes.subscribe(),
         bookmark_interval: bookmarks.then(|| *lock(&shared.bookmark_interval)),
@@ -89,6 +94,7 @@ pub(crate) fn watch(
     stream.next_bookmark = Instant::now() + stream.bookmark_interval.unwrap_or(Duration::MAX / 4);
     shared.read(|state| {
         let current = state.resource_version();
+        stream.read_rv = current;
         match requested_rv {
             Some(rv) if rv != 0 && !send_initial => {
                 stream.last_rv = rv;
@@ -197,6 +203,9 @@ struct WatchStream {
     format: Format,
     /// The newest resourceVersion whose changes were considered.
     last_rv: u64,
+    /// The resourceVersion of the state the initial events were read from: nothing is sent
+    /// before watches may see it.
+    read_rv: u64,
     pending: VecDeque<Bytes>,
     changes: watch::Receiver<u64>,
     bookmark_interval: Option<Duration>,
@@ -233,7 +242,8 @@ impl WatchStream {
             if self.cut_after == Some(0) {
                 return Next::Cut;
             }
-            if let Some(line) = self.pending.pop_front() {
+            let visible = *self.changes.borrow() >= self.read_rv;
+            if visible && let Some(line) = self.pending.pop_front() {
                 if let Some(left) = &mut self.events_left {
                     if *left == 0 {
                         return Next::End;
@@ -245,7 +255,7 @@ impl WatchStream {
                 }
                 return Next::Line(line);
             }
-            if self.finished || self.events_left == Some(0) {
+            if self.pending.is_empty() && (self.finished || self.events_left == Some(0)) {
                 return Next::End;
             }
             let deadline = self
@@ -309,6 +319,7 @@ impl WatchStream {
                 })
             });
             if let Some((current, objects)) = reached {
+                self.read_rv = current;
                 self.push_initial(objects, current, true);
                 return;
             }
@@ -332,9 +343,11 @@ impl WatchStream {
         self.finished = true;
     }
 
-    /// Queues the changes since `last_rv` that this watch sees.
+    /// Queues the changes since `last_rv` that this watch sees, up to the latest version
+    /// watches may see.
     fn catch_up(&mut self) {
         let shared = self.shared.clone();
+        let visible = *self.changes.borrow();
         shared.read(|state| {
             if state
                 .catalog
@@ -347,7 +360,7 @@ impl WatchStream {
             match state.changes_since(self.last_rv) {
                 None => self.expire(self.last_rv, state.compacted_rv()),
                 Some(changes) => {
-                    for change in changes {
+                    for change in changes.into_iter().take_while(|c| c.rv <= visible) {
                         self.last_rv = change.rv;
                         self.consider(&change);
                     }
