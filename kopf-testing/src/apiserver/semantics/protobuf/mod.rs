@@ -31,6 +31,7 @@ mod core;
 mod decoding;
 mod envelope;
 mod error;
+mod generated;
 mod kinds;
 mod meta;
 mod pod;
