@@ -17,7 +17,8 @@ How a Go field becomes a schema field (see schema.rs):
   (TypeMeta) are not on the wire and are left out;
 - `[]T` is `rep`; a pointer, a map, a struct, or a scalar without `omitempty` is `keep`; a
   non-pointer scalar with `omitempty` is `omit`;
-- an embedded struct with `json:",inline"` is `Inline`;
+- an embedded struct whose JSON tag gives no name (`json:",inline"`, `json:""`) is `Inline`, as
+  Go's JSON encoder promotes its fields;
 - Go named types are resolved to what they stand for (`type ConcurrencyPolicy string` is a string,
   `type ResourceList map[ResourceName]resource.Quantity` a quantity map);
 - well-known apimachinery types map to their dedicated kinds (Time, MicroTime, IntOrString,
@@ -290,7 +291,8 @@ class Generator:
             number = int(parts[1])
             proto_name = next(p[5:] for p in parts if p.startswith("name="))
             json_parts = (json_tag or "").split(",")
-            inline = "inline" in json_parts[1:]
+            # Go's JSON encoder inlines an embedded struct whose tag gives no name.
+            inline = go_name is None and not json_parts[0]
             json_name = json_parts[0] or go_name or proto_name
             omitempty = "omitempty" in json_parts[1:]
             pointer = go_type.startswith("*")

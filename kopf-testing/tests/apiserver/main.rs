@@ -8,6 +8,7 @@ mod catalog;
 mod faults;
 mod kube_runtime;
 mod kubectl;
+mod kubectl_protobuf;
 mod limits;
 mod metadata;
 mod python;

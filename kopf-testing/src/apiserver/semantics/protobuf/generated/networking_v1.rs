@@ -5,7 +5,7 @@
 //! The schemas of `networking/v1` messages reached from the decodable kinds.
 
 use super::super::meta::OBJECT_META;
-use super::super::schema::Kind::{Int32, Message, String as Str};
+use super::super::schema::Kind::{Inline, Int32, Message, String as Str};
 use super::super::schema::{Schema, keep, omit, rep};
 use super::core_v1::TYPED_LOCAL_OBJECT_REFERENCE;
 
@@ -60,7 +60,7 @@ pub(crate) static INGRESS_RULE: Schema = Schema {
     name: "IngressRule",
     fields: &[
         omit(1, "host", Str),
-        keep(2, "ingressRuleValue", Message(&INGRESS_RULE_VALUE)),
+        keep(2, "ingressRuleValue", Inline(&INGRESS_RULE_VALUE)),
     ],
 };
 
