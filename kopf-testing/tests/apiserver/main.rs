@@ -10,6 +10,7 @@ mod faults;
 mod kube_runtime;
 mod kubectl;
 mod kubectl_cel;
+mod kubectl_protobuf;
 mod limits;
 mod metadata;
 mod python;

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::target::{Target, current, method_not_allowed};
 use super::writes::{
-    PatchKind, commit, delete_options, dry_run, parse_json, patch_error, patch_kind, updater,
+    PatchKind, commit, delete_options, dry_run, parse_object, patch_error, patch_kind, updater,
     write_object,
 };
 use crate::apiserver::endpoints::reply::Reply;
@@ -23,13 +23,18 @@ use crate::apiserver::storage::object;
 const TOKEN_SECONDS: u64 = 3600;
 
 /// `POST .../serviceaccounts/NAME/token`: a token that acts as the account.
-pub(super) fn token(shared: &Shared, target: &Target<'_>, body: &[u8]) -> ApiResult<Reply> {
+pub(super) fn token(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    body: &[u8],
+) -> ApiResult<Reply> {
     let name = target.name();
     current(shared, target, name)?;
     let mut request = if body.is_empty() {
         json!({})
     } else {
-        parse_json(body)?
+        parse_object(context, body)?
     };
     let seconds = request["spec"]["expirationSeconds"]
         .as_u64()
@@ -65,7 +70,7 @@ pub(super) fn binding(
     pod_name: &str,
     body: &[u8],
 ) -> ApiResult<Reply> {
-    let binding = parse_json(body)?;
+    let binding = parse_object(context, body)?;
     let node = binding["target"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -116,7 +121,7 @@ pub(super) fn eviction(
     let eviction = if body.is_empty() {
         json!({})
     } else {
-        parse_json(body)?
+        parse_object(context, body)?
     };
     let options_body = eviction
         .get("deleteOptions")
@@ -218,7 +223,7 @@ pub(super) fn ephemeral_containers(
         Verb::Patch => Some(patch_kind(context.content_type.as_deref())?),
         _ => return Err(method_not_allowed()),
     };
-    let document = parse_json(body)?;
+    let document = parse_object(context, body)?;
     let updater = updater(context, target);
     write_object(
         shared,

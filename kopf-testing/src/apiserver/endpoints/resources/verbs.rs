@@ -76,7 +76,7 @@ pub(crate) async fn serve(
             bind_named_pod(shared, context, &target, &body)
         }
         (Some("token"), Verb::Create) if target.def.builtin == Some(Builtin::ServiceAccount) => {
-            subresources::token(shared, &target, &body)
+            subresources::token(shared, context, &target, &body)
         }
         (Some("binding"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::binding(shared, context, &target, target.name(), &body)

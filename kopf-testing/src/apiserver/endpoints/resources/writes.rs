@@ -46,8 +46,16 @@ pub(super) fn parse_json(body: &[u8]) -> ApiResult<Value> {
 /// Parses an object for create or update (JSON, or the protobuf kubectl sends for built-ins)
 /// and checks what the path says about it.
 pub(super) fn parse_body(context: &Context, target: &Target<'_>, body: &[u8]) -> ApiResult<Value> {
+    let mut object = parse_object(context, body)?;
+    check_identity(target, &mut object)?;
+    Ok(object)
+}
+
+/// Parses a request object in the body's media type: JSON, or the protobuf kubectl sends for
+/// built-ins; it must be a JSON object.
+pub(super) fn parse_object(context: &Context, body: &[u8]) -> ApiResult<Value> {
     let media = context.content_type.as_deref().unwrap_or_default();
-    let mut object = if media.starts_with(PROTOBUF) {
+    let object = if media.starts_with(PROTOBUF) {
         protobuf::decode(body).map_err(|e| match e {
             ProtobufError::UnsupportedKind { .. } => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -64,7 +72,6 @@ pub(super) fn parse_body(context: &Context, target: &Target<'_>, body: &[u8]) ->
             "the body of the request must be a JSON object",
         ));
     }
-    check_identity(target, &mut object)?;
     Ok(object)
 }
 

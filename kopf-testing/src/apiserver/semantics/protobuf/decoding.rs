@@ -53,7 +53,7 @@ pub(crate) fn decode_message(schema: &'static Schema, buf: &[u8]) -> Result<Map<
     for (field, slot) in schema.fields.iter().zip(slots) {
         let name = field.name.to_owned();
         match (field.kind, field.card) {
-            (Kind::StringMap | Kind::BytesMap | Kind::QuantityMap, _) => {
+            (Kind::StringMap | Kind::BytesMap | Kind::StringListMap | Kind::QuantityMap, _) => {
                 if !slot.entries.is_empty() {
                     out.insert(name, Value::Object(slot.entries.into_iter().collect()));
                 }
@@ -86,7 +86,7 @@ pub(crate) fn decode_field(
     slot: &mut Slot,
 ) -> Result<()> {
     match (field.kind, field.card, wire) {
-        (Kind::StringMap | Kind::BytesMap | Kind::QuantityMap, _, _) => {
+        (Kind::StringMap | Kind::BytesMap | Kind::StringListMap | Kind::QuantityMap, _, _) => {
             let entry = expect_bytes(schema.name, field.name, wire)?;
             let (key, value) = decode_map_entry(schema, field, entry)?;
             slot.entries.insert(key, value);
@@ -161,7 +161,7 @@ pub(crate) fn decode_value(
         Kind::FieldsV1 => {
             return decode_fields_v1(message, name, expect_bytes(message, name, wire)?);
         }
-        Kind::StringMap | Kind::BytesMap | Kind::QuantityMap => {
+        Kind::StringMap | Kind::BytesMap | Kind::StringListMap | Kind::QuantityMap => {
             // Maps are decoded entry by entry in `decode_field`; treat a stray call as a bytes value.
             base64(expect_bytes(message, name, wire)?)
         }
@@ -185,6 +185,7 @@ pub(crate) fn decode_map_entry(
                 value = Some(match field.kind {
                     Kind::BytesMap => base64(bytes),
                     Kind::QuantityMap => Value::String(decode_quantity(bytes)?),
+                    Kind::StringListMap => decode_string_list(bytes)?,
                     _ => Value::String(text(bytes)),
                 });
             }
@@ -194,9 +195,26 @@ pub(crate) fn decode_map_entry(
     })?;
     let value = value.unwrap_or_else(|| match field.kind {
         Kind::QuantityMap => Value::String("0".to_owned()),
+        Kind::StringListMap => Value::Array(Vec::new()),
         _ => Value::String(String::new()),
     });
     Ok((key, value))
+}
+
+/// Decodes an `ExtraValue` {1: repeated string items} into a JSON array of strings.
+pub(crate) fn decode_string_list(buf: &[u8]) -> Result<Value> {
+    let mut items = Vec::new();
+    for_each_field(buf, |number, wire| {
+        if number == 1 {
+            items.push(Value::String(text(expect_bytes(
+                "ExtraValue",
+                "items",
+                wire,
+            )?)));
+        }
+        Ok(())
+    })?;
+    Ok(Value::Array(items))
 }
 
 /// Decodes a `metav1.Time` or `metav1.MicroTime`; an empty message is the zero time, `None`.

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::decoding::decode_message;
 use super::error::ProtobufError;
-use super::kinds::KINDS;
+use super::kinds::schema_of;
 use super::wire::{expect_bytes, for_each_field, text};
 
 /// The 4-byte prefix of every Kubernetes protobuf body.
@@ -45,10 +45,7 @@ pub(crate) fn decode(body: &[u8]) -> std::result::Result<Value, ProtobufError> {
     if api_version.is_empty() || kind.is_empty() {
         return Err(ProtobufError::MissingTypeMeta);
     }
-    let Some(&(_, _, schema)) = KINDS
-        .iter()
-        .find(|(v, k, _)| *v == api_version && *k == kind)
-    else {
+    let Some(schema) = schema_of(&api_version, &kind) else {
         return Err(ProtobufError::UnsupportedKind { api_version, kind });
     };
     if !content_encoding.is_empty() {

@@ -14,23 +14,29 @@
 //! A non-repeated field sent twice keeps its last value (nested messages are not merged).
 //!
 //! Covered kinds (other kinds are rejected with [`ProtobufError::UnsupportedKind`]):
-//! - `v1` Namespace (spec, status), ConfigMap, Secret, ServiceAccount, Service (spec only), Pod
-//!   (spec only);
-//! - `apps/v1` Deployment (spec only);
-//! - `coordination.k8s.io/v1` Lease.
+//! - described by hand: `v1` Namespace (spec, status), ConfigMap, Secret, ServiceAccount, Service
+//!   (spec only), Pod (spec only), with ObjectMeta, LabelSelector and the pod template;
+//! - generated from the Go types of `k8s.io/api` by `scripts/protobuf-schemas.py` (module
+//!   `generated`, which lists them): what kubectl's typed commands send (`create job`,
+//!   `create cronjob`, `create role`..., `auth can-i`, `auth whoami`, `create token`, `drain`):
+//!   Job, CronJob, the RBAC kinds, the access and token reviews, TokenRequest,
+//!   PodDisruptionBudget, Eviction, PriorityClass, ResourceQuota, Binding, Ingress, the `apps/v1`
+//!   workloads and Lease. Generated schemas reuse the hand-written ones they reach.
 //!
-//! Skipped (silently dropped) parts of the covered kinds: Service/Pod/Deployment status; in PodSpec
+//! Skipped (silently dropped) parts of the hand-written kinds: Service/Pod status; in PodSpec
 //! `ephemeralContainers`, `affinity`, `hostAliases`, `dnsConfig`, `readinessGates`,
 //! `topologySpreadConstraints`, `schedulingGates`, `resourceClaims`, `schedulingGroup`,
 //! `evictionResponders`; in Container `resizePolicy`, `restartPolicyRules`, `volumeDevices`,
 //! `lifecycle`; in SecurityContext `windowsOptions`, in PodSecurityContext `windowsOptions`;
 //! volume sources other than `hostPath`, `emptyDir`, `secret`, `persistentVolumeClaim` and
-//! `configMap`.
+//! `configMap`. In the generated kinds, the fields the generator cannot express are left out
+//! with a comment (PodDisruptionBudget `status.disruptedPods`, a map of times).
 
 mod core;
 mod decoding;
 mod envelope;
 mod error;
+mod generated;
 mod kinds;
 mod meta;
 mod pod;

@@ -24,6 +24,9 @@ pub(crate) enum Kind {
     StringMap,
     /// `map<string, bytes>`, a JSON object of base64 strings.
     BytesMap,
+    /// `map<string, ExtraValue>` (ExtraValue {1: repeated string items}), a JSON object of string
+    /// arrays.
+    StringListMap,
     /// `map<string, resource.Quantity>`, a JSON object of quantity strings.
     QuantityMap,
     /// `metav1.Time` {1: seconds, 2: nanos}, RFC 3339 with whole seconds.

@@ -79,7 +79,8 @@ fn secret_with_bytes_and_unknown_fields() {
     );
 }
 
-/// A deployment with a pod template, IntOrString, quantities and an inline selector name.
+/// A deployment with a pod template, IntOrString, quantities, an inline selector name and a
+/// zero status (kept as `{}`, as Go's JSON encoder writes it).
 #[test]
 fn deployment_with_template_and_int_or_string() {
     let container = Enc::new()
@@ -188,7 +189,8 @@ fn deployment_with_template_and_int_or_string() {
                 },
                 "revisionHistoryLimit": 10,
                 "progressDeadlineSeconds": 600
-            }
+            },
+            "status": {}
         }),
     );
 }

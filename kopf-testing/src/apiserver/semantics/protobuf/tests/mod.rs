@@ -1,6 +1,7 @@
 //! Tests, with a tiny encoder that builds bodies the way client-go lays them out.
 
 mod errors;
+mod generated;
 mod kinds;
 
 use proptest::prelude::*;
