@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::Access;
 use super::control::{Counters, Faults, Stats, lock};
 use super::holding::Pen;
-use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::semantics::controllers;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
 use crate::apiserver::storage::persist::Durability;
 use crate::apiserver::storage::state::State;
@@ -52,7 +52,7 @@ impl Shared {
         let (result, rv) = {
             let mut state = lock(&self.state);
             let result = f(&mut state);
-            lifecycle::settle(&mut state);
+            controllers::settle(&mut state);
             let rv = state.resource_version();
             if let Some(durability) = &self.durability {
                 durability.queue(state.take_unsaved(), rv);

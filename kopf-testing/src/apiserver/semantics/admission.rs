@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 
 use super::status::{ApiError, ApiResult, Subject};
 use super::{defaults, names, schema};
-use crate::apiserver::storage::builtins::RoundTrip;
-use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
+use crate::apiserver::storage::catalog::{Builtin, ResourceDef, RoundTrip};
 
 /// `?fieldValidation=`: what to do with fields the schema does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,10 +267,9 @@ fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::storage::catalog::Catalog;
 
     fn builtin(plural: &str) -> std::sync::Arc<ResourceDef> {
-        let catalog = Catalog::with_builtins();
+        let catalog = crate::apiserver::storage::builtins::catalog();
         catalog.get("", plural).unwrap().clone()
     }
 

@@ -1,25 +1,16 @@
-//! What a real cluster has and adds beyond the API server's storage: the objects it boots
-//! with (namespaces, the `kubernetes` Service, the bootstrap RBAC roles), the objects its
-//! controllers put in every namespace (the `default` ServiceAccount, the `kube-root-ca.crt`
-//! ConfigMap), and the addresses its allocators give Services (cluster IPs, node ports).
-
-use std::collections::HashSet;
-use std::net::Ipv4Addr;
+//! What a real cluster has beyond the API server's storage: the objects it boots with
+//! (namespaces, the `kubernetes` Service, the bootstrap RBAC roles, component statuses), and
+//! the objects its controllers put in every namespace (the `default` ServiceAccount, the
+//! `kube-root-ca.crt` ConfigMap).
 
 use serde_json::{Value, json};
 
 use super::lifecycle;
-use super::status::{ApiError, ApiResult};
-use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 use crate::apiserver::storage::object;
 use crate::apiserver::storage::state::State;
 
-/// The Services' cluster IP range, as kubeadm's and kind's default `10.96.0.0/12`.
-const SERVICE_RANGE: (Ipv4Addr, u32) = (Ipv4Addr::new(10, 96, 0, 0), 1 << 20);
-/// The `kubernetes` Service's address: the range's first.
+/// The `kubernetes` Service's address: the first of the Services' range (`10.96.0.0/12`).
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
-/// Node ports, as `--service-node-port-range`'s default.
-const NODE_PORTS: std::ops::RangeInclusive<u64> = 30000..=32767;
 
 /// Creates what every cluster starts with (once; a restored state keeps what it has).
 /// Namespaces' `kube-root-ca.crt` carry [`State::root_ca`].
@@ -279,94 +270,11 @@ pub(crate) fn seed_namespace(state: &mut State, namespace: &str) {
     ensure(state, "", "configmaps", bundle);
 }
 
-/// Gives a new Service its cluster IP and node ports, as the allocators do; an address asked
-/// for that is taken is refused, as the real server refuses it.
-pub(crate) fn allocate(state: &State, def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
-    if def.builtin != Some(Builtin::Service) {
-        return Ok(());
+/// Seeds the namespaces created since the last round; whether there were any.
+pub(crate) fn seed_new_namespaces(state: &mut State) -> bool {
+    let created = std::mem::take(&mut state.pending.created_namespaces);
+    for namespace in &created {
+        seed_namespace(state, namespace);
     }
-    let spec = &mut object["spec"];
-    if spec["type"] == "ExternalName" || !spec.is_object() {
-        return Ok(());
-    }
-    let services: Vec<Value> = state
-        .objects(&def.key())
-        .into_iter()
-        .flat_map(|objects| objects.values())
-        .map(|service| service["spec"].clone())
-        .collect();
-    let asked = spec["clusterIP"].as_str().unwrap_or_default().to_string();
-    if asked.is_empty() {
-        let taken: HashSet<&str> = services
-            .iter()
-            .filter_map(|s| s["clusterIP"].as_str())
-            .collect();
-        let (base, size) = SERVICE_RANGE;
-        let free = (2..size)
-            .map(|offset| Ipv4Addr::from(u32::from(base) + offset).to_string())
-            .find(|ip| !taken.contains(ip.as_str()))
-            .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?;
-        spec["clusterIP"] = json!(free);
-    } else if asked != "None" && services.iter().any(|s| s["clusterIP"] == asked.as_str()) {
-        return Err(ApiError::invalid_field(
-            crate::apiserver::semantics::status::Subject {
-                group: "",
-                plural: "services",
-                name: object::name(object),
-            },
-            "Service",
-            "FieldValueInvalid",
-            "spec.clusterIPs",
-            &format!(
-                "Invalid value: []string{{\"{asked}\"}}: failed to allocate IP {asked}: provided IP is already allocated"
-            ),
-        ));
-    }
-    let spec = &mut object["spec"];
-    let ip = spec["clusterIP"].clone();
-    spec["clusterIPs"] = json!([ip]);
-    spec["ipFamilies"] = json!(["IPv4"]);
-    spec["ipFamilyPolicy"] = json!("SingleStack");
-    if matches!(spec["type"].as_str(), Some("NodePort" | "LoadBalancer")) {
-        let mut taken: HashSet<u64> = services
-            .iter()
-            .flat_map(|s| s["ports"].as_array().cloned().unwrap_or_default())
-            .filter_map(|p| p["nodePort"].as_u64())
-            .collect();
-        for port in spec["ports"].as_array_mut().into_iter().flatten() {
-            if port["nodePort"].as_u64().is_none() {
-                let free = NODE_PORTS
-                    .clone()
-                    .find(|p| !taken.contains(p))
-                    .ok_or_else(|| {
-                        ApiError::internal("failed to allocate a nodePort: range is full")
-                    })?;
-                port["nodePort"] = json!(free);
-                taken.insert(free);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Keeps what the allocators gave a Service when an update leaves it out (`kubectl replace`
-/// of a manifest without them).
-pub(crate) fn keep_allocations(def: &ResourceDef, old: &Value, new: &mut Value) {
-    if def.builtin != Some(Builtin::Service) || !new["spec"].is_object() {
-        return;
-    }
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-        if new["spec"][field].is_null() && !old["spec"][field].is_null() {
-            new["spec"][field] = old["spec"][field].clone();
-        }
-    }
-    let old_ports = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
-    for port in new["spec"]["ports"].as_array_mut().into_iter().flatten() {
-        if port["nodePort"].is_null()
-            && let Some(previous) = old_ports.iter().find(|p| p["port"] == port["port"])
-            && !previous["nodePort"].is_null()
-        {
-            port["nodePort"] = previous["nodePort"].clone();
-        }
-    }
+    !created.is_empty()
 }

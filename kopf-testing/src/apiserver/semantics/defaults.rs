@@ -217,14 +217,31 @@ fn deployment(spec: &mut Value) {
         return;
     }
     set(spec, "replicas", json!(1));
-    set(
-        spec,
-        "strategy",
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+    rolling_update(
+        &mut spec["strategy"],
+        &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))],
     );
     set(spec, "revisionHistoryLimit", json!(10));
     set(spec, "progressDeadlineSeconds", json!(600));
     pod_spec(&mut spec["template"]["spec"]);
+}
+
+/// A workload's update strategy: `RollingUpdate` unless another type is given, and then its
+/// parameters filled in one by one (an empty `strategy: {}`, as kubectl's protobuf sends it,
+/// is defaulted whole).
+fn rolling_update(strategy: &mut Value, parameters: &[(&str, Value)]) {
+    if strategy.is_null() {
+        *strategy = json!({});
+    }
+    if strategy["type"].as_str().is_none_or(str::is_empty) {
+        strategy["type"] = json!("RollingUpdate");
+    }
+    if strategy["type"] == "RollingUpdate" {
+        let rolling = &mut strategy["rollingUpdate"];
+        for (key, value) in parameters {
+            set(rolling, key, value.clone());
+        }
+    }
 }
 
 fn stateful_set(spec: &mut Value) {
@@ -233,11 +250,7 @@ fn stateful_set(spec: &mut Value) {
     }
     set(spec, "replicas", json!(1));
     set(spec, "podManagementPolicy", json!("OrderedReady"));
-    set(
-        spec,
-        "updateStrategy",
-        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-    );
+    rolling_update(&mut spec["updateStrategy"], &[("partition", json!(0))]);
     set(spec, "revisionHistoryLimit", json!(10));
     set(
         spec,
@@ -251,10 +264,9 @@ fn daemon_set(spec: &mut Value) {
     if !spec.is_object() {
         return;
     }
-    set(
-        spec,
-        "updateStrategy",
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+    rolling_update(
+        &mut spec["updateStrategy"],
+        &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
     );
     set(spec, "revisionHistoryLimit", json!(10));
     pod_spec(&mut spec["template"]["spec"]);
@@ -298,10 +310,9 @@ fn cron_job(spec: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::storage::catalog::Catalog;
 
     fn defaulted(group: &str, plural: &str, mut object: Value) -> Value {
-        let catalog = Catalog::with_builtins();
+        let catalog = crate::apiserver::storage::builtins::catalog();
         apply(catalog.get(group, plural).unwrap(), &mut object);
         object
     }
@@ -363,6 +374,21 @@ mod tests {
             json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x:1"}]}}}}),
         );
         assert_eq!(deployment["spec"]["replicas"], 1);
+        let empty = defaulted(
+            "apps",
+            "deployments",
+            json!({"spec": {"strategy": {}, "template": {"spec": {"containers": []}}}}),
+        );
+        assert_eq!(
+            empty["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        let recreate = defaulted(
+            "apps",
+            "deployments",
+            json!({"spec": {"strategy": {"type": "Recreate"}}}),
+        );
+        assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));
         assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
         assert_eq!(
             deployment["spec"]["template"]["spec"]["restartPolicy"],

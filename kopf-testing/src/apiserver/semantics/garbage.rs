@@ -132,7 +132,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::apiserver::semantics::lifecycle::{create, settle};
+    use crate::apiserver::semantics::cluster;
+    use crate::apiserver::semantics::lifecycle::create;
 
     fn configmap(name: &str, owners: &[&Value]) -> Value {
         let references: Vec<Value> = owners
@@ -143,9 +144,14 @@ mod tests {
                "metadata": {"name": name, "namespace": "default", "ownerReferences": references}})
     }
 
+    /// Runs the collector until it has nothing more to do.
+    fn settle(state: &mut State) {
+        while collect(state) {}
+    }
+
     fn setup() -> (State, Arc<ResourceDef>) {
         let mut state = State::new(1000);
-        crate::apiserver::semantics::lifecycle::bootstrap(&mut state);
+        cluster::bootstrap(&mut state);
         let def = state.catalog.get("", "configmaps").unwrap().clone();
         (state, def)
     }

@@ -14,7 +14,7 @@ use super::limits;
 use super::patch::{self, Updater};
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
-use super::{cluster, defaults, garbage};
+use super::{allocation, defaults};
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::{State, key_of};
@@ -273,7 +273,7 @@ pub(crate) fn create(
     if let Some(status) = defaults::initial_status(def, &object) {
         object["status"] = status;
     }
-    cluster::allocate(state, def, &mut object)?;
+    allocation::allocate(state, def, &mut object)?;
     let meta = object::meta_mut(&mut object);
     for field in [
         "deletionTimestamp",
@@ -319,11 +319,7 @@ pub(crate) fn create(
         object["status"] = initial_crd_status(&object);
     }
     limits::check_stored_size(&object)?;
-    let stored = state.put(def, object);
-    if def.builtin == Some(Builtin::Namespace) {
-        cluster::seed_namespace(state, object::name(&stored));
-    }
-    Ok(stored)
+    Ok(state.put(def, object))
 }
 
 /// A new CRD's status until its names are accepted: its storage version stored, nothing more.
@@ -375,7 +371,7 @@ pub(crate) fn update(
     updater: Option<&Updater>,
 ) -> ApiResult<Arc<Value>> {
     let name = object::name(old).to_string();
-    cluster::keep_allocations(def, old, &mut new);
+    allocation::keep_allocations(def, old, &mut new);
     let given_rv = object::resource_version(&new);
     if !given_rv.is_empty() && given_rv != object::resource_version(old) {
         return Err(ApiError::stale(subject(def, &name)));
@@ -557,25 +553,12 @@ pub(crate) fn delete(
     Ok(Deletion::Pending(state.put(def, marked)))
 }
 
-/// Runs the cluster's controllers until nothing more changes.
-pub(crate) fn settle(state: &mut State) {
-    // Each round makes progress or stops; the bound only guards against a bug looping forever.
-    for _ in 0..1000 {
-        let progressed =
-            establish_crds(state) | terminate_namespaces(state) | garbage::collect(state);
-        if !progressed {
-            return;
-        }
-    }
-    tracing::error!("the fake cluster's controllers did not settle after 1000 rounds");
-}
-
 fn builtin_def(state: &State, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
     state.catalog.get(group, plural).cloned()
 }
 
 /// Serves the resources of CRDs, sets their conditions, and cleans up deleted ones.
-fn establish_crds(state: &mut State) -> bool {
+pub(crate) fn establish_crds(state: &mut State) -> bool {
     if !std::mem::take(&mut state.pending.crds) {
         return false;
     }
@@ -704,7 +687,7 @@ fn crd_status(crd: &Value, def: &ResourceDef) -> Value {
 }
 
 /// Empties terminating namespaces, then lets them go.
-fn terminate_namespaces(state: &mut State) -> bool {
+pub(crate) fn terminate_namespaces(state: &mut State) -> bool {
     if !std::mem::take(&mut state.pending.namespaces) {
         return false;
     }
@@ -758,9 +741,4 @@ fn terminate_namespaces(state: &mut State) -> bool {
         }
     }
     progressed
-}
-
-/// What every cluster starts with: see [`cluster::bootstrap`].
-pub(crate) fn bootstrap(state: &mut State) {
-    cluster::bootstrap(state);
 }

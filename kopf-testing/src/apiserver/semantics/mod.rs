@@ -3,8 +3,10 @@
 //! tables, protobuf bodies, and the `Status` errors.
 
 pub(super) mod admission;
+pub(super) mod allocation;
 pub(super) mod authorization;
 pub(super) mod cluster;
+pub(super) mod controllers;
 pub(super) mod defaults;
 pub(super) mod garbage;
 pub(super) mod go_format;

@@ -21,7 +21,7 @@ use crate::apiserver::endpoints::control::{Counters, Fault, Faults, LoggedReques
 use crate::apiserver::endpoints::holding::{HeldWrite, Pen, Release};
 use crate::apiserver::endpoints::resources::recreate;
 use crate::apiserver::endpoints::shared::{Shared, stats};
-use crate::apiserver::semantics::lifecycle;
+use crate::apiserver::semantics::cluster;
 use crate::apiserver::storage::persist::{self, LogFile, StateFileError};
 use crate::apiserver::storage::state::{ChangeKind, State};
 
@@ -239,7 +239,7 @@ impl FakeApiServerBuilder {
             .unwrap_or_default();
         let (state, log) = match self.state_file.clone() {
             None => {
-                lifecycle::bootstrap(&mut state);
+                cluster::bootstrap(&mut state);
                 (state, None)
             }
             Some(path) => {
@@ -307,7 +307,7 @@ impl FakeApiServerBuilder {
 /// rewrites the file with all of it (a compaction), open for the writes to come. Blocking.
 fn open_state_file(mut state: State, path: &Path) -> Result<(State, LogFile), StateFileError> {
     persist::restore(&mut state, persist::read(path)?);
-    lifecycle::bootstrap(&mut state);
+    cluster::bootstrap(&mut state);
     let log = LogFile::create(path, state.stored(), state.resource_version())?;
     state.keep_unsaved();
     Ok((state, log))

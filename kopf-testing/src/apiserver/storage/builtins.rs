@@ -9,24 +9,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::catalog::{Builtin, Derived, ResourceDef, ScalePaths, VersionDef};
+use super::catalog::{
+    ALL_VERBS, Builtin, Catalog, Derived, ResourceDef, RoundTrip, ScalePaths, VersionDef,
+};
 use super::columns::PrinterColumn;
-
-/// A kind's typed round trip: decoded into its k8s-openapi type and encoded again, as the real
-/// server decodes and encodes it (unknown fields dropped, wrong types refused).
-pub(crate) type RoundTrip = fn(&Value) -> Result<Value, String>;
-
-/// The verbs of a stored resource.
-pub(crate) const ALL_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
 
 /// The verbs of a review: it is created, answered, and never stored.
 pub(crate) const CREATE_ONLY: &[&str] = &["create"];
@@ -378,6 +364,15 @@ fn printer_columns(group: &str, plural: &str) -> Vec<PrinterColumn> {
         ],
         _ => Vec::new(),
     }
+}
+
+/// The catalog of a fresh cluster: every built-in resource, no CRD yet.
+pub(crate) fn catalog() -> Catalog {
+    let mut catalog = Catalog::default();
+    for def in builtins() {
+        catalog.insert(def);
+    }
+    catalog
 }
 
 /// Every built-in resource, as served before any CRD exists.

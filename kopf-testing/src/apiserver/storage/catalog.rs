@@ -7,8 +7,23 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::builtins::{self, ALL_VERBS, RoundTrip};
 use super::columns::PrinterColumn;
+
+/// A kind's typed round trip: decoded into its k8s-openapi type and encoded again, as the real
+/// server decodes and encodes it (unknown fields dropped, wrong types refused).
+pub(crate) type RoundTrip = fn(&Value) -> Result<Value, String>;
+
+/// The verbs of a stored resource.
+pub(crate) const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// Identifies a resource regardless of its version: `(group, plural)`.
 pub(crate) type ResourceKey = (String, String);
@@ -287,14 +302,6 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    pub(crate) fn with_builtins() -> Self {
-        let mut catalog = Catalog::default();
-        for def in builtins::builtins() {
-            catalog.insert(def);
-        }
-        catalog
-    }
-
     pub(crate) fn insert(&mut self, def: ResourceDef) {
         self.resources.insert(def.key(), Arc::new(def));
     }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::builtins;
 use super::catalog::{Catalog, ResourceDef, ResourceKey};
 use super::object::{self, ObjectKey};
 
@@ -81,6 +82,9 @@ pub(crate) struct Pending {
     pub(crate) crds: bool,
     pub(crate) namespaces: bool,
     pub(crate) garbage: GarbageWork,
+    /// Namespaces created since the controllers last looked (they get their ServiceAccount
+    /// and CA bundle).
+    pub(crate) created_namespaces: Vec<String>,
 }
 
 /// Where an object is stored: its resource and its key.
@@ -105,7 +109,7 @@ impl GarbageWork {
 impl State {
     pub(crate) fn new(history_limit: usize) -> Self {
         State {
-            catalog: Catalog::with_builtins(),
+            catalog: builtins::catalog(),
             objects: HashMap::new(),
             uids: HashMap::new(),
             dependents: HashMap::new(),
@@ -277,6 +281,11 @@ impl State {
             self.uids.insert(uid, at);
         }
         self.mark_pending(def, &stored, false);
+        if previous.is_none() && def.group.is_empty() && def.plural == "namespaces" {
+            self.pending
+                .created_namespaces
+                .push(object::name(&stored).to_string());
+        }
         let kind = if previous.is_some() {
             ChangeKind::Modified
         } else {
