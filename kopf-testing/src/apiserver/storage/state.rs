@@ -58,10 +58,12 @@ pub(crate) type Objects = BTreeMap<ObjectKey, Arc<Value>>;
 #[derive(Debug, Clone)]
 pub(crate) struct State {
     pub(crate) catalog: Catalog,
-    objects: HashMap<ResourceKey, Objects>,
-    uids: HashMap<String, StoredKey>,
+    // The stored objects and their indexes are shared (copied on write), so that a scratch
+    // copy for a dry run costs a pointer per resource, not a copy of every object.
+    objects: HashMap<ResourceKey, Arc<Objects>>,
+    uids: Arc<HashMap<String, StoredKey>>,
     /// The objects that name each uid as an owner (the garbage collector's index).
-    dependents: HashMap<String, BTreeSet<StoredKey>>,
+    dependents: Arc<HashMap<String, BTreeSet<StoredKey>>>,
     rv: u64,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
@@ -111,8 +113,8 @@ impl State {
         State {
             catalog: builtins::catalog(),
             objects: HashMap::new(),
-            uids: HashMap::new(),
-            dependents: HashMap::new(),
+            uids: Arc::default(),
+            dependents: Arc::default(),
             rv: 0,
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
@@ -121,6 +123,26 @@ impl State {
             unsaved: None,
             pending: Pending::default(),
             root_ca: String::new(),
+        }
+    }
+
+    /// A copy to try writes on and throw away (a dry run): it shares the stored objects until
+    /// it changes them, and starts with no history, journal or unsaved mutations, so making
+    /// it costs a pointer per resource however many objects there are.
+    pub(crate) fn scratch(&self) -> State {
+        State {
+            catalog: self.catalog.clone(),
+            objects: self.objects.clone(),
+            uids: self.uids.clone(),
+            dependents: self.dependents.clone(),
+            rv: self.rv,
+            history: VecDeque::new(),
+            history_limit: self.history_limit,
+            compacted_rv: self.rv,
+            journal: None,
+            unsaved: None,
+            pending: Pending::default(),
+            root_ca: self.root_ca.clone(),
         }
     }
 
@@ -156,7 +178,7 @@ impl State {
     }
 
     pub(crate) fn object_count(&self) -> usize {
-        self.objects.values().map(BTreeMap::len).sum()
+        self.objects.values().map(|objects| objects.len()).sum()
     }
 
     pub(crate) fn history_len(&self) -> usize {
@@ -178,7 +200,7 @@ impl State {
     }
 
     pub(crate) fn objects(&self, resource: &ResourceKey) -> Option<&Objects> {
-        self.objects.get(resource)
+        self.objects.get(resource).map(|objects| &**objects)
     }
 
     pub(crate) fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<&Arc<Value>> {
@@ -210,15 +232,16 @@ impl State {
             return;
         }
         for uid in before.iter().filter(|uid| !after.contains(uid)) {
-            if let Some(set) = self.dependents.get_mut(uid) {
+            let dependents = Arc::make_mut(&mut self.dependents);
+            if let Some(set) = dependents.get_mut(uid) {
                 set.remove(stored);
                 if set.is_empty() {
-                    self.dependents.remove(uid);
+                    dependents.remove(uid);
                 }
             }
         }
         for uid in after {
-            self.dependents
+            Arc::make_mut(&mut self.dependents)
                 .entry(uid)
                 .or_default()
                 .insert(stored.clone());
@@ -240,7 +263,11 @@ impl State {
     /// The objects of a resource as they were at version `rv` (undoing later changes), or
     /// `None` when that version was compacted away.
     pub(crate) fn objects_at(&self, resource: &ResourceKey, rv: u64) -> Option<Objects> {
-        let mut objects = self.objects.get(resource).cloned().unwrap_or_default();
+        let mut objects = self
+            .objects
+            .get(resource)
+            .map(|objects| (**objects).clone())
+            .unwrap_or_default();
         if rv >= self.rv {
             return Some(objects);
         }
@@ -270,15 +297,12 @@ impl State {
         let resource = def.key();
         let stored = Arc::new(object);
         let uid = object::uid(&stored).to_string();
-        let previous = self
-            .objects
-            .entry(resource.clone())
-            .or_default()
+        let previous = Arc::make_mut(self.objects.entry(resource.clone()).or_default())
             .insert(key.clone(), stored.clone());
         let at = (resource.clone(), key);
         self.index_owners(&at, previous.as_deref(), Some(&stored));
         if !uid.is_empty() {
-            self.uids.insert(uid, at);
+            Arc::make_mut(&mut self.uids).insert(uid, at);
         }
         self.mark_pending(def, &stored, false);
         if previous.is_none() && def.group.is_empty() && def.plural == "namespaces" {
@@ -317,8 +341,8 @@ impl State {
         last: Option<Value>,
     ) -> Option<Arc<Value>> {
         let resource = def.key();
-        let previous = self.objects.get_mut(&resource)?.remove(key)?;
-        self.uids.remove(object::uid(&previous));
+        let previous = Arc::make_mut(self.objects.get_mut(&resource)?).remove(key)?;
+        Arc::make_mut(&mut self.uids).remove(object::uid(&previous));
         self.index_owners(&(resource.clone(), key.clone()), Some(&previous), None);
         self.mark_pending(def, &previous, true);
         self.rv += 1;
@@ -340,8 +364,8 @@ impl State {
     /// Drops all objects of a resource without events (its CRD is gone; watches end).
     pub(crate) fn drop_resource(&mut self, resource: &ResourceKey) {
         if let Some(objects) = self.objects.remove(resource) {
-            for (key, object) in &objects {
-                self.uids.remove(object::uid(object));
+            for (key, object) in objects.iter() {
+                Arc::make_mut(&mut self.uids).remove(object::uid(object));
                 self.index_owners(&(resource.clone(), key.clone()), Some(object), None);
             }
             if let Some(unsaved) = &mut self.unsaved {
@@ -398,14 +422,12 @@ impl State {
         let rv = object::resource_version(&object).parse().unwrap_or(0);
         self.rv = self.rv.max(rv);
         self.compacted_rv = self.rv;
-        self.objects
-            .entry(def.key())
-            .or_default()
+        Arc::make_mut(self.objects.entry(def.key()).or_default())
             .insert(key.clone(), Arc::new(object.clone()));
         let at = (def.key(), key);
         self.index_owners(&at, None, Some(&object));
         if !uid.is_empty() {
-            self.uids.insert(uid, at);
+            Arc::make_mut(&mut self.uids).insert(uid, at);
         }
     }
 
@@ -421,4 +443,33 @@ pub(crate) fn key_of(object: &Value) -> ObjectKey {
         object::namespace(object).to_string(),
         object::name(object).to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_scratch_copy_shares_the_objects_until_it_writes_and_never_leaks_back() {
+        let mut state = State::new(100);
+        let def = state.catalog.get("", "configmaps").unwrap().clone();
+        let configmap = |name: &str, uid: &str| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": uid}})
+        };
+        state.put(&def, configmap("kept", "uid-kept"));
+        let mut scratch = state.scratch();
+        assert!(Arc::ptr_eq(
+            &state.objects[&def.key()],
+            &scratch.objects[&def.key()]
+        ));
+        scratch.put(&def, configmap("tried", "uid-tried"));
+        scratch.remove(&def, &("default".into(), "kept".into()));
+        assert_eq!(scratch.object_count(), 1);
+        assert!(scratch.uid_exists("uid-tried") && !scratch.uid_exists("uid-kept"));
+        assert_eq!(state.object_count(), 1);
+        assert!(state.uid_exists("uid-kept") && !state.uid_exists("uid-tried"));
+        assert_eq!(state.history_len(), 1, "the scratch's changes are its own");
+    }
 }

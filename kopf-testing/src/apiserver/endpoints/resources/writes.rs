@@ -143,7 +143,7 @@ pub(super) fn dry_run(context: &Context) -> ApiResult<bool> {
 /// controller runs and no watch sees it).
 pub(super) fn commit<T>(shared: &Shared, dry_run: bool, f: impl FnOnce(&mut State) -> T) -> T {
     if dry_run {
-        let mut copy = shared.read(State::clone);
+        let mut copy = shared.read(State::scratch);
         f(&mut copy)
     } else {
         shared.write(f)
