@@ -134,6 +134,7 @@ fn special(group: &str, kind: &str) -> Option<Builtin> {
         ("", "ConfigMap") => ConfigMap,
         ("", "Secret") => Secret,
         ("", "Pod") => Pod,
+        ("", "Node") => Node,
         ("", "Service") => Service,
         ("", "ServiceAccount") => ServiceAccount,
         ("", "Event") => Event,
@@ -141,6 +142,7 @@ fn special(group: &str, kind: &str) -> Option<Builtin> {
         ("", "ComponentStatus") => ComponentStatus,
         ("events.k8s.io", "Event") => EventsV1,
         ("coordination.k8s.io", "Lease") => Lease,
+        ("certificates.k8s.io", "CertificateSigningRequest") => CertificateSigningRequest,
         ("apps", "Deployment") => Deployment,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => CustomResourceDefinition,
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
@@ -333,8 +335,16 @@ pub(crate) fn subresources(group: &str, plural: &str) -> &'static [Subresource] 
         kind: "TokenRequest",
         verbs: CREATE_ONLY,
     }];
+    const CERTIFICATE_SIGNING_REQUEST: &[Subresource] = &[Subresource {
+        name: "approval",
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        verbs: &["get", "patch", "update"],
+    }];
     match (group, plural) {
         ("", "pods") => POD,
+        ("certificates.k8s.io", "certificatesigningrequests") => CERTIFICATE_SIGNING_REQUEST,
         ("", "serviceaccounts") => SERVICE_ACCOUNT,
         _ => &[],
     }

@@ -35,6 +35,8 @@ pub(crate) enum Builtin {
     ConfigMap,
     Secret,
     Pod,
+    /// Selectable by `spec.unschedulable` (what `kubectl cordon` sets).
+    Node,
     Service,
     ServiceAccount,
     Event,
@@ -48,6 +50,8 @@ pub(crate) enum Builtin {
     ClusterRoleBinding,
     Role,
     RoleBinding,
+    /// Has the `approval` subresource, which writes only `status.conditions`.
+    CertificateSigningRequest,
     /// `pods/binding`'s top-level twin: assigns a pod to a node.
     Binding,
     /// Computed health of the control plane's components; listed, never written.

@@ -455,9 +455,7 @@ mod tests {
     fn a_scratch_copy_shares_the_objects_until_it_writes_and_never_leaks_back() {
         let mut state = State::new(100);
         let def = state.catalog.get("", "configmaps").unwrap().clone();
-        let configmap = |name: &str, uid: &str| {
-            json!({"metadata": {"name": name, "namespace": "default", "uid": uid}})
-        };
+        let configmap = |name: &str, uid: &str| json!({"metadata": {"name": name, "namespace": "default", "uid": uid}});
         state.put(&def, configmap("kept", "uid-kept"));
         let mut scratch = state.scratch();
         assert!(Arc::ptr_eq(

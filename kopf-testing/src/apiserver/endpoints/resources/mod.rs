@@ -1,5 +1,6 @@
 //! The endpoints for resources: the verbs on objects and their subresources, and watches.
 
+mod approval;
 mod reads;
 mod reviews;
 mod scale;

@@ -50,7 +50,11 @@ pub(super) fn review(
         Some(Builtin::TokenReview) => {
             let token = spec["token"].as_str().unwrap_or_default();
             match access::authenticate(&shared.access, token) {
-                Some(who) => json!({"authenticated": true, "user": user_info(&who)}),
+                Some(who) => json!({
+                    "authenticated": true,
+                    "user": user_info(&who),
+                    "audiences": review_audiences(&spec),
+                }),
                 None => json!({"authenticated": false, "error": "invalid bearer token"}),
             }
         }
@@ -66,6 +70,18 @@ pub(super) fn review(
     review["metadata"] = metadata;
     Ok(Reply::json(StatusCode::CREATED, &target.render(&review)))
 }
+
+/// The audiences a `TokenReview` answers for a valid token: those it asked about, or the
+/// server's own when it named none. (The fake server's tokens are valid for any audience.)
+fn review_audiences(spec: &Value) -> Value {
+    match spec.get("audiences") {
+        Some(Value::Array(asked)) if !asked.is_empty() => Value::Array(asked.clone()),
+        _ => json!([SERVER_AUDIENCE]),
+    }
+}
+
+/// The audience the real server's tokens carry by default (its `--api-audiences`).
+const SERVER_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 fn review_subject() -> Subject<'static> {
     Subject {

@@ -61,6 +61,7 @@ fn field_supported(def: &ResourceDef, field: &str) -> bool {
         }
         Some(Builtin::Secret) => field == "type",
         Some(Builtin::Namespace) => field == "status.phase",
+        Some(Builtin::Node) => field == "spec.unschedulable",
         _ => false,
     }
 }

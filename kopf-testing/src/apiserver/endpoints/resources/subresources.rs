@@ -257,18 +257,32 @@ pub(super) fn ephemeral_containers(
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            if after.len() < before.len()
-                || before
-                    .iter()
-                    .zip(&after)
-                    .any(|(b, a)| b["name"] != a["name"])
-            {
+            // As the real validation: every existing container stays as it was, matched by
+            // name wherever it now sits (a strategic merge puts the new ones first).
+            for old in &before {
+                let problem = match after.iter().find(|new| new["name"] == old["name"]) {
+                    None => "removed",
+                    // Fields left out may be ones the server defaulted: only those given count.
+                    Some(new)
+                        if new.as_object().is_some_and(|fields| {
+                            fields
+                                .iter()
+                                .any(|(field, value)| old.get(field) != Some(value))
+                        }) =>
+                    {
+                        "changed"
+                    }
+                    Some(_) => continue,
+                };
+                let old_name = old["name"].as_str().unwrap_or_default();
                 return Err(ApiError::invalid_field(
                     target.subject(&name),
                     "Pod",
                     "FieldValueForbidden",
                     "spec.ephemeralContainers",
-                    "Forbidden: existing ephemeral containers may not be removed or changed",
+                    &format!(
+                        "Forbidden: existing ephemeral containers \"{old_name}\" may not be {problem}"
+                    ),
                 ));
             }
             let mut pod = pod.clone();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::approval;
 use super::reads::{get, list};
 use super::reviews;
 use super::scale::scale;
@@ -86,6 +87,11 @@ pub(crate) async fn serve(
         }
         (Some("ephemeralcontainers"), verb) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::ephemeral_containers(shared, context, &target, verb, &body)
+        }
+        (Some("approval"), verb)
+            if target.def.builtin == Some(Builtin::CertificateSigningRequest) =>
+        {
+            approval::approval(shared, context, &target, verb, &body)
         }
         (None, Verb::Get) => get(shared, context, &target),
         (None, Verb::List) => list(shared, context, &target),

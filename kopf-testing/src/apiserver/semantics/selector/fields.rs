@@ -69,14 +69,30 @@ impl FieldSelector {
     }
 }
 
-/// The string form of the value at a dotted path: missing or `null` = "", strings as-is, others as JSON text.
+/// The boolean fields the real server selects on as `false` when they are unset (its field
+/// sets format the Go struct's zero value: `spec.unschedulable=false` matches a node that has
+/// never been cordoned).
+const FALSE_WHEN_UNSET: &[&str] = &["spec.hostNetwork", "spec.unschedulable"];
+
+/// The string form of the value at a dotted path: missing or `null` = "" (or "false" for the
+/// booleans in [`FALSE_WHEN_UNSET`]), strings as-is, others as JSON text.
 fn field_text<'a>(object: &'a Value, path: &str) -> Cow<'a, str> {
+    let unset = || {
+        Cow::Borrowed(if FALSE_WHEN_UNSET.contains(&path) {
+            "false"
+        } else {
+            ""
+        })
+    };
     let mut current = object;
     for segment in path.split('.') {
         match current.as_object().and_then(|m| m.get(segment)) {
             Some(next) => current = next,
-            None => return Cow::Borrowed(""),
+            None => return unset(),
         }
+    }
+    if current.is_null() {
+        return unset();
     }
     value_text(current)
 }
