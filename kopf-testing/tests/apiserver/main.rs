@@ -8,6 +8,7 @@ mod catalog;
 mod durability;
 mod faults;
 mod kube_runtime;
+mod kube_upstream;
 mod kubectl;
 mod kubectl_cel;
 mod kubectl_protobuf;
