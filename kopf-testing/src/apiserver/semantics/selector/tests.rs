@@ -667,3 +667,25 @@ proptest! {
         prop_assert_eq!(ne.matches(&other_obj), other != value);
     }
 }
+
+/// Booleans the real server selects on read as `false` when unset, as its Go zero values.
+#[test]
+fn unset_booleans_select_as_false() {
+    let node = json!({"metadata": {"name": "n"}, "spec": {}});
+    let cordoned = json!({"metadata": {"name": "c"}, "spec": {"unschedulable": true}});
+    let schedulable = FieldSelector::parse("spec.unschedulable=false").unwrap();
+    assert!(schedulable.matches(&node));
+    assert!(!schedulable.matches(&cordoned));
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": null}});
+    assert!(
+        FieldSelector::parse("spec.hostNetwork=false")
+            .unwrap()
+            .matches(&pod)
+    );
+    // Other unset fields stay empty.
+    assert!(
+        FieldSelector::parse("spec.nodeName=")
+            .unwrap()
+            .matches(&pod)
+    );
+}
