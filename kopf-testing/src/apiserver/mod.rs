@@ -4,13 +4,17 @@
 //! The folders are layers, bottom up; each uses only the layers below it, and no modules use
 //! each other (`tests/layers.rs` keeps both rules):
 //!
-//! - `storage`: what the server holds: the catalog of served resources (the built-in ones and
-//!   those CRDs define, with their printer columns), objects' metadata, the `State` (objects,
+//! - `storage`: what the server holds: the catalog of served resources (the built-in ones,
+//!   read from k8s-openapi's metadata of its types, and those CRDs define, with their printer
+//!   columns), objects' metadata, the `State` (objects,
 //!   the global resourceVersion, and the change history that watches replay), and the state
 //!   file (its log format, replay and compaction, and the queue of writes waiting for it).
 //! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
-//!   schemas (pruning, defaulting, validation, structural checks), patches, admission, the
-//!   lifecycle of objects with the controllers a cluster runs behind the API, tables, protobuf
+//!   schemas (pruning, defaulting, validation, structural checks, CEL rules), patches,
+//!   admission with the built-in kinds' defaults and limits, the lifecycle of objects and the
+//!   addresses allocated to them, above it the controllers a cluster runs behind the API
+//!   (`controllers::settle`: CRD establishment, namespace termination, garbage collection,
+//!   what every namespace gets) and what a cluster boots with (`cluster`), tables, protobuf
 //!   bodies, and Go's rendering of values in messages.
 //! - `endpoints`: the HTTP face: requests parsed into routes, queries and formats (the request's
 //!   `Context`), replies, what every handler shares (the state behind its lock, the counters and

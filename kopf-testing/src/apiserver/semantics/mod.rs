@@ -1,6 +1,7 @@
 //! API semantics: Kubernetes' rules for what a request does to the stored objects, with no HTTP
-//! in them: RBAC authorization, lifecycles and the cluster's controllers, admission, schemas, patches, selectors,
-//! tables, protobuf bodies, and the `Status` errors.
+//! in them: RBAC authorization, lifecycles and the cluster's controllers, admission with
+//! defaults and limits, schemas, patches, selectors, tables, protobuf bodies, and the `Status`
+//! errors.
 
 pub(super) mod admission;
 pub(super) mod allocation;

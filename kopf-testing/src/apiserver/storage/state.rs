@@ -72,7 +72,7 @@ pub(crate) struct State {
     journal: Option<Vec<Arc<Change>>>,
     /// Mutations not yet taken to the state file, when the server keeps one.
     unsaved: Option<Vec<Mutation>>,
-    /// What the cluster's controllers must look at again (see `lifecycle::settle`).
+    /// What the cluster's controllers must look at again (see `controllers::settle`).
     pub(crate) pending: Pending,
     /// The CA bundle (PEM) that every namespace's `kube-root-ca.crt` ConfigMap carries.
     pub(crate) root_ca: String,
