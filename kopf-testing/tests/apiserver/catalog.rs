@@ -349,7 +349,8 @@ async fn pods_are_bound_evicted_and_debugged_and_accounts_get_tokens() {
     use kube::api::{EvictParams, Patch, PatchParams};
 
     let server = FakeApiServer::start().await.unwrap();
-    let client = server.client();
+    // No retries: kube's default client retries a 429 (a refused eviction) for minutes.
+    let client = support::client_without_retries(&server);
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let pod = |name: &str| -> Pod {
         serde_json::from_value(json!({
