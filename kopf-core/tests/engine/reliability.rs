@@ -720,38 +720,10 @@ async fn a_failed_finalizer_removal_is_tried_again_until_the_object_goes() {
     ] {
         let calls = Calls::default();
         let harness = deleting(&calls).await;
-        let client = harness.client();
-        create(&client, "going", json!({})).await;
-        wait_for(&client, "going", "the finalizer added", |o| {
-            o["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty())
-                && o["metadata"]["annotations"][LAST_HANDLED].is_string()
-        })
-        .await;
+        created_with_finalizer(&harness, "going").await;
         settle(harness.server()).await;
-        harness.server().inject(
-            fault
-                .clone()
-                .verb("patch")
-                .resource("kopfexamples.kopf.dev")
-                .times(1),
-        );
-        crate::support::delete(&client, "going").await;
-        crate::support::wait_gone(&harness, "going").await;
-        assert_eq!(
-            harness.server().stats().faults.values().sum::<u64>(),
-            1,
-            "{fault:?} fired"
-        );
-        settle(harness.server()).await;
-        let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
-        assert_eq!(
-            handlers,
-            [json!("delete_fn")],
-            "{fault:?}: the handler ran once"
-        );
-        harness.stop().await.expect("a clean stop");
+        harness.server().inject(once_on_patches(&fault));
+        deleted_once(harness, &calls, "going", &fault).await;
     }
 }
 
@@ -767,38 +739,57 @@ async fn a_failed_finalizer_addition_is_tried_again_without_a_new_event() {
     ] {
         let calls = Calls::default();
         let harness = deleting(&calls).await;
-        harness.server().inject(
-            fault
-                .clone()
-                .verb("patch")
-                .resource("kopfexamples.kopf.dev")
-                .times(1),
-        );
-        let client = harness.client();
-        create(&client, "coming", json!({})).await;
-        wait_for(&client, "coming", "the finalizer added", |o| {
-            o["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty())
-                && o["metadata"]["annotations"][LAST_HANDLED].is_string()
-        })
-        .await;
+        harness.server().inject(once_on_patches(&fault));
+        created_with_finalizer(&harness, "coming").await;
         assert_eq!(
             harness.server().stats().faults.values().sum::<u64>(),
             1,
-            "{fault:?} fired"
+            "{fault:?} fired on the finalizer's addition"
         );
-        crate::support::delete(&client, "coming").await;
-        crate::support::wait_gone(&harness, "coming").await;
-        settle(harness.server()).await;
-        let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
-        assert_eq!(
-            handlers,
-            [json!("delete_fn")],
-            "{fault:?}: the handler ran once"
-        );
-        harness.stop().await.expect("a clean stop");
+        deleted_once(harness, &calls, "coming", &fault).await;
     }
+}
+
+/// `fault` on the next patch of a KopfExample only.
+fn once_on_patches(fault: &Fault) -> Fault {
+    fault
+        .clone()
+        .verb("patch")
+        .resource("kopfexamples.kopf.dev")
+        .times(1)
+}
+
+/// Creates `name` and waits until the operator has handled it and added its finalizer.
+async fn created_with_finalizer(harness: &OperatorHarness, name: &str) {
+    let client = harness.client();
+    create(&client, name, json!({})).await;
+    wait_for(&client, name, "the finalizer added", |o| {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+            && o["metadata"]["annotations"][LAST_HANDLED].is_string()
+    })
+    .await;
+}
+
+/// Deletes `name` and checks that it goes, that `fault` fired once in all, and that the
+/// deletion handler ran once; then stops the operator.
+async fn deleted_once(harness: OperatorHarness, calls: &Calls, name: &str, fault: &Fault) {
+    crate::support::delete(&harness.client(), name).await;
+    crate::support::wait_gone(&harness, name).await;
+    assert_eq!(
+        harness.server().stats().faults.values().sum::<u64>(),
+        1,
+        "{fault:?} fired"
+    );
+    settle(harness.server()).await;
+    let handlers: Vec<Value> = calls.all().iter().map(|c| c["handler"].clone()).collect();
+    assert_eq!(
+        handlers,
+        [json!("delete_fn")],
+        "{fault:?}: the handler ran once"
+    );
+    harness.stop().await.expect("a clean stop");
 }
 
 /// When the deletion handlers are done, the finalizer's removal is the one write, even when

@@ -63,13 +63,16 @@ impl Access {
 }
 
 /// Authenticates the request and, for ServiceAccounts under enforcement, authorizes it.
+/// Returns who it comes from, as reviews report it: the ServiceAccount of an issued token, or
+/// the cluster's admin (`kubernetes-admin` in `system:masters`), who may impersonate anyone
+/// (`Impersonate-User` and `Impersonate-Group`, as `kubectl --as` sends them).
 pub(crate) fn check(
     access: &Access,
     state: &Mutex<State>,
     request: &http::request::Parts,
     route: &Route,
     verb: &str,
-) -> ApiResult<()> {
+) -> ApiResult<Identity> {
     let given = request
         .headers
         .get(header::AUTHORIZATION)
@@ -83,13 +86,13 @@ pub(crate) fn check(
             None => given.is_none() || !access.enforce_rbac,
         };
         return if admin || (public && given.is_none()) {
-            Ok(())
+            Ok(impersonated(&request.headers).unwrap_or_else(Identity::admin))
         } else {
             Err(ApiError::unauthorized())
         };
     };
     if !access.enforce_rbac {
-        return Ok(());
+        return Ok(identity);
     }
     let path = match route {
         Route::Object(path) => path,
@@ -101,7 +104,7 @@ pub(crate) fn check(
                 request.uri.path(),
             ));
         }
-        _ => return Ok(()),
+        _ => return Ok(identity),
     };
     let namespace = if path.plural == "namespaces" && path.group.is_empty() {
         path.name.as_deref()
@@ -116,33 +119,22 @@ pub(crate) fn check(
         namespace,
         name: path.name.as_deref(),
     };
-    authorization::authorize(&lock(state), &identity, &attributes)
+    authorization::authorize(&lock(state), &identity, &attributes)?;
+    Ok(identity)
 }
 
-/// Who a request comes from, as reviews report it: the ServiceAccount of an issued token, or
-/// the cluster's admin (`kubernetes-admin` in `system:masters`), who may impersonate anyone
-/// (`Impersonate-User` and `Impersonate-Group`, as `kubectl --as` sends them).
-pub(crate) fn identify(access: &Access, headers: &http::HeaderMap) -> Identity {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if let Some(identity) = given.and_then(|token| lock(&access.tokens).get(token).cloned()) {
-        return identity;
-    }
-    let impersonated = headers
+/// The user the admin acts as, when the request impersonates one.
+fn impersonated(headers: &http::HeaderMap) -> Option<Identity> {
+    let user = headers
         .get("impersonate-user")
-        .and_then(|v| v.to_str().ok());
-    let Some(user) = impersonated else {
-        return Identity::admin();
-    };
+        .and_then(|v| v.to_str().ok())?;
     let groups = headers
         .get_all("impersonate-group")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .map(str::to_string)
         .collect();
-    Identity::named(user, groups)
+    Some(Identity::named(user, groups))
 }
 
 /// Who a bearer token authenticates as, for a `TokenReview`: `None` for an unknown token.

@@ -271,7 +271,7 @@ pub(crate) struct Context {
     pub(crate) verb: Verb,
     pub(crate) format: Format,
     pub(crate) content_type: Option<String>,
-    /// Who sends the request (reviews report and judge it).
+    /// Who sends the request, once authenticated (reviews report and judge it).
     pub(crate) requester: crate::apiserver::semantics::authorization::Identity,
     /// The `User-Agent` header: names the manager of writes without a `fieldManager`.
     pub(crate) user_agent: Option<String>,

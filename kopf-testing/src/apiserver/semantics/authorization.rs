@@ -27,7 +27,7 @@ use crate::apiserver::storage::state::State;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// Who makes a request: a user and their groups.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Identity {
     /// `system:serviceaccount:<namespace>:<name>` for service accounts.
     pub(crate) user: String,

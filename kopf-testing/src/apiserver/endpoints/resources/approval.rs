@@ -2,20 +2,15 @@
 //! controllers) write a CSR's `Approved` or `Denied` condition. As the real server's approval
 //! strategy, a write here changes only `status.conditions`; everything else stays as stored.
 
-use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::target::{Target, current, method_not_allowed};
-use super::writes::{
-    PatchKind, dry_run, parse_object, patch_error, patch_kind, updater, write_object,
-};
+use super::partial;
+use super::target::Target;
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, Verb};
 use crate::apiserver::endpoints::shared::Shared;
-use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::Scope;
-use crate::apiserver::semantics::patch;
-use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::semantics::status::ApiResult;
 use crate::apiserver::storage::object;
 
 /// GET, PUT or PATCH `.../certificatesigningrequests/NAME/approval`.
@@ -26,40 +21,13 @@ pub(super) fn approval(
     verb: Verb,
     body: &[u8],
 ) -> ApiResult<Reply> {
-    let name = target.name().to_string();
-    let kind = match verb {
-        Verb::Get => {
-            let csr = current(shared, target, &name)?;
-            return Ok(Reply::json(StatusCode::OK, &target.answer(&csr)));
-        }
-        Verb::Update => None,
-        Verb::Patch => Some(patch_kind(context.content_type.as_deref())?),
-        _ => return Err(method_not_allowed()),
-    };
-    let document = parse_object(context, body)?;
-    let updater = updater(context, target);
-    write_object(
+    partial::serve(
         shared,
+        context,
         target,
-        &name,
-        (Scope::Status, Some(&updater)),
-        FieldValidation::Strict,
-        dry_run(context)?,
-        |csr| {
-            let mut proposed = csr.clone();
-            match kind {
-                None => proposed = document.clone(),
-                Some(PatchKind::Json) => patch::json_patch(&mut proposed, &document)
-                    .map_err(|e| patch_error(target, &name, e))?,
-                Some(PatchKind::Merge | PatchKind::Strategic) => {
-                    patch::merge_patch(&mut proposed, &document)
-                }
-                Some(PatchKind::Apply) => {
-                    return Err(ApiError::unsupported_media_type(
-                        "application/apply-patch+yaml",
-                    ));
-                }
-            }
+        (verb, Scope::Status),
+        body,
+        |csr, proposed| {
             let mut conditions = match &proposed["status"]["conditions"] {
                 Value::Array(conditions) => conditions.clone(),
                 _ => Vec::new(),
@@ -70,9 +38,6 @@ pub(super) fn approval(
                 csr["status"] = json!({});
             }
             csr["status"]["conditions"] = Value::Array(conditions);
-            if let Some(rv) = proposed["metadata"]["resourceVersion"].as_str() {
-                object::meta_mut(&mut csr).insert("resourceVersion".into(), json!(rv));
-            }
             Ok(csr)
         },
     )

@@ -1,6 +1,7 @@
 //! The endpoints for resources: the verbs on objects and their subresources, and watches.
 
 mod approval;
+mod partial;
 mod reads;
 mod reviews;
 mod scale;

@@ -3,19 +3,18 @@
 //! (`kubectl debug`), and `serviceaccounts/token` (`kubectl create token`).
 
 use http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::target::{Target, current, method_not_allowed};
-use super::writes::{
-    PatchKind, commit, delete_options, dry_run, parse_object, patch_error, patch_kind, updater,
-    write_object,
-};
+use super::partial;
+use super::target::Target;
+use super::target::current;
+use super::writes::{commit, delete_options, dry_run, parse_object, updater, write_object};
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, Verb};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::{self, Scope};
-use crate::apiserver::semantics::patch;
+use crate::apiserver::semantics::selector::LabelSelector;
 use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
 use crate::apiserver::storage::object;
 
@@ -155,53 +154,17 @@ fn blocking_budget(
     pod: &Value,
 ) -> Option<String> {
     let budgets = state.objects(&("policy".to_string(), "poddisruptionbudgets".to_string()))?;
-    let labels = pod["metadata"]["labels"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let labels = pod["metadata"]["labels"].as_object();
     budgets
         .iter()
         .filter(|(key, _)| key.0 == namespace)
         .map(|(_, budget)| budget)
         .find(|budget| {
-            selects(&budget["spec"]["selector"], &labels)
+            LabelSelector::from_object(&budget["spec"]["selector"])
+                .is_some_and(|selector| selector.matches(labels))
                 && budget["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) < 1
         })
         .map(|budget| object::name(budget).to_string())
-}
-
-/// Whether a `LabelSelector` (`matchLabels`, `matchExpressions`) selects these labels; an
-/// empty selector selects everything, a missing one nothing.
-fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
-    if !selector.is_object() {
-        return false;
-    }
-    let equal = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .all(|(key, value)| labels.get(key) == Some(value));
-    let expressions = selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .all(|expression| {
-            let key = expression["key"].as_str().unwrap_or_default();
-            let values: Vec<&Value> = expression["values"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .collect();
-            let label = labels.get(key);
-            match expression["operator"].as_str() {
-                Some("In") => label.is_some_and(|l| values.contains(&l)),
-                Some("NotIn") => label.is_none_or(|l| !values.contains(&l)),
-                Some("Exists") => label.is_some(),
-                Some("DoesNotExist") => label.is_none(),
-                _ => false,
-            }
-        });
-    equal && expressions
 }
 
 /// `pods/NAME/ephemeralcontainers`: reads the pod, or changes only its ephemeral containers
@@ -214,41 +177,13 @@ pub(super) fn ephemeral_containers(
     body: &[u8],
 ) -> ApiResult<Reply> {
     let name = target.name().to_string();
-    let kind = match verb {
-        Verb::Get => {
-            let pod = current(shared, target, &name)?;
-            return Ok(Reply::json(StatusCode::OK, &target.answer(&pod)));
-        }
-        Verb::Update => None,
-        Verb::Patch => Some(patch_kind(context.content_type.as_deref())?),
-        _ => return Err(method_not_allowed()),
-    };
-    let document = parse_object(context, body)?;
-    let updater = updater(context, target);
-    write_object(
+    partial::serve(
         shared,
+        context,
         target,
-        &name,
-        (Scope::Main, Some(&updater)),
-        FieldValidation::Strict,
-        dry_run(context)?,
-        |pod| {
-            let mut proposed = pod.clone();
-            match kind {
-                None => proposed = document.clone(),
-                Some(PatchKind::Json) => patch::json_patch(&mut proposed, &document)
-                    .map_err(|e| patch_error(target, &name, e))?,
-                Some(PatchKind::Merge) => patch::merge_patch(&mut proposed, &document),
-                Some(PatchKind::Strategic) => {
-                    patch::strategic_merge_patch("Pod", &mut proposed, &document)
-                        .map_err(|e| patch_error(target, &name, e))?
-                }
-                Some(PatchKind::Apply) => {
-                    return Err(ApiError::unsupported_media_type(
-                        "application/apply-patch+yaml",
-                    ));
-                }
-            }
+        (verb, Scope::Main),
+        body,
+        |pod, proposed| {
             let before = pod["spec"]["ephemeralContainers"]
                 .as_array()
                 .cloned()
@@ -287,9 +222,6 @@ pub(super) fn ephemeral_containers(
             }
             let mut pod = pod.clone();
             pod["spec"]["ephemeralContainers"] = json!(after);
-            if let Some(rv) = proposed["metadata"]["resourceVersion"].as_str() {
-                object::meta_mut(&mut pod).insert("resourceVersion".into(), json!(rv));
-            }
             Ok(pod)
         },
     )

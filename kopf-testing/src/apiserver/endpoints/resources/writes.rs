@@ -343,19 +343,7 @@ pub(super) fn patch(
         validation,
         dry_run,
         |current| {
-            let mut patched = current.clone();
-            match kind {
-                PatchKind::Json => patch::json_patch(&mut patched, &document),
-                PatchKind::Merge => {
-                    patch::merge_patch(&mut patched, &document);
-                    Ok(())
-                }
-                PatchKind::Strategic => {
-                    patch::strategic_merge_patch(&target.def.kind, &mut patched, &document)
-                }
-                PatchKind::Apply => unreachable!("apply patches are served above"),
-            }
-            .map_err(|e| patch_error(target, &name, e))?;
+            let patched = patched(target, &name, kind, current, &document)?;
             if !patched.is_object() {
                 return Err(ApiError::bad_request(
                     "the patched object must be a JSON object",
@@ -364,6 +352,35 @@ pub(super) fn patch(
             Ok(patched)
         },
     )
+}
+
+/// `current` with a JSON, merge or strategic merge patch applied (server-side apply has its
+/// own path).
+pub(super) fn patched(
+    target: &Target<'_>,
+    name: &str,
+    kind: PatchKind,
+    current: &Value,
+    document: &Value,
+) -> ApiResult<Value> {
+    let mut patched = current.clone();
+    match kind {
+        PatchKind::Json => patch::json_patch(&mut patched, document),
+        PatchKind::Merge => {
+            patch::merge_patch(&mut patched, document);
+            Ok(())
+        }
+        PatchKind::Strategic => {
+            patch::strategic_merge_patch(&target.def.kind, &mut patched, document)
+        }
+        PatchKind::Apply => {
+            return Err(ApiError::unsupported_media_type(
+                "application/apply-patch+yaml",
+            ));
+        }
+    }
+    .map_err(|e| patch_error(target, name, e))?;
+    Ok(patched)
 }
 
 /// Server-side apply: creates the object or merges the applied configuration into it.

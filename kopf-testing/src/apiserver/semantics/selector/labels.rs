@@ -89,6 +89,45 @@ impl LabelSelector {
     pub(crate) fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
+
+    /// The selector a `metav1.LabelSelector` object describes (`matchLabels` and
+    /// `matchExpressions`, as apimachinery's `LabelSelectorAsSelector` reads them); `None` for
+    /// a missing selector (which selects nothing) or one that is malformed.
+    pub(crate) fn from_object(selector: &Value) -> Option<LabelSelector> {
+        selector.as_object()?;
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let op = Operator::Equals(value.as_str()?.to_string());
+            requirements.push(Requirement {
+                key: key.clone(),
+                op,
+            });
+        }
+        for expression in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let values = || -> BTreeSet<String> {
+                expression["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            };
+            let op = match expression["operator"].as_str()? {
+                "In" => Operator::In(values()),
+                "NotIn" => Operator::NotIn(values()),
+                "Exists" => Operator::Exists,
+                "DoesNotExist" => Operator::DoesNotExist,
+                _ => return None,
+            };
+            let key = expression["key"].as_str()?.to_string();
+            requirements.push(Requirement { key, op });
+        }
+        Some(LabelSelector { requirements })
+    }
 }
 
 impl Requirement {

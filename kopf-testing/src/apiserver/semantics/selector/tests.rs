@@ -689,3 +689,30 @@ fn unset_booleans_select_as_false() {
             .matches(&pod)
     );
 }
+
+#[test]
+fn label_selector_objects_select_as_apimachinery_reads_them() {
+    let labels = json!({"app": "db", "tier": "back"});
+    let labels = labels.as_object();
+    let select = |selector: serde_json::Value| {
+        LabelSelector::from_object(&selector).map(|s| s.matches(labels))
+    };
+    assert_eq!(
+        select(json!({})),
+        Some(true),
+        "an empty selector selects everything"
+    );
+    assert_eq!(select(json!(null)), None, "a missing one selects nothing");
+    assert_eq!(select(json!({"matchLabels": {"app": "db"}})), Some(true));
+    assert_eq!(select(json!({"matchLabels": {"app": "web"}})), Some(false));
+    let expressions = json!({"matchExpressions": [
+        {"key": "tier", "operator": "In", "values": ["back", "mid"]},
+        {"key": "legacy", "operator": "DoesNotExist"},
+    ]});
+    assert_eq!(select(expressions), Some(true));
+    let not_in =
+        json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]});
+    assert_eq!(select(not_in), Some(false));
+    let unknown = json!({"matchExpressions": [{"key": "app", "operator": "Near"}]});
+    assert_eq!(select(unknown), None);
+}
