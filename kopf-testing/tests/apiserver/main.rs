@@ -19,3 +19,5 @@ mod python_tls;
 mod random_requests;
 mod rbac;
 mod tls;
+mod webhook_server;
+mod webhooks;

@@ -168,8 +168,72 @@ async fn kopf_webhook_auto_server_reads_the_api_servers_certificate() {
     let url = webhook["clientConfig"]["url"].as_str().expect("a url");
     assert!(url.starts_with("https://127.0.0.1:"), "{webhook}");
 
-    assert_eq!(server_errors(&server), Vec::<String>::new());
-    drop(configurations);
+    // The fake server calls Kopf's webhooks: the mutating one labels what is created, the
+    // validating one refuses forbidden data with Kopf's message and code.
+    let mutating_gvk = GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+    );
+    let (mutating, _) = kube::discovery::pinned_kind(&server.client(), &mutating_gvk)
+        .await
+        .expect("the kind is served");
+    let mutating: Api<DynamicObject> = Api::all_with(server.client(), &mutating);
+    kopf.until(
+        "Kopf's MutatingWebhookConfiguration",
+        KOPF_DEADLINE,
+        || async {
+            let managed = mutating.get(MANAGED).await.ok()?;
+            managed.data["webhooks"]
+                .as_array()?
+                .iter()
+                .find(|w| w["clientConfig"]["caBundle"].is_string())
+                .cloned()
+        },
+    )
+    .await;
+    let config_maps: Api<ConfigMap> =
+        Api::default_namespaced(support::client_without_retries(&server));
+    let good: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "admitted"}, "data": {"k": "v"}}))
+            .unwrap();
+    // Kopf answers its webhooks once it has scanned the resources: until then, calls fail.
+    let created = kopf
+        .until("a ConfigMap admitted by Kopf", KOPF_DEADLINE, || async {
+            config_maps.create(&Default::default(), &good).await.ok()
+        })
+        .await;
+    let labels = created.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("mutated-by").map(String::as_str),
+        Some("kopf"),
+        "Kopf's mutation is stored"
+    );
+    let bad: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "refused"}, "data": {"forbidden": "yes"}}),
+    )
+    .unwrap();
+    match config_maps.create(&Default::default(), &bad).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert_eq!(
+                status.message,
+                format!(
+                    "admission webhook \"no-forbidden.{MANAGED}\" denied the request: forbidden data"
+                )
+            );
+        }
+        other => panic!("Kopf's validating handler refuses forbidden data: {other:?}"),
+    }
+    assert!(config_maps.get_opt("refused").await.unwrap().is_none());
+
+    // Creations refused while Kopf did not answer yet (failurePolicy Fail) are the only 5xx.
+    let errors: Vec<String> = server_errors(&server)
+        .into_iter()
+        .filter(|e| !e.starts_with("POST /api/v1/namespaces/default/configmaps?"))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+    drop((configurations, mutating, config_maps));
     let status = kopf.terminate(KOPF_DEADLINE).await;
     assert!(status.success(), "Kopf exits cleanly on SIGTERM: {status}");
     kopf.stop().await;

@@ -7,8 +7,9 @@ WebhookAutoServer guesses what cluster it runs next to from the API server's cer
 fetches it (`ssl.get_server_certificate` on the API server's host and port, which fails on a
 plain-HTTP server), checks it for the server's hostname with certvalidator (the certificate as
 its own trust root), and reads /version. Then it serves the webhooks over HTTPS with a
-self-signed certificate (certbuilder), and Kopf writes a ValidatingWebhookConfiguration that
-points at them, with that certificate as the CA bundle.
+self-signed certificate (certbuilder), and Kopf writes a Validating- and a
+MutatingWebhookConfiguration that point at them, with that certificate as the CA bundle; the
+fake API server then calls them on writes of ConfigMaps (as Kopf's examples/17-admission).
 """
 
 import re
@@ -51,3 +52,8 @@ def configure(settings: kopf.OperatorSettings, logger, **_):
 def no_forbidden(body, **_):
     if body.get("data", {}).get("forbidden"):
         raise kopf.AdmissionError("forbidden data", code=422)
+
+
+@kopf.on.mutate("configmaps", id="add-label")
+def add_label(patch, **_):
+    patch.metadata.setdefault("labels", {})["mutated-by"] = "kopf"

@@ -12,3 +12,4 @@ pub(super) mod request;
 pub(super) mod resources;
 pub(super) mod router;
 pub(super) mod shared;
+pub(super) mod webhooks;

@@ -41,6 +41,56 @@ pub(crate) fn admit(
     old: Option<&Value>,
     validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
+    let unknown = decode(def, version, object)?;
+    validate(def, version, object, old, validation, unknown)
+}
+
+/// The first half of [`admit`], what the server does before mutating admission: normalises
+/// `object` as its type (built-ins) or prunes it by its schema (custom resources), and fills
+/// in defaults. Returns the unknown fields it dropped.
+pub(crate) fn decode(
+    def: &ResourceDef,
+    version: &str,
+    object: &mut Value,
+) -> ApiResult<Vec<String>> {
+    let cannot = |e: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = def.kind
+        ))
+    };
+    match def.round_trip {
+        Some(round_trip) => {
+            let unknown =
+                normalize_builtin(def, round_trip, object).map_err(|e| cannot(e.to_string()))?;
+            defaults::apply(def, object);
+            Ok(unknown)
+        }
+        None => {
+            let mut unknown = normalize_typed::<ObjectMeta>(&mut object["metadata"], "metadata")
+                .map_err(|e| cannot(e.to_string()))?;
+            if let Some(version) = def.version(version)
+                && let Some(schema) = &version.schema
+            {
+                unknown.extend(schema::prune(object, schema));
+                schema::apply_defaults(object, schema);
+            }
+            Ok(unknown)
+        }
+    }
+}
+
+/// The second half of [`admit`], after mutating admission: validates `object` against its
+/// schema and rules and the checks of `metadata`, and applies `validation` to the `unknown`
+/// fields [`decode`] found. Returns the warnings to send back.
+pub(crate) fn validate(
+    def: &ResourceDef,
+    version: &str,
+    object: &mut Value,
+    old: Option<&Value>,
+    validation: FieldValidation,
+    unknown: Vec<String>,
+) -> ApiResult<Vec<String>> {
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -50,57 +100,32 @@ pub(crate) fn admit(
         plural: &def.plural,
         name: &name,
     };
-    let mut unknown = Vec::new();
     let mut warnings = Vec::new();
-    match def.round_trip {
-        Some(round_trip) => {
-            unknown = normalize_builtin(def, round_trip, object).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
-                    kind = def.kind
-                ))
-            })?;
-            defaults::apply(def, object);
-        }
-        None => {
-            unknown.extend(
-                normalize_typed::<ObjectMeta>(&mut object["metadata"], "metadata").map_err(
-                    |e| {
-                        ApiError::bad_request(format!(
-                            "{} in version \"{version}\" cannot be handled as a {}: {e}",
-                            def.kind, def.kind
-                        ))
-                    },
-                )?,
-            );
-            if let Some(version) = def.version(version)
-                && let Some(schema) = &version.schema
-            {
-                unknown.extend(schema::prune(object, schema));
-                schema::apply_defaults(object, schema);
-                let mut errors = schema::validate(object, schema);
-                let rules = version
-                    .derived
-                    .get_or_init(|| schema::CompiledRules::compile(schema));
-                if let Some(rules) = rules {
-                    if let Some(blocking) = schema::blocking_error(&errors) {
-                        errors.push(blocking);
-                    } else {
-                        let limits = schema::Limits::APISERVER;
-                        let outcome = schema::validate_rules(&rules, schema, object, old, limits);
-                        errors.extend(outcome.errors);
-                        warnings.extend(outcome.warnings);
-                    }
-                }
-                if !errors.is_empty() {
-                    let message = schema::invalid_message(&def.kind_group(), &name, &errors);
-                    let causes = errors
-                        .into_iter()
-                        .map(|e| (e.reason.to_string(), e.message, e.field))
-                        .collect();
-                    return Err(ApiError::invalid(subject, &def.kind, message, causes));
-                }
+    if def.round_trip.is_none()
+        && let Some(version) = def.version(version)
+        && let Some(schema) = &version.schema
+    {
+        let mut errors = schema::validate(object, schema);
+        let rules = version
+            .derived
+            .get_or_init(|| schema::CompiledRules::compile(schema));
+        if let Some(rules) = rules {
+            if let Some(blocking) = schema::blocking_error(&errors) {
+                errors.push(blocking);
+            } else {
+                let limits = schema::Limits::APISERVER;
+                let outcome = schema::validate_rules(&rules, schema, object, old, limits);
+                errors.extend(outcome.errors);
+                warnings.extend(outcome.warnings);
             }
+        }
+        if !errors.is_empty() {
+            let message = schema::invalid_message(&def.kind_group(), &name, &errors);
+            let causes = errors
+                .into_iter()
+                .map(|e| (e.reason.to_string(), e.message, e.field))
+                .collect();
+            return Err(ApiError::invalid(subject, &def.kind, message, causes));
         }
     }
     check_metadata(def, object, subject)?;

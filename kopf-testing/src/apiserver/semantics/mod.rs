@@ -20,3 +20,4 @@ pub(super) mod schema;
 pub(super) mod selector;
 pub(super) mod status;
 pub(super) mod table;
+pub(super) mod webhooks;

@@ -14,7 +14,7 @@ use crate::apiserver::semantics::status::ApiResult;
 use crate::apiserver::storage::object;
 
 /// GET, PUT or PATCH `.../certificatesigningrequests/NAME/approval`.
-pub(super) fn approval(
+pub(super) async fn approval(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -41,6 +41,7 @@ pub(super) fn approval(
             Ok(csr)
         },
     )
+    .await
 }
 
 /// Fills the times a condition leaves out, as the real server does: `lastUpdateTime` now, and

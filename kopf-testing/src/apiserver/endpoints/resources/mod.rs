@@ -1,5 +1,6 @@
 //! The endpoints for resources: the verbs on objects and their subresources, and watches.
 
+mod admitting;
 mod approval;
 mod partial;
 mod reads;

@@ -17,13 +17,13 @@ use crate::apiserver::storage::object;
 
 /// Serves such a subresource; `keep(stored, proposed)` is the object to store: the stored one
 /// with the subresource's part taken from the proposal, or why that part may not change so.
-pub(super) fn serve(
+pub(super) async fn serve(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
     (verb, scope): (Verb, Scope),
     body: &[u8],
-    keep: impl FnOnce(&Value, &Value) -> ApiResult<Value>,
+    keep: impl Fn(&Value, &Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
     let name = target.name().to_string();
     let kind = match verb {
@@ -39,11 +39,11 @@ pub(super) fn serve(
     let updater = updater(context, target);
     write_object(
         shared,
+        Some(context),
         target,
         &name,
         (scope, Some(&updater)),
-        FieldValidation::Strict,
-        dry_run(context)?,
+        (FieldValidation::Strict, dry_run(context)?),
         |stored| {
             let proposed = match kind {
                 None => document.clone(),
@@ -57,4 +57,5 @@ pub(super) fn serve(
             Ok(kept)
         },
     )
+    .await
 }

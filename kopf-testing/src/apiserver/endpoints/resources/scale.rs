@@ -17,7 +17,7 @@ use crate::apiserver::semantics::{patch, table};
 use crate::apiserver::storage::object;
 
 /// The `scale` subresource: an `autoscaling/v1` `Scale` view of the replicas.
-pub(super) fn scale(
+pub(super) async fn scale(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -74,13 +74,15 @@ pub(super) fn scale(
             let dry_run = dry_run(context)?;
             let mut proposed = None;
             let updater = updater(context, target);
+            // Webhooks that ask for `<resource>/scale` would see a `Scale`; this server does
+            // not call them for it (see the crate's docs).
             let reply = write_object(
                 shared,
+                None,
                 target,
                 &name,
                 (Scope::Main, Some(&updater)),
-                FieldValidation::Ignore,
-                dry_run,
+                (FieldValidation::Ignore, dry_run),
                 |current| {
                     let mut scale = view(current);
                     match kind {
@@ -107,7 +109,8 @@ pub(super) fn scale(
                     proposed = Some(object.clone());
                     Ok(object)
                 },
-            )?;
+            )
+            .await?;
             let _ = reply;
             let object = match proposed.filter(|_| dry_run) {
                 Some(object) => object,

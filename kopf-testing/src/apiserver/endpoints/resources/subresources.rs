@@ -62,7 +62,7 @@ pub(super) fn token(
 }
 
 /// `POST .../pods/NAME/binding` or `.../bindings`: assigns a pod to a node, once.
-pub(super) fn binding(
+pub(super) async fn binding(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -84,13 +84,15 @@ pub(super) fn binding(
         ));
     }
     let updater = updater(context, target);
+    // Webhooks that ask for `pods/binding` would see a `Binding`; this server does not call
+    // them for it (see the crate's docs).
     write_object(
         shared,
+        None,
         target,
         pod_name,
         (Scope::Main, Some(&updater)),
-        FieldValidation::Ignore,
-        dry_run(context)?,
+        (FieldValidation::Ignore, dry_run(context)?),
         |pod| {
             if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
                 return Err(ApiError::new(
@@ -105,7 +107,8 @@ pub(super) fn binding(
             pod["spec"]["nodeName"] = json!(node);
             Ok(pod)
         },
-    )?;
+    )
+    .await?;
     Ok(success())
 }
 
@@ -169,7 +172,7 @@ fn blocking_budget(
 
 /// `pods/NAME/ephemeralcontainers`: reads the pod, or changes only its ephemeral containers
 /// (which can be added, never changed or removed).
-pub(super) fn ephemeral_containers(
+pub(super) async fn ephemeral_containers(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -225,6 +228,7 @@ pub(super) fn ephemeral_containers(
             Ok(pod)
         },
     )
+    .await
 }
 
 /// A `Status` of success, as the real server answers bindings and evictions.

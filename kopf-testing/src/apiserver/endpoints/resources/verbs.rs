@@ -74,43 +74,43 @@ pub(crate) async fn serve(
             reviews::review(shared, context, &target, &body)
         }
         (None, Verb::Create) if target.def.builtin == Some(Builtin::Binding) => {
-            bind_named_pod(shared, context, &target, &body)
+            bind_named_pod(shared, context, &target, &body).await
         }
         (Some("token"), Verb::Create) if target.def.builtin == Some(Builtin::ServiceAccount) => {
             subresources::token(shared, context, &target, &body)
         }
         (Some("binding"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
-            subresources::binding(shared, context, &target, target.name(), &body)
+            subresources::binding(shared, context, &target, target.name(), &body).await
         }
         (Some("eviction"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::eviction(shared, context, &target, &body)
         }
         (Some("ephemeralcontainers"), verb) if target.def.builtin == Some(Builtin::Pod) => {
-            subresources::ephemeral_containers(shared, context, &target, verb, &body)
+            subresources::ephemeral_containers(shared, context, &target, verb, &body).await
         }
         (Some("approval"), verb)
             if target.def.builtin == Some(Builtin::CertificateSigningRequest) =>
         {
-            approval::approval(shared, context, &target, verb, &body)
+            approval::approval(shared, context, &target, verb, &body).await
         }
         (None, Verb::Get) => get(shared, context, &target),
         (None, Verb::List) => list(shared, context, &target),
         (None, Verb::Watch) => watch::watch(shared, context, &target),
-        (None, Verb::Create) => create(shared, context, &target, &body),
-        (None, Verb::Update) => update(shared, context, &target, &body, Scope::Main),
-        (None, Verb::Patch) => patch(shared, context, &target, &body, Scope::Main),
-        (None, Verb::Delete) => delete(shared, context, &target, &body),
-        (None, Verb::DeleteCollection) => delete_collection(shared, context, &target, &body),
+        (None, Verb::Create) => create(shared, context, &target, &body).await,
+        (None, Verb::Update) => update(shared, context, &target, &body, Scope::Main).await,
+        (None, Verb::Patch) => patch(shared, context, &target, &body, Scope::Main).await,
+        (None, Verb::Delete) => delete(shared, context, &target, &body).await,
+        (None, Verb::DeleteCollection) => delete_collection(shared, context, &target, &body).await,
         (Some("status"), verb) if target.def.version(target.version).is_some_and(|v| v.status) => {
             match verb {
                 Verb::Get => get(shared, context, &target),
-                Verb::Update => update(shared, context, &target, &body, Scope::Status),
-                Verb::Patch => patch(shared, context, &target, &body, Scope::Status),
+                Verb::Update => update(shared, context, &target, &body, Scope::Status).await,
+                Verb::Patch => patch(shared, context, &target, &body, Scope::Status).await,
                 _ => Err(method_not_allowed()),
             }
         }
         (Some("finalize"), Verb::Update) if target.def.builtin == Some(Builtin::Namespace) => {
-            update(shared, context, &target, &body, Scope::Status)
+            update(shared, context, &target, &body, Scope::Status).await
         }
         (Some("scale"), verb)
             if target
@@ -118,7 +118,7 @@ pub(crate) async fn serve(
                 .version(target.version)
                 .is_some_and(|v| v.scale.is_some()) =>
         {
-            scale(shared, context, &target, verb, &body)
+            scale(shared, context, &target, verb, &body).await
         }
         (Some(sub), _) => Err(ApiError::no_route(sub)),
         (None, _) => Err(method_not_allowed()),
@@ -132,7 +132,7 @@ fn def_needs_namespace(target: &Target<'_>, verb: Verb) -> bool {
 }
 
 /// `POST .../namespaces/NS/bindings`: the binding names its pod in `metadata.name`.
-fn bind_named_pod(
+async fn bind_named_pod(
     shared: &Arc<Shared>,
     context: &Context,
     target: &Target<'_>,
@@ -158,5 +158,5 @@ fn bind_named_pod(
         namespace: target.namespace.clone(),
         format: context.format,
     };
-    subresources::binding(shared, context, &pods, pod, body)
+    subresources::binding(shared, context, &pods, pod, body).await
 }

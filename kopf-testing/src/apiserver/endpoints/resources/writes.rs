@@ -6,17 +6,20 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use super::admitting;
 use super::selectors::Selectors;
-use super::target::Target;
+use super::target::{Target, current};
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, Format, ObjectPath};
 use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::endpoints::webhooks::Admission;
 use crate::apiserver::semantics::admission::{self, FieldValidation};
 use crate::apiserver::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
 use crate::apiserver::semantics::limits;
 use crate::apiserver::semantics::patch::{self, PatchError, Updater};
 use crate::apiserver::semantics::protobuf::{self, ProtobufError};
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::semantics::webhooks::{self, Operation};
 use crate::apiserver::storage::object::{self, ObjectKey};
 use crate::apiserver::storage::state::State;
 
@@ -162,7 +165,7 @@ fn unstored(object: &Value, resource_version: Option<&str>) -> Arc<Value> {
     Arc::new(object)
 }
 
-pub(super) fn create(
+pub(super) async fn create(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -173,48 +176,84 @@ pub(super) fn create(
     let object = parse_body(context, target, body)?;
     let object = target.for_storage(object);
     let updater = updater(context, target);
-    create_object(shared, target, object, validation, dry_run, Some(&updater))
+    let write = (validation, dry_run, Some(&updater));
+    create_object(shared, Some(context), target, object, write).await
 }
 
-/// Creates an object, after admission; `updater` records an `Update` entry in managedFields.
-fn create_object(
+/// Creates an object, after admission (with the webhooks of `context`'s request, if any);
+/// the updater, if any, records an `Update` entry in managedFields.
+async fn create_object(
     shared: &Shared,
+    context: Option<&Context>,
     target: &Target<'_>,
     mut object: Value,
-    validation: FieldValidation,
-    dry_run: bool,
-    updater: Option<&Updater>,
+    (validation, dry_run, updater): (FieldValidation, bool, Option<&Updater>),
 ) -> ApiResult<Reply> {
-    let (stored, warnings) = commit(shared, dry_run, |state| {
-        if object::name(&object).is_empty() {
-            let prefix = object["metadata"]["generateName"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if prefix.is_empty() {
-                return Err(ApiError::invalid_field(
-                    target.subject(""),
-                    &target.def.kind,
-                    "FieldValueRequired",
-                    "metadata.name",
-                    "Required value: name or generateName is required",
-                ));
-            }
-            let name = lifecycle::generate_name(state, &target.def, &target.namespace, &prefix);
-            object::meta_mut(&mut object).insert("name".into(), json!(name));
+    let def = &target.def;
+    let admission = context
+        .and_then(|context| Some((context, Admission::prepare(shared, def, &target.namespace)?)));
+    let unknown = admission::decode(def, target.version, &mut object)?;
+    let mut warnings = Vec::new();
+    if let Some((context, admission)) = &admission {
+        let name = object::name(&object).to_string();
+        let objects = (Some(object), None);
+        let mut attributes =
+            admitting::attributes(context, target, Operation::Create, &name, objects, dry_run);
+        let redecode = |o: &mut Value| admission::decode(def, target.version, o).map(drop);
+        admission
+            .mutate(&mut attributes, redecode, &mut warnings)
+            .await?;
+        object = attributes.object.take().unwrap_or_default();
+    }
+    if object::name(&object).is_empty() {
+        let prefix = object["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if prefix.is_empty() {
+            return Err(ApiError::invalid_field(
+                target.subject(""),
+                &def.kind,
+                "FieldValueRequired",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            ));
         }
-        let warnings =
-            admission::admit(&target.def, target.version, &mut object, None, validation)?;
-        let mut stored = lifecycle::create(state, &target.def, object, updater)?;
-        if dry_run {
-            stored = unstored(&stored, None);
-        }
-        Ok((stored, warnings))
-    })?;
+        let name =
+            shared.read(|state| lifecycle::generate_name(state, def, &target.namespace, &prefix));
+        object::meta_mut(&mut object).insert("name".into(), json!(name));
+    }
+    let admitted = admission::validate(def, target.version, &mut object, None, validation, unknown)
+        .map_err(|e| with_warnings(e, &warnings))?;
+    webhooks::record_warnings(&mut warnings, admitted);
+    if let Some((context, admission)) = &admission {
+        let name = object::name(&object).to_string();
+        let objects = (Some(object.clone()), None);
+        let attributes =
+            admitting::attributes(context, target, Operation::Create, &name, objects, dry_run);
+        admission.validate(&attributes, &mut warnings).await?;
+    }
+    let stored = commit(shared, dry_run, |state| {
+        let stored = lifecycle::create(state, def, object, updater)?;
+        Ok::<_, ApiError>(if dry_run {
+            unstored(&stored, None)
+        } else {
+            stored
+        })
+    })
+    .map_err(|e| with_warnings(e, &warnings))?;
     Ok(Reply::json(StatusCode::CREATED, &target.answer(&stored)).with_warnings(warnings))
 }
 
-pub(super) fn update(
+/// `error` with the warnings of the write so far, which are answered even when it fails.
+fn with_warnings(mut error: ApiError, warnings: &[String]) -> ApiError {
+    let mut all = warnings.to_vec();
+    webhooks::record_warnings(&mut all, std::mem::take(&mut error.warnings));
+    error.warnings = all;
+    error
+}
+
+pub(super) async fn update(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -229,49 +268,93 @@ pub(super) fn update(
     let updater = updater(context, target);
     write_object(
         shared,
+        Some(context),
         target,
         &name,
         (scope, Some(&updater)),
-        validation,
-        dry_run,
-        |_| Ok(object),
+        (validation, dry_run),
+        |_| Ok(object.clone()),
     )
+    .await
 }
 
-/// Replaces an object with what `change` makes of its current state, after admission, in
-/// `scope`; the updater, if any, records an `Update` entry in managedFields.
-pub(super) fn write_object(
+/// Replaces an object with what `change` makes of its current state, after admission (with
+/// the webhooks of `context`'s request, if any), in `scope`; the updater, if any, records an
+/// `Update` entry in managedFields.
+///
+/// As kube-apiserver's `GuaranteedUpdate`, the state's lock is not held while the object is
+/// admitted: the write commits only if the object is still the one `change` saw, and starts
+/// again from the new one otherwise (so `change` may run more than once).
+pub(super) async fn write_object(
     shared: &Shared,
+    context: Option<&Context>,
     target: &Target<'_>,
     name: &str,
     (scope, updater): (Scope, Option<&Updater>),
-    validation: FieldValidation,
-    dry_run: bool,
-    change: impl FnOnce(&Value) -> ApiResult<Value>,
+    (validation, dry_run): (FieldValidation, bool),
+    mut change: impl FnMut(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
-    let (stored, warnings) = commit(shared, dry_run, |state| {
-        let old = state
-            .get(&target.def.key(), &target.key(name))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(target.subject(name)))?;
+    let def = &target.def;
+    let admission = context
+        .and_then(|context| Some((context, Admission::prepare(shared, def, &target.namespace)?)));
+    for _ in 0..admitting::ATTEMPTS {
+        let old = current(shared, target, name)?;
         let rendered = target.render(&old);
         let mut new = change(&rendered)?;
         check_identity(target, &mut new)?;
         let mut new = target.for_storage(new);
-        let warnings = admission::admit(
-            &target.def,
+        let unknown = admission::decode(def, target.version, &mut new)?;
+        let mut warnings = Vec::new();
+        if let Some((context, admission)) = &admission {
+            let objects = (Some(new), Some((*old).clone()));
+            let mut attributes =
+                admitting::attributes(context, target, Operation::Update, name, objects, dry_run);
+            let redecode = |o: &mut Value| admission::decode(def, target.version, o).map(drop);
+            admission
+                .mutate(&mut attributes, redecode, &mut warnings)
+                .await?;
+            new = attributes.object.take().unwrap_or_default();
+        }
+        let admitted = admission::validate(
+            def,
             target.version,
             &mut new,
             Some(&rendered),
             validation,
-        )?;
-        let mut stored = lifecycle::update(state, &target.def, &old, new, scope, updater)?;
-        if dry_run {
-            stored = unstored(&stored, Some(object::resource_version(&old)));
+            unknown,
+        )
+        .map_err(|e| with_warnings(e, &warnings))?;
+        webhooks::record_warnings(&mut warnings, admitted);
+        if let Some((context, admission)) = &admission {
+            let objects = (Some(new.clone()), Some((*old).clone()));
+            let attributes =
+                admitting::attributes(context, target, Operation::Update, name, objects, dry_run);
+            admission.validate(&attributes, &mut warnings).await?;
         }
-        Ok((stored, warnings))
-    })?;
-    Ok(Reply::json(StatusCode::OK, &target.answer(&stored)).with_warnings(warnings))
+        let stored = commit(shared, dry_run, |state| {
+            if !still(state, target, name, &old) {
+                return Ok(None);
+            }
+            let stored = lifecycle::update(state, def, &old, new, scope, updater)?;
+            Ok::<_, ApiError>(Some(if dry_run {
+                unstored(&stored, Some(object::resource_version(&old)))
+            } else {
+                stored
+            }))
+        })
+        .map_err(|e| with_warnings(e, &warnings))?;
+        if let Some(stored) = stored {
+            return Ok(Reply::json(StatusCode::OK, &target.answer(&stored)).with_warnings(warnings));
+        }
+    }
+    Err(ApiError::stale(target.subject(name)))
+}
+
+/// Whether `object` is still the stored version of the object `name`.
+fn still(state: &State, target: &Target<'_>, name: &str, object: &Value) -> bool {
+    state
+        .get(&target.def.key(), &target.key(name))
+        .is_some_and(|stored| object::resource_version(stored) == object::resource_version(object))
 }
 
 /// The kinds of PATCH bodies.
@@ -311,7 +394,7 @@ pub(super) fn patch_error(target: &Target<'_>, name: &str, error: PatchError) ->
     ApiError::new(code, error.reason(), error.to_string()).with_details(details)
 }
 
-pub(super) fn patch(
+pub(super) async fn patch(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -327,7 +410,7 @@ pub(super) fn patch(
         ));
     }
     if kind == PatchKind::Apply {
-        return apply(shared, context, target, body, scope, validation);
+        return apply(shared, context, target, body, scope, validation).await;
     }
     let dry_run = dry_run(context)?;
     let document = parse_json(body)?;
@@ -337,11 +420,11 @@ pub(super) fn patch(
     let updater = updater(context, target);
     write_object(
         shared,
+        Some(context),
         target,
         &name,
         (scope, Some(&updater)),
-        validation,
-        dry_run,
+        (validation, dry_run),
         |current| {
             let patched = patched(target, &name, kind, current, &document)?;
             if !patched.is_object() {
@@ -352,6 +435,7 @@ pub(super) fn patch(
             Ok(patched)
         },
     )
+    .await
 }
 
 /// `current` with a JSON, merge or strategic merge patch applied (server-side apply has its
@@ -384,7 +468,7 @@ pub(super) fn patched(
 }
 
 /// Server-side apply: creates the object or merges the applied configuration into it.
-fn apply(
+async fn apply(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -419,15 +503,16 @@ fn apply(
                 .map_err(|e| patch_error(target, &name, e))?;
         check_identity(target, &mut object)?;
         let object = target.for_storage(object);
-        return create_object(shared, target, object, validation, dry_run, None);
+        let write = (validation, dry_run, None);
+        return create_object(shared, Some(context), target, object, write).await;
     }
     write_object(
         shared,
+        Some(context),
         target,
         &name,
         (scope, None),
-        validation,
-        dry_run,
+        (validation, dry_run),
         |current| {
             patch::server_side_apply(
                 Some(&target.def.kind),
@@ -440,6 +525,7 @@ fn apply(
             .map_err(|e| patch_error(target, &name, e))
         },
     )
+    .await
 }
 
 /// The `DeleteOptions` of a deletion, and whether it is a dry run (kubectl asks for that in
@@ -465,27 +551,68 @@ pub(super) fn delete_options(context: &Context, body: &[u8]) -> ApiResult<(Delet
     Ok((options, dry_run))
 }
 
-pub(super) fn delete(
+pub(super) async fn delete(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
     body: &[u8],
 ) -> ApiResult<Reply> {
     let (options, dry_run) = delete_options(context, body)?;
-    let key = target.key(target.name());
-    let deletion = commit(shared, dry_run, |state| {
-        let stored_rv = state
-            .get(&target.def.key(), &key)
-            .map(|o| object::resource_version(o).to_string());
-        let (Deletion::Gone(object) | Deletion::Pending(object)) =
-            lifecycle::delete(state, &target.def, &key, &options)?;
-        Ok::<_, ApiError>(if dry_run {
-            unstored(&object, stored_rv.as_deref())
-        } else {
-            object
-        })
-    })?;
-    Ok(Reply::json(StatusCode::OK, &target.answer(&deletion)))
+    let admission = Admission::prepare(shared, &target.def, &target.namespace);
+    let deleted = delete_object(
+        shared,
+        (context, admission.as_ref()),
+        target,
+        &target.key(target.name()),
+        (&options, dry_run),
+    )
+    .await?;
+    Ok(Reply::json(StatusCode::OK, &target.answer(&deleted)))
+}
+
+/// Deletes one object (removes it, or marks it when finalizers hold it), after the webhooks
+/// of `admission`, if any, admitted its deletion; answers its last state.
+async fn delete_object(
+    shared: &Shared,
+    (context, admission): (&Context, Option<&Admission>),
+    target: &Target<'_>,
+    key: &ObjectKey,
+    (options, dry_run): (&DeleteOptions, bool),
+) -> ApiResult<Arc<Value>> {
+    for _ in 0..admitting::ATTEMPTS {
+        let old = current(shared, target, &key.1)?;
+        if let Some(admission) = admission {
+            let objects = (None, Some((*old).clone()));
+            let mut attributes =
+                admitting::attributes(context, target, Operation::Delete, &key.1, objects, dry_run);
+            attributes.options = admitting::delete_options(options, dry_run);
+            let mut warnings = Vec::new();
+            let redecode = |_: &mut Value| Ok(());
+            admission
+                .mutate(&mut attributes, redecode, &mut warnings)
+                .await?;
+            admission.validate(&attributes, &mut warnings).await?;
+        }
+        let deletion = commit(shared, dry_run, |state| {
+            if admission.is_some() && !still(state, target, &key.1, &old) {
+                return Ok(None);
+            }
+            let stored_rv = state
+                .get(&target.def.key(), key)
+                .map(|o| object::resource_version(o).to_string());
+            let (Deletion::Gone(object) | Deletion::Pending(object)) =
+                lifecycle::delete(state, &target.def, key, options)?;
+            Ok::<_, ApiError>(Some(if dry_run {
+                unstored(&object, stored_rv.as_deref())
+            } else {
+                object
+            }))
+        })?;
+        if let Some(deletion) = deletion {
+            return Ok(deletion);
+        }
+    }
+    Err(ApiError::stale(target.subject(&key.1)))
 }
 
 /// The annotation a competing writer (an injected conflict) sets.
@@ -518,7 +645,7 @@ pub(super) fn competing_write(shared: &Shared, target: &Target<'_>, name: &str) 
     })
 }
 
-pub(super) fn delete_collection(
+pub(super) async fn delete_collection(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
@@ -526,8 +653,8 @@ pub(super) fn delete_collection(
 ) -> ApiResult<Reply> {
     let (options, dry_run) = delete_options(context, body)?;
     let selectors = Selectors::parse(context, &target.def)?;
-    let deleted = commit(shared, dry_run, |state| {
-        let keys: Vec<ObjectKey> = state
+    let keys: Vec<ObjectKey> = shared.read(|state| {
+        state
             .objects(&target.def.key())
             .into_iter()
             .flat_map(|o| o.iter())
@@ -536,24 +663,22 @@ pub(super) fn delete_collection(
                     && selectors.matches(object)
             })
             .map(|(key, _)| key.clone())
-            .collect();
-        let mut deleted = Vec::new();
-        for key in keys {
-            let stored_rv = state
-                .get(&target.def.key(), &key)
-                .map(|o| object::resource_version(o).to_string());
-            match lifecycle::delete(state, &target.def, &key, &options) {
-                Ok(Deletion::Gone(object) | Deletion::Pending(object)) if dry_run => {
-                    deleted.push(target.answer(&unstored(&object, stored_rv.as_deref())))
-                }
-                Ok(Deletion::Gone(object) | Deletion::Pending(object)) => {
-                    deleted.push(target.answer(&object))
-                }
-                Err(error) => tracing::debug!(?error, "deletecollection skipped an object"),
-            }
-        }
-        deleted
+            .collect()
     });
+    // Each item is deleted (and admitted) on its own, as kube-apiserver does; the first
+    // refusal by a webhook fails the request, and what was deleted before it stays deleted.
+    let admission = Admission::prepare(shared, &target.def, &target.namespace);
+    let mut deleted = Vec::new();
+    for key in keys {
+        let admitted = (context, admission.as_ref());
+        match delete_object(shared, admitted, target, &key, (&options, dry_run)).await {
+            Ok(object) => deleted.push(target.answer(&object)),
+            Err(error) if admission.is_some() && error.code != StatusCode::NOT_FOUND => {
+                return Err(error);
+            }
+            Err(error) => tracing::debug!(?error, "deletecollection skipped an object"),
+        }
+    }
     let rv = shared.read(State::resource_version);
     let list = target.list_of(deleted, json!({"resourceVersion": rv.to_string()}));
     Ok(Reply::json(StatusCode::OK, &list))

@@ -18,7 +18,9 @@ mod tests;
 mod validation;
 mod values;
 
-pub(crate) use cel::{CompiledRules, Limits, blocking_error, check_rules, validate_rules};
+pub(crate) use cel::{
+    CompiledRules, Limits, blocking_error, check_rules, evaluate_condition, validate_rules,
+};
 pub(crate) use defaults::apply_defaults;
 pub(crate) use errors::invalid_message;
 pub(crate) use prune::prune;

@@ -23,6 +23,7 @@
 //! exceeds budget`) is accepted here, and its rules stop at run time instead.
 
 mod check;
+mod condition;
 mod evaluation;
 mod library;
 mod program;
@@ -31,5 +32,6 @@ mod tree;
 mod values;
 
 pub(crate) use check::check_rules;
+pub(crate) use condition::evaluate_condition;
 pub(crate) use evaluation::{Limits, blocking_error, validate_rules};
 pub(crate) use tree::CompiledRules;

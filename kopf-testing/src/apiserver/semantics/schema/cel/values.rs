@@ -97,6 +97,11 @@ fn metadata(value: &Value) -> Cel {
     Cel::Map(out.into())
 }
 
+/// A JSON value with no schema to type it (numbers are ints when they have no fraction).
+pub(super) fn untyped_value(value: &Value) -> Cel {
+    untyped(value, 0)
+}
+
 /// A value under `x-kubernetes-preserve-unknown-fields` or of no type: numbers are ints when
 /// they have no fraction.
 fn untyped(value: &Value, depth: usize) -> Cel {

@@ -1,0 +1,89 @@
+//! What a write tells admission webhooks about itself: the `Attributes` of a request on a
+//! resource (operation, resource and subresource, object and old object, requester, dry run,
+//! options), as kube-apiserver's handlers record them.
+
+use serde_json::{Map, Value, json};
+
+use super::target::Target;
+use crate::apiserver::endpoints::request::Context;
+use crate::apiserver::semantics::lifecycle::{DeleteOptions, Propagation};
+use crate::apiserver::semantics::webhooks::{Attributes, Operation};
+
+/// How often a write is tried again when the object changed while its webhooks were called
+/// (as kube-apiserver's `GuaranteedUpdate` does), before it gives up with a conflict.
+pub(super) const ATTEMPTS: usize = 10;
+
+/// The attributes of `context`'s request on the object `name` of `target`.
+pub(super) fn attributes(
+    context: &Context,
+    target: &Target<'_>,
+    operation: Operation,
+    name: &str,
+    (object, old_object): (Option<Value>, Option<Value>),
+    dry_run: bool,
+) -> Attributes {
+    Attributes {
+        operation,
+        def: target.def.clone(),
+        version: target.version.to_string(),
+        subresource: target.path.subresource.clone().unwrap_or_default(),
+        namespace: target.namespace.clone(),
+        name: name.to_string(),
+        object,
+        old_object,
+        user: context.requester.clone(),
+        dry_run,
+        options: write_options(context, operation, dry_run),
+    }
+}
+
+/// The Create- or UpdateOptions of a write (a PATCH is admitted with UpdateOptions, or
+/// CreateOptions when it creates); DeleteOptions are [`delete_options`].
+fn write_options(context: &Context, operation: Operation, dry_run: bool) -> Value {
+    let kind = match operation {
+        Operation::Create => "CreateOptions",
+        Operation::Update => "UpdateOptions",
+        Operation::Delete => "DeleteOptions",
+    };
+    let mut options = Map::new();
+    options.insert("kind".into(), json!(kind));
+    options.insert("apiVersion".into(), json!("meta.k8s.io/v1"));
+    if dry_run {
+        options.insert("dryRun".into(), json!(["All"]));
+    }
+    if operation != Operation::Delete {
+        if let Some(manager) = context.query.get("fieldManager") {
+            options.insert("fieldManager".into(), json!(manager));
+        }
+        if let Some(validation) = context.query.get("fieldValidation") {
+            options.insert("fieldValidation".into(), json!(validation));
+        }
+    }
+    Value::Object(options)
+}
+
+/// The DeleteOptions of a deletion as webhooks see them.
+pub(super) fn delete_options(options: &DeleteOptions, dry_run: bool) -> Value {
+    let mut value = json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"});
+    if dry_run {
+        value["dryRun"] = json!(["All"]);
+    }
+    if let Some(policy) = options.propagation {
+        value["propagationPolicy"] = json!(match policy {
+            Propagation::Foreground => "Foreground",
+            Propagation::Background => "Background",
+            Propagation::Orphan => "Orphan",
+        });
+    }
+    let mut preconditions = Map::new();
+    if let Some(uid) = &options.precondition_uid {
+        preconditions.insert("uid".into(), json!(uid));
+    }
+    if let Some(rv) = &options.precondition_rv {
+        preconditions.insert("resourceVersion".into(), json!(rv));
+    }
+    if !preconditions.is_empty() {
+        value["preconditions"] = Value::Object(preconditions);
+    }
+    value
+}
