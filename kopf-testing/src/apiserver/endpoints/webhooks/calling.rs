@@ -18,8 +18,11 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_util::rt::TokioIo;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -158,8 +161,10 @@ async fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, String> {
         Some(bundle) => bundle.clone(),
         None => system_roots().await,
     };
+    let mut trusted = Vec::new();
     for certificate in CertificateDer::pem_slice_iter(&bundle) {
         let certificate = certificate.map_err(|e| format!("the caBundle is not PEM: {e}"))?;
+        trusted.push(certificate.clone());
         roots
             .add(certificate)
             .map_err(|e| format!("the caBundle holds an unusable certificate: {e}"))?;
@@ -167,15 +172,88 @@ async fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, String> {
     if webhook.ca_bundle.is_some() && roots.is_empty() {
         return Err("the caBundle holds no certificate".into());
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("configuring TLS failed: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("configuring TLS failed: {e}"))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("configuring TLS failed: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AsGoVerifies { verifier, trusted }))
+        .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// Checks a webhook's certificate as Go's TLS (kube-apiserver's) does: as rustls does, except
+/// that a certificate that is itself in the trusted bundle is its own chain, even when it is a
+/// CA's (Kopf's self-signed serving certificate is both, and is given as the caBundle); its
+/// names are still checked.
+#[derive(Debug)]
+struct AsGoVerifies {
+    verifier: Arc<WebPkiServerVerifier>,
+    trusted: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for AsGoVerifies {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verified = self.verifier.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        );
+        match verified {
+            Err(_)
+                if self
+                    .trusted
+                    .iter()
+                    .any(|t| t.as_ref() == end_entity.as_ref()) =>
+            {
+                let invalid = rustls::Error::InvalidCertificate;
+                let certificate = webpki::EndEntityCert::try_from(end_entity)
+                    .map_err(|_| invalid(CertificateError::BadEncoding))?;
+                certificate
+                    .verify_is_valid_for_subject_name(server_name)
+                    .map_err(|_| invalid(CertificateError::NotValidForName))?;
+                Ok(ServerCertVerified::assertion())
+            }
+            verified => verified,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier
+            .verify_tls12_signature(message, certificate, signature)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier
+            .verify_tls13_signature(message, certificate, signature)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.verifier.supported_verify_schemes()
+    }
 }
 
 /// The system's trusted roots (PEM): `SSL_CERT_FILE`, else the first bundle that exists.
