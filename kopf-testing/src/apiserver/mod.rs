@@ -11,7 +11,8 @@
 //!   file (its log format, replay and compaction, and the queue of writes waiting for it).
 //! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
 //!   schemas (pruning, defaulting, validation, structural checks, CEL rules), patches,
-//!   admission with the built-in kinds' defaults and limits, the lifecycle of objects and the
+//!   admission with the built-in kinds' defaults and limits, admission webhooks (which a
+//!   request reaches, the reviews they get, what their answers mean), the lifecycle of objects and the
 //!   addresses allocated to them, above it the controllers a cluster runs behind the API
 //!   (`controllers::settle`: CRD establishment, namespace termination, garbage collection,
 //!   what every namespace gets) and what a cluster boots with (`cluster`), tables, protobuf
@@ -19,7 +20,7 @@
 //! - `endpoints`: the HTTP face: requests parsed into routes, queries and formats (the request's
 //!   `Context`), replies, what every handler shares (the state behind its lock, the counters and
 //!   fault rules tests see and steer, the tokens that end connections and watches), the
-//!   endpoints for resources, discovery and the `/_fake/` control API, and the router above
+//!   calls of admission webhooks over HTTPS (`webhooks`), the endpoints for resources, discovery and the `/_fake/` control API, and the router above
 //!   them.
 //! - `server`: the process: the listener and its connections (with their TLS handshake and
 //!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
@@ -32,7 +33,10 @@
 //! faults injected for it, and passes it to `discovery`, `control_api` or `resources::verbs`.
 //! There a verb resolves its `Target` against the catalog; a write parses the body (JSON,
 //! protobuf, or YAML for an apply), applies a patch (`semantics::patch`), admits the object
-//! (`semantics::admission`, with `semantics::schema` for custom resources) and stores it by
+//! (`semantics::admission`, with `semantics::schema` for custom resources, between the
+//! mutating and the validating webhooks that `endpoints::webhooks` calls without holding the
+//! state's lock; the write then commits only if the object did not change meanwhile, else it
+//! starts again, as kube-apiserver's `GuaranteedUpdate`) and stores it by
 //! Kubernetes' rules (`semantics::lifecycle`) in `storage::state` through `Shared::write`,
 //! which then runs the cluster's controllers and wakes the watches (`resources::watch`) to
 //! replay the new changes from the history; with a state file, it queues the changes for

@@ -93,6 +93,7 @@ impl Drop for WebhookServer {
 }
 
 impl WebhookServer {
+    /// A webhook with a CA of its own, whose certificate is the caBundle.
     pub(crate) async fn start(script: Script) -> WebhookServer {
         let ca_key = KeyPair::generate().unwrap();
         let mut ca = CertificateParams::default();
@@ -104,19 +105,39 @@ impl WebhookServer {
             .unwrap()
             .signed_by(&key, &issuer)
             .unwrap();
+        let chain = vec![
+            serving.der().clone(),
+            CertificateDer::from(ca_cert.der().to_vec()),
+        ];
+        WebhookServer::serve(chain, &key, ca_cert.pem(), script).await
+    }
+
+    /// A webhook as Kopf's local servers make them: one self-signed certificate for `names`
+    /// that is a CA's too, and is the caBundle.
+    pub(crate) async fn self_signed(names: &[&str], script: Script) -> WebhookServer {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let certificate = params.self_signed(&key).unwrap();
+        let chain = vec![certificate.der().clone()];
+        WebhookServer::serve(chain, &key, certificate.pem(), script).await
+    }
+
+    async fn serve(
+        chain: Vec<CertificateDer<'static>>,
+        key: &KeyPair,
+        ca_pem: String,
+        script: Script,
+    ) -> WebhookServer {
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(
-            vec![
-                serving.der().clone(),
-                CertificateDer::from(ca_cert.der().to_vec()),
-            ],
-            PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-        )
+        .with_single_cert(chain, PrivateKeyDer::try_from(key.serialize_der()).unwrap())
         .unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));
@@ -170,7 +191,7 @@ impl WebhookServer {
         });
         WebhookServer {
             port,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             received,
             task,
         }

@@ -713,3 +713,54 @@ async fn kubectl_prints_denials_and_warnings_of_webhooks() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_self_signed_certificate_given_as_its_own_ca_bundle_is_trusted_for_its_names() {
+    let webhook = WebhookServer::self_signed(
+        &["127.0.0.1"],
+        script(|_, review| Answer::deny(review, "seen", 403)),
+    )
+    .await;
+    let server = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(support::client_without_retries(&server));
+    // As Kopf's servers answer: v1beta1 is spoken when v1 is not offered.
+    let by_ip = entry(
+        &webhook,
+        "by-ip.example.com",
+        "/ip",
+        json!({"admissionReviewVersions": ["v1beta1"]}),
+    );
+    validating(&server, "by-ip", vec![by_ip]).await;
+    let error = api_error(
+        api.create(&PostParams::default(), &config_map("any", json!({})))
+            .await,
+    );
+    assert_eq!(
+        error.message,
+        "admission webhook \"by-ip.example.com\" denied the request: seen"
+    );
+    assert_eq!(
+        webhook.received("/ip")[0].review["apiVersion"],
+        "admission.k8s.io/v1beta1"
+    );
+    unregister(&server, "by-ip").await;
+
+    // The certificate names 127.0.0.1 only: dialled as localhost, it is not valid.
+    let mut client_config = webhook.client_config("/name");
+    client_config["url"] = json!(format!("https://localhost:{}/name", webhook.port));
+    let by_name = entry(
+        &webhook,
+        "by-name.example.com",
+        "/name",
+        json!({"clientConfig": client_config}),
+    );
+    validating(&server, "by-name", vec![by_name]).await;
+    let error = api_error(
+        api.create(&PostParams::default(), &config_map("any", json!({})))
+            .await,
+    );
+    assert_eq!(error.code, 500, "{}", error.message);
+    assert!(error.message.contains("tls: "), "{}", error.message);
+    assert!(webhook.received("/name").is_empty());
+    server.stop().await;
+}
