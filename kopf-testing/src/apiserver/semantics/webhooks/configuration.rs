@@ -100,7 +100,7 @@ pub(crate) struct Webhook {
 
 impl Webhook {
     /// Reads one entry of a configuration; `None` for one without a name.
-    fn parse(phase: Phase, entry: &Value) -> Option<Webhook> {
+    pub(super) fn parse(phase: Phase, entry: &Value) -> Option<Webhook> {
         let name = entry["name"]
             .as_str()
             .filter(|n| !n.is_empty())?

@@ -6,6 +6,8 @@
 mod configuration;
 mod matching;
 mod review;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use configuration::{Endpoint, FailurePolicy, Phase, Webhook, is_exempt, registered};
 pub(crate) use matching::{Attributes, Operation, conditions_hold};

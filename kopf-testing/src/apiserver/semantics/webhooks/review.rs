@@ -272,27 +272,31 @@ pub(crate) fn failed_conditions(attributes: &Attributes, webhook: &str, why: &st
     ))
 }
 
-/// The most warnings (in characters) an answer carries in full; past it, each is cut to
-/// [`WARNING_CUT`] characters, as kube-apiserver's warning recorder does.
+/// How many characters of warnings an answer carries in full; once more come, every warning
+/// is cut to [`WARNING_CUT`] characters, as kube-apiserver's warning recorder does.
 const WARNING_BUDGET: usize = 4096;
 const WARNING_CUT: usize = 256;
 
 /// Adds `new` warnings to `warnings`, dropping duplicates and keeping to the budget.
 pub(crate) fn record_warnings(warnings: &mut Vec<String>, new: impl IntoIterator<Item = String>) {
+    let length = |text: &String| text.chars().count();
+    let cut = |text: &mut String| {
+        if let Some((index, _)) = text.char_indices().nth(WARNING_CUT) {
+            text.truncate(index);
+        }
+    };
     for warning in new {
-        let warning: String = warning.chars().filter(|c| !c.is_control()).collect();
+        let mut warning: String = warning.chars().filter(|c| !c.is_control()).collect();
         if warning.is_empty() || warnings.contains(&warning) {
             continue;
         }
-        let spent: usize = warnings.iter().map(|w| w.chars().count()).sum();
-        let length = warning.chars().count();
-        if spent + length <= WARNING_BUDGET {
+        if warnings.iter().map(length).sum::<usize>() + length(&warning) > WARNING_BUDGET {
+            warnings.iter_mut().for_each(cut);
+            cut(&mut warning);
+        }
+        let fits = warnings.iter().map(length).sum::<usize>() + length(&warning) <= WARNING_BUDGET;
+        if fits && !warnings.contains(&warning) {
             warnings.push(warning);
-        } else {
-            let cut: String = warning.chars().take(WARNING_CUT).collect();
-            if spent + cut.chars().count() <= WARNING_BUDGET && !warnings.contains(&cut) {
-                warnings.push(cut);
-            }
         }
     }
 }
