@@ -27,6 +27,7 @@ pub(super) fn attributes(
         def: target.def.clone(),
         version: target.version.to_string(),
         subresource: target.path.subresource.clone().unwrap_or_default(),
+        subresource_kind: None,
         namespace: target.namespace.clone(),
         name: name.to_string(),
         object,

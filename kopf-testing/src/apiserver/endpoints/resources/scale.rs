@@ -3,6 +3,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use super::admitting;
 use super::target::{Target, current, method_not_allowed};
 use super::writes::{
     PatchKind, dry_run, parse_json, patch_error, patch_kind, updater, write_object,
@@ -10,9 +11,11 @@ use super::writes::{
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, Verb};
 use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::endpoints::webhooks::Admission;
 use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::Scope;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
+use crate::apiserver::semantics::webhooks::Operation;
 use crate::apiserver::semantics::{patch, table};
 use crate::apiserver::storage::object;
 
@@ -72,11 +75,41 @@ pub(super) async fn scale(
             };
             let document = parse_json(body)?;
             let dry_run = dry_run(context)?;
+            let proposal = |current: &Value| -> ApiResult<Value> {
+                let mut scale = view(current);
+                match kind {
+                    None => scale = document.clone(),
+                    Some(PatchKind::Json) => patch::json_patch(&mut scale, &document)
+                        .map_err(|e| patch_error(target, &name, e))?,
+                    Some(_) => patch::merge_patch(&mut scale, &document),
+                }
+                Ok(scale)
+            };
+            // Webhooks for `<resource>/scale` see the Scale, and may change it.
+            let mut warnings = Vec::new();
+            let mut admitted = None;
+            if let Some(admission) = Admission::prepare(shared, &target.def, &target.namespace) {
+                let stored = current(shared, target, &name)?;
+                let objects = (Some(proposal(&stored)?), Some(view(&stored)));
+                let mut attributes = admitting::attributes(
+                    context,
+                    target,
+                    Operation::Update,
+                    &name,
+                    objects,
+                    dry_run,
+                );
+                attributes.subresource_kind =
+                    Some(json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}));
+                admission
+                    .mutate(&mut attributes, |_| Ok(()), &mut warnings)
+                    .await?;
+                admission.validate(&attributes, &mut warnings).await?;
+                admitted = attributes.object;
+            }
             let mut proposed = None;
             let updater = updater(context, target);
-            // Webhooks that ask for `<resource>/scale` would see a `Scale`; this server does
-            // not call them for it (see the crate's docs).
-            let reply = write_object(
+            write_object(
                 shared,
                 None,
                 target,
@@ -84,13 +117,10 @@ pub(super) async fn scale(
                 (Scope::Main, Some(&updater)),
                 (FieldValidation::Ignore, dry_run),
                 |current| {
-                    let mut scale = view(current);
-                    match kind {
-                        None => scale = document.clone(),
-                        Some(PatchKind::Json) => patch::json_patch(&mut scale, &document)
-                            .map_err(|e| patch_error(target, &name, e))?,
-                        Some(_) => patch::merge_patch(&mut scale, &document),
-                    }
+                    let scale = match &admitted {
+                        Some(scale) => scale.clone(),
+                        None => proposal(current)?,
+                    };
                     let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
                         ApiError::bad_request("spec.replicas of a Scale must be an integer")
                     })?;
@@ -111,12 +141,11 @@ pub(super) async fn scale(
                 },
             )
             .await?;
-            let _ = reply;
             let object = match proposed.filter(|_| dry_run) {
                 Some(object) => object,
                 None => (*current(shared, target, &name)?).clone(),
             };
-            Ok(Reply::json(StatusCode::OK, &view(&object)))
+            Ok(Reply::json(StatusCode::OK, &view(&object)).with_warnings(warnings))
         }
         _ => Err(method_not_allowed()),
     }

@@ -121,7 +121,7 @@ impl Admission {
         let Some(object) = &attributes.object else {
             return Err(webhooks::patch_without_object());
         };
-        let mut patched = attributes.def.render(&version, object);
+        let mut patched = attributes.reviewed(&version, object);
         patch::json_patch(&mut patched, &operations)
             .map_err(|e| webhooks::unusable_patch(&webhook.name, &e.to_string()))?;
         if !patched.is_object() {
@@ -130,9 +130,11 @@ impl Admission {
                 "the patched object is not a JSON object",
             ));
         }
-        patched["apiVersion"] = object["apiVersion"].clone();
-        patched["kind"] = json!(attributes.def.kind);
-        redecode(&mut patched)?;
+        if attributes.subresource_kind.is_none() {
+            patched["apiVersion"] = object["apiVersion"].clone();
+            patched["kind"] = json!(attributes.def.kind);
+            redecode(&mut patched)?;
+        }
         let changed = &patched != object;
         attributes.object = Some(patched);
         Ok(Some(changed))
@@ -185,7 +187,7 @@ impl Admission {
             return Ok(None);
         }
         let uid = uuid::Uuid::new_v4().to_string();
-        let render = |object: &Value| attributes.def.render(&version, object);
+        let render = |object: &Value| attributes.reviewed(&version, object);
         let object = attributes.object.as_ref().map(render);
         let old_object = attributes.old_object.as_ref().map(render);
         let request = webhooks::request(

@@ -39,6 +39,9 @@ pub(crate) struct Attributes {
     pub(crate) version: String,
     /// `""` for the main resource.
     pub(crate) subresource: String,
+    /// The kind of the subresource's objects (`{group, version, kind}`) when it is not the
+    /// resource's own (`autoscaling/v1` `Scale`); its objects are sent as they are.
+    pub(crate) subresource_kind: Option<Value>,
     /// `""` for cluster-scoped resources.
     pub(crate) namespace: String,
     /// `""` while a `generateName` has not been turned into a name.
@@ -70,6 +73,15 @@ impl Attributes {
             .iter()
             .map(|v| v.name.clone())
             .find(|version| version != &self.version && matches(version))
+    }
+
+    /// An object as a webhook matched in `version` sees it: rendered in that version, or as
+    /// it is for a subresource of another kind.
+    pub(crate) fn reviewed(&self, version: &str, object: &Value) -> Value {
+        match self.subresource_kind {
+            Some(_) => object.clone(),
+            None => self.def.render(version, object),
+        }
     }
 
     fn fits(&self, rule: &Rule, version: &str) -> bool {

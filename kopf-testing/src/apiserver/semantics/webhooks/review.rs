@@ -40,7 +40,10 @@ pub(crate) fn request(
     old_object: Option<&Value>,
 ) -> Value {
     let def = &attributes.def;
-    let kind = |version: &str| json!({"group": def.group, "version": version, "kind": def.kind});
+    let kind = |version: &str| match &attributes.subresource_kind {
+        Some(kind) => kind.clone(),
+        None => json!({"group": def.group, "version": version, "kind": def.kind}),
+    };
     let resource =
         |version: &str| json!({"group": def.group, "version": version, "resource": def.plural});
     let mut request = Map::new();

@@ -28,6 +28,7 @@ fn pod_attributes(subresource: &str, operation: Operation) -> Attributes {
         def: catalog.get("", "pods").unwrap().clone(),
         version: "v1".into(),
         subresource: subresource.into(),
+        subresource_kind: None,
         namespace: "default".into(),
         name: "p".into(),
         object: Some(json!({"metadata": {"name": "p", "labels": {"app": "a"}}})),
