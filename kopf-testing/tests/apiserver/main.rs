@@ -19,5 +19,6 @@ mod python_tls;
 mod random_requests;
 mod rbac;
 mod tls;
+mod webhook_matching;
 mod webhook_server;
 mod webhooks;
