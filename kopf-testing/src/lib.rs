@@ -6,6 +6,16 @@
 //! `kubernetes` client and Python Kopf work against it. Tests can count requests, inject
 //! faults, close watches, compact the history, and restart it.
 //!
+//! It calls the admission webhooks that Validating- and MutatingWebhookConfigurations register,
+//! as kube-apiserver does: on creations, updates, patches (of objects and of their `status`,
+//! `scale` and other subresources) and deletions, over HTTPS trusted by each webhook's
+//! `caBundle`, with their rules, selectors, match conditions, failure policies, timeouts,
+//! reinvocation and dry-run rules, and the real error messages. Webhooks are called at their
+//! `url` (`https://127.0.0.1:<port>/...`); a `service` reference cannot be reached (there is
+//! no cluster network behind Services), so its calls fail and its `failurePolicy` decides.
+//! Not admitted: `pods/binding`, `pods/eviction`, and the writes of the server's own
+//! controllers (garbage collection, namespace cleanup).
+//!
 //! [`OperatorHarness`] runs an operator against such a server in a test, as Kopf's
 //! `KopfRunner` does: it applies objects, waits for conditions on them, shows what the
 //! operator sent and logged, and checks that it stops cleanly. [`macro@test`] sets it up
