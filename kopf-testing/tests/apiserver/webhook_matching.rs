@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kopf_testing::FakeApiServer;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support;
 use crate::webhook_server::{Answer, WebhookServer};
@@ -168,7 +168,9 @@ async fn rules_selectors_and_match_conditions_choose_the_requests_webhooks_see()
         pods.patch_status(
             "p",
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"message": "hi"}})),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"sneaky": "yes"}}, "status": {"message": "hi"}}),
+            ),
         )
         .await,
     );
@@ -181,6 +183,12 @@ async fn rules_selectors_and_match_conditions_choose_the_requests_webhooks_see()
     assert_eq!(request["subResource"], "status");
     assert_eq!(request["requestSubResource"], "status");
     assert_eq!(request["kind"]["kind"], "Pod");
+    assert_eq!(request["object"]["status"]["message"], "hi");
+    assert_eq!(
+        request["object"]["metadata"]["labels"],
+        json!({"a": "b"}),
+        "a status write changes only the status, and webhooks see it so"
+    );
     server.stop().await;
 }
 
@@ -357,5 +365,41 @@ async fn scale_subresource_webhooks_see_and_change_the_scale() {
         )
         .await
         .expect("the main resource is not matched by deployments/scale");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn removing_the_last_finalizer_is_an_update() {
+    let webhook = WebhookServer::start(script(|_, review| Answer::allow(review))).await;
+    let server = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(support::client_without_retries(&server));
+    let mut held = config_map("held", json!({}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let all = entry(&webhook, "all.example.com", "/all", json!({}));
+    validating(&server, "all", vec![all]).await;
+
+    api.delete("held", &Default::default()).await.unwrap();
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch("held", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert!(api.get_opt("held").await.unwrap().is_none(), "gone");
+    let operations: Vec<Value> = webhook
+        .received("/all")
+        .iter()
+        .map(|r| r.review["request"]["operation"].clone())
+        .collect();
+    assert_eq!(operations, [json!("DELETE"), json!("UPDATE")]);
+    let update = &webhook.received("/all")[1].review["request"];
+    assert!(
+        update["oldObject"]["metadata"]["deletionTimestamp"].is_string(),
+        "{update}"
+    );
+    assert_eq!(
+        update["object"]["metadata"].get("finalizers"),
+        None,
+        "{update}"
+    );
     server.stop().await;
 }

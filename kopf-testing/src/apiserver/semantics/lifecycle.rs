@@ -358,6 +358,36 @@ pub(crate) fn generate_name(
     }
 }
 
+/// What of `new` a write in `scope` may change, as the update strategies keep it: only its
+/// `status` on the status subresource, all but its `status` on the main resource (when the
+/// resource has a status subresource). A resourceVersion `new` gives is kept, as a
+/// precondition.
+pub(crate) fn scoped(def: &ResourceDef, old: &Value, new: Value, scope: Scope) -> Value {
+    let (mut scoped, status) = match scope {
+        Scope::Status => {
+            let status = new.get("status").cloned();
+            let mut scoped = old.clone();
+            let meta = object::meta_mut(&mut scoped);
+            match object::meta(&new).get("resourceVersion") {
+                Some(rv) => meta.insert("resourceVersion".into(), rv.clone()),
+                None => meta.remove("resourceVersion"),
+            };
+            (scoped, status)
+        }
+        Scope::Main if def.has_status() => (new, old.get("status").cloned()),
+        Scope::Main => return new,
+    };
+    match status {
+        Some(status) => scoped["status"] = status,
+        None => {
+            if let Some(map) = scoped.as_object_mut() {
+                map.remove("status");
+            }
+        }
+    }
+    scoped
+}
+
 /// Stores a new version of an existing object. `new` has been admitted already; its
 /// resourceVersion, if any, must be the current one. `updater`, if any, records the change in
 /// an `Update` entry of `metadata.managedFields` (applies have done their bookkeeping already
@@ -379,27 +409,7 @@ pub(crate) fn update(
     if def.builtin == Some(Builtin::CustomResourceDefinition) && scope == Scope::Main {
         check_crd(state, &new, false)?;
     }
-    if scope == Scope::Status {
-        let status = new.get("status").cloned();
-        new = (**old).clone();
-        match status {
-            Some(status) => new["status"] = status,
-            None => {
-                if let Some(map) = new.as_object_mut() {
-                    map.remove("status");
-                }
-            }
-        }
-    } else if def.has_status() {
-        match old.get("status") {
-            Some(status) => new["status"] = status.clone(),
-            None => {
-                if let Some(map) = new.as_object_mut() {
-                    map.remove("status");
-                }
-            }
-        }
-    }
+    new = scoped(def, old, new, scope);
     // Fields the server owns: clients cannot change them.
     let old_meta = object::meta(old);
     let meta = object::meta_mut(&mut new);

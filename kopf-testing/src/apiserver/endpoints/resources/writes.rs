@@ -315,6 +315,8 @@ pub(super) async fn write_object(
                 .await?;
             new = attributes.object.take().unwrap_or_default();
         }
+        // What the write may change of it, as validation and validating webhooks see it.
+        let mut new = lifecycle::scoped(def, &old, new, scope);
         let admitted = admission::validate(
             def,
             target.version,
