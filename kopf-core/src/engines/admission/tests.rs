@@ -731,3 +731,44 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn existing_objects_get_their_own_memo_and_new_ones_a_throwaway() {
+    let operator = Memo::new().with_value("region", "eu-1");
+    let memos = ObjectMemos::default();
+    let known = memos.get_or_copy("u-1", &operator);
+    known.set("seen", 1);
+    let got: Arc<Mutex<Vec<Memo>>> = Arc::default();
+    let kept = got.clone();
+    let admission = admission([AdmissionHandler::validating(
+        examples(),
+        "m",
+        move |invocation| {
+            let kept = kept.clone();
+            async move {
+                lock(&kept).push(invocation.memo().clone());
+                Ok(None)
+            }
+        },
+    )])
+    .memo(operator)
+    .memos(memos);
+    let existing = object(json!({}));
+    decide(
+        &admission,
+        &review("UPDATE", Some(existing.clone()), Some(existing.clone())),
+        None,
+    )
+    .await;
+    decide(&admission, &create(), None).await;
+    let mut unknown = existing;
+    unknown["metadata"]["uid"] = json!("u-2");
+    decide(&admission, &review("DELETE", None, Some(unknown)), None).await;
+    let got = std::mem::take(&mut *lock(&got));
+    assert!(got[0].ptr_eq(&known), "an update gets the object's memo");
+    assert!(!got[1].ptr_eq(&known), "a creation gets a throwaway memo");
+    assert_eq!(got[1].value("region"), Some(json!("eu-1")));
+    assert_eq!(got[1].value("seen"), None);
+    assert!(!got[2].ptr_eq(&known));
+    assert_eq!(got[2].value("region"), Some(json!("eu-1")));
+}
