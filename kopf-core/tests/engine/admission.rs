@@ -47,8 +47,34 @@ fn protect(operation: Operation, name: &str) -> kopf::Result<()> {
     Ok(())
 }
 
+#[derive(serde::Deserialize)]
+struct UserInfo {
+    username: String,
+    groups: Vec<String>,
+}
+
+/// Denies every request on objects labelled `echo`, saying what it was given.
+#[kopf::on_validate("kopfexamples", id = "echo", labels("echo" = present))]
+async fn echo(
+    operation: String,
+    userinfo: UserInfo,
+    dryrun: bool,
+    sslpeer: Value,
+    headers: std::collections::BTreeMap<String, String>,
+    subresource: Option<String>,
+    old: Option<&Value>,
+    diff: &kopf::diff::Diff,
+) -> kopf::Result<()> {
+    let said = json!({
+        "operation": operation, "user": userinfo.username, "groups": userinfo.groups,
+        "dryrun": dryrun, "sslpeer": sslpeer, "headers": headers.len(),
+        "subresource": subresource, "old": old.is_some(), "diff": diff.len(),
+    });
+    Err(AdmissionError::new(said.to_string()).code(418).into())
+}
+
 fn registry() -> kopf::Registry {
-    kopf::handlers![check_size, default_size, protect]
+    kopf::handlers![check_size, default_size, protect, echo]
 }
 
 fn review(operation: &str, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
@@ -143,6 +169,33 @@ async fn admission_handlers_allow_deny_warn_and_default() {
     .await;
     assert!(answer["response"].get("warnings").is_none(), "{answer}");
     assert!(answer["response"]["patch"].is_string(), "{answer}");
+}
+
+#[tokio::test]
+async fn handlers_get_the_arguments_of_the_review_in_the_forms_they_ask_for() {
+    let server = server_with_crd().await;
+    let old = example(json!({"size": 1}), json!({"echo": "yes"}));
+    let new = example(json!({"size": 2}), json!({"echo": "yes"}));
+    let body = review("UPDATE", Some(new), Some(old));
+    let (_, answer) = kopf::__private::review_admission(
+        &registry(),
+        server.client(),
+        Memo::new(),
+        body,
+        Some("echo"),
+    )
+    .await;
+    let status = &answer["response"]["status"];
+    assert_eq!(status["code"], 418, "{answer}");
+    let said: Value = serde_json::from_str(status["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        said,
+        json!({
+            "operation": "UPDATE", "user": "alice", "groups": ["system:authenticated"],
+            "dryrun": false, "sslpeer": {}, "headers": 0, "subresource": null,
+            "old": true, "diff": 1,
+        })
+    );
 }
 
 #[tokio::test]
