@@ -768,3 +768,20 @@ async fn existing_objects_get_their_own_memo_and_new_ones_a_throwaway() {
     assert!(!got[2].ptr_eq(&known));
     assert_eq!(got[2].value("region"), Some(json!("eu-1")));
 }
+
+/// The webhook server spawns a task per call: the review must be `Send + 'static`.
+#[tokio::test]
+async fn reviews_can_be_served_from_any_task() {
+    fn send_and_static<T: Send + 'static>(_: &T) {}
+    fn shared<T: Send + Sync + Clone + 'static>(_: &T) {}
+    let admission = admission([]);
+    shared(&admission);
+    let request = WebhookRequest {
+        body: bytes::Bytes::new(),
+        handler_id: None,
+        headers: http::HeaderMap::new(),
+        peer_certificate: None,
+    };
+    let serving = async move { admission.review(request).await };
+    send_and_static(&serving);
+}
