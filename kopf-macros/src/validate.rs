@@ -11,8 +11,10 @@ use crate::kinds::{self, Kind};
 use crate::parse::{Attribute, Item};
 
 mod durations;
+mod operations;
 
 use durations::duration;
+use operations::operations;
 
 /// A handler ready to be expanded.
 pub(crate) struct Handler {
@@ -73,6 +75,12 @@ pub(crate) enum Setter {
     Owns(Vec<syn::Type>),
     /// `reads = [..]`: resource types the handler reads.
     Reads(Vec<syn::Type>),
+    /// `operations = [CREATE, UPDATE]`: the variants of `Operation`.
+    Operations(Vec<Ident>),
+    Subresource(LitStr),
+    Persistent,
+    SideEffects,
+    IgnoreFailures,
 }
 
 /// A duration written as a literal (checked here) or as an expression of type `Duration`.
@@ -267,7 +275,7 @@ fn options(
                 span,
                 format!(
                     "`{key}` is not an option of `{attr}`{}; its options are: {}",
-                    kinds::option_elsewhere(&key),
+                    kinds::option_elsewhere(kind, &key),
                     kind.options().join(", ")
                 ),
             );
@@ -295,7 +303,11 @@ fn options(
                     "expected `{key}(\"key\" = \"value\", \"other\" = present, \"old\" = absent)`"
                 ),
             ),
-            (flag @ ("optional" | "deleted" | "sharp" | "leader_only"), item) => {
+            (
+                flag @ ("optional" | "deleted" | "sharp" | "leader_only" | "persistent"
+                | "side_effects" | "ignore_failures"),
+                item,
+            ) => {
                 let on = match item {
                     Item::Type(_) => true,
                     Item::Value { value, .. } => match syn::parse2::<syn::LitBool>(value) {
@@ -315,6 +327,9 @@ fn options(
                         "optional" => Setter::Optional,
                         "deleted" => Setter::Deleted,
                         "leader_only" => Setter::LeaderOnly,
+                        "persistent" => Setter::Persistent,
+                        "side_effects" => Setter::SideEffects,
+                        "ignore_failures" => Setter::IgnoreFailures,
                         _ => Setter::Sharp,
                     });
                 }
@@ -394,6 +409,23 @@ fn options(
                     }
                 }
                 "when" => setters.push(Setter::When(value)),
+                "operations" => {
+                    if let Some(operations) = operations(value, errors) {
+                        setters.push(Setter::Operations(operations));
+                    }
+                }
+                "subresource" => match string(
+                    value,
+                    "a subresource: `subresource = \"status\"`, or `\"*\"` for the object and all its subresources",
+                    errors,
+                ) {
+                    Some(literal) if literal.value().is_empty() => errors.at(
+                        literal.span(),
+                        "the subresource cannot be empty: leave it out for the main object only",
+                    ),
+                    Some(literal) => setters.push(Setter::Subresource(literal)),
+                    None => {}
+                },
                 filter @ ("value" | "old" | "new") => {
                     needs_field.push((filter.to_string(), span));
                     let parsed = value_filter(value);
@@ -733,7 +765,7 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
         }
         let index = unknown;
         if !index && !kind.arguments().contains(&name) {
-            let message = match kinds::elsewhere(name) {
+            let message = match kinds::not_given(kind, name) {
                 Some(reason) => format!(
                     "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
                 ),

@@ -1,7 +1,8 @@
-//! What runs each kind of handler outside the per-object cycle: activities, daemons and
-//! timers, indexes, login, peering, the liveness and metrics endpoints.
+//! What runs each kind of handler outside the per-object cycle: activities, admission reviews,
+//! daemons and timers, indexes, login, peering, the liveness and metrics endpoints.
 
 pub(crate) mod activities;
+pub(crate) mod admission;
 pub(crate) mod authentication;
 pub(crate) mod daemons;
 pub(crate) mod indexing;

@@ -37,7 +37,7 @@ use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
 use crate::structs::credentials::LoginError;
 use crate::structs::indexes::Indexes;
-use crate::structs::memos::Memo;
+use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::namespaces::NamespacePatterns;
 
 /// Why an operator could not run.
@@ -460,6 +460,8 @@ impl Operator {
                 .map(|h| (h.id.clone(), h.empty_index())),
             self.ready.subscribe(),
         );
+        // The objects' memos, also for the admission handlers of existing objects.
+        let memos = ObjectMemos::default();
         let observer = Observer {
             client: client.clone(),
             registry: self.registry.clone(),
@@ -471,6 +473,7 @@ impl Operator {
             common: Common {
                 poster: poster.clone(),
                 memo: self.memo.clone(),
+                memos: memos.clone(),
                 writes: Arc::new(tokio::sync::Semaphore::new(
                     self.settings.networking.max_concurrent_writes.max(1),
                 )),
