@@ -52,10 +52,11 @@ pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};
 pub use configs::lifecycles::Lifecycle;
 pub use configs::settings::{
-    ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings, PeeringSettings,
-    PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings, ScanningSettings,
-    Settings, WatchingSettings,
+    AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
+    PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
+    ScanningSettings, Settings, WatchingSettings,
 };
+pub use configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use intents::activities::ActivityHandler;
 pub use intents::daemons::{DaemonHandler, TimerHandler};

@@ -1,5 +1,6 @@
 //! What runs each kind of handler outside the per-object cycle: activities, daemons and
-//! timers, indexes, login, peering, the liveness and metrics endpoints.
+//! timers, indexes, login, peering, the liveness and metrics endpoints, the admission webhook
+//! server and its managed configurations.
 
 pub(crate) mod activities;
 pub(crate) mod authentication;
@@ -10,3 +11,4 @@ pub(crate) mod metrics;
 pub(crate) mod pausing;
 pub(crate) mod peering;
 pub(crate) mod probing;
+pub(crate) mod webhooks;
