@@ -59,6 +59,7 @@ pub use configs::settings::{
 pub use configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use intents::activities::ActivityHandler;
+pub use intents::admission::{AdmissionHandler, AdmissionKind};
 pub use intents::daemons::{DaemonHandler, TimerHandler};
 pub use intents::handlers::{ChangeHandler, EventHandler, Trigger};
 pub use intents::indexing::IndexHandler;
@@ -71,14 +72,16 @@ pub use kits::hierarchies::{
 };
 pub use kits::manifests::peering_crds;
 pub use reactor::operator::{Operator, OperatorError, Ready};
+pub use structs::certificates::PeerCertificate;
 pub use structs::credentials::{ConnectionInfo, Credentials, LoginError};
-pub use structs::errors::{Error, PermanentError, Result, TemporaryError};
+pub use structs::errors::{AdmissionError, Error, PermanentError, Result, TemporaryError};
 pub use structs::indexes::{Index, IndexKey, IndexValue, IntoIndexEntries, Store};
 pub use structs::memos::Memo;
 pub use structs::outcomes::{HandlerOutcome, Outcomes};
 pub use structs::patch::Patch;
 pub use structs::rbac::{OWNING_VERBS, READING_VERBS, RbacRule};
 pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
+pub use structs::reviews::{Operation, UnknownOperation, Warnings};
 
 pub use kopf_macros::{
     daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_probe,
@@ -146,4 +149,25 @@ pub mod __private {
     pub use crate::structs::filters::{MetaFilter, ValueFilter};
     pub use crate::structs::indexes::IntoIndexEntries;
     pub use crate::structs::resources::Selector;
+
+    /// Serves one `AdmissionReview` (`body`) with the registry's admission handlers, as the
+    /// operator's webhook server does for a call to `<path>/<handler_id>`: the HTTP status and
+    /// the JSON answered. For kopf's own engine tests.
+    pub async fn review_admission(
+        registry: &crate::Registry,
+        client: kube::Client,
+        memo: crate::Memo,
+        body: Vec<u8>,
+        handler_id: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let request = crate::engines::admission::WebhookRequest {
+            body: body.into(),
+            handler_id: handler_id.map(str::to_owned),
+            headers: http::HeaderMap::new(),
+            peer_certificate: None,
+        };
+        let response =
+            crate::engines::admission::review_once(registry, client, memo, request).await;
+        (response.status.as_u16(), response.body)
+    }
 }

@@ -26,12 +26,14 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::{Events, Logger};
 use crate::helpers::sync::lock;
+use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::Diff;
 use crate::structs::errors::Result;
 use crate::structs::filters::{MetaFilter, ValueFilter};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
+use crate::structs::reviews::{Operation, Warnings};
 
 /// What a handler function returns: a value to store in `status.<handler-id>`, or nothing.
 pub type HandlerResult = Result<Option<Value>>;
@@ -253,6 +255,8 @@ pub struct Invocation {
     /// its attempts are counted in the metrics, so that sub-handlers' ids (often made from
     /// data) do not become label values without bound.
     pub(crate) counted_as: Option<String>,
+    /// For admission handlers: what the review says besides the object.
+    pub(crate) review: Option<Arc<crate::structs::reviews::Review>>,
 }
 
 impl Invocation {
@@ -455,6 +459,57 @@ impl Invocation {
     /// all have. See [`SubHandlers`](crate::SubHandlers).
     pub fn subhandlers(&self) -> &crate::actions::invocation::SubHandlers {
         &self.subhandlers
+    }
+
+    /// For admission handlers: the operation under review; `None` for other handlers.
+    pub fn operation(&self) -> Option<Operation> {
+        self.review.as_ref().map(|review| review.operation)
+    }
+
+    /// For admission handlers: the subresource under review (`"status"`, `"scale"`…);
+    /// `None` for the main object and for other handlers.
+    pub fn subresource(&self) -> Option<&str> {
+        self.review.as_ref()?.subresource.as_deref()
+    }
+
+    /// For admission handlers: whether the request is a dry run, so that the handler must not
+    /// cause side effects (see
+    /// [`AdmissionHandler::side_effects`](crate::AdmissionHandler::side_effects)).
+    pub fn dryrun(&self) -> bool {
+        self.review.as_ref().is_some_and(|review| review.dryrun)
+    }
+
+    /// For admission handlers: who makes the request, the review's `userInfo` as sent
+    /// (`username`, `uid`, `groups`, `extra`); `null` for other handlers.
+    pub fn userinfo(&self) -> &Value {
+        const NULL: Value = Value::Null;
+        self.review
+            .as_ref()
+            .map_or(&NULL, |review| &review.userinfo)
+    }
+
+    /// For admission handlers: the HTTP headers of the webhook call, by lower-case name;
+    /// empty for other handlers.
+    pub fn headers(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.review
+            .as_ref()
+            .map_or(&EMPTY, |review| &review.headers)
+    }
+
+    /// For admission handlers: the client certificate of the webhook's caller, if it sent
+    /// one; `None` for other handlers.
+    pub fn sslpeer(&self) -> Option<&PeerCertificate> {
+        self.review.as_ref()?.sslpeer.as_ref()
+    }
+
+    /// For admission handlers: the warnings returned to the API client (`kubectl` prints
+    /// them); push to them. For other handlers, a list that goes nowhere.
+    pub fn warnings(&self) -> Warnings {
+        self.review
+            .as_ref()
+            .map(|review| review.warnings.clone())
+            .unwrap_or_default()
     }
 }
 

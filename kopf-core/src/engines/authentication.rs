@@ -204,6 +204,7 @@ impl Authenticator {
             indexes: Default::default(),
             subhandlers: Default::default(),
             counted_as: None,
+            review: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! runtime code.
 
 pub(crate) mod activities;
+pub(crate) mod admission;
 pub(crate) mod daemons;
 pub(crate) mod handlers;
 pub(crate) mod indexing;

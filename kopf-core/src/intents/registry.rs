@@ -3,6 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::intents::activities::ActivityHandler;
+use crate::intents::admission::AdmissionHandler;
 use crate::intents::daemons::Background;
 use crate::intents::daemons::DaemonHandler;
 use crate::intents::daemons::TimerHandler;
@@ -27,6 +28,8 @@ pub struct Registry {
     pub(crate) indexes: Vec<IndexHandler>,
     /// Login handlers, in registration order.
     pub(crate) logins: Vec<LoginHandler>,
+    /// Validating and mutating admission handlers, in registration order.
+    pub(crate) admissions: Vec<AdmissionHandler>,
     /// The CRDs that the `crd` subcommand prints, in declaration order.
     pub(crate) crds: Vec<CustomResourceDefinition>,
     /// RBAC rules declared for the whole operator, for the `rbac` subcommand.
@@ -55,6 +58,7 @@ impl Registry {
             AnyHandler::Login(handler) => self.logins.push(handler),
             AnyHandler::Daemon(handler) => self.background.push(Background::Daemon(handler)),
             AnyHandler::Timer(handler) => self.background.push(Background::Timer(handler)),
+            AnyHandler::Admission(handler) => self.admissions.push(handler),
         }
     }
 
@@ -131,6 +135,11 @@ impl Registry {
             .chain(self.background.iter().map(|h| (h.id(), &h.options().rbac)))
             .chain(
                 self.activities
+                    .iter()
+                    .map(|h| (h.id.as_str(), &h.options.rbac)),
+            )
+            .chain(
+                self.admissions
                     .iter()
                     .map(|h| (h.id.as_str(), &h.options.rbac)),
             )
@@ -213,6 +222,14 @@ pub enum AnyHandler {
     Daemon(DaemonHandler),
     /// A timer.
     Timer(TimerHandler),
+    /// A validating or mutating admission handler.
+    Admission(AdmissionHandler),
+}
+
+impl From<AdmissionHandler> for AnyHandler {
+    fn from(handler: AdmissionHandler) -> Self {
+        AnyHandler::Admission(handler)
+    }
 }
 
 impl From<DaemonHandler> for AnyHandler {

@@ -63,6 +63,7 @@ impl Invocations {
             indexes: self.indexes.clone(),
             subhandlers: Default::default(),
             counted_as: None,
+            review: None,
         }
     }
 }

@@ -76,6 +76,13 @@ impl Error {
     pub(crate) fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    /// The HTTP code of an [`AdmissionError`]; `None` for other errors.
+    pub(crate) fn admission_code(&self) -> Option<u16> {
+        self.source
+            .downcast_ref::<Denial>()
+            .map(|denial| denial.code)
+    }
 }
 
 impl fmt::Display for Error {
@@ -194,6 +201,92 @@ impl From<PermanentError> for Error {
         }
     }
 }
+
+/// An error of an admission handler (`on_validate`, `on_mutate`) that denies the request with
+/// this message and HTTP code (500 unless given), as the API client sees them:
+/// `admission webhook "..." denied the request: <message>`.
+///
+/// Any error of an admission handler denies the request; this one says how. When several
+/// handlers fail in one review, the response names one error, preferring an `AdmissionError`
+/// to a [`PermanentError`], that to a [`TemporaryError`], and that to any other error (the
+/// first of its rank, in the order the handlers were registered). Admission handlers are
+/// never retried; for other handlers, this error is a [`PermanentError`].
+///
+/// ```
+/// fn check_size(spec: &serde_json::Value) -> kopf::Result<()> {
+///     if spec["size"].as_i64().unwrap_or(0) > 10 {
+///         return Err(kopf::AdmissionError::new("spec.size is at most 10").code(422).into());
+///     }
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an admission error denies a request only when returned"]
+pub struct AdmissionError {
+    message: String,
+    code: u16,
+}
+
+impl AdmissionError {
+    /// A denial with this message and the code 500.
+    pub fn new(message: impl Into<String>) -> Self {
+        AdmissionError {
+            message: message.into(),
+            code: 500,
+        }
+    }
+
+    /// The HTTP code of the denial instead of 500; kube-apiserver answers the API client with
+    /// it when it is 400 or more, else with 400.
+    pub fn code(mut self, code: u16) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The HTTP code.
+    pub fn status_code(&self) -> u16 {
+        self.code
+    }
+}
+
+impl fmt::Display for AdmissionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<AdmissionError> for Error {
+    fn from(error: AdmissionError) -> Self {
+        Error {
+            kind: ErrorKind::Permanent,
+            source: Box::new(Denial {
+                message: error.message,
+                code: error.code,
+            }),
+        }
+    }
+}
+
+/// An [`AdmissionError`] inside an [`Error`]. `AdmissionError` itself is no
+/// `std::error::Error`: it would then convert into `Error` twice (as any error, and as itself).
+#[derive(Debug)]
+struct Denial {
+    message: String,
+    code: u16,
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Denial {}
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,8 @@
 //! Plain data, the bottom layer: errors, diffs, patches, resources and selectors, memos,
-//! namespace patterns, filters, indexes, credentials, RBAC rules.
+//! namespace patterns, filters, indexes, credentials, RBAC rules, admission reviews and client
+//! certificates.
 
+pub(crate) mod certificates;
 pub(crate) mod credentials;
 pub mod diff;
 pub(crate) mod errors;
@@ -12,3 +14,4 @@ pub(crate) mod outcomes;
 pub(crate) mod patch;
 pub(crate) mod rbac;
 pub(crate) mod resources;
+pub(crate) mod reviews;

@@ -1,0 +1,523 @@
+//! Serving admission reviews (Kopf's `serve_admission_request`): the webhook server hands each
+//! call to [`Admission::review`], which reads the `AdmissionReview`, selects the validating
+//! and mutating handlers it concerns, runs them once, all at once, and answers with their
+//! decision, warnings and patch.
+//!
+//! The steps of one review:
+//! 1. [`request::parse`] checks the body: bad JSON or a review without `userInfo`, or with
+//!    neither `object` nor `oldObject`, is a `400`.
+//! 2. The resource of `request.resource` is found among the resources the operator serves
+//!    (`404` when no admission handler serves it, `409` when it is ambiguous).
+//! 3. The handlers: only the one of the id in the URL path, if any; mutating handlers skip
+//!    `DELETE` unless it is their only operation; then their filters (subresource, labels,
+//!    annotations, field and value, `when`).
+//! 4. Each runs once with errors treated as permanent, never retried; any failure denies.
+//! 5. [`response::build`]: the first error of the best rank explains the denial; the mutating
+//!    handlers' patch becomes a base64 JSON patch.
+//!
+//! A decision is always HTTP 200; nothing in a request makes this code panic (the tests feed it
+//! malformed bodies).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::actions::execution::{self, Kind, Outcome};
+use crate::actions::invocation::{ErrorsMode, HandlerFn, Invocation, Options};
+use crate::aiokits::tasks::Tasks;
+use crate::clients::posting::{Logger, Poster};
+use crate::helpers::sync::lock;
+use crate::intents::admission::{AdmissionHandler, AdmissionKind};
+use crate::intents::registry::Registry;
+use crate::structs::certificates::PeerCertificate;
+use crate::structs::diff::{diff, resolve};
+use crate::structs::errors::ErrorKind;
+use crate::structs::filters::{match_field_change, match_labels};
+use crate::structs::indexes::Indexes;
+use crate::structs::memos::Memo;
+use crate::structs::patch::Patch;
+use crate::structs::resources::Resource;
+use crate::structs::reviews::{Operation, Review, Warnings};
+
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use request::{RequestError, ReviewRequest};
+use response::{Failure, Rank};
+
+/// One call of the webhook server, as it received it.
+#[derive(Debug, Clone)]
+pub(crate) struct WebhookRequest {
+    /// The `AdmissionReview`, as sent.
+    pub(crate) body: bytes::Bytes,
+    /// The path segment after the server's path: the id of the one handler to run.
+    pub(crate) handler_id: Option<String>,
+    pub(crate) headers: http::HeaderMap,
+    /// The DER of the client's certificate, if it sent one.
+    pub(crate) peer_certificate: Option<Vec<u8>>,
+}
+
+/// The server's answer to one call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WebhookResponse {
+    pub(crate) status: http::StatusCode,
+    /// An `AdmissionReview` with a `response` (status 200), or a `Status` saying what is wrong
+    /// with the request.
+    pub(crate) body: Value,
+}
+
+/// The objects' memos kept by the operator, for admission handlers of existing objects
+/// (Kopf's `MemoGetter`): implemented above the engines, where the memories are.
+pub(crate) trait ObjectMemos: Send + Sync {
+    /// The memo of the object of this body, made on first sight as for other handlers.
+    fn memo_of(&self, resource: &Resource, body: &Value) -> Memo;
+}
+
+/// What serves admission reviews: the operator's admission handlers with what they get.
+/// Clones share everything.
+#[derive(Clone)]
+pub(crate) struct Admission {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    handlers: Vec<AdmissionHandler>,
+    client: kube::Client,
+    tasks: Tasks,
+    memo: Memo,
+    memos: Option<Arc<dyn ObjectMemos>>,
+    indexes: Indexes,
+    poster: Poster,
+    /// The resources the cluster serves, once discovered; until then (and in tests), the
+    /// resource is taken from the request as it is.
+    resources: Option<tokio::sync::watch::Receiver<Vec<Resource>>>,
+}
+
+impl Admission {
+    /// Serves the registry's admission handlers; their invocations are nodes under `tasks`
+    /// and make API calls with `client`.
+    pub(crate) fn new(registry: &Registry, client: kube::Client, tasks: Tasks) -> Admission {
+        Admission {
+            inner: Arc::new(Inner {
+                handlers: registry.admissions.clone(),
+                client,
+                tasks,
+                memo: Memo::new(),
+                memos: None,
+                indexes: Indexes::default(),
+                poster: Poster::disabled(),
+                resources: None,
+            }),
+        }
+    }
+
+    /// The operator's memo, from which objects' memos are copied.
+    pub(crate) fn memo(self, memo: Memo) -> Admission {
+        self.with(|inner| inner.memo = memo)
+    }
+
+    /// The objects' memos kept by the operator (without: a copy of the operator's memo for
+    /// every call).
+    #[allow(dead_code, reason = "for the operator, which builds it")]
+    pub(crate) fn memos(self, memos: Arc<dyn ObjectMemos>) -> Admission {
+        self.with(|inner| inner.memos = Some(memos))
+    }
+
+    /// The operator's indexes.
+    #[allow(dead_code, reason = "for the operator, which builds it")]
+    pub(crate) fn indexes(self, indexes: Indexes) -> Admission {
+        self.with(|inner| inner.indexes = indexes)
+    }
+
+    /// Where handlers' events and logs-as-events go.
+    #[allow(dead_code, reason = "for the operator, which builds it")]
+    pub(crate) fn poster(self, poster: Poster) -> Admission {
+        self.with(|inner| inner.poster = poster)
+    }
+
+    /// The resources the cluster serves, as discovery finds them.
+    #[allow(dead_code, reason = "for the operator, which builds it")]
+    pub(crate) fn resources(
+        self,
+        resources: tokio::sync::watch::Receiver<Vec<Resource>>,
+    ) -> Admission {
+        self.with(|inner| inner.resources = Some(resources))
+    }
+
+    fn with(self, change: impl FnOnce(&mut Inner)) -> Admission {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+            handlers: shared.handlers.clone(),
+            client: shared.client.clone(),
+            tasks: shared.tasks.clone(),
+            memo: shared.memo.clone(),
+            memos: shared.memos.clone(),
+            indexes: shared.indexes.clone(),
+            poster: shared.poster.clone(),
+            resources: shared.resources.clone(),
+        });
+        change(&mut inner);
+        Admission {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The handlers it serves, in registration order.
+    #[allow(dead_code, reason = "for the operator, which builds it")]
+    pub(crate) fn handlers(&self) -> &[AdmissionHandler] {
+        &self.inner.handlers
+    }
+
+    /// Judges one admission review.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future drops the handlers' calls in flight (sync handlers finish on their
+    /// threads); nothing is written anywhere, so a dropped review has no effect.
+    pub(crate) async fn review(&self, request: WebhookRequest) -> WebhookResponse {
+        match self.judge(request).await {
+            Ok(body) => WebhookResponse {
+                status: http::StatusCode::OK,
+                body,
+            },
+            Err(error) => {
+                tracing::warn!(target: "kopf::admission", "Rejected an admission request: {}", error.message);
+                WebhookResponse {
+                    status: error.status,
+                    body: status_body(&error),
+                }
+            }
+        }
+    }
+
+    async fn judge(&self, call: WebhookRequest) -> Result<Value, RequestError> {
+        let request = request::parse(&call.body)?;
+        let resource = self.resource(&request)?;
+        let review = Arc::new(Review {
+            operation: request.operation,
+            subresource: request.subresource.clone(),
+            dryrun: request.dryrun,
+            userinfo: request.userinfo.clone(),
+            headers: headers(&call.headers),
+            sslpeer: call
+                .peer_certificate
+                .as_deref()
+                .and_then(PeerCertificate::from_der),
+            warnings: Warnings::default(),
+        });
+        let body = Arc::new(request.body().clone());
+        let memo = match (&self.inner.memos, request.operation) {
+            (Some(memos), operation) if operation != Operation::Create => {
+                memos.memo_of(&resource, &body)
+            }
+            _ => self.inner.memo.shallow_copy(),
+        };
+        let mutations: Arc<Mutex<Patch>> = Arc::default();
+        let calls = Calls {
+            admission: self,
+            request: &request,
+            resource: &resource,
+            review: &review,
+            body: &body,
+            memo: &memo,
+            mutations: &mutations,
+        };
+        let selected: Vec<&AdmissionHandler> = self
+            .inner
+            .handlers
+            .iter()
+            .filter(|handler| calls.selects(handler, call.handler_id.as_deref()))
+            .collect();
+        if let Some(id) = &call.handler_id
+            && !self.inner.handlers.iter().any(|handler| handler.id == *id)
+        {
+            tracing::warn!(target: "kopf::admission", "An admission request for the unknown handler {id:?} is allowed: no handler has this id");
+        }
+        let failures: Vec<Failure> =
+            futures::future::join_all(selected.iter().map(|handler| calls.run(handler)))
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+        let patch = std::mem::take(&mut *lock(&mutations));
+        let (operations, failures) = match response::json_patch(&body, &patch) {
+            Ok(operations) => (operations, failures),
+            Err(message) => {
+                let mut failures = failures;
+                failures.push(Failure {
+                    rank: Rank::Other,
+                    message,
+                    code: None,
+                });
+                (Vec::new(), failures)
+            }
+        };
+        Ok(response::build(
+            &request,
+            &failures,
+            &review.warnings.to_vec(),
+            &operations,
+        ))
+    }
+
+    /// The served resource that the review is about (Kopf's `find_resource`).
+    fn resource(&self, request: &ReviewRequest) -> Result<Resource, RequestError> {
+        let requested = format!(
+            "{{'group': {:?}, 'version': {:?}, 'resource': {:?}}}",
+            request.group, request.version, request.plural
+        );
+        let candidates: Vec<Resource> = match &self.inner.resources {
+            Some(resources) => resources
+                .borrow()
+                .iter()
+                .filter(|r| {
+                    r.group == request.group
+                        && r.version == request.version
+                        && r.plural == request.plural
+                })
+                .cloned()
+                .collect(),
+            None => vec![Resource {
+                group: request.group.clone(),
+                version: request.version.clone(),
+                plural: request.plural.clone(),
+                kind: request.object_kind.clone(),
+                namespaced: request.namespace.is_some(),
+                preferred: true,
+                ..Resource::default()
+            }],
+        };
+        let served: Vec<Resource> = candidates
+            .into_iter()
+            .filter(|resource| {
+                self.inner
+                    .handlers
+                    .iter()
+                    .any(|handler| handler.selector.check(resource))
+            })
+            .collect();
+        match <[Resource; 1]>::try_from(served) {
+            Ok([resource]) => Ok(resource),
+            Err(served) if served.is_empty() => Err(RequestError {
+                status: http::StatusCode::NOT_FOUND,
+                message: format!("The specified resource has no handlers: {requested}"),
+            }),
+            Err(_) => Err(RequestError {
+                status: http::StatusCode::CONFLICT,
+                message: format!("The specified resource is ambiguous: {requested}"),
+            }),
+        }
+    }
+}
+
+/// What the handlers of one review share.
+struct Calls<'a> {
+    admission: &'a Admission,
+    request: &'a ReviewRequest,
+    resource: &'a Resource,
+    review: &'a Arc<Review>,
+    body: &'a Arc<Value>,
+    memo: &'a Memo,
+    /// The mutating handlers' one patch (Kopf's cause has one for all).
+    mutations: &'a Arc<Mutex<Patch>>,
+}
+
+impl Calls<'_> {
+    /// Whether the handler judges this review (Kopf's `WebhooksRegistry.iter_handlers`).
+    fn selects(&self, handler: &AdmissionHandler, hint: Option<&str>) -> bool {
+        hint.is_none_or(|id| id == handler.id)
+            && handler.selector.check(self.resource)
+            && handler.serves_operation(self.request.operation)
+            && handler.serves_subresource(self.request.subresource.as_deref())
+            && self.passes_filters(handler)
+    }
+
+    fn passes_filters(&self, handler: &AdmissionHandler) -> bool {
+        let options = &handler.options;
+        let body = &**self.body;
+        execution::filter(&handler.id, body, || {
+            let meta = &body["metadata"];
+            match_labels(&options.labels, meta["labels"].as_object())
+                && match_labels(&options.annotations, meta["annotations"].as_object())
+                && options.field.as_ref().is_none_or(|field| {
+                    let value = resolve(body, field);
+                    match_field_change(options.value.as_ref(), None, None, value, value)
+                })
+        }) && match &options.when {
+            Some(when) => {
+                execution::filter(&handler.id, body, || when(&self.invocation(handler, None)))
+            }
+            None => true,
+        }
+    }
+
+    /// The invocation of a handler; `patch` is where its patch goes (a throwaway when `None`).
+    fn invocation(
+        &self,
+        handler: &AdmissionHandler,
+        patch: Option<Arc<Mutex<Patch>>>,
+    ) -> Invocation {
+        let inner = &self.admission.inner;
+        let events = inner.poster.events(self.body, self.resource);
+        let span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = self.body["metadata"]["name"].as_str(), object.namespace = self.request.namespace.as_deref(), operation = %self.request.operation);
+        let (old, new) = (self.request.old_object.clone(), self.request.object.clone());
+        Invocation {
+            body: self.body.clone(),
+            resource: self.resource.clone(),
+            reason: None,
+            event_type: None,
+            diff: diff(old.as_ref(), new.as_ref()),
+            old,
+            new,
+            retry: 0,
+            started: time::OffsetDateTime::now_utc(),
+            param: handler.options.param.clone(),
+            patch: patch.unwrap_or_default(),
+            client: inner.client.clone(),
+            node: inner.tasks.child(),
+            logger: Logger::new(span, events.clone()),
+            events,
+            memo: self.memo.clone(),
+            indexes: inner.indexes.clone(),
+            subhandlers: Default::default(),
+            counted_as: None,
+            review: Some(self.review.clone()),
+        }
+    }
+
+    /// Runs the handler once; its failure, if it failed.
+    async fn run(&self, handler: &AdmissionHandler) -> Option<Failure> {
+        let patch = match handler.kind {
+            AdmissionKind::Mutating => Some(self.mutations.clone()),
+            AdmissionKind::Validating => None,
+        };
+        let invocation = self.invocation(handler, patch);
+        let failure: Arc<Mutex<Option<Failure>>> = Arc::default();
+        let function = capturing(&handler.function, failure.clone());
+        // As Kopf: errors are permanent, and the handler runs once.
+        let options = Options {
+            errors: ErrorsMode::Permanent,
+            timeout: None,
+            retries: None,
+            backoff: None,
+            ..handler.options.clone()
+        };
+        let outcome = execution::execute_as(
+            Kind::Handler,
+            &handler.id,
+            &function,
+            &options,
+            Duration::ZERO,
+            invocation,
+        )
+        .await;
+        let captured = lock(&failure).take();
+        match outcome {
+            Outcome::Success(_) => None,
+            // An error the handler returned, or a panic (the message of the outcome).
+            Outcome::Failure(message) | Outcome::Retry { message, .. } => {
+                Some(captured.unwrap_or(Failure {
+                    rank: Rank::Other,
+                    message,
+                    code: None,
+                }))
+            }
+            Outcome::Aborted => Some(Failure {
+                rank: Rank::Other,
+                message: format!(
+                    "the handler {:?} was stopped: the operator is exiting",
+                    handler.id
+                ),
+                code: None,
+            }),
+        }
+    }
+}
+
+/// The handler's function, keeping aside the error it returns (the outcome keeps only the
+/// message), ranked as Kopf ranks it.
+fn capturing(function: &HandlerFn, failure: Arc<Mutex<Option<Failure>>>) -> HandlerFn {
+    let function = function.clone();
+    Arc::new(move |invocation| {
+        let call = function(invocation);
+        let failure = failure.clone();
+        Box::pin(async move {
+            let result = call.await;
+            if let Err(error) = &result {
+                let rank = match (error.admission_code(), error.kind()) {
+                    (Some(_), _) => Rank::Admission,
+                    (None, ErrorKind::Permanent) => Rank::Permanent,
+                    (None, ErrorKind::Temporary(_)) => Rank::Temporary,
+                    (None, _) => Rank::Other,
+                };
+                let message = error.to_string();
+                // Kopf's `str(error) or repr(error)`.
+                let message = if message.is_empty() {
+                    let kind = match rank {
+                        Rank::Admission => "AdmissionError",
+                        Rank::Permanent => "PermanentError",
+                        Rank::Temporary => "TemporaryError",
+                        Rank::Other => "Error",
+                    };
+                    format!("{kind}('')")
+                } else {
+                    message
+                };
+                *lock(&failure) = Some(Failure {
+                    rank,
+                    message,
+                    code: error.admission_code(),
+                });
+            }
+            result
+        })
+    })
+}
+
+/// Serves one review with a registry's admission handlers, outside of an operator: the engine
+/// tests' way in (the operator's webhook server calls [`Admission::review`]).
+pub(crate) async fn review_once(
+    registry: &Registry,
+    client: kube::Client,
+    memo: Memo,
+    request: WebhookRequest,
+) -> WebhookResponse {
+    let tasks = Tasks::root(4);
+    let admission = Admission::new(registry, client, tasks.clone()).memo(memo);
+    let response = admission.review(request).await;
+    tasks.cancel(crate::aiokits::tasks::StopReason::OperatorExiting);
+    response
+}
+
+/// The call's headers by lower-case name; repeated headers joined by `, `, values that are
+/// not text left out.
+fn headers(map: &http::HeaderMap) -> BTreeMap<String, String> {
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in map {
+        let Ok(value) = value.to_str() else { continue };
+        headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_owned());
+    }
+    headers
+}
+
+/// A Kubernetes `Status` saying what is wrong with a request that is no review.
+fn status_body(error: &RequestError) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": error.message,
+        "reason": error.status.canonical_reason().unwrap_or_default().replace(' ', ""),
+        "code": error.status.as_u16(),
+    })
+}

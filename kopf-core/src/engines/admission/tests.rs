@@ -1,0 +1,1 @@
+//! Reviews in, responses out: what kube-apiserver would receive.
