@@ -24,9 +24,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 const BACKDATED: time::Duration = time::Duration::hours(1);
 const VALIDITY: time::Duration = time::Duration::days(365);
 
-/// Why TLS material could not be made or read.
+/// Why the certificate of a server could not be made, read or served.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TlsError {
+pub enum TlsError {
     /// A certificate could not be generated (e.g. a name that is not a DNS name).
     #[error("cannot generate a certificate: {0}")]
     Generate(#[source] rcgen::Error),

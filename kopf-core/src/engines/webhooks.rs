@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
@@ -31,6 +31,7 @@ use crate::aiokits::serving::{self, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::tls::{Identity, Pem, TlsError};
 use crate::configs::webhooks::{ClientConfig, WebhookServer};
+use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
 /// The largest AdmissionReview accepted: two objects (old and new) of the API's largest size
 /// (1.5 MiB each, etcd's default limit), with room to spare.
@@ -53,22 +54,9 @@ pub enum WebhookError {
     Tls(#[source] TlsError),
 }
 
-/// One call of a webhook, as the server received it.
-#[derive(Debug)]
-pub(crate) struct WebhookCall {
-    /// The AdmissionReview, as sent.
-    pub(crate) body: Bytes,
-    /// The handler id from the URL's path, if any.
-    pub(crate) handler_id: Option<String>,
-    /// Every header of the call.
-    pub(crate) headers: HeaderMap,
-    /// The client's certificate (DER), if it presented one.
-    pub(crate) peer_certificate: Option<Vec<u8>>,
-}
-
-/// What answers the calls: the admission review (the HTTP status and the JSON body).
+/// What answers the calls: the admission review.
 pub(crate) type Review =
-    Arc<dyn Fn(WebhookCall) -> BoxFuture<'static, (StatusCode, Value)> + Send + Sync>;
+    Arc<dyn Fn(WebhookRequest) -> BoxFuture<'static, WebhookResponse> + Send + Sync>;
 
 /// The running webhook server.
 pub(crate) struct Webhooks {
@@ -252,14 +240,14 @@ async fn answer(
             return respond(status, &json!({"error": message}));
         }
     };
-    let call = WebhookCall {
+    let call = WebhookRequest {
         body,
         handler_id,
         headers: parts.headers,
         peer_certificate,
     };
-    let (status, body) = review(call).await;
-    respond(status, &body)
+    let answer = review(call).await;
+    respond(answer.status, &answer.body)
 }
 
 /// The handler id of a webhook's path: `None` when the path is not under the prefix,

@@ -25,3 +25,4 @@ mod selectors;
 mod stopping;
 mod subhandlers;
 mod toolkit;
+mod webhooks;

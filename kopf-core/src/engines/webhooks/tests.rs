@@ -15,18 +15,18 @@ const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Echoes what the server passed on: the handler id, the body, and whether a peer certificate
 /// came.
 fn echo() -> Review {
-    Arc::new(|call: WebhookCall| {
+    Arc::new(|call: WebhookRequest| {
         Box::pin(async move {
             let body: Value = serde_json::from_slice(&call.body).unwrap_or(Value::Null);
-            (
-                StatusCode::OK,
-                json!({
+            WebhookResponse {
+                status: StatusCode::OK,
+                body: json!({
                     "id": call.handler_id,
                     "body": body,
                     "peer": call.peer_certificate.is_some(),
                     "agent": call.headers.get("user-agent").and_then(|v| v.to_str().ok()),
                 }),
-            )
+            }
         })
     })
 }
@@ -161,7 +161,10 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
             Box::pin(async move {
                 entered.notify_one();
                 release.notified().await;
-                (StatusCode::OK, json!({"finished": true}))
+                WebhookResponse {
+                    status: StatusCode::OK,
+                    body: json!({"finished": true}),
+                }
             })
         })
     };

@@ -1,0 +1,450 @@
+//! The admission webhook server and the managed webhook configurations, against the fake API
+//! server: the configurations appear at the start with a caBundle that the server's HTTPS
+//! answers to, shrink to the persistent webhooks at the stop, follow a rotated certificate;
+//! an operator with admission handlers and no server fails to start; a review in flight
+//! finishes during the stop.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use kopf::{AdmissionError, AdmissionHandler, Operation, Operator, OperatorError, Registry};
+use kopf_testing::{OperatorHarness, wait};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use crate::support::{examples, send, server_with_crd};
+
+const MANAGED: &str = "auto.kopf.dev";
+const VALIDATING: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/auto.kopf.dev";
+const MUTATING: &str =
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/auto.kopf.dev";
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// A validating handler that denies sizes above 10, for creations and updates, kept at exit;
+/// and a mutating handler that defaults the size, for objects labelled `defaulted=yes`.
+fn registry() -> Registry {
+    Registry::new()
+        .with(
+            AdmissionHandler::validating(examples(), "check_size", |invocation| async move {
+                if invocation.spec()["size"].as_i64().unwrap_or(0) > 10 {
+                    return Err(AdmissionError::new("spec.size is at most 10")
+                        .code(422)
+                        .into());
+                }
+                Ok(None)
+            })
+            .operations([Operation::Create, Operation::Update])
+            .persistent(),
+        )
+        .with(
+            AdmissionHandler::mutating(examples(), "default/size", |invocation| async move {
+                if invocation.spec()["size"].is_null() {
+                    invocation.patch().set("spec.size", 1);
+                }
+                Ok(None)
+            })
+            .label("defaulted", "yes".into())
+            .side_effects()
+            .ignore_failures(),
+        )
+}
+
+fn settings(server: kopf::WebhookServer) -> kopf::Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.admission.server = Some(server);
+    settings.admission.managed = Some(MANAGED.into());
+    settings
+}
+
+/// The configuration at `path` once its webhooks satisfy `condition`.
+async fn configuration(
+    client: &kube::Client,
+    path: &str,
+    condition: impl Fn(&Value) -> bool,
+) -> Value {
+    wait(&format!("{path} as expected"), || async {
+        let object = send(client, "GET", path, "application/json", json!(null)).await;
+        condition(&object["webhooks"]).then_some(object)
+    })
+    .await
+}
+
+fn ca_bundle(webhook: &Value) -> String {
+    let encoded = webhook["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("a caBundle");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(pem).expect("PEM")
+}
+
+/// One HTTPS POST to `url`, trusting only `ca_pem`: the status and the JSON answer, or why
+/// the call failed (a certificate not trusted, nothing listening).
+async fn post(url: &str, ca_pem: &str, body: &Value) -> Result<(u16, Value), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let host = uri.host().unwrap_or_default().to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(ca.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+    let request = http::Request::post(uri.path())
+        .header("host", format!("{host}:{port}"))
+        .header("content-type", "application/json")
+        .header("connection", "close")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let (response, _) = tokio::join!(sender.send_request(request), connection);
+    let response = response.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// An AdmissionReview of a KopfExample's creation, as kube-apiserver sends it.
+fn review(uid: &str, spec: Value) -> Value {
+    let kind = json!({"group": "kopf.dev", "version": "v1", "kind": "KopfExample"});
+    let resource = json!({"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"});
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": kind, "resource": resource,
+            "requestKind": kind, "requestResource": resource,
+            "name": "example", "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+            "object": {
+                "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                "metadata": {"name": "example", "namespace": "default"},
+                "spec": spec,
+            },
+            "oldObject": null,
+            "dryRun": false,
+        },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_https() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let operator = Operator::new(registry()).settings(settings(
+        kopf::WebhookServer::new().addr(LOCALHOST).path("/hooks"),
+    ));
+    let harness = OperatorHarness::start_on(server, operator).await;
+
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    let webhooks = validating["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), 1, "{webhooks:#?}");
+    let webhook = &webhooks[0];
+    let url = webhook["clientConfig"]["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert!(url.ends_with("/hooks/check_size"), "{url}");
+    assert_eq!(webhook["name"], "check-size.auto.kopf.dev");
+    assert_eq!(webhook["failurePolicy"], "Fail");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["matchPolicy"], "Equivalent");
+    assert_eq!(webhook["timeoutSeconds"], 30);
+    assert_eq!(webhook["admissionReviewVersions"], json!(["v1", "v1beta1"]));
+    assert_eq!(
+        webhook["rules"],
+        json!([{
+            "apiGroups": ["kopf.dev"], "apiVersions": ["v1"], "resources": ["kopfexamples"],
+            "operations": ["CREATE", "UPDATE"], "scope": "*",
+        }])
+    );
+
+    let mutating = configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    let webhook = &mutating["webhooks"][0];
+    assert_eq!(webhook["name"], "default.size.auto.kopf.dev");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["sideEffects"], "NoneOnDryRun");
+    assert_eq!(webhook["rules"][0]["operations"], json!(["*"]));
+    assert_eq!(
+        webhook["objectSelector"],
+        json!({"matchExpressions": [{"key": "defaulted", "operator": "In", "values": ["yes"]}]})
+    );
+    assert!(
+        webhook["clientConfig"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/hooks/default/size"),
+        "{webhook:#?}"
+    );
+
+    // The URL answers over HTTPS, trusted by the caBundle alone.
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let (status, answer) = post(&url, &ca, &review("u-1", json!({"size": 11})))
+        .await
+        .expect("the webhook answers");
+    assert_eq!(status, 200, "{answer:#}");
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "spec.size is at most 10"
+    );
+    assert_eq!(answer["response"]["status"]["code"], 422);
+    let (_, answer) = post(&url, &ca, &review("u-2", json!({"size": 3})))
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+
+    harness.stop().await.expect("a clean stop");
+    assert!(
+        post(&url, &ca, &review("u-3", json!({}))).await.is_err(),
+        "nothing listens after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
+    // The operator alone (not the harness, whose stop stops the server too), to read the
+    // configurations after it stopped.
+    let server = server_with_crd().await;
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let operator = Operator::new(registry())
+        .client(server.client())
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let running = tokio::spawn(operator.run(stop.clone()));
+    configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+    let names = |object: &Value| -> Vec<Value> {
+        object["webhooks"]
+            .as_array()
+            .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
+    };
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(
+        names(&validating),
+        [json!("check-size.auto.kopf.dev")],
+        "the persistent one stays: {validating:#}"
+    );
+    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    assert_eq!(
+        mutating["metadata"]["name"], MANAGED,
+        "the configuration itself stays"
+    );
+    assert_eq!(
+        names(&mutating),
+        Vec::<Value>::new(),
+        "the non-persistent one is gone"
+    );
+    server.stop().await;
+}
+
+/// PEM files of a certificate for 127.0.0.1 issued by a new CA: (cert, key, ca).
+fn certificate() -> (String, String, String) {
+    let now = time::OffsetDateTime::now_utc();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::default();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    ca.not_before = now - time::Duration::hours(1);
+    ca.not_after = now + time::Duration::days(1);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut serving = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    serving.not_before = now - time::Duration::hours(1);
+    serving.not_after = now + time::Duration::days(1);
+    let cert = serving.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem(), ca_cert.pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (certfile, pkeyfile, cafile) = (
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        dir.path().join("ca.crt"),
+    );
+    let write = |(cert, key, ca): &(String, String, String)| {
+        // Each file replaced at once, as Kubernetes' Secret volumes do (a rename).
+        for (path, text) in [(&cafile, ca), (&pkeyfile, key), (&certfile, cert)] {
+            let temporary = path.with_extension("new");
+            std::fs::write(&temporary, text).unwrap();
+            std::fs::rename(&temporary, path).unwrap();
+        }
+    };
+    let first = certificate();
+    write(&first);
+    let webhook_server = kopf::WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&certfile, &pkeyfile)
+        .cafile(&cafile)
+        .reload_interval(Duration::from_millis(100));
+    let server = server_with_crd().await;
+    let client = server.client();
+    let harness = OperatorHarness::start_on(
+        server,
+        Operator::new(registry()).settings(settings(webhook_server)),
+    )
+    .await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    assert_eq!(ca_bundle(&validating["webhooks"][0]), first.2);
+    let url = validating["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    post(&url, &first.2, &review("u-1", json!({})))
+        .await
+        .expect("served with the first certificate");
+
+    let second = certificate();
+    write(&second);
+    for path in [VALIDATING, MUTATING] {
+        configuration(&client, path, |w| {
+            w.as_array()
+                .is_some_and(|w| !w.is_empty() && w.iter().all(|w| ca_bundle(w) == second.2))
+        })
+        .await;
+    }
+    wait("the new certificate served", || async {
+        post(&url, &second.2, &review("u-2", json!({}))).await.ok()
+    })
+    .await;
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_handlers_without_a_server_fail_the_start_with_what_to_configure() {
+    let server = server_with_crd().await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = Operator::new(registry())
+        .client(server.client())
+        .settings(kopf_testing::test_settings())
+        .run(stop);
+    let result = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself");
+    let error = result.expect_err("no server is an error");
+    assert!(
+        matches!(error, OperatorError::AdmissionServer { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the admission handlers check_size, default/size need a webhook server: set \
+         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
+         settings or in a startup handler"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_the_stop_ends() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let (entered, release) = (entered.clone(), release.clone());
+        AdmissionHandler::validating(examples(), "slow", move |_| {
+            let (entered, release) = (entered.clone(), release.clone());
+            async move {
+                entered.notify_one();
+                release.notified().await;
+                Ok(None)
+            }
+        })
+    };
+    let server = server_with_crd().await;
+    let client = server.client();
+    let operator = Operator::new(Registry::new().with(handler))
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let url = validating["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ca = ca_bundle(&validating["webhooks"][0]);
+
+    let body = review("u-1", json!({}));
+    let in_flight = post(&url, &ca, &body);
+    let stopping = async {
+        entered.notified().await;
+        let stop = harness.stop();
+        tokio::pin!(stop);
+        let shrunk = configuration(&client, VALIDATING, |w| {
+            w.as_array().is_none_or(Vec::is_empty)
+        });
+        tokio::select! {
+            result = &mut stop => panic!("the stop ended before the review in flight: {result:?}"),
+            _ = shrunk => {}
+        }
+        release.notify_one();
+        stop.await
+    };
+    let (answer, stopped) = tokio::join!(in_flight, stopping);
+    let (status, answer) = answer.expect("the review in flight is answered");
+    assert_eq!(
+        (status, &answer["response"]["allowed"]),
+        (200, &json!(true)),
+        "{answer:#}"
+    );
+    stopped.expect("a clean stop");
+}
