@@ -207,6 +207,34 @@ impl WebhookServer {
         self
     }
 
+    /// The server of a `--webhook-server` URL, `https://ADDRESS[:PORT][/PATH]`: listening on
+    /// the IP address (`0.0.0.0`, `[::]`, `127.0.0.1`…), on the port (none or 0: a free one),
+    /// serving the path; the error says what is wrong with the URL.
+    pub(crate) fn from_url(url: &str) -> Result<WebhookServer, String> {
+        let invalid = |reason: &str| {
+            format!(
+                "{url:?} is not a webhook server URL: {reason} (expected https://ADDRESS[:PORT][/PATH], e.g. https://0.0.0.0:9443/webhooks)"
+            )
+        };
+        let uri: http::Uri = url.parse().map_err(|_| invalid("not a URL"))?;
+        if uri.scheme_str() != Some("https") {
+            return Err(invalid(
+                "the scheme must be https (kube-apiserver calls only https)",
+            ));
+        }
+        let host = uri.host().unwrap_or_default();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let addr: IpAddr = host
+            .parse()
+            .map_err(|_| invalid("the host must be an IP address to listen on"))?;
+        let mut server = WebhookServer::new().addr(addr).path(uri.path());
+        server.port = uri.port_u16().filter(|port| *port != 0);
+        Ok(server)
+    }
+
     /// The host the cluster calls: the given one, or a form of the address that reaches it.
     pub(crate) fn reported_host(&self) -> String {
         if let Some(host) = &self.host {
@@ -367,6 +395,30 @@ mod tests {
             WebhookServer::docker_desktop().reported_host(),
             "host.docker.internal"
         );
+    }
+
+    #[test]
+    fn webhook_server_urls_give_the_address_port_and_path() {
+        let server = WebhookServer::from_url("https://0.0.0.0:9443/hooks").unwrap();
+        assert_eq!(server.addr, Some("0.0.0.0".parse().unwrap()));
+        assert_eq!(
+            (server.port, server.path_prefix().as_str()),
+            (Some(9443), "/hooks")
+        );
+        let server = WebhookServer::from_url("https://[::1]").unwrap();
+        assert_eq!((server.port, server.path_prefix().as_str()), (None, ""));
+        assert_eq!(server.reported_host(), "::1");
+        for bad in [
+            "http://0.0.0.0:9443/",
+            "https://localhost:9443/",
+            "0.0.0.0:9443",
+        ] {
+            let error = WebhookServer::from_url(bad).unwrap_err();
+            assert!(
+                error.contains("expected https://ADDRESS[:PORT][/PATH]"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

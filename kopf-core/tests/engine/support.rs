@@ -18,6 +18,11 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
+    install_crd(server).await
+}
+
+/// The server, with the KopfExample CRD established.
+pub(crate) async fn install_crd(server: FakeApiServer) -> FakeApiServer {
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

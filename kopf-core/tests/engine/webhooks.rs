@@ -17,7 +17,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
-use crate::support::{examples, send, server_with_crd};
+use crate::support::{examples, install_crd, send, server_with_crd};
 
 const MANAGED: &str = "auto.kopf.dev";
 const VALIDATING: &str =
@@ -447,4 +447,101 @@ async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_
         "{answer:#}"
     );
     stopped.expect("a clean stop");
+}
+
+const ACCOUNT: &str = "kex-operator";
+
+/// A server that enforces RBAC, with the CRD and the registry's `rbac -A ARGS` output applied.
+async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
+    let server = kopf_testing::FakeApiServer::builder()
+        .enforce_rbac()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let server = install_crd(server).await;
+    let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
+    let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
+    let client = server.client();
+    for document in serde_norway::Deserializer::from_str(&rbac) {
+        let document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        let kind = document["kind"].as_str().expect("a kind");
+        let collection = match (kind, document["metadata"]["namespace"].as_str()) {
+            ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+            ("ClusterRole" | "ClusterRoleBinding", None) => format!(
+                "/apis/rbac.authorization.k8s.io/v1/{}s",
+                kind.to_lowercase()
+            ),
+            other => panic!("unexpected in the rbac output: {other:?}"),
+        };
+        let created = send(
+            &client,
+            "POST",
+            &collection,
+            "application/json",
+            document.clone(),
+        )
+        .await;
+        assert_eq!(created["kind"], kind, "{created:#}");
+    }
+    server
+}
+
+/// The operator acting as the ServiceAccount, standalone.
+fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    settings.peering.standalone = true;
+    Operator::new(registry())
+        .client(server.client_as_service_account("default", ACCOUNT))
+        .settings(settings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_configurations() {
+    let server = server_with_rbac(&["--admission-managed", MANAGED]).await;
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(operator_as_account(&server).run(stop.clone()));
+    configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    assert!(
+        mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
+        "shrunk at the stop, which patching by name allows: {mutating:#}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_it_needs() {
+    let server = server_with_rbac(&[]).await;
+    let running = operator_as_account(&server).run(tokio_util::sync::CancellationToken::new());
+    let error = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself")
+        .expect_err("forbidden is an error");
+    assert!(
+        matches!(error, OperatorError::ManagedWebhooks(_)),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "cannot manage the webhook configurations: cannot create the \
+         ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
+         `create` and `patch` on validatingwebhookconfigurations and \
+         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
+         subcommand's --admission-managed"
+    );
+    server.stop().await;
 }
