@@ -309,6 +309,7 @@ impl Inner {
         let mut resources = self.resources.clone();
         let mut failures = 0usize;
         let mut created = false;
+        let (mut config_open, mut resources_open) = (true, true);
         loop {
             if !pause.is_paused() {
                 match self.write(&mut created).await {
@@ -334,10 +335,14 @@ impl Inner {
                     }
                 }
             }
+            // A sender gone (a server whose certificate never changes, a discovery that is
+            // done) means no more changes from it, not the end.
             tokio::select! {
                 _ = token.cancelled() => return,
-                changed = config.changed() => if changed.is_err() { return },
-                changed = resources.changed() => if changed.is_err() { std::future::pending::<()>().await },
+                changed = config.changed(), if config_open => config_open = changed.is_ok(),
+                changed = resources.changed(), if resources_open => {
+                    resources_open = changed.is_ok();
+                }
                 now_paused = pause.changed() => {
                     if !now_paused {
                         // Another leader may have written its own server's address meanwhile.

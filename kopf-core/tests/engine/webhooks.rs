@@ -62,17 +62,31 @@ fn settings(server: kopf::WebhookServer) -> kopf::Settings {
     settings
 }
 
-/// The configuration at `path` once its webhooks satisfy `condition`.
+/// The configuration at `path` once its webhooks satisfy `condition` (the last one seen, in
+/// the panic, if they do not in time).
 async fn configuration(
     client: &kube::Client,
     path: &str,
     condition: impl Fn(&Value) -> bool,
 ) -> Value {
-    wait(&format!("{path} as expected"), || async {
-        let object = send(client, "GET", path, "application/json", json!(null)).await;
-        condition(&object["webhooks"]).then_some(object)
+    let last = std::sync::Mutex::new(Value::Null);
+    let found = tokio::time::timeout(kopf_testing::DEADLINE, async {
+        loop {
+            let object = send(client, "GET", path, "application/json", json!(null)).await;
+            if condition(&object["webhooks"]) {
+                return object;
+            }
+            *last.lock().unwrap() = object;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     })
-    .await
+    .await;
+    found.unwrap_or_else(|_| {
+        panic!(
+            "{path} not as expected in time; last seen: {:#}",
+            last.lock().unwrap()
+        )
+    })
 }
 
 fn ca_bundle(webhook: &Value) -> String {
@@ -543,5 +557,85 @@ async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_
          mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
          subcommand's --admission-managed"
     );
+    server.stop().await;
+}
+
+/// Settings for a candidate of the Lease `lease-webhooks`, serving at this port.
+fn candidate(identity: &str, port: u16) -> kopf::Settings {
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST).port(port));
+    settings.peering.standalone = true;
+    let mut lease = kopf::LeaseSettings::new("lease-webhooks");
+    lease.namespace = Some("default".into());
+    lease.identity = Some(identity.into());
+    lease.lease_duration = Duration::from_secs(3);
+    lease.renew_deadline = Duration::from_secs(2);
+    lease.retry_period = Duration::from_millis(500);
+    settings.peering.lease = Some(lease);
+    settings
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_them_at_itself() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let (port_a, port_b) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let url_of = |port: u16| format!("https://127.0.0.1:{port}/check_size");
+    let start = |identity: &str, port: u16| {
+        let operator = Operator::new(registry())
+            .client(server.client())
+            .settings(candidate(identity, port));
+        let stop = tokio_util::sync::CancellationToken::new();
+        (stop.clone(), tokio::spawn(operator.run(stop)))
+    };
+    let url = |object: &Value| object["webhooks"][0]["clientConfig"]["url"].clone();
+
+    let (stop_a, running_a) = start("a", port_a);
+    configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == url_of(port_a)
+    })
+    .await;
+    let (stop_b, running_b) = start("b", port_b);
+    wait("the second candidate's server", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port_b))
+            .await
+            .ok()
+    })
+    .await;
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(
+        url(&validating),
+        json!(url_of(port_a)),
+        "the candidate does not write"
+    );
+
+    // The leader's graceful stop shrinks the lists, then releases the Lease: the next leader
+    // points the webhooks at its own server, trusted by its own CA.
+    stop_a.cancel();
+    running_a.await.unwrap().expect("a clean stop");
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == url_of(port_b)
+    })
+    .await;
+    let mutating = configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    assert!(
+        mutating["webhooks"][0]["clientConfig"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("https://127.0.0.1:{port_b}/")),
+        "{mutating:#}"
+    );
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let (status, _) = post(&url_of(port_b), &ca, &review("u-1", json!({})))
+        .await
+        .expect("the new leader answers");
+    assert_eq!(status, 200);
+    stop_b.cancel();
+    running_b.await.unwrap().expect("a clean stop");
     server.stop().await;
 }
