@@ -332,7 +332,9 @@ impl Operator {
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, removes this operator's peering
-    /// entry, runs the cleanup handlers, releases the Lease if it leads (each within
+    /// entry, runs the cleanup handlers, removes the non-persistent webhooks from the managed
+    /// webhook configurations and stops the webhook server (after the reviews in flight),
+    /// releases the Lease if it leads (each within
     /// `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
