@@ -39,6 +39,17 @@ pub(crate) async fn call(
     method: &str,
     body: Value,
 ) -> Result<(StatusCode, Value), String> {
+    call_as(url, ca_pem, method, body, None).await
+}
+
+/// [`call`], presenting this client certificate (a chain and its key) if given.
+async fn call_as(
+    url: &str,
+    ca_pem: &str,
+    method: &str,
+    body: Value,
+    identity: Option<Identity>,
+) -> Result<(StatusCode, Value), String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
     let host = uri
         .host()
@@ -57,8 +68,13 @@ pub(crate) async fn call(
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => config.with_no_client_auth(),
+        Some(identity) => config
+            .with_client_auth_cert(identity.chain, identity.key)
+            .map_err(|e| e.to_string())?,
+    };
     let stream = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
         .map_err(|e| e.to_string())?;
@@ -125,6 +141,11 @@ async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_err
     );
     let (_, answer) = call(&url, &ca, "POST", json!({})).await.unwrap();
     assert_eq!(answer["id"], Value::Null, "no id: every handler");
+    let client = Identity::generate(&["kube-apiserver".to_string()]).unwrap();
+    let (_, answer) = call_as(&url, &ca, "POST", json!({}), Some(client))
+        .await
+        .unwrap();
+    assert_eq!(answer["peer"], true, "a client certificate is passed on");
 
     let (status, answer) = call(&format!("{url}/check"), &ca, "GET", json!({}))
         .await
