@@ -471,6 +471,39 @@ mod tests {
     }
 
     #[test]
+    fn the_managed_webhook_configurations_are_created_and_patched_by_name() {
+        let managed = RbacOptions {
+            admission_managed: Some("auto.kopf.dev".into()),
+            ..options(Some(&["default"]))
+        };
+        let documents = rbac_documents(&registry(), &managed).unwrap();
+        let cluster_role = documents
+            .iter()
+            .find(|d| d["kind"] == "ClusterRole")
+            .unwrap();
+        let rules = cluster_role["rules"].as_array().unwrap();
+        let configurations = json!([
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations"
+        ]);
+        assert!(rules.contains(&json!({
+            "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
+            "verbs": ["create"],
+        })));
+        assert!(rules.contains(&json!({
+            "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
+            "resourceNames": ["auto.kopf.dev"], "verbs": ["patch"],
+        })));
+        let without = rbac_documents(&registry(), &options(None)).unwrap();
+        assert!(
+            !serde_json::to_string(&without)
+                .unwrap()
+                .contains("webhookconfigurations"),
+            "nothing without the option"
+        );
+    }
+
+    #[test]
     fn exact_namespaces_get_roles() {
         let documents =
             rbac_documents(&registry(), &options(Some(&["ns1", "ns2", "ns1"]))).unwrap();

@@ -27,11 +27,11 @@ use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::resources::{Resource, Selector};
 
-/// Why admission could not start, or stopped the operator.
+/// Why admission could not start.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AdmissionStartError {
-    /// Admission handlers exist, but no server is configured.
-    #[error("no server")]
+    /// Admission handlers (these ids) exist, but no server is configured.
+    #[error("the admission handlers {0:?} have no webhook server")]
     NoServer(Vec<String>),
     /// The server cannot serve.
     #[error(transparent)]
@@ -43,8 +43,11 @@ pub(crate) enum AdmissionStartError {
 
 /// What the admission reviews get from the operator.
 pub(crate) struct Shared {
+    /// The operator's client (for the handlers, discovery and the configurations).
     pub(crate) client: kube::Client,
+    /// The operator's memo.
     pub(crate) memo: Memo,
+    /// The operator's indexes.
     pub(crate) indexes: Indexes,
 }
 
