@@ -87,8 +87,8 @@ pub use structs::resources::{EVERYTHING, Resource, ResourcePredicate, Selector};
 pub use structs::reviews::{Operation, UnknownOperation, Warnings};
 
 pub use kopf_macros::{
-    daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_probe,
-    on_resume, on_startup, on_update, timer,
+    daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_mutate,
+    on_probe, on_resume, on_startup, on_update, on_validate, timer,
 };
 
 /// A [`Registry`] of the named `#[kopf::on_*]` functions, in the order given: what tests and
@@ -144,6 +144,7 @@ pub mod __private {
     pub use crate::actions::invocation::{ErrorsMode, HandlerFuture, HandlerResult, Invocation};
     pub use crate::actions::login::{LoginFuture, LoginOutput, LoginResult, blocking_login};
     pub use crate::intents::activities::ActivityHandler;
+    pub use crate::intents::admission::AdmissionHandler;
     pub use crate::intents::daemons::{DaemonHandler, TimerHandler};
     pub use crate::intents::handlers::{ChangeHandler, EventHandler};
     pub use crate::intents::indexing::IndexHandler;
@@ -152,6 +153,7 @@ pub mod __private {
     pub use crate::structs::filters::{MetaFilter, ValueFilter};
     pub use crate::structs::indexes::IntoIndexEntries;
     pub use crate::structs::resources::Selector;
+    pub use crate::structs::reviews::Operation;
 
     /// Serves one `AdmissionReview` (`body`) with the registry's admission handlers, as the
     /// operator's webhook server does for a call to `<path>/<handler_id>`: the HTTP status and

@@ -116,6 +116,8 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
             >(#selector, #id, #wrapper)
         },
         Kind::Daemon => quote!(#p::DaemonHandler::new(#selector, #id, #wrapper)),
+        Kind::Validate => quote!(#p::AdmissionHandler::validating(#selector, #id, #wrapper)),
+        Kind::Mutate => quote!(#p::AdmissionHandler::mutating(#selector, #id, #wrapper)),
         Kind::Timer => {
             let interval = handler.interval.as_ref().map(|d| duration(d, &p));
             quote!(#p::TimerHandler::new(#selector, #id, #interval, #wrapper))
@@ -457,6 +459,16 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
             );
             quote!(#(#calls)*)
         }
+        Setter::Operations(variants) => {
+            let variants = variants
+                .iter()
+                .map(|variant| quote!(#p::Operation::#variant));
+            quote!(.operations([#(#variants),*]))
+        }
+        Setter::Subresource(subresource) => quote!(.subresource(#subresource)),
+        Setter::Persistent => quote!(.persistent()),
+        Setter::SideEffects => quote!(.side_effects()),
+        Setter::IgnoreFailures => quote!(.ignore_failures()),
         Setter::InitialDelay(duration) => {
             let duration = self::duration(duration, p);
             quote!(.initial_delay(#duration))

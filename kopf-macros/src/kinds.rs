@@ -16,6 +16,8 @@ pub(crate) enum Kind {
     Cleanup,
     Probe,
     Login,
+    Validate,
+    Mutate,
 }
 
 /// What login handlers get: they run before the operator has a client.
@@ -126,6 +128,77 @@ const INDEX_ARGUMENTS: &[&str] = &[
     "memo",
 ];
 
+/// What validating handlers get: the resource arguments, the change the request makes, and
+/// what the review says (Kopf's webhook kwargs). No `patch`: only mutating handlers change the
+/// object.
+const VALIDATE_ARGUMENTS: &[&str] = &[
+    "body",
+    "spec",
+    "meta",
+    "status",
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "logger",
+    "diff",
+    "old",
+    "new",
+    "param",
+    "resource",
+    "client",
+    "memo",
+    "dryrun",
+    "userinfo",
+    "headers",
+    "sslpeer",
+    "warnings",
+    "operation",
+    "subresource",
+];
+
+/// What mutating handlers get: as validating ones, and the patch.
+const MUTATE_ARGUMENTS: &[&str] = &[
+    "body",
+    "spec",
+    "meta",
+    "status",
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "patch",
+    "logger",
+    "diff",
+    "old",
+    "new",
+    "param",
+    "resource",
+    "client",
+    "memo",
+    "dryrun",
+    "userinfo",
+    "headers",
+    "sslpeer",
+    "warnings",
+    "operation",
+    "subresource",
+];
+
+/// The options of admission handlers besides the common ones; no `errors`, `timeout`,
+/// `retries`, `backoff`: they run once per request.
+const ADMISSION_OPTIONS: &[&str] = &[
+    "field",
+    "value",
+    "operations",
+    "subresource",
+    "persistent",
+    "side_effects",
+    "ignore_failures",
+];
+
 const COMMON_OPTIONS: &[&str] = &[
     "id",
     "category",
@@ -174,10 +247,20 @@ pub(crate) const ATTRIBUTES: &[&str] = &[
     "on_cleanup",
     "on_probe",
     "on_login",
+    "on_validate",
+    "on_mutate",
 ];
 
 /// Options that take no value (`optional`, or `optional = true`).
-pub(crate) const FLAGS: &[&str] = &["optional", "deleted", "sharp", "leader_only"];
+pub(crate) const FLAGS: &[&str] = &[
+    "optional",
+    "deleted",
+    "sharp",
+    "leader_only",
+    "persistent",
+    "side_effects",
+    "ignore_failures",
+];
 
 /// Every option any kind accepts, to tell "unknown" from "not for this kind".
 pub(crate) const ALL_OPTIONS: &[&str] = &[
@@ -207,6 +290,11 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
     "leader_only",
     "owns",
     "reads",
+    "operations",
+    "subresource",
+    "persistent",
+    "side_effects",
+    "ignore_failures",
 ];
 
 impl Kind {
@@ -226,6 +314,8 @@ impl Kind {
             Kind::Cleanup => "on_cleanup",
             Kind::Probe => "on_probe",
             Kind::Login => "on_login",
+            Kind::Validate => "on_validate",
+            Kind::Mutate => "on_mutate",
         }
     }
 
@@ -238,6 +328,8 @@ impl Kind {
             Kind::Login => LOGIN_ARGUMENTS,
             Kind::Index => INDEX_ARGUMENTS,
             Kind::Daemon | Kind::Timer => DAEMON_ARGUMENTS,
+            Kind::Validate => VALIDATE_ARGUMENTS,
+            Kind::Mutate => MUTATE_ARGUMENTS,
             _ => CHANGE_ARGUMENTS,
         }
     }
@@ -261,6 +353,7 @@ impl Kind {
                 Kind::Index => INDEX_OPTIONS.contains(&option),
                 Kind::Daemon => DAEMON_OPTIONS.contains(&option),
                 Kind::Timer => TIMER_OPTIONS.contains(&option),
+                Kind::Validate | Kind::Mutate => ADMISSION_OPTIONS.contains(&option),
                 Kind::Startup | Kind::Cleanup | Kind::Probe | Kind::Login => false,
             }
     }
@@ -292,6 +385,7 @@ impl Kind {
 pub(crate) fn is_argument(name: &str) -> bool {
     [
         CHANGE_ARGUMENTS,
+        MUTATE_ARGUMENTS,
         EVENT_ARGUMENTS,
         INDEX_ARGUMENTS,
         DAEMON_ARGUMENTS,
@@ -302,13 +396,28 @@ pub(crate) fn is_argument(name: &str) -> bool {
         || elsewhere(name).is_some()
 }
 
+/// Why this kind does not get an argument that others do, for error messages.
+pub(crate) fn not_given(kind: Kind, argument: &str) -> Option<&'static str> {
+    match (kind, argument) {
+        (Kind::Validate, "patch") => Some(
+            "a validating handler cannot change the object: use `#[kopf::on_mutate]` to patch it",
+        ),
+        _ => elsewhere(argument),
+    }
+}
+
 /// Where an argument that this kind does not get is available, for error messages.
 pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
     Some(match argument {
         "event_type" => "only `on_event` handlers get it",
-        "diff" | "old" | "new" | "reason" | "subhandlers" => {
+        "reason" | "subhandlers" => {
             "only change handlers get it: `on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`"
         }
+        "diff" | "old" | "new" => {
+            "only change handlers and admission handlers get it: `on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`, `on_validate`, `on_mutate`"
+        }
+        "dryrun" | "userinfo" | "headers" | "sslpeer" | "warnings" | "operation"
+        | "subresource" => "only admission handlers get it: `on_validate`, `on_mutate`",
         "retry" | "started" | "runtime" => {
             "only handlers that are retried get it: change handlers, `daemon`, `timer`"
         }
@@ -320,8 +429,16 @@ pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
 }
 
 /// Which kinds have an option that this kind does not, for error messages.
-pub(crate) fn option_elsewhere(option: &str) -> &'static str {
+pub(crate) fn option_elsewhere(kind: Kind, option: &str) -> &'static str {
+    let admission = matches!(kind, Kind::Validate | Kind::Mutate);
     match option {
+        "errors" | "timeout" | "retries" | "backoff" if admission => {
+            " (admission handlers run once per request and are never retried: any error denies \
+             the request, and the API server's webhook timeout limits the call)"
+        }
+        "operations" | "subresource" | "persistent" | "side_effects" | "ignore_failures" => {
+            " (only admission handlers have it: `on_validate`, `on_mutate`)"
+        }
         "optional" => " (only `on_delete` has it)",
         "deleted" => " (only `on_resume` has it)",
         "old" | "new" => " (only `on_update` and `on_field` have it)",

@@ -186,6 +186,53 @@ pub fn on_login(args: TokenStream, item: TokenStream) -> TokenStream {
     handler(Kind::Login, args, item)
 }
 
+/// A validating admission handler (Kopf's `@kopf.on.validate`): kube-apiserver calls the
+/// operator's webhook server before it stores an object, and the handler allows the request
+/// by returning, or denies it by returning an error (`kopf::AdmissionError` with a message and
+/// a code). It runs once per request, never retried. Options: `id`, `operations = [CREATE,
+/// UPDATE, DELETE, CONNECT]` (default: all), `subresource = "status"` (or `"*"`; default: the
+/// main object), `persistent`, `side_effects`, `ignore_failures`, `param`, `labels(..)`,
+/// `annotations(..)`, `when`, `field`, `value`, `category`, `owns`, `reads`, `crate`.
+/// Arguments: the resource arguments, `logger`, `param`, `resource`, `client`, `memo`, `old`,
+/// `new`, `diff`, and `operation`, `subresource`, `dryrun`, `userinfo`, `headers`, `sslpeer`,
+/// `warnings`. No `patch`: use `on_mutate` to change the object.
+///
+/// ```
+/// #[kopf::on_validate("kopfexamples", operations = [CREATE, UPDATE])]
+/// fn check_size(spec: &serde_json::Value, warnings: &kopf::Warnings) -> Result<(), kopf::AdmissionError> {
+///     match spec["size"].as_i64() {
+///         Some(size) if size > 10 => Err(kopf::AdmissionError::new("spec.size is at most 10").code(422)),
+///         Some(_) => Ok(()),
+///         None => {
+///             warnings.push("spec.size is missing; 1 is assumed");
+///             Ok(())
+///         }
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn on_validate(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Validate, args, item)
+}
+
+/// A mutating admission handler (Kopf's `@kopf.on.mutate`): as `on_validate`, and its `patch`
+/// (`&mut kopf::Patch`) changes the object before it is stored (sent back to kube-apiserver as
+/// a JSON patch). Mutating handlers are skipped for `DELETE` unless `operations = [DELETE]`.
+/// Options and arguments: as `on_validate`, plus `patch`.
+///
+/// ```
+/// #[kopf::on_mutate("kopfexamples", operations = [CREATE])]
+/// fn default_size(spec: &serde_json::Value, patch: &mut kopf::Patch) {
+///     if spec["size"].is_null() {
+///         patch.set("spec.size", 1);
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn on_mutate(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler(Kind::Mutate, args, item)
+}
+
 /// An `async fn` test with a started `kopf_testing::OperatorHarness`; use it as
 /// `#[kopf_testing::test]`, which documents it.
 #[proc_macro_attribute]

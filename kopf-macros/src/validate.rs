@@ -73,6 +73,12 @@ pub(crate) enum Setter {
     Owns(Vec<syn::Type>),
     /// `reads = [..]`: resource types the handler reads.
     Reads(Vec<syn::Type>),
+    /// `operations = [CREATE, UPDATE]`: the variants of `Operation`.
+    Operations(Vec<Ident>),
+    Subresource(LitStr),
+    Persistent,
+    SideEffects,
+    IgnoreFailures,
 }
 
 /// A duration written as a literal (checked here) or as an expression of type `Duration`.
@@ -267,7 +273,7 @@ fn options(
                 span,
                 format!(
                     "`{key}` is not an option of `{attr}`{}; its options are: {}",
-                    kinds::option_elsewhere(&key),
+                    kinds::option_elsewhere(kind, &key),
                     kind.options().join(", ")
                 ),
             );
@@ -295,7 +301,11 @@ fn options(
                     "expected `{key}(\"key\" = \"value\", \"other\" = present, \"old\" = absent)`"
                 ),
             ),
-            (flag @ ("optional" | "deleted" | "sharp" | "leader_only"), item) => {
+            (
+                flag @ ("optional" | "deleted" | "sharp" | "leader_only" | "persistent"
+                | "side_effects" | "ignore_failures"),
+                item,
+            ) => {
                 let on = match item {
                     Item::Type(_) => true,
                     Item::Value { value, .. } => match syn::parse2::<syn::LitBool>(value) {
@@ -315,6 +325,9 @@ fn options(
                         "optional" => Setter::Optional,
                         "deleted" => Setter::Deleted,
                         "leader_only" => Setter::LeaderOnly,
+                        "persistent" => Setter::Persistent,
+                        "side_effects" => Setter::SideEffects,
+                        "ignore_failures" => Setter::IgnoreFailures,
                         _ => Setter::Sharp,
                     });
                 }
@@ -394,6 +407,23 @@ fn options(
                     }
                 }
                 "when" => setters.push(Setter::When(value)),
+                "operations" => {
+                    if let Some(operations) = operations(value, errors) {
+                        setters.push(Setter::Operations(operations));
+                    }
+                }
+                "subresource" => match string(
+                    value,
+                    "a subresource: `subresource = \"status\"`, or `\"*\"` for the object and all its subresources",
+                    errors,
+                ) {
+                    Some(literal) if literal.value().is_empty() => errors.at(
+                        literal.span(),
+                        "the subresource cannot be empty: leave it out for the main object only",
+                    ),
+                    Some(literal) => setters.push(Setter::Subresource(literal)),
+                    None => {}
+                },
                 filter @ ("value" | "old" | "new") => {
                     needs_field.push((filter.to_string(), span));
                     let parsed = value_filter(value);
@@ -591,6 +621,67 @@ fn errors_mode(value: TokenStream, errors: &mut Errors) -> Option<Ident> {
     Some(Ident::new(variant, span))
 }
 
+/// `[CREATE, UPDATE]` (or strings): the variants of `kopf::Operation`.
+fn operations(value: TokenStream, errors: &mut Errors) -> Option<Vec<Ident>> {
+    use syn::parse::Parser as _;
+    const EXPECTED: &str = "expected a list of operations: `operations = [CREATE, UPDATE]` (of CREATE, UPDATE, DELETE, CONNECT)";
+    let span = value.span();
+    let list = |input: syn::parse::ParseStream<'_>| {
+        let content;
+        syn::bracketed!(content in input);
+        syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&content)
+    };
+    let Ok(items) = list.parse2(value) else {
+        errors.at(span, EXPECTED);
+        return None;
+    };
+    if items.is_empty() {
+        errors.at(
+            span,
+            "`operations` cannot be empty: a webhook for no operation is never called; leave it out for all operations",
+        );
+        return None;
+    }
+    let mut variants = Vec::new();
+    for item in items {
+        let (name, item_span) = match &item {
+            syn::Expr::Path(path) if path.path.get_ident().is_some() => {
+                (path.path.segments[0].ident.to_string(), item.span())
+            }
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(literal),
+                ..
+            }) => (literal.value(), literal.span()),
+            _ => {
+                errors.at(item.span(), EXPECTED);
+                continue;
+            }
+        };
+        let variant = match name.as_str() {
+            "CREATE" => "Create",
+            "UPDATE" => "Update",
+            "DELETE" => "Delete",
+            "CONNECT" => "Connect",
+            _ => {
+                errors.at(
+                    item_span,
+                    format!(
+                        "unknown operation `{name}`: expected CREATE, UPDATE, DELETE or CONNECT"
+                    ),
+                );
+                continue;
+            }
+        };
+        let variant = Ident::new(variant, item_span);
+        if variants.contains(&variant) {
+            errors.at(item_span, format!("`{name}` is given twice"));
+            continue;
+        }
+        variants.push(variant);
+    }
+    Some(variants)
+}
+
 fn retries(value: TokenStream, errors: &mut Errors) -> Option<TokenStream> {
     match syn::parse2::<syn::Expr>(value.clone()) {
         Ok(syn::Expr::Lit(syn::ExprLit {
@@ -733,7 +824,7 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
         }
         let index = unknown;
         if !index && !kind.arguments().contains(&name) {
-            let message = match kinds::elsewhere(name) {
+            let message = match kinds::not_given(kind, name) {
                 Some(reason) => format!(
                     "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
                 ),

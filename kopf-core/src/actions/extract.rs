@@ -18,6 +18,7 @@
 //!    the plain API.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -26,11 +27,13 @@ use serde_json::{Map, Value};
 
 use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::clients::posting::{Events, Logger};
+use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::Diff;
 use crate::structs::errors::{Error, PermanentError, Result};
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 use crate::structs::resources::{Resource, Selector};
+use crate::structs::reviews::{Operation, Warnings};
 
 /// One marker type per argument name, so that a conversion is chosen by name and type.
 #[allow(
@@ -74,6 +77,13 @@ pub mod args {
         subhandlers,
         activity,
         settings,
+        dryrun,
+        userinfo,
+        headers,
+        sslpeer,
+        warnings,
+        operation,
+        subresource,
     );
 }
 
@@ -141,7 +151,7 @@ impl Drop for PatchSlot<'_> {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
-    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers",
+    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::SubHandlers` for subhandlers; for admission handlers, `&serde_json::Value` for userinfo, `&BTreeMap<String, String>` for headers, `Option<&kopf::PeerCertificate>` for sslpeer, `Option<&str>` for subresource, `&kopf::Warnings` for warnings",
     note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -154,7 +164,7 @@ pub trait BorrowedArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers; for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::Warnings` for warnings, `kopf::Operation` for operation, `Option<String>` for subresource",
     note = "`patch` is only given as `&mut kopf::Patch`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -209,6 +219,7 @@ json_arguments! {
     status => |invocation| invocation.status(), via deserialize;
     labels => |invocation| invocation.labels(), via map_or_empty;
     annotations => |invocation| invocation.annotations(), via map_or_empty;
+    userinfo => |invocation| invocation.userinfo(), via deserialize;
 }
 
 /// A JSON part of the object lent as a type of the handler's own (`body: &MyResource`,
@@ -296,6 +307,28 @@ borrowed! {
     events: &'a Events => |scope| scope.invocation.events();
     stopped: &'a tokio_util::sync::CancellationToken => |scope| scope.invocation.stopped();
     subhandlers: &'a crate::actions::invocation::SubHandlers => |scope| scope.invocation.subhandlers();
+    headers: &'a BTreeMap<String, String> => |scope| scope.invocation.headers();
+    sslpeer: Option<&'a PeerCertificate> => |scope| scope.invocation.sslpeer();
+    subresource: Option<&'a str> => |scope| scope.invocation.subresource();
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a> BorrowedArgument<'a, args::warnings> for &'a Warnings {
+    fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+        match &scope.invocation.review {
+            Some(review) => Ok(&review.warnings),
+            None => Err(not_reviewed("warnings")),
+        }
+    }
+}
+
+/// An admission-only argument asked for by another kind of handler (the attributes do not
+/// let this happen).
+fn not_reviewed(argument: &str) -> Error {
+    PermanentError::new(format!(
+        "the `{argument}` argument is only given to admission handlers"
+    ))
+    .into()
 }
 
 #[diagnostic::do_not_recommend]
@@ -342,6 +375,22 @@ owned! {
     stopped: tokio_util::sync::CancellationToken => |invocation| invocation.stopped().clone();
     stopped: crate::aiokits::tasks::Stopped => |invocation| crate::aiokits::tasks::Stopped::new(invocation.node.clone());
     subhandlers: crate::actions::invocation::SubHandlers => |invocation| invocation.subhandlers().clone();
+    dryrun: bool => |invocation| invocation.dryrun();
+    headers: BTreeMap<String, String> => |invocation| invocation.headers().clone();
+    sslpeer: Option<PeerCertificate> => |invocation| invocation.sslpeer().cloned();
+    sslpeer: Value => |invocation| invocation.sslpeer().map_or_else(|| Value::Object(Map::new()), PeerCertificate::to_json);
+    warnings: Warnings => |invocation| invocation.warnings();
+    operation: Option<Operation> => |invocation| invocation.operation();
+    subresource: Option<String> => |invocation| invocation.subresource().map(str::to_owned);
+}
+
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::operation> for Operation {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        invocation
+            .operation()
+            .ok_or_else(|| not_reviewed("operation"))
+    }
 }
 
 #[diagnostic::do_not_recommend]

@@ -36,7 +36,7 @@ use crate::structs::diff::{diff, resolve};
 use crate::structs::errors::ErrorKind;
 use crate::structs::filters::{match_field_change, match_labels};
 use crate::structs::indexes::Indexes;
-use crate::structs::memos::Memo;
+use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 use crate::structs::reviews::{Operation, Review, Warnings};
@@ -70,13 +70,6 @@ pub(crate) struct WebhookResponse {
     pub(crate) body: Value,
 }
 
-/// The objects' memos kept by the operator, for admission handlers of existing objects
-/// (Kopf's `MemoGetter`): implemented above the engines, where the memories are.
-pub(crate) trait ObjectMemos: Send + Sync {
-    /// The memo of the object of this body, made on first sight as for other handlers.
-    fn memo_of(&self, resource: &Resource, body: &Value) -> Memo;
-}
-
 /// What serves admission reviews: the operator's admission handlers with what they get.
 /// Clones share everything.
 #[derive(Clone)]
@@ -89,7 +82,8 @@ struct Inner {
     client: kube::Client,
     tasks: Tasks,
     memo: Memo,
-    memos: Option<Arc<dyn ObjectMemos>>,
+    /// The memos of the objects the operator watches.
+    memos: ObjectMemos,
     indexes: Indexes,
     poster: Poster,
     /// The resources the cluster serves, once discovered; until then (and in tests), the
@@ -107,7 +101,7 @@ impl Admission {
                 client,
                 tasks,
                 memo: Memo::new(),
-                memos: None,
+                memos: ObjectMemos::default(),
                 indexes: Indexes::default(),
                 poster: Poster::disabled(),
                 resources: None,
@@ -120,11 +114,11 @@ impl Admission {
         self.with(|inner| inner.memo = memo)
     }
 
-    /// The objects' memos kept by the operator (without: a copy of the operator's memo for
-    /// every call).
+    /// The objects' memos that the operator's processors keep (without: a copy of the
+    /// operator's memo for every call).
     #[allow(dead_code, reason = "for the operator, which builds it")]
-    pub(crate) fn memos(self, memos: Arc<dyn ObjectMemos>) -> Admission {
-        self.with(|inner| inner.memos = Some(memos))
+    pub(crate) fn memos(self, memos: ObjectMemos) -> Admission {
+        self.with(|inner| inner.memos = memos)
     }
 
     /// The operator's indexes.
@@ -209,12 +203,15 @@ impl Admission {
             warnings: Warnings::default(),
         });
         let body = Arc::new(request.body().clone());
-        let memo = match (&self.inner.memos, request.operation) {
-            (Some(memos), operation) if operation != Operation::Create => {
-                memos.memo_of(&resource, &body)
-            }
-            _ => self.inner.memo.shallow_copy(),
-        };
+        // As Kopf: a throwaway memo on creation (the object does not exist yet), the object's
+        // own otherwise. Unlike Kopf, an object the operator does not watch gets a throwaway
+        // one too: keeping memos of objects whose deletion is never seen would grow forever.
+        let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
+        let memo = match request.operation {
+            Operation::Create => None,
+            _ => self.inner.memos.get(uid),
+        }
+        .unwrap_or_else(|| self.inner.memo.shallow_copy());
         let mutations: Arc<Mutex<Patch>> = Arc::default();
         let calls = Calls {
             admission: self,

@@ -24,7 +24,7 @@ use crate::engines::pausing::Pause;
 use crate::engines::webhooks::{Review, WebhookError, Webhooks};
 use crate::intents::registry::Registry;
 use crate::structs::indexes::Indexes;
-use crate::structs::memos::Memo;
+use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::resources::{Resource, Selector};
 
 /// Why admission could not start.
@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) client: kube::Client,
     /// The operator's memo.
     pub(crate) memo: Memo,
+    /// The memos of the objects the operator watches.
+    pub(crate) memos: ObjectMemos,
     /// The operator's indexes.
     pub(crate) indexes: Indexes,
 }
@@ -115,7 +117,7 @@ impl Admitting {
             resources,
         };
         let posting = settings.posting.clone();
-        let (memo, indexes) = (shared.memo, shared.indexes);
+        let (memo, memos, indexes) = (shared.memo, shared.memos, shared.indexes);
         let reviewed = discovered.clone();
         let reviewing = client.clone();
         let threads = settings.execution.max_blocking_threads;
@@ -124,6 +126,7 @@ impl Admitting {
             let poster = Poster::start(reviewing.clone(), &posting, &tree);
             let admission = Admission::new(registry, reviewing, tree)
                 .memo(memo)
+                .memos(memos)
                 .indexes(indexes)
                 .poster(poster)
                 .resources(reviewed);

@@ -12,7 +12,6 @@ use tokio::time::Instant;
 use crate::engines::daemons::Daemons;
 use crate::engines::indexing::IndexingState;
 use crate::helpers::sync::lock;
-use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 
 /// What the operator remembers of one object.
@@ -42,8 +41,6 @@ pub(crate) struct Memory {
     /// stored: not tried again, but laid over the object's state as if written, so that the
     /// handlers that finished do not run again; dropped once a later cycle's write lands.
     pub(crate) rejected: Option<Patch>,
-    /// The object's memo: a shallow copy of the operator's, made on first sight.
-    pub(crate) memo: Option<Memo>,
     /// The object's daemons and timers.
     pub(crate) daemons: Daemons,
     /// The object's failed indexing, per index.

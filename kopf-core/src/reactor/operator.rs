@@ -38,7 +38,7 @@ use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
 use crate::structs::credentials::LoginError;
 use crate::structs::indexes::Indexes;
-use crate::structs::memos::Memo;
+use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::namespaces::NamespacePatterns;
 
 /// Why an operator could not run.
@@ -466,10 +466,13 @@ impl Operator {
                 .map(|h| (h.id.clone(), h.empty_index())),
             self.ready.subscribe(),
         );
+        // The objects' memos, also for the admission handlers of existing objects.
+        let memos = ObjectMemos::default();
         // After the startup handlers, which may set the server (as in Kopf).
         let shared = Shared {
             client: client.clone(),
             memo: self.memo.clone(),
+            memos: memos.clone(),
             indexes: indexes.clone(),
         };
         let mut admitting = match Admitting::serve(&self.registry, &self.settings, shared).await {
@@ -526,6 +529,7 @@ impl Operator {
             common: Common {
                 poster: poster.clone(),
                 memo: self.memo.clone(),
+                memos: memos.clone(),
                 writes: Arc::new(tokio::sync::Semaphore::new(
                     self.settings.networking.max_concurrent_writes.max(1),
                 )),

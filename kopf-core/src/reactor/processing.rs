@@ -38,7 +38,7 @@ use crate::structs::diff;
 use crate::structs::errors;
 use crate::structs::filters;
 use crate::structs::indexes::{Filler, Indexes};
-use crate::structs::memos::Memo;
+use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::patch::Patch;
 use crate::structs::resources::{Resource, Selector};
 
@@ -52,6 +52,8 @@ pub(crate) struct Common {
     pub(crate) poster: Poster,
     /// The operator's memo, copied into each object's on first sight.
     pub(crate) memo: Memo,
+    /// The objects' memos, shared with admission reviews.
+    pub(crate) memos: ObjectMemos,
     /// Permits for writes in flight.
     pub(crate) writes: Arc<tokio::sync::Semaphore>,
     /// The operator's indexes.
@@ -79,6 +81,7 @@ pub(crate) struct Processor {
     memories: Memories,
     /// The operator's memo, copied into each object's on first sight.
     memo: Memo,
+    memos: ObjectMemos,
     /// Limits the writes in flight, so that a burst of objects does not open a connection each.
     writes: Arc<tokio::sync::Semaphore>,
     fence: Fence,
@@ -119,6 +122,7 @@ impl Processor {
             extra_fields,
             memories: Memories::default(),
             memo: common.memo,
+            memos: common.memos,
             writes: common.writes,
             fence: common.fence,
             pruned: Mutex::default(),
@@ -197,6 +201,7 @@ impl Processor {
         if deleted {
             self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
             self.memories.forget(uid);
+            self.memos.forget(uid);
             return Next {
                 wakeup: None,
                 gone: true,
@@ -600,12 +605,7 @@ impl Processor {
     /// The object's memo: a shallow copy of the operator's, made on first sight.
     fn memo_of(&self, body: &Value) -> Memo {
         let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
-        self.memory(uid, |memory| {
-            memory
-                .memo
-                .get_or_insert_with(|| self.memo.shallow_copy())
-                .clone()
-        })
+        self.memos.get_or_copy(uid, &self.memo)
     }
 
     /// An invocation of a handler with these options on the object, for this change.

@@ -185,6 +185,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_client_certificate_is_read_as_kopf_reads_it() {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["webhook.example".into(), "127.0.0.1".into()])
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "kube-apiserver-admission");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:masters");
+        params.serial_number = Some(rcgen::SerialNumber::from(vec![0x0a, 0xbc]));
+        params.not_before = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = params.self_signed(&key).unwrap();
+        let peer = PeerCertificate::from_der(certificate.der()).expect("a certificate");
+        assert_eq!(peer.common_name(), Some("kube-apiserver-admission"));
+        assert_eq!(peer.serial_number(), "0ABC");
+        assert_eq!(peer.der(), &certificate.der()[..]);
+        let json = peer.to_json();
+        assert_eq!(
+            json["subject"],
+            json!([
+                [["commonName", "kube-apiserver-admission"]],
+                [["organizationName", "system:masters"]]
+            ])
+        );
+        assert_eq!(json["issuer"], json["subject"]);
+        assert_eq!(json["version"], 3);
+        assert_eq!(json["serialNumber"], "0ABC");
+        assert_eq!(json["notBefore"], "Jan  1 00:00:00 2026 GMT");
+        assert_eq!(
+            json["subjectAltName"],
+            json!([["DNS", "webhook.example"], ["IP Address", "127.0.0.1"]])
+        );
+    }
+
+    #[test]
     fn garbage_is_no_certificate() {
         assert_eq!(PeerCertificate::from_der(b""), None);
         assert_eq!(PeerCertificate::from_der(b"\x30\x03\x02\x01"), None);

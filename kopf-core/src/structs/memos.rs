@@ -195,6 +195,41 @@ impl Memo {
     }
 }
 
+/// The memos of the objects the operator has seen, by uid: one store for every resource's
+/// processor and for admission reviews, so that an admission handler of an existing object
+/// gets the memo its other handlers get (Kopf's memories, keyed by uid).
+#[derive(Clone, Default)]
+pub(crate) struct ObjectMemos(Arc<Mutex<HashMap<String, Memo>>>);
+
+impl ObjectMemos {
+    /// The object's memo, made on first sight as a shallow copy of `base`.
+    pub(crate) fn get_or_copy(&self, uid: &str, base: &Memo) -> Memo {
+        crate::helpers::sync::lock(&self.0)
+            .entry(uid.to_owned())
+            .or_insert_with(|| base.shallow_copy())
+            .clone()
+    }
+
+    /// The object's memo, if the operator has seen the object.
+    pub(crate) fn get(&self, uid: &str) -> Option<Memo> {
+        crate::helpers::sync::lock(&self.0).get(uid).cloned()
+    }
+
+    /// Forgets the object's memo: the object is gone.
+    pub(crate) fn forget(&self, uid: &str) {
+        crate::helpers::sync::lock(&self.0).remove(uid);
+    }
+}
+
+impl fmt::Debug for ObjectMemos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = crate::helpers::sync::lock(&self.0).len();
+        f.debug_struct("ObjectMemos")
+            .field("objects", &count)
+            .finish()
+    }
+}
+
 impl fmt::Debug for Memo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let contents = self.lock();

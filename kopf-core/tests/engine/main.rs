@@ -4,6 +4,7 @@
 mod support;
 
 mod activities;
+mod admission;
 mod blocking;
 mod changes;
 mod daemons;
