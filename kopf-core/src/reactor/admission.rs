@@ -72,11 +72,13 @@ impl std::fmt::Debug for Admitting {
 
 impl Admitting {
     /// Starts the server, if the registry has admission handlers; `None` if it has none. The
-    /// server runs in a tree of its own, stopped by [`stop`](Self::stop).
+    /// server runs in a tree of its own, stopped by [`stop`](Self::stop), which shares the
+    /// metrics and outcomes of the operator's tree `tasks`.
     pub(crate) async fn serve(
         registry: &Registry,
         settings: &Settings,
         shared: Shared,
+        tasks: &Tasks,
     ) -> Result<Option<Admitting>, AdmissionStartError> {
         if registry.admissions.is_empty() {
             return Ok(None);
@@ -121,7 +123,15 @@ impl Admitting {
         let reviewed = discovered.clone();
         let reviewing = client.clone();
         let threads = settings.execution.max_blocking_threads;
+        let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
         let webhooks = Webhooks::start(server, threads, |tree| {
+            // The reviews' handlers are counted and recorded as the operator's others are.
+            if let Some(metrics) = metrics {
+                tree.measure(metrics);
+            }
+            if let Some(outcomes) = outcomes {
+                tree.record_outcomes(outcomes);
+            }
             tree.spawn(discovery.run(tree.token().clone()));
             let poster = Poster::start(reviewing.clone(), &posting, &tree);
             let admission = Admission::new(registry, reviewing, tree)

@@ -475,13 +475,14 @@ impl Operator {
             memos: memos.clone(),
             indexes: indexes.clone(),
         };
-        let mut admitting = match Admitting::serve(&self.registry, &self.settings, shared).await {
-            Ok(admitting) => admitting,
-            Err(error) => {
-                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
-                return Err(error.into());
-            }
-        };
+        let mut admitting =
+            match Admitting::serve(&self.registry, &self.settings, shared, &tasks).await {
+                Ok(admitting) => admitting,
+                Err(error) => {
+                    let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                    return Err(error.into());
+                }
+            };
         // After the startup handlers, which may change the peering settings (as in Kopf).
         let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
         let (pause, peering) = tokio::select! {

@@ -247,6 +247,13 @@ async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_h
         .await
         .unwrap();
     assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    assert!(
+        matches!(
+            harness.outcome("example", "check_size"),
+            Some(kopf::HandlerOutcome::Succeeded { .. })
+        ),
+        "the reviews' handlers are recorded as the operator's others are"
+    );
 
     harness.stop().await.expect("a clean stop");
     assert!(
