@@ -89,6 +89,11 @@ async fn configuration(
     })
 }
 
+fn url_of(configuration: &Value) -> String {
+    let url = &configuration["webhooks"][0]["clientConfig"]["url"];
+    url.as_str().expect("a url").to_string()
+}
+
 fn ca_bundle(webhook: &Value) -> String {
     let encoded = webhook["clientConfig"]["caBundle"]
         .as_str()
@@ -266,6 +271,7 @@ async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_h
 async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
     // The operator alone (not the harness, whose stop stops the server too), to read the
     // configurations after it stopped.
+    let tasks_before = crate::stopping::alive_tasks();
     let server = server_with_crd().await;
     let client = server.client();
     let stop = tokio_util::sync::CancellationToken::new();
