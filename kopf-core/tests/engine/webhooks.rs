@@ -485,7 +485,7 @@ async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let server = install_crd(server).await;
+    install_crd(&server).await;
     let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
     let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
     let client = server.client();
@@ -651,4 +651,51 @@ async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_th
     stop_b.cancel();
     running_b.await.unwrap().expect("a clean stop");
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
+    let server = kopf_testing::FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    settings.scanning.interval = Duration::from_millis(200);
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;
+    let client = harness.client();
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        validating["webhooks"][0]["rules"],
+        json!([]),
+        "no such resource yet"
+    );
+
+    install_crd(harness.server()).await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["rules"].as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        validating["webhooks"][0]["rules"][0]["resources"],
+        json!(["kopfexamples"])
+    );
+    let url = url_of(&validating);
+    let (status, answer) = post(
+        &url,
+        &ca_bundle(&validating["webhooks"][0]),
+        &review("u-1", json!({"size": 11})),
+    )
+    .await
+    .expect("the webhook answers");
+    assert_eq!(
+        (status, &answer["response"]["allowed"]),
+        (200, &json!(false)),
+        "{answer:#}"
+    );
+    drop(client);
+    harness.stop().await.expect("a clean stop");
 }
