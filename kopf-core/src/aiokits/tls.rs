@@ -132,14 +132,40 @@ impl Identity {
         Ok(Identity { chain, key, ca_pem })
     }
 
-    /// The rustls configuration that serves this identity over HTTP/1.1, asking clients for
-    /// a certificate but not requiring one (it is passed on, unverified, to whoever answers).
-    pub(crate) fn server_config(self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    /// The rustls configuration that serves this identity over HTTP/1.1. Without `clients`,
+    /// it asks clients for a certificate but does not require one (it is passed on,
+    /// unverified, to whoever answers); with them (PEM CAs), it requires a client certificate
+    /// that they issued.
+    pub(crate) fn server_config(
+        self,
+        clients: Option<&Pem>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = match clients {
+            None => Arc::new(AnyClientCertificate::new()),
+            Some(cas) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for ca in CertificateDer::pem_slice_iter(&cas.text).filter_map(Result::ok) {
+                    roots.add(ca).map_err(TlsError::Config)?;
+                }
+                if roots.is_empty() {
+                    return Err(TlsError::Pem {
+                        path: cas.path.clone(),
+                        what: "certificate",
+                    });
+                }
+                rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider.clone(),
+                )
+                .build()
+                .map_err(|error| TlsError::Config(rustls::Error::General(error.to_string())))?
+            }
+        };
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Config)?
-            .with_client_cert_verifier(Arc::new(AnyClientCertificate::new()))
+            .with_client_cert_verifier(verifier)
             .with_single_cert(self.chain, self.key)
             .map_err(TlsError::Config)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -265,7 +291,7 @@ mod tests {
         // An IP SAN is the address's 4 bytes (tag 0x87, length 4); a DNS SAN is the name.
         assert!(holds(&identity.chain[0], &[0x87, 4, 127, 0, 0, 1]));
         assert!(holds(&identity.chain[0], b"op.ops.svc"));
-        identity.server_config().expect("rustls serves it");
+        identity.server_config(None).expect("rustls serves it");
     }
 
     #[test]
@@ -290,7 +316,7 @@ mod tests {
         };
         let loaded = Identity::from_pem(&cert, &key, "CA".into()).unwrap();
         assert_eq!(loaded.chain, identity.chain[..1]);
-        loaded.server_config().expect("rustls serves it");
+        loaded.server_config(None).expect("rustls serves it");
         let error = Identity::from_pem(&key, &key, String::new()).unwrap_err();
         assert_eq!(error.to_string(), "tls.key holds no certificate in PEM");
     }

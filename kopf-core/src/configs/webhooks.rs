@@ -54,6 +54,10 @@ pub struct WebhookServer {
     pub service: Option<WebhookService>,
     /// How often the certificate files are checked for changes (Kopf: 60 s).
     pub reload_interval: Duration,
+    /// Require a client certificate issued by a CA of this PEM file, read at the start
+    /// (Kopf's `verify_cafile`); `None` (the default) takes any client certificate, or none, and passes
+    /// it on to the handlers unverified.
+    pub verify_cafile: Option<PathBuf>,
 }
 
 /// A serving certificate and its key, as PEM files.
@@ -91,6 +95,7 @@ impl Default for WebhookServer {
             extra_sans: Vec::new(),
             service: None,
             reload_interval: Duration::from_secs(60),
+            verify_cafile: None,
         }
     }
 }
@@ -172,6 +177,13 @@ impl WebhookServer {
     /// More names (DNS names or IP addresses) for the generated certificate.
     pub fn extra_sans<S: Into<String>>(mut self, sans: impl IntoIterator<Item = S>) -> Self {
         self.extra_sans.extend(sans.into_iter().map(Into::into));
+        self
+    }
+
+    /// Require a client certificate issued by a CA of this PEM file: kube-apiserver presents
+    /// one when its admission configuration (`--admission-control-config-file`) gives it one.
+    pub fn verify_clients(mut self, cafile: impl Into<PathBuf>) -> WebhookServer {
+        self.verify_cafile = Some(cafile.into());
         self
     }
 

@@ -105,8 +105,13 @@ impl Webhooks {
                 (files.identity(server)?, Some(files))
             }
         };
+        let clients = match &server.verify_cafile {
+            Some(cafile) => Some(Pem::read(cafile).await.map_err(WebhookError::Tls)?),
+            None => None,
+        };
         let ca_bundle = Some(identity.ca_pem.clone());
-        let tls = watch::Sender::new(identity.server_config().map_err(WebhookError::Tls)?);
+        let served = identity.server_config(clients.as_ref());
+        let tls = watch::Sender::new(served.map_err(WebhookError::Tls)?);
         let config = watch::Sender::new(server.client_config(address.port(), ca_bundle));
         let tree = Tasks::root(max_threads);
         let review = review(tree.child());
@@ -130,6 +135,7 @@ impl Webhooks {
                 server: server.clone(),
                 port: address.port(),
                 files,
+                clients,
                 tls,
                 config,
             };
@@ -335,6 +341,8 @@ struct Reloading {
     server: WebhookServer,
     port: u16,
     files: CertificateState,
+    /// The CAs that client certificates must be issued by, if any.
+    clients: Option<Pem>,
     tls: watch::Sender<Arc<rustls::ServerConfig>>,
     config: watch::Sender<ClientConfig>,
 }
@@ -359,7 +367,9 @@ impl Reloading {
             }
             let served = files.identity(&self.server).and_then(|identity| {
                 let ca_pem = identity.ca_pem.clone();
-                let config = identity.server_config().map_err(WebhookError::Tls)?;
+                let config = identity
+                    .server_config(self.clients.as_ref())
+                    .map_err(WebhookError::Tls)?;
                 Ok((config, ca_pem))
             });
             match served {

@@ -285,3 +285,34 @@ async fn rewritten_certificate_files_are_served_and_announced() {
         .stop(Duration::from_secs(5), &CancellationToken::new())
         .await;
 }
+
+#[tokio::test]
+async fn with_client_verification_only_certificates_of_the_given_ca_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let apiserver = Identity::generate(&["kube-apiserver".to_string()]).unwrap();
+    let cafile = dir.path().join("clients.crt");
+    std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
+    let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
+    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+
+    let (status, answer) = call_as(&url, &ca, "POST", json!({}), Some(apiserver))
+        .await
+        .expect("a client of the given CA is served");
+    assert_eq!((status, &answer["peer"]), (StatusCode::OK, &json!(true)));
+    let stranger = Identity::generate(&["stranger".to_string()]).unwrap();
+    let refused = call_as(&url, &ca, "POST", json!({}), Some(stranger)).await;
+    assert!(
+        refused.is_err(),
+        "another CA's client is refused: {refused:?}"
+    );
+    let anonymous = call(&url, &ca, "POST", json!({})).await;
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate is refused: {anonymous:?}"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
