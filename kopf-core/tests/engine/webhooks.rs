@@ -283,10 +283,15 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
-    configuration(&client, VALIDATING, |w| {
+    let validating = configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
+    let url = url_of(&validating);
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    post(&url, &ca, &review("u-1", json!({})))
+        .await
+        .expect("a review");
 
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(60), running)
@@ -315,6 +320,10 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         Vec::<Value>::new(),
         "the non-persistent one is gone"
     );
+    let late = post(&url, &ca, &review("u-2", json!({}))).await;
+    assert!(late.is_err(), "the server is gone: {late:?}");
+    drop(client);
+    crate::stopping::assert_nothing_left(&server, tasks_before).await;
     server.stop().await;
 }
 
