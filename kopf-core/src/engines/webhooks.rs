@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::serving::{self, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::tls::{Identity, Pem, TlsError};
-use crate::configs::webhooks::{ClientConfig, WebhookServer};
+use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
 use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
 /// The largest AdmissionReview accepted: two objects (old and new) of the API's largest size
@@ -116,10 +116,10 @@ impl Webhooks {
         let tree = Tasks::root(max_threads);
         let review = review(tree.child());
         match &config.borrow().target {
-            crate::configs::webhooks::Target::Url(url) => {
+            Target::Url(url) => {
                 tracing::info!(target: "kopf::admission", "serving admission webhooks at {url} (listening on {address})");
             }
-            crate::configs::webhooks::Target::Service {
+            Target::Service {
                 namespace, name, ..
             } => {
                 tracing::info!(target: "kopf::admission", "serving admission webhooks for the service {namespace}/{name} (listening on {address})");
