@@ -11,8 +11,10 @@ use crate::kinds::{self, Kind};
 use crate::parse::{Attribute, Item};
 
 mod durations;
+mod operations;
 
 use durations::duration;
+use operations::operations;
 
 /// A handler ready to be expanded.
 pub(crate) struct Handler {
@@ -619,67 +621,6 @@ fn errors_mode(value: TokenStream, errors: &mut Errors) -> Option<Ident> {
         }
     };
     Some(Ident::new(variant, span))
-}
-
-/// `[CREATE, UPDATE]` (or strings): the variants of `kopf::Operation`.
-fn operations(value: TokenStream, errors: &mut Errors) -> Option<Vec<Ident>> {
-    use syn::parse::Parser as _;
-    const EXPECTED: &str = "expected a list of operations: `operations = [CREATE, UPDATE]` (of CREATE, UPDATE, DELETE, CONNECT)";
-    let span = value.span();
-    let list = |input: syn::parse::ParseStream<'_>| {
-        let content;
-        syn::bracketed!(content in input);
-        syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&content)
-    };
-    let Ok(items) = list.parse2(value) else {
-        errors.at(span, EXPECTED);
-        return None;
-    };
-    if items.is_empty() {
-        errors.at(
-            span,
-            "`operations` cannot be empty: a webhook for no operation is never called; leave it out for all operations",
-        );
-        return None;
-    }
-    let mut variants = Vec::new();
-    for item in items {
-        let (name, item_span) = match &item {
-            syn::Expr::Path(path) if path.path.get_ident().is_some() => {
-                (path.path.segments[0].ident.to_string(), item.span())
-            }
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(literal),
-                ..
-            }) => (literal.value(), literal.span()),
-            _ => {
-                errors.at(item.span(), EXPECTED);
-                continue;
-            }
-        };
-        let variant = match name.as_str() {
-            "CREATE" => "Create",
-            "UPDATE" => "Update",
-            "DELETE" => "Delete",
-            "CONNECT" => "Connect",
-            _ => {
-                errors.at(
-                    item_span,
-                    format!(
-                        "unknown operation `{name}`: expected CREATE, UPDATE, DELETE or CONNECT"
-                    ),
-                );
-                continue;
-            }
-        };
-        let variant = Ident::new(variant, item_span);
-        if variants.contains(&variant) {
-            errors.at(item_span, format!("`{name}` is given twice"));
-            continue;
-        }
-        variants.push(variant);
-    }
-    Some(variants)
 }
 
 fn retries(value: TokenStream, errors: &mut Errors) -> Option<TokenStream> {

@@ -164,7 +164,7 @@ pub trait BorrowedArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers; for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::Warnings` for warnings, `kopf::Operation` for operation, `Option<String>` for subresource",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::SubHandlers` for subhandlers; for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::Warnings` for warnings, `kopf::Operation` (or `String`, Kopf's form) for operation, `Option<String>` for subresource",
     note = "`patch` is only given as `&mut kopf::Patch`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -381,6 +381,7 @@ owned! {
     sslpeer: Value => |invocation| invocation.sslpeer().map_or_else(|| Value::Object(Map::new()), PeerCertificate::to_json);
     warnings: Warnings => |invocation| invocation.warnings();
     operation: Option<Operation> => |invocation| invocation.operation();
+    operation: String => |invocation| invocation.operation().map(|o| o.as_str().to_owned()).unwrap_or_default();
     subresource: Option<String> => |invocation| invocation.subresource().map(str::to_owned);
 }
 

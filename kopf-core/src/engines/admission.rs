@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use serde_json::{Value, json};
 
 use crate::actions::execution::{self, Kind, Outcome};
@@ -442,7 +443,22 @@ fn capturing(function: &HandlerFn, failure: Arc<Mutex<Option<Failure>>>) -> Hand
         let call = function(invocation);
         let failure = failure.clone();
         Box::pin(async move {
-            let result = call.await;
+            // A panic is reported as the handler's own failure (not the log line of it), then
+            // goes on to be logged as any panic of a handler.
+            let result = match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => {
+                    *lock(&failure) = Some(Failure {
+                        rank: Rank::Other,
+                        message: format!(
+                            "the handler panicked: {}",
+                            execution::panic_message(&panic)
+                        ),
+                        code: None,
+                    });
+                    std::panic::resume_unwind(panic);
+                }
+            };
             if let Err(error) = &result {
                 let rank = match (error.admission_code(), error.kind()) {
                     (Some(_), _) => Rank::Admission,

@@ -1,5 +1,6 @@
 //! Admission handlers written with the attribute macros, served as the operator's webhook
-//! server serves them: an `AdmissionReview` in, the review's response out.
+//! server serves them: an `AdmissionReview` in, the review's response out; and the same
+//! reviews answered as Python Kopf answers them (`python/admission_reviews.py`).
 
 use base64::Engine as _;
 use kopf::{AdmissionError, Memo, Operation, Patch, Warnings};
@@ -29,9 +30,10 @@ async fn check_size(
     }
 }
 
+/// As in Kopf, `operations` shapes the webhook's rules only: a review of another operation
+/// that reaches this webhook runs it too.
 #[kopf::on_mutate("kopfexamples", operations = [CREATE])]
-fn default_size(spec: &Value, patch: &mut Patch, operation: Operation) {
-    assert_eq!(operation, Operation::Create);
+fn default_size(spec: &Value, patch: &mut Patch) {
     if spec["size"].is_null() {
         patch.set("spec.size", 1);
     }
@@ -47,8 +49,34 @@ fn protect(operation: Operation, name: &str) -> kopf::Result<()> {
     Ok(())
 }
 
+#[derive(serde::Deserialize)]
+struct UserInfo {
+    username: String,
+    groups: Vec<String>,
+}
+
+/// Denies every request on objects labelled `echo`, saying what it was given.
+#[kopf::on_validate("kopfexamples", id = "echo", labels("echo" = present))]
+async fn echo(
+    operation: String,
+    userinfo: UserInfo,
+    dryrun: bool,
+    sslpeer: Value,
+    headers: std::collections::BTreeMap<String, String>,
+    subresource: Option<String>,
+    old: Option<&Value>,
+    diff: &kopf::diff::Diff,
+) -> kopf::Result<()> {
+    let said = json!({
+        "operation": operation, "user": userinfo.username, "groups": userinfo.groups,
+        "dryrun": dryrun, "sslpeer": sslpeer, "headers": headers.len(),
+        "subresource": subresource, "old": old.is_some(), "diff": diff.len(),
+    });
+    Err(AdmissionError::new(said.to_string()).code(418).into())
+}
+
 fn registry() -> kopf::Registry {
-    kopf::handlers![check_size, default_size, protect]
+    kopf::handlers![check_size, default_size, protect, echo]
 }
 
 fn review(operation: &str, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
@@ -146,6 +174,33 @@ async fn admission_handlers_allow_deny_warn_and_default() {
 }
 
 #[tokio::test]
+async fn handlers_get_the_arguments_of_the_review_in_the_forms_they_ask_for() {
+    let server = server_with_crd().await;
+    let old = example(json!({"size": 1}), json!({"echo": "yes"}));
+    let new = example(json!({"size": 2}), json!({"echo": "yes"}));
+    let body = review("UPDATE", Some(new), Some(old));
+    let (_, answer) = kopf::__private::review_admission(
+        &registry(),
+        server.client(),
+        Memo::new(),
+        body,
+        Some("echo"),
+    )
+    .await;
+    let status = &answer["response"]["status"];
+    assert_eq!(status["code"], 418, "{answer}");
+    let said: Value = serde_json::from_str(status["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        said,
+        json!({
+            "operation": "UPDATE", "user": "alice", "groups": ["system:authenticated"],
+            "dryrun": false, "sslpeer": {}, "headers": 0, "subresource": null,
+            "old": true, "diff": 1,
+        })
+    );
+}
+
+#[tokio::test]
 async fn deletions_reach_validating_handlers_with_the_old_object() {
     let server = server_with_crd().await;
     let registry = registry();
@@ -197,4 +252,131 @@ async fn requests_that_are_no_reviews_get_4xx() {
     )
     .await;
     assert_eq!(status, 404);
+}
+
+/// The reviews of the tests above, answered by kopf-rs and by Python Kopf 1.45.2 with the same
+/// handlers: the same HTTP status, decision, message, code, warnings and (decoded) patch.
+#[tokio::test]
+async fn reviews_are_answered_as_python_kopf_answers_them() {
+    let test = "reviews_are_answered_as_python_kopf_answers_them";
+    let Some(python) = crate::interop::python(test).await else {
+        return;
+    };
+    let protected = example(json!({"size": 1}), json!({"protected": "yes"}));
+    let plain = example(json!({"size": 1}), json!({}));
+    let mut beta: Value = serde_json::from_slice(&review(
+        "UPDATE",
+        Some(example(json!({"size": 5}), json!({}))),
+        Some(plain.clone()),
+    ))
+    .unwrap();
+    beta["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let mut anonymous: Value =
+        serde_json::from_slice(&review("CREATE", Some(plain.clone()), None)).unwrap();
+    anonymous["request"]
+        .as_object_mut()
+        .unwrap()
+        .remove("userInfo");
+    let mut unknown: Value =
+        serde_json::from_slice(&review("CREATE", Some(plain.clone()), None)).unwrap();
+    unknown["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "pods"});
+    let parsed = |body: Vec<u8>| -> Value { serde_json::from_slice(&body).unwrap() };
+    let cases: Vec<(Value, Option<&str>)> = vec![
+        (
+            parsed(review(
+                "CREATE",
+                Some(example(json!({"size": 11}), json!({}))),
+                None,
+            )),
+            None,
+        ),
+        (
+            parsed(review("CREATE", Some(example(json!({}), json!({}))), None)),
+            None,
+        ),
+        (
+            parsed(review("CREATE", Some(example(json!({}), json!({}))), None)),
+            Some("default_size"),
+        ),
+        (parsed(review("DELETE", None, Some(protected))), None),
+        (parsed(review("DELETE", None, Some(plain.clone()))), None),
+        (beta, None),
+        (anonymous, None),
+        (unknown, None),
+        (parsed(review("UPDATE", None, None)), None),
+    ];
+
+    let input: String = cases
+        .iter()
+        .map(|(review, id)| json!({"review": review, "id": id}).to_string() + "\n")
+        .collect();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/engine/python/admission_reviews.py");
+    let output = tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new(python)
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python starts");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().expect("python ends")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let kopf_answers: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        kopf_answers.len(),
+        cases.len(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let server = server_with_crd().await;
+    let memo = Memo::new().with_value("limit", 10);
+    for ((review, id), kopf_answer) in cases.iter().zip(kopf_answers) {
+        let (status, ours) = kopf::__private::review_admission(
+            &registry(),
+            server.client(),
+            memo.clone(),
+            serde_json::to_vec(review).unwrap(),
+            *id,
+        )
+        .await;
+        assert_eq!(
+            json!(status),
+            kopf_answer["status"],
+            "{review}: ours {ours}"
+        );
+        if status != 200 {
+            continue;
+        }
+        let comparable = |answer: &Value| -> Value {
+            let mut answer = answer.clone();
+            if let Some(encoded) = answer["response"].get("patch").cloned() {
+                answer["response"]["patch"] = decoded_patch(&json!({"patch": encoded}));
+            }
+            answer
+        };
+        assert_eq!(
+            comparable(&ours),
+            comparable(&kopf_answer["body"]),
+            "{review}"
+        );
+    }
 }

@@ -78,7 +78,7 @@ fn in_path(name: &str) -> bool {
 
 /// The virtualenv's python with Kopf (made by `scripts/python-env` on first use), or a loud
 /// skip.
-async fn python(test: &str) -> Option<PathBuf> {
+pub(crate) async fn python(test: &str) -> Option<PathBuf> {
     static PYTHON: OnceCell<Result<PathBuf, String>> = OnceCell::const_new();
     let found = PYTHON
         .get_or_init(|| async {
