@@ -139,8 +139,14 @@ pub(crate) fn rbac_yaml(
     registry: &Registry,
     options: &RbacOptions,
 ) -> Result<String, NamespacePatternError> {
+    let admission = if registry.admissions.is_empty() || options.admission_managed.is_some() {
+        ""
+    } else {
+        "# NOT COVERED: the webhook configurations of the admission handlers; if the operator \
+         keeps them (settings.admission.managed), give --admission-managed NAME.\n"
+    };
     Ok(format!(
-        "{RBAC_HEADER}{}{}",
+        "{RBAC_HEADER}{}{admission}{}",
         declarations(registry),
         yaml(&rbac_documents(registry, options)?)
     ))
