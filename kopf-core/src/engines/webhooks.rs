@@ -160,8 +160,9 @@ impl Webhooks {
     }
 
     /// Stops accepting, lets the reviews in flight finish (within the grace period, or until
-    /// `abort`), and returns when nothing of the server is left.
-    pub(crate) async fn stop(&self, grace: Duration, abort: &CancellationToken) {
+    /// `abort`), and returns when nothing of the server is left: `false` if reviews had to be
+    /// aborted.
+    pub(crate) async fn stop(&self, grace: Duration, abort: &CancellationToken) -> bool {
         self.tree.cancel(StopReason::OperatorExiting);
         let finished = tokio::select! {
             finished = tokio::time::timeout(grace, self.tree.wait()) => finished.is_ok(),
@@ -174,6 +175,7 @@ impl Webhooks {
         }
         self.tree.threads().close();
         self.tree.threads().exited().await;
+        finished
     }
 }
 

@@ -183,15 +183,20 @@ impl Admitting {
 
     /// The stop step: the managed configurations shrink to the persistent webhooks (each
     /// write within `timeout`), then the server stops accepting and the reviews in flight
-    /// finish (within `grace`, or until `abort`).
-    pub(crate) async fn stop(&self, timeout: Duration, grace: Duration, abort: &CancellationToken) {
+    /// finish (within `grace`, or until `abort`): `false` if reviews had to be aborted.
+    pub(crate) async fn stop(
+        &self,
+        timeout: Duration,
+        grace: Duration,
+        abort: &CancellationToken,
+    ) -> bool {
         if let Some(configurations) = &self.configurations {
             tokio::select! {
                 _ = configurations.shrink(timeout) => {}
                 _ = abort.cancelled() => {}
             }
         }
-        self.webhooks.stop(grace, abort).await;
+        self.webhooks.stop(grace, abort).await
     }
 }
 

@@ -489,7 +489,7 @@ impl Operator {
             started = peering_started => started,
             _ = stop.cancelled() => {
                 let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
-                stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+                let _ = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
                 return stopped;
             }
         };
@@ -504,7 +504,7 @@ impl Operator {
             Ok(elector) => elector,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
-                stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+                let _ = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
                 return Err(OperatorError::Lease(error));
             }
         };
@@ -576,7 +576,7 @@ impl Operator {
         let leading = elector.as_ref().is_none_or(|elector| elector.is_leading());
         let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
         // After the cleanup handlers, whose writes may pass through the webhooks.
-        stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+        let admission_stopped = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
             // meet this one's work. A second signal skips it: the Lease expires on its own.
@@ -598,7 +598,9 @@ impl Operator {
         if let Some(error) = admission_failed {
             return Err(OperatorError::ManagedWebhooks(error));
         }
-        stopped.and(cleaned.map_err(OperatorError::from))
+        stopped
+            .and(admission_stopped)
+            .and(cleaned.map_err(OperatorError::from))
     }
 }
 
@@ -608,12 +610,20 @@ async fn stop_admission(
     admitting: Option<&Admitting>,
     settings: &Settings,
     abort: &CancellationToken,
-) {
-    if let Some(admitting) = admitting {
-        let process = &settings.process;
-        admitting
-            .stop(process.cleanup_timeout, process.grace_period, abort)
-            .await;
+) -> Result<(), OperatorError> {
+    let process = &settings.process;
+    let graceful = match admitting {
+        Some(admitting) => {
+            admitting
+                .stop(process.cleanup_timeout, process.grace_period, abort)
+                .await
+        }
+        None => true,
+    };
+    if graceful {
+        Ok(())
+    } else {
+        Err(OperatorError::Aborted(process.grace_period))
     }
 }
 

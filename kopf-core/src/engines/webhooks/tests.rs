@@ -207,9 +207,10 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
             }
         }
         release.notify_one();
-        stop.await;
+        stop.await
     };
-    let (answer, ()) = tokio::join!(in_flight, stopping);
+    let (answer, graceful) = tokio::join!(in_flight, stopping);
+    assert!(graceful, "nothing had to be aborted");
     assert_eq!(answer.unwrap(), (StatusCode::OK, json!({"finished": true})));
 }
 
@@ -314,4 +315,33 @@ async fn with_client_verification_only_certificates_of_the_given_ca_are_served()
     webhooks
         .stop(Duration::from_secs(5), &CancellationToken::new())
         .await;
+}
+
+#[tokio::test]
+async fn a_review_that_outlives_the_grace_period_is_aborted() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let stuck: Review = {
+        let entered = entered.clone();
+        Arc::new(move |_call| {
+            entered.notify_one();
+            Box::pin(std::future::pending())
+        })
+    };
+    let server = WebhookServer::new().addr(LOCALHOST);
+    let webhooks = Webhooks::start(&server, 1, move |_| stuck).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+    let never = CancellationToken::new();
+    let in_flight = call(&url, &ca, "POST", json!({}));
+    let stopping = async {
+        entered.notified().await;
+        webhooks.stop(Duration::from_millis(100), &never).await
+    };
+    let (answer, graceful) = tokio::join!(in_flight, stopping);
+    assert!(!graceful, "the stuck review was aborted");
+    assert!(
+        answer.is_err(),
+        "no answer from an aborted review: {answer:?}"
+    );
+    assert_eq!(webhooks.tree.len(), 0, "nothing of the server is left");
 }
