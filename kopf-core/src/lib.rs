@@ -49,14 +49,18 @@ pub use actions::invocation::{
 pub use actions::login::{LoginFn, LoginFuture, LoginResult};
 pub use actions::posting::{event, exception, info, warn};
 pub use aiokits::tasks::{StopReason, Stopped};
+pub use aiokits::tls::TlsError;
 pub use clients::posting::{Events, Logger};
 pub use configs::lifecycles::Lifecycle;
 pub use configs::settings::{
-    ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings, PeeringSettings,
-    PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings, ScanningSettings,
-    Settings, WatchingSettings,
+    AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
+    PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
+    ScanningSettings, Settings, WatchingSettings,
 };
+pub use configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
+pub use engines::configurations::ConfigurationError;
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
+pub use engines::webhooks::WebhookError;
 pub use intents::activities::ActivityHandler;
 pub use intents::admission::{AdmissionHandler, AdmissionKind};
 pub use intents::daemons::{DaemonHandler, TimerHandler};

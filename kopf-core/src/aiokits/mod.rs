@@ -1,8 +1,9 @@
-//! Async building blocks: the cancellation tree, the operator's threads for sync code, HTTP
+//! Async building blocks: the cancellation tree, the operator's threads for sync code, HTTP(S)
 //! serving, metric series.
 
 pub(crate) mod metrics;
 pub(crate) mod serving;
 pub(crate) mod tasks;
 pub(crate) mod threads;
+pub(crate) mod tls;
 pub(crate) mod work;

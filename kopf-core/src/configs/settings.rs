@@ -15,6 +15,7 @@ use crate::configs::lifecycles::Lifecycle;
 use crate::configs::storage::{
     AnnotationsDiffBaseStorage, DiffBaseStorage, ProgressStorage, SmartProgressStorage,
 };
+use crate::configs::webhooks::WebhookServer;
 
 /// All settings of an operator.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +39,36 @@ pub struct Settings {
     pub posting: PostingSettings,
     /// How this operator coordinates with others serving the same resources.
     pub peering: PeeringSettings,
+    /// How admission webhooks are served and announced to the cluster.
+    pub admission: AdmissionSettings,
+}
+
+/// Admission webhooks (Kopf's `settings.admission`): where the validating and mutating
+/// handlers are served, and whether the operator keeps the cluster's webhook configurations
+/// for them.
+///
+/// Operators with admission handlers need a `server`, or `run()` fails with
+/// [`OperatorError::AdmissionServer`](crate::OperatorError::AdmissionServer). With `managed`,
+/// the operator creates a `ValidatingWebhookConfiguration` and a
+/// `MutatingWebhookConfiguration` of that name, fills them with one webhook per handler
+/// whenever the server's address or certificate changes, and at a graceful stop leaves only
+/// the handlers marked `persistent` in them. Its RBAC needs `create` and `patch` on both
+/// (the `rbac` subcommand's `--admission-managed`). With peering or a Lease, only the
+/// operator that serves writes them.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.admission.server = Some(kopf::WebhookServer::new().port(9443));
+/// settings.admission.managed = Some("auto.kopf.dev".into());
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AdmissionSettings {
+    /// Where and how the webhooks are served (none by default).
+    pub server: Option<WebhookServer>,
+    /// The name of the webhook configurations the operator keeps, e.g. `auto.kopf.dev`
+    /// (none by default: the configurations are left to the user).
+    pub managed: Option<String>,
 }
 
 /// Watching (Kopf's `settings.watching`).

@@ -1,9 +1,11 @@
 //! What runs each kind of handler outside the per-object cycle: activities, admission reviews,
-//! daemons and timers, indexes, login, peering, the liveness and metrics endpoints.
+//! daemons and timers, indexes, login, peering, the liveness and metrics endpoints, the
+//! admission webhook server and its managed configurations.
 
 pub(crate) mod activities;
 pub(crate) mod admission;
 pub(crate) mod authentication;
+pub(crate) mod configurations;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
 pub(crate) mod leadership;
@@ -11,3 +13,4 @@ pub(crate) mod metrics;
 pub(crate) mod pausing;
 pub(crate) mod peering;
 pub(crate) mod probing;
+pub(crate) mod webhooks;

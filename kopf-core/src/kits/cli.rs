@@ -22,6 +22,7 @@ use std::time::Duration;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::configs::settings::{LeaseSettings, Settings};
+use crate::configs::webhooks::WebhookServer;
 use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
 use crate::kits::logging::{self, LogFormat, LogStyle};
@@ -102,6 +103,8 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         lease.namespace = namespace;
         settings.peering.lease = Some(lease);
     }
+    settings.admission.server = options.webhook_server;
+    settings.admission.managed = options.admission_managed;
     let mut operator = Operator::new(registry).settings(settings);
     match &options.namespaces {
         Some(patterns) => operator = operator.namespaces(patterns.clone()),
@@ -219,6 +222,7 @@ fn rbac(
         service_account_namespace,
         no_service_account,
         lease,
+        admission_managed,
     } = args;
     let run = RunArgs {
         namespaces,
@@ -239,6 +243,7 @@ fn rbac(
         service_account,
         service_account_namespace,
         with_service_account: !no_service_account,
+        admission_managed,
     };
     manifests::rbac_yaml(registry, &options)
         .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
@@ -307,6 +312,8 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_PRIORITY        as -p
   KOPF_RUN_METRICS         as --metrics
   KOPF_RUN_LEASE           as --lease
+  KOPF_RUN_WEBHOOK_SERVER, KOPF_RUN_WEBHOOK_HOST, KOPF_RUN_ADMISSION_MANAGED
+                           as --webhook-server, --webhook-host, --admission-managed
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
   KUBECONFIG               the kubeconfig files (else ~/.kube/config, else in-cluster)";
 
@@ -433,6 +440,11 @@ struct RbacArgs {
     /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
     lease: Option<LeaseName>,
+    /// The name of the managed webhook configurations (`settings.admission.managed`, e.g.
+    /// auto.kopf.dev): the ClusterRole creates validating and mutating webhook
+    /// configurations and patches those of this name.
+    #[arg(long, value_name = "NAME")]
+    admission_managed: Option<String>,
 }
 
 /// The logging options of every subcommand (Kopf's `logging_options`).
@@ -516,6 +528,20 @@ struct RunArgs {
     /// leader serves. Implies --standalone. Not Kopf's: `rbac --lease` grants it.
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse, conflicts_with_all = ["peering", "priority", "dev"])]
     lease: Option<LeaseName>,
+    /// Serve the admission webhooks at this URL (e.g. https://0.0.0.0:9443/webhooks; without
+    /// a port, a free one), with a self-signed certificate, as Kopf's WebhookServer
+    /// (`settings.admission.server`). Not Kopf's.
+    #[arg(long, value_name = "URL", value_parser = check_webhook_url)]
+    webhook_server: Option<String>,
+    /// The host the cluster calls the webhooks at (e.g. host.k3d.internal) [default: from
+    /// the address: 127.0.0.1 for 0.0.0.0, ::1 for ::]. Not Kopf's.
+    #[arg(long, value_name = "HOST", requires = "webhook_server")]
+    webhook_host: Option<String>,
+    /// Keep the ValidatingWebhookConfiguration and MutatingWebhookConfiguration of this
+    /// name (e.g. auto.kopf.dev) filled with the admission handlers' webhooks
+    /// (`settings.admission.managed`). Not Kopf's: `rbac --admission-managed` grants it.
+    #[arg(long, value_name = "NAME")]
+    admission_managed: Option<String>,
     /// Python files to load (Kopf's PATHS): not for a compiled operator, whose handlers are in
     /// its binary; given, it is an error that says so.
     #[arg(value_name = "PATHS")]
@@ -577,6 +603,15 @@ struct Options {
     standalone: bool,
     /// The Lease to elect a leader with (`--lease`), if any.
     lease: Option<LeaseName>,
+    /// The admission webhook server (`--webhook-server`, `--webhook-host`), if any.
+    webhook_server: Option<WebhookServer>,
+    /// The managed webhook configurations' name (`--admission-managed`), if any.
+    admission_managed: Option<String>,
+}
+
+/// Checks a `--webhook-server` URL: the URL itself, or what is wrong with it.
+fn check_webhook_url(url: &str) -> Result<String, String> {
+    WebhookServer::from_url(url).map(|_| url.to_string())
 }
 
 /// Parses the command line; the program name is the first item.
@@ -704,6 +739,23 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             .transpose()?,
     };
     let standalone = lease.is_some() || flag(args.standalone, "KOPF_RUN_STANDALONE")?;
+    let webhook_server = match args
+        .webhook_server
+        .or_else(|| env("KOPF_RUN_WEBHOOK_SERVER"))
+    {
+        None => None,
+        Some(url) => {
+            let server = WebhookServer::from_url(&url)
+                .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error))?;
+            match args.webhook_host.or_else(|| env("KOPF_RUN_WEBHOOK_HOST")) {
+                Some(host) => Some(server.host(host)),
+                None => Some(server),
+            }
+        }
+    };
+    let admission_managed = args
+        .admission_managed
+        .or_else(|| env("KOPF_RUN_ADMISSION_MANAGED"));
     let peering = args.peering.or_else(|| env("KOPF_RUN_PEERING"));
     let priority = match (args.priority, args.dev) {
         (Some(priority), _) => Some(priority),
@@ -743,6 +795,8 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         priority,
         standalone,
         lease,
+        webhook_server,
+        admission_managed,
     })
 }
 

@@ -16,7 +16,10 @@
 //!   list the declarations and name the handlers that take a `client` but declare nothing;
 //! - every operator gets, lists, watches and patches Kopf's peering objects (`kopf.dev`):
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
-//!   otherwise (as Kopf's `deployment-rbac.yaml`).
+//!   otherwise (as Kopf's `deployment-rbac.yaml`);
+//! - with `--admission-managed NAME` (as `settings.admission.managed`), the ClusterRole
+//!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations` and
+//!   patches those of that name (Kopf's `create, patch`, the patch limited to the name).
 //!
 //! The CRDs are those declared with [`Registry::crd`], then Kopf's two peering CRDs
 //! (`peering.yaml`): `clusterkopfpeerings.kopf.dev` (Cluster) and `kopfpeerings.kopf.dev`
@@ -40,7 +43,8 @@ const RBAC_HEADER: &str = "\
 # events, watching CRDs, peering) and what the program declares: `owns = [..]` and
 # `reads = [..]` on handlers, `Registry::rbac_rule(..)`.
 # Not covered: any other API call a handler makes with its `client` (declare it); the
-# admission webhooks' configurations; a Lease unless `--lease` is given.
+# managed webhook configurations unless `--admission-managed` is given; a Lease unless
+# `--lease` is given.
 # Resources given by a name that discovery resolves (a short name, a kind, no group) are
 # printed as given: check their apiGroups and resources before applying.
 ";
@@ -61,6 +65,8 @@ pub(crate) struct RbacOptions {
     pub(crate) with_service_account: bool,
     /// The Lease the operator elects a leader with, if any.
     pub(crate) lease: Option<LeaseRef>,
+    /// The name of the managed webhook configurations, if the operator keeps them.
+    pub(crate) admission_managed: Option<String>,
 }
 
 /// A Lease by namespace and name.
@@ -133,8 +139,14 @@ pub(crate) fn rbac_yaml(
     registry: &Registry,
     options: &RbacOptions,
 ) -> Result<String, NamespacePatternError> {
+    let admission = if registry.admissions.is_empty() || options.admission_managed.is_some() {
+        ""
+    } else {
+        "# NOT COVERED: the webhook configurations of the admission handlers; if the operator \
+         keeps them (settings.admission.managed), give --admission-managed NAME.\n"
+    };
     Ok(format!(
-        "{RBAC_HEADER}{}{}",
+        "{RBAC_HEADER}{}{admission}{}",
         declarations(registry),
         yaml(&rbac_documents(registry, options)?)
     ))
@@ -213,6 +225,24 @@ pub(crate) fn rbac_documents(
         cluster.push(rule("", &["namespaces"], &["list", "watch"]));
     }
     cluster.extend(cluster_scoped.iter().map(|rule| rule.to_value()));
+    if let Some(managed) = &options.admission_managed {
+        let configurations = [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ];
+        // Creating cannot be limited to a name; patching can.
+        cluster.push(rule(
+            "admissionregistration.k8s.io",
+            &configurations,
+            &["create"],
+        ));
+        cluster.push(json!({
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": configurations,
+            "resourceNames": [managed],
+            "verbs": ["patch"],
+        }));
+    }
     let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
     match (&exact, globs) {
         (None, false) => cluster.push(peering("clusterkopfpeerings")),
@@ -395,6 +425,7 @@ mod tests {
             service_account_namespace: "default".into(),
             with_service_account: true,
             lease: None,
+            admission_managed: None,
         }
     }
 
@@ -442,6 +473,39 @@ mod tests {
         assert_eq!(
             documents[2]["subjects"],
             json!([{"kind": "ServiceAccount", "name": "kopf-operator", "namespace": "default"}])
+        );
+    }
+
+    #[test]
+    fn the_managed_webhook_configurations_are_created_and_patched_by_name() {
+        let managed = RbacOptions {
+            admission_managed: Some("auto.kopf.dev".into()),
+            ..options(Some(&["default"]))
+        };
+        let documents = rbac_documents(&registry(), &managed).unwrap();
+        let cluster_role = documents
+            .iter()
+            .find(|d| d["kind"] == "ClusterRole")
+            .unwrap();
+        let rules = cluster_role["rules"].as_array().unwrap();
+        let configurations = json!([
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations"
+        ]);
+        assert!(rules.contains(&json!({
+            "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
+            "verbs": ["create"],
+        })));
+        assert!(rules.contains(&json!({
+            "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
+            "resourceNames": ["auto.kopf.dev"], "verbs": ["patch"],
+        })));
+        let without = rbac_documents(&registry(), &options(None)).unwrap();
+        assert!(
+            !serde_json::to_string(&without)
+                .unwrap()
+                .contains("webhookconfigurations"),
+            "nothing without the option"
         );
     }
 

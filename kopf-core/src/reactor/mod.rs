@@ -1,8 +1,9 @@
 //! The operator's core, in the order one watch event meets it: observation (watchers per
 //! resource and namespace), queueing (a worker per object), processing (the per-object cycle,
-//! in steps: memories, invocations, causes, progress, sub-handling), and the operator that
-//! runs them all.
+//! in steps: memories, invocations, causes, progress, sub-handling), the operator's admission
+//! webhooks, and the operator that runs them all.
 
+pub(crate) mod admission;
 pub(crate) mod causes;
 pub(crate) mod invocations;
 pub(crate) mod memories;

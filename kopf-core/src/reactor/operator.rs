@@ -33,6 +33,7 @@ use crate::engines::peering::Peering;
 use crate::engines::probing::{self, LivenessError, Standby};
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
+use crate::reactor::admission::{AdmissionStartError, Admitting, Shared};
 use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
 use crate::structs::credentials::LoginError;
@@ -88,6 +89,26 @@ pub enum OperatorError {
         /// The Lease, as `namespace/name`.
         lease: String,
     },
+    /// Admission handlers exist, but no webhook server is configured
+    /// ([`AdmissionSettings::server`](crate::AdmissionSettings::server)).
+    #[error(
+        "the admission handlers {handlers} need a webhook server: set \
+         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
+         settings or in a startup handler"
+    )]
+    AdmissionServer {
+        /// The admission handlers' ids.
+        handlers: String,
+    },
+    /// The admission webhooks cannot be served: the address cannot be bound, or the
+    /// certificate cannot be made or read.
+    #[error("cannot serve the admission webhooks: {0}")]
+    Webhooks(#[source] crate::engines::webhooks::WebhookError),
+    /// The managed webhook configurations
+    /// ([`AdmissionSettings::managed`](crate::AdmissionSettings::managed)) cannot be kept: an
+    /// invalid name, or no permission to create them.
+    #[error("cannot manage the webhook configurations: {0}")]
+    ManagedWebhooks(#[source] crate::engines::configurations::ConfigurationError),
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the liveness endpoint {url}: {message}")]
     Liveness {
@@ -104,6 +125,18 @@ impl From<ActivityError> for OperatorError {
             activity: error.activity,
             handler: error.handler,
             message: error.message,
+        }
+    }
+}
+
+impl From<AdmissionStartError> for OperatorError {
+    fn from(error: AdmissionStartError) -> Self {
+        match error {
+            AdmissionStartError::NoServer(ids) => OperatorError::AdmissionServer {
+                handlers: crate::reactor::admission::listed(&ids),
+            },
+            AdmissionStartError::Webhooks(error) => OperatorError::Webhooks(error),
+            AdmissionStartError::Configurations(error) => OperatorError::ManagedWebhooks(error),
         }
     }
 }
@@ -299,7 +332,9 @@ impl Operator {
 
     /// Runs until `stop` is cancelled. Then stops watching at once, asks handlers to stop,
     /// waits up to the grace period, aborts what is left, removes this operator's peering
-    /// entry, runs the cleanup handlers, releases the Lease if it leads (each within
+    /// entry, runs the cleanup handlers, removes the non-persistent webhooks from the managed
+    /// webhook configurations and stops the webhook server (after the reviews in flight),
+    /// releases the Lease if it leads (each within
     /// `settings.process.cleanup_timeout`), and returns only when no task of
     /// the operator is alive and its clients are dropped. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
@@ -423,12 +458,39 @@ impl Operator {
                 return Err(error.into());
             }
         }
+        // Filled from the first listings: handlers of objects wait for them.
+        let indexes = Indexes::new(
+            self.registry
+                .indexes
+                .iter()
+                .map(|h| (h.id.clone(), h.empty_index())),
+            self.ready.subscribe(),
+        );
+        // The objects' memos, also for the admission handlers of existing objects.
+        let memos = ObjectMemos::default();
+        // After the startup handlers, which may set the server (as in Kopf).
+        let shared = Shared {
+            client: client.clone(),
+            memo: self.memo.clone(),
+            memos: memos.clone(),
+            indexes: indexes.clone(),
+        };
+        let mut admitting =
+            match Admitting::serve(&self.registry, &self.settings, shared, &tasks).await {
+                Ok(admitting) => admitting,
+                Err(error) => {
+                    let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                    return Err(error.into());
+                }
+            };
         // After the startup handlers, which may change the peering settings (as in Kopf).
         let peering_started = Peering::start(&client, &self.settings, patterns.as_ref(), &tasks);
         let (pause, peering) = tokio::select! {
             started = peering_started => started,
             _ = stop.cancelled() => {
-                return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                let _ = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+                return stopped;
             }
         };
         let on_leading: Option<OnLeading> = {
@@ -442,6 +504,7 @@ impl Operator {
             Ok(elector) => elector,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                let _ = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
                 return Err(OperatorError::Lease(error));
             }
         };
@@ -451,17 +514,11 @@ impl Operator {
         };
         // Set once: this is the only place.
         let _ = standby.set(pause.clone());
+        if let Some(admitting) = &mut admitting {
+            // Written only while not paused: by the operator that serves, within its term.
+            admitting.manage(pause.clone(), &tasks);
+        }
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
-        // Filled from the first listings: handlers of objects wait for them.
-        let indexes = Indexes::new(
-            self.registry
-                .indexes
-                .iter()
-                .map(|h| (h.id.clone(), h.empty_index())),
-            self.ready.subscribe(),
-        );
-        // The objects' memos, also for the admission handlers of existing objects.
-        let memos = ObjectMemos::default();
         let observer = Observer {
             client: client.clone(),
             registry: self.registry.clone(),
@@ -492,9 +549,20 @@ impl Operator {
                 None => std::future::pending().await,
             }
         };
+        let failed = async {
+            match &admitting {
+                Some(admitting) => admitting.failed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut admission_failed = None;
         let ended = tokio::select! {
             _ = stop.cancelled() => None,
             ending = ended => Some(ending),
+            error = failed => {
+                admission_failed = Some(error);
+                None
+            }
         };
         let stopped = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
         if let Some(peering) = peering {
@@ -507,6 +575,8 @@ impl Operator {
         }
         let leading = elector.as_ref().is_none_or(|elector| elector.is_leading());
         let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
+        // After the cleanup handlers, whose writes may pass through the webhooks.
+        let admission_stopped = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
             // meet this one's work. A second signal skips it: the Lease expires on its own.
@@ -525,7 +595,35 @@ impl Operator {
             (Some(Ending::Failed(error)), _) => return Err(error.into()),
             _ => {}
         }
-        stopped.and(cleaned.map_err(OperatorError::from))
+        if let Some(error) = admission_failed {
+            return Err(OperatorError::ManagedWebhooks(error));
+        }
+        stopped
+            .and(admission_stopped)
+            .and(cleaned.map_err(OperatorError::from))
+    }
+}
+
+/// The admission's stop step: the managed configurations shrink to the persistent webhooks,
+/// then the server stops accepting and its reviews in flight finish.
+async fn stop_admission(
+    admitting: Option<&Admitting>,
+    settings: &Settings,
+    abort: &CancellationToken,
+) -> Result<(), OperatorError> {
+    let process = &settings.process;
+    let graceful = match admitting {
+        Some(admitting) => {
+            admitting
+                .stop(process.cleanup_timeout, process.grace_period, abort)
+                .await
+        }
+        None => true,
+    };
+    if graceful {
+        Ok(())
+    } else {
+        Err(OperatorError::Aborted(process.grace_period))
     }
 }
 

@@ -26,3 +26,4 @@ mod selectors;
 mod stopping;
 mod subhandlers;
 mod toolkit;
+mod webhooks;

@@ -18,6 +18,12 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
+    install_crd(&server).await;
+    server
+}
+
+/// Establishes the KopfExample CRD on the server.
+pub(crate) async fn install_crd(server: &FakeApiServer) {
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -44,7 +50,6 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
         crd,
     )
     .await;
-    server
 }
 
 /// Sends a request and returns the answer's JSON (errors as their Status).

@@ -487,3 +487,48 @@ fn the_version_names_kopf_rs() {
         "{text}"
     );
 }
+
+#[test]
+fn webhook_options_from_the_command_line_or_the_environment() {
+    let given = options(
+        &[
+            "--webhook-server",
+            "https://0.0.0.0:9443/hooks",
+            "--webhook-host",
+            "host.k3d.internal",
+            "--admission-managed",
+            "auto.kopf.dev",
+        ],
+        &[],
+    )
+    .unwrap();
+    let expected = WebhookServer::new()
+        .addr("0.0.0.0".parse().unwrap())
+        .port(9443)
+        .path("/hooks")
+        .host("host.k3d.internal");
+    assert_eq!(given.webhook_server, Some(expected));
+    assert_eq!(given.admission_managed.as_deref(), Some("auto.kopf.dev"));
+    let from_env = options(
+        &[],
+        &[
+            ("KOPF_RUN_WEBHOOK_SERVER", "https://127.0.0.1"),
+            ("KOPF_RUN_ADMISSION_MANAGED", "auto.kopf.dev"),
+        ],
+    )
+    .unwrap();
+    let server = from_env.webhook_server.unwrap();
+    assert_eq!(
+        (server.port, server.reported_host()),
+        (None, "127.0.0.1".to_string())
+    );
+    assert_eq!(from_env.admission_managed.as_deref(), Some("auto.kopf.dev"));
+    assert_eq!(options(&[], &[]).unwrap().webhook_server, None);
+    for bad in [
+        options(&["--webhook-server", "http://0.0.0.0:9443"], &[]),
+        options(&[], &[("KOPF_RUN_WEBHOOK_SERVER", "https://localhost")]),
+        options(&["--webhook-host", "h"], &[]),
+    ] {
+        assert_eq!(bad.unwrap_err().exit_code(), 2);
+    }
+}

@@ -1,0 +1,394 @@
+//! The admission webhook server (Kopf's `kopf.WebhookServer`): HTTPS at the address of
+//! [`WebhookServer`], `POST <path>/<handler-id>` answered by the admission reviews, and the
+//! client config that tells the cluster where to call and what to trust.
+//!
+//! Invariants:
+//! 1. The server runs in a tree of its own, so that it answers until the very end of a stop:
+//!    the operator's own writes (handlers finishing, cleanup handlers) may need its webhooks.
+//!    It is stopped explicitly ([`Webhooks::stop`]), after the managed configurations shrank:
+//!    it stops accepting, reviews in flight finish, then it is gone.
+//! 2. The client config is published before [`Webhooks::start`] returns, and again whenever
+//!    the certificate changes: given PEM files are read again every reload interval (without
+//!    blocking the runtime), and a change that makes a valid certificate serves new
+//!    connections at once, on the same port. An invalid change (e.g. a file half-written)
+//!    is logged and retried at the next check; the old certificate serves meanwhile.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::aiokits::serving::{self, PeerCertificate};
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::aiokits::tls::{Identity, Pem, TlsError};
+use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
+use crate::engines::admission::{WebhookRequest, WebhookResponse};
+
+/// The largest AdmissionReview accepted: two objects (old and new) of the API's largest size
+/// (1.5 MiB each, etcd's default limit), with room to spare.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// Why the webhook server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The address cannot be listened on.
+    #[error("cannot listen for admission webhooks on {address}: {source}")]
+    Listen {
+        /// `addr:port`.
+        address: String,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificate cannot be made, read or served.
+    #[error("cannot serve admission webhooks over TLS: {0}")]
+    Tls(#[source] TlsError),
+}
+
+/// What answers the calls: the admission review.
+pub(crate) type Review =
+    Arc<dyn Fn(WebhookRequest) -> BoxFuture<'static, WebhookResponse> + Send + Sync>;
+
+/// The running webhook server.
+pub(crate) struct Webhooks {
+    tree: Tasks,
+    config: watch::Receiver<ClientConfig>,
+    address: SocketAddr,
+}
+
+impl std::fmt::Debug for Webhooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhooks")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Webhooks {
+    /// Listens, makes or reads the certificate, publishes the client config and serves with
+    /// the review that `review` makes: it gets the server's own tree (with at most
+    /// `max_threads` threads for sync handlers), where the reviews' work must run.
+    pub(crate) async fn start(
+        server: &WebhookServer,
+        max_threads: usize,
+        review: impl FnOnce(Tasks) -> Review,
+    ) -> Result<Webhooks, WebhookError> {
+        let listener = listen(server).await?;
+        let address = listener
+            .local_addr()
+            .map_err(|source| WebhookError::Listen {
+                address: shown_address(server),
+                source,
+            })?;
+        let (identity, files) = match &server.certificate {
+            None => {
+                let mut identity =
+                    Identity::generate(&server.subject_names()).map_err(WebhookError::Tls)?;
+                if let Some(cadata) = &server.cadata {
+                    identity.ca_pem = cadata.clone();
+                }
+                (identity, None)
+            }
+            Some(_) => {
+                let files = CertificateState::read(server)
+                    .await
+                    .map_err(WebhookError::Tls)?;
+                (files.identity(server)?, Some(files))
+            }
+        };
+        let clients = match &server.verify_cafile {
+            Some(cafile) => Some(Pem::read(cafile).await.map_err(WebhookError::Tls)?),
+            None => None,
+        };
+        let ca_bundle = Some(identity.ca_pem.clone());
+        let served = identity.server_config(clients.as_ref());
+        let tls = watch::Sender::new(served.map_err(WebhookError::Tls)?);
+        let config = watch::Sender::new(server.client_config(address.port(), ca_bundle));
+        let tree = Tasks::root(max_threads);
+        let review = review(tree.child());
+        match &config.borrow().target {
+            Target::Url(url) => {
+                tracing::info!(target: "kopf::admission", "serving admission webhooks at {url} (listening on {address})");
+            }
+            Target::Service {
+                namespace, name, ..
+            } => {
+                tracing::info!(target: "kopf::admission", "serving admission webhooks for the service {namespace}/{name} (listening on {address})");
+            }
+        }
+        let receiver = config.subscribe();
+        let prefix: Arc<str> = server.path_prefix().into();
+        serving::serve_tls(listener, tree.child(), tls.subscribe(), move |request| {
+            answer(request, prefix.clone(), review.clone())
+        });
+        if let Some(files) = files {
+            let reloading = Reloading {
+                server: server.clone(),
+                port: address.port(),
+                files,
+                clients,
+                tls,
+                config,
+            };
+            tree.spawn(reloading.run(tree.token().clone()));
+        }
+        Ok(Webhooks {
+            tree,
+            config: receiver,
+            address,
+        })
+    }
+
+    /// The client config, now and as it changes.
+    pub(crate) fn client_config(&self) -> watch::Receiver<ClientConfig> {
+        self.config.clone()
+    }
+
+    /// The address listened on.
+    #[cfg_attr(not(test), allow(dead_code, reason = "for tests and logs"))]
+    pub(crate) fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops accepting, lets the reviews in flight finish (within the grace period, or until
+    /// `abort`), and returns when nothing of the server is left: `false` if reviews had to be
+    /// aborted.
+    pub(crate) async fn stop(&self, grace: Duration, abort: &CancellationToken) -> bool {
+        self.tree.cancel(StopReason::OperatorExiting);
+        let finished = tokio::select! {
+            finished = tokio::time::timeout(grace, self.tree.wait()) => finished.is_ok(),
+            _ = abort.cancelled() => false,
+        };
+        if !finished {
+            tracing::warn!(target: "kopf::admission", "aborting the admission reviews in flight");
+            self.tree.abort();
+            self.tree.wait().await;
+        }
+        self.tree.threads().close();
+        self.tree.threads().exited().await;
+        finished
+    }
+}
+
+/// Binds the server's address: every interface (IPv6 and IPv4, or IPv4 alone where there is
+/// no IPv6) when none is given; a free port when none is given.
+async fn listen(server: &WebhookServer) -> Result<TcpListener, WebhookError> {
+    let port = server.port.unwrap_or(0);
+    let bound = match server.addr {
+        Some(addr) => TcpListener::bind((addr, port)).await,
+        None => match TcpListener::bind((IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)).await {
+            Ok(listener) => Ok(listener),
+            Err(_) => TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)).await,
+        },
+    };
+    bound.map_err(|source| WebhookError::Listen {
+        address: shown_address(server),
+        source,
+    })
+}
+
+fn shown_address(server: &WebhookServer) -> String {
+    let host = server.addr.map_or("*".to_string(), |addr| match addr {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        IpAddr::V4(v4) => v4.to_string(),
+    });
+    format!("{host}:{}", server.port.unwrap_or(0))
+}
+
+/// Answers one request: `POST <prefix>[/<handler-id>]` goes to the review; anything else is
+/// an error in JSON.
+async fn answer(
+    request: Request<Incoming>,
+    prefix: Arc<str>,
+    review: Review,
+) -> Response<Full<Bytes>> {
+    let Some(handler_id) = handler_id(request.uri().path(), &prefix) else {
+        let message = format!(
+            "no webhook at {}; they are at POST {prefix}/<handler-id>",
+            request.uri().path()
+        );
+        return respond(StatusCode::NOT_FOUND, &json!({"error": message}));
+    };
+    if request.method() != Method::POST {
+        let message = format!("{} is not allowed; webhooks take POST", request.method());
+        let mut response = respond(StatusCode::METHOD_NOT_ALLOWED, &json!({"error": message}));
+        response
+            .headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+        return response;
+    }
+    let peer_certificate = request
+        .extensions()
+        .get::<PeerCertificate>()
+        .map(|peer| peer.0.clone());
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let (status, message) = if error.is::<http_body_util::LengthLimitError>() {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request is larger than {MAX_BODY} bytes"),
+                )
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the request: {error}"),
+                )
+            };
+            return respond(status, &json!({"error": message}));
+        }
+    };
+    let call = WebhookRequest {
+        body,
+        handler_id,
+        headers: parts.headers,
+        peer_certificate,
+    };
+    let answer = review(call).await;
+    respond(answer.status, &answer.body)
+}
+
+/// The handler id of a webhook's path: `None` when the path is not under the prefix,
+/// `Some(None)` for the prefix itself (every handler), `Some(Some(id))` for one handler (its
+/// percent-encoding decoded).
+fn handler_id(path: &str, prefix: &str) -> Option<Option<String>> {
+    let rest = path.strip_prefix(prefix)?;
+    match rest {
+        "" | "/" => Some(None),
+        rest => {
+            let id = rest.strip_prefix('/')?;
+            Some(Some(percent_decoded(id)))
+        }
+    }
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&high), Some(&low)) if hex(high).is_some() && hex(low).is_some() => {
+                let value = hex(high).unwrap_or(0) * 16 + hex(low).unwrap_or(0);
+                decoded.push(value as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+fn respond(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The contents of the certificate files, as last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CertificateState {
+    cert: Pem,
+    key: Pem,
+    ca: Option<Pem>,
+}
+
+impl CertificateState {
+    async fn read(server: &WebhookServer) -> Result<CertificateState, TlsError> {
+        let Some(files) = &server.certificate else {
+            unreachable!("only read for given certificate files");
+        };
+        let cert = Pem::read(&files.certfile).await?;
+        let key = Pem::read(&files.pkeyfile).await?;
+        let ca = match &server.cafile {
+            Some(cafile) => Some(Pem::read(cafile).await?),
+            None => None,
+        };
+        Ok(CertificateState { cert, key, ca })
+    }
+
+    /// The identity these files make; the cluster trusts the given CA data, or the CA file,
+    /// or the certificate file itself.
+    fn identity(&self, server: &WebhookServer) -> Result<Identity, WebhookError> {
+        let ca_pem = match (&server.cadata, &self.ca) {
+            (Some(cadata), _) => cadata.clone(),
+            (None, Some(ca)) => String::from_utf8_lossy(&ca.text).into_owned(),
+            (None, None) => String::from_utf8_lossy(&self.cert.text).into_owned(),
+        };
+        Identity::from_pem(&self.cert, &self.key, ca_pem).map_err(WebhookError::Tls)
+    }
+}
+
+/// Reads the certificate files again every reload interval, and serves and announces what
+/// changed.
+struct Reloading {
+    server: WebhookServer,
+    port: u16,
+    files: CertificateState,
+    /// The CAs that client certificates must be issued by, if any.
+    clients: Option<Pem>,
+    tls: watch::Sender<Arc<rustls::ServerConfig>>,
+    config: watch::Sender<ClientConfig>,
+}
+
+impl Reloading {
+    async fn run(mut self, token: CancellationToken) {
+        let interval = self.server.reload_interval.max(Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = token.cancelled() => return,
+            }
+            let files = match CertificateState::read(&self.server).await {
+                Ok(files) => files,
+                Err(error) => {
+                    tracing::warn!(target: "kopf::admission", %error, "cannot read the webhook certificate again; serving the previous one");
+                    continue;
+                }
+            };
+            if files == self.files {
+                continue;
+            }
+            let served = files.identity(&self.server).and_then(|identity| {
+                let ca_pem = identity.ca_pem.clone();
+                let config = identity
+                    .server_config(self.clients.as_ref())
+                    .map_err(WebhookError::Tls)?;
+                Ok((config, ca_pem))
+            });
+            match served {
+                Ok((config, ca_pem)) => {
+                    tracing::info!(target: "kopf::admission", "the webhook certificate changed: serving the new one");
+                    self.files = files;
+                    self.tls.send_replace(config);
+                    self.config
+                        .send_replace(self.server.client_config(self.port, Some(ca_pem)));
+                }
+                Err(error) => {
+                    tracing::warn!(target: "kopf::admission", %error, "the webhook certificate changed but cannot be served; serving the previous one");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,347 @@
+//! The webhook server over real HTTPS: what it answers, and its certificate reloads.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use base64::Engine as _;
+use http_body_util::BodyExt as _;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use super::*;
+
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// Echoes what the server passed on: the handler id, the body, and whether a peer certificate
+/// came.
+fn echo() -> Review {
+    Arc::new(|call: WebhookRequest| {
+        Box::pin(async move {
+            let body: Value = serde_json::from_slice(&call.body).unwrap_or(Value::Null);
+            WebhookResponse {
+                status: StatusCode::OK,
+                body: json!({
+                    "id": call.handler_id,
+                    "body": body,
+                    "peer": call.peer_certificate.is_some(),
+                    "agent": call.headers.get("user-agent").and_then(|v| v.to_str().ok()),
+                }),
+            }
+        })
+    })
+}
+
+/// One HTTPS request to `url` (`https://host:port/path`), trusting only `ca_pem`; the status
+/// and the JSON answer, or why the call failed (e.g. the certificate is not trusted).
+pub(crate) async fn call(
+    url: &str,
+    ca_pem: &str,
+    method: &str,
+    body: Value,
+) -> Result<(StatusCode, Value), String> {
+    call_as(url, ca_pem, method, body, None).await
+}
+
+/// [`call`], presenting this client certificate (a chain and its key) if given.
+async fn call_as(
+    url: &str,
+    ca_pem: &str,
+    method: &str,
+    body: Value,
+    identity: Option<Identity>,
+) -> Result<(StatusCode, Value), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let host = uri
+        .host()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(ca.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => config.with_no_client_auth(),
+        Some(identity) => config
+            .with_client_auth_cert(identity.chain, identity.key)
+            .map_err(|e| e.to_string())?,
+    };
+    let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+    let request = Request::builder()
+        .method(method)
+        .uri(uri.path())
+        .header("host", format!("{host}:{port}"))
+        .header("content-type", "application/json")
+        .header("user-agent", "kube-apiserver-admission")
+        .header("connection", "close")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let (response, _) = tokio::join!(sender.send_request(request), connection);
+    let response = response.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+fn url_of(config: &ClientConfig) -> String {
+    match &config.target {
+        Target::Url(url) => url.clone(),
+        Target::Service { .. } => panic!("a URL was expected"),
+    }
+}
+
+#[tokio::test]
+async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_errors() {
+    let server = WebhookServer::new().addr(LOCALHOST).path("/hooks");
+    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let url = url_of(&config);
+    assert_eq!(
+        url,
+        format!("https://127.0.0.1:{}/hooks", webhooks.address().port())
+    );
+    let ca = config.ca_bundle.clone().unwrap();
+
+    let review = json!({"kind": "AdmissionReview"});
+    let (status, answer) = call(&format!("{url}/check%2Fspec"), &ca, "POST", review.clone())
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        answer,
+        json!({"id": "check/spec", "body": review, "peer": false, "agent": "kube-apiserver-admission"})
+    );
+    let (_, answer) = call(&url, &ca, "POST", json!({})).await.unwrap();
+    assert_eq!(answer["id"], Value::Null, "no id: every handler");
+    let client = Identity::generate(&["kube-apiserver".to_string()]).unwrap();
+    let (_, answer) = call_as(&url, &ca, "POST", json!({}), Some(client))
+        .await
+        .unwrap();
+    assert_eq!(answer["peer"], true, "a client certificate is passed on");
+
+    let (status, answer) = call(&format!("{url}/check"), &ca, "GET", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer["error"], "GET is not allowed; webhooks take POST");
+    let elsewhere = url.replace("/hooks", "/other");
+    let (status, answer) = call(&elsewhere, &ca, "POST", json!({})).await.unwrap();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("POST /hooks/<handler-id>")
+    );
+
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+    assert!(
+        call(&url, &ca, "POST", json!({})).await.is_err(),
+        "nothing listens after the stop"
+    );
+}
+
+#[tokio::test]
+async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_refused() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let slow: Review = {
+        let (entered, release) = (entered.clone(), release.clone());
+        Arc::new(move |_call| {
+            let (entered, release) = (entered.clone(), release.clone());
+            Box::pin(async move {
+                entered.notify_one();
+                release.notified().await;
+                WebhookResponse {
+                    status: StatusCode::OK,
+                    body: json!({"finished": true}),
+                }
+            })
+        })
+    };
+    let server = WebhookServer::new().addr(LOCALHOST);
+    let webhooks = Webhooks::start(&server, 1, move |_| slow).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+    let (slow_url, late_url) = (format!("{url}/slow"), format!("{url}/late"));
+    let never = CancellationToken::new();
+    let in_flight = call(&slow_url, &ca, "POST", json!({}));
+    let stopping = async {
+        entered.notified().await;
+        let stop = webhooks.stop(Duration::from_secs(30), &never);
+        tokio::pin!(stop);
+        // The stop waits for the review; meanwhile, nothing new is accepted.
+        tokio::select! {
+            _ = &mut stop => panic!("the stop did not wait for the review in flight"),
+            refused = call(&late_url, &ca, "POST", json!({})) => {
+                assert!(refused.is_err(), "a new call was accepted during the stop: {refused:?}");
+            }
+        }
+        release.notify_one();
+        stop.await
+    };
+    let (answer, graceful) = tokio::join!(in_flight, stopping);
+    assert!(graceful, "nothing had to be aborted");
+    assert_eq!(answer.unwrap(), (StatusCode::OK, json!({"finished": true})));
+}
+
+/// PEM files of a certificate for 127.0.0.1, issued by a new CA: (cert, key, ca).
+fn pem_files() -> (String, String, String) {
+    let identity = Identity::generate(&["127.0.0.1".to_string()]).unwrap();
+    let pem = |label: &str, der: &[u8]| {
+        let body = base64::engine::general_purpose::STANDARD.encode(der);
+        format!("-----BEGIN {label}-----\n{body}\n-----END {label}-----\n")
+    };
+    let key = match &identity.key {
+        PrivateKeyDer::Pkcs8(key) => key.secret_pkcs8_der().to_vec(),
+        _ => unreachable!("generated as PKCS#8"),
+    };
+    (
+        pem("CERTIFICATE", &identity.chain[0]),
+        pem("PRIVATE KEY", &key),
+        identity.ca_pem,
+    )
+}
+
+#[tokio::test]
+async fn rewritten_certificate_files_are_served_and_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (certfile, pkeyfile, cafile) = (
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        dir.path().join("ca.crt"),
+    );
+    let (cert, key, ca) = pem_files();
+    for (path, text) in [(&certfile, &cert), (&pkeyfile, &key), (&cafile, &ca)] {
+        std::fs::write(path, text).unwrap();
+    }
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&certfile, &pkeyfile)
+        .cafile(&cafile)
+        .reload_interval(Duration::from_millis(50));
+    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let mut configs = webhooks.client_config();
+    let first = configs.borrow_and_update().clone();
+    assert_eq!(first.ca_bundle.as_deref(), Some(ca.as_str()));
+    let url = url_of(&first);
+    call(&url, &ca, "POST", json!({}))
+        .await
+        .expect("the first certificate is served");
+
+    // A half-written file is not served: the old certificate goes on.
+    std::fs::write(&certfile, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let (new_cert, new_key, new_ca) = pem_files();
+    std::fs::write(&pkeyfile, &new_key).unwrap();
+    std::fs::write(&cafile, &new_ca).unwrap();
+    std::fs::write(&certfile, &new_cert).unwrap();
+    // The files are not written at once: wait until the new CA verifies the served one.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while call(&url, &new_ca, "POST", json!({})).await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new certificate is not served"
+        );
+        tokio::time::timeout_at(deadline, configs.changed())
+            .await
+            .expect("a new client config within the deadline")
+            .unwrap();
+    }
+    let second = configs.borrow_and_update().clone();
+    assert_eq!(second.ca_bundle.as_deref(), Some(new_ca.as_str()));
+    assert_eq!(url_of(&second), url, "the same port");
+    let old = call(&url, &ca, "POST", json!({})).await;
+    assert!(old.is_err(), "the old CA no longer verifies: {old:?}");
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+#[tokio::test]
+async fn with_client_verification_only_certificates_of_the_given_ca_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let apiserver = Identity::generate(&["kube-apiserver".to_string()]).unwrap();
+    let cafile = dir.path().join("clients.crt");
+    std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
+    let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
+    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+
+    let (status, answer) = call_as(&url, &ca, "POST", json!({}), Some(apiserver))
+        .await
+        .expect("a client of the given CA is served");
+    assert_eq!((status, &answer["peer"]), (StatusCode::OK, &json!(true)));
+    let stranger = Identity::generate(&["stranger".to_string()]).unwrap();
+    let refused = call_as(&url, &ca, "POST", json!({}), Some(stranger)).await;
+    assert!(
+        refused.is_err(),
+        "another CA's client is refused: {refused:?}"
+    );
+    let anonymous = call(&url, &ca, "POST", json!({})).await;
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate is refused: {anonymous:?}"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+#[tokio::test]
+async fn a_review_that_outlives_the_grace_period_is_aborted() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let stuck: Review = {
+        let entered = entered.clone();
+        Arc::new(move |_call| {
+            entered.notify_one();
+            Box::pin(std::future::pending())
+        })
+    };
+    let server = WebhookServer::new().addr(LOCALHOST);
+    let webhooks = Webhooks::start(&server, 1, move |_| stuck).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+    let never = CancellationToken::new();
+    let in_flight = call(&url, &ca, "POST", json!({}));
+    let stopping = async {
+        entered.notified().await;
+        webhooks.stop(Duration::from_millis(100), &never).await
+    };
+    let (answer, graceful) = tokio::join!(in_flight, stopping);
+    assert!(!graceful, "the stuck review was aborted");
+    assert!(
+        answer.is_err(),
+        "no answer from an aborted review: {answer:?}"
+    );
+    assert_eq!(webhooks.tree.len(), 0, "nothing of the server is left");
+}

@@ -1,0 +1,710 @@
+//! The admission webhook server and the managed webhook configurations, against the fake API
+//! server: the configurations appear at the start with a caBundle that the server's HTTPS
+//! answers to, shrink to the persistent webhooks at the stop, follow a rotated certificate;
+//! an operator with admission handlers and no server fails to start; a review in flight
+//! finishes during the stop.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use kopf::{AdmissionError, AdmissionHandler, Operation, Operator, OperatorError, Registry};
+use kopf_testing::{OperatorHarness, wait};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use crate::support::{examples, install_crd, send, server_with_crd};
+
+const MANAGED: &str = "auto.kopf.dev";
+const VALIDATING: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/auto.kopf.dev";
+const MUTATING: &str =
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/auto.kopf.dev";
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// A validating handler that denies sizes above 10, for creations and updates, kept at exit;
+/// and a mutating handler that defaults the size, for objects labelled `defaulted=yes`.
+fn registry() -> Registry {
+    Registry::new()
+        .with(
+            AdmissionHandler::validating(examples(), "check_size", |invocation| async move {
+                if invocation.spec()["size"].as_i64().unwrap_or(0) > 10 {
+                    return Err(AdmissionError::new("spec.size is at most 10")
+                        .code(422)
+                        .into());
+                }
+                Ok(None)
+            })
+            .operations([Operation::Create, Operation::Update])
+            .persistent(),
+        )
+        .with(
+            AdmissionHandler::mutating(examples(), "default/size", |invocation| async move {
+                if invocation.spec()["size"].is_null() {
+                    invocation.patch().set("spec.size", 1);
+                }
+                Ok(None)
+            })
+            .label("defaulted", "yes".into())
+            .side_effects()
+            .ignore_failures(),
+        )
+}
+
+fn settings(server: kopf::WebhookServer) -> kopf::Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.admission.server = Some(server);
+    settings.admission.managed = Some(MANAGED.into());
+    settings
+}
+
+/// The configuration at `path` once its webhooks satisfy `condition` (the last one seen, in
+/// the panic, if they do not in time).
+async fn configuration(
+    client: &kube::Client,
+    path: &str,
+    condition: impl Fn(&Value) -> bool,
+) -> Value {
+    let last = std::sync::Mutex::new(Value::Null);
+    let found = tokio::time::timeout(kopf_testing::DEADLINE, async {
+        loop {
+            let object = send(client, "GET", path, "application/json", json!(null)).await;
+            if condition(&object["webhooks"]) {
+                return object;
+            }
+            *last.lock().unwrap() = object;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| {
+        panic!(
+            "{path} not as expected in time; last seen: {:#}",
+            last.lock().unwrap()
+        )
+    })
+}
+
+fn url_of(configuration: &Value) -> String {
+    let url = &configuration["webhooks"][0]["clientConfig"]["url"];
+    url.as_str().expect("a url").to_string()
+}
+
+fn ca_bundle(webhook: &Value) -> String {
+    let encoded = webhook["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("a caBundle");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(pem).expect("PEM")
+}
+
+/// One HTTPS POST to `url`, trusting only `ca_pem`: the status and the JSON answer, or why
+/// the call failed (a certificate not trusted, nothing listening).
+async fn post(url: &str, ca_pem: &str, body: &Value) -> Result<(u16, Value), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let host = uri.host().unwrap_or_default().to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(ca.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+    let request = http::Request::post(uri.path())
+        .header("host", format!("{host}:{port}"))
+        .header("content-type", "application/json")
+        .header("connection", "close")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let (response, _) = tokio::join!(sender.send_request(request), connection);
+    let response = response.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// An AdmissionReview of a KopfExample's creation, as kube-apiserver sends it.
+fn review(uid: &str, spec: Value) -> Value {
+    let kind = json!({"group": "kopf.dev", "version": "v1", "kind": "KopfExample"});
+    let resource = json!({"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"});
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": kind, "resource": resource,
+            "requestKind": kind, "requestResource": resource,
+            "name": "example", "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+            "object": {
+                "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                "metadata": {"name": "example", "namespace": "default"},
+                "spec": spec,
+            },
+            "oldObject": null,
+            "dryRun": false,
+        },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_https() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let operator = Operator::new(registry()).settings(settings(
+        kopf::WebhookServer::new().addr(LOCALHOST).path("/hooks"),
+    ));
+    let harness = OperatorHarness::start_on(server, operator).await;
+
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    let webhooks = validating["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), 1, "{webhooks:#?}");
+    let webhook = &webhooks[0];
+    let url = webhook["clientConfig"]["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert!(url.ends_with("/hooks/check_size"), "{url}");
+    assert_eq!(webhook["name"], "check-size.auto.kopf.dev");
+    assert_eq!(webhook["failurePolicy"], "Fail");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["matchPolicy"], "Equivalent");
+    assert_eq!(webhook["timeoutSeconds"], 30);
+    assert_eq!(webhook["admissionReviewVersions"], json!(["v1", "v1beta1"]));
+    assert_eq!(
+        webhook["rules"],
+        json!([{
+            "apiGroups": ["kopf.dev"], "apiVersions": ["v1"], "resources": ["kopfexamples"],
+            "operations": ["CREATE", "UPDATE"], "scope": "*",
+        }])
+    );
+
+    let mutating = configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    let webhook = &mutating["webhooks"][0];
+    assert_eq!(webhook["name"], "default.size.auto.kopf.dev");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["sideEffects"], "NoneOnDryRun");
+    assert_eq!(webhook["rules"][0]["operations"], json!(["*"]));
+    assert_eq!(
+        webhook["objectSelector"],
+        json!({"matchExpressions": [{"key": "defaulted", "operator": "In", "values": ["yes"]}]})
+    );
+    assert!(
+        webhook["clientConfig"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/hooks/default/size"),
+        "{webhook:#?}"
+    );
+
+    // The URL answers over HTTPS, trusted by the caBundle alone.
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let (status, answer) = post(&url, &ca, &review("u-1", json!({"size": 11})))
+        .await
+        .expect("the webhook answers");
+    assert_eq!(status, 200, "{answer:#}");
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "spec.size is at most 10"
+    );
+    assert_eq!(answer["response"]["status"]["code"], 422);
+    let (_, answer) = post(&url, &ca, &review("u-2", json!({"size": 3})))
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    assert!(
+        matches!(
+            harness.outcome("example", "check_size"),
+            Some(kopf::HandlerOutcome::Succeeded { .. })
+        ),
+        "the reviews' handlers are recorded as the operator's others are"
+    );
+
+    harness.stop().await.expect("a clean stop");
+    assert!(
+        post(&url, &ca, &review("u-3", json!({}))).await.is_err(),
+        "nothing listens after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
+    // The operator alone (not the harness, whose stop stops the server too), to read the
+    // configurations after it stopped.
+    let tasks_before = crate::stopping::alive_tasks();
+    let server = server_with_crd().await;
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let operator = Operator::new(registry())
+        .client(server.client())
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let running = tokio::spawn(operator.run(stop.clone()));
+    configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let url = url_of(&validating);
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    post(&url, &ca, &review("u-1", json!({})))
+        .await
+        .expect("a review");
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+    let names = |object: &Value| -> Vec<Value> {
+        object["webhooks"]
+            .as_array()
+            .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
+    };
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(
+        names(&validating),
+        [json!("check-size.auto.kopf.dev")],
+        "the persistent one stays: {validating:#}"
+    );
+    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    assert_eq!(
+        mutating["metadata"]["name"], MANAGED,
+        "the configuration itself stays"
+    );
+    assert_eq!(
+        names(&mutating),
+        Vec::<Value>::new(),
+        "the non-persistent one is gone"
+    );
+    let late = post(&url, &ca, &review("u-2", json!({}))).await;
+    assert!(late.is_err(), "the server is gone: {late:?}");
+    drop(client);
+    crate::stopping::assert_nothing_left(&server, tasks_before).await;
+    server.stop().await;
+}
+
+/// PEM files of a certificate for 127.0.0.1 issued by a new CA: (cert, key, ca).
+fn certificate() -> (String, String, String) {
+    let now = time::OffsetDateTime::now_utc();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::default();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    ca.not_before = now - time::Duration::hours(1);
+    ca.not_after = now + time::Duration::days(1);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut serving = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    serving.not_before = now - time::Duration::hours(1);
+    serving.not_after = now + time::Duration::days(1);
+    let cert = serving.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem(), ca_cert.pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (certfile, pkeyfile, cafile) = (
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        dir.path().join("ca.crt"),
+    );
+    let write = |(cert, key, ca): &(String, String, String)| {
+        // Each file replaced at once, as Kubernetes' Secret volumes do (a rename).
+        for (path, text) in [(&cafile, ca), (&pkeyfile, key), (&certfile, cert)] {
+            let temporary = path.with_extension("new");
+            std::fs::write(&temporary, text).unwrap();
+            std::fs::rename(&temporary, path).unwrap();
+        }
+    };
+    let first = certificate();
+    write(&first);
+    let webhook_server = kopf::WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&certfile, &pkeyfile)
+        .cafile(&cafile)
+        .reload_interval(Duration::from_millis(100));
+    let server = server_with_crd().await;
+    let client = server.client();
+    let harness = OperatorHarness::start_on(
+        server,
+        Operator::new(registry()).settings(settings(webhook_server)),
+    )
+    .await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    assert_eq!(ca_bundle(&validating["webhooks"][0]), first.2);
+    let url = validating["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    post(&url, &first.2, &review("u-1", json!({})))
+        .await
+        .expect("served with the first certificate");
+
+    let second = certificate();
+    write(&second);
+    for path in [VALIDATING, MUTATING] {
+        configuration(&client, path, |w| {
+            w.as_array()
+                .is_some_and(|w| !w.is_empty() && w.iter().all(|w| ca_bundle(w) == second.2))
+        })
+        .await;
+    }
+    wait("the new certificate served", || async {
+        post(&url, &second.2, &review("u-2", json!({}))).await.ok()
+    })
+    .await;
+    harness.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_handlers_without_a_server_fail_the_start_with_what_to_configure() {
+    let server = server_with_crd().await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = Operator::new(registry())
+        .client(server.client())
+        .settings(kopf_testing::test_settings())
+        .run(stop);
+    let result = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself");
+    let error = result.expect_err("no server is an error");
+    assert!(
+        matches!(error, OperatorError::AdmissionServer { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the admission handlers check_size, default/size need a webhook server: set \
+         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
+         settings or in a startup handler"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_the_stop_ends() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let (entered, release) = (entered.clone(), release.clone());
+        AdmissionHandler::validating(examples(), "slow", move |_| {
+            let (entered, release) = (entered.clone(), release.clone());
+            async move {
+                entered.notify_one();
+                release.notified().await;
+                Ok(None)
+            }
+        })
+    };
+    let server = server_with_crd().await;
+    let client = server.client();
+    let operator = Operator::new(Registry::new().with(handler))
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let url = validating["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ca = ca_bundle(&validating["webhooks"][0]);
+
+    let body = review("u-1", json!({}));
+    let in_flight = post(&url, &ca, &body);
+    let stopping = async {
+        entered.notified().await;
+        let stop = harness.stop();
+        tokio::pin!(stop);
+        let shrunk = configuration(&client, VALIDATING, |w| {
+            w.as_array().is_none_or(Vec::is_empty)
+        });
+        tokio::select! {
+            result = &mut stop => panic!("the stop ended before the review in flight: {result:?}"),
+            _ = shrunk => {}
+        }
+        release.notify_one();
+        stop.await
+    };
+    let (answer, stopped) = tokio::join!(in_flight, stopping);
+    let (status, answer) = answer.expect("the review in flight is answered");
+    assert_eq!(
+        (status, &answer["response"]["allowed"]),
+        (200, &json!(true)),
+        "{answer:#}"
+    );
+    stopped.expect("a clean stop");
+}
+
+const ACCOUNT: &str = "kex-operator";
+
+/// A server that enforces RBAC, with the CRD and the registry's `rbac -A ARGS` output applied.
+async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
+    let server = kopf_testing::FakeApiServer::builder()
+        .enforce_rbac()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    install_crd(&server).await;
+    let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
+    let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
+    let client = server.client();
+    for document in serde_norway::Deserializer::from_str(&rbac) {
+        let document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        let kind = document["kind"].as_str().expect("a kind");
+        let collection = match (kind, document["metadata"]["namespace"].as_str()) {
+            ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+            ("ClusterRole" | "ClusterRoleBinding", None) => format!(
+                "/apis/rbac.authorization.k8s.io/v1/{}s",
+                kind.to_lowercase()
+            ),
+            other => panic!("unexpected in the rbac output: {other:?}"),
+        };
+        let created = send(
+            &client,
+            "POST",
+            &collection,
+            "application/json",
+            document.clone(),
+        )
+        .await;
+        assert_eq!(created["kind"], kind, "{created:#}");
+    }
+    server
+}
+
+/// The operator acting as the ServiceAccount, standalone.
+fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    settings.peering.standalone = true;
+    Operator::new(registry())
+        .client(server.client_as_service_account("default", ACCOUNT))
+        .settings(settings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_configurations() {
+    let server = server_with_rbac(&["--admission-managed", MANAGED]).await;
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(operator_as_account(&server).run(stop.clone()));
+    configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    assert!(
+        mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
+        "shrunk at the stop, which patching by name allows: {mutating:#}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_it_needs() {
+    let server = server_with_rbac(&[]).await;
+    let running = operator_as_account(&server).run(tokio_util::sync::CancellationToken::new());
+    let error = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself")
+        .expect_err("forbidden is an error");
+    assert!(
+        matches!(error, OperatorError::ManagedWebhooks(_)),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "cannot manage the webhook configurations: cannot create the \
+         ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
+         `create` and `patch` on validatingwebhookconfigurations and \
+         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
+         subcommand's --admission-managed"
+    );
+    server.stop().await;
+}
+
+/// Settings for a candidate of the Lease `lease-webhooks`, serving at this port.
+fn candidate(identity: &str, port: u16) -> kopf::Settings {
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST).port(port));
+    settings.peering.standalone = true;
+    let mut lease = kopf::LeaseSettings::new("lease-webhooks");
+    lease.namespace = Some("default".into());
+    lease.identity = Some(identity.into());
+    lease.lease_duration = Duration::from_secs(3);
+    lease.renew_deadline = Duration::from_secs(2);
+    lease.retry_period = Duration::from_millis(500);
+    settings.peering.lease = Some(lease);
+    settings
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_them_at_itself() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let (port_a, port_b) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let url_of = |port: u16| format!("https://127.0.0.1:{port}/check_size");
+    let start = |identity: &str, port: u16| {
+        let operator = Operator::new(registry())
+            .client(server.client())
+            .settings(candidate(identity, port));
+        let stop = tokio_util::sync::CancellationToken::new();
+        (stop.clone(), tokio::spawn(operator.run(stop)))
+    };
+    let url = |object: &Value| object["webhooks"][0]["clientConfig"]["url"].clone();
+
+    let (stop_a, running_a) = start("a", port_a);
+    configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == url_of(port_a)
+    })
+    .await;
+    let (stop_b, running_b) = start("b", port_b);
+    wait("the second candidate's server", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port_b))
+            .await
+            .ok()
+    })
+    .await;
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(
+        url(&validating),
+        json!(url_of(port_a)),
+        "the candidate does not write"
+    );
+
+    // The leader's graceful stop shrinks the lists, then releases the Lease: the next leader
+    // points the webhooks at its own server, trusted by its own CA.
+    stop_a.cancel();
+    running_a.await.unwrap().expect("a clean stop");
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == url_of(port_b)
+    })
+    .await;
+    let mutating = configuration(&client, MUTATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    assert!(
+        mutating["webhooks"][0]["clientConfig"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("https://127.0.0.1:{port_b}/")),
+        "{mutating:#}"
+    );
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let (status, _) = post(&url_of(port_b), &ca, &review("u-1", json!({})))
+        .await
+        .expect("the new leader answers");
+    assert_eq!(status, 200);
+    stop_b.cancel();
+    running_b.await.unwrap().expect("a clean stop");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
+    let server = kopf_testing::FakeApiServer::builder()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    settings.scanning.interval = Duration::from_millis(200);
+    let harness =
+        OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;
+    let client = harness.client();
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        validating["webhooks"][0]["rules"],
+        json!([]),
+        "no such resource yet"
+    );
+
+    install_crd(harness.server()).await;
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["rules"].as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        validating["webhooks"][0]["rules"][0]["resources"],
+        json!(["kopfexamples"])
+    );
+    let url = url_of(&validating);
+    let (status, answer) = post(
+        &url,
+        &ca_bundle(&validating["webhooks"][0]),
+        &review("u-1", json!({"size": 11})),
+    )
+    .await
+    .expect("the webhook answers");
+    assert_eq!(
+        (status, &answer["response"]["allowed"]),
+        (200, &json!(false)),
+        "{answer:#}"
+    );
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+}
