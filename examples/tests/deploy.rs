@@ -5,33 +5,23 @@
 //! printing is behind the operator's command line, so this test checks the rules that the
 //! handlers need rather than the text: regenerate the file when the handlers change.
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+mod support;
+
+use std::path::Path;
 use std::time::Duration;
 
 use kopf_testing::FakeApiServer;
 use serde_json::{Value, json};
-use tokio::process::Command;
-
-/// How long one kubectl command may take.
-const DEADLINE: Duration = Duration::from_secs(60);
+use support::kubectl::Kubectl;
 
 #[tokio::test]
 async fn the_manifests_apply_with_kubectl() {
     let test = "the_manifests_apply_with_kubectl";
-    let Some(path) = kubectl(test) else {
-        return;
-    };
     let server = FakeApiServer::start()
         .await
         .expect("the fake API server starts");
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    server
-        .write_kubeconfig(dir.path().join("kubeconfig"))
-        .expect("the kubeconfig is written");
-    let kubectl = Kubectl {
-        path,
-        dir: dir.path().to_path_buf(),
+    let Some(kubectl) = Kubectl::for_server(test, &server) else {
+        return;
     };
 
     let crd = examples_dir().join("crd.yaml").display().to_string();
@@ -203,61 +193,4 @@ fn examples_dir() -> &'static Path {
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-/// kubectl pointed at one server, with its kubeconfig and discovery cache in `dir`.
-struct Kubectl {
-    path: PathBuf,
-    dir: PathBuf,
-}
-
-impl Kubectl {
-    /// Runs kubectl to its end (within the deadline), which must succeed; returns its stdout.
-    async fn ok(&self, args: &[&str]) -> String {
-        let child = Command::new(&self.path)
-            .env("KUBECONFIG", self.dir.join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("kubectl starts");
-        let output: Output = tokio::time::timeout(DEADLINE, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {DEADLINE:?}"))
-            .expect("kubectl's output is read");
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
-    }
-}
-
-/// Whether we run under CI, where a missing tool is a failure rather than a skip.
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
-
-/// The path of `kubectl`, or a loud skip (a failure under CI).
-fn kubectl(test: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("kubectl"))
-        .find(|path| path.is_file());
-    if found.is_none() {
-        let why = "kubectl is not installed (not found in PATH)";
-        if in_ci() {
-            panic!("{test}: {why} (CI is set, so this is a failure, not a skip)");
-        }
-        eprintln!("\n!!! SKIPPED {test}: {why}\n");
-    }
-    found
 }

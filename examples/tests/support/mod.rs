@@ -7,6 +7,8 @@
     reason = "each test binary uses the part of it that its scenarios need"
 )]
 
+pub(crate) mod kubectl;
+
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
