@@ -228,9 +228,20 @@ const KUBE_APISERVER: &str = "kube-apiserver";
 /// The manager of the fake cluster's garbage collector and namespace controller.
 pub(super) const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
-/// Stores a new object. `object` has been admitted already. `updater`, if any, gets the
-/// object's fields in an `Update` entry of `metadata.managedFields` (creations by apply have
-/// their managed fields already and pass `None`).
+/// What kube-apiserver's `BeforeCreate` gives a new object before it is validated (by its
+/// schema and by validating webhooks, which mutating webhooks run before): a new uid and the
+/// creation time. [`create`] stores them as they are, so what validating webhooks saw is what
+/// is stored.
+pub(crate) fn before_create(object: &mut Value) {
+    let meta = object::meta_mut(object);
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
+}
+
+/// Stores a new object. `object` has been admitted already; it keeps the uid and creation
+/// time [`before_create`] gave it, and gets them here when it has none. `updater`, if any,
+/// gets the object's fields in an `Update` entry of `metadata.managedFields` (creations by
+/// apply have their managed fields already and pass `None`).
 pub(crate) fn create(
     state: &mut State,
     def: &ResourceDef,
@@ -283,8 +294,15 @@ pub(crate) fn create(
     ] {
         meta.remove(field);
     }
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
+    let given = |field: &str| {
+        meta.get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+    };
+    if !given("uid") || !given("creationTimestamp") {
+        before_create(&mut object);
+    }
+    let meta = object::meta_mut(&mut object);
     if def.tracks_generation {
         meta.insert("generation".into(), json!(1));
     } else {
