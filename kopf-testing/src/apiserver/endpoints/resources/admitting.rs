@@ -5,7 +5,6 @@
 use serde_json::{Map, Value, json};
 
 use super::target::Target;
-use super::writes::dry_run;
 use crate::apiserver::endpoints::request::Context;
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::endpoints::webhooks::Admission;
@@ -51,22 +50,23 @@ pub(super) const EVICTION: (&str, &str, &str) = ("policy", "v1", "Eviction");
 /// Admits the object of `context`'s request on a subresource whose objects are of another kind
 /// (a [`SCALE`], a [`BINDING`], an [`EVICTION`]) than its resource's, as kube-apiserver does:
 /// the mutating webhooks, then `check` (the subresource's own validation) on what they made
-/// of it, then the validating webhooks. Answers the object as admitted; warnings go to
+/// of it, then the validating webhooks (told whether it is a `dry_run`). Answers the object as admitted; warnings go to
 /// `warnings`.
 pub(super) async fn admit_other_kind(
     shared: &Shared,
-    (context, target, operation, name): (&Context, &Target<'_>, Operation, &str),
+    request: (&Context, &Target<'_>, Operation, &str),
+    dry_run: bool,
     (object, old_object): (Value, Option<Value>),
     (group, version, kind): (&str, &str, &str),
     check: impl FnOnce(&Value) -> ApiResult<()>,
     warnings: &mut Vec<String>,
 ) -> ApiResult<Value> {
+    let (context, target, operation, name) = request;
     let Some(admission) = Admission::prepare(shared, &target.def, &target.namespace) else {
         check(&object)?;
         return Ok(object);
     };
     let objects = (Some(object), old_object);
-    let dry_run = dry_run(context)?;
     let mut attributes = attributes(context, target, operation, name, objects, dry_run);
     attributes.subresource_kind = Some(json!({"group": group, "version": version, "kind": kind}));
     admission

@@ -97,6 +97,7 @@ pub(super) async fn scale(
                 let admitted = admitting::admit_other_kind(
                     shared,
                     request,
+                    dry_run,
                     (proposal(&seen)?, Some(view(&seen))),
                     admitting::SCALE,
                     |scale| replicas(scale).map(drop),

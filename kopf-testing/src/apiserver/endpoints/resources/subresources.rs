@@ -74,10 +74,12 @@ pub(super) async fn binding(
     body: &[u8],
 ) -> ApiResult<Reply> {
     let binding = requested(context, target, pod_name, admitting::BINDING, body)?;
+    let dry_run = dry_run(context)?;
     let mut warnings = Vec::new();
     let binding = admitting::admit_other_kind(
         shared,
         (context, admitted_as, Operation::Create, pod_name),
+        dry_run,
         (binding, None),
         admitting::BINDING,
         |binding| {
@@ -106,7 +108,7 @@ pub(super) async fn binding(
         target,
         pod_name,
         (Scope::Main, Some(&updater)),
-        (FieldValidation::Ignore, dry_run(context)?),
+        (FieldValidation::Ignore, dry_run),
         |pod| {
             if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
                 return Err(ApiError::new(
@@ -168,9 +170,11 @@ pub(super) async fn eviction(
     let name = target.name().to_string();
     let eviction = requested(context, target, &name, admitting::EVICTION, body)?;
     let mut warnings = Vec::new();
+    // Webhooks are told of a dry run of the request, not of one its DeleteOptions ask for.
     let eviction = admitting::admit_other_kind(
         shared,
         (context, target, Operation::Create, &name),
+        dry_run(context)?,
         (eviction, None),
         admitting::EVICTION,
         |_| Ok(()),
