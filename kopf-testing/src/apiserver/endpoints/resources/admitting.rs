@@ -50,8 +50,8 @@ pub(super) const EVICTION: (&str, &str, &str) = ("policy", "v1", "Eviction");
 /// Admits the object of `context`'s request on a subresource whose objects are of another kind
 /// (a [`SCALE`], a [`BINDING`], an [`EVICTION`]) than its resource's, as kube-apiserver does:
 /// the mutating webhooks, then `check` (the subresource's own validation) on what they made
-/// of it, then the validating webhooks (told whether it is a `dry_run`). Answers the object as admitted; warnings go to
-/// `warnings`.
+/// of it, then the validating webhooks; all are told whether it is a `dry_run`. Answers the
+/// object as admitted; warnings go to `warnings`.
 pub(super) async fn admit_other_kind(
     shared: &Shared,
     request: (&Context, &Target<'_>, Operation, &str),

@@ -87,8 +87,7 @@ pub(super) async fn scale(
             let updater = updater(context, target);
             let mut proposed = None;
             let mut warnings = Vec::new();
-            let mut written = false;
-            for _ in 0..admitting::ATTEMPTS {
+            for attempt in 1..=admitting::ATTEMPTS {
                 // Webhooks for `<resource>/scale` see the Scale, and may change it; the write
                 // commits only if the object is still the one they saw, and they are asked
                 // again otherwise (as for every other write).
@@ -123,15 +122,11 @@ pub(super) async fn scale(
                     },
                 )
                 .await;
-                match write {
-                    Err(_) if moved => continue,
-                    write => write?,
-                };
-                written = true;
+                if moved && attempt < admitting::ATTEMPTS {
+                    continue;
+                }
+                write?;
                 break;
-            }
-            if !written {
-                return Err(ApiError::stale(target.subject(&name)));
             }
             let object = match proposed.filter(|_| dry_run) {
                 Some(object) => object,
