@@ -1,5 +1,5 @@
-//! What webhooks are told of a request: a new object as it will be stored (with its uid and
-//! creation time for validating webhooks), who asks (ServiceAccounts with their uid), the
+//! What webhooks are told of a request: a new object as it will be stored (with its uid,
+//! creation time and first generation for validating webhooks), who asks (ServiceAccounts with their uid), the
 //! `Binding` and `Eviction` of pods' subresources, and a `Scale` that is reviewed again when
 //! its object changed before the write could commit.
 
@@ -18,10 +18,14 @@ use crate::webhook_server::{Answer, WebhookServer};
 use crate::webhooks::{api_error, config_map, entry, mutating, script, validating};
 
 #[tokio::test]
-async fn validating_webhooks_see_the_uid_and_creation_time_that_are_stored() {
+async fn validating_webhooks_see_the_uid_creation_time_and_generation_that_are_stored() {
     let webhook = WebhookServer::start(script(|_, review| Answer::allow(review))).await;
     let server = FakeApiServer::start().await.unwrap();
-    let all = |name: &str, path: &str| entry(&webhook, name, path, json!({}));
+    let rules = json!([
+        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
+        {"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]},
+    ]);
+    let all = |name: &str, path: &str| entry(&webhook, name, path, json!({"rules": rules}));
     mutating(
         &server,
         "mutate",
@@ -66,6 +70,33 @@ async fn validating_webhooks_see_the_uid_and_creation_time_that_are_stored() {
     assert_eq!(meta["uid"], json!(stored.metadata.uid), "{meta}");
     let created_at = serde_json::to_value(&stored.metadata.creation_timestamp).unwrap();
     assert_eq!(meta["creationTimestamp"], created_at, "{meta}");
+
+    assert_eq!(
+        meta.get("generation"),
+        None,
+        "ConfigMaps count no generations"
+    );
+
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let deployment = json!({
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    });
+    let deployment = deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(deployment).unwrap(),
+        )
+        .await
+        .unwrap();
+    let meta = &webhook.received("/mutate")[1].review["request"]["object"]["metadata"];
+    assert_eq!(meta.get("generation"), None, "{meta}");
+    let meta = &webhook.received("/validate")[1].review["request"]["object"]["metadata"];
+    assert_eq!(meta["generation"], 1, "{meta}");
+    assert_eq!(meta["uid"], json!(deployment.metadata.uid), "{meta}");
 
     let user = &validated["userInfo"];
     assert_eq!(user["username"], "system:serviceaccount:default:writer");
