@@ -13,8 +13,10 @@
 //! reinvocation and dry-run rules, and the real error messages. Webhooks are called at their
 //! `url` (`https://127.0.0.1:<port>/...`); a `service` reference cannot be reached (there is
 //! no cluster network behind Services), so its calls fail and its `failurePolicy` decides.
-//! Not admitted: `pods/binding`, `pods/eviction`, and the writes of the server's own
-//! controllers (garbage collection, namespace cleanup).
+//! Subresources whose objects are of another kind are admitted with those objects, as
+//! kube-apiserver does: a `Scale` on `<resource>/scale`, a `Binding` on `pods/binding`, an
+//! `Eviction` on `pods/eviction` (so webhooks can refuse evictions). Not admitted: the writes
+//! of the server's own controllers (garbage collection, namespace cleanup).
 //!
 //! [`OperatorHarness`] runs an operator against such a server in a test, as Kopf's
 //! `KopfRunner` does: it applies objects, waits for conditions on them, shows what the

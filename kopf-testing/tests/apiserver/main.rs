@@ -20,5 +20,6 @@ mod random_requests;
 mod rbac;
 mod tls;
 mod webhook_matching;
+mod webhook_requests;
 mod webhook_server;
 mod webhooks;

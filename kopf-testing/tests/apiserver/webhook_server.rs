@@ -13,13 +13,16 @@ use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
-/// What the webhook answers: an HTTP status, a body, and how long it waits first.
+/// What the webhook answers: an HTTP status, a body, and how long it waits first (a delay,
+/// and a gate that the test opens).
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: String,
     pub(crate) delay: Duration,
+    pub(crate) gate: Option<Arc<Semaphore>>,
 }
 
 impl Answer {
@@ -59,11 +62,19 @@ impl Answer {
             status,
             body: body.into(),
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
     pub(crate) fn after(mut self, delay: Duration) -> Answer {
         self.delay = delay;
+        self
+    }
+
+    /// Answers only once `gate` has a permit (`Semaphore::add_permits`); the permit is given
+    /// back, so an opened gate stays open.
+    pub(crate) fn when_open(mut self, gate: &Arc<Semaphore>) -> Answer {
+        self.gate = Some(gate.clone());
         self
     }
 }
@@ -172,6 +183,9 @@ impl WebhookServer {
                                 });
                                 let answer = script(&path, &review);
                                 tokio::time::sleep(answer.delay).await;
+                                if let Some(gate) = &answer.gate {
+                                    drop(gate.acquire().await);
+                                }
                                 let mut response =
                                     hyper::Response::new(Full::new(Bytes::from(answer.body)));
                                 *response.status_mut() =

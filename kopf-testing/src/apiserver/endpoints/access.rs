@@ -80,7 +80,7 @@ pub(crate) fn check(
         .and_then(|v| v.strip_prefix("Bearer "));
     let public = matches!(route, Route::Health | Route::Version);
     let account = given.and_then(|token| lock(&access.tokens).get(token).cloned());
-    let Some(identity) = account else {
+    let Some(identity) = account.map(|identity| identity.authenticated(&lock(state))) else {
         let admin = match &access.admin {
             Some(token) => given == Some(token.as_str()),
             None => given.is_none() || !access.enforce_rbac,

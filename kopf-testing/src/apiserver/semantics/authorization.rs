@@ -31,6 +31,8 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 pub(crate) struct Identity {
     /// `system:serviceaccount:<namespace>:<name>` for service accounts.
     pub(crate) user: String,
+    /// The user's uid, when known: a ServiceAccount's token authenticates with the account's.
+    pub(crate) uid: Option<String>,
     pub(crate) groups: Vec<String>,
     /// For service accounts: their namespace and name.
     pub(crate) service_account: Option<(String, String)>,
@@ -47,7 +49,40 @@ impl Identity {
                 "system:authenticated".to_string(),
             ],
             service_account: Some((namespace.to_string(), name.to_string())),
+            uid: None,
         }
+    }
+
+    /// This identity as a ServiceAccount's token authenticates it: with the uid of the account
+    /// as stored in `state` (none when the account does not exist, or for other users).
+    pub(crate) fn authenticated(mut self, state: &State) -> Identity {
+        if let Some((namespace, name)) = &self.service_account {
+            let accounts = (String::new(), "serviceaccounts".to_string());
+            self.uid = state
+                .get(&accounts, &(namespace.clone(), name.clone()))
+                .and_then(|account| account["metadata"]["uid"].as_str())
+                .map(String::from);
+        }
+        self
+    }
+
+    /// The `UserInfo` of this identity (`authentication.k8s.io/v1`), as reviews and admission
+    /// webhooks are told it: a ServiceAccount's has its uid, and the credential it used in
+    /// `extra`.
+    pub(crate) fn user_info(&self) -> Value {
+        let mut info = json!({"username": self.user});
+        if let Some(uid) = &self.uid {
+            info["uid"] = json!(uid);
+        }
+        if !self.groups.is_empty() {
+            info["groups"] = json!(self.groups);
+        }
+        if let Some((namespace, name)) = &self.service_account {
+            info["extra"] = json!({
+                "authentication.kubernetes.io/credential-id": [format!("fake-token:{namespace}/{name}")],
+            });
+        }
+        info
     }
 
     /// The cluster's admin, as a kubeconfig from `kind` or `kubeadm` authenticates.
@@ -70,6 +105,7 @@ impl Identity {
         }
         Identity {
             user: user.to_string(),
+            uid: None,
             groups,
             service_account: None,
         }

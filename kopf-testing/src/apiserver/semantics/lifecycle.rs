@@ -228,9 +228,32 @@ const KUBE_APISERVER: &str = "kube-apiserver";
 /// The manager of the fake cluster's garbage collector and namespace controller.
 pub(super) const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
-/// Stores a new object. `object` has been admitted already. `updater`, if any, gets the
-/// object's fields in an `Update` entry of `metadata.managedFields` (creations by apply have
-/// their managed fields already and pass `None`).
+/// What kube-apiserver's `BeforeCreate` gives a new object before it is validated (by its
+/// schema and by validating webhooks, which mutating webhooks run before): a new uid, the
+/// creation time, and the first generation of a resource that counts them. [`create`] stores
+/// them as they are, so what validating webhooks saw is what is stored.
+pub(crate) fn before_create(def: &ResourceDef, object: &mut Value) {
+    let meta = object::meta_mut(object);
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
+    first_generation(def, object);
+}
+
+/// The generation a new object starts with: 1 where the resource counts them, none elsewhere.
+fn first_generation(def: &ResourceDef, object: &mut Value) {
+    let meta = object::meta_mut(object);
+    if def.tracks_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+}
+
+/// Stores a new object. `object` has been admitted already; it keeps the uid and creation
+/// time [`before_create`] gave it, and gets them here (with its generation) when it has none.
+/// `updater`, if any, gets the object's fields in an `Update` entry of
+/// `metadata.managedFields` (creations by apply have their managed fields already and pass
+/// `None`).
 pub(crate) fn create(
     state: &mut State,
     def: &ResourceDef,
@@ -283,12 +306,15 @@ pub(crate) fn create(
     ] {
         meta.remove(field);
     }
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    meta.insert("creationTimestamp".into(), json!(object::now_timestamp()));
-    if def.tracks_generation {
-        meta.insert("generation".into(), json!(1));
+    let given = |field: &str| {
+        meta.get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+    };
+    if given("uid") && given("creationTimestamp") {
+        first_generation(def, &mut object);
     } else {
-        meta.remove("generation");
+        before_create(def, &mut object);
     }
     if def.builtin == Some(Builtin::Namespace) {
         let name = object::name(&object).to_string();

@@ -6,7 +6,10 @@ use serde_json::{Map, Value, json};
 
 use super::target::Target;
 use crate::apiserver::endpoints::request::Context;
+use crate::apiserver::endpoints::shared::Shared;
+use crate::apiserver::endpoints::webhooks::Admission;
 use crate::apiserver::semantics::lifecycle::{DeleteOptions, Propagation};
+use crate::apiserver::semantics::status::ApiResult;
 use crate::apiserver::semantics::webhooks::{Attributes, Operation};
 
 /// How often a write is tried again when the object changed while its webhooks were called
@@ -36,6 +39,42 @@ pub(super) fn attributes(
         dry_run,
         options: write_options(context, operation, dry_run),
     }
+}
+
+/// The kinds of the objects that subresources take in place of their resource's: the
+/// `{group, version, kind}` webhooks are told.
+pub(super) const SCALE: (&str, &str, &str) = ("autoscaling", "v1", "Scale");
+pub(super) const BINDING: (&str, &str, &str) = ("", "v1", "Binding");
+pub(super) const EVICTION: (&str, &str, &str) = ("policy", "v1", "Eviction");
+
+/// Admits the object of `context`'s request on a subresource whose objects are of another kind
+/// (a [`SCALE`], a [`BINDING`], an [`EVICTION`]) than its resource's, as kube-apiserver does:
+/// the mutating webhooks, then `check` (the subresource's own validation) on what they made
+/// of it, then the validating webhooks; all are told whether it is a `dry_run`. Answers the
+/// object as admitted; warnings go to `warnings`.
+pub(super) async fn admit_other_kind(
+    shared: &Shared,
+    request: (&Context, &Target<'_>, Operation, &str),
+    dry_run: bool,
+    (object, old_object): (Value, Option<Value>),
+    (group, version, kind): (&str, &str, &str),
+    check: impl FnOnce(&Value) -> ApiResult<()>,
+    warnings: &mut Vec<String>,
+) -> ApiResult<Value> {
+    let (context, target, operation, name) = request;
+    let Some(admission) = Admission::prepare(shared, &target.def, &target.namespace) else {
+        check(&object)?;
+        return Ok(object);
+    };
+    let objects = (Some(object), old_object);
+    let mut attributes = attributes(context, target, operation, name, objects, dry_run);
+    attributes.subresource_kind = Some(json!({"group": group, "version": version, "kind": kind}));
+    admission
+        .mutate(&mut attributes, |_| Ok(()), warnings)
+        .await?;
+    check(attributes.object.as_ref().unwrap_or(&Value::Null))?;
+    admission.validate(&attributes, warnings).await?;
+    Ok(attributes.object.unwrap_or_default())
 }
 
 /// The Create- or UpdateOptions of a write (a PATCH is admitted with UpdateOptions, or

@@ -52,13 +52,13 @@ pub(super) fn review(
             match access::authenticate(&shared.access, token) {
                 Some(who) => json!({
                     "authenticated": true,
-                    "user": user_info(&who),
+                    "user": shared.read(|state| who.authenticated(state)).user_info(),
                     "audiences": review_audiences(&spec),
                 }),
                 None => json!({"authenticated": false, "error": "invalid bearer token"}),
             }
         }
-        Some(Builtin::SelfSubjectReview) => json!({"userInfo": user_info(&context.requester)}),
+        Some(Builtin::SelfSubjectReview) => json!({"userInfo": context.requester.user_info()}),
         _ => return Err(ApiError::internal("not a review")),
     };
     review["status"] = status;
@@ -183,14 +183,4 @@ fn rules_review(shared: &Shared, who: &Identity, namespace: &str) -> Value {
         "nonResourceRules": non_resource_rules,
         "incomplete": false,
     })
-}
-
-fn user_info(who: &Identity) -> Value {
-    let mut info = json!({"username": who.user, "groups": who.groups});
-    if let Some((namespace, name)) = &who.service_account {
-        info["extra"] = json!({
-            "authentication.kubernetes.io/credential-id": [format!("fake-token:{namespace}/{name}")],
-        });
-    }
-    info
 }

@@ -11,7 +11,6 @@ use super::writes::{
 use crate::apiserver::endpoints::reply::Reply;
 use crate::apiserver::endpoints::request::{Context, Verb};
 use crate::apiserver::endpoints::shared::Shared;
-use crate::apiserver::endpoints::webhooks::Admission;
 use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::Scope;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
@@ -85,62 +84,50 @@ pub(super) async fn scale(
                 }
                 Ok(scale)
             };
-            // Webhooks for `<resource>/scale` see the Scale, and may change it.
-            let mut warnings = Vec::new();
-            let mut admitted = None;
-            if let Some(admission) = Admission::prepare(shared, &target.def, &target.namespace) {
-                let stored = current(shared, target, &name)?;
-                let objects = (Some(proposal(&stored)?), Some(view(&stored)));
-                let mut attributes = admitting::attributes(
-                    context,
-                    target,
-                    Operation::Update,
-                    &name,
-                    objects,
-                    dry_run,
-                );
-                attributes.subresource_kind =
-                    Some(json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}));
-                admission
-                    .mutate(&mut attributes, |_| Ok(()), &mut warnings)
-                    .await?;
-                admission.validate(&attributes, &mut warnings).await?;
-                admitted = attributes.object;
-            }
-            let mut proposed = None;
             let updater = updater(context, target);
-            write_object(
-                shared,
-                None,
-                target,
-                &name,
-                (Scope::Main, Some(&updater)),
-                (FieldValidation::Ignore, dry_run),
-                |current| {
-                    let scale = match &admitted {
-                        Some(scale) => scale.clone(),
-                        None => proposal(current)?,
-                    };
-                    let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
-                        ApiError::bad_request("spec.replicas of a Scale must be an integer")
-                    })?;
-                    let mut object = current.clone();
-                    let pointer = format!(
-                        "/{}",
-                        paths
-                            .spec_replicas
-                            .trim_start_matches('.')
-                            .replace('.', "/")
-                    );
-                    set_pointer(&mut object, &pointer, json!(replicas));
-                    if let Some(rv) = scale["metadata"]["resourceVersion"].as_str() {
-                        object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
-                    }
-                    proposed = Some(object.clone());
-                    Ok(object)
-                },
-            )
-            .await?;
+            let mut proposed = None;
+            let mut warnings = Vec::new();
+            for attempt in 1..=admitting::ATTEMPTS {
+                // Webhooks for `<resource>/scale` see the Scale, and may change it; the write
+                // commits only if the object is still the one they saw, and they are asked
+                // again otherwise (as for every other write).
+                let seen = target.render(&*current(shared, target, &name)?);
+                let request = (context, target, Operation::Update, name.as_str());
+                let admitted = admitting::admit_other_kind(
+                    shared,
+                    request,
+                    dry_run,
+                    (proposal(&seen)?, Some(view(&seen))),
+                    admitting::SCALE,
+                    |scale| replicas(scale).map(drop),
+                    &mut warnings,
+                )
+                .await?;
+                let mut moved = false;
+                let write = write_object(
+                    shared,
+                    None,
+                    target,
+                    &name,
+                    (Scope::Main, Some(&updater)),
+                    (FieldValidation::Ignore, dry_run),
+                    |current| {
+                        if object::resource_version(current) != object::resource_version(&seen) {
+                            moved = true;
+                            return Err(ApiError::stale(target.subject(&name)));
+                        }
+                        let object = scaled(current, &paths.spec_replicas, &admitted)?;
+                        proposed = Some(object.clone());
+                        Ok(object)
+                    },
+                )
+                .await;
+                if moved && attempt < admitting::ATTEMPTS {
+                    continue;
+                }
+                write?;
+                break;
+            }
             let object = match proposed.filter(|_| dry_run) {
                 Some(object) => object,
                 None => (*current(shared, target, &name)?).clone(),
@@ -149,6 +136,29 @@ pub(super) async fn scale(
         }
         _ => Err(method_not_allowed()),
     }
+}
+
+/// `object` with the replicas of `scale` at `spec_replicas` (a path such as `.spec.replicas`),
+/// and the resourceVersion of `scale` if it has one (a precondition).
+fn scaled(object: &Value, spec_replicas: &str, scale: &Value) -> ApiResult<Value> {
+    let replicas = replicas(scale)?;
+    let mut object = object.clone();
+    let pointer = format!(
+        "/{}",
+        spec_replicas.trim_start_matches('.').replace('.', "/")
+    );
+    set_pointer(&mut object, &pointer, json!(replicas));
+    if let Some(rv) = scale["metadata"]["resourceVersion"].as_str() {
+        object::meta_mut(&mut object).insert("resourceVersion".into(), json!(rv));
+    }
+    Ok(object)
+}
+
+/// The replicas a Scale asks for.
+fn replicas(scale: &Value) -> ApiResult<i64> {
+    scale["spec"]["replicas"]
+        .as_i64()
+        .ok_or_else(|| ApiError::bad_request("spec.replicas of a Scale must be an integer"))
 }
 
 /// Sets the value at a JSON pointer, creating objects on the way.

@@ -5,6 +5,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use super::admitting;
 use super::partial;
 use super::target::Target;
 use super::target::current;
@@ -16,6 +17,7 @@ use crate::apiserver::semantics::admission::FieldValidation;
 use crate::apiserver::semantics::lifecycle::{self, Scope};
 use crate::apiserver::semantics::selector::LabelSelector;
 use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
+use crate::apiserver::semantics::webhooks::Operation;
 use crate::apiserver::storage::object;
 
 /// How long a requested token lives unless the request says (as `kubectl create token`).
@@ -61,38 +63,52 @@ pub(super) fn token(
     Ok(Reply::json(StatusCode::CREATED, &request))
 }
 
-/// `POST .../pods/NAME/binding` or `.../bindings`: assigns a pod to a node, once.
+/// `POST .../pods/NAME/binding` or `.../bindings`: assigns a pod to a node, once. The Binding
+/// is admitted as a creation on `admitted_as` (`pods/binding`, or the resource `bindings`);
+/// the pod's change is not admitted (kube-apiserver assigns it without admission).
 pub(super) async fn binding(
     shared: &Shared,
     context: &Context,
-    target: &Target<'_>,
+    (target, admitted_as): (&Target<'_>, &Target<'_>),
     pod_name: &str,
     body: &[u8],
 ) -> ApiResult<Reply> {
-    let binding = parse_object(context, body)?;
+    let binding = requested(context, target, pod_name, admitting::BINDING, body)?;
+    let dry_run = dry_run(context)?;
+    let mut warnings = Vec::new();
+    let binding = admitting::admit_other_kind(
+        shared,
+        (context, admitted_as, Operation::Create, pod_name),
+        dry_run,
+        (binding, None),
+        admitting::BINDING,
+        |binding| {
+            if binding["target"]["name"].as_str().is_none_or(str::is_empty) {
+                return Err(ApiError::invalid_field(
+                    target.subject(pod_name),
+                    "Binding",
+                    "FieldValueRequired",
+                    "target.name",
+                    "Required value",
+                ));
+            }
+            Ok(())
+        },
+        &mut warnings,
+    )
+    .await?;
     let node = binding["target"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    if node.is_empty() {
-        return Err(ApiError::invalid_field(
-            target.subject(pod_name),
-            "Binding",
-            "FieldValueRequired",
-            "target.name",
-            "Required value",
-        ));
-    }
     let updater = updater(context, target);
-    // Webhooks that ask for `pods/binding` would see a `Binding`; this server does not call
-    // them for it (see the crate's docs).
     write_object(
         shared,
         None,
         target,
         pod_name,
         (Scope::Main, Some(&updater)),
-        (FieldValidation::Ignore, dry_run(context)?),
+        (FieldValidation::Ignore, dry_run),
         |pod| {
             if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
                 return Err(ApiError::new(
@@ -109,22 +125,62 @@ pub(super) async fn binding(
         },
     )
     .await?;
-    Ok(success())
+    Ok(success().with_warnings(warnings))
 }
 
-/// `POST .../pods/NAME/eviction`: deletes the pod unless a disruption budget forbids it.
-pub(super) fn eviction(
+/// The object of a request on a pod's subresource (a Binding, an Eviction) as admission sees
+/// it: its apiVersion and kind filled in when left out, and the pod's namespace.
+fn requested(
+    context: &Context,
+    target: &Target<'_>,
+    pod_name: &str,
+    (group, version, kind): (&str, &str, &str),
+    body: &[u8],
+) -> ApiResult<Value> {
+    let mut object = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_object(context, body)?
+    };
+    if object["apiVersion"].is_null() {
+        object["apiVersion"] = json!(if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        });
+    }
+    if object["kind"].is_null() {
+        object["kind"] = json!(kind);
+    }
+    let meta = object::meta_mut(&mut object);
+    meta.entry("name").or_insert_with(|| json!(pod_name));
+    meta.insert("namespace".into(), json!(target.namespace));
+    Ok(object)
+}
+
+/// `POST .../pods/NAME/eviction`: deletes the pod unless a disruption budget forbids it. The
+/// Eviction is admitted as a creation on `pods/eviction` (webhooks may refuse it); the pod's
+/// deletion is not admitted (kube-apiserver deletes it without admission).
+pub(super) async fn eviction(
     shared: &Shared,
     context: &Context,
     target: &Target<'_>,
     body: &[u8],
 ) -> ApiResult<Reply> {
     let name = target.name().to_string();
-    let eviction = if body.is_empty() {
-        json!({})
-    } else {
-        parse_object(context, body)?
-    };
+    let eviction = requested(context, target, &name, admitting::EVICTION, body)?;
+    let mut warnings = Vec::new();
+    // Webhooks are told of a dry run of the request, not of one its DeleteOptions ask for.
+    let eviction = admitting::admit_other_kind(
+        shared,
+        (context, target, Operation::Create, &name),
+        dry_run(context)?,
+        (eviction, None),
+        admitting::EVICTION,
+        |_| Ok(()),
+        &mut warnings,
+    )
+    .await?;
     let options_body = eviction
         .get("deleteOptions")
         .map(|o| o.to_string().into_bytes())
@@ -145,7 +201,7 @@ pub(super) fn eviction(
         }
         lifecycle::delete(state, &target.def, &target.key(&name), &options).map(|_| ())
     })?;
-    Ok(success())
+    Ok(success().with_warnings(warnings))
 }
 
 /// The name of a PodDisruptionBudget that selects `pod` and allows no disruption now (no

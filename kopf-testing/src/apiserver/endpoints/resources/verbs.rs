@@ -80,10 +80,11 @@ pub(crate) async fn serve(
             subresources::token(shared, context, &target, &body)
         }
         (Some("binding"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
-            subresources::binding(shared, context, &target, target.name(), &body).await
+            let admitted_as = (&target, &target);
+            subresources::binding(shared, context, admitted_as, target.name(), &body).await
         }
         (Some("eviction"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
-            subresources::eviction(shared, context, &target, &body)
+            subresources::eviction(shared, context, &target, &body).await
         }
         (Some("ephemeralcontainers"), verb) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::ephemeral_containers(shared, context, &target, verb, &body).await
@@ -158,5 +159,6 @@ async fn bind_named_pod(
         namespace: target.namespace.clone(),
         format: context.format,
     };
-    subresources::binding(shared, context, &pods, pod, body).await
+    // Admitted as a creation of a `bindings` object, not on `pods/binding`.
+    subresources::binding(shared, context, (&pods, target), pod, body).await
 }

@@ -205,6 +205,7 @@ async fn create_object(
             .await?;
         object = attributes.object.take().unwrap_or_default();
     }
+    lifecycle::before_create(def, &mut object);
     if object::name(&object).is_empty() {
         let prefix = object["metadata"]["generateName"]
             .as_str()

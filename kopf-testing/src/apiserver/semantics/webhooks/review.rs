@@ -65,13 +65,7 @@ pub(crate) fn request(
         request.insert("namespace".into(), json!(attributes.namespace));
     }
     request.insert("operation".into(), json!(attributes.operation.as_str()));
-    let user = &attributes.user;
-    let mut user_info = Map::new();
-    user_info.insert("username".into(), json!(user.user));
-    if !user.groups.is_empty() {
-        user_info.insert("groups".into(), json!(user.groups));
-    }
-    request.insert("userInfo".into(), Value::Object(user_info));
+    request.insert("userInfo".into(), attributes.user.user_info());
     request.insert("object".into(), object.cloned().unwrap_or(Value::Null));
     request.insert(
         "oldObject".into(),
