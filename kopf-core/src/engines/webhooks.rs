@@ -90,12 +90,11 @@ impl Webhooks {
                 source,
             })?;
         let (identity, files) = match &server.certificate {
+            // The cluster must trust the CA made with it, whatever `cadata` or `cafile` say
+            // (as Kopf): no other CA can have issued a certificate made just now.
             None => {
-                let mut identity =
+                let identity =
                     Identity::generate(&server.subject_names()).map_err(WebhookError::Tls)?;
-                if let Some(cadata) = &server.cadata {
-                    identity.ca_pem = cadata.clone();
-                }
                 (identity, None)
             }
             Some(_) => {
