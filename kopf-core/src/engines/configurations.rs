@@ -12,10 +12,11 @@
 //! 3. The list is written again when the server's client config changes (a new certificate)
 //!    or the discovered resources change (the rules name them), and only when it differs from
 //!    what this operator wrote last.
-//! 4. At a graceful stop ([`Configurations::shrink`]), if this operator wrote the list and
-//!    still may write, the list is patched down to the handlers marked `persistent`; the
-//!    objects themselves stay.
+//! 4. At a graceful stop ([`Configurations::shrink`]), if this operator wrote the lists (or
+//!    began to: a write cut short counts) and still may write, they are patched down to the
+//!    handlers marked `persistent`; the objects themselves stay.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -205,6 +206,10 @@ struct Inner {
     pause: Pause,
     /// The lists as last written, validating then mutating; `None` until written.
     written: Mutex<Option<[Vec<Value>; 2]>>,
+    /// Whether a list may have been written since this operator last resumed, even if the
+    /// write did not finish (one kind patched, the other failed or cancelled): then the stop
+    /// shrinks them, so that no webhook is left pointing at a server that is gone.
+    touched: AtomicBool,
     backoffs: Vec<Duration>,
     /// Set when the operator must stop (for lack of RBAC).
     failure: watch::Sender<Option<ConfigurationError>>,
@@ -249,6 +254,7 @@ impl Configurations {
             resources,
             pause: managed.pause.clone(),
             written: Mutex::new(None),
+            touched: AtomicBool::new(false),
             backoffs: managed.backoffs,
             failure: watch::Sender::new(None),
         });
@@ -271,10 +277,11 @@ impl Configurations {
     }
 
     /// Patches the lists down to the persistent handlers' webhooks, if this operator wrote
-    /// them and may still write: a step of the graceful stop, before the server stops.
+    /// them (or began to) and may still write: a step of the graceful stop, before the
+    /// server stops. The task that keeps them must be stopped first.
     pub(crate) async fn shrink(&self, timeout: Duration) {
         let inner = &self.inner;
-        if lock(&inner.written).is_none() || inner.pause.is_paused() {
+        if !inner.touched.load(Ordering::SeqCst) || inner.pause.is_paused() {
             return;
         }
         let config = inner.config.borrow().clone();
@@ -347,6 +354,7 @@ impl Inner {
                     if !now_paused {
                         // Another leader may have written its own server's address meanwhile.
                         *lock(&self.written) = None;
+                        self.touched.store(false, Ordering::SeqCst);
                         created = false;
                     }
                 }
@@ -378,6 +386,7 @@ impl Inner {
             *created = true;
         }
         tracing::info!(target: "kopf::admission", "configuring the webhooks of {}", self.managed);
+        self.touched.store(true, Ordering::SeqCst);
         for (kind, webhooks) in KINDS.into_iter().zip(lists.clone()) {
             if let Err(error) = self.patch(kind, webhooks).await {
                 if matches!(&error, kube::Error::Api(status) if status.code == 404) {

@@ -489,6 +489,14 @@ const ACCOUNT: &str = "kex-operator";
 
 /// A server that enforces RBAC, with the CRD and the registry's `rbac -A ARGS` output applied.
 async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
+    server_with_edited_rbac(args, |_| {}).await
+}
+
+/// [`server_with_rbac`], each document of the RBAC changed by `edit` before it is applied.
+async fn server_with_edited_rbac(
+    args: &[&str],
+    edit: impl Fn(&mut Value),
+) -> kopf_testing::FakeApiServer {
     let server = kopf_testing::FakeApiServer::builder()
         .enforce_rbac()
         .start_on_own_runtime()
@@ -499,7 +507,8 @@ async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
     let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
     let client = server.client();
     for document in serde_norway::Deserializer::from_str(&rbac) {
-        let document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        edit(&mut document);
         let kind = document["kind"].as_str().expect("a kind");
         let collection = match (kind, document["metadata"]["namespace"].as_str()) {
             ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
@@ -578,6 +587,57 @@ async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_
          `create` and `patch` on validatingwebhookconfigurations and \
          mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
          subcommand's --admission-managed"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
+    // Patching the mutating configuration is forbidden: the validating one is written, the
+    // mutating one never is, and the write is retried until the stop.
+    let server = server_with_edited_rbac(&["--admission-managed", MANAGED], |document| {
+        let Some(rules) = document["rules"].as_array_mut() else {
+            return;
+        };
+        for rule in rules
+            .iter_mut()
+            .filter(|rule| rule.get("resourceNames").is_some())
+        {
+            rule["resources"] = json!(["validatingwebhookconfigurations"]);
+        }
+    })
+    .await;
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let registry = registry().with(AdmissionHandler::validating(
+        examples(),
+        "audit",
+        |_| async { Ok(None) },
+    ));
+    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    settings.peering.standalone = true;
+    let operator = Operator::new(registry)
+        .client(server.client_as_service_account("default", ACCOUNT))
+        .settings(settings);
+    let running = tokio::spawn(operator.run(stop.clone()));
+    configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 2)
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let names: Vec<&Value> = validating["webhooks"]
+        .as_array()
+        .map_or_else(Vec::new, |w| w.iter().map(|w| &w["name"]).collect());
+    assert_eq!(
+        names,
+        [&json!("check-size.auto.kopf.dev")],
+        "the non-persistent webhook is not left pointing at a stopped server: {validating:#}"
     );
     server.stop().await;
 }
