@@ -6,9 +6,10 @@
 //! 1. The configurations are written only while the operator is not paused: with peering or a
 //!    Lease, only the operator that serves (the leader) writes them, within its term. It
 //!    writes them again whenever it resumes, since the previous leader's server is gone.
-//! 2. Each write creates the objects if they are missing (`409` ignored; `403` ends the
-//!    operator with an error naming the RBAC it needs), then merge-patches `{"webhooks":
-//!    [...]}`, which replaces the whole list: foreign entries are lost, as in Kopf.
+//! 2. Each write creates the objects if they are missing (`409` ignored), then merge-patches `{"webhooks":
+//!    [...]}`, which replaces the whole list: foreign entries are lost, as in Kopf. A `403`
+//!    of either ends the operator with an error naming the RBAC it needs: retrying would not
+//!    grant it.
 //! 3. The list is written again when the server's client config changes (a new certificate)
 //!    or the discovered resources change (the rules name them), and only when it differs from
 //!    what this operator wrote last.
@@ -37,13 +38,15 @@ const TIMEOUT_SECONDS: u64 = 30;
 /// Why the managed configurations cannot be kept.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfigurationError {
-    /// The API refused to create a configuration for lack of permissions.
+    /// The API refused to create or patch a configuration for lack of permissions.
     #[error(
-        "cannot create the {kind} {name:?}: forbidden; the operator's RBAC needs `create` and \
+        "cannot {verb} the {kind} {name:?}: forbidden; the operator's RBAC needs `create` and \
          `patch` on validatingwebhookconfigurations and mutatingwebhookconfigurations \
          (admissionregistration.k8s.io): see the `rbac` subcommand's --admission-managed"
     )]
     Forbidden {
+        /// What was refused: `create` or `patch`.
+        verb: &'static str,
         /// The configuration's kind.
         kind: &'static str,
         /// The managed name.
@@ -388,12 +391,22 @@ impl Inner {
         tracing::info!(target: "kopf::admission", "configuring the webhooks of {}", self.managed);
         self.touched.store(true, Ordering::SeqCst);
         for (kind, webhooks) in KINDS.into_iter().zip(lists.clone()) {
-            if let Err(error) = self.patch(kind, webhooks).await {
-                if matches!(&error, kube::Error::Api(status) if status.code == 404) {
-                    // Deleted by someone: created again at the retry.
-                    *created = false;
+            match self.patch(kind, webhooks).await {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    return Err(Failure::Fatal(ConfigurationError::Forbidden {
+                        verb: "patch",
+                        kind: kind.name,
+                        name: self.managed.clone(),
+                    }));
                 }
-                return Err(Failure::Transient(error));
+                Err(error) => {
+                    if matches!(&error, kube::Error::Api(status) if status.code == 404) {
+                        // Deleted by someone: created again at the retry.
+                        *created = false;
+                    }
+                    return Err(Failure::Transient(error));
+                }
             }
         }
         *lock(&self.written) = Some(lists);
@@ -419,6 +432,7 @@ impl Inner {
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 403 => {
                 Err(Failure::Fatal(ConfigurationError::Forbidden {
+                    verb: "create",
                     kind: kind.name,
                     name: self.managed.clone(),
                 }))

@@ -593,20 +593,14 @@ async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
-    // Patching the mutating configuration is forbidden: the validating one is written, the
-    // mutating one never is, and the write is retried until the stop.
-    let server = server_with_edited_rbac(&["--admission-managed", MANAGED], |document| {
-        let Some(rules) = document["rules"].as_array_mut() else {
-            return;
-        };
-        for rule in rules
-            .iter_mut()
-            .filter(|rule| rule.get("resourceNames").is_some())
-        {
-            rule["resources"] = json!(["validatingwebhookconfigurations"]);
-        }
-    })
-    .await;
+    // Patching the mutating configuration fails: the validating one is written, the mutating
+    // one never is, and the write is retried until the stop.
+    let server = server_with_crd().await;
+    server.inject(
+        kopf_testing::Fault::respond(500)
+            .verb("patch")
+            .resource("mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    );
     let client = server.client();
     let stop = tokio_util::sync::CancellationToken::new();
     let registry = registry().with(AdmissionHandler::validating(
@@ -614,11 +608,9 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
         "audit",
         |_| async { Ok(None) },
     ));
-    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
-    settings.peering.standalone = true;
     let operator = Operator::new(registry)
-        .client(server.client_as_service_account("default", ACCOUNT))
-        .settings(settings);
+        .client(server.client())
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
     let running = tokio::spawn(operator.run(stop.clone()));
     configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 2)
@@ -638,6 +630,31 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
         names,
         [&json!("check-size.auto.kopf.dev")],
         "the non-persistent webhook is not left pointing at a stopped server: {validating:#}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_rbac_to_patch_the_configurations_the_operator_stops_saying_what_it_needs() {
+    // Creating is granted, patching by name is not.
+    let server = server_with_edited_rbac(&["--admission-managed", MANAGED], |document| {
+        if let Some(rules) = document["rules"].as_array_mut() {
+            rules.retain(|rule| rule.get("resourceNames").is_none());
+        }
+    })
+    .await;
+    let running = operator_as_account(&server).run(tokio_util::sync::CancellationToken::new());
+    let error = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself, not retrying what RBAC refuses")
+        .expect_err("forbidden is an error");
+    assert_eq!(
+        error.to_string(),
+        "cannot manage the webhook configurations: cannot patch the \
+         ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
+         `create` and `patch` on validatingwebhookconfigurations and \
+         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
+         subcommand's --admission-managed"
     );
     server.stop().await;
 }
