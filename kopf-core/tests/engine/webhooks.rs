@@ -89,6 +89,26 @@ async fn configuration(
     })
 }
 
+/// Cancels `stop` and waits for the operator's `run()` to end without an error.
+async fn stop_cleanly(
+    stop: &tokio_util::sync::CancellationToken,
+    running: tokio::task::JoinHandle<Result<(), OperatorError>>,
+) {
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+}
+
+/// The names of a configuration's webhooks, in order.
+fn names(configuration: &Value) -> Vec<Value> {
+    configuration["webhooks"]
+        .as_array()
+        .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
+}
+
 fn url_of(configuration: &Value) -> String {
     let url = &configuration["webhooks"][0]["clientConfig"]["url"];
     url.as_str().expect("a url").to_string()
@@ -293,17 +313,7 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         .await
         .expect("a review");
 
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), running)
-        .await
-        .expect("the operator stops")
-        .expect("its task did not panic")
-        .expect("a clean stop");
-    let names = |object: &Value| -> Vec<Value> {
-        object["webhooks"]
-            .as_array()
-            .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
-    };
+    stop_cleanly(&stop, running).await;
     let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
     assert_eq!(
         names(&validating),
@@ -554,12 +564,7 @@ async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_config
         w.as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), running)
-        .await
-        .expect("the operator stops")
-        .expect("its task did not panic")
-        .expect("a clean stop");
+    stop_cleanly(&stop, running).await;
     let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
     assert!(
         mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
@@ -616,19 +621,11 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
         w.as_array().is_some_and(|w| w.len() == 2)
     })
     .await;
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), running)
-        .await
-        .expect("the operator stops")
-        .expect("its task did not panic")
-        .expect("a clean stop");
+    stop_cleanly(&stop, running).await;
     let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
-    let names: Vec<&Value> = validating["webhooks"]
-        .as_array()
-        .map_or_else(Vec::new, |w| w.iter().map(|w| &w["name"]).collect());
     assert_eq!(
-        names,
-        [&json!("check-size.auto.kopf.dev")],
+        names(&validating),
+        [json!("check-size.auto.kopf.dev")],
         "the non-persistent webhook is not left pointing at a stopped server: {validating:#}"
     );
     server.stop().await;
