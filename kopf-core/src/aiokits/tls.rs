@@ -204,16 +204,14 @@ fn common_name(name: &str) -> rcgen::DistinguishedName {
 /// handlers (Kopf's `sslpeer`), whose business it is to judge it.
 #[derive(Debug)]
 struct AnyClientCertificate {
-    schemes: Vec<rustls::SignatureScheme>,
+    /// Ring's, which check the client's handshake signatures (made once, not per handshake).
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
 }
 
 impl AnyClientCertificate {
     fn new() -> AnyClientCertificate {
-        let provider = rustls::crypto::ring::default_provider();
         AnyClientCertificate {
-            schemes: provider
-                .signature_verification_algorithms
-                .supported_schemes(),
+            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
         }
     }
 }
@@ -246,12 +244,7 @@ impl rustls::server::danger::ClientCertVerifier for AnyClientCertificate {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -260,16 +253,11 @@ impl rustls::server::danger::ClientCertVerifier for AnyClientCertificate {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.schemes.clone()
+        self.algorithms.supported_schemes()
     }
 }
 

@@ -7,6 +7,7 @@
 //! resources of their own.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, APIVersions};
@@ -41,6 +42,14 @@ pub(crate) async fn list_namespaces(
             None => return Ok(namespaces),
         }
     }
+}
+
+/// How long to wait after `failures` failed discoveries or namespace listings in a row: from
+/// 400 ms, doubling, at most 30 s.
+pub(crate) fn retry_delay(failures: u32) -> Duration {
+    Duration::from_millis(200)
+        .saturating_mul(2u32.saturating_pow(failures.min(8)))
+        .min(Duration::from_secs(30))
 }
 
 /// Which groups to discover: `None` for all of them.

@@ -43,10 +43,13 @@ pub struct WebhookServer {
     /// The serving certificate (its chain) and its private key, as PEM files; `None` (the
     /// default) makes a self-signed CA and certificate at every start.
     pub certificate: Option<CertificateFiles>,
-    /// What the cluster is told to trust (`caBundle`), as PEM: `None` (the default) is the
-    /// generated CA, or `cafile`, or the certificate file itself.
+    /// What the cluster is told to trust (`caBundle`) for the given
+    /// [`certificate`](Self::certificate) files, as PEM: `None` (the default) is `cafile`, or
+    /// the certificate file itself. Ignored when the certificate is generated: the cluster is
+    /// then told to trust the generated CA (as in Kopf).
     pub cadata: Option<String>,
-    /// A PEM file of what the cluster is told to trust, read at every (re)load.
+    /// A PEM file of what the cluster is told to trust for the given certificate files, read
+    /// at every (re)load; ignored when the certificate is generated, as `cadata` is.
     pub cafile: Option<PathBuf>,
     /// More names (DNS names or IP addresses) for the generated certificate.
     pub extra_sans: Vec<String>,
@@ -162,13 +165,13 @@ impl WebhookServer {
         self
     }
 
-    /// Tell the cluster to trust the CA of this PEM file.
+    /// Tell the cluster to trust the CA of this PEM file, for the given certificate files.
     pub fn cafile(mut self, cafile: impl Into<PathBuf>) -> WebhookServer {
         self.cafile = Some(cafile.into());
         self
     }
 
-    /// Tell the cluster to trust this CA (PEM).
+    /// Tell the cluster to trust this CA (PEM), for the given certificate files.
     pub fn cadata(mut self, cadata: impl Into<String>) -> WebhookServer {
         self.cadata = Some(cadata.into());
         self

@@ -117,25 +117,21 @@ impl Admission {
 
     /// The objects' memos that the operator's processors keep (without: a copy of the
     /// operator's memo for every call).
-    #[allow(dead_code, reason = "for the operator, which builds it")]
     pub(crate) fn memos(self, memos: ObjectMemos) -> Admission {
         self.with(|inner| inner.memos = memos)
     }
 
     /// The operator's indexes.
-    #[allow(dead_code, reason = "for the operator, which builds it")]
     pub(crate) fn indexes(self, indexes: Indexes) -> Admission {
         self.with(|inner| inner.indexes = indexes)
     }
 
     /// Where handlers' events and logs-as-events go.
-    #[allow(dead_code, reason = "for the operator, which builds it")]
     pub(crate) fn poster(self, poster: Poster) -> Admission {
         self.with(|inner| inner.poster = poster)
     }
 
     /// The resources the cluster serves, as discovery finds them.
-    #[allow(dead_code, reason = "for the operator, which builds it")]
     pub(crate) fn resources(
         self,
         resources: tokio::sync::watch::Receiver<Vec<Resource>>,
@@ -158,12 +154,6 @@ impl Admission {
         Admission {
             inner: Arc::new(inner),
         }
-    }
-
-    /// The handlers it serves, in registration order.
-    #[allow(dead_code, reason = "for the operator, which builds it")]
-    pub(crate) fn handlers(&self) -> &[AdmissionHandler] {
-        &self.inner.handlers
     }
 
     /// Judges one admission review.

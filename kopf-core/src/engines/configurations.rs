@@ -6,16 +6,18 @@
 //! 1. The configurations are written only while the operator is not paused: with peering or a
 //!    Lease, only the operator that serves (the leader) writes them, within its term. It
 //!    writes them again whenever it resumes, since the previous leader's server is gone.
-//! 2. Each write creates the objects if they are missing (`409` ignored; `403` ends the
-//!    operator with an error naming the RBAC it needs), then merge-patches `{"webhooks":
-//!    [...]}`, which replaces the whole list: foreign entries are lost, as in Kopf.
+//! 2. Each write creates the objects if they are missing (`409` ignored), then merge-patches `{"webhooks":
+//!    [...]}`, which replaces the whole list: foreign entries are lost, as in Kopf. A `403`
+//!    of either ends the operator with an error naming the RBAC it needs: retrying would not
+//!    grant it.
 //! 3. The list is written again when the server's client config changes (a new certificate)
 //!    or the discovered resources change (the rules name them), and only when it differs from
 //!    what this operator wrote last.
-//! 4. At a graceful stop ([`Configurations::shrink`]), if this operator wrote the list and
-//!    still may write, the list is patched down to the handlers marked `persistent`; the
-//!    objects themselves stay.
+//! 4. At a graceful stop ([`Configurations::shrink`]), if this operator wrote the lists (or
+//!    began to: a write cut short counts) and still may write, they are patched down to the
+//!    handlers marked `persistent`; the objects themselves stay.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,13 +38,15 @@ const TIMEOUT_SECONDS: u64 = 30;
 /// Why the managed configurations cannot be kept.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfigurationError {
-    /// The API refused to create a configuration for lack of permissions.
+    /// The API refused to create or patch a configuration for lack of permissions.
     #[error(
-        "cannot create the {kind} {name:?}: forbidden; the operator's RBAC needs `create` and \
+        "cannot {verb} the {kind} {name:?}: forbidden; the operator's RBAC needs `create` and \
          `patch` on validatingwebhookconfigurations and mutatingwebhookconfigurations \
          (admissionregistration.k8s.io): see the `rbac` subcommand's --admission-managed"
     )]
     Forbidden {
+        /// What was refused: `create` or `patch`.
+        verb: &'static str,
         /// The configuration's kind.
         kind: &'static str,
         /// The managed name.
@@ -205,6 +209,10 @@ struct Inner {
     pause: Pause,
     /// The lists as last written, validating then mutating; `None` until written.
     written: Mutex<Option<[Vec<Value>; 2]>>,
+    /// Whether a list may have been written since this operator last resumed, even if the
+    /// write did not finish (one kind patched, the other failed or cancelled): then the stop
+    /// shrinks them, so that no webhook is left pointing at a server that is gone.
+    touched: AtomicBool,
     backoffs: Vec<Duration>,
     /// Set when the operator must stop (for lack of RBAC).
     failure: watch::Sender<Option<ConfigurationError>>,
@@ -249,6 +257,7 @@ impl Configurations {
             resources,
             pause: managed.pause.clone(),
             written: Mutex::new(None),
+            touched: AtomicBool::new(false),
             backoffs: managed.backoffs,
             failure: watch::Sender::new(None),
         });
@@ -271,10 +280,11 @@ impl Configurations {
     }
 
     /// Patches the lists down to the persistent handlers' webhooks, if this operator wrote
-    /// them and may still write: a step of the graceful stop, before the server stops.
+    /// them (or began to) and may still write: a step of the graceful stop, before the
+    /// server stops. The task that keeps them must be stopped first.
     pub(crate) async fn shrink(&self, timeout: Duration) {
         let inner = &self.inner;
-        if lock(&inner.written).is_none() || inner.pause.is_paused() {
+        if !inner.touched.load(Ordering::SeqCst) || inner.pause.is_paused() {
             return;
         }
         let config = inner.config.borrow().clone();
@@ -347,6 +357,7 @@ impl Inner {
                     if !now_paused {
                         // Another leader may have written its own server's address meanwhile.
                         *lock(&self.written) = None;
+                        self.touched.store(false, Ordering::SeqCst);
                         created = false;
                     }
                 }
@@ -378,13 +389,24 @@ impl Inner {
             *created = true;
         }
         tracing::info!(target: "kopf::admission", "configuring the webhooks of {}", self.managed);
+        self.touched.store(true, Ordering::SeqCst);
         for (kind, webhooks) in KINDS.into_iter().zip(lists.clone()) {
-            if let Err(error) = self.patch(kind, webhooks).await {
-                if matches!(&error, kube::Error::Api(status) if status.code == 404) {
-                    // Deleted by someone: created again at the retry.
-                    *created = false;
+            match self.patch(kind, webhooks).await {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    return Err(Failure::Fatal(ConfigurationError::Forbidden {
+                        verb: "patch",
+                        kind: kind.name,
+                        name: self.managed.clone(),
+                    }));
                 }
-                return Err(Failure::Transient(error));
+                Err(error) => {
+                    if matches!(&error, kube::Error::Api(status) if status.code == 404) {
+                        // Deleted by someone: created again at the retry.
+                        *created = false;
+                    }
+                    return Err(Failure::Transient(error));
+                }
             }
         }
         *lock(&self.written) = Some(lists);
@@ -410,6 +432,7 @@ impl Inner {
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 403 => {
                 Err(Failure::Fatal(ConfigurationError::Forbidden {
+                    verb: "create",
                     kind: kind.name,
                     name: self.managed.clone(),
                 }))

@@ -40,8 +40,8 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// The address cannot be listened on.
-    #[error("cannot listen for admission webhooks on {address}: {source}")]
+    /// The address cannot be listened on (e.g. the port is taken: choose another).
+    #[error("cannot listen on {address}: {source}")]
     Listen {
         /// `addr:port`.
         address: String,
@@ -50,8 +50,8 @@ pub enum WebhookError {
         source: std::io::Error,
     },
     /// The certificate cannot be made, read or served.
-    #[error("cannot serve admission webhooks over TLS: {0}")]
-    Tls(#[source] TlsError),
+    #[error(transparent)]
+    Tls(TlsError),
 }
 
 /// What answers the calls: the admission review.
@@ -90,12 +90,11 @@ impl Webhooks {
                 source,
             })?;
         let (identity, files) = match &server.certificate {
+            // The cluster must trust the CA made with it, whatever `cadata` or `cafile` say
+            // (as Kopf): no other CA can have issued a certificate made just now.
             None => {
-                let mut identity =
+                let identity =
                     Identity::generate(&server.subject_names()).map_err(WebhookError::Tls)?;
-                if let Some(cadata) = &server.cadata {
-                    identity.ca_pem = cadata.clone();
-                }
                 (identity, None)
             }
             Some(_) => {

@@ -217,10 +217,6 @@ impl AdmissionHandler {
 }
 
 /// What managed webhook configurations are made of.
-#[allow(
-    dead_code,
-    reason = "read by the managed configurations, which are built on this"
-)]
 impl AdmissionHandler {
     /// The resource it serves.
     pub(crate) fn selector(&self) -> &Selector {

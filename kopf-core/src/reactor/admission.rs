@@ -240,11 +240,7 @@ impl Discovery {
                 Err(error) => {
                     failures += 1;
                     tracing::warn!(target: "kopf::admission", %error, "cannot discover the resources of the admission handlers; retrying");
-                    Some(
-                        Duration::from_millis(200)
-                            .saturating_mul(2u32.saturating_pow(failures.min(8)))
-                            .min(Duration::from_secs(30)),
-                    )
+                    Some(scanning::retry_delay(failures))
                 }
             };
         }

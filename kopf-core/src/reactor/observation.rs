@@ -215,7 +215,7 @@ impl Observer {
                         Err(error) => {
                             failures += 1;
                             tracing::warn!(target: "kopf::observer", %error, "discovery failed; retrying");
-                            Some(Instant::now() + retry_delay(failures))
+                            Some(Instant::now() + scanning::retry_delay(failures))
                         }
                     };
                 }
@@ -261,7 +261,7 @@ impl Observer {
                 Err(error) => {
                     failures += 1;
                     tracing::warn!(target: "kopf::observer", %error, "listing namespaces failed; retrying");
-                    if !sleep(token, retry_delay(failures)).await {
+                    if !sleep(token, scanning::retry_delay(failures)).await {
                         return None;
                     }
                 }
@@ -549,13 +549,6 @@ impl Listing {
             readiness.ready.send_replace(true);
         }
     }
-}
-
-/// How long to wait after `failures` failed discoveries or namespace listings in a row.
-fn retry_delay(failures: u32) -> Duration {
-    Duration::from_millis(200)
-        .saturating_mul(2u32.saturating_pow(failures.min(8)))
-        .min(Duration::from_secs(30))
 }
 
 /// Sleeps unless cancelled; `false` when cancelled.

@@ -89,6 +89,26 @@ async fn configuration(
     })
 }
 
+/// Cancels `stop` and waits for the operator's `run()` to end without an error.
+async fn stop_cleanly(
+    stop: &tokio_util::sync::CancellationToken,
+    running: tokio::task::JoinHandle<Result<(), OperatorError>>,
+) {
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops")
+        .expect("its task did not panic")
+        .expect("a clean stop");
+}
+
+/// The names of a configuration's webhooks, in order.
+fn names(configuration: &Value) -> Vec<Value> {
+    configuration["webhooks"]
+        .as_array()
+        .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
+}
+
 fn url_of(configuration: &Value) -> String {
     let url = &configuration["webhooks"][0]["clientConfig"]["url"];
     url.as_str().expect("a url").to_string()
@@ -293,17 +313,7 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         .await
         .expect("a review");
 
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), running)
-        .await
-        .expect("the operator stops")
-        .expect("its task did not panic")
-        .expect("a clean stop");
-    let names = |object: &Value| -> Vec<Value> {
-        object["webhooks"]
-            .as_array()
-            .map_or_else(Vec::new, |w| w.iter().map(|w| w["name"].clone()).collect())
-    };
+    stop_cleanly(&stop, running).await;
     let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
     assert_eq!(
         names(&validating),
@@ -489,6 +499,14 @@ const ACCOUNT: &str = "kex-operator";
 
 /// A server that enforces RBAC, with the CRD and the registry's `rbac -A ARGS` output applied.
 async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
+    server_with_edited_rbac(args, |_| {}).await
+}
+
+/// [`server_with_rbac`], each document of the RBAC changed by `edit` before it is applied.
+async fn server_with_edited_rbac(
+    args: &[&str],
+    edit: impl Fn(&mut Value),
+) -> kopf_testing::FakeApiServer {
     let server = kopf_testing::FakeApiServer::builder()
         .enforce_rbac()
         .start_on_own_runtime()
@@ -499,7 +517,8 @@ async fn server_with_rbac(args: &[&str]) -> kopf_testing::FakeApiServer {
     let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
     let client = server.client();
     for document in serde_norway::Deserializer::from_str(&rbac) {
-        let document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
+        edit(&mut document);
         let kind = document["kind"].as_str().expect("a kind");
         let collection = match (kind, document["metadata"]["namespace"].as_str()) {
             ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
@@ -545,12 +564,7 @@ async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_config
         w.as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), running)
-        .await
-        .expect("the operator stops")
-        .expect("its task did not panic")
-        .expect("a clean stop");
+    stop_cleanly(&stop, running).await;
     let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
     assert!(
         mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
@@ -574,6 +588,66 @@ async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_
     assert_eq!(
         error.to_string(),
         "cannot manage the webhook configurations: cannot create the \
+         ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
+         `create` and `patch` on validatingwebhookconfigurations and \
+         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
+         subcommand's --admission-managed"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
+    // Patching the mutating configuration fails: the validating one is written, the mutating
+    // one never is, and the write is retried until the stop.
+    let server = server_with_crd().await;
+    server.inject(
+        kopf_testing::Fault::respond(500)
+            .verb("patch")
+            .resource("mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    );
+    let client = server.client();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let registry = registry().with(AdmissionHandler::validating(
+        examples(),
+        "audit",
+        |_| async { Ok(None) },
+    ));
+    let operator = Operator::new(registry)
+        .client(server.client())
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let running = tokio::spawn(operator.run(stop.clone()));
+    configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 2)
+    })
+    .await;
+    stop_cleanly(&stop, running).await;
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(
+        names(&validating),
+        [json!("check-size.auto.kopf.dev")],
+        "the non-persistent webhook is not left pointing at a stopped server: {validating:#}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_rbac_to_patch_the_configurations_the_operator_stops_saying_what_it_needs() {
+    // Creating is granted, patching by name is not.
+    let server = server_with_edited_rbac(&["--admission-managed", MANAGED], |document| {
+        if let Some(rules) = document["rules"].as_array_mut() {
+            rules.retain(|rule| rule.get("resourceNames").is_none());
+        }
+    })
+    .await;
+    let running = operator_as_account(&server).run(tokio_util::sync::CancellationToken::new());
+    let error = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("the operator stops by itself, not retrying what RBAC refuses")
+        .expect_err("forbidden is an error");
+    assert_eq!(
+        error.to_string(),
+        "cannot manage the webhook configurations: cannot patch the \
          ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
          `create` and `patch` on validatingwebhookconfigurations and \
          mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \

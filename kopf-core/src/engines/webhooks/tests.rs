@@ -171,6 +171,57 @@ async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_err
 }
 
 #[tokio::test]
+async fn a_generated_certificate_is_announced_with_its_own_ca_whatever_cadata_says() {
+    let other = Identity::generate(&["elsewhere".to_string()]).unwrap();
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .cadata(other.ca_pem.clone());
+    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let ca = config.ca_bundle.clone().unwrap();
+    assert_ne!(
+        ca, other.ca_pem,
+        "no other CA issued the generated certificate"
+    );
+    let answered = call(&url_of(&config), &ca, "POST", json!({})).await;
+    assert_eq!(
+        answered.map(|(status, _)| status),
+        Ok(StatusCode::OK),
+        "the announced CA is trusted by the server's certificate"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+/// The operator's error (`OperatorError::Webhooks`) says "cannot serve the admission
+/// webhooks: "; these messages follow it, so they do not say it again.
+#[tokio::test]
+async fn start_errors_name_the_file_or_the_address_without_repeating_the_operators_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("tls.crt");
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&missing, dir.path().join("tls.key"));
+    let shown = Webhooks::start(&server, 1, |_| echo())
+        .await
+        .unwrap_err()
+        .to_string();
+    let expected = format!("cannot read {}: ", missing.display());
+    assert!(shown.starts_with(&expected), "{shown}");
+
+    let taken = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let server = WebhookServer::new().addr(LOCALHOST).port(port);
+    let shown = Webhooks::start(&server, 1, |_| echo())
+        .await
+        .unwrap_err()
+        .to_string();
+    let expected = format!("cannot listen on 127.0.0.1:{port}: ");
+    assert!(shown.starts_with(&expected), "{shown}");
+}
+
+#[tokio::test]
 async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_refused() {
     let entered = Arc::new(tokio::sync::Notify::new());
     let release = Arc::new(tokio::sync::Notify::new());
