@@ -71,14 +71,16 @@ impl std::fmt::Debug for Admitting {
 }
 
 impl Admitting {
-    /// Starts the server, if the registry has admission handlers; `None` if it has none. The
-    /// server runs in a tree of its own, stopped by [`stop`](Self::stop), which shares the
-    /// metrics and outcomes of the operator's tree `tasks`.
+    /// Starts the server, if the registry has admission handlers; `None` if it has none, or
+    /// if `stop` is cancelled before the server could start. The server runs in a tree of its
+    /// own, stopped by [`stop`](Self::stop), which shares the metrics and outcomes of the
+    /// operator's tree `tasks`.
     pub(crate) async fn serve(
         registry: &Registry,
         settings: &Settings,
         shared: Shared,
         tasks: &Tasks,
+        stop: &CancellationToken,
     ) -> Result<Option<Admitting>, AdmissionStartError> {
         if registry.admissions.is_empty() {
             return Ok(None);
@@ -104,7 +106,12 @@ impl Admitting {
             .iter()
             .map(|s| s.group().map(String::from))
             .collect();
-        match scanning::scan(&client, &groups).await {
+        let scanned = tokio::select! {
+            scanned = scanning::scan(&client, &groups) => scanned,
+            // A stop before the server answers: there is nothing to serve, nor to stop.
+            _ = stop.cancelled() => return Ok(None),
+        };
+        match scanned {
             Ok(found) => {
                 resources.send_replace(found);
             }

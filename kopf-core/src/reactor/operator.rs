@@ -476,7 +476,7 @@ impl Operator {
             indexes: indexes.clone(),
         };
         let mut admitting =
-            match Admitting::serve(&self.registry, &self.settings, shared, &tasks).await {
+            match Admitting::serve(&self.registry, &self.settings, shared, &tasks, &stop).await {
                 Ok(admitting) => admitting,
                 Err(error) => {
                     let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;

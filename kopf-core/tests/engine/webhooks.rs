@@ -439,6 +439,30 @@ async fn admission_handlers_without_a_server_fail_the_start_with_what_to_configu
     );
 }
 
+/// A stop while the first discovery of the admission handlers' resources hangs (before the
+/// webhook server starts) ends the operator at once, not when the request times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_the_admission_resources_are_first_discovered_ends_the_operator_at_once() {
+    let server = server_with_crd().await;
+    // Discovery requests (`/apis/...`) hang for an hour.
+    server.inject(
+        kopf_testing::Fault::delay(Duration::from_secs(3600))
+            .verb("get")
+            .resource("-"),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let operator = Operator::new(registry())
+        .client(server.client())
+        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let running = tokio::spawn(operator.run(stop.clone()));
+    wait("a discovery request to hang", || async {
+        let fired = server.stats().faults.get("delay").copied().unwrap_or(0);
+        (fired > 0).then_some(())
+    })
+    .await;
+    stop_cleanly(&stop, running).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_the_stop_ends() {
     let entered = Arc::new(tokio::sync::Notify::new());
