@@ -142,3 +142,25 @@ pub(crate) fn client_without_retries(server: &FakeApiServer) -> kube::Client {
     config.default_retry = false;
     kube::Client::try_from(config).expect("a client of the fake server always builds")
 }
+
+/// Creates the deployment `d` (one container, `replicas` if given) in `default`.
+pub(crate) async fn create_deployment(
+    deployments: &kube::Api<k8s_openapi::api::apps::v1::Deployment>,
+    replicas: Option<i32>,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let deployment = serde_json::json!({
+        "metadata": {"name": "d"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    });
+    deployments
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(deployment).expect("a Deployment"),
+        )
+        .await
+        .expect("the deployment is created")
+}

@@ -290,21 +290,7 @@ async fn scale_subresource_webhooks_see_and_change_the_scale() {
     let server = FakeApiServer::start().await.unwrap();
     let client = support::client_without_retries(&server);
     let deployments: Api<Deployment> = Api::default_namespaced(client);
-    let deployment = json!({
-        "metadata": {"name": "d"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
-        },
-    });
-    deployments
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(deployment).unwrap(),
-        )
-        .await
-        .unwrap();
+    support::create_deployment(&deployments, Some(1)).await;
     let rules = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
     let round_up = entry(
         &webhook,

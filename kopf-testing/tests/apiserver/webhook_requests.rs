@@ -78,20 +78,7 @@ async fn validating_webhooks_see_the_uid_creation_time_and_generation_that_are_s
     );
 
     let deployments: Api<Deployment> = Api::default_namespaced(server.client());
-    let deployment = json!({
-        "metadata": {"name": "d"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
-        },
-    });
-    let deployment = deployments
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(deployment).unwrap(),
-        )
-        .await
-        .unwrap();
+    let deployment = support::create_deployment(&deployments, None).await;
     let meta = &webhook.received("/mutate")[1].review["request"]["object"]["metadata"];
     assert_eq!(meta.get("generation"), None, "{meta}");
     let meta = &webhook.received("/validate")[1].review["request"]["object"]["metadata"];
@@ -274,21 +261,7 @@ async fn a_scale_write_is_admitted_again_when_its_object_changed_meanwhile() {
     let server = FakeApiServer::start().await.unwrap();
     let client = support::client_without_retries(&server);
     let deployments: Api<Deployment> = Api::default_namespaced(client);
-    let deployment = json!({
-        "metadata": {"name": "d"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "d"}},
-            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
-        },
-    });
-    deployments
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(deployment).unwrap(),
-        )
-        .await
-        .unwrap();
+    support::create_deployment(&deployments, Some(1)).await;
     let rules = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
     let check = entry(
         &webhook,
