@@ -2,6 +2,11 @@
 //! from its resourceVersion, with bookmarks; a stream silent for the inactivity timeout is
 //! reconnected, `410 Gone` relists, other failures back off with jitter.
 //!
+//! With a shard selector ([`Selection::shard`]), lists and watches carry it as
+//! `shardSelector`. A list without `metadata.shardInfo` comes from a server that ignored it
+//! (one without the feature): the watcher then drops the objects and events outside the
+//! shard itself, and logs once that it does, so the result is the same on any server.
+//!
 //! The watcher is a plain async function that ends as soon as its token is cancelled: the
 //! stream is dropped at once, nothing waits for the server.
 
@@ -19,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::configs::settings::WatchingSettings;
 use crate::structs::namespaces::ObservedNamespaces;
 use crate::structs::resources::Resource;
+use crate::structs::shards::ShardSelector;
 
 /// What a watcher reports, in order.
 #[derive(Debug, Clone)]
@@ -34,6 +40,15 @@ pub(crate) enum Event {
     /// (`apiVersion`, `kind`, and `metadata`'s `name`, `namespace`, `uid`). A watcher never
     /// reports it: the queue that routes its events to objects does, once a listing is done.
     Vanished(Arc<Value>),
+}
+
+/// Which objects of the resource are listed and watched (all by default).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Selection<'a> {
+    /// A label selector, sent as `labelSelector`.
+    pub(crate) labels: Option<&'a str>,
+    /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
+    pub(crate) shard: Option<&'a ShardSelector>,
 }
 
 /// Why a watcher stopped by itself.
@@ -55,7 +70,8 @@ pub(crate) async fn watch_namespaces(
     mut changed: impl FnMut(&BTreeSet<String>),
 ) -> Result<(), WatchError> {
     let namespaces = Resource::namespaces();
-    watch(client, &namespaces, None, None, settings, token, |event| {
+    let all = Selection::default();
+    watch(client, &namespaces, None, all, settings, token, |event| {
         let served_changed = match event {
             Event::Listed(namespace) => {
                 observed.listed(&namespace);
@@ -78,22 +94,28 @@ pub(crate) async fn watch(
     client: &kube::Client,
     resource: &Resource,
     namespace: Option<&str>,
-    label_selector: Option<&str>,
+    selection: Selection<'_>,
     settings: &WatchingSettings,
     token: &CancellationToken,
     mut report: impl FnMut(Event),
 ) -> Result<(), WatchError> {
     let request = kube::core::Request::new(resource.collection_path(namespace));
     let mut failures = 0u32;
+    let mut told_filtering = false;
     'relist: loop {
         // LIST, page by page.
         let mut list_params = ListParams::default().limit(settings.list_page_size);
-        if let Some(selector) = label_selector {
+        if let Some(selector) = selection.labels {
             list_params = list_params.labels(selector);
         }
         let mut resource_version: String;
+        // The shard selector to apply here, when the listing shows the server ignores it.
+        let mut filtering: Option<&ShardSelector>;
         loop {
-            let http = match request.list(&list_params) {
+            let http = match request
+                .list(&list_params)
+                .map(|http| sharded(http, selection.shard))
+            {
                 Ok(http) => http,
                 Err(error) => {
                     tracing::error!(%error, "cannot build a list request");
@@ -107,7 +129,17 @@ pub(crate) async fn watch(
             match page {
                 Ok(page) => {
                     failures = 0;
+                    filtering = selection
+                        .shard
+                        .filter(|_| page["metadata"]["shardInfo"].is_null());
+                    if let Some(shard) = filtering.filter(|_| !told_filtering) {
+                        told_filtering = true;
+                        tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
+                    }
                     for item in page["items"].as_array().into_iter().flatten() {
+                        if filtering.is_some_and(|shard| !shard.matches(item)) {
+                            continue;
+                        }
                         report(Event::Listed(Arc::new(with_type(item.clone(), resource))));
                     }
                     resource_version = page["metadata"]["resourceVersion"]
@@ -147,7 +179,7 @@ pub(crate) async fn watch(
                 bookmarks: true,
                 ..WatchParams::default()
             };
-            if let Some(selector) = label_selector {
+            if let Some(selector) = selection.labels {
                 watch_params = watch_params.labels(selector);
             }
             if let Some(timeout) = settings.server_timeout {
@@ -157,7 +189,10 @@ pub(crate) async fn watch(
                 // timeout guards against stalls.
                 watch_params = watch_params.timeout(290);
             }
-            let http = match request.watch(&watch_params, &resource_version) {
+            let http = match request
+                .watch(&watch_params, &resource_version)
+                .map(|http| sharded(http, selection.shard))
+            {
                 Ok(http) => http,
                 Err(error) => {
                     tracing::error!(%error, "cannot build a watch request");
@@ -223,6 +258,9 @@ pub(crate) async fn watch(
                         if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
                             resource_version = rv.to_string();
                         }
+                        if filtering.is_some_and(|shard| !shard.matches(&object)) {
+                            continue;
+                        }
                         report(Event::Changed(kind, Arc::new(with_type(object, resource))));
                     }
                     Ok(Some(Err(error))) => {
@@ -237,6 +275,24 @@ pub(crate) async fn watch(
             }
         }
     }
+}
+
+/// The request with the shard selector, if any, as `shardSelector` (which kube-rs's
+/// parameters do not know yet).
+fn sharded(
+    mut http: http::Request<Vec<u8>>,
+    shard: Option<&ShardSelector>,
+) -> http::Request<Vec<u8>> {
+    if let Some(shard) = shard {
+        let uri = http.uri().to_string();
+        let separator = if uri.contains('?') { '&' } else { '?' };
+        let value: String = form_urlencoded::byte_serialize(shard.as_str().as_bytes()).collect();
+        match format!("{uri}{separator}shardSelector={value}").parse() {
+            Ok(uri) => *http.uri_mut() = uri,
+            Err(error) => unreachable!("an encoded query parameter keeps the URI valid: {error}"),
+        }
+    }
+    http
 }
 
 /// Objects in lists come without `apiVersion` and `kind` from some servers; handlers expect them.
@@ -321,7 +377,16 @@ mod tests {
         };
         let settings = WatchingSettings::default();
         let token = CancellationToken::new();
-        let watching = watch(&client, &resource, None, None, &settings, &token, |_| {});
+        let everything = Selection::default();
+        let watching = watch(
+            &client,
+            &resource,
+            None,
+            everything,
+            &settings,
+            &token,
+            |_| {},
+        );
         // Ten seconds of (paused, auto-advancing) time: with a fixed 0.1 s between them,
         // about a hundred reconnections; backing off from 0.1 s, doubling each time, seven.
         let ended = tokio::time::timeout(Duration::from_secs(10), watching).await;
@@ -331,5 +396,100 @@ mod tests {
             (3..=10).contains(&watches),
             "{watches} reconnections in 10 s"
         );
+    }
+
+    /// Lists and watches carry the shard selector; a list without `shardInfo` (a server
+    /// without the feature) makes the watcher drop what is outside the shard, in the list and
+    /// in the watch; a list with it is trusted as filtered.
+    #[tokio::test(start_paused = true)]
+    async fn shard_selectors_are_sent_and_applied_here_when_the_server_ignores_them() {
+        use std::sync::Mutex;
+        // The uid "a" hashes to 0xaf63dc4c8601ec8c; "b" to 0xaf63df4c8601f1a5.
+        let text = "shardRange(object.metadata.uid, '0xaf63dc4c8601ec8c', '0xaf63dc4c8601ec8d')";
+        let shard = ShardSelector::parse(text).expect("valid");
+        for server_filters in [false, true] {
+            let queries = Arc::new(Mutex::new(Vec::new()));
+            let logged = queries.clone();
+            let service = crate::clients::auth::tower_service_fn(
+                move |request: http::Request<kube::client::Body>| {
+                    let query = request.uri().query().unwrap_or_default().to_string();
+                    logged.lock().unwrap().push(query.clone());
+                    let object = |uid: &str| serde_json::json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": "2"}});
+                    let body = if query.contains("watch=true") {
+                        let events = ["b", "a"].map(|uid| {
+                            serde_json::json!({"type": "ADDED", "object": object(uid)}).to_string()
+                        });
+                        events.join("\n") + "\n"
+                    } else {
+                        let mut metadata = serde_json::json!({"resourceVersion": "1"});
+                        if server_filters {
+                            metadata["shardInfo"] = serde_json::json!({"selector": text});
+                        }
+                        serde_json::json!({"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": [object("a"), object("b")]}).to_string()
+                    };
+                    async move {
+                        Ok(http::Response::new(kube::client::Body::from(
+                            body.into_bytes(),
+                        )))
+                    }
+                },
+            );
+            let client = kube::Client::new(service, "default");
+            let resource = Resource {
+                group: "kopf.dev".into(),
+                version: "v1".into(),
+                plural: "kopfexamples".into(),
+                kind: "KopfExample".into(),
+                namespaced: true,
+                ..Resource::default()
+            };
+            let settings = WatchingSettings::default();
+            let token = CancellationToken::new();
+            let (mut listed, mut changed) = (BTreeSet::new(), BTreeSet::new());
+            let selection = Selection {
+                labels: None,
+                shard: Some(&shard),
+            };
+            let watching = watch(
+                &client,
+                &resource,
+                None,
+                selection,
+                &settings,
+                &token,
+                |event| {
+                    match event {
+                        Event::Listed(object) => {
+                            listed.insert(object["metadata"]["uid"].to_string())
+                        }
+                        Event::Changed(_, object) => {
+                            changed.insert(object["metadata"]["uid"].to_string())
+                        }
+                        _ => false,
+                    };
+                },
+            );
+            let ended = tokio::time::timeout(Duration::from_secs(1), watching).await;
+            assert!(ended.is_err(), "the watcher goes on watching");
+            let expected: BTreeSet<String> = if server_filters {
+                BTreeSet::from(["\"a\"".into(), "\"b\"".into()])
+            } else {
+                BTreeSet::from(["\"a\"".into()])
+            };
+            assert_eq!(
+                (&listed, &changed),
+                (&expected, &expected),
+                "server filters: {server_filters}"
+            );
+            let queries = queries.lock().unwrap();
+            let encoded: String = form_urlencoded::byte_serialize(text.as_bytes()).collect();
+            assert!(queries.len() >= 2, "{queries:?}");
+            assert!(
+                queries
+                    .iter()
+                    .all(|q| q.contains(&format!("shardSelector={encoded}"))),
+                "{queries:?}"
+            );
+        }
     }
 }

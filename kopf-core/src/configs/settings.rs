@@ -16,6 +16,7 @@ use crate::configs::storage::{
     AnnotationsDiffBaseStorage, DiffBaseStorage, ProgressStorage, SmartProgressStorage,
 };
 use crate::configs::webhooks::WebhookServer;
+use crate::structs::resources::Selector;
 
 /// All settings of an operator.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +73,33 @@ pub struct AdmissionSettings {
 }
 
 /// Watching (Kopf's `settings.watching`).
+///
+/// `shard_selectors` splits the objects of a resource among several operators (Kopf 1.45's
+/// `settings.watching.shard_selectors`), with Kubernetes' sharded list and watch (1.36+,
+/// alpha, behind a feature gate): each operator sees only the objects whose
+/// `object.metadata.uid` (or `object.metadata.namespace`) hashes (64-bit FNV-1a) into its
+/// ranges. Covering the whole hash space, without gaps or overlaps, is up to whoever
+/// configures the operators. Set them in the settings or in a startup handler:
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// // This replica serves the lower half of the hash space; another one, the upper half:
+/// // "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')".
+/// settings.watching.shard_selectors.push((
+///     kopf::Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')".into(),
+/// ));
+/// ```
+///
+/// The first entry whose resource selector matches a resource applies to it; the selector is
+/// sent as `shardSelector` on the lists and watches of that resource. A server without the
+/// feature ignores the parameter (its lists lack `metadata.shardInfo`): the operator then
+/// filters the objects and events itself, with the same hash, and logs that it does. Only
+/// the resources that handlers serve are sharded, never the namespaces, CRDs and peering
+/// objects that the operator watches for itself. With peering, operators of the same
+/// priority that have shard selectors keep running instead of pausing (higher priorities
+/// still pause them). An invalid selector is an
+/// [`OperatorError::ShardSelector`](crate::OperatorError::ShardSelector) from `run()`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchingSettings {
@@ -84,6 +112,10 @@ pub struct WatchingSettings {
     pub reconnect_backoff: Duration,
     /// Page size of the initial listing.
     pub list_page_size: u32,
+    /// Resources and the shard selectors of their lists and watches, e.g.
+    /// `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`: the
+    /// first entry that matches a resource applies (none by default: no sharding).
+    pub shard_selectors: Vec<(Selector, String)>,
 }
 
 impl Default for WatchingSettings {
@@ -93,6 +125,7 @@ impl Default for WatchingSettings {
             inactivity_timeout: Duration::from_secs(70),
             reconnect_backoff: Duration::from_millis(100),
             list_page_size: 500,
+            shard_selectors: Vec::new(),
         }
     }
 }
@@ -352,7 +385,8 @@ pub struct PeeringSettings {
     /// (Kopf: `default`).
     pub name: String,
     /// This operator's priority: it pauses while a live peer of a higher priority exists, and
-    /// all pause while peers of the same priority do (Kopf: 0).
+    /// all pause while peers of the same priority do (Kopf: 0), unless they have
+    /// [shard selectors](WatchingSettings::shard_selectors): then they keep running.
     pub priority: i64,
     /// How long this operator's entry stays valid without a keep-alive; keep-alives come
     /// 5 to 10 seconds before it ends (Kopf: 60 s, whole seconds on the wire).

@@ -1,7 +1,9 @@
 //! Kopf's peering: operators serving the same resources keep entries in a shared
 //! `KopfPeering` (one per served namespace) or `ClusterKopfPeering` object, and each pauses
 //! while a live peer of a higher priority exists (all pause while peers of the same priority
-//! do). The entries' format and the decision are in [`crate::configs::peering`].
+//! do, unless this operator has shard selectors: sharded operators of the same priority split
+//! the objects and keep running, as in Kopf 1.45). The entries' format and the decision are
+//! in [`crate::configs::peering`].
 //!
 //! For each peering object (both API groups, `kopf.dev` and the legacy `zalando.org`, when
 //! both CRDs exist), two tasks run in the operator's tree, never paused themselves:
@@ -38,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::patching::{self, Target};
 use crate::clients::scanning;
-use crate::clients::watching::{self, Event};
+use crate::clients::watching::{self, Event, Selection};
 use crate::configs::peering::{self, Judgement, Peer};
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
 use crate::engines::pausing::Pause;
@@ -364,7 +366,7 @@ impl Peering {
             &self.client,
             &place.resource,
             place.namespace.as_deref(),
-            None,
+            Selection::default(),
             &self.watching,
             &token,
             |event| {
@@ -476,7 +478,7 @@ impl Peering {
             if !was_paused {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Pausing operations in favour of {}.", listed(&judgement.higher));
             }
-        } else if !judgement.same.is_empty() {
+        } else if !judgement.same.is_empty() && self.watching.shard_selectors.is_empty() {
             self.toggles.set(&key, true);
             tracing::warn!(target: "kopf::peering", peering = ?name, "Possibly conflicting operators with the same priority: {}.", listed(&judgement.same));
             if !was_paused {

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::scanning::{self, Groups};
-use crate::clients::watching::{self, Event};
+use crate::clients::watching::{self, Event, Selection};
 use crate::configs::settings::Settings;
 use crate::engines::pausing::Pause;
 use crate::intents::registry::Registry;
@@ -48,6 +48,7 @@ use crate::reactor::processing::{Common, Processor};
 use crate::reactor::queueing::Queue;
 use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::structs::resources::{Resource, Selector};
+use crate::structs::shards::ShardSelectors;
 
 /// Discoveries are at least this far apart, however many reasons come.
 pub(crate) const MIN_GAP: Duration = Duration::from_secs(1);
@@ -67,6 +68,8 @@ pub(crate) struct Observer {
     /// resources' subtrees are cancelled), and everything is discovered and listed again on
     /// resuming.
     pub(crate) pause: Pause,
+    /// The shard selectors of the served resources' lists and watches.
+    pub(crate) shards: Arc<ShardSelectors>,
     pub(crate) common: Common,
 }
 
@@ -306,7 +309,8 @@ impl Observer {
         let token = self.tasks.token().clone();
         let rescan = rescan.clone();
         self.tasks.spawn(async move {
-            let watched = watching::watch(&client, &crds, None, None, &settings, &token, |event| {
+            let all = Selection::default();
+            let watched = watching::watch(&client, &crds, None, all, &settings, &token, |event| {
                 if let Event::Changed(..) = event {
                     rescan.notify_one();
                 }
@@ -433,6 +437,7 @@ impl Observer {
         let rescan = rescan.clone();
         let token = node.token().clone();
         let label_selector = served.processor.label_selector();
+        let shard = self.shards.of(&served.resource).cloned();
         let watched_in = namespace.clone();
         let pause = self.pause.clone();
         node.spawn(async move {
@@ -440,7 +445,10 @@ impl Observer {
                 &client,
                 &resource,
                 watched_in.as_deref(),
-                label_selector.as_deref(),
+                Selection {
+                    labels: label_selector.as_deref(),
+                    shard: shard.as_ref(),
+                },
                 &settings,
                 &token,
                 |event| {

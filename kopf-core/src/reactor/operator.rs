@@ -40,6 +40,7 @@ use crate::structs::credentials::LoginError;
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::namespaces::NamespacePatterns;
+use crate::structs::shards::ShardSelectors;
 
 /// Why an operator could not run.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +83,11 @@ pub enum OperatorError {
     /// the retry period, all above zero, and the identity must not be empty.
     #[error("invalid lease settings: {0}")]
     Lease(String),
+    /// A shard selector of
+    /// [`WatchingSettings::shard_selectors`](crate::WatchingSettings::shard_selectors) is
+    /// invalid: the message names its resource and what is wrong.
+    #[error("invalid settings.watching.shard_selectors: {0}")]
+    ShardSelector(String),
     /// The operator lost the leadership of its Lease, and the settings say to exit
     /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
     #[error("lost the leadership of the lease {lease}")]
@@ -445,6 +451,14 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        // After the startup handlers, which may set them (as in Kopf).
+        let shards = match ShardSelectors::parse(&self.settings.watching.shard_selectors) {
+            Ok(shards) => Arc::new(shards),
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                return Err(OperatorError::ShardSelector(error));
+            }
+        };
         if self.settings.peering.lease.is_none() {
             // Its own leader: the leader-only startup handlers run now, after the others.
             let started = tokio::select! {
@@ -527,6 +541,7 @@ impl Operator {
             tasks: tasks.child(),
             ready: self.ready,
             pause,
+            shards,
             common: Common {
                 poster: poster.clone(),
                 memo: self.memo.clone(),

@@ -1,6 +1,6 @@
 //! Plain data, the bottom layer: errors, diffs, patches, resources and selectors, memos,
-//! namespace patterns, filters, indexes, credentials, RBAC rules, admission reviews and client
-//! certificates.
+//! namespace patterns, filters, indexes, credentials, RBAC rules, admission reviews, client
+//! certificates, and shard selectors.
 
 pub(crate) mod certificates;
 pub(crate) mod credentials;
@@ -15,3 +15,4 @@ pub(crate) mod patch;
 pub(crate) mod rbac;
 pub(crate) mod resources;
 pub(crate) mod reviews;
+pub(crate) mod shards;

@@ -23,6 +23,7 @@ mod rbac;
 mod reliability;
 mod robustness;
 mod selectors;
+mod shards;
 mod stopping;
 mod subhandlers;
 mod toolkit;

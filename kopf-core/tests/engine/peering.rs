@@ -17,7 +17,7 @@ use crate::support::{Calls, create, examples, get, send, server_with_crd};
 
 /// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
 /// `name`.
-async fn server_with_peering(name: &str) -> FakeApiServer {
+pub(crate) async fn server_with_peering(name: &str) -> FakeApiServer {
     let server = server_with_crd().await;
     let client = server.client();
     create_peering_crd(&client, "kopf.dev", "Cluster").await;
@@ -55,7 +55,7 @@ pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope
     assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
 }
 
-const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
+pub(crate) const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
 
 /// The entries of the cluster-wide peering object `name`, by identity.
 async fn entries(client: &kube::Client, name: &str) -> serde_json::Map<String, Value> {
@@ -69,7 +69,7 @@ pub(crate) async fn status_at(client: &kube::Client, path: &str) -> serde_json::
     object["status"].as_object().cloned().unwrap_or_default()
 }
 
-fn settings(name: &str, priority: i64) -> Settings {
+pub(crate) fn settings(name: &str, priority: i64) -> Settings {
     let mut settings = kopf_testing::test_settings();
     settings.peering.name = name.into();
     settings.peering.priority = priority;
