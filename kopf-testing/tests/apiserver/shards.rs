@@ -293,9 +293,10 @@ async fn paginated_sharded_lists_keep_the_selector() {
 #[tokio::test]
 async fn metadata_only_lists_are_filtered() {
     let server = FakeApiServer::start().await.expect("the server starts");
-    create_configmaps(&server.client(), "default", 10).await;
+    create_configmaps(&server.client(), "default", 20).await;
     let collection = "/api/v1/namespaces/default/configmaps";
     let full = list(&server, collection, LOW, "").await;
+    let other = list(&server, collection, HIGH, "").await;
     let path = format!(
         "{collection}?labelSelector={}&shardSelector={}",
         encode(LABEL),
@@ -306,6 +307,7 @@ async fn metadata_only_lists_are_filtered() {
     assert_eq!(status, StatusCode::OK, "{partial}");
     assert_eq!(partial["kind"], "PartialObjectMetadataList");
     assert_eq!(names(&partial), names(&full));
+    assert!(names(&partial).is_disjoint(&names(&other)), "{partial}");
     assert!(partial["metadata"].get("shardInfo").is_none(), "{partial}");
     server.stop().await;
 }
