@@ -52,6 +52,11 @@ struct Args {
     /// dropped, duplicated or reordered within one watch stream).
     #[arg(long)]
     contract_breaking_faults: bool,
+    /// Ignore the shardSelector parameter of lists and watches, as servers without the
+    /// ShardedListAndWatch feature gate (Kubernetes 1.36, alpha, off by default) do; by
+    /// default it is honoured and lists carry metadata.shardInfo.
+    #[arg(long)]
+    no_sharded_watches: bool,
     /// Check the requests of ServiceAccounts' tokens against the stored Roles, ClusterRoles
     /// and their bindings (403 Forbidden otherwise); the admin token keeps full access.
     #[arg(long)]
@@ -74,7 +79,8 @@ async fn main() -> std::process::ExitCode {
     let mut builder = FakeApiServer::builder()
         .bind(args.bind)
         .history_limit(args.history_limit)
-        .bookmark_interval(Duration::from_secs(args.bookmark_interval));
+        .bookmark_interval(Duration::from_secs(args.bookmark_interval))
+        .sharded_watches(!args.no_sharded_watches);
     if args.tls || args.ca_file.is_some() || !args.service_account.is_empty() {
         builder = builder.tls();
     }

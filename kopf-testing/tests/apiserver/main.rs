@@ -18,6 +18,7 @@ mod python;
 mod python_tls;
 mod random_requests;
 mod rbac;
+mod shards;
 mod tls;
 mod webhook_matching;
 mod webhook_requests;

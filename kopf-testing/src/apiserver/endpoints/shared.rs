@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     /// ServiceAccounts' tokens and RBAC enforcement.
     pub(crate) access: Access,
     pub(crate) bookmark_interval: Mutex<Duration>,
+    /// Lists, watches and deletecollections honour `shardSelector` (the `ShardedListAndWatch`
+    /// feature gate); without it the parameter is ignored.
+    pub(crate) sharded_watches: bool,
     /// Cancelled on restart: every connection ends.
     pub(crate) connections: Mutex<CancellationToken>,
     /// Cancelled to end all watch streams now.

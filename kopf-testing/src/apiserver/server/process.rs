@@ -39,6 +39,7 @@ pub struct FakeApiServerBuilder {
     journal: bool,
     contract_breaking: bool,
     enforce_rbac: bool,
+    sharded_watches: bool,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -55,6 +56,7 @@ impl Default for FakeApiServerBuilder {
             journal: false,
             contract_breaking: false,
             enforce_rbac: false,
+            sharded_watches: true,
         }
     }
 }
@@ -154,6 +156,25 @@ impl FakeApiServerBuilder {
     /// How many requests the request log keeps (default 100,000).
     pub fn log_limit(mut self, limit: usize) -> Self {
         self.log_limit = limit;
+        self
+    }
+
+    /// Whether lists, watches and deletecollections honour `shardSelector`, Kubernetes 1.36's
+    /// server-side sharding (alpha, KEP-5866; on by default here, so that sharding can be
+    /// tested): only the objects whose `metadata.uid` or `metadata.namespace` hashes (64-bit
+    /// FNV-1a) into the selector's ranges are listed and watched, and lists tell so in
+    /// `metadata.shardInfo`. With `false`, the server behaves as real ones do without the
+    /// `ShardedListAndWatch` feature gate (off by default in 1.36) and as older ones: the
+    /// parameter is ignored, unread, and lists carry no `shardInfo`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let unsharded = kopf_testing::FakeApiServer::builder().sharded_watches(false).start().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sharded_watches(mut self, enabled: bool) -> Self {
+        self.sharded_watches = enabled;
         self
     }
 
@@ -267,6 +288,7 @@ impl FakeApiServerBuilder {
             access: Access::new(self.token.clone(), self.enforce_rbac),
             token: self.token,
             bookmark_interval: Mutex::new(self.bookmark_interval),
+            sharded_watches: self.sharded_watches,
             connections: Mutex::new(root.child_token()),
             watches: Mutex::new(root.child_token()),
             host: addr.to_string(),

@@ -124,7 +124,7 @@ fn list_snapshot(
 
 pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
     target.acceptable(true)?;
-    let selectors = Selectors::parse(context, &target.def)?;
+    let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
     let limit = context
         .query
         .number("limit")
@@ -151,12 +151,23 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         // Within the page: the continue token still names the last key in the usual order.
         shuffle(&mut items, seed);
     }
+    let shard_info = selectors.shard_info();
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if remaining > 0
         && let Some(last) = &last
     {
         meta["continue"] = json!(encode_continue(rv, last));
-        meta["remainingItemCount"] = json!(remaining);
+        // As the real server, which counts what is left only when nothing filters it.
+        if shard_info.is_none() {
+            meta["remainingItemCount"] = json!(remaining);
+        }
+    }
+    // The real server keeps `shardInfo` only on full lists: its metadata-only lists and
+    // tables copy the other list fields but not this one.
+    if let Some(info) = shard_info
+        && context.format == Format::Json
+    {
+        meta["shardInfo"] = info;
     }
     if context.format == Format::Table {
         return Ok(table_reply(target, &items, meta));

@@ -1,21 +1,32 @@
-//! The label and field selectors of a list, a watch or a deletecollection.
+//! The label, field and shard selectors of a list, a watch or a deletecollection.
 
+use http::StatusCode;
 use serde_json::Value;
 
 use crate::apiserver::endpoints::request::Context;
-use crate::apiserver::semantics::selector::{FieldSelector, LabelSelector, SelectorError};
+use crate::apiserver::semantics::selector::{
+    FieldSelector, LabelSelector, SelectorError, ShardSelector,
+};
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
 use crate::apiserver::storage::catalog::{Builtin, ResourceDef};
 
-/// Label and field selectors of a list or watch.
+/// Label, field and shard selectors of a list or watch.
 #[derive(Debug, Default)]
 pub(crate) struct Selectors {
     labels: LabelSelector,
     fields: FieldSelector,
+    /// The `shardSelector`, when one is given and the server honours it.
+    shards: Option<ShardSelector>,
 }
 
 impl Selectors {
-    pub(crate) fn parse(context: &Context, def: &ResourceDef) -> ApiResult<Selectors> {
+    /// Reads the selectors of the request; `sharding` says whether `shardSelector` is honoured
+    /// (the `ShardedListAndWatch` feature gate) or, as without the gate, ignored unread.
+    pub(crate) fn parse(
+        context: &Context,
+        def: &ResourceDef,
+        sharding: bool,
+    ) -> ApiResult<Selectors> {
         let bad = |e: SelectorError| ApiError::bad_request(e.to_string());
         let labels = LabelSelector::parse(context.query.get("labelSelector").unwrap_or_default())
             .map_err(bad)?;
@@ -28,13 +39,36 @@ impl Selectors {
                 )));
             }
         }
-        Ok(Selectors { labels, fields })
+        // As the real server: an empty parameter is no selector; an invalid one fails in
+        // the storage layer, which answers it as an error that is no API status (500).
+        let shards = match context.query.get("shardSelector") {
+            Some(text) if sharding && !text.is_empty() => {
+                Some(ShardSelector::parse(text).map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "", e.to_string())
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Selectors {
+            labels,
+            fields,
+            shards,
+        })
     }
 
     pub(crate) fn matches(&self, object: &Value) -> bool {
         self.labels
             .matches(object["metadata"]["labels"].as_object())
             && self.fields.matches(object)
+            && self.shards.as_ref().is_none_or(|s| s.matches(object))
+    }
+
+    /// The list's `metadata.shardInfo` when a shard selector filtered it: the selector in its
+    /// canonical form, which tells the client the server applied it.
+    pub(crate) fn shard_info(&self) -> Option<Value> {
+        self.shards
+            .as_ref()
+            .map(|s| serde_json::json!({"selector": s.to_string()}))
     }
 }
 

@@ -44,7 +44,7 @@ pub(crate) fn watch(
     context: &Context,
     target: &Target<'_>,
 ) -> ApiResult<Reply> {
-    let selectors = Selectors::parse(context, &target.def)?;
+    let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
     let query = &context.query;
     let send_initial = query.flag("sendInitialEvents");
     let requested = query.get("resourceVersion");

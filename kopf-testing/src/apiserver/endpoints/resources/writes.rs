@@ -655,7 +655,7 @@ pub(super) async fn delete_collection(
     body: &[u8],
 ) -> ApiResult<Reply> {
     let (options, dry_run) = delete_options(context, body)?;
-    let selectors = Selectors::parse(context, &target.def)?;
+    let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
     let keys: Vec<ObjectKey> = shared.read(|state| {
         state
             .objects(&target.def.key())

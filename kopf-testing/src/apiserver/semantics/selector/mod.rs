@@ -1,8 +1,13 @@
-//! Kubernetes label and field selectors, parsed and matched the way k8s.io/apimachinery does.
+//! Kubernetes label, field and shard selectors, parsed and matched the way k8s.io/apimachinery
+//! and k8s.io/apiserver do.
 
 mod error;
 mod fields;
 mod labels;
+mod shard_expr;
+#[cfg(test)]
+mod shard_tests;
+mod shards;
 #[cfg(test)]
 mod tests;
 mod validation;
@@ -10,3 +15,4 @@ mod validation;
 pub(crate) use error::SelectorError;
 pub(crate) use fields::FieldSelector;
 pub(crate) use labels::LabelSelector;
+pub(crate) use shards::ShardSelector;
