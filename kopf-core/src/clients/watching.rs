@@ -326,6 +326,18 @@ async fn pause(token: &CancellationToken, delay: Duration) -> bool {
 mod tests {
     use super::*;
 
+    /// Kopf's classic `kopfexamples.kopf.dev/v1`.
+    fn examples() -> Resource {
+        Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            ..Resource::default()
+        }
+    }
+
     #[test]
     fn backoff_grows_and_is_capped() {
         let base = Duration::from_millis(100);
@@ -367,14 +379,7 @@ mod tests {
             },
         );
         let client = kube::Client::new(service, "default");
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            ..Resource::default()
-        };
+        let resource = examples();
         let settings = WatchingSettings::default();
         let token = CancellationToken::new();
         let everything = Selection::default();
@@ -435,14 +440,7 @@ mod tests {
                 },
             );
             let client = kube::Client::new(service, "default");
-            let resource = Resource {
-                group: "kopf.dev".into(),
-                version: "v1".into(),
-                plural: "kopfexamples".into(),
-                kind: "KopfExample".into(),
-                namespaced: true,
-                ..Resource::default()
-            };
+            let resource = examples();
             let settings = WatchingSettings::default();
             let token = CancellationToken::new();
             let (mut listed, mut changed) = (BTreeSet::new(), BTreeSet::new());
