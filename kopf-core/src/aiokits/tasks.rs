@@ -51,6 +51,9 @@ pub enum StopReason {
     /// The operator pauses in favour of a peer (Kopf's peering): watching stops, daemons and
     /// timers stop, and they start again when the operator resumes.
     OperatorPaused,
+    /// The object's shard moved to another replica (assigned shards): its daemons and timers
+    /// stop here and start there.
+    ShardMoved,
 }
 
 impl fmt::Display for StopReason {
@@ -63,6 +66,7 @@ impl fmt::Display for StopReason {
             StopReason::FiltersMismatch => "the object no longer matches the filters",
             StopReason::NamespaceDeleted => "the namespace is deleted",
             StopReason::OperatorPaused => "the operator is paused in favour of a peer",
+            StopReason::ShardMoved => "the object's shard moved to another replica",
         })
     }
 }

@@ -5,5 +5,6 @@ pub(crate) mod leadership;
 pub(crate) mod lifecycles;
 pub(crate) mod peering;
 pub(crate) mod settings;
+pub(crate) mod sharding;
 pub mod storage;
 pub(crate) mod webhooks;

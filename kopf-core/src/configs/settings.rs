@@ -409,6 +409,79 @@ pub struct PeeringSettings {
     /// peering: the operator is paused while either says so (use `standalone` for the Lease
     /// alone).
     pub lease: Option<LeaseSettings>,
+    /// Assigned shards: the replicas split the objects among them, each handling the objects
+    /// of the shards it owns (`--shards N`). Off by default.
+    pub sharding: Option<ShardingSettings>,
+}
+
+/// Assigned shards ([`PeeringSettings::sharding`], `--shards N`): replicas of one operator
+/// split the objects of every served resource among them, and hand them over live as
+/// replicas come and go.
+///
+/// The hash space of the objects' uids is cut into `shards` virtual shards (contiguous
+/// ranges, the same on every replica; a replica that sees a member with another number takes
+/// no shard while that member lives). Each replica announces itself with a Lease of its own
+/// (`<name>-member-<hash>`), renewed every `retry_period`; each shard's owner is recorded in
+/// its Lease (`<name>-<k>`). The targets come from bounded-load rendezvous hashing over the
+/// live members, so a join or a leave moves about `shards / members` shards. A replica lists
+/// and watches only the objects of the shards it owns (one `shardSelector`, filtered on its
+/// side when the server ignores it).
+///
+/// A hand-off is live: the owner stops dispatching the shard's objects, stops their daemons
+/// and timers ([`StopReason::ShardMoved`](crate::StopReason::ShardMoved)), waits up to
+/// `drain_timeout` for the handlers in flight (or keeps the shard and tries again later), and
+/// only then writes the new owner into the shard's Lease, which starts only when it sees that.
+/// A replica that cannot renew its own Lease within `renew_deadline` acts on nothing more; a
+/// member not seen to renew for `lease_duration` (on the local monotonic clock) is fenced
+/// (its Lease emptied, guarded by its resourceVersion) before its shards are taken. At a
+/// graceful stop, after its handlers end, a replica releases its shards at once.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// let mut sharding = kopf::ShardingSettings::new(16);
+/// sharding.namespace = Some("operators".into());
+/// settings.peering.sharding = Some(sharding);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ShardingSettings {
+    /// The number of virtual shards; the same on every replica (at least 1).
+    pub shards: u32,
+    /// The name of the ring: the prefix of its Leases (default `kopf-shards`); replicas with
+    /// different names do not see each other.
+    pub name: String,
+    /// The Leases' namespace; `None` (the default) is the client's default namespace.
+    pub namespace: Option<String>,
+    /// This replica's identity in the Leases; `None` (the default) is `POD_ID` if set, else
+    /// `<user>@<host>/<timestamp>/<random>`. A random suffix makes each start a new
+    /// incarnation.
+    pub identity: Option<String>,
+    /// How long others wait, after a member's Lease was last seen to change, before they fence
+    /// it and take its shards (15 s).
+    pub lease_duration: Duration,
+    /// How long a replica acts on its shards after its last successful renewal began (10 s).
+    pub renew_deadline: Duration,
+    /// How often members renew their Leases and look at the others' (2 s).
+    pub retry_period: Duration,
+    /// How long an owner waits for the handlers in flight of a shard it hands over before it
+    /// gives up and keeps the shard for now (60 s).
+    pub drain_timeout: Duration,
+}
+
+impl ShardingSettings {
+    /// `shards` virtual shards, with client-go's Lease timings.
+    pub fn new(shards: u32) -> ShardingSettings {
+        ShardingSettings {
+            shards,
+            name: "kopf-shards".into(),
+            namespace: None,
+            identity: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            drain_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Leader election with a `coordination.k8s.io/v1` Lease (client-go's `leaderelection`), as
@@ -501,6 +574,7 @@ impl Default for PeeringSettings {
             stealth: false,
             clusterwide: None,
             lease: None,
+            sharding: None,
         }
     }
 }

@@ -96,59 +96,73 @@ impl Pause {
     }
 }
 
-/// Whether this operator may act on objects now: always without a Lease; with one, only
-/// within the current term of its leadership.
-#[derive(Debug, Clone)]
+/// Whether this operator may act on objects now: always without Leases; with them, only
+/// within the current term of each (a leader's, an owner of shards').
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Fence {
-    /// When the current term ends; `None` while not leading. No receiver: always open.
-    term: Option<watch::Receiver<Option<Instant>>>,
+    /// When each current term ends; `None` while not holding that Lease. None: always open.
+    terms: Vec<watch::Receiver<Option<Instant>>>,
 }
 
 impl Fence {
-    /// Always open: no leadership to keep.
+    /// Always open: no Lease to keep.
     pub(crate) fn open() -> Fence {
-        Fence { term: None }
+        Fence::default()
     }
 
     /// Open until the term this sender publishes ends.
     pub(crate) fn following(term: watch::Receiver<Option<Instant>>) -> Fence {
-        Fence { term: Some(term) }
+        Fence { terms: vec![term] }
     }
 
-    /// Whether the operator may act now: the term goes on on the monotonic clock.
+    /// Open while both this and the other are.
+    pub(crate) fn and(mut self, other: Fence) -> Fence {
+        self.terms.extend(other.terms);
+        self
+    }
+
+    /// Whether the operator may act now: every term goes on on the monotonic clock.
     pub(crate) fn is_open(&self) -> bool {
-        match &self.term {
-            None => true,
-            Some(term) => term.borrow().is_some_and(|ends| Instant::now() < ends),
-        }
+        self.terms
+            .iter()
+            .all(|term| term.borrow().is_some_and(|ends| Instant::now() < ends))
     }
 
-    /// Waits until the fence may have opened or closed: a new term, or the end of this one.
-    /// Never returns if neither can happen.
+    /// Waits until the fence may have opened or closed: a new term, or the end of one. Never
+    /// returns if neither can happen.
     async fn changed(&mut self) {
-        let Some(term) = &mut self.term else {
+        if self.terms.is_empty() {
             return std::future::pending().await;
-        };
-        let ends = *term.borrow_and_update();
-        let expiry = async {
-            match ends {
-                Some(ends) if Instant::now() < ends => {
-                    // Past the end by a hair, so that `is_open` sees it ended.
-                    tokio::time::sleep_until(ends + Duration::from_millis(1)).await;
-                }
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::pin!(expiry);
-        tokio::select! {
-            changed = term.changed() => {
-                if changed.is_err() {
-                    // The elector is gone: its last term ends as it would have.
-                    (&mut expiry).await;
-                }
-            }
-            _ = &mut expiry => {}
         }
+        let each = self
+            .terms
+            .iter_mut()
+            .map(|term| Box::pin(term_changed(term)) as futures::future::BoxFuture<'_, ()>);
+        futures::future::select_all(each).await;
+    }
+}
+
+/// Waits until a new term is published, or this one ends.
+async fn term_changed(term: &mut watch::Receiver<Option<Instant>>) {
+    let ends = *term.borrow_and_update();
+    let expiry = async {
+        match ends {
+            Some(ends) if Instant::now() < ends => {
+                // Past the end by a hair, so that `is_open` sees it ended.
+                tokio::time::sleep_until(ends + Duration::from_millis(1)).await;
+            }
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expiry);
+    tokio::select! {
+        changed = term.changed() => {
+            if changed.is_err() {
+                // The Lease's keeper is gone: its last term ends as it would have.
+                (&mut expiry).await;
+            }
+        }
+        _ = &mut expiry => {}
     }
 }
 
@@ -189,6 +203,21 @@ mod tests {
         toggle.send_replace(true);
         assert!(pause.changed().await);
         assert!(Fence::open().is_open());
+    }
+
+    #[tokio::test]
+    async fn a_joined_fence_is_open_only_within_every_term() {
+        let (leader, owner) = (watch::Sender::new(None), watch::Sender::new(None));
+        let fence = Fence::following(leader.subscribe()).and(Fence::following(owner.subscribe()));
+        let mut pause = Pause::never().fenced(fence.clone());
+        assert!(!fence.is_open());
+        leader.send_replace(Some(Instant::now() + Duration::from_secs(60)));
+        assert!(!fence.is_open(), "not an owner yet");
+        owner.send_replace(Some(Instant::now() + Duration::from_millis(200)));
+        assert!(!pause.changed().await);
+        assert!(fence.is_open());
+        assert!(pause.changed().await, "the owner's term ended");
+        assert!(!fence.is_open());
     }
 
     #[tokio::test]

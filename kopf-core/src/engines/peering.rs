@@ -145,6 +145,8 @@ pub(crate) struct Peering {
     identity: String,
     settings: PeeringSettings,
     watching: WatchingSettings,
+    /// With shard selectors or assigned shards: peers of the same priority keep running.
+    sharded: bool,
     backoffs: Vec<Duration>,
     /// The served namespaces' patterns: followed as namespaces come and go, when the peering
     /// is namespaced and they are not plain names.
@@ -184,6 +186,7 @@ impl Peering {
             identity: identity(),
             settings: peering.clone(),
             watching: settings.watching.clone(),
+            sharded: !settings.watching.shard_selectors.is_empty() || peering.sharding.is_some(),
             backoffs: settings.networking.error_backoffs.clone(),
             patterns: patterns.cloned(),
             begun: AtomicBool::new(false),
@@ -478,7 +481,7 @@ impl Peering {
             if !was_paused {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Pausing operations in favour of {}.", listed(&judgement.higher));
             }
-        } else if !judgement.same.is_empty() && self.watching.shard_selectors.is_empty() {
+        } else if !judgement.same.is_empty() && !self.sharded {
             self.toggles.set(&key, true);
             tracing::warn!(target: "kopf::peering", peering = ?name, "Possibly conflicting operators with the same priority: {}.", listed(&judgement.same));
             if !was_paused {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::configs::settings::{LeaseSettings, Settings};
+use crate::configs::settings::{LeaseSettings, Settings, ShardingSettings};
 use crate::configs::webhooks::WebhookServer;
 use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
@@ -102,6 +102,9 @@ pub async fn run_with(registry: Registry) -> ExitCode {
         let mut lease = LeaseSettings::new(name);
         lease.namespace = namespace;
         settings.peering.lease = Some(lease);
+    }
+    if let Some(shards) = options.shards {
+        settings.peering.sharding = Some(ShardingSettings::new(shards));
     }
     settings.admission.server = options.webhook_server;
     settings.admission.managed = options.admission_managed;
@@ -312,6 +315,7 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_PRIORITY        as -p
   KOPF_RUN_METRICS         as --metrics
   KOPF_RUN_LEASE           as --lease
+  KOPF_RUN_SHARDS          as --shards
   KOPF_RUN_WEBHOOK_SERVER, KOPF_RUN_WEBHOOK_HOST, KOPF_RUN_ADMISSION_MANAGED
                            as --webhook-server, --webhook-host, --admission-managed
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
@@ -528,6 +532,12 @@ struct RunArgs {
     /// leader serves. Implies --standalone. Not Kopf's: `rbac --lease` grants it.
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse, conflicts_with_all = ["peering", "priority", "dev"])]
     lease: Option<LeaseName>,
+    /// Split the objects with the other replicas run with the same N: N virtual shards,
+    /// assigned to the live replicas with coordination.k8s.io/v1 Leases (kopf-shards-*, in
+    /// the client's default namespace) and handed over live as replicas come and go
+    /// (`settings.peering.sharding`). Not Kopf's: `rbac --shards` grants it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    shards: Option<u32>,
     /// Serve the admission webhooks at this URL (e.g. https://0.0.0.0:9443/webhooks; without
     /// a port, a free one), with a self-signed certificate, as Kopf's WebhookServer
     /// (`settings.admission.server`). Not Kopf's.
@@ -603,6 +613,8 @@ struct Options {
     standalone: bool,
     /// The Lease to elect a leader with (`--lease`), if any.
     lease: Option<LeaseName>,
+    /// The number of assigned shards (`--shards`), if any.
+    shards: Option<u32>,
     /// The admission webhook server (`--webhook-server`, `--webhook-host`), if any.
     webhook_server: Option<WebhookServer>,
     /// The managed webhook configurations' name (`--admission-managed`), if any.
@@ -739,6 +751,18 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
             .transpose()?,
     };
     let standalone = lease.is_some() || flag(args.standalone, "KOPF_RUN_STANDALONE")?;
+    let shards = match args.shards {
+        Some(shards) => Some(shards),
+        None => env("KOPF_RUN_SHARDS")
+            .map(|value| match value.trim().parse::<u32>() {
+                Ok(shards) if (1..=4096).contains(&shards) => Ok(shards),
+                _ => Err(usage(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("KOPF_RUN_SHARDS={value:?} is not a number of shards from 1 to 4096"),
+                )),
+            })
+            .transpose()?,
+    };
     let webhook_server = match args
         .webhook_server
         .or_else(|| env("KOPF_RUN_WEBHOOK_SERVER"))
@@ -795,6 +819,7 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         priority,
         standalone,
         lease,
+        shards,
         webhook_server,
         admission_managed,
     })

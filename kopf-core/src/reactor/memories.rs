@@ -62,6 +62,15 @@ impl Memories {
         lock(&self.0).values_mut().filter_map(&mut f).collect()
     }
 
+    /// Takes out the memories of the objects whose uid passes `which` (they are forgotten).
+    pub(crate) fn take(&self, which: impl Fn(&str) -> bool) -> Vec<(String, Memory)> {
+        let mut all = lock(&self.0);
+        let uids: Vec<String> = all.keys().filter(|uid| which(uid)).cloned().collect();
+        uids.into_iter()
+            .filter_map(|uid| all.remove_entry(&uid))
+            .collect()
+    }
+
     /// Lets go of the object's newest state: the next event brings it again.
     pub(crate) fn release(&self, uid: &str) {
         if let Some(memory) = lock(&self.0).get_mut(uid) {

@@ -42,6 +42,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::scanning::{self, Groups};
 use crate::clients::watching::{self, Event, Selection};
 use crate::configs::settings::Settings;
+use crate::engines::ownership::ShardMembers;
 use crate::engines::pausing::Pause;
 use crate::intents::registry::Registry;
 use crate::reactor::processing::{Common, Processor};
@@ -403,6 +404,10 @@ impl Observer {
             self.settings.clone(),
             self.common.clone(),
         ));
+        if let Some(ownership) = &self.common.ownership {
+            let members: Arc<dyn ShardMembers> = processor.clone();
+            ownership.register(Arc::downgrade(&members));
+        }
         Served {
             resource,
             selectors,
@@ -438,40 +443,80 @@ impl Observer {
         let token = node.token().clone();
         let label_selector = served.processor.label_selector();
         let shard = self.shards.of(&served.resource).cloned();
+        let ownership = self.common.ownership.clone();
         let watched_in = namespace.clone();
         let pause = self.pause.clone();
         node.spawn(async move {
-            let watched = watching::watch(
-                &client,
-                &resource,
-                watched_in.as_deref(),
-                Selection {
-                    labels: label_selector.as_deref(),
-                    shard: shard.as_ref(),
-                },
-                &settings,
-                &token,
-                |event| {
-                    if let Event::ListingDone = event {
-                        listing.done();
-                    }
-                    if pause.is_paused() {
-                        // Paused meanwhile: this watcher is about to be cancelled.
-                        return;
-                    }
-                    let in_scope = match (&event, &patterns) {
-                        (Event::Listed(o) | Event::Changed(_, o), Some(patterns)) => o["metadata"]
-                            ["namespace"]
+            let mut report = |event: Event| {
+                if let Event::ListingDone = event {
+                    listing.done();
+                }
+                if pause.is_paused() {
+                    // Paused meanwhile: this watcher is about to be cancelled.
+                    return;
+                }
+                let in_scope = match (&event, &patterns) {
+                    (Event::Listed(o) | Event::Changed(_, o), Some(patterns)) => {
+                        o["metadata"]["namespace"]
                             .as_str()
-                            .is_none_or(|ns| patterns.matches(ns)),
-                        _ => true,
-                    };
-                    if in_scope {
-                        queue.push(event);
+                            .is_none_or(|ns| patterns.matches(ns))
                     }
-                },
-            )
-            .await;
+                    _ => true,
+                };
+                if in_scope {
+                    queue.push(event);
+                }
+            };
+            let watched = match &ownership {
+                None => {
+                    let selection = Selection {
+                        labels: label_selector.as_deref(),
+                        shard: shard.as_ref(),
+                    };
+                    watching::watch(
+                        &client,
+                        &resource,
+                        watched_in.as_deref(),
+                        selection,
+                        &settings,
+                        &token,
+                        report,
+                    )
+                    .await
+                }
+                Some(ownership) => {
+                    // The open shards' objects: listed again each time the open shards change.
+                    let mut open = ownership.subscribe();
+                    loop {
+                        open.borrow_and_update();
+                        let Some(shard) = ownership.selector() else {
+                            // No shard here (yet): nothing to list, nothing to wait for.
+                            report(Event::ListingDone);
+                            tokio::select! {
+                                _ = token.cancelled() => break Ok(()),
+                                _ = open.changed() => continue,
+                            }
+                        };
+                        let selection = Selection {
+                            labels: label_selector.as_deref(),
+                            shard: Some(&shard),
+                        };
+                        let watched = watching::watch(
+                            &client,
+                            &resource,
+                            watched_in.as_deref(),
+                            selection,
+                            &settings,
+                            &token,
+                            &mut report,
+                        );
+                        tokio::select! {
+                            watched = watched => break watched,
+                            _ = open.changed() => {}
+                        }
+                    }
+                }
+            };
             listing.done();
             if let Err(error) = watched {
                 tracing::info!(target: "kopf::observer", %error, "stopped watching");

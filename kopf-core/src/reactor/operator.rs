@@ -31,6 +31,7 @@ use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
 use crate::engines::probing::{self, LivenessError, Standby};
+use crate::engines::sharding::Sharder;
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
 use crate::reactor::admission::{AdmissionStartError, Admitting, Shared};
@@ -88,6 +89,11 @@ pub enum OperatorError {
     /// invalid: the message names its resource and what is wrong.
     #[error("invalid settings.watching.shard_selectors: {0}")]
     ShardSelector(String),
+    /// The assigned shards' settings
+    /// ([`PeeringSettings::sharding`](crate::PeeringSettings::sharding), `--shards`) are
+    /// invalid: the message says what is wrong.
+    #[error("invalid sharding settings: {0}")]
+    Sharding(String),
     /// The operator lost the leadership of its Lease, and the settings say to exit
     /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
     #[error("lost the leadership of the lease {lease}")]
@@ -386,6 +392,7 @@ impl Operator {
             ),
         };
         crate::engines::leadership::check(&self.settings).map_err(OperatorError::Lease)?;
+        crate::engines::sharding::check(&self.settings).map_err(OperatorError::Sharding)?;
         let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
         if let Some(outcomes) = self.outcomes.get() {
             tasks.record_outcomes(outcomes.clone());
@@ -526,6 +533,26 @@ impl Operator {
             Some(elector) => pause.or(elector.pause()),
             None => pause,
         };
+        let sharder = match Sharder::start(&client, &self.settings, &tasks) {
+            Ok(sharder) => sharder,
+            Err(error) => {
+                let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                let _ = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+                if let Some(elector) = &elector {
+                    elector.stop().await;
+                }
+                return Err(OperatorError::Sharding(error));
+            }
+        };
+        let pause = match &sharder {
+            Some(sharder) => pause.or(sharder.pause()),
+            None => pause,
+        };
+        let fence = elector.as_ref().map_or_else(Fence::open, |e| e.fence());
+        let fence = match &sharder {
+            Some(sharder) => fence.and(sharder.fence()),
+            None => fence,
+        };
         // Set once: this is the only place.
         let _ = standby.set(pause.clone());
         if let Some(admitting) = &mut admitting {
@@ -550,7 +577,8 @@ impl Operator {
                     self.settings.networking.max_concurrent_writes.max(1),
                 )),
                 indexes,
-                fence: elector.as_ref().map_or_else(Fence::open, |e| e.fence()),
+                fence,
+                ownership: sharder.as_ref().map(|s| s.ownership()),
             },
         };
         tasks.spawn(observer.run());
@@ -587,6 +615,15 @@ impl Operator {
                 _ = peering.disappear(self.settings.process.cleanup_timeout) => {}
                 _ = abort.cancelled() => {}
             }
+        }
+        if let Some(sharder) = &sharder {
+            // After the handlers stopped: peers take the shards over at once. A second signal
+            // skips it: the member's Lease expires on its own.
+            tokio::select! {
+                _ = sharder.release(self.settings.process.cleanup_timeout) => {}
+                _ = abort.cancelled() => {}
+            }
+            sharder.stop().await;
         }
         let leading = elector.as_ref().is_none_or(|elector| elector.is_leading());
         let cleaned = activities.clean_up(&self.settings, &abort, leading).await;

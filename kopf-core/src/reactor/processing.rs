@@ -22,6 +22,7 @@ use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
 use crate::engines::daemons::{self, DaemonHost, Unwritten};
 use crate::engines::indexing::{self, IndexedEvent};
+use crate::engines::ownership::{Ownership, ShardMembers};
 use crate::engines::pausing::Fence;
 use crate::helpers::sync::lock;
 use crate::intents::daemons::Background;
@@ -59,8 +60,12 @@ pub(crate) struct Common {
     /// The operator's indexes.
     pub(crate) indexes: Indexes,
     /// Open while the operator may act on objects (always, but for a Lease leader past its
-    /// term): no handler starts and nothing is written while it is closed.
+    /// term, or an owner of shards past its member's): no handler starts and nothing is
+    /// written while it is closed.
     pub(crate) fence: Fence,
+    /// With assigned shards: which shards are open here. An object whose shard is not is let
+    /// go of; one whose shard is not held is not written.
+    pub(crate) ownership: Option<Arc<Ownership>>,
 }
 
 /// Processes the objects of one resource.
@@ -85,6 +90,7 @@ pub(crate) struct Processor {
     /// Limits the writes in flight, so that a burst of objects does not open a connection each.
     writes: Arc<tokio::sync::Semaphore>,
     fence: Fence,
+    ownership: Option<Arc<Ownership>>,
     /// The fields of `status` that the server was seen to prune (warned about once).
     pruned: Mutex<BTreeSet<String>>,
 }
@@ -125,6 +131,7 @@ impl Processor {
             memos: common.memos,
             writes: common.writes,
             fence: common.fence,
+            ownership: common.ownership,
             pruned: Mutex::default(),
             indexers: registry.indexes_for(selectors).cloned().collect(),
             filler: common.indexes.filler(),
@@ -161,9 +168,23 @@ impl Processor {
         if !self.fence.is_open() {
             // Not the leader (any more): the operator is about to pause; what is left here is
             // listed again when it resumes, or handled by the leader meanwhile.
-            tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader");
+            tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader (or not a member of the ring of shards now)");
             return Next::default();
         }
+        // Held until the end of this processing: the shard is not handed over meanwhile.
+        let _permit = match &self.ownership {
+            None => None,
+            Some(ownership) => match ownership.enter(uid) {
+                Some(permit) => Some(permit),
+                None => {
+                    self.let_go(uid, &batch, tasks).await;
+                    return Next {
+                        wakeup: None,
+                        gone: true,
+                    };
+                }
+            },
+        };
         let mut deleted = false;
         let mut versions = Vec::new();
         let mut patch = Patch::default();
@@ -298,6 +319,28 @@ impl Processor {
         }
     }
 
+    /// Forgets an object whose shard is not open here (it moved to another replica, or never
+    /// was ours): it leaves the indexes, its daemons and timers stop, and no handler sees
+    /// anything of it (its owner handles it).
+    async fn let_go(&self, uid: &str, batch: &[Event], tasks: &Tasks) {
+        let last = batch.iter().rev().find_map(|event| match event {
+            Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
+                Some(object.clone())
+            }
+            Event::ListingDone => None,
+        });
+        let known = self.memory(uid, |m| m.seen);
+        if let Some(object) = last.filter(|_| known) {
+            self.index(uid, Some("DELETED"), &object, tasks).await;
+        }
+        if known {
+            tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
+        }
+        self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
+        self.memories.forget(uid);
+        self.memos.forget(uid);
+    }
+
     /// Whether the object carries the operator's finalizer.
     fn has_finalizer(&self, body: &Value) -> bool {
         let finalizer = &self.settings.persistence.finalizer;
@@ -427,7 +470,11 @@ impl Processor {
         if !self.fence.is_open() {
             // The results of handlers that ran within the term, written after it: dropped, so
             // that the leader does them again rather than two operators writing at once.
-            tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's term has ended; the leader handles the object again");
+            tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's (or the ring membership's) term has ended; the owner handles the object again");
+            return Err(Unwritten::dropped());
+        }
+        if self.ownership.as_ref().is_some_and(|o| !o.holds(uid)) {
+            tracing::warn!(target: "kopf::patching", uid, "not patched: the object's shard was handed over; its new owner handles the object");
             return Err(Unwritten::dropped());
         }
         // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
@@ -940,6 +987,24 @@ impl ObjectProcessor for Processor {
     /// brings the state again).
     fn release(&self, uid: &str) {
         self.memories.release(uid);
+    }
+}
+
+impl ShardMembers for Processor {
+    fn leave(
+        &self,
+        moved: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let leaving = self.memories.take(|uid| moved(uid));
+        let mut ended = Vec::new();
+        for (uid, mut memory) in leaving {
+            memory.daemons.stop(StopReason::ShardMoved);
+            ended.extend(memory.daemons.ended());
+            self.memos.forget(&uid);
+        }
+        Box::pin(async move {
+            futures::future::join_all(ended).await;
+        })
     }
 }
 

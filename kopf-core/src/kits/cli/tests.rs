@@ -532,3 +532,19 @@ fn webhook_options_from_the_command_line_or_the_environment() {
         assert_eq!(bad.unwrap_err().exit_code(), 2);
     }
 }
+
+#[test]
+fn shards_from_the_command_line_or_the_environment() {
+    assert_eq!(options(&[], &[]).unwrap().shards, None);
+    assert_eq!(options(&["--shards", "16"], &[]).unwrap().shards, Some(16));
+    assert_eq!(
+        options(&[], &[("KOPF_RUN_SHARDS", "8")]).unwrap().shards,
+        Some(8)
+    );
+    for bad in ["0", "-1", "x", "5000"] {
+        let error = parse_from(["my-operator", "--shards", bad]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{bad:?}");
+        let error = options(&[], &[("KOPF_RUN_SHARDS", bad)]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{bad:?}");
+    }
+}
