@@ -10,6 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+mod roles;
+
 use crate::actions::delivery::{deliver, take_patch};
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{ErrorsMode, Invocation, Options, Reason};
@@ -20,9 +22,9 @@ use crate::clients::watching::Event;
 use crate::configs::settings::Settings;
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
-use crate::engines::daemons::{self, DaemonHost, Unwritten};
+use crate::engines::daemons::{self, Unwritten};
 use crate::engines::indexing::{self, IndexedEvent};
-use crate::engines::ownership::{Ownership, ShardMembers};
+use crate::engines::ownership::Ownership;
 use crate::engines::pausing::Fence;
 use crate::helpers::sync::lock;
 use crate::intents::daemons::Background;
@@ -33,7 +35,7 @@ use crate::reactor::causes::{self, Selected};
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::memories::{Memories, Memory};
 use crate::reactor::progress::{self, Records};
-use crate::reactor::queueing::{Next, ObjectProcessor};
+use crate::reactor::queueing::Next;
 use crate::reactor::subhandling::{Cause, SubHandling};
 use crate::structs::diff;
 use crate::structs::errors;
@@ -317,28 +319,6 @@ impl Processor {
                 gone: false,
             },
         }
-    }
-
-    /// Forgets an object whose shard is not open here (it moved to another replica, or never
-    /// was ours): it leaves the indexes, its daemons and timers stop, and no handler sees
-    /// anything of it (its owner handles it).
-    async fn let_go(&self, uid: &str, batch: &[Event], tasks: &Tasks) {
-        let last = batch.iter().rev().find_map(|event| match event {
-            Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
-                Some(object.clone())
-            }
-            Event::ListingDone => None,
-        });
-        let known = self.memory(uid, |m| m.seen);
-        if let Some(object) = last.filter(|_| known) {
-            self.index(uid, Some("DELETED"), &object, tasks).await;
-        }
-        if known {
-            tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
-        }
-        self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
-        self.memories.forget(uid);
-        self.memos.forget(uid);
     }
 
     /// Whether the object carries the operator's finalizer.
@@ -958,89 +938,6 @@ impl Processor {
             }
         }
         cycle
-    }
-}
-
-impl ObjectProcessor for Processor {
-    fn resource(&self) -> &Resource {
-        &self.invocations.resource
-    }
-
-    /// Counts a queued event for the filling of the indexes (see `structs::indexes`,
-    /// invariant 2).
-    fn expect(&self, event: &Event) {
-        if !self.indexers.is_empty() {
-            self.filler.expect(matches!(event, Event::Listed(_)));
-        }
-    }
-
-    fn process<'a>(
-        self: Arc<Self>,
-        uid: &'a str,
-        batch: Vec<Event>,
-        tasks: &'a Tasks,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Next> + Send + 'a>> {
-        Box::pin(async move { Processor::process(&self, uid, batch, tasks).await })
-    }
-
-    /// An operator at rest keeps a few flags per object, not the objects (the next event
-    /// brings the state again).
-    fn release(&self, uid: &str) {
-        self.memories.release(uid);
-    }
-}
-
-impl ShardMembers for Processor {
-    fn leave(
-        &self,
-        moved: Arc<dyn Fn(&str) -> bool + Send + Sync>,
-    ) -> futures::future::BoxFuture<'static, ()> {
-        let leaving = self.memories.take(|uid| moved(uid));
-        let mut ended = Vec::new();
-        for (uid, mut memory) in leaving {
-            memory.daemons.stop(StopReason::ShardMoved);
-            ended.extend(memory.daemons.ended());
-            self.memos.forget(&uid);
-        }
-        Box::pin(async move {
-            futures::future::join_all(ended).await;
-        })
-    }
-}
-
-impl DaemonHost for Processor {
-    fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation {
-        Processor::invocation(self, body, Change::default(), options, node)
-    }
-
-    fn default_backoff(&self) -> Duration {
-        self.settings.execution.default_backoff
-    }
-
-    fn paced(&self, delay: Duration) -> Duration {
-        match self.settings.execution.interval_cap {
-            Some(cap) => delay.min(cap),
-            None => delay,
-        }
-    }
-
-    fn may_act(&self) -> bool {
-        self.fence.is_open()
-    }
-
-    fn write<'a>(
-        &'a self,
-        uid: &'a str,
-        body: &'a Value,
-        patch: Patch,
-        node: &'a Tasks,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Unwritten>> + Send + 'a>>
-    {
-        Box::pin(async move {
-            Processor::write(self, uid, body, patch, None, node)
-                .await
-                .map(|_| ())
-        })
     }
 }
 

@@ -5,6 +5,7 @@ mod support;
 
 mod activities;
 mod admission;
+mod assigned;
 mod blocking;
 mod changes;
 mod daemons;

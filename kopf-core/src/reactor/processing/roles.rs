@@ -1,0 +1,127 @@
+//! The processor in the roles that others know it by: the queue's [`ObjectProcessor`], the
+//! daemons' [`DaemonHost`], and, with assigned shards, a holder of the objects of shards
+//! ([`ShardMembers`]) that lets go of them when their shard moves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Processor;
+use crate::actions::invocation::Invocation;
+use crate::actions::invocation::Options;
+use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::watching::Event;
+use crate::engines::daemons::{DaemonHost, Unwritten};
+use crate::engines::ownership::ShardMembers;
+use crate::reactor::invocations::Change;
+use crate::reactor::queueing::{Next, ObjectProcessor};
+use crate::structs::patch::Patch;
+use crate::structs::resources::Resource;
+
+impl Processor {
+    /// Forgets an object whose shard is not open here (it moved to another replica, or never
+    /// was ours): it leaves the indexes, its daemons and timers stop, and no handler sees
+    /// anything of it (its owner handles it).
+    pub(super) async fn let_go(&self, uid: &str, batch: &[Event], tasks: &Tasks) {
+        let last = batch.iter().rev().find_map(|event| match event {
+            Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
+                Some(object.clone())
+            }
+            Event::ListingDone => None,
+        });
+        let known = self.memory(uid, |m| m.seen);
+        if let Some(object) = last.filter(|_| known) {
+            self.index(uid, Some("DELETED"), &object, tasks).await;
+        }
+        if known {
+            tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
+        }
+        self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
+        self.memories.forget(uid);
+        self.memos.forget(uid);
+    }
+}
+
+impl ObjectProcessor for Processor {
+    fn resource(&self) -> &Resource {
+        &self.invocations.resource
+    }
+
+    /// Counts a queued event for the filling of the indexes (see `structs::indexes`,
+    /// invariant 2).
+    fn expect(&self, event: &Event) {
+        if !self.indexers.is_empty() {
+            self.filler.expect(matches!(event, Event::Listed(_)));
+        }
+    }
+
+    fn process<'a>(
+        self: Arc<Self>,
+        uid: &'a str,
+        batch: Vec<Event>,
+        tasks: &'a Tasks,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Next> + Send + 'a>> {
+        Box::pin(async move { Processor::process(&self, uid, batch, tasks).await })
+    }
+
+    /// An operator at rest keeps a few flags per object, not the objects (the next event
+    /// brings the state again).
+    fn release(&self, uid: &str) {
+        self.memories.release(uid);
+    }
+}
+
+impl ShardMembers for Processor {
+    fn leave(
+        &self,
+        moved: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let leaving = self.memories.take(|uid| moved(uid));
+        let mut ended = Vec::new();
+        for (uid, mut memory) in leaving {
+            memory.daemons.stop(StopReason::ShardMoved);
+            ended.extend(memory.daemons.ended());
+            self.memos.forget(&uid);
+        }
+        Box::pin(async move {
+            futures::future::join_all(ended).await;
+        })
+    }
+}
+
+impl DaemonHost for Processor {
+    fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation {
+        Processor::invocation(self, body, Change::default(), options, node)
+    }
+
+    fn default_backoff(&self) -> Duration {
+        self.settings.execution.default_backoff
+    }
+
+    fn paced(&self, delay: Duration) -> Duration {
+        match self.settings.execution.interval_cap {
+            Some(cap) => delay.min(cap),
+            None => delay,
+        }
+    }
+
+    fn may_act(&self) -> bool {
+        self.fence.is_open()
+    }
+
+    fn write<'a>(
+        &'a self,
+        uid: &'a str,
+        body: &'a Value,
+        patch: Patch,
+        node: &'a Tasks,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Unwritten>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            Processor::write(self, uid, body, patch, None, node)
+                .await
+                .map(|_| ())
+        })
+    }
+}
