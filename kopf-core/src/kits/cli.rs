@@ -226,6 +226,7 @@ fn rbac(
         no_service_account,
         lease,
         admission_managed,
+        shards,
     } = args;
     let run = RunArgs {
         namespaces,
@@ -247,6 +248,7 @@ fn rbac(
         service_account_namespace,
         with_service_account: !no_service_account,
         admission_managed,
+        shards: shards.is_some(),
     };
     manifests::rbac_yaml(registry, &options)
         .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
@@ -444,6 +446,11 @@ struct RbacArgs {
     /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
     lease: Option<LeaseName>,
+    /// The operator runs with assigned shards (`run --shards N`; N is accepted and not
+    /// needed): a Role in the ServiceAccount's namespace (the pod's, where the operator keeps
+    /// the shards' Leases) to get, list, create, update and delete Leases.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+    shards: Option<u32>,
     /// The name of the managed webhook configurations (`settings.admission.managed`, e.g.
     /// auto.kopf.dev): the ClusterRole creates validating and mutating webhook
     /// configurations and patches those of this name.

@@ -44,7 +44,7 @@ const RBAC_HEADER: &str = "\
 # `reads = [..]` on handlers, `Registry::rbac_rule(..)`.
 # Not covered: any other API call a handler makes with its `client` (declare it); the
 # managed webhook configurations unless `--admission-managed` is given; a Lease unless
-# `--lease` is given.
+# `--lease` is given; the Leases of assigned shards unless `--shards` is given.
 # Resources given by a name that discovery resolves (a short name, a kind, no group) are
 # printed as given: check their apiGroups and resources before applying.
 ";
@@ -67,6 +67,9 @@ pub(crate) struct RbacOptions {
     pub(crate) lease: Option<LeaseRef>,
     /// The name of the managed webhook configurations, if the operator keeps them.
     pub(crate) admission_managed: Option<String>,
+    /// Whether the operator runs with assigned shards (`run --shards N`): the Leases of its
+    /// ring, in the ServiceAccount's namespace.
+    pub(crate) shards: bool,
 }
 
 /// A Lease by namespace and name.
@@ -333,6 +336,28 @@ pub(crate) fn rbac_documents(
             "subjects": subject,
         }));
     }
+    if options.shards {
+        // The ring's Leases are named after the members' incarnations: not limited by name.
+        let role = format!("{name}-shards");
+        let namespace = &options.service_account_namespace;
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            "rules": [rule(
+                "coordination.k8s.io",
+                &["leases"],
+                &["get", "list", "create", "update", "delete"],
+            )],
+        }));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subject,
+        }));
+    }
     Ok(documents)
 }
 
@@ -426,6 +451,7 @@ mod tests {
             with_service_account: true,
             lease: None,
             admission_managed: None,
+            shards: false,
         }
     }
 

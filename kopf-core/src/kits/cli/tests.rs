@@ -352,6 +352,20 @@ fn crd_and_rbac_subcommands() {
     );
     let elsewhere = documents(rbac_of(&["-A", "--lease", "ops/my-operator"], &[]).unwrap());
     assert_eq!(elsewhere[3]["metadata"]["namespace"], "ops");
+    // The Leases of `run --shards N`: a Role in the account's namespace, any name.
+    for args in [&["-A", "--shards"][..], &["-A", "--shards", "16"]] {
+        let sharded = documents(rbac_of(args, &[]).unwrap());
+        assert_eq!(
+            sharded[3]["metadata"],
+            serde_json::json!({"name": "kopf-operator-shards", "namespace": "default"})
+        );
+        assert_eq!(
+            sharded[3]["rules"],
+            serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                "verbs": ["get", "list", "create", "update", "delete"]}])
+        );
+        assert_eq!(sharded[4]["roleRef"]["name"], "kopf-operator-shards");
+    }
     // Kopf's environment variables too; bad patterns are usage errors.
     let from_env = documents(rbac_of(&[], &[("KOPF_RUN_NAMESPACE", "ns2")]).unwrap());
     assert_eq!(from_env[3]["metadata"]["namespace"], "ns2");
