@@ -34,12 +34,18 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// Starts the server and sets up the CRD and namespaces.
     pub(crate) async fn start(binary: &Path) -> Result<Cluster, String> {
+        Cluster::start_with(binary, &[]).await
+    }
+
+    /// As [`Cluster::start`], with more options for the server (e.g. `--no-sharded-watches`).
+    pub(crate) async fn start_with(binary: &Path, options: &[&str]) -> Result<Cluster, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
         let mut command = Command::new(binary);
         command
             .args(["--bind", "127.0.0.1:0", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -109,6 +115,17 @@ impl Cluster {
         body: &Value,
     ) -> Result<Value, String> {
         send(&self.client, method, path, body).await
+    }
+
+    /// Gets a path; its JSON answer.
+    pub(crate) async fn send_get(&self, path: &str) -> Result<Value, String> {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a GET request");
+        self.client
+            .request::<Value>(request)
+            .await
+            .map_err(|e| format!("GET {path}: {e}"))
     }
 
     /// The server's counters (`/_fake/stats`).

@@ -4,11 +4,12 @@
 //!
 //! ```sh
 //! cargo build --release -p kopf-testing -p kopf-bench --bins
-//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7] [--out BENCHMARKS.md]
+//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8] [--out BENCHMARKS.md]
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
-//! create burst. Python Kopf comes from `scripts/python-env` (a virtualenv with kopf 1.45.2).
+//! create burst; scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
+//! shards (kopf-rs only). Python Kopf comes from `scripts/python-env` (a virtualenv with kopf 1.45.2).
 
 mod cluster;
 mod observe;
@@ -16,6 +17,7 @@ mod operators;
 mod process;
 mod report;
 mod scenarios;
+mod sharding;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,12 +35,13 @@ struct Options {
     out: PathBuf,
 }
 
-const USAGE: &str = "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7]
+const USAGE: &str = "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8]
        [--operators kopf-rs,kopf,kube-rs] [--idle-objects N] [--update-objects N]
        [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N] [--out PATH]
 
 Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
-finalizers, 6 startup, 7 instruction counts (callgrind). Defaults are small: --objects 200
+finalizers, 6 startup, 7 instruction counts (callgrind), 8 a create burst among 1, 2 and 4
+kopf-rs replicas with assigned shards (not run unless asked for). Defaults are small: --objects 200
 --runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
 --instruction-objects 100 --out BENCHMARKS.md";
 
@@ -84,9 +87,9 @@ fn options() -> Result<Options, String> {
             "--scenarios" => {
                 options.scenarios = value
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=7).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=8).contains(n)))
                     .collect::<Option<_>>()
-                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 7, not {value:?}"))?;
+                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 8, not {value:?}"))?;
             }
             "--operators" => {
                 options.operators = value
@@ -163,8 +166,12 @@ fn main() -> ExitCode {
         operators.clone(),
         notes,
     );
-    runtime.block_on(run_all(&programs, &options, &operators, &mut report));
-    let text = report.markdown();
+    let sections = runtime.block_on(run_all(&programs, &options, &operators, &mut report));
+    let mut text = report.markdown();
+    for section in sections {
+        text.push('\n');
+        text.push_str(&section);
+    }
     if let Err(error) = std::fs::write(&options.out, &text) {
         eprintln!("cannot write {}: {error}", options.out.display());
         println!("{text}");
@@ -175,9 +182,21 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn run_all(programs: &Programs, options: &Options, operators: &[Kind], report: &mut Report) {
+/// Runs the scenarios into the report; returns the sections of those that are not comparisons
+/// of the three operators (scenario 8).
+async fn run_all(
+    programs: &Programs,
+    options: &Options,
+    operators: &[Kind],
+    report: &mut Report,
+) -> Vec<String> {
     let sizes = &options.sizes;
+    let mut sections = Vec::new();
     for &scenario in &options.scenarios {
+        if scenario == 8 {
+            sections.push(sharding::sharded_burst(programs, sizes.objects, options.runs).await);
+            continue;
+        }
         let with_ceiling = matches!(scenario, 1 | 5);
         let mut kinds = operators.to_vec();
         if with_ceiling {
@@ -224,4 +243,5 @@ async fn run_all(programs: &Programs, options: &Options, operators: &[Kind], rep
             }
         }
     }
+    sections
 }

@@ -73,6 +73,28 @@ impl Programs {
         Ok(programs)
     }
 
+    /// Starts a kopf-rs operator with more options and environment variables (a replica with
+    /// assigned shards).
+    pub(crate) fn start_kopf_rs(
+        &self,
+        kubeconfig: &Path,
+        mode: &str,
+        run: &str,
+        options: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Process, String> {
+        let mut command = Command::new(&self.kopf_rs);
+        command
+            .arg("--all-namespaces")
+            .args(options)
+            .envs(env.iter().copied())
+            .env("KUBECONFIG", kubeconfig)
+            .env("BENCH_MODE", mode)
+            .env("BENCH_RUN", run)
+            .env("RUST_LOG", "info");
+        Process::spawn(Kind::KopfRs.title(), command)
+    }
+
     /// Starts an operator of this kind against the cluster of `kubeconfig`, with the handlers
     /// of `mode`, marking its writes with `run`; under `valgrind` if given (its arguments).
     pub(crate) fn start(
