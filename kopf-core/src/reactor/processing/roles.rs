@@ -30,13 +30,18 @@ impl Processor {
             }
             Event::ListingDone => None,
         });
-        let known = self.memory(uid, |m| m.seen);
-        if let Some(object) = last.filter(|_| known) {
+        // Also when its memory is gone already (the shard's drain forgot it): the indexes
+        // still hold it until its identity comes by (the relisting that lacks it).
+        if let Some(object) = last {
             self.index(uid, Some("DELETED"), &object, tasks).await;
         }
-        if known {
-            tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
+        // Listed yet not indexed: the first filling of the indexes must not wait for it.
+        for event in batch {
+            if let Event::Listed(_) = event {
+                self.filler.indexed(true);
+            }
         }
+        tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
         self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
         self.memories.forget(uid);
         self.memos.forget(uid);
