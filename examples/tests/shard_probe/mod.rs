@@ -2,7 +2,7 @@
 //! ConfigMaps of its own (never into the KopfExample, which the operator writes too), every
 //! write guarded by the resourceVersion just read, and never retried: if two replicas handle
 //! one object at once, one of them gets `409 Conflict` or finds the other's mark on its next
-//! look, and prints a [`CONFLICT`] line.
+//! look, and prints a [`CONFLICT`] (or [`OVERLAP`]) line.
 //!
 //! - The create handler counts its runs per object in `created-<name>` (`count`, `by`,
 //!   `history`); with `spec.gated`, it then waits until the test sets `spec.release` (a
@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 
 /// Printed by a replica that caught another one handling the same object at once.
 pub(crate) const CONFLICT: &str = "PROBE-CONFLICT";
+/// Printed by a running daemon that finds its object marked by another replica's daemon
+/// since its own last mark: both run at once (or this one was frozen and continued).
+pub(crate) const OVERLAP: &str = "PROBE-OVERLAP";
 /// Where the probe's ConfigMaps live.
 pub(crate) const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 /// How often a daemon marks its object.
@@ -81,7 +84,7 @@ pub(crate) async fn daemon(kopf: Invocation, me: String) -> HandlerResult {
                 .unwrap_or_default()
                 .to_string();
             if marked && holder != me {
-                eprintln!("{CONFLICT} {name} {me}: {holder} marked it while this daemon runs");
+                eprintln!("{OVERLAP} {name} {me}: {holder} marked it while this daemon runs");
                 return Ok(None);
             }
             if kopf.stopped().is_cancelled() {
