@@ -39,6 +39,8 @@ use support::{OperatorProcess, spawn_against};
 const CHILD: &str = "KOPF_EXAMPLES_SHARDS_CHILD";
 /// The replica's drain timeout in milliseconds, in the child's environment.
 const DRAIN: &str = "KOPF_EXAMPLES_SHARDS_DRAIN_MS";
+/// A directory to write the replicas' logs into, at each scenario's check (for debugging).
+const LOGS: &str = "KOPF_EXAMPLES_SHARDS_LOGS";
 /// The number of virtual shards.
 const SHARDS: u32 = 8;
 /// The ring's name: the prefix of its Leases.
@@ -244,6 +246,12 @@ impl Ring {
     /// What every scenario ends with: no conflict, one creation per object, daemons on the
     /// owners, and the writes of the journal and of the request log by the shards' holders.
     async fn check(&self) {
+        if let Some(dir) = std::env::var_os(LOGS) {
+            for (me, replica) in &self.replicas {
+                let path = std::path::Path::new(&dir).join(format!("{me}.log"));
+                std::fs::write(path, replica.log()).expect("the log is written");
+            }
+        }
         for (me, replica) in &self.replicas {
             let log = replica.log();
             let conflicts: Vec<&str> = log
@@ -253,7 +261,10 @@ impl Ring {
             if self.frozen.contains(me) {
                 println!("{me}, continued after being frozen: {conflicts:#?}");
             } else {
-                assert!(conflicts.is_empty(), "{me} caught a conflict: {conflicts:#?}");
+                assert!(
+                    conflicts.is_empty(),
+                    "{me} caught a conflict: {conflicts:#?}"
+                );
             }
         }
         let objects = list(&self.server, COLLECTION).await;
@@ -288,10 +299,14 @@ impl Ring {
         let mut ever: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
         let mut marks = 0;
         for change in self.server.journal() {
-            let name = change.object["metadata"]["name"].as_str().unwrap_or_default();
+            let name = change.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default();
             match change.resource.as_str() {
                 "leases.coordination.k8s.io" => {
-                    let Some(k) = shard_of_lease(name) else { continue };
+                    let Some(k) = shard_of_lease(name) else {
+                        continue;
+                    };
                     let now = replica_of(&change.object["spec"]["holderIdentity"]);
                     ever.entry(k).or_default().insert(now.clone());
                     holder.insert(k, now);
@@ -323,8 +338,7 @@ impl Ring {
                 continue;
             }
             let agent = request.user_agent.as_deref().unwrap_or_default();
-            let Some((me, _)) = agent.split_once('/').filter(|(me, _)| me.starts_with('r'))
-            else {
+            let Some((me, _)) = agent.split_once('/').filter(|(me, _)| me.starts_with('r')) else {
                 continue;
             };
             let name = request.name.as_deref().unwrap_or_default();
@@ -372,7 +386,11 @@ fn shard_of(uid: &str) -> u32 {
 
 /// The replica holding each shard (empty: free), by the shards' Leases.
 async fn shard_holders(server: &FakeApiServer) -> BTreeMap<u32, String> {
-    let leases = list(server, &format!("{LEASES}?labelSelector=kopf.dev%2Fshard-role%3Dshard")).await;
+    let leases = list(
+        server,
+        &format!("{LEASES}?labelSelector=kopf.dev%2Fshard-role%3Dshard"),
+    )
+    .await;
     leases
         .iter()
         .filter_map(|lease| {
@@ -558,7 +576,11 @@ async fn a_frozen_replica_is_fenced_and_writes_nothing_until_it_rejoins() {
         .server
         .requests()
         .into_iter()
-        .filter(|r| r.user_agent.as_deref().is_some_and(|a| a.starts_with("r1/")))
+        .filter(|r| {
+            r.user_agent
+                .as_deref()
+                .is_some_and(|a| a.starts_with("r1/"))
+        })
         .collect();
     let rejoined = requests
         .iter()
@@ -604,7 +626,9 @@ async fn a_drain_that_times_out_keeps_the_shard_until_the_handler_ends() {
         .await;
     }
     ring.start_draining_within("r2", Duration::from_secs(1));
-    ring.replica("r1").wait_for_log("was not drained within").await;
+    ring.replica("r1")
+        .wait_for_log("was not drained within")
+        .await;
     let held = shard_holders(&ring.server).await;
     assert!(held.values().all(|h| h == "r1"), "nothing handed: {held:?}");
     for name in ring.objects.clone() {

@@ -9,7 +9,8 @@
 //!   handler in flight for as long as the test wants).
 //! - The daemon, every [`PACE`], marks `daemon-<name>` as its replica's (`holder`, `marks`,
 //!   `history` of the holders in turn). A running daemon that finds another holder than
-//!   itself, after it has marked the object, overlaps with that other one.
+//!   itself, after it has marked the object, overlaps with that other one. Stopped, it winds
+//!   down for a while and marks once more: the hand-off must wait for its end.
 
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ pub(crate) const OVERLAP: &str = "PROBE-OVERLAP";
 pub(crate) const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 /// How often a daemon marks its object.
 const PACE: Duration = Duration::from_millis(700);
+/// How long a stopped daemon takes to wind down, before its last mark.
+const WINDING_DOWN: Duration = Duration::from_millis(300);
 
 /// The create handler: counts this run in `created-<name>`, then, for a gated object, waits
 /// until the test releases it.
@@ -42,11 +45,24 @@ pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
             send(&client, http::Method::POST, CONFIGMAPS.to_string(), body).await
         }
         Some(mut cm) => {
-            let count: u64 = cm["data"]["count"].as_str().unwrap_or("0").parse().unwrap_or(0);
-            let history = cm["data"]["history"].as_str().unwrap_or_default().to_string();
+            let count: u64 = cm["data"]["count"]
+                .as_str()
+                .unwrap_or("0")
+                .parse()
+                .unwrap_or(0);
+            let history = cm["data"]["history"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             cm["data"] = json!({"count": (count + 1).to_string(), "by": me,
                                 "history": format!("{history},{me}")});
-            send(&client, http::Method::PUT, format!("{CONFIGMAPS}/{probe}"), cm).await
+            send(
+                &client,
+                http::Method::PUT,
+                format!("{CONFIGMAPS}/{probe}"),
+                cm,
+            )
+            .await
         }
     };
     match written {
@@ -74,40 +90,66 @@ pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
 pub(crate) async fn daemon(kopf: Invocation, me: String) -> HandlerResult {
     let client = kopf.client().clone();
     let name = kopf.name().to_string();
-    let probe = format!("daemon-{name}");
     let mut marked = false;
     while !kopf.stopped().is_cancelled() {
-        if let Ok(current) = read(&client, &probe).await {
-            let holder = current
-                .as_ref()
-                .and_then(|cm| cm["data"]["holder"].as_str())
-                .unwrap_or_default()
-                .to_string();
-            if marked && holder != me {
-                eprintln!("{OVERLAP} {name} {me}: {holder} marked it while this daemon runs");
-                return Ok(None);
-            }
-            if kopf.stopped().is_cancelled() {
-                break;
-            }
-            match mark(&client, &probe, current, &me).await {
-                Ok(()) => marked = true,
-                Err(kube::Error::Api(status)) if status.code == 409 => {
-                    eprintln!("{CONFLICT} {name} {me}: the daemon's mark was written meanwhile");
-                    return Ok(None);
-                }
-                // The server restarted, or this replica is cut off: the next look tells.
-                Err(_) => {}
-            }
+        if !look_and_mark(&client, &name, &me, &mut marked, kopf.stopped()).await {
+            return Ok(None);
         }
         tokio::select! {
             _ = kopf.stopped().cancelled() => {}
             _ = tokio::time::sleep(PACE) => {}
         }
     }
-    let reason = kopf.stop_reason().map(|r| r.to_string()).unwrap_or_default();
+    // Winding down takes a while, and ends with a last mark: a hand-off made before the
+    // daemon has ended shows up as the new owner's mark found here.
+    if marked {
+        tokio::time::sleep(WINDING_DOWN).await;
+        let never = tokio_util::sync::CancellationToken::new();
+        look_and_mark(&client, &name, &me, &mut marked, &never).await;
+    }
+    let reason = kopf
+        .stop_reason()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
     eprintln!("PROBE-STOPPED {name} {me}: {reason}");
     Ok(None)
+}
+
+/// A look at the daemon's ConfigMap and, unless `stopped` meanwhile, a mark: `false` if
+/// another replica's daemon was caught at it (then this one ends).
+async fn look_and_mark(
+    client: &kube::Client,
+    name: &str,
+    me: &str,
+    marked: &mut bool,
+    stopped: &tokio_util::sync::CancellationToken,
+) -> bool {
+    let probe = format!("daemon-{name}");
+    let Ok(current) = read(client, &probe).await else {
+        // The server restarted, or this replica is cut off: the next look tells.
+        return true;
+    };
+    let holder = current
+        .as_ref()
+        .and_then(|cm| cm["data"]["holder"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    if *marked && holder != me {
+        eprintln!("{OVERLAP} {name} {me}: {holder} marked it while this daemon runs");
+        return false;
+    }
+    if stopped.is_cancelled() {
+        return true;
+    }
+    match mark(client, &probe, current, me).await {
+        Ok(()) => *marked = true,
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            eprintln!("{CONFLICT} {name} {me}: the daemon's mark was written meanwhile");
+            return false;
+        }
+        Err(_) => {}
+    }
+    true
 }
 
 /// One mark of the daemon's ConfigMap, guarded by the version read.
@@ -124,7 +166,11 @@ async fn mark(
             send(client, http::Method::POST, CONFIGMAPS.to_string(), body).await?;
         }
         Some(mut cm) => {
-            let marks: u64 = cm["data"]["marks"].as_str().unwrap_or("0").parse().unwrap_or(0);
+            let marks: u64 = cm["data"]["marks"]
+                .as_str()
+                .unwrap_or("0")
+                .parse()
+                .unwrap_or(0);
             let history = cm["data"]["history"].as_str().unwrap_or_default();
             let history = match history.rsplit(',').next() {
                 Some(last) if last == me => history.to_string(),
@@ -153,7 +199,9 @@ async fn read(client: &kube::Client, name: &str) -> Result<Option<Value>, kube::
 
 async fn read_object(client: &kube::Client, name: &str) -> Option<Value> {
     let path = format!("/apis/kopf.dev/v1/namespaces/default/kopfexamples/{name}");
-    let request = http::Request::get(path).body(Vec::new()).expect("a GET builds");
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .expect("a GET builds");
     client.request::<Value>(request).await.ok()
 }
 

@@ -333,6 +333,12 @@ impl Processor {
         if let Some(object) = last.filter(|_| known) {
             self.index(uid, Some("DELETED"), &object, tasks).await;
         }
+        if self.ownership.as_ref().is_some_and(|o| o.holds(uid)) {
+            // Its shard is being drained: the drain stops its daemons and timers and waits for
+            // their end before the hand-off (or keeps the shard). Stopped and forgotten here,
+            // they would not be waited for, and would still run after the hand-off.
+            return;
+        }
         if known {
             tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
         }
