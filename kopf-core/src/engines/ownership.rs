@@ -6,8 +6,9 @@
 //! shard (no new dispatch), waits for the dispatches in flight ([`Permit`]s) to end, asks
 //! every processor to let go of the shard's objects ([`ShardMembers::leave`]: their daemons
 //! and timers stop with [`StopReason::ShardMoved`](crate::aiokits::tasks::StopReason::ShardMoved) and end), and only then marks the shard as
-//! not held, so that the hand-off can be written. A drain that does not end within its
-//! timeout gives up: the shard opens again and stays here.
+//! not held, so that the hand-off can be written. A drain whose processings in flight do not
+//! end within its timeout gives up before stopping anything: the shard opens again and stays
+//! here.
 //!
 //! Invariants:
 //! 1. An object is processed only while its shard is open, and a shard is handed over only
@@ -178,9 +179,9 @@ impl Ownership {
         self.let_go(shard)
     }
 
-    /// Closes the shard, waits for its processings in flight and for its objects' daemons and
-    /// timers to end, and marks it as not held: `true` when it is drained within `timeout`;
-    /// otherwise it opens again and `false`.
+    /// Closes the shard, waits for its processings in flight, then stops its objects' daemons
+    /// and timers and waits for their end, and marks it as not held: `true` when the
+    /// processings in flight ended within `timeout`; otherwise it opens again and `false`.
     pub(crate) async fn drain(&self, shard: u32, timeout: Duration) -> bool {
         {
             let mut shards = lock(&self.shards);
@@ -197,10 +198,16 @@ impl Ownership {
                 }
                 idle.await;
             }
-            self.let_go(shard).await;
         })
         .await
         .is_ok();
+        if drained {
+            // Not within the timeout: once asked to stop, the daemons and timers are forgotten
+            // here, so the shard is handed over only after they have ended (within their
+            // cancellation backoff or timeout). Given up halfway, the shard would open again
+            // with new daemons next to the old ones still ending.
+            self.let_go(shard).await;
+        }
         {
             let mut shards = lock(&self.shards);
             let state = &mut shards[shard as usize];

@@ -41,6 +41,12 @@ impl Processor {
                 self.filler.indexed(true);
             }
         }
+        if self.ownership.as_ref().is_some_and(|o| o.holds(uid)) {
+            // Its shard is being drained: the drain stops its daemons and timers and waits for
+            // their end before the hand-off (or keeps the shard). Stopped and forgotten here,
+            // they would not be waited for, and would still run after the hand-off.
+            return;
+        }
         tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
         self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
         self.memories.forget(uid);
