@@ -39,7 +39,7 @@ pub(crate) fn shard_of(uid: &str, count: u32) -> u32 {
 
 /// Where shard `k` of `count` starts in the hash space (`2^64` for `k = count`).
 fn start_of(k: u32, count: u32) -> u128 {
-    ((u128::from(k) << 64) + u128::from(count) - 1) / u128::from(count)
+    (u128::from(k) << 64).div_ceil(u128::from(count))
 }
 
 /// The one selector of the objects in these shards: adjacent shards joined into one range,
