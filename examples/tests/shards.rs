@@ -548,8 +548,10 @@ async fn scaling_from_one_to_four_and_back_on_a_server_without_shard_selectors()
 }
 
 /// A replica frozen (SIGSTOP) past the lease duration is fenced and its shards taken; once
-/// continued (SIGCONT), it writes nothing to any object before it has joined again as a new
-/// member, and then gets shards again.
+/// continued (SIGCONT), the operator writes nothing to any object before it has joined again
+/// as a new member, and then gets shards again. Its daemons are user code whose timers fire at
+/// once on SIGCONT, possibly before the operator has stopped them: they may look at their
+/// objects once more (printed, not failed), but the probe's guarded writes must not land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_replica_is_fenced_and_writes_nothing_until_it_rejoins() {
     let _serial = SERIAL.lock().await;
