@@ -1,6 +1,6 @@
 //! Assigned shards across processes: replicas of one operator (`--shards`, here
 //! `settings.peering.sharding` with 8 shards and Lease timings of 3 s / 2 s / 0.5 s) split the
-//! objects among them, and hand them over as replicas come, go, die or freeze.
+//! objects among them, and hand them over as replicas come, go, die, freeze or are cut off.
 //!
 //! Each replica is this very test binary, started again with [`CHILD`] set (as in
 //! `replicas.rs`), its identity in `POD_ID` and in its User-Agent (`r2/kopf-rs`), so that the
@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Selector, ShardingSettings};
-use kopf_testing::{FakeApiServer, test_settings, wait};
+use kopf_testing::{FakeApiServer, Fault, test_settings, wait};
 use serde_json::{Value, json};
 use shard_probe::{CONFLICT, OVERLAP};
 use support::{OperatorProcess, spawn_against};
@@ -141,8 +141,9 @@ struct Ring {
     server: FakeApiServer,
     replicas: BTreeMap<String, OperatorProcess>,
     objects: BTreeSet<String>,
-    /// Replicas frozen (SIGSTOP) and continued: their daemons, user code that wakes up before
-    /// the operator can stop it, may look at (and try to mark) their objects once more.
+    /// Replicas frozen (SIGSTOP) and continued, or cut off and healed: their daemons, user
+    /// code that goes on before the operator can stop it (or until its requests go through),
+    /// may look at (and try to mark) their objects once more.
     frozen: BTreeSet<String>,
     started: Instant,
 }
@@ -259,7 +260,7 @@ impl Ring {
                 .filter(|l| l.contains(CONFLICT) || l.contains(OVERLAP))
                 .collect();
             if self.frozen.contains(me) {
-                println!("{me}, continued after being frozen: {conflicts:#?}");
+                println!("{me}, continued after being frozen or cut off: {conflicts:#?}");
             } else {
                 assert!(
                     conflicts.is_empty(),
@@ -597,6 +598,37 @@ async fn a_frozen_replica_is_fenced_and_writes_nothing_until_it_rejoins() {
         .filter(|r| r.resource != "configmaps" || r.code < 300)
         .collect();
     assert!(early.is_empty(), "r1 wrote before it rejoined: {early:#?}");
+    ring.check().await;
+    ring.stop().await;
+}
+
+/// A replica cut off from the API server (every request it sends answered `503`): it cannot
+/// renew its member Lease, so it acts on nothing once its term ends and stops its daemons;
+/// the other fences it and takes its shards. When the partition heals, it finds itself
+/// fenced, lets go of everything and joins again as a new member. Its daemons, user code
+/// asked to stop while their requests still fail (the client retries them), may end only
+/// after the heal and see the other's marks (printed, as for a frozen replica); their
+/// guarded writes must not land (the journal's audit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_replica_is_fenced_and_rejoins_when_the_partition_heals() {
+    let _serial = SERIAL.lock().await;
+    let mut ring = Ring::new(Server::Sharded).await;
+    ring.create("before", 12, json!({})).await;
+    for me in ["r1", "r2"] {
+        ring.start(me);
+    }
+    ring.wait_settled(&["r1", "r2"]).await;
+    ring.server.inject(Fault::respond(503).user_agent("r1/"));
+    ring.frozen.insert("r1".into());
+    ring.replica("r2").wait_for_log("fenced a member").await;
+    ring.create("meanwhile", 8, json!({})).await;
+    ring.wait_settled(&["r2"]).await;
+
+    ring.server.clear_faults();
+    ring.replica("r1")
+        .wait_for_log("this member was fenced by its peers")
+        .await;
+    ring.wait_settled(&["r1", "r2"]).await;
     ring.check().await;
     ring.stop().await;
 }

@@ -9,7 +9,8 @@
 //!   of a renew deadline, dated from the attempt's start ([`Fence`]). A renewal that finds the
 //!   Lease emptied or gone means that peers fenced this replica: it drops its shards and joins
 //!   again as a new incarnation.
-//! - the reconciler, every retry period, lists the ring's Leases, judges the members (alive
+//! - the reconciler, every retry period and whenever a watch of the ring's Leases shows a
+//!   shard's Lease change or a member come or go, lists the ring's Leases, judges the members (alive
 //!   while their Lease is seen to change within the lease duration, on the local monotonic
 //!   clock), fences the expired ones (their Lease emptied with a PUT guarded by the
 //!   resourceVersion that was seen, then deleted), computes the targets, and for each shard:
@@ -37,17 +38,19 @@ use std::time::Duration;
 use rand::Rng as _;
 use serde_json::Value;
 use time::OffsetDateTime;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::configs::settings::{Settings, ShardingSettings};
+use crate::clients::watching::{self, Event, Selection};
+use crate::configs::settings::{Settings, ShardingSettings, WatchingSettings};
 use crate::configs::sharding::{self, COUNT_ANNOTATION, RING_LABEL, ROLE_LABEL, Ring};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::{Fence, Pause};
 use crate::engines::peering;
 use crate::helpers::sync::lock;
+use crate::structs::resources::Resource;
 
 /// A member's Lease as last listed, and when its `spec` was seen to change.
 #[derive(Debug)]
@@ -83,6 +86,8 @@ pub(crate) struct Sharder {
     shards: Mutex<BTreeMap<u32, Value>>,
     /// The operator's tree: once it is cancelled, nothing is taken or drained.
     stopping: CancellationToken,
+    /// Notified when a shard's Lease changes or a member comes or goes: look at the ring now.
+    changed: Notify,
     /// Warned of members with another number of shards (once until they go).
     warned: AtomicBool,
     /// The sharder's own tree: stopped only after everything else ([`Sharder::release`]).
@@ -148,6 +153,7 @@ impl Sharder {
             observed: Mutex::default(),
             shards: Mutex::default(),
             stopping: tasks.token().clone(),
+            changed: Notify::new(),
             warned: AtomicBool::new(false),
             campaign: Tasks::root(1),
         });
@@ -155,6 +161,11 @@ impl Sharder {
         sharder
             .campaign
             .spawn(sharder.clone().keep_alive(token.clone()));
+        sharder.campaign.spawn(
+            sharder
+                .clone()
+                .watch_ring(settings.watching.clone(), token.clone()),
+        );
         sharder.campaign.spawn(sharder.clone().reconcile(token));
         Ok(Some(sharder))
     }
@@ -270,8 +281,44 @@ impl Sharder {
         *lock(&self.member) = None;
     }
 
-    /// Looks at the ring every retry period and moves the shards, until cancelled or the
-    /// operator stops.
+    /// Watches the ring's Leases, until cancelled: a shard's Lease that changes (a hand-off,
+    /// a release) or a member that comes or goes wakes the reconciler at once; members'
+    /// renewals do not.
+    async fn watch_ring(self: Arc<Self>, settings: WatchingSettings, token: CancellationToken) {
+        let labels = format!("{RING_LABEL}={}", self.ring.name);
+        let selection = Selection {
+            labels: Some(&labels),
+            shard: None,
+        };
+        let leases = Resource::leases();
+        let namespace = Some(self.ring.namespace.as_str());
+        let watched = watching::watch(
+            &self.client,
+            &leases,
+            namespace,
+            selection,
+            &settings,
+            &token,
+            |event| {
+                let wakes = match &event {
+                    Event::Changed(kind, lease) => {
+                        *kind != "MODIFIED" || lease["metadata"]["labels"][ROLE_LABEL] == "shard"
+                    }
+                    Event::Listed(_) | Event::Vanished(_) | Event::ListingDone => false,
+                };
+                if wakes {
+                    self.changed.notify_one();
+                }
+            },
+        )
+        .await;
+        if let Err(error) = watched {
+            tracing::warn!(target: "kopf::sharding", ring = %self.place(), %error, "cannot watch the ring's leases: looking at them every retry period only");
+        }
+    }
+
+    /// Looks at the ring every retry period (and when the watch wakes it) and moves the
+    /// shards, until cancelled or the operator stops.
     async fn reconcile(self: Arc<Self>, token: CancellationToken) {
         let mut term = self.term.subscribe();
         loop {
@@ -293,6 +340,7 @@ impl Sharder {
                 _ = token.cancelled() => return,
                 _ = self.stopping.cancelled() => return,
                 _ = tokio::time::sleep(delay) => {}
+                _ = self.changed.notified() => {}
             }
         }
     }

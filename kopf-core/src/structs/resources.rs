@@ -327,6 +327,18 @@ impl Resource {
         }
     }
 
+    /// The `coordination.k8s.io/v1` `leases` resource.
+    pub(crate) fn leases() -> Resource {
+        Resource {
+            group: "coordination.k8s.io".into(),
+            version: "v1".into(),
+            plural: "leases".into(),
+            kind: "Lease".into(),
+            namespaced: true,
+            ..Resource::default()
+        }
+    }
+
     /// The URL path of a resource's collection.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         let base = if self.group.is_empty() {

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kopf::{
-    ChangeHandler, DaemonHandler, Operator, OperatorError, Registry, Settings, ShardingSettings,
+    ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, OperatorError,
+    Registry, Settings, ShardingSettings,
 };
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
@@ -340,6 +341,80 @@ async fn daemons_move_with_their_shards_and_never_run_on_two_replicas_at_once() 
         "never two daemons of one object at once: {:?}",
         exclusive.overlaps.lock().unwrap()
     );
+    drop(client);
+    server.stop().await;
+}
+
+/// Where a replica's event handler leaves a handle to its index of the objects' names.
+type Slot = Arc<Mutex<Option<Index<String, String>>>>;
+
+fn indexing_replica(server: &FakeApiServer, identity: &str, ring: &str, slot: &Slot) -> Operator {
+    let slot = slot.clone();
+    let registry = Registry::new()
+        .with(IndexHandler::new(
+            examples(),
+            "names",
+            |invocation| async move { Ok(("all".to_string(), invocation.name().to_string())) },
+        ))
+        .with(EventHandler::on_event(
+            examples(),
+            "keep_index",
+            move |invocation| {
+                if let Ok(index) = invocation.index::<String, String>("names") {
+                    *slot.lock().unwrap() = Some(index.clone());
+                }
+                async { Ok(None) }
+            },
+        ));
+    Operator::new(registry)
+        .settings(settings(identity, ring))
+        .client(server.client())
+}
+
+/// The names in a replica's index, once it has one.
+fn indexed(slot: &Slot) -> BTreeSet<String> {
+    slot.lock()
+        .unwrap()
+        .as_ref()
+        .and_then(|index| index.get(&"all".to_string()))
+        .map(|store| store.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_hold_the_objects_of_the_shards_held_here_and_let_go_of_moved_ones() {
+    let ring = "ring-indexes";
+    let server = server(true).await;
+    let client = server.client();
+    let objects = create_some(&client, "indexed", 16).await;
+    let (first_slot, second_slot) = (Slot::default(), Slot::default());
+    let first = Running::ready(indexing_replica(&server, "first", ring, &first_slot)).await;
+    wait_spread(&client, ring, &["first"]).await;
+    let all: BTreeSet<String> = objects.keys().cloned().collect();
+    wait("every object in the first replica's index", || async {
+        (indexed(&first_slot) == all).then_some(())
+    })
+    .await;
+
+    let second = Running::ready(indexing_replica(&server, "second", ring, &second_slot)).await;
+    let holders = wait_spread(&client, ring, &["first", "second"]).await;
+    let of = |who: &str| -> BTreeSet<String> {
+        objects
+            .iter()
+            .filter(|(_, shard)| holders[shard] == who)
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    wait(
+        "each replica's index holds its shards' objects only",
+        || async {
+            (indexed(&first_slot) == of("first") && indexed(&second_slot) == of("second"))
+                .then_some(())
+        },
+    )
+    .await;
+    first.stop().await.expect("a clean stop");
+    second.stop().await.expect("a clean stop");
     drop(client);
     server.stop().await;
 }
