@@ -427,10 +427,13 @@ pub struct PeeringSettings {
 /// and watches only the objects of the shards it owns (one `shardSelector`, filtered on its
 /// side when the server ignores it).
 ///
-/// A hand-off is live: the owner stops dispatching the shard's objects, stops their daemons
-/// and timers ([`StopReason::ShardMoved`](crate::StopReason::ShardMoved)), waits up to
-/// `drain_timeout` for the handlers in flight (or keeps the shard and tries again later), and
-/// only then writes the new owner into the shard's Lease, which starts only when it sees that.
+/// A hand-off is live: the owner stops dispatching the shard's objects, waits up to
+/// `drain_timeout` for the handlers in flight (or keeps the shard and tries again after
+/// another `drain_timeout`), then stops the objects' daemons and timers
+/// ([`StopReason::ShardMoved`](crate::StopReason::ShardMoved)) and waits for them to end
+/// (within their own cancellation timeouts), and only then writes the new owner into the
+/// shard's Lease; the new owner starts only when it sees that. The operator's in-memory
+/// indexes hold only the objects of the shards this replica owns.
 /// A replica that cannot renew its own Lease within `renew_deadline` acts on nothing more; a
 /// member not seen to renew for `lease_duration` (on the local monotonic clock) is fenced
 /// (its Lease emptied, guarded by its resourceVersion) before its shards are taken. At a

@@ -155,15 +155,13 @@ impl Ownership {
         all.push(members);
     }
 
-    /// Opens a shard recorded as ours.
+    /// Opens a shard recorded as ours: its objects are dispatched at once; the watchers
+    /// follow at the next [`publish`](Self::publish).
     pub(crate) fn open(&self, shard: u32) {
-        {
-            let mut shards = lock(&self.shards);
-            let state = &mut shards[shard as usize];
-            state.open = true;
-            state.held = true;
-        }
-        self.publish();
+        let mut shards = lock(&self.shards);
+        let state = &mut shards[shard as usize];
+        state.open = true;
+        state.held = true;
     }
 
     /// Drops a shard at once, without waiting: it was taken from this replica (which was seen
@@ -202,7 +200,7 @@ impl Ownership {
         .await
         .is_ok();
         if drained {
-            // Not within the timeout: once asked to stop, the daemons and timers are forgotten
+            // Outside the timeout: once asked to stop, the daemons and timers are forgotten
             // here, so the shard is handed over only after they have ended (within their
             // cancellation backoff or timeout). Given up halfway, the shard would open again
             // with new daemons next to the old ones still ending.
@@ -236,7 +234,8 @@ impl Ownership {
         futures::future::join_all(leaving).map(|_| ())
     }
 
-    fn publish(&self) {
+    /// Publishes the open shards to the watchers, if they changed.
+    pub(crate) fn publish(&self) {
         let open: BTreeSet<u32> = {
             let shards = lock(&self.shards);
             (0..self.count)
@@ -279,6 +278,7 @@ mod tests {
         assert!(ownership.enter(&uid).is_none(), "not owned yet");
         let mut open = ownership.subscribe();
         ownership.open(shard);
+        ownership.publish();
         assert!(open.has_changed().unwrap());
         assert_eq!(*open.borrow_and_update(), BTreeSet::from([shard]));
         let permit = ownership.enter(&uid).expect("open");
@@ -307,6 +307,7 @@ mod tests {
     async fn a_drain_that_times_out_keeps_the_shard() {
         let ownership = Ownership::new(2);
         ownership.open(1);
+        ownership.publish();
         let uid = (0..)
             .map(|i| format!("uid-{i}"))
             .find(|u| ownership.shard_of(u) == 1)

@@ -30,7 +30,7 @@
 //! 5. Once the operator stops, nothing is taken or drained; after its tasks have ended, the
 //!    shards are released and the member Lease deleted, so that peers take over at once.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::watching::{self, Event, Selection};
 use crate::configs::settings::{Settings, ShardingSettings, WatchingSettings};
-use crate::configs::sharding::{self, COUNT_ANNOTATION, RING_LABEL, ROLE_LABEL, Ring};
+use crate::configs::sharding::{self, RING_LABEL, ROLE_LABEL, Ring};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::{Fence, Pause};
 use crate::engines::peering;
@@ -86,6 +86,8 @@ pub(crate) struct Sharder {
     shards: Mutex<BTreeMap<u32, Value>>,
     /// The operator's tree: once it is cancelled, nothing is taken or drained.
     stopping: CancellationToken,
+    /// The shards being drained and handed over (or waiting after a drain that timed out).
+    handing: Mutex<BTreeSet<u32>>,
     /// Notified when a shard's Lease changes or a member comes or goes: look at the ring now.
     changed: Notify,
     /// Warned of members with another number of shards (once until they go).
@@ -153,6 +155,7 @@ impl Sharder {
             observed: Mutex::default(),
             shards: Mutex::default(),
             stopping: tasks.token().clone(),
+            handing: Mutex::default(),
             changed: Notify::new(),
             warned: AtomicBool::new(false),
             campaign: Tasks::root(1),
@@ -227,7 +230,7 @@ impl Sharder {
         let current = lock(&self.member).clone();
         let written = match current {
             None => {
-                let seconds = self.settings.lease_duration.as_secs().max(1);
+                let seconds = lease_seconds(self.settings.lease_duration);
                 let lease = self.ring.lease(&name, "member", &me, seconds, now);
                 self.send(http::Method::POST, None, Some(lease)).await
             }
@@ -346,19 +349,17 @@ impl Sharder {
     }
 
     /// One look at the ring: judge, fence, assign, take, open, drop, hand over.
-    async fn round(&self) {
+    async fn round(self: &Arc<Self>) {
         if !self.fence().is_open() {
             return;
         }
         let me = self.me();
         let own_name = self.ring.member_lease_name(&me);
-        let selector = format!("{RING_LABEL}={}", self.ring.name);
-        let url = format!(
-            "{}?labelSelector={}",
-            self.ring.url(None),
-            urlencoding(&selector)
-        );
-        let listed = match self.get(&url).await {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .append_pair("labelSelector", &format!("{RING_LABEL}={}", self.ring.name))
+            .finish();
+        let url = format!("{}?{query}", self.ring.url(None));
+        let listed = match self.request(http::Method::GET, &url, None).await {
             Ok(list) => list,
             Err(error) => {
                 tracing::warn!(target: "kopf::sharding", ring = %self.place(), %error, "failed to list the ring's leases; retrying");
@@ -397,7 +398,11 @@ impl Sharder {
                 let Some(holder) = sharding::holder(member) else {
                     continue;
                 };
-                if now - seen.changed_at >= self.settings.lease_duration {
+                // The longer of the two: a member with a longer lease acts longer on its term.
+                let theirs = Duration::from_secs(
+                    member["spec"]["leaseDurationSeconds"].as_u64().unwrap_or(0),
+                );
+                if now - seen.changed_at >= self.settings.lease_duration.max(theirs) {
                     expired.push(member.clone());
                     continue;
                 }
@@ -405,12 +410,8 @@ impl Sharder {
                 if sharding::count_of(member) == Some(self.ring.count) {
                     live.push(holder.to_string());
                 } else {
-                    conflicting.push(format!(
-                        "{holder} ({} shards)",
-                        member["metadata"]["annotations"][COUNT_ANNOTATION]
-                            .as_str()
-                            .unwrap_or("?")
-                    ));
+                    let count = sharding::count_of(member).map_or("?".into(), |c| c.to_string());
+                    conflicting.push(format!("{holder} ({count} shards)"));
                 }
             }
         }
@@ -437,8 +438,10 @@ impl Sharder {
             .filter_map(|lease| Some((self.ring.shard_of_lease(&lease)?, lease)))
             .collect();
         *lock(&self.shards) = by_shard.clone();
-        let mut handing = Vec::new();
         for k in 0..self.ring.count {
+            if lock(&self.handing).contains(&k) {
+                continue;
+            }
             let target = live[targets[k as usize]].as_str();
             let Some(lease) = by_shard.get(&k) else {
                 if target == me {
@@ -449,7 +452,7 @@ impl Sharder {
             match sharding::holder(lease) {
                 Some(holder) if holder == me => {
                     if target != me {
-                        handing.push(self.hand_off(k, lease.clone(), target.to_string()));
+                        self.hand_off(k, lease.clone(), target.to_string());
                     } else if !self.ownership.is_held(k) {
                         self.open(k, lease);
                     }
@@ -462,12 +465,13 @@ impl Sharder {
                 }
                 holder => {
                     if target == me {
-                        self.take_shard(k, lease, holder).await;
+                        self.take_shard(k, lease, holder, &me).await;
                     }
                 }
             }
         }
-        futures::future::join_all(handing).await;
+        // Once for all the shards opened: the watchers list again once.
+        self.ownership.publish();
     }
 
     /// Empties an expired member's Lease (guarded by the version seen unchanged), then deletes
@@ -491,7 +495,7 @@ impl Sharder {
     /// Creates a shard's Lease, held by this member, and opens the shard.
     async fn create_shard(&self, k: u32, me: &str) {
         let name = self.ring.shard_lease_name(k);
-        let seconds = self.settings.lease_duration.as_secs().max(1);
+        let seconds = lease_seconds(self.settings.lease_duration);
         let lease = self
             .ring
             .lease(&name, "shard", me, seconds, OffsetDateTime::now_utc());
@@ -507,9 +511,9 @@ impl Sharder {
     }
 
     /// Takes a free shard, or one whose holder is gone, and opens it.
-    async fn take_shard(&self, k: u32, lease: &Value, from: Option<&str>) {
+    async fn take_shard(&self, k: u32, lease: &Value, from: Option<&str>, me: &str) {
         let name = self.ring.shard_lease_name(k);
-        let taken = sharding::handed(lease, &self.me(), OffsetDateTime::now_utc());
+        let taken = sharding::handed(lease, me, OffsetDateTime::now_utc());
         match self.send(http::Method::PUT, Some(&name), Some(taken)).await {
             Ok(written) => {
                 match from {
@@ -528,24 +532,47 @@ impl Sharder {
         }
     }
 
-    /// Opens a shard recorded as this member's (within its term only).
+    /// Opens a shard recorded as this member's (within its term only, and only for this
+    /// incarnation: a round that began before a rejoin opens nothing); the watchers follow
+    /// at the round's end.
     fn open(&self, k: u32, lease: &Value) {
-        if !self.fence().is_open() || self.stopping.is_cancelled() {
+        let mine = sharding::holder(lease) == Some(self.me().as_str());
+        if !mine || !self.fence().is_open() || self.stopping.is_cancelled() {
             return;
         }
         lock(&self.shards).insert(k, lease.clone());
         self.ownership.open(k);
     }
 
-    /// Drains a shard and records its new holder.
-    async fn hand_off(&self, k: u32, lease: Value, target: String) {
+    /// Drains a shard and records its new holder, in a task of its own (rounds go on
+    /// meanwhile, and skip the shard); after a drain that timed out, the shard is not handed
+    /// over again before another drain timeout has passed.
+    fn hand_off(self: &Arc<Self>, k: u32, lease: Value, target: String) {
+        lock(&self.handing).insert(k);
+        let sharder = self.clone();
+        let token = self.campaign.token().clone();
+        self.campaign.spawn(async move {
+            let drained = sharder.drain_and_hand_off(k, lease, &target).await;
+            if !drained {
+                tokio::select! {
+                    _ = token.cancelled() => {}
+                    _ = tokio::time::sleep(sharder.settings.drain_timeout) => {}
+                }
+            }
+            lock(&sharder.handing).remove(&k);
+            sharder.changed.notify_one();
+        });
+    }
+
+    /// Drains a shard and writes the target as its holder: `false` if the drain timed out.
+    async fn drain_and_hand_off(&self, k: u32, lease: Value, target: &str) -> bool {
         tracing::info!(target: "kopf::sharding", ring = %self.place(), shard = k, to = %target, "handing shard {k} over to {target}: draining it");
         if !self.ownership.drain(k, self.settings.drain_timeout).await {
             tracing::warn!(target: "kopf::sharding", ring = %self.place(), shard = k, "shard {k} was not drained within {:?} (handlers still run): kept for now, handed over later", self.settings.drain_timeout);
-            return;
+            return false;
         }
         let name = self.ring.shard_lease_name(k);
-        let handed = sharding::handed(&lease, &target, OffsetDateTime::now_utc());
+        let handed = sharding::handed(&lease, target, OffsetDateTime::now_utc());
         match self
             .send(http::Method::PUT, Some(&name), Some(handed))
             .await
@@ -558,12 +585,15 @@ impl Sharder {
                 tracing::warn!(target: "kopf::sharding", ring = %self.place(), shard = k, %error, "failed to record the hand-off of shard {k}; looking again later");
             }
         }
+        true
     }
 
-    /// Releases the shards held here and deletes this member's Lease, within `timeout`, then
-    /// ends the sharder's tasks. At a graceful stop, after the operator's tasks have ended, so
+    /// Ends the sharder's tasks, then releases the shards held here and deletes this member's
+    /// Lease, within `timeout`. At a graceful stop, after the operator's tasks have ended, so
     /// that peers take the shards over at once. Failures are logged: the Leases then expire.
     pub(crate) async fn release(&self, timeout: Duration) {
+        // First: no renewal may meet the deletion (and take it for a fencing).
+        self.stop().await;
         let released = async {
             let me = self.me();
             let held: Vec<(u32, Value)> = lock(&self.shards)
@@ -596,7 +626,6 @@ impl Sharder {
         if tokio::time::timeout(timeout, released).await.is_err() {
             tracing::warn!(target: "kopf::sharding", ring = %self.place(), "the shards were not released within {timeout:?}: they are taken over once this member's lease expires");
         }
-        self.stop().await;
     }
 
     /// Ends the sharder's tasks: nothing is renewed after it.
@@ -605,24 +634,28 @@ impl Sharder {
         self.campaign.wait().await;
     }
 
-    async fn get(&self, url: &str) -> Result<Value, kube::Error> {
-        let request = http::Request::get(url)
-            .body(Vec::new())
-            .expect("a GET without headers always builds");
-        self.client.request::<Value>(request).await
-    }
-
-    /// Sends one request to the ring's Leases (one of them by name) and reads the reply.
+    /// Sends one request to one of the ring's Leases (by name) or to their collection, and
+    /// reads the reply.
     async fn send(
         &self,
         method: http::Method,
         name: Option<&str>,
         body: Option<Value>,
     ) -> Result<Value, kube::Error> {
+        self.request(method, &self.ring.url(name), body).await
+    }
+
+    /// Sends one request and reads the JSON reply.
+    async fn request(
+        &self,
+        method: http::Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> Result<Value, kube::Error> {
         let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
         let request = http::Request::builder()
             .method(method)
-            .uri(self.ring.url(name))
+            .uri(uri)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body)
             .expect("a request with a static header always builds");
@@ -630,13 +663,13 @@ impl Sharder {
     }
 }
 
+/// A lease duration as the Lease's whole seconds, rounded up.
+fn lease_seconds(duration: Duration) -> u64 {
+    duration.as_secs_f64().ceil().max(1.0) as u64
+}
+
 /// A new incarnation of this identity: unique per start and per rejoin.
 fn incarnation(identity: &str) -> String {
     let suffix: u32 = rand::rng().random();
     format!("{identity}#{suffix:08x}")
-}
-
-/// The label selector, escaped for a query.
-fn urlencoding(selector: &str) -> String {
-    selector.replace('/', "%2F").replace('=', "%3D")
 }

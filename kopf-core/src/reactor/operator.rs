@@ -617,11 +617,14 @@ impl Operator {
             }
         }
         if let Some(sharder) = &sharder {
-            // After the handlers stopped: peers take the shards over at once. A second signal
-            // skips it: the member's Lease expires on its own.
-            tokio::select! {
-                _ = sharder.release(self.settings.process.cleanup_timeout) => {}
-                _ = abort.cancelled() => {}
+            // After the handlers stopped: peers take the shards over at once. Not when work
+            // was abandoned at the grace period (it may still run), nor at a second signal:
+            // the member's Lease then expires, and peers fence it first.
+            if stopped.is_ok() {
+                tokio::select! {
+                    _ = sharder.release(self.settings.process.cleanup_timeout) => {}
+                    _ = abort.cancelled() => {}
+                }
             }
             sharder.stop().await;
         }

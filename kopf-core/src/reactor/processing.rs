@@ -673,6 +673,11 @@ impl Processor {
             return;
         }
         self.memory(uid, |m| {
+            // Checked under the memories' lock: a shard dropped meanwhile lets go of its
+            // objects' daemons under it too, so none starts after that.
+            if self.ownership.as_ref().is_some_and(|o| !o.holds(uid)) {
+                return;
+            }
             m.daemons.reconcile(
                 matching,
                 body,
