@@ -467,54 +467,50 @@ impl Observer {
                     queue.push(event);
                 }
             };
-            let watched = match &ownership {
-                None => {
-                    let selection = Selection {
-                        labels: label_selector.as_deref(),
-                        shard: shard.as_ref(),
-                    };
-                    watching::watch(
-                        &client,
-                        &resource,
-                        watched_in.as_deref(),
-                        selection,
-                        &settings,
-                        &token,
-                        report,
-                    )
-                    .await
+            // With assigned shards, the open shards' objects: listed again each time the open
+            // shards change. Otherwise, the resource's static shard selector, if any.
+            let mut open = ownership.as_ref().map(|o| o.subscribe());
+            let watched = loop {
+                if let Some(open) = &mut open {
+                    open.borrow_and_update();
                 }
-                Some(ownership) => {
-                    // The open shards' objects: listed again each time the open shards change.
-                    let mut open = ownership.subscribe();
-                    loop {
-                        open.borrow_and_update();
-                        let Some(shard) = ownership.selector() else {
-                            // No shard here (yet): nothing to list, nothing to wait for.
-                            report(Event::ListingDone);
-                            tokio::select! {
-                                _ = token.cancelled() => break Ok(()),
-                                _ = open.changed() => continue,
-                            }
-                        };
-                        let selection = Selection {
-                            labels: label_selector.as_deref(),
-                            shard: Some(&shard),
-                        };
-                        let watched = watching::watch(
-                            &client,
-                            &resource,
-                            watched_in.as_deref(),
-                            selection,
-                            &settings,
-                            &token,
-                            &mut report,
-                        );
-                        tokio::select! {
-                            watched = watched => break watched,
-                            _ = open.changed() => {}
-                        }
+                let shard = match &ownership {
+                    None => shard.clone(),
+                    Some(ownership) => ownership.selector(),
+                };
+                let changed = async {
+                    let changed = match &mut open {
+                        Some(open) => open.changed().await.is_ok(),
+                        None => false,
+                    };
+                    if !changed {
+                        std::future::pending::<()>().await;
                     }
+                };
+                if ownership.is_some() && shard.is_none() {
+                    // No shard here (yet): nothing to list, nothing to wait for.
+                    report(Event::ListingDone);
+                    tokio::select! {
+                        _ = token.cancelled() => break Ok(()),
+                        _ = changed => continue,
+                    }
+                }
+                let selection = Selection {
+                    labels: label_selector.as_deref(),
+                    shard: shard.as_ref(),
+                };
+                let watched = watching::watch(
+                    &client,
+                    &resource,
+                    watched_in.as_deref(),
+                    selection,
+                    &settings,
+                    &token,
+                    &mut report,
+                );
+                tokio::select! {
+                    watched = watched => break watched,
+                    _ = changed => {}
                 }
             };
             listing.done();
