@@ -16,6 +16,8 @@ use crate::process::Process;
 
 /// The virtual shards the replicas split the objects into.
 const SHARDS: u32 = 16;
+/// How long the replicas are watched at rest after the burst.
+const REST: Duration = Duration::from_secs(30);
 /// Longer than any run may take.
 const DEADLINE: Duration = Duration::from_secs(300);
 
@@ -24,6 +26,8 @@ struct Run {
     wall: f64,
     /// Per replica: CPU seconds and KiB received during the burst.
     replicas: Vec<(f64, f64)>,
+    /// API requests per minute per replica at rest, after the burst.
+    at_rest: f64,
 }
 
 /// Runs every combination `runs` times, interleaved, and describes the medians in Markdown.
@@ -126,7 +130,24 @@ async fn measure(
             .zip(&after)
             .map(|(b, a)| (a.0 - b.0, a.1 - b.1))
             .collect(),
+        at_rest: at_rest(cluster, observer, replicas).await?,
     })
+}
+
+/// The replicas' API requests per minute each, at rest: Lease renewals, looks at the ring,
+/// watch reconnects; counted by the server over [`REST`], less the runner's own.
+async fn at_rest(cluster: &Cluster, observer: &Observer, replicas: usize) -> Result<f64, String> {
+    // The burst's last writes settle first.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let total = |verbs: &crate::cluster::Verbs| verbs.values().sum::<f64>();
+    let (own_lists, own_watches) = observer.own_requests();
+    let before = total(&cluster.verbs().await?);
+    tokio::time::sleep(REST).await;
+    let after = total(&cluster.verbs().await?);
+    let (lists, watches) = observer.own_requests();
+    // The runner's own: its lists and watches, and the two reads of the counters.
+    let own = (lists - own_lists + watches - own_watches) as f64 + 1.0;
+    Ok((after - before - own) / replicas as f64 / (REST.as_secs_f64() / 60.0))
 }
 
 /// A replica's CPU seconds so far, and the KiB received on its open TCP connections (as `ss`
@@ -219,15 +240,16 @@ fn describe(
          the last create handler's status; the ratio is against one replica with the same \
          filtering. CPU and KiB received are per replica (mean over the replicas) during the \
          burst; KiB received are the bytes on the replica's connections (from `ss`), mostly the \
-         watch events it received. The machine has 2 cores shared by the server, the runner and \
+         watch events it received. Requests at rest are counted by the server for 30 s after the \
+         burst (Lease renewals, looks at the ring, watch reconnects). The machine has 2 cores shared by the server, the runner and \
          every replica. `server`: the API server filters by `shardSelector`; `client`: it ignores the \
          parameter and each replica drops the other shards' objects itself.\n"
     );
     let _ = writeln!(
         text,
-        "| replicas | filtering | objects/s | ratio vs 1 replica | CPU per replica, s | KiB received per replica |"
+        "| replicas | filtering | objects/s | ratio vs 1 replica | CPU per replica, s | KiB received per replica | requests per minute per replica at rest |"
     );
-    let _ = writeln!(text, "|---|---|---|---|---|---|");
+    let _ = writeln!(text, "|---|---|---|---|---|---|---|");
     let throughput =
         |i: usize| median(results[i].iter().map(|r| objects as f64 / r.wall).collect());
     for (i, &(replicas, filtering)) in combinations.iter().enumerate() {
@@ -245,12 +267,13 @@ fn describe(
         };
         let _ = writeln!(
             text,
-            "| {replicas} | {} | {:.0} | {:.2}× | {:.2} | {:.0} |",
+            "| {replicas} | {} | {:.0} | {:.2}× | {:.2} | {:.0} | {:.0} |",
             if filtering { "server" } else { "client" },
             throughput(i),
             throughput(i) / throughput(base),
             per_replica(|u| u.0),
             per_replica(|u| u.1),
+            median(results[i].iter().map(|r| r.at_rest).collect()),
         );
     }
     for failure in failures {
