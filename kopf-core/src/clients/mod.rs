@@ -1,7 +1,8 @@
-//! Talking to the API server: watching, patching, scanning, posting events, and the
+//! Talking to the API server: watching, patching, scanning, posting events, Leases, and the
 //! operator's one client that logs in again on `401`.
 
 pub(crate) mod auth;
+pub(crate) mod leases;
 pub(crate) mod patching;
 pub(crate) mod posting;
 pub(crate) mod scanning;

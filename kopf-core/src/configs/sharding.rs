@@ -18,11 +18,12 @@
 //!    the hand-offs.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::configs::leadership::micro_time;
+use crate::configs::leadership;
 use crate::structs::shards::{ShardSelector, fnv1a_64};
 
 /// The label that marks the Leases of one ring of replicas.
@@ -144,25 +145,13 @@ impl Ring {
             .filter(|k| *k < self.count)
     }
 
-    /// The path of the ring's Leases, or of one of them.
-    pub(crate) fn url(&self, name: Option<&str>) -> String {
-        let collection = format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace
-        );
-        match name {
-            Some(name) => format!("{collection}/{name}"),
-            None => collection,
-        }
-    }
-
     /// A new Lease of the ring, held by `holder`, for a member or a shard (`role`).
     pub(crate) fn lease(
         &self,
         name: &str,
         role: &str,
         holder: &str,
-        duration_seconds: u64,
+        duration: Duration,
         now: OffsetDateTime,
     ) -> Value {
         json!({
@@ -174,40 +163,39 @@ impl Ring {
                 "labels": {RING_LABEL: self.name, ROLE_LABEL: role},
                 "annotations": {COUNT_ANNOTATION: self.count.to_string()},
             },
-            "spec": {
-                "holderIdentity": holder,
-                "leaseDurationSeconds": duration_seconds,
-                "acquireTime": micro_time(now),
-                "renewTime": micro_time(now),
-                "leaseTransitions": 0,
-            },
+            "spec": leadership::taken(&Value::Null, holder, duration, now),
         })
     }
 }
 
-/// The Lease, renewed: the same holder, a new `renewTime`.
-pub(crate) fn renewed(lease: &Value, now: OffsetDateTime) -> Value {
+/// The Lease, renewed by its holder (client-go's record: the acquire time and transitions
+/// kept).
+pub(crate) fn renewed(lease: &Value, duration: Duration, now: OffsetDateTime) -> Value {
+    handed(lease, holder(lease).unwrap_or_default(), duration, now)
+}
+
+/// The Lease taken by, or handed to, `holder`: one more transition if the holder changes.
+pub(crate) fn handed(
+    lease: &Value,
+    holder: &str,
+    duration: Duration,
+    now: OffsetDateTime,
+) -> Value {
     let mut lease = lease.clone();
-    lease["spec"]["renewTime"] = json!(micro_time(now));
+    lease["spec"] = leadership::taken(&lease["spec"], holder, duration, now);
     lease
 }
 
-/// The Lease handed to `holder` (empty: released): one more transition.
-pub(crate) fn handed(lease: &Value, holder: &str, now: OffsetDateTime) -> Value {
+/// The Lease with no holder: released, or a member fenced.
+pub(crate) fn released(lease: &Value, now: OffsetDateTime) -> Value {
     let mut lease = lease.clone();
-    let transitions = lease["spec"]["leaseTransitions"].as_u64().unwrap_or(0);
-    lease["spec"]["holderIdentity"] = json!(holder);
-    lease["spec"]["leaseTransitions"] = json!(transitions + 1);
-    lease["spec"]["acquireTime"] = json!(micro_time(now));
-    lease["spec"]["renewTime"] = json!(micro_time(now));
+    lease["spec"] = leadership::released(&lease["spec"], now);
     lease
 }
 
 /// The holder of a Lease: `None` when free.
 pub(crate) fn holder(lease: &Value) -> Option<&str> {
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .filter(|h| !h.is_empty())
+    leadership::holder(&lease["spec"])
 }
 
 /// The number of virtual shards that a member's Lease announces.
@@ -313,17 +301,22 @@ mod tests {
             namespace: "ns".into(),
             count: 8,
         };
-        let lease = ring.lease(&ring.shard_lease_name(3), "shard", "me", 15, now);
+        let fifteen = Duration::from_secs(15);
+        let lease = ring.lease(&ring.shard_lease_name(3), "shard", "me", fifteen, now);
         assert_eq!(holder(&lease), Some("me"));
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 15);
         assert_eq!(count_of(&lease), Some(8));
         assert_eq!(ring.shard_of_lease(&lease), Some(3));
-        let handed = handed(&lease, "you", now);
+        let handed = handed(&lease, "you", fifteen, now);
         assert_eq!(holder(&handed), Some("you"));
         assert_eq!(handed["spec"]["leaseTransitions"], 1);
-        assert_eq!(holder(&super::handed(&handed, "", now)), None);
+        let renewed = renewed(&handed, fifteen, now);
+        assert_eq!(holder(&renewed), Some("you"));
+        assert_eq!(renewed["spec"]["leaseTransitions"], 1, "kept on a renewal");
+        assert_eq!(holder(&released(&renewed, now)), None);
         assert!(ring.member_lease_name("a@b/1").starts_with("ring-member-"));
         assert_eq!(
-            ring.shard_of_lease(&ring.lease("ring-member-1", "member", "me", 15, now)),
+            ring.shard_of_lease(&ring.lease("ring-member-1", "member", "me", fifteen, now)),
             None
         );
     }

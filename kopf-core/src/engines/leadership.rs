@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::leases;
 use crate::configs::leadership::{self, jittered};
 use crate::configs::settings::{LeaseSettings, LostLeadership, Settings};
 use crate::engines::activities::ActivityError;
@@ -293,7 +294,7 @@ impl Elector {
     /// The requests of one round of `tryAcquireOrRenew`.
     async fn acquire_or_renew(&self) -> bool {
         let name = &self.settings.name;
-        let found = match self.send(http::Request::get(self.url()), None).await {
+        let found = match self.send(http::Method::GET, Some(name), None).await {
             Ok(lease) => lease,
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 let lease = json!({
@@ -302,14 +303,7 @@ impl Elector {
                     "metadata": {"name": name, "namespace": self.namespace},
                     "spec": leadership::taken(&Value::Null, &self.identity, self.settings.lease_duration, OffsetDateTime::now_utc()),
                 });
-                let collection = format!(
-                    "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-                    self.namespace
-                );
-                return match self
-                    .send(http::Request::post(collection), Some(lease))
-                    .await
-                {
+                return match self.send(http::Method::POST, None, Some(lease)).await {
                     Ok(created) => {
                         self.observe(created);
                         true
@@ -343,7 +337,7 @@ impl Elector {
             self.settings.lease_duration,
             OffsetDateTime::now_utc(),
         );
-        match self.send(http::Request::put(self.url()), Some(lease)).await {
+        match self.send(http::Method::PUT, Some(name), Some(lease)).await {
             Ok(written) => {
                 self.observe(written);
                 true
@@ -386,7 +380,7 @@ impl Elector {
         }
         lease["spec"] = leadership::released(&lease["spec"], OffsetDateTime::now_utc());
         let name = &self.settings.name;
-        let put = self.send(http::Request::put(self.url()), Some(lease));
+        let put = self.send(http::Method::PUT, Some(name), Some(lease));
         match tokio::time::timeout(timeout, put).await {
             Ok(Ok(_)) => {
                 tracing::info!(target: "kopf::leadership", lease = ?name, "released lease {}", self.lease());
@@ -407,25 +401,15 @@ impl Elector {
         self.campaign.wait().await;
     }
 
-    /// The Lease's path.
-    fn url(&self) -> String {
-        format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
-            self.namespace, self.settings.name
-        )
-    }
-
-    /// Sends one request with this JSON body (if any) and reads the JSON reply.
+    /// Sends one request to the Lease (by name) or to the namespace's Leases, with this JSON
+    /// body (if any), and reads the JSON reply.
     async fn send(
         &self,
-        request: http::request::Builder,
+        method: http::Method,
+        name: Option<&str>,
         body: Option<Value>,
     ) -> Result<Value, kube::Error> {
-        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let request = request
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .expect("a request with a static header always builds");
-        self.client.request::<Value>(request).await
+        let path = leases::path(&self.namespace, name);
+        leases::send(&self.client, method, &path, body).await
     }
 }

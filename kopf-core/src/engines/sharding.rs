@@ -43,6 +43,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::{StopReason, Tasks};
+use crate::clients::leases;
 use crate::clients::watching::{self, Event, Selection};
 use crate::configs::settings::{Settings, ShardingSettings, WatchingSettings};
 use crate::configs::sharding::{self, RING_LABEL, ROLE_LABEL, Ring};
@@ -194,6 +195,12 @@ impl Sharder {
         format!("{}/{}", self.ring.namespace, self.ring.name)
     }
 
+    /// The lease duration as the Leases record it, in whole seconds rounded up: peers that
+    /// judge this member by its record never wait less than it acts.
+    fn duration(&self) -> Duration {
+        Duration::from_secs(self.settings.lease_duration.as_secs_f64().ceil() as u64)
+    }
+
     fn me(&self) -> String {
         lock(&self.incarnation).clone()
     }
@@ -230,12 +237,11 @@ impl Sharder {
         let current = lock(&self.member).clone();
         let written = match current {
             None => {
-                let seconds = lease_seconds(self.settings.lease_duration);
-                let lease = self.ring.lease(&name, "member", &me, seconds, now);
+                let lease = self.ring.lease(&name, "member", &me, self.duration(), now);
                 self.send(http::Method::POST, None, Some(lease)).await
             }
             Some(lease) => {
-                let renewed = sharding::renewed(&lease, now);
+                let renewed = sharding::renewed(&lease, self.duration(), now);
                 self.send(http::Method::PUT, Some(&name), Some(renewed))
                     .await
             }
@@ -358,8 +364,8 @@ impl Sharder {
         let query = form_urlencoded::Serializer::new(String::new())
             .append_pair("labelSelector", &format!("{RING_LABEL}={}", self.ring.name))
             .finish();
-        let url = format!("{}?{query}", self.ring.url(None));
-        let listed = match self.request(http::Method::GET, &url, None).await {
+        let url = format!("{}?{query}", leases::path(&self.ring.namespace, None));
+        let listed = match leases::send(&self.client, http::Method::GET, &url, None).await {
             Ok(list) => list,
             Err(error) => {
                 tracing::warn!(target: "kopf::sharding", ring = %self.place(), %error, "failed to list the ring's leases; retrying");
@@ -479,7 +485,7 @@ impl Sharder {
     async fn fence_member(&self, member: &Value) -> bool {
         let name = member["metadata"]["name"].as_str().unwrap_or_default();
         let holder = sharding::holder(member).unwrap_or_default().to_string();
-        let emptied = sharding::handed(member, "", OffsetDateTime::now_utc());
+        let emptied = sharding::released(member, OffsetDateTime::now_utc());
         if let Err(error) = self
             .send(http::Method::PUT, Some(name), Some(emptied))
             .await
@@ -495,10 +501,13 @@ impl Sharder {
     /// Creates a shard's Lease, held by this member, and opens the shard.
     async fn create_shard(&self, k: u32, me: &str) {
         let name = self.ring.shard_lease_name(k);
-        let seconds = lease_seconds(self.settings.lease_duration);
-        let lease = self
-            .ring
-            .lease(&name, "shard", me, seconds, OffsetDateTime::now_utc());
+        let lease = self.ring.lease(
+            &name,
+            "shard",
+            me,
+            self.duration(),
+            OffsetDateTime::now_utc(),
+        );
         match self.send(http::Method::POST, None, Some(lease)).await {
             Ok(created) => {
                 tracing::info!(target: "kopf::sharding", ring = %self.place(), shard = k, "took shard {k} (new)");
@@ -513,7 +522,7 @@ impl Sharder {
     /// Takes a free shard, or one whose holder is gone, and opens it.
     async fn take_shard(&self, k: u32, lease: &Value, from: Option<&str>, me: &str) {
         let name = self.ring.shard_lease_name(k);
-        let taken = sharding::handed(lease, me, OffsetDateTime::now_utc());
+        let taken = sharding::handed(lease, me, self.duration(), OffsetDateTime::now_utc());
         match self.send(http::Method::PUT, Some(&name), Some(taken)).await {
             Ok(written) => {
                 match from {
@@ -572,7 +581,7 @@ impl Sharder {
             return false;
         }
         let name = self.ring.shard_lease_name(k);
-        let handed = sharding::handed(&lease, target, OffsetDateTime::now_utc());
+        let handed = sharding::handed(&lease, target, self.duration(), OffsetDateTime::now_utc());
         match self
             .send(http::Method::PUT, Some(&name), Some(handed))
             .await
@@ -606,7 +615,7 @@ impl Sharder {
             let now = OffsetDateTime::now_utc();
             for (k, lease) in held {
                 let name = self.ring.shard_lease_name(k);
-                let free = sharding::handed(&lease, "", now);
+                let free = sharding::released(&lease, now);
                 if let Err(error) = self.send(http::Method::PUT, Some(&name), Some(free)).await {
                     tracing::warn!(target: "kopf::sharding", ring = %self.place(), shard = k, %error, "failed to release shard {k}: peers take it once this member's lease is gone");
                 }
@@ -642,30 +651,9 @@ impl Sharder {
         name: Option<&str>,
         body: Option<Value>,
     ) -> Result<Value, kube::Error> {
-        self.request(method, &self.ring.url(name), body).await
+        let path = leases::path(&self.ring.namespace, name);
+        leases::send(&self.client, method, &path, body).await
     }
-
-    /// Sends one request and reads the JSON reply.
-    async fn request(
-        &self,
-        method: http::Method,
-        uri: &str,
-        body: Option<Value>,
-    ) -> Result<Value, kube::Error> {
-        let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let request = http::Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .expect("a request with a static header always builds");
-        self.client.request::<Value>(request).await
-    }
-}
-
-/// A lease duration as the Lease's whole seconds, rounded up.
-fn lease_seconds(duration: Duration) -> u64 {
-    duration.as_secs_f64().ceil().max(1.0) as u64
 }
 
 /// A new incarnation of this identity: unique per start and per rejoin.
