@@ -306,14 +306,12 @@ impl Attempt<'_> {
                             ),
                             Some(message),
                         ),
-                        None => report.retry(
-                            delay,
+                        None => report.retry(delay, message, |message| {
                             format!(
                                 "{label} '{id}' failed with an exception and will try again in {} seconds: {message}",
                                 seconds(delay)
-                            ),
-                            message,
-                        ),
+                            )
+                        }),
                     }
                 }
                 ErrorsMode::Permanent => report.failure(
@@ -362,11 +360,9 @@ impl Attempt<'_> {
                             ),
                             None,
                         ),
-                        None => report.retry(
-                            delay,
-                            format!("{label} '{id}' failed temporarily: {message}"),
-                            message,
-                        ),
+                        None => report.retry(delay, message, |message| {
+                            format!("{label} '{id}' failed temporarily: {message}")
+                        }),
                     }
                 }
                 ErrorKind::Permanent => {
@@ -418,13 +414,19 @@ impl Report<'_> {
         Outcome::Failure(message.unwrap_or(line))
     }
 
-    fn retry(&self, delay: Duration, line: String, message: String) -> Outcome {
+    /// A retry, logged with the `line` made of the message (not made when the operator exits).
+    fn retry(
+        &self,
+        delay: Duration,
+        message: String,
+        line: impl FnOnce(&str) -> String,
+    ) -> Outcome {
         if self.exiting {
             let (label, id) = (self.label, self.id);
             tracing::debug!(target: "kopf::handler", parent: self.logger.span(), "{label} '{id}' was interrupted by the operator's exit ({message}); it is not counted as an attempt");
             return Outcome::Aborted;
         }
-        self.logger.error(&line);
+        self.logger.error(line(&message));
         Outcome::Retry { delay, message }
     }
 

@@ -231,7 +231,7 @@ pub(crate) use {option_setters, rbac_setters, retry_setters};
 #[derive(Clone)]
 pub struct Invocation {
     pub(crate) body: Arc<Value>,
-    pub(crate) resource: Resource,
+    pub(crate) resource: Arc<Resource>,
     pub(crate) reason: Option<Reason>,
     pub(crate) event_type: Option<String>,
     pub(crate) diff: Diff,

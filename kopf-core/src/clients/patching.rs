@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch as KubePatch, PatchParams};
+use kube::api::{Patch as KubePatch, PatchParams};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -23,15 +24,30 @@ pub(crate) struct Target<'a> {
 }
 
 impl Target<'_> {
-    fn api(&self) -> Api<DynamicObject> {
-        let resource = self.resource.api_resource();
-        match self.namespace {
-            Some(namespace) if self.resource.namespaced => {
-                Api::namespaced_with(self.client.clone(), namespace, &resource)
-            }
-            _ => Api::all_with(self.client.clone(), &resource),
-        }
+    /// Requests for the object's collection (its namespace's, for a namespaced resource).
+    fn requests(&self) -> kube::core::Request {
+        let namespace = self.namespace.filter(|_| self.resource.namespaced);
+        kube::core::Request::new(self.resource.collection_path(namespace))
     }
+}
+
+/// What the writes need of the object that the server answers with: its version, whether it is
+/// on its way out, and the `status` stored (to tell the fields that the schema pruned). The
+/// rest of the answer is skipped unparsed: a write's answer is the whole object, and building
+/// it as a `Value` only to read a few fields was a good part of the cost of each write.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Answer {
+    metadata: AnswerMetadata,
+    status: Value,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct AnswerMetadata {
+    resource_version: Option<String>,
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
+    finalizers: Vec<String>,
 }
 
 /// What a write did.
@@ -75,7 +91,7 @@ pub(crate) async fn apply(
     resource_version: &str,
     backoffs: &[Duration],
 ) -> Result<Written, kube::Error> {
-    let api = target.api();
+    let requests = target.requests();
     let params = PatchParams::default();
     let mut written = Written::default();
     let mut finalizer = finalizer;
@@ -92,11 +108,7 @@ pub(crate) async fn apply(
             // so that no older event on its way runs a deletion handler again.
             Some(object)
                 if object.metadata.deletion_timestamp.is_some()
-                    && object
-                        .metadata
-                        .finalizers
-                        .as_ref()
-                        .is_none_or(Vec::is_empty) =>
+                    && object.metadata.finalizers.is_empty() =>
             {
                 *patch = Patch::default();
                 written.versions.extend(object.metadata.resource_version);
@@ -113,14 +125,11 @@ pub(crate) async fn apply(
         && let Some(status) = patch.take_status()
     {
         let merge = json!({ "status": status });
-        let merge = KubePatch::Merge(&merge);
-        match retried(backoffs, target.stop, || {
-            api.patch_status(target.name, &params, &merge)
-        })
-        .await
-        {
+        let request =
+            requests.patch_subresource("status", target.name, &params, &KubePatch::Merge(&merge));
+        match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
             Ok(Some(object)) => {
-                written.pruned = pruned(&status, &object.data["status"]);
+                written.pruned = pruned(&status, &object.status);
                 written.versions.extend(object.metadata.resource_version);
             }
             Ok(None) => return Ok(gone(patch)),
@@ -141,7 +150,8 @@ pub(crate) async fn apply(
             Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
             Ok(None) => return Ok(gone(patch)),
             Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                match retried(backoffs, target.stop, || api.get(target.name)).await {
+                let request = requests.get(target.name, &kube::api::GetParams::default());
+                match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
                     Ok(None) => return Ok(gone(patch)),
                     Ok(Some(object))
                         if object.metadata.resource_version.as_ref() != Some(&version) =>
@@ -171,17 +181,12 @@ pub(crate) async fn apply(
     }
     if let Some(merge) = patch.take_merge() {
         let body = Value::Object(merge);
-        let sent = {
-            let merge = KubePatch::Merge(&body);
-            retried(backoffs, target.stop, || {
-                api.patch(target.name, &params, &merge)
-            })
-            .await
-        };
+        let request = requests.patch(target.name, &params, &KubePatch::Merge(&body));
+        let sent = retried(backoffs, target.stop, || send(target, request.as_ref())).await;
         match sent {
             Ok(Some(object)) => {
                 if let Some(status) = body.get("status") {
-                    written.pruned = pruned(status, &object.data["status"]);
+                    written.pruned = pruned(status, &object.status);
                 }
                 written.versions.extend(object.metadata.resource_version);
             }
@@ -248,7 +253,7 @@ async fn guarded(
     version: &str,
     operations: &[Value],
     backoffs: &[Duration],
-) -> Result<Option<DynamicObject>, kube::Error> {
+) -> Result<Option<Answer>, kube::Error> {
     let mut guarded =
         vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
     guarded.extend(operations.iter().cloned());
@@ -263,9 +268,22 @@ async fn guarded(
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
             .body(body.clone())
             .expect("a PATCH request with a static header always builds");
-        target.client.request::<DynamicObject>(request)
+        target.client.request::<Answer>(request)
     })
     .await
+}
+
+/// Sends a request built by kube-rs (or the error building it) and reads the answer.
+async fn send(
+    target: &Target<'_>,
+    request: Result<&http::Request<Vec<u8>>, &kube::core::request::Error>,
+) -> Result<Answer, kube::Error> {
+    match request {
+        Ok(request) => target.client.request::<Answer>(request.clone()).await,
+        Err(error) => Err(kube::Error::BuildRequest(
+            kube::core::request::Error::Validation(error.to_string()),
+        )),
+    }
 }
 
 /// Calls `request`, retrying connection errors, 5xx and 429 after the given delays (until
@@ -274,10 +292,10 @@ async fn retried<F, Fut>(
     backoffs: &[Duration],
     stop: &CancellationToken,
     mut request: F,
-) -> Result<Option<DynamicObject>, kube::Error>
+) -> Result<Option<Answer>, kube::Error>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+    Fut: std::future::Future<Output = Result<Answer, kube::Error>>,
 {
     let mut attempt = 0;
     loop {

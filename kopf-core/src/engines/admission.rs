@@ -354,7 +354,7 @@ impl Calls<'_> {
         let (old, new) = (self.request.old_object.clone(), self.request.object.clone());
         Invocation {
             body: self.body.clone(),
-            resource: self.resource.clone(),
+            resource: Arc::new(self.resource.clone()),
             reason: None,
             event_type: None,
             diff: diff(old.as_ref(), new.as_ref()),

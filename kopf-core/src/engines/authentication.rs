@@ -183,7 +183,7 @@ impl Authenticator {
         let events = Poster::disabled().events(&Value::Null, &resource);
         Invocation {
             body: Arc::new(Value::Null),
-            resource,
+            resource: Arc::new(resource),
             reason: None,
             event_type: None,
             diff: Diff::default(),

@@ -1,7 +1,7 @@
 //! Kopf's log lines: the `plain`, `full` and `json` formats of `--log-format`, with the object
 //! an event is about (from its spans' `object.name` and `object.namespace`).
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use clap::ValueEnum;
 use serde_json::{Map, Value};
@@ -75,9 +75,25 @@ fn directives(filter: Option<&str>, from_env: Option<&str>) -> String {
 #[derive(Debug)]
 struct SpanFields;
 
-/// The fields of a span, in its extensions.
+/// The fields of a span (in its extensions) or of an event, in the order recorded; a field
+/// recorded again replaces its value. A short list: spans and events carry a handful of
+/// fields, and a line is formatted for each event, so no map (nor its hashing) is built.
 #[derive(Debug, Default)]
-struct Fields(Map<String, Value>);
+struct Fields(Vec<(&'static str, Value)>);
+
+impl Fields {
+    fn set(&mut self, name: &'static str, value: Value) {
+        match self.0.iter_mut().find(|(known, _)| *known == name) {
+            Some((_, slot)) => *slot = value,
+            None => self.0.push((name, value)),
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        let index = self.0.iter().position(|(known, _)| *known == name)?;
+        Some(self.0.remove(index).1)
+    }
+}
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
     fn on_new_span(
@@ -110,26 +126,22 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(
-            field.name().to_string(),
-            Value::String(format!("{value:?}")),
-        );
+        self.set(field.name(), Value::String(format!("{value:?}")));
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0
-            .insert(field.name().to_string(), Value::String(value.to_string()));
+        self.set(field.name(), Value::String(value.to_string()));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_string(), value.into());
+        self.set(field.name(), value.into());
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().to_string(), value.into());
+        self.set(field.name(), value.into());
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().to_string(), value.into());
+        self.set(field.name(), value.into());
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().to_string(), value.into());
+        self.set(field.name(), value.into());
     }
 }
 
@@ -162,37 +174,39 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        // The spans' fields, outermost first, then the event's own.
-        let mut context = Map::new();
+        // The spans' fields, outermost first (an inner span's field replaces an outer one's),
+        // then the event's own. Only JSON lines show the spans' other fields.
+        let json = self.format == LogFormat::Json;
+        let mut context = Fields::default();
+        let (mut name, mut namespace) = (None, None);
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
-                if let Some(fields) = span.extensions().get::<Fields>() {
-                    context.extend(fields.0.clone());
+                let extensions = span.extensions();
+                let Some(fields) = extensions.get::<Fields>() else {
+                    continue;
+                };
+                for (key, value) in &fields.0 {
+                    match *key {
+                        "object.name" => name = Some(value.clone()),
+                        "object.namespace" => namespace = Some(value.clone()),
+                        _ if json => context.set(key, value.clone()),
+                        _ => {}
+                    }
                 }
             }
         }
         let mut own = Fields::default();
         event.record(&mut own);
-        let message = match own.0.remove("message") {
+        let message = match own.take("message") {
             Some(Value::String(message)) => message,
             Some(other) => other.to_string(),
             None => String::new(),
         };
-        let name = context.remove("object.name");
-        let namespace = context.remove("object.namespace");
+        let namespace = namespace.filter(|n| !n.is_null());
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
-        let text = |value: &Value| match value {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        };
-        let prefix = match (name.as_ref(), namespace.as_ref().filter(|n| !n.is_null())) {
-            _ if !self.prefix => String::new(),
-            (Some(name), Some(namespace)) => format!("[{}/{}] ", text(namespace), text(name)),
-            (Some(name), None) => format!("[{}] ", text(name)),
-            _ => String::new(),
-        };
-        if self.format == LogFormat::Json {
+        if json {
+            let prefix = self.prefix(name.as_ref(), namespace.as_ref());
             let mut line = Map::new();
             line.insert("message".into(), format!("{prefix}{message}").into());
             let timestamp = now
@@ -204,13 +218,14 @@ where
             if let Some(name) = name {
                 let mut object = Map::new();
                 object.insert("name".into(), name);
-                if let Some(namespace) = namespace.filter(|n| !n.is_null()) {
+                if let Some(namespace) = namespace {
                     object.insert("namespace".into(), namespace);
                 }
                 line.insert(self.refkey.clone(), object.into());
             }
-            line.extend(context);
-            line.extend(own.0);
+            for (key, value) in context.0.into_iter().chain(own.0) {
+                line.insert(key.into(), value);
+            }
             return writeln!(writer, "{}", Value::Object(line));
         }
         if self.format == LogFormat::Full {
@@ -218,18 +233,43 @@ where
                 "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
             );
             let timestamp = now.format(&format).unwrap_or_default();
-            let level = severity(metadata.level()).to_uppercase();
+            let level = severity(metadata.level());
             write!(
                 writer,
                 "[{timestamp}] {:<20.20} [{level:<8.8}] ",
                 metadata.target()
             )?;
         }
-        let mut line = prefix + &message;
+        let prefix = self.prefix(name.as_ref(), namespace.as_ref());
+        write!(writer, "{prefix}{message}")?;
         for (key, value) in &own.0 {
-            let _ = write!(line, " {key}={}", text(value));
+            write!(writer, " {key}={}", Text(value))?;
         }
-        writeln!(writer, "{line}")
+        writeln!(writer)
+    }
+}
+
+impl KopfFormat {
+    /// `[namespace/name] ` (or `[name] ` for a cluster-wide object) when lines have a prefix.
+    fn prefix(&self, name: Option<&Value>, namespace: Option<&Value>) -> String {
+        match (name, namespace) {
+            _ if !self.prefix => String::new(),
+            (Some(name), Some(namespace)) => format!("[{}/{}] ", Text(namespace), Text(name)),
+            (Some(name), None) => format!("[{}] ", Text(name)),
+            _ => String::new(),
+        }
+    }
+}
+
+/// A field's value in a line: a string as it is, anything else as JSON.
+struct Text<'a>(&'a Value);
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Value::String(text) => f.write_str(text),
+            other => write!(f, "{other}"),
+        }
     }
 }
 
@@ -246,10 +286,10 @@ fn json_severity(level: &Level) -> &'static str {
 /// Kopf's (Python's) level names.
 fn severity(level: &Level) -> &'static str {
     match *level {
-        Level::ERROR => "error",
-        Level::WARN => "warning",
-        Level::INFO => "info",
-        _ => "debug",
+        Level::ERROR => "ERROR",
+        Level::WARN => "WARNING",
+        Level::INFO => "INFO",
+        _ => "DEBUG",
     }
 }
 

@@ -17,7 +17,7 @@ use crate::structs::resources::Resource;
 #[derive(Clone)]
 pub(crate) struct Invocations {
     pub(crate) client: kube::Client,
-    pub(crate) resource: Resource,
+    pub(crate) resource: Arc<Resource>,
     pub(crate) poster: Poster,
     pub(crate) indexes: Indexes,
 }

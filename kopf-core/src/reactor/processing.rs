@@ -118,7 +118,7 @@ impl Processor {
             diffbase: settings.persistence.diffbase_storage.clone(),
             invocations: Invocations {
                 client,
-                resource,
+                resource: Arc::new(resource),
                 poster: common.poster,
                 indexes: common.indexes.clone(),
             },

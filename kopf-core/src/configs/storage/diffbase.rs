@@ -49,10 +49,15 @@ pub fn build_essence(
     extra_fields: &[Vec<String>],
     ignored_fields: &[Vec<String>],
 ) -> Value {
-    let mut essence = body.as_object().cloned().unwrap_or_default();
-    for system in ["apiVersion", "kind", "metadata", "status"] {
-        essence.shift_remove(system);
-    }
+    // Only what is kept is copied (not the whole body, `metadata.managedFields` and all, to
+    // drop most of it again): this runs at least twice per handled change.
+    let essence = body
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     let mut essence = Value::Object(essence);
 
     fields::cherrypick(
