@@ -42,13 +42,71 @@ pub(crate) enum Event {
     Vanished(Arc<Value>),
 }
 
-/// Which objects of the resource are listed and watched (all by default).
+/// Which objects of the resource are listed and watched (all by default), and how fast.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Selection<'a> {
     /// A label selector, sent as `labelSelector`.
     pub(crate) labels: Option<&'a str>,
     /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
     pub(crate) shard: Option<&'a ShardSelector>,
+    /// What the reported objects' consumer has yet to finish: a listing asks for its next
+    /// page only once that is at most a page (see [`Backlog`]).
+    pub(crate) backlog: Option<&'a Backlog>,
+}
+
+/// How many reported objects their consumer has not finished with. A listing of many objects
+/// reads its next page only once the backlog is down to a page, so that the bodies of a
+/// hundred thousand listed objects are never all in memory at once (the memory that a burst
+/// takes is kept by the allocator long after). The wait ends too when the backlog stops
+/// shrinking for a moment (its objects' handlers are slow, or wait for the listing's end
+/// themselves, as indexes' users do): a listing is paced, never stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    unfinished: std::sync::atomic::AtomicUsize,
+    shrunk: tokio::sync::Notify,
+}
+
+/// How long a listing waits for a backlog that does not shrink before it goes on anyway.
+const BACKLOG_STALL: Duration = Duration::from_millis(100);
+
+impl Backlog {
+    /// One more object reported.
+    pub(crate) fn add(&self) {
+        self.unfinished
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `count` reported objects are done with.
+    pub(crate) fn finished(&self, count: usize) {
+        self.unfinished
+            .fetch_sub(count, std::sync::atomic::Ordering::Relaxed);
+        self.shrunk.notify_waiters();
+    }
+
+    fn unfinished(&self) -> usize {
+        self.unfinished.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until at most `limit` objects are unfinished, or the backlog has not shrunk for
+    /// a moment, or the token is cancelled.
+    async fn room(&self, limit: usize, token: &CancellationToken) {
+        loop {
+            let shrunk = self.shrunk.notified();
+            let before = self.unfinished();
+            if before <= limit {
+                return;
+            }
+            tokio::select! {
+                _ = shrunk => {}
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(BACKLOG_STALL) => {
+                    if self.unfinished() >= before {
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Why a watcher stopped by itself.
@@ -127,7 +185,7 @@ pub(crate) async fn watch(
                 page = client.request::<Value>(http) => page,
             };
             match page {
-                Ok(page) => {
+                Ok(mut page) => {
                     failures = 0;
                     filtering = selection
                         .shard
@@ -136,11 +194,15 @@ pub(crate) async fn watch(
                         told_filtering = true;
                         tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
                     }
-                    for item in page["items"].as_array().into_iter().flatten() {
-                        if filtering.is_some_and(|shard| !shard.matches(item)) {
+                    let items = match page["items"].take() {
+                        Value::Array(items) => items,
+                        _ => Vec::new(),
+                    };
+                    for item in items {
+                        if filtering.is_some_and(|shard| !shard.matches(&item)) {
                             continue;
                         }
-                        report(Event::Listed(Arc::new(with_type(item.clone(), resource))));
+                        report(Event::Listed(Arc::new(with_type(item, resource))));
                     }
                     resource_version = page["metadata"]["resourceVersion"]
                         .as_str()
@@ -152,6 +214,9 @@ pub(crate) async fn watch(
                     {
                         Some(next) => list_params.continue_token = Some(next.to_string()),
                         None => break,
+                    }
+                    if let Some(backlog) = selection.backlog {
+                        backlog.room(settings.list_page_size as usize, token).await;
                     }
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -326,6 +391,45 @@ async fn pause(token: &CancellationToken, delay: Duration) -> bool {
 mod tests {
     use super::*;
 
+    #[tokio::test(start_paused = true)]
+    async fn a_listing_waits_for_its_backlog_to_come_down_to_a_page() {
+        let backlog = Arc::new(Backlog::default());
+        let token = CancellationToken::new();
+        (0..3).for_each(|_| backlog.add());
+        // Within the limit: no wait.
+        backlog.room(3, &token).await;
+        // Over it: the wait ends when the consumer finishes enough, not before.
+        let waiting = {
+            let backlog = backlog.clone();
+            let token = token.clone();
+            tokio::spawn(async move { backlog.room(1, &token).await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "the next page waits for the backlog"
+        );
+        backlog.finished(1);
+        tokio::time::sleep(BACKLOG_STALL / 2).await;
+        assert!(
+            !waiting.is_finished(),
+            "still over the limit, but shrinking"
+        );
+        backlog.finished(1);
+        waiting.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_that_does_not_shrink_does_not_stop_the_listing() {
+        let backlog = Backlog::default();
+        (0..5).for_each(|_| backlog.add());
+        let started = tokio::time::Instant::now();
+        backlog.room(1, &CancellationToken::new()).await;
+        assert_eq!(started.elapsed(), BACKLOG_STALL);
+    }
+
     /// Kopf's classic `kopfexamples.kopf.dev/v1`.
     fn examples() -> Resource {
         Resource {
@@ -445,8 +549,8 @@ mod tests {
             let token = CancellationToken::new();
             let (mut listed, mut changed) = (BTreeSet::new(), BTreeSet::new());
             let selection = Selection {
-                labels: None,
                 shard: Some(&shard),
+                ..Selection::default()
             };
             let watching = watch(
                 &client,

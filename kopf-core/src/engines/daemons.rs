@@ -17,7 +17,7 @@
 //!    for that object; one stopped because the filters stopped matching starts again when
 //!    they match again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,9 +85,9 @@ impl Running {
 /// The daemons and timers of one object.
 #[derive(Debug, Default)]
 pub(crate) struct Daemons {
-    running: HashMap<String, Running>,
+    running: BTreeMap<String, Running>,
     /// Those that ended on their own for good, not to be started again.
-    finished: HashSet<String>,
+    finished: BTreeSet<String>,
     live: Option<Arc<Live>>,
 }
 

@@ -297,7 +297,7 @@ impl Sharder {
         let labels = format!("{RING_LABEL}={}", self.ring.name);
         let selection = Selection {
             labels: Some(&labels),
-            shard: None,
+            ..Selection::default()
         };
         let leases = Resource::leases();
         let namespace = Some(self.ring.namespace.as_str());

@@ -14,7 +14,8 @@ use crate::engines::indexing::IndexingState;
 use crate::helpers::sync::lock;
 use crate::structs::patch::Patch;
 
-/// What the operator remembers of one object.
+/// What the operator remembers of one object. Kept for every object, at rest or not: what is
+/// rare (failed writes, awaited versions) is boxed, so that an object at rest costs little.
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     /// Seen at least once (its newest state may have been let go since).
@@ -26,13 +27,13 @@ pub(crate) struct Memory {
     /// The newest state seen, while the object's worker lives.
     pub(crate) latest: Option<Arc<Value>>,
     /// After our own PATCH: the versions to wait for, and until when.
-    pub(crate) awaited: Option<(Vec<String>, Instant)>,
+    pub(crate) awaited: Option<Box<(Vec<String>, Instant)>>,
     /// Failed writes in a row, for throttling.
     pub(crate) failures: usize,
     /// What finished handlers (and event handlers) asked to write, when the write failed:
     /// written again, before any handler runs, until it lands or the object is gone, so that
     /// no handler that succeeded runs again because its record was not stored.
-    pub(crate) unwritten: Option<Patch>,
+    pub(crate) unwritten: Option<Box<Patch>>,
     /// Whether the failed write also added (`true`) or removed (`false`) the finalizer: done
     /// again with it, on the object's newest state (a removal after the deletion handlers is
     /// not computed again once their records are purged by the same write).
@@ -40,7 +41,7 @@ pub(crate) struct Memory {
     /// What writes that the server rejected for good (e.g. annotations too long) would have
     /// stored: not tried again, but laid over the object's state as if written, so that the
     /// handlers that finished do not run again; dropped once a later cycle's write lands.
-    pub(crate) rejected: Option<Patch>,
+    pub(crate) rejected: Option<Box<Patch>>,
     /// The object's daemons and timers.
     pub(crate) daemons: Daemons,
     /// The object's failed indexing, per index.

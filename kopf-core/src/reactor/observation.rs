@@ -467,6 +467,7 @@ impl Observer {
                     queue.push(event);
                 }
             };
+            let backlog = queue.backlog();
             // With assigned shards, the open shards' objects: listed again each time the open
             // shards change. Otherwise, the resource's static shard selector, if any.
             let mut open = ownership.as_ref().map(|o| o.subscribe());
@@ -498,6 +499,7 @@ impl Observer {
                 let selection = Selection {
                     labels: label_selector.as_deref(),
                     shard: shard.as_ref(),
+                    backlog: Some(backlog),
                 };
                 let watched = watching::watch(
                     &client,

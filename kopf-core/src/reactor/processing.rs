@@ -239,7 +239,7 @@ impl Processor {
         let (unwritten, adding) =
             self.memory(uid, |m| (m.unwritten.take(), m.unwritten_finalizer.take()));
         if unwritten.is_some() || adding.is_some() {
-            let mut unwritten = unwritten.unwrap_or_default();
+            let mut unwritten = unwritten.map(|boxed| *boxed).unwrap_or_default();
             unwritten.merge(patch);
             let finalizer = adding.and_then(|adding| self.finalizer_change(&body, adding));
             let written = self.write(uid, &body, unwritten, finalizer, tasks).await;
@@ -260,7 +260,7 @@ impl Processor {
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
         let waiting = self.memory(uid, |memory| {
-            let (pending, until) = memory.awaited.as_mut()?;
+            let (pending, until) = memory.awaited.as_deref_mut()?;
             pending.retain(|version| !versions.contains(version));
             if !pending.is_empty() && *until > Instant::now() {
                 return Some(*until - Instant::now());
@@ -500,7 +500,7 @@ impl Processor {
                 self.memory(uid, |m| {
                     m.failures = 0;
                     if !written.versions.is_empty() && !timeout.is_zero() {
-                        m.awaited = Some((written.versions, Instant::now() + timeout));
+                        m.awaited = Some(Box::new((written.versions, Instant::now() + timeout)));
                     }
                 });
                 Ok(written.outdated.then_some(timeout))

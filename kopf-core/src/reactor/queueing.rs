@@ -25,7 +25,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
-use crate::clients::watching::Event;
+use crate::clients::watching::{Backlog, Event};
 use crate::helpers::sync::lock;
 use crate::structs::resources::Resource;
 
@@ -71,6 +71,8 @@ pub(crate) struct Queue {
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
     metrics: Option<ResourceMetrics>,
+    /// The events routed that their workers have not processed yet.
+    backlog: Arc<Backlog>,
 }
 
 impl Queue {
@@ -91,7 +93,14 @@ impl Queue {
             tasks,
             limit: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
             idle_timeout,
+            backlog: Arc::default(),
         }
+    }
+
+    /// The events routed that their workers have not processed yet, for the watcher to pace
+    /// its listings by.
+    pub(crate) fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// Hands an event to its object's worker, starting one if needed; at the end of a
@@ -115,6 +124,7 @@ impl Queue {
             Event::ListingDone => return,
         };
         self.processor.expect(&event);
+        self.backlog.add();
         if let Some(metrics) = &self.metrics {
             metrics.received(match &event {
                 Event::Changed(kind, _) => Some(*kind),
@@ -136,6 +146,7 @@ impl Queue {
         }
         let worker = Worker {
             metrics: self.metrics.clone(),
+            backlog: self.backlog.clone(),
             uid,
             receiver,
             workers: self.workers.clone(),
@@ -152,28 +163,33 @@ impl Queue {
 /// listing.
 #[derive(Debug, Default)]
 struct Known {
-    /// By uid, what identifies each object that exists as far as the watcher knows.
-    objects: HashMap<String, Arc<Value>>,
+    /// By uid, what identifies each object that exists as far as the watcher knows: a few
+    /// strings per object, as this is kept for every object, at rest or not.
+    objects: HashMap<String, Identity>,
     /// The uids listed since the last listing was done.
     listed: HashSet<String>,
+    /// The `apiVersion`, `kind` and namespaces seen, shared by the identities.
+    names: Names,
 }
 
 impl Known {
     /// Follows one event; at the end of a listing, returns the known objects it lacked (and
-    /// forgets them).
+    /// forgets them), as what identifies them.
     fn see(&mut self, event: &Event) -> Vec<Arc<Value>> {
         match event {
             Event::Listed(object) => {
                 let uid = uid_of(object);
                 self.listed.insert(uid.clone());
-                self.objects.insert(uid, identity(object));
+                let identity = Identity::of(object, &mut self.names);
+                self.objects.insert(uid, identity);
             }
             Event::Changed(kind, object) => {
                 let uid = uid_of(object);
                 if *kind == "DELETED" {
                     self.objects.remove(&uid);
-                } else {
-                    self.objects.entry(uid).or_insert_with(|| identity(object));
+                } else if !self.objects.contains_key(&uid) {
+                    let identity = Identity::of(object, &mut self.names);
+                    self.objects.insert(uid, identity);
                 }
             }
             Event::Vanished(object) => {
@@ -188,8 +204,11 @@ impl Known {
                     .cloned()
                     .collect();
                 return gone
-                    .iter()
-                    .filter_map(|uid| self.objects.remove(uid))
+                    .into_iter()
+                    .filter_map(|uid| {
+                        let identity = self.objects.remove(&uid)?;
+                        Some(identity.body(&uid))
+                    })
                     .collect();
             }
         }
@@ -204,14 +223,55 @@ fn uid_of(object: &Value) -> String {
         .to_string()
 }
 
-/// What identifies an object, for [`Event::Vanished`].
-fn identity(object: &Value) -> Arc<Value> {
-    let meta = &object["metadata"];
-    Arc::new(json!({
-        "apiVersion": object["apiVersion"],
-        "kind": object["kind"],
-        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
-    }))
+/// What identifies an object besides its uid, for [`Event::Vanished`].
+#[derive(Debug)]
+struct Identity {
+    api_version: Option<Arc<str>>,
+    kind: Option<Arc<str>>,
+    name: Option<Box<str>>,
+    namespace: Option<Arc<str>>,
+}
+
+/// Strings that many objects share, kept once.
+#[derive(Debug, Default)]
+struct Names(HashSet<Arc<str>>);
+
+impl Names {
+    fn shared(&mut self, value: &Value) -> Option<Arc<str>> {
+        let text = value.as_str()?;
+        if let Some(known) = self.0.get(text) {
+            return Some(known.clone());
+        }
+        let new: Arc<str> = Arc::from(text);
+        self.0.insert(new.clone());
+        Some(new)
+    }
+}
+
+impl Identity {
+    fn of(object: &Value, names: &mut Names) -> Identity {
+        let meta = &object["metadata"];
+        Identity {
+            api_version: names.shared(&object["apiVersion"]),
+            kind: names.shared(&object["kind"]),
+            name: meta["name"].as_str().map(Box::from),
+            namespace: names.shared(&meta["namespace"]),
+        }
+    }
+
+    /// The object as far as it is known: `apiVersion`, `kind`, and `metadata`'s `name`,
+    /// `namespace` and `uid`.
+    fn body(&self, uid: &str) -> Arc<Value> {
+        Arc::new(json!({
+            "apiVersion": self.api_version.as_deref(),
+            "kind": self.kind.as_deref(),
+            "metadata": {
+                "name": self.name.as_deref(),
+                "namespace": self.namespace.as_deref(),
+                "uid": uid,
+            },
+        }))
+    }
 }
 
 struct Worker {
@@ -223,6 +283,7 @@ struct Worker {
     idle_timeout: Duration,
     tasks: Tasks,
     metrics: Option<ResourceMetrics>,
+    backlog: Arc<Backlog>,
 }
 
 impl Drop for Worker {
@@ -231,6 +292,7 @@ impl Drop for Worker {
             metrics.workers.dec();
             metrics.queue_depth.dec_by(self.receiver.len() as i64);
         }
+        self.backlog.finished(self.receiver.len());
     }
 }
 
@@ -279,9 +341,11 @@ impl Worker {
             }
             // Boxed (by the processor): the processing future is large, and a worker waits far
             // more than it works.
+            let count = batch.len();
             let next = (self.processor.clone())
                 .process(&self.uid, batch, &self.tasks)
                 .await;
+            self.backlog.finished(count);
             if next.gone {
                 let mut workers = lock(&self.workers);
                 if self.receiver.is_empty() {
