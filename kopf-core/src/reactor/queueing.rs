@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
@@ -29,7 +29,43 @@ use crate::clients::watching::{Backlog, Event};
 use crate::helpers::sync::lock;
 use crate::structs::resources::Resource;
 
-type Workers = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Event>>>>;
+type Workers = Arc<Mutex<HashMap<String, Arc<Mailbox>>>>;
+
+/// The events of one object on their way to its worker. Events are put in only under the
+/// lock of the map of workers, so a worker that finds its mailbox empty under that lock may
+/// leave (invariant 1). Small on purpose: a worker lives on for the idle timeout after its
+/// last event, so a burst of many objects has a mailbox each.
+#[derive(Debug, Default)]
+struct Mailbox {
+    events: Mutex<Vec<Event>>,
+    arrived: Notify,
+    /// Its worker has ended (stopped, or panicked): what is put in here is never taken.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Mailbox {
+    /// Puts the event in, unless the worker has ended (`Err` gives it back).
+    fn put(&self, event: Event) -> Result<(), Event> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(event);
+        }
+        lock(&self.events).push(event);
+        self.arrived.notify_one();
+        Ok(())
+    }
+
+    fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut *lock(&self.events))
+    }
+
+    fn is_empty(&self) -> bool {
+        lock(&self.events).is_empty()
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.events).len()
+    }
+}
 
 /// What a worker should do after processing.
 #[derive(Debug, Default)]
@@ -133,14 +169,16 @@ impl Queue {
             metrics.queue_depth.inc();
         }
         let mut workers = lock(&self.workers);
-        if let Some(sender) = workers.get(&uid)
-            && sender.send(event.clone()).is_ok()
-        {
-            return;
-        }
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let _ = sender.send(event);
-        workers.insert(uid.clone(), sender);
+        let event = match workers.get(&uid) {
+            Some(mailbox) => match mailbox.put(event) {
+                Ok(()) => return,
+                Err(event) => event,
+            },
+            None => event,
+        };
+        let mailbox = Arc::new(Mailbox::default());
+        let _ = mailbox.put(event);
+        workers.insert(uid.clone(), mailbox.clone());
         if let Some(metrics) = &self.metrics {
             metrics.workers.inc();
         }
@@ -148,7 +186,7 @@ impl Queue {
             metrics: self.metrics.clone(),
             backlog: self.backlog.clone(),
             uid,
-            receiver,
+            mailbox,
             workers: self.workers.clone(),
             processor: self.processor.clone(),
             limit: self.limit.clone(),
@@ -276,7 +314,7 @@ impl Identity {
 
 struct Worker {
     uid: String,
-    receiver: mpsc::UnboundedReceiver<Event>,
+    mailbox: Arc<Mailbox>,
     workers: Workers,
     processor: Arc<dyn ObjectProcessor>,
     limit: Option<Arc<Semaphore>>,
@@ -288,16 +326,20 @@ struct Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        self.mailbox
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let left = self.mailbox.len();
         if let Some(metrics) = &self.metrics {
             metrics.workers.dec();
-            metrics.queue_depth.dec_by(self.receiver.len() as i64);
+            metrics.queue_depth.dec_by(left as i64);
         }
-        self.backlog.finished(self.receiver.len());
+        self.backlog.finished(left);
     }
 }
 
 impl Worker {
-    async fn run(mut self) {
+    async fn run(self) {
         let token = self.tasks.token().clone();
         let _permit = match &self.limit {
             Some(limit) => tokio::select! {
@@ -311,14 +353,19 @@ impl Worker {
             // A worker with a retry pending stays until it is due; otherwise it idles out.
             let deadline =
                 wakeup.unwrap_or_else(|| tokio::time::Instant::now() + self.idle_timeout);
-            let first = tokio::select! {
-                _ = token.cancelled() => return,
-                event = self.receiver.recv() => event,
-                _ = tokio::time::sleep_until(deadline) => None,
-            };
-            let mut batch: Vec<Event> = first.into_iter().collect();
-            while let Ok(event) = self.receiver.try_recv() {
-                batch.push(event);
+            // A notification may be left from an event already taken: only an event or the
+            // deadline ends the wait.
+            let mut batch = self.mailbox.take();
+            while batch.is_empty() {
+                let due = tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = self.mailbox.arrived.notified() => false,
+                    _ = tokio::time::sleep_until(deadline) => true,
+                };
+                batch = self.mailbox.take();
+                if due {
+                    break;
+                }
             }
             if let Some(metrics) = &self.metrics {
                 metrics.queue_depth.dec_by(batch.len() as i64);
@@ -332,7 +379,7 @@ impl Worker {
                 // Idle: leave the map, unless an event slipped in meanwhile. The object's newest
                 // state is let go under the map's lock, before any new worker can start for it.
                 let mut workers = lock(&self.workers);
-                if self.receiver.is_empty() {
+                if self.mailbox.is_empty() {
                     self.processor.release(&self.uid);
                     workers.remove(&self.uid);
                     return;
@@ -348,7 +395,7 @@ impl Worker {
             self.backlog.finished(count);
             if next.gone {
                 let mut workers = lock(&self.workers);
-                if self.receiver.is_empty() {
+                if self.mailbox.is_empty() {
                     workers.remove(&self.uid);
                     return;
                 }
@@ -377,6 +424,20 @@ mod tests {
         let mut uids: Vec<String> = objects.iter().map(|o| uid_of(o)).collect();
         uids.sort();
         uids
+    }
+
+    #[test]
+    fn a_mailbox_whose_worker_ended_takes_no_more_events() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.put(Event::Listed(object("a"))).is_ok());
+        assert_eq!(mailbox.len(), 1);
+        mailbox
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Given back, for a new worker to get: not lost in a mailbox nobody reads.
+        assert!(mailbox.put(Event::Listed(object("a"))).is_err());
+        assert_eq!(mailbox.take().len(), 1);
+        assert!(mailbox.is_empty());
     }
 
     #[test]
