@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::TryStreamExt as _;
 use serde_json::{Value, json};
 
 use crate::process::Process;
@@ -173,6 +173,7 @@ impl Cluster {
     }
 
     /// Creates `count` objects, `CONCURRENCY` at a time; `then` runs after each creation.
+    /// Stops at the first failure.
     pub(crate) async fn create_objects<F, Fut>(
         &self,
         count: usize,
@@ -183,44 +184,49 @@ impl Cluster {
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
-        let results: Vec<Result<(), String>> = futures::stream::iter(0..count)
-            .map(|i| {
-                let mut object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                                        "metadata": {"name": name(i)}, "spec": {"seq": 0}});
-                if let Some(finalizer) = finalizer {
-                    object["metadata"]["finalizers"] = json!([finalizer]);
-                }
-                let then = &then;
-                async move {
-                    self.send("POST", &collection(i), &object).await?;
-                    then(i).await
-                }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        results.into_iter().collect()
+        each_object(count, |i| {
+            let mut object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                                    "metadata": {"name": name(i)}, "spec": {"seq": 0}});
+            if let Some(finalizer) = finalizer {
+                object["metadata"]["finalizers"] = json!([finalizer]);
+            }
+            let then = &then;
+            async move {
+                // The answer is not read: parsing 100,000 of them would slow the runner.
+                request(&self.client, "POST", &collection(i), &object).await?;
+                then(i).await
+            }
+        })
+        .await
     }
 
     /// Deletes `count` objects, `CONCURRENCY` at a time; `then` runs after each deletion.
+    /// Stops at the first failure.
     pub(crate) async fn delete_objects<F, Fut>(&self, count: usize, then: F) -> Result<(), String>
     where
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
-        let results: Vec<Result<(), String>> = futures::stream::iter(0..count)
-            .map(|i| {
-                let then = &then;
-                async move {
-                    self.send("DELETE", &path(i), &json!({})).await?;
-                    then(i).await
-                }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        results.into_iter().collect()
+        each_object(count, |i| {
+            let then = &then;
+            async move {
+                request(&self.client, "DELETE", &path(i), &json!({})).await?;
+                then(i).await
+            }
+        })
+        .await
     }
+}
+
+/// Runs `job` for objects `0..count`, `CONCURRENCY` at a time, until the first failure.
+pub(crate) async fn each_object<F, Fut>(count: usize, job: F) -> Result<(), String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    futures::stream::iter((0..count).map(Ok))
+        .try_for_each_concurrent(CONCURRENCY, job)
+        .await
 }
 
 impl Drop for Cluster {
@@ -276,6 +282,17 @@ pub(crate) async fn send(
     path: &str,
     body: &Value,
 ) -> Result<Value, String> {
+    let text = request(client, method, path, body).await?;
+    serde_json::from_str(&text).map_err(|e| format!("{method} {path}: {e}"))
+}
+
+/// Sends a request with a JSON body (a merge patch for PATCH); its answer as text, unread.
+pub(crate) async fn request(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: &Value,
+) -> Result<String, String> {
     let content_type = if method == "PATCH" {
         "application/merge-patch+json"
     } else {
@@ -287,9 +304,8 @@ pub(crate) async fn send(
         .header("content-type", content_type)
         .body(serde_json::to_vec(body).expect("JSON"))
         .expect("a request");
-    let text = client
+    client
         .request_text(request)
         .await
-        .map_err(|e| format!("{method} {path}: {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("{method} {path}: {e}"))
+        .map_err(|e| format!("{method} {path}: {e}"))
 }

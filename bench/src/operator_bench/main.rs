@@ -4,19 +4,24 @@
 //!
 //! ```sh
 //! cargo build --release -p kopf-testing -p kopf-bench --bins
-//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8] [--out BENCHMARKS.md]
+//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10] [--out BENCHMARKS.md]
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
 //! create burst; scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
-//! shards (kopf-rs only). Python Kopf comes from `scripts/python-env` (a virtualenv with kopf 1.45.2).
+//! shards (kopf-rs only); scenario 9 compares the operators with 100,000 objects of one
+//! resource (`--scale-objects`); scenario 10 is the fake API server alone with that many
+//! stored objects. Scenarios 8, 9 and 10 run only when asked for. Python Kopf comes from
+//! `scripts/python-env` (a virtualenv with kopf 1.45.2).
 
 mod cluster;
 mod observe;
 mod operators;
 mod process;
 mod report;
+mod scale;
 mod scenarios;
+mod server_scale;
 mod sharding;
 
 use std::path::PathBuf;
@@ -35,15 +40,19 @@ struct Options {
     out: PathBuf,
 }
 
-const USAGE: &str = "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8]
+const USAGE: &str =
+    "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10]
        [--operators kopf-rs,kopf,kube-rs] [--idle-objects N] [--update-objects N]
-       [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N] [--out PATH]
+       [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N]
+       [--scale-objects N] [--out PATH]
 
 Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
 finalizers, 6 startup, 7 instruction counts (callgrind), 8 a create burst among 1, 2 and 4
-kopf-rs replicas with assigned shards (not run unless asked for). Defaults are small: --objects 200
+kopf-rs replicas with assigned shards, 9 scale: create burst, start and idle memory with
+--scale-objects objects of one resource, 10 the fake API server alone with --scale-objects
+stored objects (8, 9 and 10 are not run unless asked for). Defaults are small: --objects 200
 --runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
---instruction-objects 100 --out BENCHMARKS.md";
+--instruction-objects 100 --scale-objects 100000 --out BENCHMARKS.md";
 
 fn options() -> Result<Options, String> {
     let mut options = Options {
@@ -54,6 +63,7 @@ fn options() -> Result<Options, String> {
             update_rate: 20,
             update_seconds: 10,
             instruction_objects: 100,
+            scale_objects: 100_000,
         },
         runs: 3,
         scenarios: vec![1, 2, 3, 4, 5, 6, 7],
@@ -83,13 +93,14 @@ fn options() -> Result<Options, String> {
             "--update-rate" => options.sizes.update_rate = number()? as u32,
             "--update-seconds" => options.sizes.update_seconds = number()? as u32,
             "--instruction-objects" => options.sizes.instruction_objects = number()?,
+            "--scale-objects" => options.sizes.scale_objects = number()?.max(2),
             "--out" => options.out = PathBuf::from(value),
             "--scenarios" => {
                 options.scenarios = value
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=8).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=10).contains(n)))
                     .collect::<Option<_>>()
-                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 8, not {value:?}"))?;
+                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 10, not {value:?}"))?;
             }
             "--operators" => {
                 options.operators = value
@@ -183,7 +194,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs the scenarios into the report; returns the sections of those that are not comparisons
-/// of the three operators (scenario 8).
+/// of the three operators (scenarios 8 and 10).
 async fn run_all(
     programs: &Programs,
     options: &Options,
@@ -197,7 +208,13 @@ async fn run_all(
             sections.push(sharding::sharded_burst(programs, sizes.objects, options.runs).await);
             continue;
         }
-        let with_ceiling = matches!(scenario, 1 | 5);
+        if scenario == 10 {
+            let section =
+                server_scale::server_at_scale(programs, sizes.scale_objects, options.runs).await;
+            sections.push(section);
+            continue;
+        }
+        let with_ceiling = matches!(scenario, 1 | 5 | 9);
         let mut kinds = operators.to_vec();
         if with_ceiling {
             kinds.push(Kind::Ceiling);
@@ -217,10 +234,21 @@ async fn run_all(
                 let result = match scenario {
                     1 => scenarios::create_burst(programs, kind, sizes.objects).await,
                     2 => scenarios::steady_updates(programs, kind, sizes, run).await,
-                    3 => scenarios::idle_scale(programs, kind, sizes.idle_objects).await,
+                    3 => {
+                        let objects = sizes.idle_objects;
+                        scenarios::idle_scale(programs, kind, objects, scenarios::DEADLINE).await
+                    }
                     4 => scenarios::shutdown(programs, kind, sizes.objects).await,
                     5 => scenarios::deletion(programs, kind, sizes.objects).await,
                     6 => scenarios::startup(programs, kind, sizes.objects).await,
+                    9 => {
+                        let scaled = scale::at_scale(programs, kind, sizes.scale_objects).await;
+                        if let Some(missed) = scaled.missed {
+                            let missed = missed.lines().next().unwrap_or_default().to_string();
+                            report.note(9, format!("{}, run {}: {missed}", kind.title(), run + 1));
+                        }
+                        Ok(scaled.sample)
+                    }
                     _ => {
                         scenarios::instructions(
                             programs,

@@ -1,6 +1,11 @@
-//! The runner's view of the KopfExamples: one list and one watch (renewed when it ends), kept
-//! as each object's status and finalizers, plus every update mark seen. It counts its own
-//! requests so that they can be told apart from the operator's.
+//! The runner's view of the KopfExamples: one list (in pages, as operators list) and one watch
+//! (renewed when it ends), kept as each object's status and finalizers, how many objects carry
+//! each handler's mark, plus every update mark seen. It counts its own requests so that they
+//! can be told apart from the operator's.
+//!
+//! Waiting for "every object handled" must not cost a pass over every object per event: with
+//! 100,000 objects and several events each, that would be quadratic and take the runner's one
+//! thread from the load it drives. So the marks are tallied as the events come.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,9 +34,92 @@ pub(crate) struct UpdateMark {
     pub(crate) at: f64,
 }
 
+/// Every object seen, by `namespace/name`, and a tally of the handlers' marks they carry.
+#[derive(Debug, Default)]
+pub(crate) struct Objects {
+    by_name: HashMap<String, Seen>,
+    /// How many objects carry `status.<handler>.run == <run>`, by handler and run.
+    marks: HashMap<String, HashMap<String, usize>>,
+}
+
+impl Objects {
+    /// How many objects are seen.
+    pub(crate) fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether no object is seen.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// The object `namespace/name`, if seen.
+    pub(crate) fn get(&self, name: &str) -> Option<&Seen> {
+        self.by_name.get(name)
+    }
+
+    /// Every object seen.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Seen> {
+        self.by_name.values()
+    }
+
+    /// How many objects carry the mark of `handler` from `run`.
+    pub(crate) fn marked(&self, handler: &str, run: &str) -> usize {
+        self.marks
+            .get(handler)
+            .and_then(|runs| runs.get(run))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Stores (or with `None`, forgets) an object, keeping the tally right.
+    fn set(&mut self, name: String, seen: Option<Seen>) {
+        let added = seen
+            .iter()
+            .flat_map(|seen| marks_of(&seen.status))
+            .collect::<Vec<_>>();
+        let old = match seen {
+            Some(seen) => self.by_name.insert(name, seen),
+            None => self.by_name.remove(&name),
+        };
+        for (handler, run) in added {
+            *self
+                .marks
+                .entry(handler)
+                .or_default()
+                .entry(run)
+                .or_default() += 1;
+        }
+        for (handler, run) in old.iter().flat_map(|old| marks_of(&old.status)) {
+            if let Some(count) = self
+                .marks
+                .get_mut(&handler)
+                .and_then(|runs| runs.get_mut(&run))
+            {
+                *count -= 1;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.by_name.clear();
+        self.marks.clear();
+    }
+}
+
+/// The `(handler, run)` marks in a status: every `status.<handler>.run` that is a string.
+fn marks_of(status: &Value) -> Vec<(String, String)> {
+    status
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(handler, value)| Some((handler.clone(), value["run"].as_str()?.to_string())))
+        .collect()
+}
+
 #[derive(Default)]
 struct State {
-    objects: HashMap<String, Seen>,
+    objects: Objects,
     updates: Vec<UpdateMark>,
     /// Why the watch cannot be renewed (the server is gone), once it has failed many times
     /// in a row.
@@ -54,14 +142,7 @@ pub(crate) struct Observer {
 impl Observer {
     /// Lists the objects and starts watching; returns once the list is in.
     pub(crate) async fn start(client: kube::Client) -> Result<Observer, String> {
-        let resource = ApiResource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            api_version: "kopf.dev/v1".into(),
-            kind: "KopfExample".into(),
-            plural: "kopfexamples".into(),
-        };
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let api = kopfexamples(client);
         let state = Arc::new(Mutex::new(State::default()));
         let changed = Arc::new(Notify::new());
         let (lists, watches) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -91,7 +172,7 @@ impl Observer {
         done: F,
     ) -> Result<Instant, String>
     where
-        F: Fn(&HashMap<String, Seen>) -> bool,
+        F: Fn(&Objects) -> bool,
     {
         let until = Instant::now() + deadline;
         loop {
@@ -114,7 +195,7 @@ impl Observer {
     }
 
     /// A value computed from the objects seen.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&HashMap<String, Seen>) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Objects) -> T) -> T {
         f(&self.state.lock().expect("the state's lock").objects)
     }
 
@@ -138,22 +219,56 @@ impl Drop for Observer {
     }
 }
 
+/// The KopfExamples in every namespace.
+pub(crate) fn kopfexamples(client: kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "kopf.dev".into(),
+        version: "v1".into(),
+        api_version: "kopf.dev/v1".into(),
+        kind: "KopfExample".into(),
+        plural: "kopfexamples".into(),
+    };
+    Api::all_with(client, &resource)
+}
+
+/// Objects per page of a list, as kube-rs' watcher and Kopf list.
+pub(crate) const PAGE: u32 = 500;
+
+/// Lists every object, [`PAGE`] at a time, counting each page in `lists`; the objects and
+/// the version to watch from.
+pub(crate) async fn list_all(
+    api: &Api<DynamicObject>,
+    lists: &AtomicU64,
+) -> Result<(Vec<DynamicObject>, String), String> {
+    let mut params = ListParams::default().limit(PAGE);
+    let mut items = Vec::new();
+    loop {
+        lists.fetch_add(1, Ordering::SeqCst);
+        let page = api
+            .list(&params)
+            .await
+            .map_err(|e| format!("listing KopfExamples: {e}"))?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok((items, page.metadata.resource_version.unwrap_or_default())),
+        }
+    }
+}
+
+/// Lists every object into the state; the version to watch from.
 async fn list(
     api: &Api<DynamicObject>,
     state: &Mutex<State>,
     lists: &AtomicU64,
 ) -> Result<String, String> {
-    lists.fetch_add(1, Ordering::SeqCst);
-    let listed = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("listing KopfExamples: {e}"))?;
+    let (items, version) = list_all(api, lists).await?;
     let mut state = state.lock().expect("the state's lock");
     state.objects.clear();
-    for object in listed.items {
+    for object in items {
         apply(&mut state, &object, false);
     }
-    Ok(listed.metadata.resource_version.unwrap_or_default())
+    Ok(version)
 }
 
 async fn watch(
@@ -230,7 +345,7 @@ fn apply(state: &mut State, object: &DynamicObject, deleted: bool) {
         object.metadata.name.as_deref().unwrap_or_default()
     );
     if deleted {
-        state.objects.remove(&name);
+        state.objects.set(name, None);
         return;
     }
     let status = object.data["status"].clone();
@@ -246,5 +361,5 @@ fn apply(state: &mut State, object: &DynamicObject, deleted: bool) {
         }
     }
     let finalizers = object.metadata.finalizers.as_ref().map_or(0, Vec::len);
-    state.objects.insert(name, Seen { status, finalizers });
+    state.objects.set(name, Some(Seen { status, finalizers }));
 }

@@ -3,14 +3,18 @@
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
-/// A child process with its output drained by threads of its own.
+/// A child process with its output drained by threads of its own. Dropped while it still
+/// runs (a measurement that failed half-way), it is killed, so that it does not run on into
+/// the next measurement.
 pub(crate) struct Process {
     pid: rustix::process::Pid,
     exited: mpsc::Receiver<(Instant, ExitStatus)>,
+    /// Its exit has been seen (and it has been reaped): its pid is no longer its own.
+    ended: AtomicBool,
     started_lines: Arc<AtomicUsize>,
     tail: Arc<Mutex<VecDeque<String>>>,
     /// When it was spawned (wall clock, to compare with the handlers' marks).
@@ -81,6 +85,7 @@ impl Process {
         Process {
             pid,
             exited,
+            ended: AtomicBool::new(false),
             started_lines,
             tail,
             spawned_at,
@@ -102,11 +107,17 @@ impl Process {
     /// An error if it has exited.
     pub(crate) fn check_running(&self) -> Result<(), String> {
         match self.exited.try_recv() {
-            Ok((_, status)) => Err(format!(
-                "{} exited early ({status}); its last output:\n{}",
-                self.label,
-                self.tail()
-            )),
+            Ok((_, status)) => {
+                self.ended.store(true, Ordering::SeqCst);
+                Err(format!(
+                    "{} exited early ({status}); its last output:\n{}",
+                    self.label,
+                    self.tail()
+                ))
+            }
+            Err(_) if self.ended.load(Ordering::SeqCst) => {
+                Err(format!("{} has exited", self.label))
+            }
             Err(_) => Ok(()),
         }
     }
@@ -129,6 +140,9 @@ impl Process {
     /// Sends SIGTERM and waits for the exit: the time it took, or `None` if it had to be killed
     /// after `deadline`.
     pub(crate) fn terminate(self, deadline: Duration) -> Option<Duration> {
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return Some(Duration::ZERO);
+        }
         let sent = Instant::now();
         if rustix::process::kill_process(self.pid, rustix::process::Signal::TERM).is_err() {
             return self.exited.recv().ok().map(|_| Duration::ZERO);
@@ -136,10 +150,23 @@ impl Process {
         match self.exited.recv_timeout(deadline) {
             Ok((at, _)) => Some(at.saturating_duration_since(sent)),
             Err(_) => {
-                let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::KILL);
-                let _ = self.exited.recv_timeout(Duration::from_secs(10));
+                self.kill();
                 None
             }
+        }
+    }
+
+    /// Sends SIGKILL and waits a while for the exit.
+    fn kill(&self) {
+        let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::KILL);
+        let _ = self.exited.recv_timeout(Duration::from_secs(10));
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if !self.ended.swap(true, Ordering::SeqCst) && self.exited.try_recv().is_err() {
+            self.kill();
         }
     }
 }

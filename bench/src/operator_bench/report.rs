@@ -27,6 +27,8 @@ pub(crate) struct Report {
     operators: Vec<Kind>,
     notes: Vec<String>,
     results: BTreeMap<u8, Vec<Outcome>>,
+    /// Notes under a scenario's table (what is missing from it, and why).
+    scenario_notes: BTreeMap<u8, Vec<String>>,
 }
 
 impl Report {
@@ -42,7 +44,13 @@ impl Report {
             operators,
             notes,
             results: BTreeMap::new(),
+            scenario_notes: BTreeMap::new(),
         }
+    }
+
+    /// Adds a note under the table of `scenario`.
+    pub(crate) fn note(&mut self, scenario: u8, note: String) {
+        self.scenario_notes.entry(scenario).or_default().push(note);
     }
 
     pub(crate) fn add(
@@ -143,6 +151,9 @@ impl Report {
             s.instruction_objects,
             self.runs
         );
+        if self.results.contains_key(&9) {
+            let _ = writeln!(out, "- Scale (scenario 9): {} objects.", s.scale_objects);
+        }
         let _ = writeln!(
             out,
             "- Cells are medians over the runs; a ratio column is the median of the per-run ratios (each pair from the same round of this invocation, never across invocations). CPU is the operator process's time on a CPU (its threads' `/proc/<pid>/task/*/schedstat`) during the scenario's work, not its start; memory is from `/proc/<pid>/status`. API requests are the server's counters minus the runner's own requests.\n"
@@ -193,6 +204,17 @@ impl Report {
                 format!("6. Startup with {} objects present", s.objects),
                 "Process start to the first and the last handler call: fresh objects (create handler), then, in a new process, the same objects already handled (resume handler; kube-rs: a reconcile that writes a resume mark once per process).".to_string(),
             ),
+            9 => (
+                format!("9. Scale: {} objects of one resource", s.scale_objects),
+                format!(
+                    "Per operator, in one round: the create burst of scenario 1 with {n} objects and with {base}, and the ratio of their throughputs (the target: within 10 % of the {base}-object figure); then, with the {n} objects its burst handled, a new process's start to its first and last resume handler (as scenario 6's resumed start); then its idle memory as scenario 3 measures it, with {half} and {n} objects. The server ceiling column does the bursts only. Each wait of a phase may take {deadline} s (60 s and 10 ms per object, at most 30 minutes), an operator's phases {total} s together; an operator that misses a deadline keeps the figures of the phases it finished, and its later phases are left out (–, with a note below).",
+                    n = s.scale_objects,
+                    base = crate::scale::BASE,
+                    half = s.scale_objects / 2,
+                    deadline = crate::scale::phase_deadline(s.scale_objects).as_secs(),
+                    total = (crate::scale::phase_deadline(s.scale_objects) * crate::scale::TOTAL_PHASES).as_secs(),
+                ),
+            ),
             _ => (
                 format!("7. Instruction counts: create burst of {} objects under callgrind", s.instruction_objects),
                 "`valgrind --tool=callgrind`: the operator's instructions from the moment it watches until every object is handled and its writes have settled (`callgrind_control -z`, then `-d`); one run, independent of the machine's noise. Counting starts once the operator watches and has had two quiet seconds, so its start is left out. (`perf stat -e instructions` was not used: hardware counters are often unavailable in containers and virtual machines.)".to_string(),
@@ -200,7 +222,7 @@ impl Report {
         };
         let _ = writeln!(out, "\n## {title}\n\n{about}\n");
         let mut kinds = self.operators.clone();
-        if matches!(scenario, 1 | 5) {
+        if matches!(scenario, 1 | 5 | 9) {
             kinds.push(Kind::Ceiling);
         }
         let ratios: Vec<(Kind, &str)> = [
@@ -252,6 +274,12 @@ impl Report {
                 let _ = write!(out, " |");
             }
             let _ = writeln!(out);
+        }
+        if let Some(notes) = self.scenario_notes.get(&scenario) {
+            let _ = writeln!(out);
+            for note in notes {
+                let _ = writeln!(out, "- {note}");
+            }
         }
     }
 
@@ -327,6 +355,16 @@ impl Report {
             " KiB",
             |v| v < 1.0,
         ));
+        let scale = self.sizes.scale_objects;
+        rows.push((
+            format!(
+                "create-burst throughput at {scale} objects within 10 % of the {}-object figure",
+                crate::scale::BASE
+            ),
+            self.median_of(9, KopfRs, &crate::scale::throughput_ratio(scale)),
+            "×",
+            |v| v >= 0.9,
+        ));
         rows
     }
 
@@ -367,7 +405,8 @@ impl Report {
     }
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The median of the values (of the middle two, their mean); none without values.
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
@@ -381,7 +420,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// Three significant figures or so.
-fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     let a = v.abs();
     if a >= 100.0 {
         format!("{v:.0}")

@@ -10,12 +10,12 @@ use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
 
 use crate::cluster::{self, Cluster, Verbs};
-use crate::observe::{Observer, Seen};
+use crate::observe::{Objects, Observer};
 use crate::operators::{Kind, Programs};
 use crate::process::{Process, cpu_seconds};
 
-/// Longer than any wait should take.
-const DEADLINE: Duration = Duration::from_secs(300);
+/// Longer than any wait should take (at the sizes of scenarios 1 to 7).
+pub(crate) const DEADLINE: Duration = Duration::from_secs(300);
 
 /// How long an operator may take to exit after SIGTERM before it is killed.
 const EXIT_DEADLINE: Duration = Duration::from_secs(60);
@@ -42,6 +42,8 @@ pub(crate) struct Sizes {
     pub(crate) update_seconds: u32,
     /// Objects of the instruction-count run (0: none).
     pub(crate) instruction_objects: usize,
+    /// Objects of the scale scenarios (9 and 10).
+    pub(crate) scale_objects: usize,
 }
 
 /// Unix seconds now.
@@ -59,19 +61,12 @@ fn unix(time: SystemTime) -> f64 {
 }
 
 /// Whether `count` objects carry the mark of `handler` from `run`.
-fn marked(
+pub(crate) fn marked(
     count: usize,
     handler: &'static str,
     run: &'static str,
-) -> impl Fn(&HashMap<String, Seen>) -> bool {
-    move |objects| {
-        objects.len() >= count
-            && objects
-                .values()
-                .filter(|seen| seen.status[handler]["run"] == run)
-                .count()
-                >= count
-    }
+) -> impl Fn(&Objects) -> bool {
+    move |objects| objects.len() >= count && objects.marked(handler, run) >= count
 }
 
 /// The marks (unix seconds) of `handler` from `run`.
@@ -189,12 +184,13 @@ async fn start_operator(
     cluster: &Cluster,
     observer: &Observer,
     mode: &str,
+    deadline: Duration,
 ) -> Result<Option<Process>, String> {
     if kind == Kind::Ceiling {
         return Ok(None);
     }
     let operator = programs.start(kind, &cluster.kubeconfig, mode, "1", None)?;
-    ready(cluster, Some(observer), &operator, DEADLINE).await?;
+    ready(cluster, Some(observer), &operator, deadline).await?;
     Ok(Some(operator))
 }
 
@@ -319,9 +315,29 @@ pub(crate) async fn create_burst(
     kind: Kind,
     objects: usize,
 ) -> Result<Sample, String> {
+    let (sample, handled) = create_burst_within(programs, kind, objects, DEADLINE).await?;
+    handled.cluster.stop();
+    Ok(sample)
+}
+
+/// A fake API server whose objects have all been handled by an operator that has exited
+/// since, and the runner's view of them.
+pub(crate) struct Handled {
+    pub(crate) cluster: Cluster,
+    pub(crate) observer: Observer,
+}
+
+/// Scenario 1's burst, each wait given `deadline`; its figures, and the server with the
+/// handled objects (the operator stopped).
+pub(crate) async fn create_burst_within(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+    deadline: Duration,
+) -> Result<(Sample, Handled), String> {
     let cluster = Cluster::start(&programs.server).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
-    let operator = start_operator(programs, kind, &cluster, &observer, "create").await?;
+    let operator = start_operator(programs, kind, &cluster, &observer, "create", deadline).await?;
     let before = cluster.verbs().await?;
     let stretch = Stretch::start(before, &cluster, &observer, operator.as_ref());
     if kind == Kind::Ceiling {
@@ -347,11 +363,13 @@ pub(crate) async fn create_burst(
             .create_objects(objects, None, |_| async { Ok(()) })
             .await?;
     }
-    let done = all_created(&observer, objects, DEADLINE).await;
+    let done = all_created(&observer, objects, deadline).await;
     let wall = stretch.wall(done)?;
     let spent = stretch.spent(("create", objects as f64)).await?;
     let (_, peak) = operator.as_ref().map_or((0, 0), Process::memory);
-    stop(operator, cluster);
+    if let Some(operator) = operator {
+        operator.terminate(EXIT_DEADLINE);
+    }
     let n = objects as f64;
     let mut sample: Sample = vec![
         ("wall time until the last status, s".into(), wall),
@@ -364,14 +382,15 @@ pub(crate) async fn create_burst(
     }
     sample.push(("server CPU, s".into(), spent.server_cpu));
     request_figures(&mut sample, &spent.verbs, n, "object");
-    Ok(sample)
+    Ok((sample, Handled { cluster, observer }))
 }
 
 /// A small deterministic generator for picking objects.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
-    fn below(&mut self, n: usize) -> usize {
+    /// The next number below `n`.
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -480,18 +499,19 @@ fn namespace_of(i: usize) -> String {
 }
 
 /// Scenario 3, one size: the operator's resident memory (MiB) once it has seen `objects` and
-/// nothing is left to do.
-pub(crate) async fn idle_memory(
+/// nothing is left to do, each wait given `deadline`.
+async fn idle_memory(
     programs: &Programs,
     kind: Kind,
     objects: usize,
+    deadline: Duration,
 ) -> Result<f64, String> {
     let cluster = populated(programs, objects, None).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "idle", "1", None)?;
-    ready(&cluster, None, &operator, DEADLINE).await?;
+    ready(&cluster, None, &operator, deadline).await?;
     // Settled: past the per-object workers' idle timeout, and less than 10 ms of CPU in each
     // of two consecutive seconds.
-    let until = Instant::now() + DEADLINE;
+    let until = Instant::now() + deadline;
     let earliest = Instant::now() + IDLE_WORKERS_GONE;
     let (mut quiet, mut cpu) = (0, operator.cpu());
     while quiet < 2 || Instant::now() < earliest {
@@ -502,7 +522,7 @@ pub(crate) async fn idle_memory(
         cpu = now;
         if Instant::now() > until {
             return Err(format!(
-                "{} did not settle within {DEADLINE:?}",
+                "{} did not settle within {deadline:?}",
                 operator.label
             ));
         }
@@ -512,15 +532,17 @@ pub(crate) async fn idle_memory(
     Ok(rss as f64 / 1024.0)
 }
 
-/// Scenario 3: idle memory at two sizes, and the memory per object from their difference.
+/// Scenario 3: idle memory at two sizes, and the memory per object from their difference;
+/// each wait given `deadline`.
 pub(crate) async fn idle_scale(
     programs: &Programs,
     kind: Kind,
     objects: usize,
+    deadline: Duration,
 ) -> Result<Sample, String> {
     let small = objects / 2;
-    let rss_small = idle_memory(programs, kind, small).await?;
-    let rss_large = idle_memory(programs, kind, objects).await?;
+    let rss_small = idle_memory(programs, kind, small, deadline).await?;
+    let rss_large = idle_memory(programs, kind, objects, deadline).await?;
     Ok(vec![
         (format!("RSS with {small} objects, MiB"), rss_small),
         (format!("RSS with {objects} objects, MiB"), rss_large),
@@ -620,7 +642,7 @@ pub(crate) async fn deletion(
     let finalizer = (kind == Kind::Ceiling).then_some("bench.kopf.dev/cleanup");
     let cluster = populated(programs, objects, finalizer).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
-    let operator = start_operator(programs, kind, &cluster, &observer, "delete").await?;
+    let operator = start_operator(programs, kind, &cluster, &observer, "delete", DEADLINE).await?;
     if let Some(operator) = &operator {
         let handled = marked(objects, "create_fn", "1");
         observer
@@ -673,27 +695,46 @@ pub(crate) async fn startup(
 ) -> Result<Sample, String> {
     let cluster = populated(programs, objects, None).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
+    let handled = Handled { cluster, observer };
     let mut sample = Sample::new();
     for (run, handler, what) in [("1", "create_fn", "fresh"), ("2", "resume_fn", "resumed")] {
-        let operator = programs.start(kind, &cluster.kubeconfig, "startup", run, None)?;
-        let started = unix(operator.spawned_at);
-        observer
-            .wait(
-                &format!("every {handler} of run {run}"),
-                DEADLINE,
-                marked(objects, handler, run),
-            )
-            .await
-            .map_err(blame(&operator))?;
-        operator.terminate(EXIT_DEADLINE);
-        let times = marks(&observer, handler, run);
-        let first = times.iter().copied().fold(f64::INFINITY, f64::min);
-        let last = times.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        sample.push((format!("start → first handler, {what}, s"), first - started));
-        sample.push((format!("start → last handler, {what}, s"), last - started));
+        let (first, last) =
+            handlers_after_start(programs, kind, &handled, (run, handler), DEADLINE).await?;
+        sample.push((format!("start → first handler, {what}, s"), first));
+        sample.push((format!("start → last handler, {what}, s"), last));
     }
-    cluster.stop();
+    handled.cluster.stop();
     Ok(sample)
+}
+
+/// Starts an operator in the `startup` mode with `run`'s marks and waits (up to `deadline`)
+/// until every object carries `handler`'s mark of it; seconds from the process's start to the
+/// first and to the last of those handler calls. The operator is stopped after.
+pub(crate) async fn handlers_after_start(
+    programs: &Programs,
+    kind: Kind,
+    handled: &Handled,
+    (run, handler): (&'static str, &'static str),
+    deadline: Duration,
+) -> Result<(f64, f64), String> {
+    let Handled { cluster, observer } = handled;
+    let objects = observer.with(Objects::len);
+    let operator = programs.start(kind, &cluster.kubeconfig, "startup", run, None)?;
+    let started = unix(operator.spawned_at);
+    let done = observer
+        .wait(
+            &format!("every {handler} of run {run}"),
+            deadline,
+            marked(objects, handler, run),
+        )
+        .await
+        .map_err(blame(&operator));
+    operator.terminate(EXIT_DEADLINE);
+    done?;
+    let times = marks(observer, handler, run);
+    let first = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let last = times.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Ok((first - started, last - started))
 }
 
 /// Instruction counts (callgrind) of a small create burst: the operator's instructions from

@@ -13,6 +13,7 @@ use crate::cluster::Cluster;
 use crate::observe::Observer;
 use crate::operators::Programs;
 use crate::process::Process;
+use crate::scenarios::marked;
 
 /// The virtual shards the replicas split the objects into.
 const SHARDS: u32 = 16;
@@ -110,14 +111,11 @@ async fn measure(
         .create_objects(objects, None, |_| async { Ok(()) })
         .await?;
     let done = observer
-        .wait("every create handler's status", DEADLINE, |seen| {
-            seen.len() >= objects
-                && seen
-                    .values()
-                    .filter(|o| o.status["create_fn"]["run"] == "1")
-                    .count()
-                    >= objects
-        })
+        .wait(
+            "every create handler's status",
+            DEADLINE,
+            marked(objects, "create_fn", "1"),
+        )
         .await?;
     for operator in operators {
         operator.check_running()?;

@@ -13,6 +13,7 @@ mod kubectl;
 mod kubectl_cel;
 mod kubectl_protobuf;
 mod limits;
+mod lists;
 mod metadata;
 mod python;
 mod python_tls;

@@ -12,6 +12,7 @@
 //!    in order, until the server takes it to the file (`take_unsaved`) under the same lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -256,35 +257,38 @@ impl State {
         let Some(first) = self.history.front().map(|c| c.rv) else {
             return Some(Vec::new());
         };
-        let start = rv.saturating_add(1).saturating_sub(first) as usize;
-        Some(self.history.iter().skip(start).cloned().collect())
+        let start = (rv.saturating_add(1).saturating_sub(first) as usize).min(self.history.len());
+        Some(self.history.range(start..).cloned().collect())
     }
 
-    /// The objects of a resource as they were at version `rv` (undoing later changes), or
-    /// `None` when that version was compacted away.
-    pub(crate) fn objects_at(&self, resource: &ResourceKey, rv: u64) -> Option<Objects> {
-        let mut objects = self
-            .objects
-            .get(resource)
-            .map(|objects| (**objects).clone())
-            .unwrap_or_default();
-        if rv >= self.rv {
-            return Some(objects);
-        }
-        let changes = self.changes_since(rv)?;
-        for change in changes.iter().rev().filter(|c| &c.resource == resource) {
-            let key = key_of(&change.object);
-            match (&change.kind, &change.previous) {
-                (ChangeKind::Added, _) => {
-                    objects.remove(&key);
-                }
-                (_, Some(previous)) => {
-                    objects.insert(key, previous.clone());
-                }
-                (_, None) => {}
+    /// The objects of a resource as they were at version `rv`, or `None` when that version
+    /// was compacted away. Nothing is copied but the objects changed since: the view reads the
+    /// stored objects through the changes made after `rv`, undone.
+    pub(crate) fn objects_at(&self, resource: &ResourceKey, rv: u64) -> Option<Snapshot<'_>> {
+        let mut undone = BTreeMap::new();
+        if rv < self.rv {
+            let changes = self.changes_since(rv)?;
+            // The earliest change of an object after `rv` tells what it was at `rv`.
+            for change in changes.iter().filter(|c| &c.resource == resource) {
+                let before = match change.kind {
+                    ChangeKind::Added => None,
+                    ChangeKind::Modified | ChangeKind::Deleted => change.previous.clone(),
+                };
+                undone.entry(key_of(&change.object)).or_insert(before);
             }
         }
-        Some(objects)
+        Some(Snapshot {
+            stored: self.objects(resource),
+            undone,
+        })
+    }
+
+    /// The objects of a resource as they are now.
+    pub(crate) fn snapshot(&self, resource: &ResourceKey) -> Snapshot<'_> {
+        Snapshot {
+            stored: self.objects(resource),
+            undone: BTreeMap::new(),
+        }
     }
 
     /// Stores a new version of an object (added when absent), with the next resourceVersion.
@@ -437,6 +441,73 @@ impl State {
     }
 }
 
+/// The objects of one resource as they were at some version: the stored ones, read through
+/// what the changes since then undo.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot<'a> {
+    stored: Option<&'a Objects>,
+    /// The objects changed since, as they were then (`None`: absent then).
+    undone: BTreeMap<ObjectKey, Option<Arc<Value>>>,
+}
+
+impl<'a> Snapshot<'a> {
+    /// The object under `key`, as it was.
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        match self.undone.get(key) {
+            Some(before) => before.as_ref(),
+            None => self.stored?.get(key),
+        }
+    }
+
+    /// The objects from `from` on, in the order of their keys.
+    pub(crate) fn range<'s>(
+        &'s self,
+        from: Bound<&'s ObjectKey>,
+    ) -> impl Iterator<Item = (&'s ObjectKey, &'s Arc<Value>)> + 's {
+        let bounds = (from, Bound::Unbounded);
+        let stored = self
+            .stored
+            .into_iter()
+            .flat_map(move |objects| objects.range::<ObjectKey, _>(bounds))
+            .filter(|(key, _)| !self.undone.contains_key(*key));
+        let undone = self
+            .undone
+            .range::<ObjectKey, _>(bounds)
+            .filter_map(|(key, before)| Some((key, before.as_ref()?)));
+        Merged {
+            left: stored.peekable(),
+            right: undone.peekable(),
+        }
+    }
+
+    /// Every object, in the order of their keys.
+    pub(crate) fn iter<'s>(&'s self) -> impl Iterator<Item = (&'s ObjectKey, &'s Arc<Value>)> + 's {
+        self.range(Bound::Unbounded)
+    }
+}
+
+/// Two iterators ordered by key, with no key in both, merged in that order.
+struct Merged<L: Iterator, R: Iterator> {
+    left: std::iter::Peekable<L>,
+    right: std::iter::Peekable<R>,
+}
+
+impl<'a, L, R> Iterator for Merged<L, R>
+where
+    L: Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)>,
+    R: Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)>,
+{
+    type Item = (&'a ObjectKey, &'a Arc<Value>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.left.peek(), self.right.peek()) {
+            (Some((left, _)), Some((right, _))) if right < left => self.right.next(),
+            (Some(_), _) => self.left.next(),
+            (None, _) => self.right.next(),
+        }
+    }
+}
+
 /// The `(namespace, name)` an object is stored under.
 pub(crate) fn key_of(object: &Value) -> ObjectKey {
     (
@@ -469,5 +540,64 @@ mod tests {
         assert_eq!(state.object_count(), 1);
         assert!(state.uid_exists("uid-kept") && !state.uid_exists("uid-tried"));
         assert_eq!(state.history_len(), 1, "the scratch's changes are its own");
+    }
+
+    /// The names (and `data.v`) that a snapshot reads from `from` on.
+    fn read(snapshot: &Snapshot<'_>, from: Bound<&ObjectKey>) -> Vec<(String, String)> {
+        snapshot
+            .range(from)
+            .map(|(key, object)| {
+                let v = object["data"]["v"].as_str().unwrap_or_default();
+                (key.1.clone(), v.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_snapshot_reads_the_objects_as_they_were_whatever_changed_since() {
+        let mut state = State::new(100);
+        let def = state.catalog.get("", "configmaps").unwrap().clone();
+        let configmap = |name: &str, v: &str| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+                   "data": {"v": v}})
+        };
+        for name in ["b", "d", "f"] {
+            state.put(&def, configmap(name, "old"));
+        }
+        let then = state.resource_version();
+        state.put(&def, configmap("a", "new"));
+        state.put(&def, configmap("d", "new"));
+        state.put(&def, configmap("d", "newer"));
+        state.remove(&def, &("default".into(), "f".into()));
+        state.put(&def, configmap("e", "new"));
+        state.remove(&def, &("default".into(), "e".into()));
+        state.remove(&def, &("default".into(), "b".into()));
+        state.put(&def, configmap("b", "again"));
+
+        let snapshot = state.objects_at(&def.key(), then).unwrap();
+        let old = |names: &[&str]| -> Vec<(String, String)> {
+            names
+                .iter()
+                .map(|n| (n.to_string(), "old".to_string()))
+                .collect()
+        };
+        assert_eq!(read(&snapshot, Bound::Unbounded), old(&["b", "d", "f"]));
+        let after_b = ("default".to_string(), "b".to_string());
+        assert_eq!(read(&snapshot, Bound::Excluded(&after_b)), old(&["d", "f"]));
+        let at_c = ("default".to_string(), "c".to_string());
+        assert_eq!(read(&snapshot, Bound::Included(&at_c)), old(&["d", "f"]));
+        assert!(snapshot.get(&("default".into(), "a".into())).is_none());
+        assert!(snapshot.get(&("default".into(), "e".into())).is_none());
+        assert_eq!(snapshot.get(&after_b).unwrap()["data"]["v"], "old");
+
+        let now = state.snapshot(&def.key());
+        let expected: Vec<(String, String)> = [("a", "new"), ("b", "again"), ("d", "newer")]
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(read(&now, Bound::Unbounded), expected);
+        assert!(state.objects_at(&def.key(), 0).is_some());
+        state.compact();
+        assert!(state.objects_at(&def.key(), then).is_none());
     }
 }

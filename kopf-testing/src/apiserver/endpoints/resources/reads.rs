@@ -1,6 +1,9 @@
 //! Reading objects: get, and list with pagination (`continue` tokens), snapshots at a
 //! resourceVersion, selectors and tables; lists in a seeded random order when a fault says so.
 
+use std::ops::Bound;
+use std::sync::Arc;
+
 use base64::Engine as _;
 use http::StatusCode;
 use rand::SeedableRng as _;
@@ -16,7 +19,7 @@ use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::status::{ApiError, ApiResult};
 use crate::apiserver::semantics::table;
 use crate::apiserver::storage::object::{self, ObjectKey};
-use crate::apiserver::storage::state::{Objects, State};
+use crate::apiserver::storage::state::{Snapshot, State};
 
 pub(super) fn get(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
     target.acceptable(false)?;
@@ -78,15 +81,16 @@ fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
 }
 
 /// Which snapshot a list reads: its version and, for continued lists, where to start.
-fn list_snapshot(
-    state: &State,
+fn list_snapshot<'s>(
+    state: &'s State,
     context: &Context,
     target: &Target<'_>,
-) -> ApiResult<(u64, Objects, Option<ObjectKey>)> {
+) -> ApiResult<(u64, Snapshot<'s>, Option<ObjectKey>)> {
     let current = state.resource_version();
+    let resource = target.def.key();
     if let Some(token) = context.query.get("continue") {
         let (rv, start) = decode_continue(token)?;
-        let objects = state.objects_at(&target.def.key(), rv).ok_or_else(|| {
+        let objects = state.objects_at(&resource, rv).ok_or_else(|| {
             ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
         })?;
         return Ok((rv, objects, Some(start)));
@@ -95,10 +99,10 @@ fn list_snapshot(
     let exact = context.query.get("resourceVersionMatch") == Some("Exact");
     match requested.map(|v| v.parse::<u64>()) {
         None | Some(Ok(0)) if !exact => match context.stale_by.filter(|_| requested.is_some()) {
-            None => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+            None => Ok((current, state.snapshot(&resource), None)),
             Some(lag) => {
                 let rv = stale_version(state, lag);
-                let objects = state.objects_at(&target.def.key(), rv).unwrap_or_default();
+                let objects = state.objects_at(&resource, rv).unwrap_or_default();
                 Ok((rv, objects, None))
             }
         },
@@ -109,17 +113,77 @@ fn list_snapshot(
         )
         .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}))),
         Some(Ok(rv)) if exact => {
-            let objects = state.objects_at(&target.def.key(), rv).ok_or_else(|| {
+            let objects = state.objects_at(&resource, rv).ok_or_else(|| {
                 ApiError::expired(format!("too old resource version: {rv} ({})", state.compacted_rv().saturating_add(1)))
             })?;
             Ok((rv, objects, None))
         }
-        Some(Ok(_)) => Ok((current, state.objects(&target.def.key()).cloned().unwrap_or_default(), None)),
+        Some(Ok(_)) => Ok((current, state.snapshot(&resource), None)),
         _ => Err(ApiError::bad_request(format!(
             "resourceVersion: Invalid value: {:?}: must be a number",
             requested.unwrap_or_default()
         ))),
     }
+}
+
+/// One page of a list, read under the state's lock.
+struct Page {
+    /// The version of the snapshot it comes from.
+    rv: u64,
+    /// The matching objects, up to the limit.
+    objects: Vec<Arc<Value>>,
+    /// The key of the last of them.
+    last: Option<ObjectKey>,
+    /// Whether more objects match after them.
+    more: bool,
+    /// How many more objects there are after them, when nothing filters the list (as the real
+    /// server, which counts them only then).
+    remaining: Option<usize>,
+}
+
+/// Reads a page: only the objects from where it starts, in its namespace, are looked at, so
+/// that each page of a long list costs its own length. The objects after it are counted by
+/// their keys alone when nothing filters the list, and looked at until the first that matches
+/// otherwise: a list in pages stays linear in the objects, however many pages it takes.
+fn read_page(
+    state: &State,
+    context: &Context,
+    target: &Target<'_>,
+    selectors: &Selectors,
+    limit: Option<usize>,
+) -> ApiResult<Page> {
+    let (rv, snapshot, start) = list_snapshot(state, context, target)?;
+    let namespace = &target.namespace;
+    let namespace_start = (namespace.clone(), String::new());
+    let from = match &start {
+        Some(start) if namespace.is_empty() || start.0 >= *namespace => Bound::Excluded(start),
+        _ if namespace.is_empty() => Bound::Unbounded,
+        _ => Bound::Included(&namespace_start),
+    };
+    let filtered = !selectors.is_empty();
+    let mut matching = snapshot
+        .range(from)
+        .take_while(|(key, _)| namespace.is_empty() || key.0 == *namespace)
+        .filter(|(_, object)| !filtered || selectors.matches(object));
+    let mut objects = Vec::new();
+    let mut last = None;
+    for (key, object) in matching.by_ref().take(limit.unwrap_or(usize::MAX)) {
+        objects.push(object.clone());
+        last = Some(key);
+    }
+    let (more, remaining) = if filtered {
+        (matching.next().is_some(), None)
+    } else {
+        let remaining = matching.count();
+        (remaining > 0, Some(remaining))
+    };
+    Ok(Page {
+        rv,
+        objects,
+        last: last.cloned(),
+        more,
+        remaining,
+    })
 }
 
 pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
@@ -130,35 +194,23 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         .number("limit")
         .filter(|l| *l > 0)
         .map(|l| l as usize);
-    let (rv, objects, start) = shared.read(|state| list_snapshot(state, context, target))?;
-    let matching = objects
-        .iter()
-        .filter(|(key, _)| target.namespace.is_empty() || key.0 == target.namespace)
-        .filter(|(key, _)| start.as_ref().is_none_or(|s| *key > s))
-        .filter(|(_, object)| selectors.matches(object));
-    let mut items = Vec::new();
-    let mut last = None;
-    let mut remaining = 0usize;
-    for (key, object) in matching {
-        if limit.is_some_and(|l| items.len() >= l) {
-            remaining += 1;
-            continue;
-        }
-        items.push(target.answer(object));
-        last = Some(key.clone());
-    }
+    let Page {
+        rv,
+        objects,
+        last,
+        more,
+        remaining,
+    } = shared.read(|state| read_page(state, context, target, &selectors, limit))?;
+    let mut items: Vec<Value> = objects.iter().map(|object| target.answer(object)).collect();
     if let Some(seed) = context.shuffle_seed {
         // Within the page: the continue token still names the last key in the usual order.
         shuffle(&mut items, seed);
     }
     let shard_info = selectors.shard_info();
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if remaining > 0
-        && let Some(last) = &last
-    {
+    if more && let Some(last) = &last {
         meta["continue"] = json!(encode_continue(rv, last));
-        // As the real server, which counts what is left only when nothing filters it.
-        if shard_info.is_none() {
+        if let Some(remaining) = remaining {
             meta["remainingItemCount"] = json!(remaining);
         }
     }

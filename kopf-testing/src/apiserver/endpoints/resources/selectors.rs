@@ -56,6 +56,11 @@ impl Selectors {
         })
     }
 
+    /// Whether no selector filters (the real server's empty predicate).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty() && self.shards.is_none()
+    }
+
     pub(crate) fn matches(&self, object: &Value) -> bool {
         self.labels
             .matches(object["metadata"]["labels"].as_object())

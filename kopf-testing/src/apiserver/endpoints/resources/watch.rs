@@ -36,7 +36,7 @@ use crate::apiserver::endpoints::request::{Context, Format};
 use crate::apiserver::endpoints::shared::Shared;
 use crate::apiserver::semantics::status::{ApiError, ApiResult, status_object};
 use crate::apiserver::storage::catalog::ResourceDef;
-use crate::apiserver::storage::state::{Change, ChangeKind};
+use crate::apiserver::storage::state::{Change, ChangeKind, Snapshot};
 
 /// Starts a watch stream for a resource.
 pub(crate) fn watch(
@@ -107,16 +107,19 @@ pub(crate) fn watch(
             }
             _ => {
                 // A lagging view starts from the past, then replays every change since.
-                let (current, objects) = match context.stale_by.filter(|_| requested_rv == Some(0))
+                let (current, snapshot) = match context.stale_by.filter(|_| requested_rv == Some(0))
                 {
-                    None => (current, state.objects(&target.def.key()).cloned()),
+                    None => (current, Some(state.snapshot(&target.def.key()))),
                     Some(lag) => {
                         let rv = stale_version(state, lag);
                         (rv, state.objects_at(&target.def.key(), rv))
                     }
                 };
-                let initial: Vec<Arc<Value>> =
-                    objects.into_iter().flatten().map(|(_, o)| o).collect();
+                let initial: Vec<Arc<Value>> = snapshot
+                    .iter()
+                    .flat_map(Snapshot::iter)
+                    .map(|(_, object)| object.clone())
+                    .collect();
                 stream.push_initial(initial, current, send_initial);
             }
         }
@@ -296,8 +299,7 @@ impl WatchStream {
         if let Some(seed) = self.shuffle_seed {
             shuffle(&mut initial, seed);
         }
-        let initial: Vec<Value> = initial.into_iter().cloned().collect();
-        for object in &initial {
+        for object in initial {
             self.push("ADDED", object);
         }
         self.last_rv = current;
@@ -314,8 +316,8 @@ impl WatchStream {
             let reached = shared.read(|state| {
                 let current = state.resource_version();
                 (current >= rv).then(|| {
-                    let objects = state.objects(&self.def.key()).cloned().unwrap_or_default();
-                    (current, objects.into_values().collect::<Vec<_>>())
+                    let objects = state.snapshot(&self.def.key());
+                    (current, objects.iter().map(|(_, o)| o.clone()).collect())
                 })
             });
             if let Some((current, objects)) = reached {

@@ -50,7 +50,6 @@ impl FieldSelector {
     }
 
     /// True when the selector has no terms and so matches every object.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }

@@ -78,7 +78,6 @@ impl LabelSelector {
     }
 
     /// True when the selector has no requirements and so matches every object.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
