@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::TryStreamExt as _;
 use serde_json::{Value, json};
 
+use crate::operators::Programs;
 use crate::process::Process;
 
 /// The namespaces the objects are spread over.
@@ -32,19 +33,25 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the server and sets up the CRD and namespaces.
-    pub(crate) async fn start(binary: &Path) -> Result<Cluster, String> {
-        Cluster::start_with(binary, &[]).await
+    /// Starts the server (with the programs' server options) and sets up the CRD and
+    /// namespaces.
+    pub(crate) async fn start(programs: &Programs) -> Result<Cluster, String> {
+        Cluster::start_with(programs, &[]).await
     }
 
     /// As [`Cluster::start`], with more options for the server (e.g. `--no-sharded-watches`).
-    pub(crate) async fn start_with(binary: &Path, options: &[&str]) -> Result<Cluster, String> {
+    pub(crate) async fn start_with(
+        programs: &Programs,
+        options: &[&str],
+    ) -> Result<Cluster, String> {
+        let binary = &programs.server;
         let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
         let mut command = Command::new(binary);
         command
             .args(["--bind", "127.0.0.1:0", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(&programs.server_options)
             .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

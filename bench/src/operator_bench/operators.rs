@@ -41,9 +41,13 @@ impl Kind {
 }
 
 /// Where the programs are.
+#[derive(Debug, Clone)]
 pub(crate) struct Programs {
     /// `kopf-fake-apiserver`.
     pub(crate) server: PathBuf,
+    /// Options every `kopf-fake-apiserver` is started with (none but the scenarios' own by
+    /// default).
+    pub(crate) server_options: Vec<String>,
     kopf_rs: PathBuf,
     kube_rs: PathBuf,
     python: PathBuf,
@@ -57,6 +61,7 @@ impl Programs {
         let dir = exe.parent().expect("a binary lives in a directory");
         let programs = Programs {
             server: dir.join("kopf-fake-apiserver"),
+            server_options: Vec::new(),
             kopf_rs: dir.join("bench-kopf-rs-operator"),
             kube_rs: dir.join("bench-kube-rs-operator"),
             python,
@@ -71,6 +76,15 @@ impl Programs {
             }
         }
         Ok(programs)
+    }
+
+    /// The same programs, with every fake API server started with `options` too.
+    pub(crate) fn with_server_options(&self, options: &[&str]) -> Programs {
+        let mut programs = self.clone();
+        programs
+            .server_options
+            .extend(options.iter().map(|o| o.to_string()));
+        programs
     }
 
     /// Starts a kopf-rs operator with more options and environment variables (a replica with

@@ -207,11 +207,12 @@ impl Report {
             9 => (
                 format!("9. Scale: {} objects of one resource", s.scale_objects),
                 format!(
-                    "Per operator, in one round: the create burst of scenario 1 with {n} objects and with {base}, and the ratio of their throughputs (the target: within 10 % of the {base}-object figure); then, with the {n} objects its burst handled, a new process's start to its first and last resume handler (as scenario 6's resumed start); then its idle memory as scenario 3 measures it, with {half} and {n} objects. The server ceiling column does the bursts only. Each wait of a phase may take {deadline} s (60 s and 10 ms per object, at most 30 minutes), an operator's phases {total} s together; an operator that misses a deadline keeps the figures of the phases it finished, and its later phases are left out (–, with a note below).",
+                    "Per operator, in one round: the create burst of scenario 1 with {n} objects and with {base}, and the ratio of their throughputs (the target: within 10 % of the {base}-object figure); then, with the {n} objects its burst handled, a new process's start to its first and last resume handler (as scenario 6's resumed start); then its idle memory as scenario 3 measures it, with {half} and {n} objects. The server ceiling column does the bursts only. The fake API servers keep {history} changes for watches and continued lists (three per object) instead of their default 10,000, which would be a few seconds of writes at this size: a real server serves continue tokens until etcd's compaction (every 5 minutes by default). Each wait of a phase may take {deadline} s (60 s and 10 ms per object, at most 30 minutes), an operator's phases {total} s together; an operator that misses a deadline keeps the figures of the phases it finished, and its later phases are left out (–, with a note below).",
                     n = s.scale_objects,
                     base = crate::scale::BASE,
                     half = s.scale_objects / 2,
                     deadline = crate::scale::phase_deadline(s.scale_objects).as_secs(),
+                    history = crate::scale::history_limit(s.scale_objects),
                     total = (crate::scale::phase_deadline(s.scale_objects) * crate::scale::TOTAL_PHASES).as_secs(),
                 ),
             ),

@@ -4,6 +4,13 @@
 //! the last resume handler); and its idle memory at half and all of that size, as scenario 3
 //! measures it. The server ceiling does the burst only.
 //!
+//! Its fake API servers keep a longer history than the 10,000 changes they keep by default
+//! ([`history_limit`]): with 100,000 objects, 10,000 changes are a few seconds of writes, so a
+//! watch that lags that much, or a list in pages that takes that long, would expire again and
+//! again (410) and the scenario would measure relists. A real API server serves continue
+//! tokens until etcd's compaction, every five minutes by default, and keeps up to about
+//! 100,000 events of each resource for watches.
+//!
 //! Every wait of a phase has a deadline that grows with the size ([`phase_deadline`]), and an
 //! operator's phases together may take four times as long ([`TOTAL_PHASES`]). An operator
 //! that misses a deadline (or fails) keeps the figures of the phases it finished; its later
@@ -65,6 +72,12 @@ impl Budget {
     }
 }
 
+/// The changes the fake API servers of this scenario keep for watches and continued lists:
+/// three per object (a creation and two writes), at least the server's default.
+pub(crate) fn history_limit(objects: usize) -> usize {
+    (3 * objects).max(10_000)
+}
+
 /// The name of the row with the burst's throughput at `objects` objects.
 fn throughput(objects: usize) -> String {
     format!("create burst: objects per second, {objects} objects")
@@ -84,6 +97,8 @@ pub(crate) struct Scaled {
 
 /// Runs the phases for `kind` with `objects` objects.
 pub(crate) async fn at_scale(programs: &Programs, kind: Kind, objects: usize) -> Scaled {
+    let history = history_limit(objects).to_string();
+    let programs = &programs.with_server_options(&["--history-limit", &history]);
     let mut sample = Sample::new();
     let missed = phases(programs, kind, objects, &mut sample).await.err();
     Scaled { sample, missed }

@@ -169,7 +169,7 @@ async fn populated(
     objects: usize,
     finalizer: Option<&str>,
 ) -> Result<Cluster, String> {
-    let cluster = Cluster::start(&programs.server).await?;
+    let cluster = Cluster::start(programs).await?;
     cluster
         .create_objects(objects, finalizer, |_| async { Ok(()) })
         .await?;
@@ -335,7 +335,7 @@ pub(crate) async fn create_burst_within(
     objects: usize,
     deadline: Duration,
 ) -> Result<(Sample, Handled), String> {
-    let cluster = Cluster::start(&programs.server).await?;
+    let cluster = Cluster::start(programs).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let operator = start_operator(programs, kind, &cluster, &observer, "create", deadline).await?;
     let before = cluster.verbs().await?;
@@ -753,7 +753,7 @@ pub(crate) async fn instructions(
         "--tool=callgrind".to_string(),
         format!("--callgrind-out-file={}", out.display()),
     ];
-    let cluster = Cluster::start(&programs.server).await?;
+    let cluster = Cluster::start(programs).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", Some(&valgrind))?;
     ready(

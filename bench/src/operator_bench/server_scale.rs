@@ -54,7 +54,7 @@ pub(crate) async fn server_at_scale(programs: &Programs, objects: usize, runs: u
 
 /// One fresh server with `objects` objects: its figures.
 async fn measure(programs: &Programs, objects: usize, run: usize) -> Result<Sample, String> {
-    let cluster = Cluster::start(&programs.server).await?;
+    let cluster = Cluster::start(programs).await?;
     let pid = cluster.pid();
     let (empty, _) = memory_kib(pid);
     let (start, cpu) = (Instant::now(), cpu_seconds(pid));

@@ -75,7 +75,7 @@ async fn burst(
     } else {
         &["--no-sharded-watches"]
     };
-    let cluster = Cluster::start_with(&programs.server, options).await?;
+    let cluster = Cluster::start_with(programs, options).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let mut operators = Vec::new();
     for r in 0..replicas {
