@@ -218,7 +218,8 @@ impl Processor {
                 return Next::default();
             }
             if raw {
-                patch.merge(self.run_event_handlers(kind, object, tasks).await);
+                // Boxed, as the index handlers are.
+                patch.merge(Box::pin(self.run_event_handlers(kind, object, tasks)).await);
             }
         }
         if deleted {
@@ -288,9 +289,9 @@ impl Processor {
             Some(rejected) => Arc::new(rejected.applied_to(&body)),
             None => body,
         };
-        let cycle = self
-            .handle_changes(uid, &body, listed && !handled_once, tasks)
-            .await;
+        // Boxed: the handlers' futures are large, and needed only while they run, not while
+        // the object waits to write what they did.
+        let cycle = Box::pin(self.handle_changes(uid, &body, listed && !handled_once, tasks)).await;
         if cycle.handled {
             self.memory(uid, |m| m.handled_once = true);
         }
@@ -409,14 +410,16 @@ impl Processor {
                 .collect()
         };
         let backoff = self.settings.execution.default_backoff;
-        indexing::update(
+        // Boxed: the index handlers' futures are large, and the processing future that awaits
+        // them waits, in a burst, far longer to write than they run.
+        Box::pin(indexing::update(
             &self.invocations.indexes,
             &self.indexers,
             event,
             &mut states,
             backoff,
             invocations,
-        )
+        ))
         .await;
         self.filler.indexed(event.listed);
         self.memory(uid, |m| m.indexing = states);
@@ -485,13 +488,15 @@ impl Processor {
         if permit.is_none() {
             return Err(Unwritten::dropped());
         }
-        match patching::apply(
+        // Boxed: an object waits for its permit far longer than it writes (a burst has every
+        // new object waiting here), and the request's future is most of a write's.
+        match Box::pin(patching::apply(
             &target,
             &mut patch,
             finalizer,
             version,
             &self.settings.networking.error_backoffs,
-        )
+        ))
         .await
         {
             Ok(written) => {
