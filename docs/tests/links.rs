@@ -284,7 +284,40 @@ fn the_checker_finds_broken_links() {
                 ```\n[in code](missing.md)\n```\n";
     let found = problems("a.md", good, &files, &pages);
     assert_eq!(found.len(), 1, "{found:?}"); // only the anchor into a.md itself
-    let bad = "[c](c.md) [b](b.md#nope) ![i](images/y.svg) [web](https://nohost) [up](../README.md)";
+    let bad =
+        "[c](c.md) [b](b.md#nope) ![i](images/y.svg) [web](https://nohost) [up](../README.md)";
     let found = problems("a.md", bad, &files, &pages);
     assert_eq!(found.len(), 5, "{found:?}");
+}
+
+#[test]
+fn the_readme_links_into_the_book_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace's root")
+        .to_path_buf();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let src = src();
+    let mut found = Vec::new();
+    for (line, target) in links(&readme) {
+        if target.starts_with("http://") || target.starts_with("https://") {
+            continue;
+        }
+        let (path, anchor) = match target.split_once('#') {
+            Some((path, anchor)) => (path, Some(anchor)),
+            None => (target.as_str(), None),
+        };
+        let file = root.join(path);
+        if !file.exists() {
+            found.push(format!("README.md:{line}: {target:?}: no such file"));
+            continue;
+        }
+        if let (Some(anchor), Some(page)) = (anchor, path.strip_prefix("docs/src/")) {
+            let text = std::fs::read_to_string(src.join(page)).expect("a page is readable");
+            if !anchors(&text).contains(anchor) {
+                found.push(format!("README.md:{line}: {target:?}: no such heading"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "broken links:\n{}", found.join("\n"));
 }
