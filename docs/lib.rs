@@ -4,7 +4,8 @@
 //! kopf-guide` compiles every Rust snippet of the book as a doctest and runs those not marked
 //! `no_run` (they talk only to kopf-testing's fake API server on 127.0.0.1). mdBook and
 //! rustdoc share the convention of hidden lines (`# `), so setup lines stay out of the book.
-//! `tests/links.rs` checks the book's links, anchors, images and table of contents.
+//! `tests/links.rs` checks the book's links, anchors, images and table of contents, and
+//! `tests/log_lines.rs` that the log lines the troubleshooting chapter quotes are in the code.
 
 macro_rules! chapters {
     ($($module:ident => $file:literal),* $(,)?) => {
