@@ -2,7 +2,8 @@
 //! line (a bold code span, `**`...`**`) is cut at its placeholders (`<...>`, `...`, quoted
 //! names, numbers), and each literal part must be in kopf-core's sources, as one string or as
 //! pieces that `format!` joins (a message made of parts). So a reworded log line in the
-//! code fails this test until the chapter follows.
+//! code fails this test until the chapter follows. Likewise, the command-line chapter names
+//! only options that `kits/cli.rs` has, and every `KOPF_RUN_*` variable it reads.
 
 use std::path::{Path, PathBuf};
 
@@ -168,4 +169,66 @@ fn the_check_finds_a_line_the_code_does_not_print() {
     assert!(!found("Default peering object is missing", source));
     let source = "format!(\"aborting the {work} {when}\"); format!(\"handler {} on {}\")";
     assert!(found("aborting the handler", source));
+}
+
+/// The words of `text` that look like long options (`--name`) or Kopf's variables
+/// (`KOPF_RUN_NAME`).
+fn options_and_variables(text: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    let chars: Vec<char> = text.chars().collect();
+    let word = |start: usize| -> String {
+        chars[start..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == '-' || **c == '_')
+            .collect()
+    };
+    for i in 0..chars.len() {
+        let boundary = i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '-');
+        if boundary && chars[i..].starts_with(&['-', '-']) {
+            let option = word(i);
+            if option.len() > 3 {
+                found.insert(option);
+            }
+        }
+        let prefix: Vec<char> = "KOPF_RUN_".chars().collect();
+        if boundary && chars[i..].starts_with(&prefix) {
+            found.insert(word(i));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_command_line_chapter_names_every_option_and_only_real_ones() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let chapter = std::fs::read_to_string(docs.join("src/cli.md")).expect("the chapter");
+    let cli = std::fs::read_to_string(docs.join("../kopf-core/src/kits/cli.rs")).expect("cli.rs");
+    // clap derives the long options from the fields' names: `service_account` is
+    // `--service-account`; explicit ones are written out.
+    let code = cli.replace('_', "-");
+    let documented = options_and_variables(&chapter);
+    let mut unknown = Vec::new();
+    for name in &documented {
+        let as_code = name.trim_start_matches("--").replace('_', "-");
+        if !code.contains(&as_code) {
+            unknown.push(name.clone());
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "the chapter names what cli.rs lacks: {unknown:?}"
+    );
+    let mut undocumented = Vec::new();
+    for variable in options_and_variables(&cli)
+        .into_iter()
+        .filter(|v| v.starts_with("KOPF_RUN_"))
+    {
+        if !documented.contains(&variable) {
+            undocumented.push(variable);
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "cli.rs reads variables the chapter does not name: {undocumented:?}"
+    );
 }
