@@ -49,5 +49,5 @@ pub(crate) async fn requests(
 
 /// All the requests per minute per replica, whatever their verb and resource.
 pub(crate) fn total(requests: &Requests) -> f64 {
-    requests.values().sum()
+    requests.values().fold(0.0, |sum, rate| sum + rate)
 }

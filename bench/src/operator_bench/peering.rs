@@ -26,8 +26,10 @@ const SETTLE: Duration = Duration::from_secs(5);
 const DEADLINE: Duration = Duration::from_secs(120);
 /// The Lease of `--lease`, in the namespace `default`.
 const LEASE: &str = "kopf-bench-leader";
-/// What the paused replicas of Kopf and kopf-rs alike log.
+/// What Kopf and kopf-rs alike log when a replica pauses in favour of a higher priority...
 const PAUSED: &str = "Pausing operations in favour of";
+/// ... and when it resumes (also at the start of a mandatory peering, which begins paused).
+const RESUMED: &str = "Resuming operations after the pause";
 
 /// How the replicas keep out of each other's way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,8 +207,8 @@ async fn peering_objects(cluster: &Cluster) -> Result<(), String> {
 }
 
 /// Waits until one replica watches the KopfExamples (it works) and, when peering, every
-/// replica has its entry in the peering object and all but the first (the highest priority)
-/// have paused in its favour; with a Lease, until one replica holds it.
+/// replica has its entry in the peering object, the first (the highest priority) has resumed
+/// and the others are paused; with a Lease, until one replica holds it.
 async fn settle(
     cluster: &Cluster,
     mode: Mode,
@@ -226,8 +228,9 @@ async fn settle(
                     .await?;
                 let status = &object["status"];
                 let entered = identities.iter().all(|id| status[id].is_object());
-                let paused = replicas.iter().skip(1).all(|r| r.tail().contains(PAUSED));
-                (entered && paused, status.clone())
+                let leads = replicas.first().is_some_and(|r| !paused(r));
+                let others = replicas.iter().skip(1).all(paused);
+                (entered && leads && others, status.clone())
             }
             Mode::Lease => {
                 let path =
@@ -251,6 +254,18 @@ async fn settle(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether a peering replica is paused, by its last word on it: `--peering` (mandatory)
+/// starts paused, and a replica that sees a higher priority at its first look stays so
+/// without a word.
+fn paused(replica: &Process) -> bool {
+    let tail = replica.tail();
+    let last = tail
+        .lines()
+        .rev()
+        .find(|line| line.contains(PAUSED) || line.contains(RESUMED));
+    last.is_none_or(|line| line.contains(PAUSED))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -305,7 +320,7 @@ fn describe(
          CRDs and the cluster-wide `ClusterKopfPeering` `default`, its replicas (`POD_ID` \
          `replica-0`, `replica-1`, ...; `kopf run -A` with the options of the mode) and, once \
          they have settled (one replica watches the KopfExamples; when peering, every replica \
-         has its entry in the peering object and all but the first have paused in its favour; \
+         has its entry in the peering object, the first has resumed and the others are paused; \
          with a Lease, one holds it) and {} s more, the server counts their requests for {rest} s \
          (two cycles of Kopf's keep-alive: every 50 to 55 s for the default 60 s lifetime); the \
          runner sends none meanwhile. `peering`: `--peering default --priority N`, N = 2 for \
