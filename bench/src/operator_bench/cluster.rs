@@ -22,6 +22,10 @@ pub(crate) const CONCURRENCY: usize = 16;
 /// The requests by verb (summed over resources), as the server counts them.
 pub(crate) type Verbs = BTreeMap<String, f64>;
 
+/// The requests by verb and resource (`plural.group`, `-` for non-resource paths), as the
+/// server counts them.
+pub(crate) type Requests = BTreeMap<(String, String), f64>;
+
 /// A fake API server in a process of its own.
 pub(crate) struct Cluster {
     process: Option<Process>,
@@ -150,18 +154,25 @@ impl Cluster {
 
     /// Requests so far, by verb, to KopfExamples and everything else alike.
     pub(crate) async fn verbs(&self) -> Result<Verbs, String> {
-        let stats = self.stats().await?;
         let mut verbs = Verbs::new();
-        if let Some(requests) = stats["requests"].as_object() {
-            for (verb, resources) in requests {
-                let total: f64 = resources
-                    .as_object()
-                    .map(|r| r.values().filter_map(Value::as_f64).sum())
-                    .unwrap_or(0.0);
-                verbs.insert(verb.clone(), total);
-            }
+        for ((verb, _), count) in self.requests().await? {
+            *verbs.entry(verb).or_default() += count;
         }
         Ok(verbs)
+    }
+
+    /// Requests so far, by verb and resource. The control API's own (`/_fake/...`, such as
+    /// these counters) are not counted by the server.
+    pub(crate) async fn requests(&self) -> Result<Requests, String> {
+        let stats = self.stats().await?;
+        let mut requests = Requests::new();
+        for (verb, resources) in stats["requests"].as_object().into_iter().flatten() {
+            for (resource, count) in resources.as_object().into_iter().flatten() {
+                let count = count.as_f64().unwrap_or(0.0);
+                requests.insert((verb.clone(), resource.clone()), count);
+            }
+        }
+        Ok(requests)
     }
 
     /// Watch requests to KopfExamples so far.

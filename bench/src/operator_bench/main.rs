@@ -4,19 +4,23 @@
 //!
 //! ```sh
 //! cargo build --release -p kopf-testing -p kopf-bench --bins
-//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10] [--out BENCHMARKS.md]
+//! target/release/operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10,11] [--out BENCHMARKS.md]
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
 //! create burst; scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
 //! shards (kopf-rs only); scenario 9 compares the operators with 100,000 objects of one
 //! resource (`--scale-objects`); scenario 10 is the fake API server alone with that many
-//! stored objects. Scenarios 8, 9 and 10 run only when asked for. Python Kopf comes from
+//! stored objects; scenario 11 is the API requests per minute that peering (or a Lease)
+//! costs each replica of kopf-rs and of Python Kopf at rest. Scenarios 8 to 11 run only when
+//! asked for. Python Kopf comes from
 //! `scripts/python-env` (a virtualenv with kopf 1.45.2).
 
+mod at_rest;
 mod cluster;
 mod observe;
 mod operators;
+mod peering;
 mod process;
 mod report;
 mod scale;
@@ -41,7 +45,7 @@ struct Options {
 }
 
 const USAGE: &str =
-    "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10]
+    "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10,11]
        [--operators kopf-rs,kopf,kube-rs] [--idle-objects N] [--update-objects N]
        [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N]
        [--scale-objects N] [--out PATH]
@@ -50,7 +54,9 @@ Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletio
 finalizers, 6 startup, 7 instruction counts (callgrind), 8 a create burst among 1, 2 and 4
 kopf-rs replicas with assigned shards, 9 scale: create burst, start and idle memory with
 --scale-objects objects of one resource, 10 the fake API server alone with --scale-objects
-stored objects (8, 9 and 10 are not run unless asked for). Defaults are small: --objects 200
+stored objects, 11 peering at rest: API requests per minute per replica of kopf-rs and Kopf
+peering, of kopf-rs with a Lease, and of both standalone, counted for 2 minutes each (8 to 11
+are not run unless asked for). Defaults are small: --objects 200
 --runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
 --instruction-objects 100 --scale-objects 100000 --out BENCHMARKS.md";
 
@@ -98,9 +104,9 @@ fn options() -> Result<Options, String> {
             "--scenarios" => {
                 options.scenarios = value
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=10).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=11).contains(n)))
                     .collect::<Option<_>>()
-                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 10, not {value:?}"))?;
+                    .ok_or_else(|| format!("--scenarios takes numbers 1 to 11, not {value:?}"))?;
             }
             "--operators" => {
                 options.operators = value
@@ -194,7 +200,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs the scenarios into the report; returns the sections of those that are not comparisons
-/// of the three operators (scenarios 8 and 10).
+/// of the three operators (scenarios 8, 10 and 11).
 async fn run_all(
     programs: &Programs,
     options: &Options,
@@ -206,6 +212,10 @@ async fn run_all(
     for &scenario in &options.scenarios {
         if scenario == 8 {
             sections.push(sharding::sharded_burst(programs, sizes.objects, options.runs).await);
+            continue;
+        }
+        if scenario == 11 {
+            sections.push(peering::peering_at_rest(programs, operators, options.runs).await);
             continue;
         }
         if scenario == 10 {

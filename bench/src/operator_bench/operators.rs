@@ -97,16 +97,42 @@ impl Programs {
         options: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Process, String> {
-        let mut command = Command::new(&self.kopf_rs);
+        self.start_replica(Kind::KopfRs, kubeconfig, mode, run, options, env)
+    }
+
+    /// Starts kopf-rs or Python Kopf serving every namespace with these more `kopf run`
+    /// options (and no others: Python Kopf without `--standalone` unless given) and
+    /// environment variables (a replica that peers).
+    pub(crate) fn start_replica(
+        &self,
+        kind: Kind,
+        kubeconfig: &Path,
+        mode: &str,
+        run: &str,
+        options: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Process, String> {
+        let mut command = match kind {
+            Kind::KopfRs => Command::new(&self.kopf_rs),
+            Kind::Kopf => {
+                let mut command = Command::new(&self.python);
+                command.args(["-m", "kopf", "run"]);
+                command
+            }
+            Kind::KubeRs | Kind::Ceiling => unreachable!("only Kopf's kinds take Kopf's options"),
+        };
+        command.arg("--all-namespaces").args(options);
+        if kind == Kind::Kopf {
+            command.arg(&self.script);
+        }
         command
-            .arg("--all-namespaces")
-            .args(options)
             .envs(env.iter().copied())
             .env("KUBECONFIG", kubeconfig)
             .env("BENCH_MODE", mode)
             .env("BENCH_RUN", run)
-            .env("RUST_LOG", "info");
-        Process::spawn(Kind::KopfRs.title(), command)
+            .env("RUST_LOG", "info")
+            .env("PYTHONUNBUFFERED", "1");
+        Process::spawn(kind.title(), command)
     }
 
     /// Starts an operator of this kind against the cluster of `kubeconfig`, with the handlers

@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::at_rest;
 use crate::cluster::Cluster;
 use crate::observe::Observer;
 use crate::operators::Programs;
@@ -137,15 +138,8 @@ async fn measure(
 async fn at_rest(cluster: &Cluster, observer: &Observer, replicas: usize) -> Result<f64, String> {
     // The burst's last writes settle first.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let total = |verbs: &crate::cluster::Verbs| verbs.values().sum::<f64>();
-    let (own_lists, own_watches) = observer.own_requests();
-    let before = total(&cluster.verbs().await?);
-    tokio::time::sleep(REST).await;
-    let after = total(&cluster.verbs().await?);
-    let (lists, watches) = observer.own_requests();
-    // The runner's own: its lists and watches, and the two reads of the counters.
-    let own = (lists - own_lists + watches - own_watches) as f64 + 1.0;
-    Ok((after - before - own) / replicas as f64 / (REST.as_secs_f64() / 60.0))
+    let requests = at_rest::requests(cluster, Some(observer), replicas, REST).await?;
+    Ok(at_rest::total(&requests))
 }
 
 /// A replica's CPU seconds so far, and the KiB received on its open TCP connections (as `ss`
