@@ -293,6 +293,9 @@ impl Elector {
 
     /// The requests of one round of `tryAcquireOrRenew`.
     async fn acquire_or_renew(&self) -> bool {
+        if self.renew_optimistically().await {
+            return true;
+        }
         let name = &self.settings.name;
         let found = match self.send(http::Method::GET, Some(name), None).await {
             Ok(lease) => lease,
@@ -344,6 +347,39 @@ impl Elector {
             }
             Err(error) => {
                 tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lock {}", self.lease());
+                false
+            }
+        }
+    }
+
+    /// client-go's fast path: a leader renews from the Lease it last wrote, with no read
+    /// first (an update a retry period, not a read and an update). The update carries that
+    /// resourceVersion, so a Lease changed meanwhile by anyone else is a conflict: then
+    /// `false`, and the round reads the Lease as any candidate does.
+    async fn renew_optimistically(&self) -> bool {
+        if !self.leading.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Some(mut lease) = lock(&self.observed).as_ref().map(|o| o.lease.clone()) else {
+            return false;
+        };
+        if leadership::holder(&lease["spec"]) != Some(self.identity.as_str()) {
+            return false;
+        }
+        lease["spec"] = leadership::taken(
+            &lease["spec"],
+            &self.identity,
+            self.settings.lease_duration,
+            OffsetDateTime::now_utc(),
+        );
+        let name = &self.settings.name;
+        match self.send(http::Method::PUT, Some(name), Some(lease)).await {
+            Ok(written) => {
+                self.observe(written);
+                true
+            }
+            Err(error) => {
+                tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lease {} optimistically, falling back to slow path", self.lease());
                 false
             }
         }

@@ -366,6 +366,74 @@ async fn a_leader_that_cannot_renew_pauses_and_leads_again_when_it_can() {
     server.stop().await;
 }
 
+/// The leader's requests to the Lease since the counters were reset, as verbs.
+fn lease_verbs(server: &kopf_testing::FakeApiServer, name: &str) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == RESOURCE && r.name.as_deref() == Some(name))
+        .map(|r| r.verb)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_renews_from_the_lease_it_wrote_and_reads_it_only_after_a_conflict() {
+    let name = "lease-optimistic";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let calls = Calls::default();
+    let leader = Running::ready(recording(
+        &server,
+        &calls,
+        settings(name, "leader", Duration::from_secs(3)),
+    ))
+    .await;
+    wait_lease(&client, name, "the lease acquired", |spec| {
+        spec["holderIdentity"] == "leader"
+    })
+    .await;
+
+    // client-go's fast path: an update each retry period, with no read before it.
+    server.reset_requests();
+    wait("four renewals", || async {
+        let verbs = lease_verbs(&server, name);
+        (verbs.iter().filter(|v| *v == "update").count() >= 4).then_some(())
+    })
+    .await;
+    let verbs = lease_verbs(&server, name);
+    assert!(
+        verbs.iter().all(|v| v == "update"),
+        "renewals only: {verbs:?}"
+    );
+
+    // Someone else changes the Lease: the next renewal conflicts, reads it, and renews.
+    let request = http::Request::patch(format!("{LEASES}/{name}"))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"metadata": {"labels": {"touched": "yes"}}})).unwrap())
+        .unwrap();
+    let _: Value = client.request(request).await.expect("the lease patched");
+    server.reset_requests();
+    wait("a read after the conflict, then renewals again", || async {
+        let verbs = lease_verbs(&server, name);
+        let read = verbs.iter().position(|v| v == "get")?;
+        (verbs[read..].iter().filter(|v| *v == "update").count() >= 2).then_some(())
+    })
+    .await;
+    let spec = lease(&client, name).await;
+    assert_eq!(spec["holderIdentity"], "leader");
+    assert_eq!(spec["leaseTransitions"], 0, "the holder never changed");
+    assert!(
+        lines_of(name)
+            .iter()
+            .all(|l| !l.contains("lost leadership")),
+        "the conflict did not cost the leadership"
+    );
+    leader.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_exit_a_leader_that_cannot_renew_stops_with_an_error() {
     let name = "lease-lost-exit";
