@@ -333,18 +333,8 @@ impl Elector {
             tracing::debug!(target: "kopf::leadership", lease = ?name, "lock is held by {} and has not yet expired", leadership::holder(spec).unwrap_or_default());
             return false;
         }
-        let mut lease = found.clone();
-        lease["spec"] = leadership::taken(
-            spec,
-            &self.identity,
-            self.settings.lease_duration,
-            OffsetDateTime::now_utc(),
-        );
-        match self.send(http::Method::PUT, Some(name), Some(lease)).await {
-            Ok(written) => {
-                self.observe(written);
-                true
-            }
+        match self.put_taken(found).await {
+            Ok(()) => true,
             Err(error) => {
                 tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lock {}", self.lease());
                 false
@@ -360,12 +350,25 @@ impl Elector {
         if !self.leading.load(Ordering::SeqCst) {
             return false;
         }
-        let Some(mut lease) = lock(&self.observed).as_ref().map(|o| o.lease.clone()) else {
+        let Some(lease) = lock(&self.observed).as_ref().map(|o| o.lease.clone()) else {
             return false;
         };
         if leadership::holder(&lease["spec"]) != Some(self.identity.as_str()) {
             return false;
         }
+        let name = &self.settings.name;
+        match self.put_taken(lease).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lease {} optimistically, falling back to slow path", self.lease());
+                false
+            }
+        }
+    }
+
+    /// Writes `lease` (as last read or written, so guarded by its resourceVersion) as held by
+    /// this candidate and renewed now; remembers what the server stored.
+    async fn put_taken(&self, mut lease: Value) -> Result<(), kube::Error> {
         lease["spec"] = leadership::taken(
             &lease["spec"],
             &self.identity,
@@ -373,16 +376,11 @@ impl Elector {
             OffsetDateTime::now_utc(),
         );
         let name = &self.settings.name;
-        match self.send(http::Method::PUT, Some(name), Some(lease)).await {
-            Ok(written) => {
-                self.observe(written);
-                true
-            }
-            Err(error) => {
-                tracing::debug!(target: "kopf::leadership", lease = ?name, %error, "failed to update lease {} optimistically, falling back to slow path", self.lease());
-                false
-            }
-        }
+        let written = self
+            .send(http::Method::PUT, Some(name), Some(lease))
+            .await?;
+        self.observe(written);
+        Ok(())
     }
 
     /// Remembers the Lease as read or written; returns for how long its `spec` has been seen

@@ -644,7 +644,7 @@ where
         .first()
         .and_then(|arg0| program(arg0))
         .unwrap_or_else(|| "operator".to_string());
-    let mut command = Cli::command().bin_name(name);
+    let mut command = Cli::command().display_name(name.clone()).bin_name(name);
     let matches = command.try_get_matches_from_mut(args)?;
     Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut command))
 }

@@ -562,3 +562,23 @@ fn shards_from_the_command_line_or_the_environment() {
         assert_eq!(error.exit_code(), 2, "{bad:?}");
     }
 }
+
+#[test]
+fn the_version_and_the_help_name_the_program() {
+    let version = parse_from(["my-operator", "--version"]).unwrap_err();
+    assert_eq!(version.kind(), clap::error::ErrorKind::DisplayVersion);
+    assert!(
+        version
+            .render()
+            .to_string()
+            .starts_with("my-operator (kopf-rs "),
+        "{}",
+        version.render()
+    );
+    let help = parse_from(["my-operator", "--help"]).unwrap_err();
+    assert!(
+        help.render().to_string().contains("Usage: my-operator"),
+        "{}",
+        help.render()
+    );
+}
