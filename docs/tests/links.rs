@@ -10,6 +10,13 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// Every file of the book, by its path under `src/`.
+fn book_files(src: &Path) -> BTreeSet<String> {
+    let mut all = BTreeSet::new();
+    files(src, "", &mut all);
+    all
+}
+
 /// Every file under `dir`, as paths relative to it with `/` separators.
 fn files(dir: &Path, prefix: &str, found: &mut BTreeSet<String>) {
     for entry in std::fs::read_dir(dir).expect("the book's folder is readable") {
@@ -205,8 +212,7 @@ fn summary_chapters(summary: &str) -> Vec<String> {
 #[test]
 fn every_link_anchor_and_image_of_the_book_resolves() {
     let src = src();
-    let mut all = BTreeSet::new();
-    files(&src, "", &mut all);
+    let all = book_files(&src);
     let mut pages = BTreeMap::new();
     let mut texts = BTreeMap::new();
     for file in all.iter().filter(|f| f.ends_with(".md")) {
@@ -226,8 +232,7 @@ fn every_chapter_is_in_the_summary_and_doctested() {
     let src = src();
     let summary = std::fs::read_to_string(src.join("SUMMARY.md")).expect("SUMMARY.md");
     let listed = summary_chapters(&summary);
-    let mut all = BTreeSet::new();
-    files(&src, "", &mut all);
+    let all = book_files(&src);
     let on_disk: BTreeSet<String> = all
         .into_iter()
         .filter(|f| f.ends_with(".md") && f != "SUMMARY.md")
@@ -247,8 +252,7 @@ fn every_chapter_is_in_the_summary_and_doctested() {
 #[test]
 fn every_image_is_used_and_is_svg_or_png() {
     let src = src();
-    let mut all = BTreeSet::new();
-    files(&src, "", &mut all);
+    let all = book_files(&src);
     let mut used = BTreeSet::new();
     for page in all.iter().filter(|f| f.ends_with(".md")) {
         let text = std::fs::read_to_string(src.join(page)).expect("a page is readable");

@@ -87,19 +87,6 @@ impl Programs {
         programs
     }
 
-    /// Starts a kopf-rs operator with more options and environment variables (a replica with
-    /// assigned shards).
-    pub(crate) fn start_kopf_rs(
-        &self,
-        kubeconfig: &Path,
-        mode: &str,
-        run: &str,
-        options: &[&str],
-        env: &[(&str, &str)],
-    ) -> Result<Process, String> {
-        self.start_replica(Kind::KopfRs, kubeconfig, mode, run, options, env)
-    }
-
     /// Starts kopf-rs or Python Kopf serving every namespace with these more `kopf run`
     /// options (and no others: Python Kopf without `--standalone` unless given) and
     /// environment variables (a replica that peers).

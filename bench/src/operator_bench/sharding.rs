@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::at_rest;
 use crate::cluster::Cluster;
 use crate::observe::Observer;
-use crate::operators::Programs;
+use crate::operators::{Kind, Programs};
 use crate::process::Process;
 use crate::scenarios::marked;
 
@@ -82,7 +82,8 @@ async fn burst(
     for r in 0..replicas {
         let shards = SHARDS.to_string();
         let identity = format!("replica-{r}");
-        operators.push(programs.start_kopf_rs(
+        operators.push(programs.start_replica(
+            Kind::KopfRs,
             &cluster.kubeconfig,
             "create",
             "1",

@@ -37,33 +37,44 @@ type Workers = Arc<Mutex<HashMap<String, Arc<Mailbox>>>>;
 /// last event, so a burst of many objects has a mailbox each.
 #[derive(Debug, Default)]
 struct Mailbox {
-    events: Mutex<Vec<Event>>,
+    inbox: Mutex<Inbox>,
     arrived: Notify,
-    /// Its worker has ended (stopped, or panicked): what is put in here is never taken.
-    closed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Inbox {
+    events: Vec<Event>,
+    /// Its worker has ended (stopped, or panicked): nothing more is put in. Under the same
+    /// lock as the events, so that an event is either counted as left at the end or refused.
+    closed: bool,
 }
 
 impl Mailbox {
     /// Puts the event in, unless the worker has ended (`Err` gives it back).
     fn put(&self, event: Event) -> Result<(), Event> {
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+        let mut inbox = lock(&self.inbox);
+        if inbox.closed {
             return Err(event);
         }
-        lock(&self.events).push(event);
+        inbox.events.push(event);
+        drop(inbox);
         self.arrived.notify_one();
         Ok(())
     }
 
     fn take(&self) -> Vec<Event> {
-        std::mem::take(&mut *lock(&self.events))
+        std::mem::take(&mut lock(&self.inbox).events)
     }
 
     fn is_empty(&self) -> bool {
-        lock(&self.events).is_empty()
+        lock(&self.inbox).events.is_empty()
     }
 
-    fn len(&self) -> usize {
-        lock(&self.events).len()
+    /// Refuses every later event; returns how many were left untaken.
+    fn close(&self) -> usize {
+        let mut inbox = lock(&self.inbox);
+        inbox.closed = true;
+        inbox.events.len()
     }
 }
 
@@ -326,10 +337,7 @@ struct Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        self.mailbox
-            .closed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let left = self.mailbox.len();
+        let left = self.mailbox.close();
         if let Some(metrics) = &self.metrics {
             metrics.workers.dec();
             metrics.queue_depth.dec_by(left as i64);
@@ -430,10 +438,7 @@ mod tests {
     fn a_mailbox_whose_worker_ended_takes_no_more_events() {
         let mailbox = Mailbox::default();
         assert!(mailbox.put(Event::Listed(object("a"))).is_ok());
-        assert_eq!(mailbox.len(), 1);
-        mailbox
-            .closed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(mailbox.close(), 1, "counted as left when the worker ended");
         // Given back, for a new worker to get: not lost in a mailbox nobody reads.
         assert!(mailbox.put(Event::Listed(object("a"))).is_err());
         assert_eq!(mailbox.take().len(), 1);
