@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
-//! create burst; scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
+//! create burst (`OPERATOR_BENCH_DUMPS=DIR` keeps its callgrind dumps there, for
+//! `callgrind_annotate`); scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
 //! shards (kopf-rs only); scenario 9 compares the operators with 100,000 objects of one
 //! resource (`--scale-objects`); scenario 10 is the fake API server alone with that many
 //! stored objects; scenario 11 is the API requests per minute that peering (or a Lease)
@@ -231,6 +232,11 @@ async fn run_all(
         }
         let runs = if scenario == 7 { 1 } else { options.runs };
         let dir = tempfile::tempdir().expect("a temporary directory");
+        // Scenario 7's callgrind dumps go to `OPERATOR_BENCH_DUMPS` when set (kept, to be
+        // read with `callgrind_annotate`), else into a temporary directory.
+        let dumps = std::env::var_os("OPERATOR_BENCH_DUMPS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| dir.path().to_path_buf());
         if scenario == 7 && sizes.instruction_objects == 0 {
             continue;
         }
@@ -260,13 +266,8 @@ async fn run_all(
                         Ok(scaled.sample)
                     }
                     _ => {
-                        scenarios::instructions(
-                            programs,
-                            kind,
-                            sizes.instruction_objects,
-                            dir.path(),
-                        )
-                        .await
+                        scenarios::instructions(programs, kind, sizes.instruction_objects, &dumps)
+                            .await
                     }
                 };
                 match &result {

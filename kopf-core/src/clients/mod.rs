@@ -5,5 +5,6 @@ pub(crate) mod auth;
 pub(crate) mod leases;
 pub(crate) mod patching;
 pub(crate) mod posting;
+pub(crate) mod reading;
 pub(crate) mod scanning;
 pub(crate) mod watching;

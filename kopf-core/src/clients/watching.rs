@@ -21,6 +21,7 @@ use rand::Rng as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::reading::{Object, Page, Unmanaged};
 use crate::configs::settings::WatchingSettings;
 use crate::structs::namespaces::ObservedNamespaces;
 use crate::structs::resources::Resource;
@@ -155,6 +156,29 @@ pub(crate) async fn watch(
     selection: Selection<'_>,
     settings: &WatchingSettings,
     token: &CancellationToken,
+    report: impl FnMut(Event),
+) -> Result<(), WatchError> {
+    if settings.strip_managed_fields {
+        watch_as::<Unmanaged>(
+            client, resource, namespace, selection, settings, token, report,
+        )
+        .await
+    } else {
+        watch_as::<Value>(
+            client, resource, namespace, selection, settings, token, report,
+        )
+        .await
+    }
+}
+
+/// As [`watch`], reading each object as `K`.
+async fn watch_as<K: Object>(
+    client: &kube::Client,
+    resource: &Resource,
+    namespace: Option<&str>,
+    selection: Selection<'_>,
+    settings: &WatchingSettings,
+    token: &CancellationToken,
     mut report: impl FnMut(Event),
 ) -> Result<(), WatchError> {
     let request = kube::core::Request::new(resource.collection_path(namespace));
@@ -182,37 +206,28 @@ pub(crate) async fn watch(
             };
             let page = tokio::select! {
                 _ = token.cancelled() => return Ok(()),
-                page = client.request::<Value>(http) => page,
+                page = client.request::<Page<K>>(http) => page,
             };
             match page {
-                Ok(mut page) => {
+                Ok(page) => {
                     failures = 0;
                     filtering = selection
                         .shard
-                        .filter(|_| page["metadata"]["shardInfo"].is_null());
+                        .filter(|_| page.metadata.shard_info.is_none());
                     if let Some(shard) = filtering.filter(|_| !told_filtering) {
                         told_filtering = true;
                         tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
                     }
-                    let items = match page["items"].take() {
-                        Value::Array(items) => items,
-                        _ => Vec::new(),
-                    };
-                    for item in items {
+                    for item in page.items.into_iter().flatten() {
+                        let item = item.into_value();
                         if filtering.is_some_and(|shard| !shard.matches(&item)) {
                             continue;
                         }
                         report(Event::Listed(Arc::new(with_type(item, resource))));
                     }
-                    resource_version = page["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    match page["metadata"]["continue"]
-                        .as_str()
-                        .filter(|c| !c.is_empty())
-                    {
-                        Some(next) => list_params.continue_token = Some(next.to_string()),
+                    resource_version = page.metadata.resource_version.unwrap_or_default();
+                    match page.metadata.next.filter(|next| !next.is_empty()) {
+                        Some(next) => list_params.continue_token = Some(next),
                         None => break,
                     }
                     if let Some(backlog) = selection.backlog {
@@ -266,7 +281,7 @@ pub(crate) async fn watch(
             };
             let stream = tokio::select! {
                 _ = token.cancelled() => return Ok(()),
-                stream = client.request_events::<Value>(http) => stream,
+                stream = client.request_events::<K>(http) => stream,
             };
             let mut stream = match stream {
                 Ok(stream) => stream.boxed(),
@@ -298,9 +313,9 @@ pub(crate) async fn watch(
                     Ok(None) => break,
                     Ok(Some(Ok(event))) => {
                         let (kind, object) = match event {
-                            WatchEvent::Added(object) => ("ADDED", object),
-                            WatchEvent::Modified(object) => ("MODIFIED", object),
-                            WatchEvent::Deleted(object) => ("DELETED", object),
+                            WatchEvent::Added(object) => ("ADDED", object.into_value()),
+                            WatchEvent::Modified(object) => ("MODIFIED", object.into_value()),
+                            WatchEvent::Deleted(object) => ("DELETED", object.into_value()),
                             WatchEvent::Bookmark(bookmark) => {
                                 failures = 0;
                                 resource_version = bookmark.metadata.resource_version;

@@ -116,6 +116,14 @@ pub struct WatchingSettings {
     /// `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`: the
     /// first entry that matches a resource applies (none by default: no sharding).
     pub shard_selectors: Vec<(Selector, String)>,
+    /// Leave `metadata.managedFields` out of the objects as they are read from lists and
+    /// watches (off by default: Kopf passes objects whole). Handlers, filters, daemons and
+    /// indexes then see the objects without it, and it is never built in memory: server-side
+    /// apply's records of field ownership (an entry per manager and operation) are often the
+    /// larger part of a small object, so this saves much of the parsing and of the memory of
+    /// each object kept (as controller-runtime's `TransformStripManagedFields`). Writes are
+    /// not affected: the server keeps the field, and admission reviews carry it.
+    pub strip_managed_fields: bool,
 }
 
 impl Default for WatchingSettings {
@@ -126,6 +134,7 @@ impl Default for WatchingSettings {
             reconnect_backoff: Duration::from_millis(100),
             list_page_size: 500,
             shard_selectors: Vec::new(),
+            strip_managed_fields: false,
         }
     }
 }

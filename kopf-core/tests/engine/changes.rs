@@ -354,3 +354,94 @@ async fn a_spec_that_does_not_fit_the_type_is_a_permanent_error_and_others_go_on
     assert_eq!(calls.all(), vec![json!(3)]);
     harness.stop().await.expect("a clean stop");
 }
+
+/// Runs an operator (its settings changed by `tweak`) on a server with one object created
+/// before it starts (listed) and one after (watched); returns, per object, whether its
+/// create and event handlers saw `metadata.managedFields`, and the objects on the server.
+async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec<Value>) {
+    let calls = Calls::default();
+    let (c1, c2) = (calls.clone(), calls.clone());
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            move |inv| {
+                let calls = c1.clone();
+                async move {
+                    let seen = !inv.meta()["managedFields"].is_null();
+                    calls.record(json!({"handler": "create", "name": inv.name(), "seen": seen}));
+                    Ok(Some(json!("done")))
+                }
+            },
+        ))
+        .with(kopf::EventHandler::on_event(
+            examples(),
+            "event_fn",
+            move |inv| {
+                let calls = c2.clone();
+                async move {
+                    let seen = !inv.body()["metadata"]["managedFields"].is_null();
+                    calls.record(json!({"handler": "event", "name": inv.name(), "seen": seen}));
+                    Ok(None)
+                }
+            },
+        ));
+    let server = server_with_crd().await;
+    let created = create(&server.client(), "listed", json!({"field": "a"})).await;
+    assert!(
+        created["metadata"]["managedFields"].is_array(),
+        "the server records field managers: {created}"
+    );
+    let mut settings = kopf_testing::test_settings();
+    tweak(&mut settings);
+    let harness =
+        OperatorHarness::start_on(server, kopf::Operator::new(registry).settings(settings)).await;
+    create(&harness.client(), "watched", json!({"field": "b"})).await;
+    let mut objects = Vec::new();
+    for name in ["listed", "watched"] {
+        objects.push(
+            wait_object(&harness, name, "the create handler's result", |o| {
+                o["status"]["create_fn"] == "done"
+            })
+            .await,
+        );
+    }
+    calls
+        .wait_until("both objects' create handlers", |all| {
+            all.iter().filter(|c| c["handler"] == "create").count() == 2
+        })
+        .await;
+    (calls.all(), objects)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripped_managed_fields_are_not_seen_by_handlers_and_stay_on_the_server() {
+    let (calls, objects) = managed_fields_seen(|s| s.watching.strip_managed_fields = true).await;
+    assert!(
+        calls.iter().all(|c| c["seen"] == false),
+        "no handler sees managedFields: {calls:?}"
+    );
+    for name in ["listed", "watched"] {
+        for handler in ["create", "event"] {
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| c["name"] == name && c["handler"] == handler),
+                "the {handler} handler ran for {name}: {calls:?}"
+            );
+        }
+    }
+    for object in &objects {
+        assert!(
+            object["metadata"]["managedFields"].is_array(),
+            "the server keeps them: {object}"
+        );
+    }
+
+    // By default, as Kopf, the objects are passed whole.
+    let (calls, _) = managed_fields_seen(|_| {}).await;
+    assert!(
+        calls.iter().all(|c| c["seen"] == true),
+        "handlers see managedFields: {calls:?}"
+    );
+}

@@ -1,0 +1,219 @@
+//! Reading the objects of lists and watch events: whole, as Kopf passes them, or without
+//! `metadata.managedFields` (`settings.watching.strip_managed_fields`).
+//!
+//! Server-side apply records which manager owns which fields in `metadata.managedFields`: an
+//! entry per manager and operation, each a tree of field names, so often the larger part of a
+//! small object. Stripped objects skip that entry while parsing (it is read past, never
+//! built), which is what makes stripping cheaper than removing it afterwards: no allocation
+//! for it, nothing to free, less to keep per object.
+
+use std::fmt;
+
+use serde::de::value::SeqAccessDeserializer;
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+/// An object as read from a list or a watch event, made the `Value` that the engine keeps.
+pub(crate) trait Object: DeserializeOwned + Clone + fmt::Debug + Send + 'static {
+    fn into_value(self) -> Value;
+}
+
+/// The object whole.
+impl Object for Value {
+    fn into_value(self) -> Value {
+        self
+    }
+}
+
+/// The object without `metadata.managedFields`; everything else as read, in its order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Unmanaged(Value);
+
+impl Object for Unmanaged {
+    fn into_value(self) -> Value {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Unmanaged {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Level::Object.deserialize(deserializer).map(Unmanaged)
+    }
+}
+
+/// One page of a list: its items, and what the next request needs.
+#[derive(Debug, Deserialize)]
+#[serde(bound = "K: Object")]
+pub(crate) struct Page<K> {
+    #[serde(default)]
+    pub(crate) metadata: PageMetadata,
+    /// `null` (as some servers send for an empty list) is no items.
+    #[serde(default)]
+    pub(crate) items: Option<Vec<K>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct PageMetadata {
+    pub(crate) resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    pub(crate) next: Option<String>,
+    /// Present (and not `null`) only from servers that applied the `shardSelector`.
+    pub(crate) shard_info: Option<IgnoredAny>,
+}
+
+/// Where in the object a value is read: the object itself (its `metadata` is read as such),
+/// its `metadata` (whose `managedFields` is skipped).
+#[derive(Debug, Clone, Copy)]
+enum Level {
+    Object,
+    Metadata,
+}
+
+impl<'de> DeserializeSeed<'de> for Level {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// Builds any JSON value as `serde_json` does; only a map's entries depend on the level.
+impl<'de> Visitor<'de> for Level {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let value = match (self, key.as_str()) {
+                (Level::Object, "metadata") => access.next_value_seed(Level::Metadata)?,
+                (Level::Metadata, "managedFields") => {
+                    access.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                _ => access.next_value::<Value>()?,
+            };
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, access: A) -> Result<Value, A::Error> {
+        Value::deserialize(SeqAccessDeserializer::new(access))
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn unmanaged(text: &str) -> Value {
+        serde_json::from_str::<Unmanaged>(text)
+            .expect("valid JSON")
+            .into_value()
+    }
+
+    #[test]
+    fn managed_fields_are_left_out_and_the_rest_kept_in_its_order() {
+        let text = r#"{"kind":"KopfExample","apiVersion":"kopf.dev/v1",
+            "metadata":{"name":"a","managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}],
+                        "uid":"u","labels":{"z":"1","a":"2"}},
+            "spec":{"managedFields":[1],"list":[1,-2,3.5,"x",null,true,{"b":[]}]},
+            "status":null}"#;
+        let stripped = unmanaged(text);
+        let mut whole: Value = serde_json::from_str(text).unwrap();
+        whole["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("managedFields");
+        assert_eq!(stripped, whole);
+        // The order of the keys is the text's, as for a whole object.
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&stripped),
+            ["kind", "apiVersion", "metadata", "spec", "status"]
+        );
+        assert_eq!(keys(&stripped["metadata"]), ["name", "uid", "labels"]);
+        assert_eq!(keys(&stripped["metadata"]["labels"]), ["z", "a"]);
+        // Only the object's own metadata loses the key: a field of that name elsewhere stays.
+        assert_eq!(stripped["spec"]["managedFields"], json!([1]));
+        assert_eq!(
+            serde_json::to_string(&stripped).unwrap(),
+            serde_json::to_string(&whole).unwrap()
+        );
+    }
+
+    #[test]
+    fn odd_objects_are_read_as_they_are() {
+        assert_eq!(unmanaged(r#"{"metadata":null}"#), json!({"metadata": null}));
+        assert_eq!(
+            unmanaged(r#"{"metadata":[{"managedFields":1}]}"#),
+            json!({"metadata": [{"managedFields": 1}]})
+        );
+        assert_eq!(unmanaged(r#"{"metadata":"x"}"#)["metadata"], json!("x"));
+        assert_eq!(unmanaged("[1,2]"), json!([1, 2]));
+        assert!(serde_json::from_str::<Unmanaged>(r#"{"metadata":{"managedFields":[}}"#).is_err());
+    }
+
+    #[test]
+    fn pages_tell_their_version_continuation_and_shard_info() {
+        let page: Page<Unmanaged> = serde_json::from_str(
+            r#"{"metadata":{"resourceVersion":"7","continue":"next","shardInfo":{"selector":"s"}},
+                "items":[{"metadata":{"name":"a","managedFields":[]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(page.metadata.next.as_deref(), Some("next"));
+        assert!(page.metadata.shard_info.is_some());
+        let items: Vec<Value> = page
+            .items
+            .unwrap()
+            .into_iter()
+            .map(Object::into_value)
+            .collect();
+        assert_eq!(items, [json!({"metadata": {"name": "a"}})]);
+        let empty: Page<Value> =
+            serde_json::from_str(r#"{"metadata":{"shardInfo":null},"items":null}"#).unwrap();
+        assert!(empty.metadata.shard_info.is_none() && empty.items.is_none());
+        assert!(empty.metadata.resource_version.is_none());
+    }
+}
