@@ -411,6 +411,7 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
             all.iter().filter(|c| c["handler"] == "create").count() == 2
         })
         .await;
+    harness.stop().await.expect("a clean stop");
     (calls.all(), objects)
 }
 
