@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use kube::api::{Patch as KubePatch, PatchParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -26,8 +25,38 @@ pub(crate) struct Target<'a> {
 impl Target<'_> {
     /// Requests for the object's collection (its namespace's, for a namespaced resource).
     fn requests(&self) -> kube::core::Request {
-        let namespace = self.namespace.filter(|_| self.resource.namespaced);
-        kube::core::Request::new(self.resource.collection_path(namespace))
+        kube::core::Request::new(self.resource.collection_path(self.namespace))
+    }
+
+    /// The object's URL path, or its subresource's.
+    fn path(&self, subresource: Option<&str>) -> String {
+        let mut path = self.resource.collection_path(self.namespace);
+        path.push('/');
+        path.push_str(self.name);
+        if let Some(subresource) = subresource {
+            path.push('/');
+            path.push_str(subresource);
+        }
+        path
+    }
+
+    /// A JSON merge patch of the object (or of its subresource), as kube-rs builds one with
+    /// default parameters, built directly: every write sends one or two.
+    fn merge_patch(
+        &self,
+        subresource: Option<&str>,
+        merge: &Value,
+    ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error> {
+        use kube::core::request::Error;
+        if self.name.is_empty() {
+            return Err(Error::Validation("A non-empty name is required".into()));
+        }
+        let body = serde_json::to_vec(merge).map_err(Error::SerializeBody)?;
+        http::Request::patch(self.path(subresource))
+            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+            .body(body)
+            .map_err(Error::BuildRequest)
     }
 }
 
@@ -92,7 +121,6 @@ pub(crate) async fn apply(
     backoffs: &[Duration],
 ) -> Result<Written, kube::Error> {
     let requests = target.requests();
-    let params = PatchParams::default();
     let mut written = Written::default();
     let mut finalizer = finalizer;
     // A finalizer leaving (the deletion handlers are done, or no handler needs it) goes
@@ -125,8 +153,7 @@ pub(crate) async fn apply(
         && let Some(status) = patch.take_status()
     {
         let merge = json!({ "status": status });
-        let request =
-            requests.patch_subresource("status", target.name, &params, &KubePatch::Merge(&merge));
+        let request = target.merge_patch(Some("status"), &merge);
         match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
             Ok(Some(object)) => {
                 written.pruned = pruned(&status, &object.status);
@@ -181,7 +208,7 @@ pub(crate) async fn apply(
     }
     if let Some(merge) = patch.take_merge() {
         let body = Value::Object(merge);
-        let request = requests.patch(target.name, &params, &KubePatch::Merge(&body));
+        let request = target.merge_patch(None, &body);
         let sent = retried(backoffs, target.stop, || send(target, request.as_ref())).await;
         match sent {
             Ok(Some(object)) => {
@@ -258,11 +285,7 @@ async fn guarded(
         vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
     guarded.extend(operations.iter().cloned());
     let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
-    let url = format!(
-        "{}/{}",
-        target.resource.collection_path(target.namespace),
-        target.name
-    );
+    let url = target.path(None);
     retried(backoffs, target.stop, || {
         let request = http::Request::patch(url.as_str())
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
@@ -356,5 +379,57 @@ mod tests {
         let stored = json!({"kept": 1});
         assert_eq!(pruned(&sent, &stored), ["create_fn"]);
         assert!(pruned(&sent, &json!({"create_fn": {}, "kept": 1})).is_empty());
+    }
+
+    /// The merge patches built here are those that kube-rs builds with default parameters.
+    #[tokio::test]
+    async fn merge_patches_are_kube_rs_ones() {
+        let service = crate::clients::auth::tower_service_fn(|_| async {
+            Err::<http::Response<kube::client::Body>, _>("no API server in this test".into())
+        });
+        let client = kube::Client::new(service, "default");
+        let resource = Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            status_subresource: true,
+            ..Resource::default()
+        };
+        let stop = CancellationToken::new();
+        let target = Target {
+            client: &client,
+            resource: &resource,
+            namespace: Some("ns"),
+            name: "one",
+            stop: &stop,
+        };
+        let merge = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"x": [1, null]}});
+        let params = kube::api::PatchParams::default();
+        let patch = kube::api::Patch::Merge(&merge);
+        let requests = target.requests();
+        let expected = [
+            (None, requests.patch("one", &params, &patch).unwrap()),
+            (
+                Some("status"),
+                requests
+                    .patch_subresource("status", "one", &params, &patch)
+                    .unwrap(),
+            ),
+        ];
+        for (subresource, expected) in expected {
+            let built = target.merge_patch(subresource, &merge).unwrap();
+            assert_eq!(built.method(), expected.method());
+            assert_eq!(built.uri().path(), expected.uri().path(), "{subresource:?}");
+            assert_eq!(
+                built.uri().query().unwrap_or(""),
+                expected.uri().query().unwrap_or("")
+            );
+            assert_eq!(built.headers(), expected.headers());
+            assert_eq!(built.body(), expected.body());
+        }
+        let nameless = Target { name: "", ..target };
+        assert!(nameless.merge_patch(None, &merge).is_err());
     }
 }

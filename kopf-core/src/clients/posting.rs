@@ -37,7 +37,7 @@
 //! 3. Events about core `v1` Events are never posted (each would beget another).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -63,7 +63,7 @@ const CUT_MESSAGE_INFIX: &str = "...";
 #[derive(Debug)]
 pub(crate) struct Queued {
     /// `involvedObject`, without the namespace of cluster-scoped objects (the poster knows it).
-    reference: Arc<Map<String, Value>>,
+    subject: Arc<Subject>,
     kind: String,
     reason: String,
     message: String,
@@ -110,27 +110,43 @@ impl Poster {
 
     /// Events about an object of this resource.
     pub(crate) fn events(&self, body: &Value, resource: &Resource) -> Events {
+        let subject = if self.sender.is_some() {
+            Subject::built(reference(body, Some(resource)))
+        } else {
+            // Nothing is ever posted: no reference is needed.
+            Subject::built(Map::new())
+        };
         Events {
             poster: self.clone(),
-            reference: Arc::new(reference(body, Some(resource))),
+            subject: Arc::new(subject),
         }
     }
 
-    fn enqueue(
-        &self,
-        reference: &Arc<Map<String, Value>>,
-        kind: &str,
-        reason: &str,
-        message: String,
-    ) {
+    /// Events about an object of this resource, whose reference is built from the body only
+    /// when first needed: most handlers post nothing.
+    pub(crate) fn events_of(&self, body: &Arc<Value>, resource: &Arc<Resource>) -> Events {
+        if self.sender.is_none() {
+            return self.events(body, resource);
+        }
+        Events {
+            poster: self.clone(),
+            subject: Arc::new(Subject {
+                reference: OnceLock::new(),
+                source: Some((body.clone(), resource.clone())),
+            }),
+        }
+    }
+
+    fn enqueue(&self, subject: &Arc<Subject>, kind: &str, reason: &str, message: String) {
         let Some(sender) = &self.sender else { return };
+        let reference = subject.reference();
         if reference.get("apiVersion").and_then(Value::as_str) == Some("v1")
             && reference.get("kind").and_then(Value::as_str) == Some("Event")
         {
             return;
         }
         let queued = Queued {
-            reference: reference.clone(),
+            subject: subject.clone(),
             kind: kind.to_string(),
             reason: reason.to_string(),
             message,
@@ -149,6 +165,35 @@ impl Poster {
     fn passes(&self, level: Level) -> bool {
         // `tracing` orders levels by verbosity: ERROR < WARN < INFO < DEBUG < TRACE.
         self.settings.enabled && level <= self.settings.level
+    }
+}
+
+/// The object that events are about: Kopf's object reference, built from its body at once,
+/// or when first needed (it then keeps the body and resource until the events are dropped).
+pub(crate) struct Subject {
+    reference: OnceLock<Map<String, Value>>,
+    source: Option<(Arc<Value>, Arc<Resource>)>,
+}
+
+impl Subject {
+    fn built(reference: Map<String, Value>) -> Subject {
+        Subject {
+            reference: OnceLock::from(reference),
+            source: None,
+        }
+    }
+
+    fn reference(&self) -> &Map<String, Value> {
+        self.reference.get_or_init(|| match &self.source {
+            Some((body, resource)) => reference(body, Some(resource)),
+            None => Map::new(),
+        })
+    }
+}
+
+impl fmt::Debug for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.reference().fmt(f)
     }
 }
 
@@ -209,7 +254,7 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 #[derive(Clone)]
 pub struct Events {
     poster: Poster,
-    reference: Arc<Map<String, Value>>,
+    subject: Arc<Subject>,
 }
 
 impl Events {
@@ -263,17 +308,17 @@ impl Events {
         // The handler's own object, maybe without apiVersion and kind (as list items of
         // built-in resources come): referred to as its resource says.
         let uid = reference.get("uid");
-        if uid.is_some() && uid == self.reference.get("uid") {
+        if uid.is_some() && uid == self.subject.reference().get("uid") {
             return self.clone();
         }
         Events {
             poster: self.poster.clone(),
-            reference: Arc::new(reference),
+            subject: Arc::new(Subject::built(reference)),
         }
     }
 
     fn post(&self, kind: &str, reason: &str, message: String) {
-        self.poster.enqueue(&self.reference, kind, reason, message);
+        self.poster.enqueue(&self.subject, kind, reason, message);
     }
 
     /// Posts a log record if the settings ask for it (`loggers` and the level).
@@ -293,7 +338,7 @@ impl Events {
 impl fmt::Debug for Events {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Events")
-            .field("object", &self.reference)
+            .field("object", &self.subject)
             .field("enabled", &self.poster.sender.is_some())
             .finish()
     }
@@ -400,7 +445,8 @@ async fn post(
 
 async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Queued) {
     let namespace = queued
-        .reference
+        .subject
+        .reference()
         .get("namespace")
         .and_then(Value::as_str)
         .unwrap_or_else(|| client.default_namespace())
@@ -430,7 +476,7 @@ fn event_body(
     namespace: &str,
     now: time::OffsetDateTime,
 ) -> Value {
-    let mut involved = (*queued.reference).clone();
+    let mut involved = queued.subject.reference().clone();
     involved.insert("namespace".into(), namespace.into());
     let now = crate::configs::storage::timestamps::format_iso8601(now);
     json!({
@@ -484,7 +530,7 @@ pub(crate) fn test_poster(level: Level) -> (Poster, mpsc::Receiver<Queued>) {
 #[cfg(test)]
 pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
     std::iter::from_fn(|| receiver.try_recv().ok())
-        .map(|q| json!({"object": *q.reference, "type": q.kind, "reason": q.reason, "message": q.message}))
+        .map(|q| json!({"object": q.subject.reference(), "type": q.kind, "reason": q.reason, "message": q.message}))
         .collect()
 }
 
@@ -529,10 +575,10 @@ mod tests {
     #[test]
     fn an_event_has_kopfs_shape() {
         let queued = Queued {
-            reference: Arc::new(reference(
+            subject: Arc::new(Subject::built(reference(
                 &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}}),
                 None,
-            )),
+            ))),
             kind: "Normal".into(),
             reason: "Logging".into(),
             message: "hello".into(),

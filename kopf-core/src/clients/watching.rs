@@ -377,11 +377,14 @@ fn sharded(
 
 /// Objects in lists come without `apiVersion` and `kind` from some servers; handlers expect them.
 fn with_type(mut object: Value, resource: &Resource) -> Value {
+    // Looked up first: most objects have both, and `entry` would copy each key to look.
     if let Some(map) = object.as_object_mut() {
-        map.entry("apiVersion")
-            .or_insert_with(|| resource.api_version().into());
-        map.entry("kind")
-            .or_insert_with(|| resource.kind.clone().into());
+        if !map.contains_key("apiVersion") {
+            map.insert("apiVersion".into(), resource.api_version().into());
+        }
+        if !map.contains_key("kind") {
+            map.insert("kind".into(), resource.kind.clone().into());
+        }
     }
     object
 }
@@ -405,6 +408,17 @@ async fn pause(token: &CancellationToken, delay: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_get_the_resources_api_version_and_kind_only_where_they_lack_them() {
+        let resource = examples();
+        let bare = with_type(serde_json::json!({"metadata": {"name": "a"}}), &resource);
+        assert_eq!(bare["apiVersion"], "kopf.dev/v1");
+        assert_eq!(bare["kind"], "KopfExample");
+        let typed = serde_json::json!({"apiVersion": "other/v2", "kind": "Other", "metadata": {}});
+        assert_eq!(with_type(typed.clone(), &resource), typed);
+        assert_eq!(with_type(Value::Null, &resource), Value::Null);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_listing_waits_for_its_backlog_to_come_down_to_a_page() {

@@ -42,7 +42,7 @@ impl Invocations {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
-        let events = self.poster.events(&body, &self.resource);
+        let events = self.poster.events_of(&body, &self.resource);
         Invocation {
             body,
             resource: self.resource.clone(),

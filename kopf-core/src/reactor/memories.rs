@@ -55,7 +55,13 @@ pub(crate) struct Memories(Mutex<HashMap<String, Memory>>);
 impl Memories {
     /// Calls `f` with the object's memory (an empty one on first sight).
     pub(crate) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> T {
-        f(lock(&self.0).entry(uid.to_string()).or_default())
+        let mut all = lock(&self.0);
+        // Looked up by reference first: the uid is copied only for an object seen the first
+        // time (this runs several times per event).
+        if let Some(memory) = all.get_mut(uid) {
+            return f(memory);
+        }
+        f(all.entry(uid.to_owned()).or_default())
     }
 
     /// Calls `f` with every object's memory, keeping what it returns.

@@ -931,7 +931,7 @@ impl Processor {
                     tracing::info_span!(target: "kopf::handler", "object", object.name = body["metadata"]["name"].as_str(), object.namespace = body["metadata"]["namespace"].as_str(), reason = %reason),
                     self.invocations
                         .poster
-                        .events(body, &self.invocations.resource),
+                        .events_of(body, &self.invocations.resource),
                 );
                 logger.info(format_args!(
                     "{} is processed: {succeeded} succeeded; {failed} failed.",

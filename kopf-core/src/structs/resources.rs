@@ -341,17 +341,29 @@ impl Resource {
 
     /// The URL path of a resource's collection.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
-        let base = if self.group.is_empty() {
-            format!("/api/{}", self.version)
+        // Built in one buffer: every write asks for it.
+        let namespace = namespace.filter(|_| self.namespaced);
+        let mut path = String::with_capacity(
+            24 + self.group.len()
+                + self.version.len()
+                + self.plural.len()
+                + namespace.map_or(0, str::len),
+        );
+        if self.group.is_empty() {
+            path.push_str("/api/");
         } else {
-            format!("/apis/{}/{}", self.group, self.version)
-        };
-        match namespace {
-            Some(namespace) if self.namespaced => {
-                format!("{base}/namespaces/{namespace}/{}", self.plural)
-            }
-            _ => format!("{base}/{}", self.plural),
+            path.push_str("/apis/");
+            path.push_str(&self.group);
+            path.push('/');
         }
+        path.push_str(&self.version);
+        if let Some(namespace) = namespace {
+            path.push_str("/namespaces/");
+            path.push_str(namespace);
+        }
+        path.push('/');
+        path.push_str(&self.plural);
+        path
     }
 
     /// `group/version`, or `version` for the core group.
@@ -600,6 +612,26 @@ mod tests {
         assert_eq!(
             resource.collection_path(None),
             "/apis/kopf.dev/v1/kopfexamples"
+        );
+        let cluster_scoped = Resource {
+            namespaced: false,
+            ..resource
+        };
+        assert_eq!(
+            cluster_scoped.collection_path(Some("ns")),
+            "/apis/kopf.dev/v1/kopfexamples"
+        );
+        let core = Resource {
+            group: String::new(),
+            version: "v1".into(),
+            plural: "pods".into(),
+            kind: "Pod".into(),
+            namespaced: true,
+            ..Resource::default()
+        };
+        assert_eq!(
+            core.collection_path(Some("default")),
+            "/api/v1/namespaces/default/pods"
         );
     }
 }

@@ -10,6 +10,7 @@
 //! Kopf: `kopf/_cogs/configs/diffbase.py` (`DiffBaseStorage.build` and its storages).
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -131,7 +132,7 @@ impl AnnotationsDiffBaseStorage {
         }
     }
 
-    fn annotation_keys(&self, body: &Value) -> Vec<String> {
+    fn annotation_keys(&self, body: &Value) -> Arc<[String]> {
         keys::make_keys(&self.prefix, self.v1, &self.key, body)
     }
 }
@@ -165,7 +166,7 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
     fn store(&self, body: &Value, essence: &Value, patch: &mut Value) {
         // The newline keeps kubectl from wrapping the value, as for its own annotation.
         let encoded = pyjson::dumps(essence) + "\n";
-        for full_key in self.annotation_keys(body) {
+        for full_key in &*self.annotation_keys(body) {
             let path = ["metadata", "annotations", full_key.as_str()];
             fields::ensure(patch, &path, Value::String(encoded.clone()));
         }

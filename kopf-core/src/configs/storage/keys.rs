@@ -30,7 +30,7 @@
 //! `StorageKeyMarkingConvention`, `CollisionEvadingConvention`).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine as _;
 use base64::alphabet::Alphabet;
@@ -124,23 +124,31 @@ pub(crate) fn make_v2_key(prefix: &str, key: &str) -> String {
 /// The keys of an id depend only on the prefix, the id and whether the object is a
 /// Deployment's ReplicaSet; they are asked for several times per object and cycle, so they
 /// are remembered (a handful per operator: one per handler id).
-pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Vec<String> {
-    type Cache = HashMap<(String, bool, String, bool), Vec<String>>;
+pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Arc<[String]> {
+    /// By id, then by what else the keys depend on: looked up without copying anything.
+    type Cache = HashMap<String, Vec<(String, bool, bool, Arc<[String]>)>>;
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     /// Enough for every handler of many operators; past it, the cache starts afresh.
     const CAPACITY: usize = 4096;
     let marked = is_deployment_replicaset(body);
     let cache = CACHE.get_or_init(Mutex::default);
-    let lookup = (prefix.to_owned(), v1, key.to_owned(), marked);
-    if let Some(keys) = crate::helpers::sync::lock(cache).get(&lookup) {
+    let same = |(p, v, m, _): &&(String, bool, bool, Arc<[String]>)| {
+        p == prefix && *v == v1 && *m == marked
+    };
+    if let Some(variants) = crate::helpers::sync::lock(cache).get(key)
+        && let Some((.., keys)) = variants.iter().find(same)
+    {
         return keys.clone();
     }
-    let keys = compute_keys(prefix, v1, key, marked);
+    let keys: Arc<[String]> = compute_keys(prefix, v1, key, marked).into();
     let mut cache = crate::helpers::sync::lock(cache);
     if cache.len() >= CAPACITY {
         cache.clear();
     }
-    cache.insert(lookup, keys.clone());
+    let variants = cache.entry(key.to_owned()).or_default();
+    if !variants.iter().any(|variant| same(&variant)) {
+        variants.push((prefix.to_owned(), v1, marked, keys.clone()));
+    }
     keys
 }
 
@@ -374,13 +382,13 @@ mod tests {
     #[test]
     fn keys_deduplicated_when_equal() {
         let keys = make_keys("kopf.zalando.org", true, "...", &json!({}));
-        assert_eq!(keys, vec!["kopf.zalando.org/...".to_owned()]);
+        assert_eq!(*keys, ["kopf.zalando.org/...".to_owned()]);
     }
 
     #[test]
     fn keys_v2_only_without_v1() {
         let keys = make_keys("kopf.zalando.org", false, &".".repeat(64), &json!({}));
-        assert_eq!(keys, vec![make_v2_key("kopf.zalando.org", &".".repeat(64))]);
+        assert_eq!(*keys, [make_v2_key("kopf.zalando.org", &".".repeat(64))]);
     }
 
     #[test]
@@ -393,9 +401,23 @@ mod tests {
         for (kind, owner, expected) in cases {
             let body = json!({"kind": kind, "metadata": {"ownerReferences": [{"kind": owner}]}});
             assert_eq!(
-                make_keys("kopf.dev", true, "xyz", &body),
-                vec![expected.to_owned()]
+                *make_keys("kopf.dev", true, "xyz", &body),
+                [expected.to_owned()]
             );
+        }
+    }
+
+    #[test]
+    fn remembered_keys_are_those_of_the_prefix_and_versions_asked_for() {
+        let long = "x".repeat(64);
+        for _ in 0..2 {
+            // The second round is answered from what the first remembered.
+            let both = make_keys("one.example.com", true, &long, &json!({}));
+            let v2 = make_keys("one.example.com", false, &long, &json!({}));
+            let other = make_keys("two.example.com", false, &long, &json!({}));
+            assert_eq!(both.len(), 2);
+            assert_eq!(*v2, [make_v2_key("one.example.com", &long)]);
+            assert_eq!(*other, [make_v2_key("two.example.com", &long)]);
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -274,7 +275,7 @@ impl AnnotationsProgressStorage {
         }
     }
 
-    fn annotation_keys(&self, key: &str, body: &Value) -> Vec<String> {
+    fn annotation_keys(&self, key: &str, body: &Value) -> Arc<[String]> {
         keys::make_keys(&self.prefix, self.v1, key, body)
     }
 }
@@ -307,7 +308,7 @@ impl ProgressStorage for AnnotationsProgressStorage {
             record.to_value()
         };
         let encoded = pyjson::dumps(&decoded);
-        for full_key in self.annotation_keys(key.as_str(), body) {
+        for full_key in &*self.annotation_keys(key.as_str(), body) {
             let path = ["metadata", "annotations", full_key.as_str()];
             fields::ensure(patch, &path, Value::String(encoded.clone()));
         }
@@ -315,13 +316,13 @@ impl ProgressStorage for AnnotationsProgressStorage {
     }
 
     fn purge(&self, key: &HandlerId, body: &Value, patch: &mut Value) {
-        for full_key in self.annotation_keys(key.as_str(), body) {
+        for full_key in &*self.annotation_keys(key.as_str(), body) {
             purge_field(body, patch, &["metadata", "annotations", full_key.as_str()]);
         }
     }
 
     fn touch(&self, body: &Value, patch: &mut Value, value: Option<&str>) {
-        for full_key in self.annotation_keys(&self.touch_key, body) {
+        for full_key in &*self.annotation_keys(&self.touch_key, body) {
             let path = ["metadata", "annotations", full_key.as_str()];
             if touch_field(body, patch, &path, value) {
                 keys::store_marker(&self.prefix, body, patch);
