@@ -155,14 +155,7 @@ mod tests {
     /// listed without apiVersion and kind.
     fn handler(level: Level) -> (Current, mpsc::Receiver<Queued>) {
         let (poster, receiver) = test_poster(level);
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            ..Resource::default()
-        };
+        let resource = Resource::kopf_examples();
         let body = Arc::new(json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}}));
         let current = Current {
             events: poster.events(&body, &resource),

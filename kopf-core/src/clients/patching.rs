@@ -388,15 +388,7 @@ mod tests {
             Err::<http::Response<kube::client::Body>, _>("no API server in this test".into())
         });
         let client = kube::Client::new(service, "default");
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            status_subresource: true,
-            ..Resource::default()
-        };
+        let resource = Resource::kopf_examples();
         let stop = CancellationToken::new();
         let target = Target {
             client: &client,

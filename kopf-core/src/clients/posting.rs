@@ -556,13 +556,8 @@ mod tests {
     #[test]
     fn references_keep_what_is_present_in_kopf_order() {
         let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
             namespaced: false,
-            status_subresource: true,
-            ..Resource::default()
+            ..Resource::kopf_examples()
         };
         let body = json!({"metadata": {"name": "n", "uid": "u"}});
         let reference = Value::Object(reference(&body, Some(&resource)));

@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn objects_get_the_resources_api_version_and_kind_only_where_they_lack_them() {
-        let resource = examples();
+        let resource = Resource::kopf_examples();
         let bare = with_type(serde_json::json!({"metadata": {"name": "a"}}), &resource);
         assert_eq!(bare["apiVersion"], "kopf.dev/v1");
         assert_eq!(bare["kind"], "KopfExample");
@@ -459,18 +459,6 @@ mod tests {
         assert_eq!(started.elapsed(), BACKLOG_STALL);
     }
 
-    /// Kopf's classic `kopfexamples.kopf.dev/v1`.
-    fn examples() -> Resource {
-        Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            ..Resource::default()
-        }
-    }
-
     #[test]
     fn backoff_grows_and_is_capped() {
         let base = Duration::from_millis(100);
@@ -512,7 +500,7 @@ mod tests {
             },
         );
         let client = kube::Client::new(service, "default");
-        let resource = examples();
+        let resource = Resource::kopf_examples();
         let settings = WatchingSettings::default();
         let token = CancellationToken::new();
         let everything = Selection::default();
@@ -573,7 +561,7 @@ mod tests {
                 },
             );
             let client = kube::Client::new(service, "default");
-            let resource = examples();
+            let resource = Resource::kopf_examples();
             let settings = WatchingSettings::default();
             let token = CancellationToken::new();
             let (mut listed, mut changed) = (BTreeSet::new(), BTreeSet::new());

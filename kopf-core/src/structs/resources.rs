@@ -316,6 +316,21 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Kopf's example resource, `kopfexamples.kopf.dev/v1` (namespaced, with a `/status`
+    /// subresource), for tests.
+    #[cfg(test)]
+    pub(crate) fn kopf_examples() -> Resource {
+        Resource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            status_subresource: true,
+            ..Resource::default()
+        }
+    }
+
     /// The core `namespaces` resource.
     pub(crate) fn namespaces() -> Resource {
         Resource {
@@ -596,15 +611,7 @@ mod tests {
 
     #[test]
     fn paths() {
-        let resource = Resource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            status_subresource: true,
-            ..Resource::default()
-        };
+        let resource = Resource::kopf_examples();
         assert_eq!(
             resource.collection_path(Some("ns")),
             "/apis/kopf.dev/v1/namespaces/ns/kopfexamples"
