@@ -125,16 +125,16 @@ pub(crate) fn make_v2_key(prefix: &str, key: &str) -> String {
 /// Deployment's ReplicaSet; they are asked for several times per object and cycle, so they
 /// are remembered (a handful per operator: one per handler id).
 pub(crate) fn make_keys(prefix: &str, v1: bool, key: &str, body: &Value) -> Arc<[String]> {
+    /// The keys for one prefix, `v1` and `marked`.
+    type Variant = (String, bool, bool, Arc<[String]>);
     /// By id, then by what else the keys depend on: looked up without copying anything.
-    type Cache = HashMap<String, Vec<(String, bool, bool, Arc<[String]>)>>;
+    type Cache = HashMap<String, Vec<Variant>>;
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     /// Enough for every handler of many operators; past it, the cache starts afresh.
     const CAPACITY: usize = 4096;
     let marked = is_deployment_replicaset(body);
     let cache = CACHE.get_or_init(Mutex::default);
-    let same = |(p, v, m, _): &&(String, bool, bool, Arc<[String]>)| {
-        p == prefix && *v == v1 && *m == marked
-    };
+    let same = |(p, v, m, _): &&Variant| p == prefix && *v == v1 && *m == marked;
     if let Some(variants) = crate::helpers::sync::lock(cache).get(key)
         && let Some((.., keys)) = variants.iter().find(same)
     {
