@@ -354,7 +354,8 @@ impl Resource {
         }
     }
 
-    /// The URL path of a resource's collection.
+    /// The URL path of a resource's collection: in `namespace` for a namespaced resource
+    /// (all namespaces' when `None`); a cluster-scoped resource's ignores it.
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         // Built in one buffer: every write asks for it.
         let namespace = namespace.filter(|_| self.namespaced);
