@@ -18,11 +18,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 
 use crate::aiokits::threads::Threads;
@@ -151,6 +153,33 @@ struct Shared {
     outcomes: OnceLock<crate::structs::outcomes::Outcomes>,
 }
 
+pin_project_lite::pin_project! {
+    /// A task of the tree: its future, dropped unpolled once the abort token has fired.
+    ///
+    /// A struct rather than an `async` block around `select!`: such a block keeps the future
+    /// twice (as its captured variable and inside the `select!`), and a task lives as long as
+    /// its future is big (an object's worker rests in one).
+    struct Abortable<F> {
+        #[pin]
+        abort: WaitForCancellationFutureOwned,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Abortable<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        // The abort first: once it fired, the future is not polled again.
+        if this.abort.poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        this.future.poll(cx)
+    }
+}
+
 impl Tasks {
     /// The root of a new tree, with a pool of at most `max_threads` threads for blocking work.
     pub(crate) fn root(max_threads: usize) -> Tasks {
@@ -221,13 +250,9 @@ impl Tasks {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let abort = self.abort.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                biased;
-                _ = abort.cancelled() => {}
-                _ = future => {}
-            }
+        self.tracker.spawn(Abortable {
+            abort: self.abort.clone().cancelled_owned(),
+            future,
         });
     }
 
