@@ -295,6 +295,9 @@ struct Rests {
     added: Notify,
 }
 
+/// How late the reaper may forget a mailbox after its idle timeout.
+const REAPING_SLACK: Duration = Duration::from_millis(100);
+
 /// Forgets the mailboxes that rested for the idle timeout (their workers "idle out"), until
 /// the queue stops.
 async fn reap(
@@ -311,16 +314,22 @@ async fn reap(
                 _ = token.cancelled() => return,
                 _ = rests.added.notified() => continue,
             },
+            // A little late, so that one wake-up ends the rests of a burst's many objects.
             Some(due) => tokio::select! {
                 _ = token.cancelled() => return,
-                _ = tokio::time::sleep_until(due) => {}
+                _ = tokio::time::sleep_until(due + REAPING_SLACK) => {}
             },
         }
         let now = Instant::now();
         let due: Vec<String> = {
             let mut all = lock(&rests.due);
             let count = all.iter().take_while(|(due, _)| *due <= now).count();
-            all.drain(..count).map(|(_, uid)| uid).collect()
+            let due = all.drain(..count).map(|(_, uid)| uid).collect();
+            let left = all.len();
+            if left < all.capacity() / 4 {
+                all.shrink_to(left * 2);
+            }
+            due
         };
         let mut workers = lock(&workers);
         for uid in due {
@@ -333,6 +342,12 @@ async fn reap(
                     metrics.workers.dec();
                 }
             }
+        }
+        // After a burst, the room for its objects goes back to the allocator as they idle out
+        // (so does the room of its rests, above).
+        let left = workers.len();
+        if left < workers.capacity() / 4 {
+            workers.shrink_to(left * 2);
         }
     }
 }
