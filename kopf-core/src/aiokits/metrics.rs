@@ -10,7 +10,7 @@
 //! | `kopf_handler_duration_seconds` | histogram | `handler` | how long attempts took |
 //! | `kopf_watch_events_total` | counter | `resource`, `type` | objects received for per-object processing: `LISTED` (a listing's items), `ADDED`, `MODIFIED`, `DELETED` |
 //! | `kopf_watch_starts_total` | counter | `resource` | watch streams opened: the first of each watcher and every reconnect |
-//! | `kopf_workers` | gauge | `resource` | per-object workers alive |
+//! | `kopf_workers` | gauge | `resource` | per-object workers alive (one at rest counts until its idle timeout ends it) |
 //! | `kopf_queue_depth` | gauge | `resource` | events waiting for their object's worker |
 //! | `kopf_api_requests_total` | counter | `verb`, `code` | requests to the API server by Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`) and HTTP status code (`error` when no response came) |
 //!
@@ -251,7 +251,7 @@ pub(crate) struct ResourceMetrics {
     added: Counter,
     modified: Counter,
     deleted: Counter,
-    /// Per-object workers alive.
+    /// Per-object workers alive, at rest or not (until their idle timeout ends them).
     pub(crate) workers: Gauge,
     /// Events waiting for their worker.
     pub(crate) queue_depth: Gauge,

@@ -166,7 +166,8 @@ impl Default for ScanningSettings {
 pub struct QueueingSettings {
     /// At most this many per-object workers at once (unlimited by default).
     pub worker_limit: Option<usize>,
-    /// A worker with no events for this long exits (Kopf: 5 s).
+    /// A worker with no events for this long exits, leaving its place under `worker_limit`
+    /// (Kopf: 5 s). While it waits, it costs its object a small mailbox, not a task.
     pub idle_timeout: Duration,
     /// Delays between retries of an object whose processing keeps failing (Kopf's
     /// `error_delays`, seconds).
