@@ -92,7 +92,7 @@ impl Kind {
 pub(crate) async fn execute(
     id: &str,
     function: &HandlerFn,
-    options: &Options,
+    options: impl Into<Retrying>,
     default_backoff: Duration,
     invocation: Invocation,
 ) -> Outcome {
@@ -112,7 +112,7 @@ pub(crate) async fn execute_as(
     kind: Kind,
     id: &str,
     function: &HandlerFn,
-    options: &Options,
+    options: impl Into<Retrying>,
     default_backoff: Duration,
     mut invocation: Invocation,
 ) -> Outcome {

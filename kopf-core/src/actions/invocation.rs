@@ -234,9 +234,10 @@ pub struct Invocation {
     pub(crate) resource: Arc<Resource>,
     pub(crate) reason: Option<Reason>,
     pub(crate) event_type: Option<String>,
-    pub(crate) diff: Diff,
-    pub(crate) old: Option<Value>,
-    pub(crate) new: Option<Value>,
+    /// Shared by the invocations of one cycle's handlers (and their clones), not copied.
+    pub(crate) diff: Arc<Diff>,
+    pub(crate) old: Option<Arc<Value>>,
+    pub(crate) new: Option<Arc<Value>>,
     pub(crate) retry: u32,
     pub(crate) started: time::OffsetDateTime,
     pub(crate) param: Option<Value>,
@@ -347,7 +348,7 @@ impl Invocation {
 
     /// The old essence (or field value); `None` on creation.
     pub fn old(&self) -> Option<&Value> {
-        self.old.as_ref()
+        self.old.as_deref()
     }
 
     /// The new essence (or field value).
@@ -356,7 +357,7 @@ impl Invocation {
         reason = "Kopf's handlers receive the new state as `new`"
     )]
     pub fn new(&self) -> Option<&Value> {
-        self.new.as_ref()
+        self.new.as_deref()
     }
 
     /// How many attempts failed before this one (0 on the first).

@@ -351,13 +351,16 @@ impl Calls<'_> {
         let inner = &self.admission.inner;
         let events = inner.poster.events(self.body, self.resource);
         let span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = self.body["metadata"]["name"].as_str(), object.namespace = self.request.namespace.as_deref(), operation = %self.request.operation);
-        let (old, new) = (self.request.old_object.clone(), self.request.object.clone());
+        let (old, new) = (
+            self.request.old_object.clone().map(Arc::new),
+            self.request.object.clone().map(Arc::new),
+        );
         Invocation {
             body: self.body.clone(),
             resource: Arc::new(self.resource.clone()),
             reason: None,
             event_type: None,
-            diff: diff(old.as_ref(), new.as_ref()),
+            diff: Arc::new(diff(old.as_deref(), new.as_deref())),
             old,
             new,
             retry: 0,

@@ -29,7 +29,6 @@ use crate::clients::posting::{Logger, Poster};
 use crate::helpers::sync::lock;
 use crate::intents::login::LoginHandler;
 use crate::structs::credentials::{Credentials, LoginError};
-use crate::structs::diff::Diff;
 use crate::structs::memos::Memo;
 use crate::structs::resources::Resource;
 
@@ -186,7 +185,7 @@ impl Authenticator {
             resource: Arc::new(resource),
             reason: None,
             event_type: None,
-            diff: Diff::default(),
+            diff: Arc::default(),
             old: None,
             new: None,
             retry,

@@ -1,6 +1,8 @@
 //! Kopf's cause detection for change handlers: why the handlers are called now (the reason),
 //! and which handlers that reason selects, each with the change it sees.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::actions::execution;
@@ -37,9 +39,9 @@ pub(crate) fn detect(
 #[derive(Debug)]
 pub(crate) struct Selected<'a> {
     pub(crate) handler: &'a ChangeHandler,
-    pub(crate) diff: Diff,
-    pub(crate) old: Option<Value>,
-    pub(crate) new: Option<Value>,
+    pub(crate) diff: Arc<Diff>,
+    pub(crate) old: Option<Arc<Value>>,
+    pub(crate) new: Option<Arc<Value>>,
 }
 
 /// The handlers, of those whose filters the object passes, that this reason calls: by their
@@ -50,9 +52,9 @@ pub(crate) fn select<'a>(
     matching: Vec<&'a ChangeHandler>,
     reason: Reason,
     initial: bool,
-    diff: &Diff,
-    old: Option<&Value>,
-    new: &Value,
+    diff: &Arc<Diff>,
+    old: Option<&Arc<Value>>,
+    new: &Arc<Value>,
 ) -> Vec<Selected<'a>> {
     matching
         .into_iter()
@@ -79,9 +81,12 @@ pub(crate) fn select<'a>(
                     new: Some(new.clone()),
                 });
             };
-            let narrowed = diff.reduce(field);
-            let old_value = old.and_then(|o| diff::resolve(o, field)).cloned();
-            let new_value = diff::resolve(new, field).cloned();
+            let narrowed = Arc::new(diff.reduce(field));
+            let old_value = old
+                .and_then(|o| diff::resolve(o, field))
+                .cloned()
+                .map(Arc::new);
+            let new_value = diff::resolve(new, field).cloned().map(Arc::new);
             // As Kopf: field and update handlers need their field to have changed, whatever
             // the reason (a resume with the field unchanged calls neither).
             let needs_change = matches!(handler.trigger, Trigger::Field | Trigger::Update);
@@ -94,8 +99,8 @@ pub(crate) fn select<'a>(
                     o.value.as_ref(),
                     o.old.as_ref(),
                     o.new.as_ref(),
-                    old_value.as_ref(),
-                    new_value.as_ref(),
+                    old_value.as_deref(),
+                    new_value.as_deref(),
                 )
             });
             if !passes {

@@ -22,13 +22,14 @@ pub(crate) struct Invocations {
     pub(crate) indexes: Indexes,
 }
 
-/// What one call is about: the cause and the change a handler sees.
+/// What one call is about: the cause and the change a handler sees (shared by the cycle's
+/// invocations, not copied for each).
 #[derive(Debug, Default)]
 pub(crate) struct Change {
     pub(crate) reason: Option<Reason>,
-    pub(crate) diff: Diff,
-    pub(crate) old: Option<Value>,
-    pub(crate) new: Option<Value>,
+    pub(crate) diff: Arc<Diff>,
+    pub(crate) old: Option<Arc<Value>>,
+    pub(crate) new: Option<Arc<Value>>,
 }
 
 impl Invocations {

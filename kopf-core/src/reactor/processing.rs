@@ -598,14 +598,14 @@ impl Processor {
             let written = invocation.patch.clone();
             // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
             // seen twice); `execute` logs them.
-            let options = Options {
+            let retrying = execution::Retrying {
                 errors: ErrorsMode::Ignored,
-                ..handler.options.clone()
+                ..execution::Retrying::from(&handler.options)
             };
             let outcome = execution::execute(
                 &handler.id,
                 &handler.function,
-                &options,
+                retrying,
                 Duration::ZERO,
                 invocation,
             )
@@ -782,13 +782,14 @@ impl Processor {
             return cycle;
         }
 
+        // Shared by the handlers' invocations, not copied for each.
         let old = self.diffbase.fetch(body).map(|mut old| {
             self.progress.clear(&mut old);
-            old
+            Arc::new(old)
         });
-        let new = self.essence(body);
-        let diff = diff::diff(old.as_ref(), Some(&new));
-        let Some(reason) = causes::detect(deleting, old.as_ref(), &diff, initial) else {
+        let new = Arc::new(self.essence(body));
+        let diff = Arc::new(diff::diff(old.as_deref(), Some(&new)));
+        let Some(reason) = causes::detect(deleting, old.as_deref(), &diff, initial) else {
             return cycle; // NOOP
         };
         let selected = causes::select(body, matching, reason, initial, &diff, old.as_ref(), &new);
@@ -914,7 +915,7 @@ impl Processor {
             progress::purge(&*self.progress, &records, &ids, body, &mut merge);
             if reason == Reason::Delete {
                 cycle.finalizer = patching::remove_finalizer(finalizers, finalizer);
-            } else if old.as_ref() != Some(&new) {
+            } else if old.as_deref() != Some(&*new) {
                 self.diffbase.store(body, &new, &mut merge);
             }
             cycle.handled = true;

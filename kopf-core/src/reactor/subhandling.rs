@@ -32,9 +32,9 @@ pub(crate) struct Cause<'a> {
     pub(crate) body: &'a Arc<Value>,
     pub(crate) memo: &'a Memo,
     pub(crate) reason: Reason,
-    pub(crate) diff: &'a Diff,
-    pub(crate) old: &'a Option<Value>,
-    pub(crate) new: &'a Option<Value>,
+    pub(crate) diff: &'a Arc<Diff>,
+    pub(crate) old: &'a Option<Arc<Value>>,
+    pub(crate) new: &'a Option<Arc<Value>>,
     pub(crate) tasks: &'a Tasks,
 }
 

@@ -1,5 +1,6 @@
 //! Change handlers: create, update, field, delete; retries and failures; Kopf's state.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kopf::{ChangeHandler, PermanentError, Registry, TemporaryError};
@@ -445,4 +446,44 @@ async fn stripped_managed_fields_are_not_seen_by_handlers_and_stay_on_the_server
         calls.iter().all(|c| c["seen"] == true),
         "handlers see managedFields: {calls:?}"
     );
+}
+
+/// The handlers of one cycle see one shared copy of the change (`new`, `old`, `diff`): each
+/// invocation used to get copies of its own (two per handler, the object's essence each),
+/// made and freed on every cycle and held by every handler in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handlers_of_one_cycle_share_one_copy_of_the_change() {
+    // The invocations are kept, so that no copy is freed and its address reused meanwhile.
+    let seen: Arc<Mutex<Vec<kopf::Invocation>>> = Arc::default();
+    let recording = |id: &str| {
+        let seen = seen.clone();
+        ChangeHandler::on_create(examples(), id, move |invocation: kopf::Invocation| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(invocation);
+                Ok(None)
+            }
+        })
+    };
+    let registry = Registry::new()
+        .with(recording("first"))
+        .with(recording("second"));
+    let mut settings = kopf_testing::test_settings();
+    // Both handlers in one cycle (Kopf's default, `Asap`, runs one per cycle).
+    settings.execution.lifecycle = kopf::Lifecycle::AllAtOnce;
+    let harness = OperatorHarness::start_on(
+        server_with_crd().await,
+        kopf::Operator::new(registry).settings(settings),
+    )
+    .await;
+    create(&harness.client(), "shared", json!({"field": 1})).await;
+    wait_object(&harness, "shared", "handled", |o| last_handled(o).is_some()).await;
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), 2, "both handlers ran once");
+    let new = |i: usize| seen[i].new().expect("a creation has a new essence") as *const Value;
+    let diff = |i: usize| std::ptr::from_ref(seen[i].diff()).cast::<()>();
+    assert_eq!(new(0), new(1), "the same essence, not copies");
+    assert_eq!(diff(0), diff(1), "the same diff, not copies");
+    drop(seen); // They hold the operator's client.
+    harness.stop().await.expect("a clean stop");
 }
