@@ -175,8 +175,14 @@ async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
             .all(|k| !k.ends_with("/talkative")),
         "progress is purged"
     );
-    // Let echoes settle, then count the writes per object.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once the echoes are handled and nothing more happens, count the writes per object.
+    assert!(
+        harness
+            .server()
+            .wait_quiet(Duration::from_millis(500), Duration::from_secs(30))
+            .await,
+        "the operator settles"
+    );
     let patches = |name: &str| {
         harness
             .server()

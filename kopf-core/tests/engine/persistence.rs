@@ -377,8 +377,14 @@ async fn handle_three(lifecycle: Lifecycle, labels: Value) -> (Vec<String>, usiz
     .await;
     let annotations = handled["metadata"]["annotations"].as_object().unwrap();
     assert_eq!(annotations.len(), 1, "progress purged: {annotations:?}");
-    // The diff-base's own echo must not cause another write: let it arrive and be seen.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The diff-base's own echo must not cause another write: wait until it has arrived and
+    // nothing more happens.
+    assert!(
+        server
+            .wait_quiet(Duration::from_millis(500), Duration::from_secs(30))
+            .await,
+        "the operator settles"
+    );
     operator.stop(&server).await;
     let patches = patches(&server, "three").len();
     server.stop().await;
