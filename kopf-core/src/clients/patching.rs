@@ -120,7 +120,6 @@ pub(crate) async fn apply(
     resource_version: &str,
     backoffs: &[Duration],
 ) -> Result<Written, kube::Error> {
-    let requests = target.requests();
     let mut written = Written::default();
     let mut finalizer = finalizer;
     // A finalizer leaving (the deletion handlers are done, or no handler needs it) goes
@@ -177,7 +176,9 @@ pub(crate) async fn apply(
             Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
             Ok(None) => return Ok(gone(patch)),
             Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                let request = requests.get(target.name, &kube::api::GetParams::default());
+                let request = target
+                    .requests()
+                    .get(target.name, &kube::api::GetParams::default());
                 match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
                     Ok(None) => return Ok(gone(patch)),
                     Ok(Some(object))

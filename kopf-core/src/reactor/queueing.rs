@@ -517,7 +517,10 @@ impl Worker {
                     if self.mailbox.rest(&mut self.permit) {
                         self.rested = true;
                         let uid = std::mem::take(&mut self.uid);
-                        lock(&self.rests.due).push_back((Instant::now() + self.idle_timeout, uid));
+                        // The time is taken under the lock: the list stays oldest first.
+                        let mut due = lock(&self.rests.due);
+                        due.push_back((Instant::now() + self.idle_timeout, uid));
+                        drop(due);
                         self.rests.added.notify_one();
                         return;
                     }
