@@ -1,3 +1,4 @@
 //! Small helpers that know nothing of Kubernetes or operators.
 
+pub(crate) mod freeing;
 pub(crate) mod sync;

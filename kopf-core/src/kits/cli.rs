@@ -26,7 +26,7 @@ use crate::configs::webhooks::WebhookServer;
 use crate::engines::peering::{self, Mark};
 use crate::intents::registry::Registry;
 use crate::kits::logging::{self, LogFormat, LogStyle};
-use crate::kits::manifests;
+use crate::kits::{manifests, stderr};
 use crate::reactor::operator::{Operator, OperatorError};
 use crate::structs::namespaces::NamespacePatterns;
 
@@ -53,6 +53,14 @@ pub async fn run() -> ExitCode {
 
 /// As [`run`], with an explicit registry instead of the automatically registered handlers.
 pub async fn run_with(registry: Registry) -> ExitCode {
+    let code = command(registry).await;
+    // The process exits next: the log lines still waiting for their thread are written first.
+    stderr::flush().await;
+    code
+}
+
+/// The command that the arguments ask for, to its exit code.
+async fn command(registry: Registry) -> ExitCode {
     let cli = match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(error) => return usage_exit(&error),

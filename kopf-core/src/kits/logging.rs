@@ -15,6 +15,8 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use crate::kits::stderr;
+
 /// The log formats of `--log-format`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub(crate) enum LogFormat {
@@ -39,17 +41,19 @@ pub(crate) struct LogStyle {
 }
 
 /// Installs the subscriber with Kopf's log format, unless the program has installed one;
-/// `filter` (a tracing filter) or else `RUST_LOG`, else INFO, decides what is logged.
+/// `filter` (a tracing filter) or else `RUST_LOG`, else INFO, decides what is logged. Lines go
+/// to stderr through a thread of their own ([`stderr`](crate::kits::stderr)).
 pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
     let from_env = std::env::var(EnvFilter::DEFAULT_ENV).ok();
     let filter = EnvFilter::try_new(directives(filter, from_env.as_deref()))
         .unwrap_or_else(|_| EnvFilter::new(directives(None, None)));
+    let lines = stderr::stderr();
     let _already_installed = tracing_subscriber::registry()
         .with(filter)
         .with(SpanFields)
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(move || lines.clone())
                 .fmt_fields(Unformatted)
                 .event_format(KopfFormat::new(style)),
         )

@@ -5,3 +5,4 @@ pub(crate) mod cli;
 pub mod hierarchies;
 pub(crate) mod logging;
 pub(crate) mod manifests;
+pub(crate) mod stderr;

@@ -1,0 +1,281 @@
+//! Log lines to stderr from a thread of their own.
+//!
+//! The runtime's threads only append each formatted line to a shared buffer (a copy, under a
+//! lock held for nothing else); one thread writes what has gathered, many lines per `write`.
+//! Without it, every line is a `write` call on a runtime thread, under stderr's own lock: a
+//! thousand daemons stopping together log a thousand lines, and the runtime's threads take
+//! turns at that lock, each waiting for the other's system call.
+//!
+//! Invariants:
+//! 1. Lines reach the sink whole and in the order they were appended.
+//! 2. Nothing is dropped: when the sink is slower than the lines come (a reader that does not
+//!    keep up), the buffer holds up to its backlog, then appending waits for room, as a direct
+//!    write would wait for the pipe.
+//! 3. [`LogWriter::written`] resolves once every line appended before it was written (or
+//!    failed to be: a closed stderr loses lines, as a direct write would).
+//! 4. The thread ends when its [`LogWriter`] is dropped, after writing what is left.
+
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+
+use tokio::sync::oneshot;
+
+use crate::helpers::sync::lock;
+
+/// How many bytes of lines may wait for stderr before appending waits for room.
+const BACKLOG: usize = 1 << 20;
+
+/// The lines waiting for the writer thread, and who waits for them to be written.
+#[derive(Default)]
+struct Pending {
+    lines: Vec<u8>,
+    /// The writer thread holds a batch that it has not written yet.
+    writing: bool,
+    /// Told when everything appended so far has been written.
+    flushes: Vec<oneshot::Sender<()>>,
+    /// The owner is gone: the thread writes what is left and ends.
+    closed: bool,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Lines were appended (for the writer thread), or room was made (for those appending).
+    changed: Condvar,
+    backlog: usize,
+}
+
+/// A sink written by a thread of its own; dropping it ends the thread once all is written.
+pub(crate) struct LogWriter {
+    lines: Lines,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the fmt layer writes to (`with_writer`): each `write` appends to the buffer (or,
+/// without a writer thread, writes to stderr at once).
+#[derive(Clone)]
+pub(crate) struct Lines(Option<Arc<Shared>>);
+
+impl LogWriter {
+    /// Starts the thread that writes to `sink`; lines may wait for it up to `backlog` bytes.
+    pub(crate) fn start(
+        sink: impl Write + Send + 'static,
+        backlog: usize,
+    ) -> std::io::Result<LogWriter> {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending::default()),
+            changed: Condvar::new(),
+            backlog,
+        });
+        let serving = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("kopf-log".into())
+            .spawn(move || serve(&serving, sink))?;
+        Ok(LogWriter {
+            lines: Lines(Some(shared)),
+            thread: Some(thread),
+        })
+    }
+
+    /// What the fmt layer writes to.
+    pub(crate) fn lines(&self) -> Lines {
+        self.lines.clone()
+    }
+
+    fn shared(&self) -> &Shared {
+        self.lines.0.as_ref().expect("a started writer's lines have its buffer")
+    }
+
+    /// Resolves once every line appended so far has been written.
+    pub(crate) async fn written(&self) {
+        let shared = self.shared();
+        let (done, written) = oneshot::channel();
+        {
+            let mut pending = lock(&shared.pending);
+            if pending.lines.is_empty() && !pending.writing {
+                return;
+            }
+            pending.flushes.push(done);
+        }
+        let _ = written.await;
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        let shared = self.shared();
+        lock(&shared.pending).closed = true;
+        shared.changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // What is left is written before the writer is gone (invariant 4).
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writer thread: writes whatever has gathered, until its owner is dropped.
+fn serve(shared: &Shared, mut sink: impl Write) {
+    let mut batch = Vec::new();
+    loop {
+        let mut pending = lock(&shared.pending);
+        pending.writing = false;
+        if pending.lines.is_empty() {
+            if !pending.flushes.is_empty() {
+                let flushes = std::mem::take(&mut pending.flushes);
+                drop(pending);
+                for flush in flushes {
+                    let _ = flush.send(());
+                }
+                continue;
+            }
+            if pending.closed {
+                return;
+            }
+            pending = shared
+                .changed
+                .wait_while(pending, |pending| {
+                    pending.lines.is_empty() && !pending.closed
+                })
+                .unwrap_or_else(PoisonError::into_inner);
+            if pending.lines.is_empty() {
+                continue;
+            }
+        }
+        std::mem::swap(&mut pending.lines, &mut batch);
+        pending.writing = true;
+        drop(pending);
+        // Room for those waiting to append.
+        shared.changed.notify_all();
+        // A failing sink (a closed stderr) loses the lines, as a direct write would.
+        let _ = sink.write_all(&batch).and_then(|()| sink.flush());
+        batch.clear();
+        batch.shrink_to(shared.backlog);
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let Some(shared) = &self.0 else {
+            return std::io::stderr().write(data);
+        };
+        let mut pending = lock(&shared.pending);
+        if pending.lines.len() >= shared.backlog {
+            pending = shared
+                .changed
+                .wait_while(pending, |pending| pending.lines.len() >= shared.backlog)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let was_empty = pending.lines.is_empty();
+        pending.lines.extend_from_slice(data);
+        drop(pending);
+        if was_empty {
+            shared.changed.notify_all();
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The process's writer to stderr, once [`stderr`] started it.
+static STDERR: OnceLock<Option<LogWriter>> = OnceLock::new();
+
+/// Lines for stderr, written by the process's log thread (started on first use); written at
+/// once if no thread could be started.
+pub(crate) fn stderr() -> Lines {
+    STDERR
+        .get_or_init(|| LogWriter::start(std::io::stderr(), BACKLOG).ok())
+        .as_ref()
+        .map_or(Lines(None), LogWriter::lines)
+}
+
+/// Resolves once every line given to [`stderr`] so far has been written: called before the
+/// process exits, so that no line is left behind.
+pub(crate) async fn flush() {
+    if let Some(Some(writer)) = STDERR.get() {
+        writer.written().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A sink that keeps what it is given, and can be held shut.
+    #[derive(Clone, Default)]
+    struct Kept {
+        written: Arc<Mutex<Vec<u8>>>,
+        shut: Arc<Mutex<()>>,
+    }
+
+    impl Write for Kept {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            let _open = lock(&self.shut);
+            lock(&self.written).extend_from_slice(data);
+            Ok(data.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Kept {
+        fn text(&self) -> String {
+            String::from_utf8(lock(&self.written).clone()).expect("UTF-8")
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lines_from_several_threads_arrive_whole_in_order_and_all_before_written_resolves() {
+        let sink = Kept::default();
+        let writer = LogWriter::start(sink.clone(), 64).expect("a thread");
+        // Held shut: the 64-byte backlog fills, and appending waits instead of dropping.
+        let shut = lock(&sink.shut);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let mut lines = writer.lines();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        lines
+                            .write_all(format!("thread {t} line {i}\n").as_bytes())
+                            .expect("appended");
+                    }
+                })
+            })
+            .collect();
+        drop(shut);
+        for thread in threads {
+            thread.join().expect("appended all");
+        }
+        tokio::time::timeout(Duration::from_secs(30), writer.written())
+            .await
+            .expect("written");
+        let text = sink.text();
+        assert_eq!(text.lines().count(), 2000, "every line, none lost");
+        for t in 0..4 {
+            let prefix = format!("thread {t} line ");
+            let seen: Vec<usize> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix(&prefix))
+                .map(|i| i.parse().expect("a whole line"))
+                .collect();
+            assert_eq!(seen, (0..500).collect::<Vec<_>>(), "thread {t} in order");
+        }
+    }
+
+    #[test]
+    fn dropping_the_writer_writes_what_is_left_and_ends_its_thread() {
+        let sink = Kept::default();
+        let writer = LogWriter::start(sink.clone(), BACKLOG).expect("a thread");
+        let shut = lock(&sink.shut);
+        writer.lines().write_all(b"last words\n").expect("appended");
+        let dropping = std::thread::spawn(move || drop(writer));
+        drop(shut);
+        dropping.join().expect("dropped");
+        assert_eq!(sink.text(), "last words\n");
+    }
+}
