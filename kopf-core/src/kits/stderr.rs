@@ -35,6 +35,11 @@ struct Pending {
     flushes: Vec<oneshot::Sender<()>>,
     /// The owner is gone: the thread writes what is left and ends.
     closed: bool,
+    /// The writer thread waits for lines: the next append wakes it. Tracked so that the
+    /// condvar is notified (a system call) only when someone waits.
+    sleeping: bool,
+    /// How many appenders wait for room.
+    full: usize,
 }
 
 struct Shared {
@@ -46,7 +51,7 @@ struct Shared {
 
 /// A sink written by a thread of its own; dropping it ends the thread once all is written.
 pub(crate) struct LogWriter {
-    lines: Lines,
+    shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -71,23 +76,19 @@ impl LogWriter {
             .name("kopf-log".into())
             .spawn(move || serve(&serving, sink))?;
         Ok(LogWriter {
-            lines: Lines(Some(shared)),
+            shared,
             thread: Some(thread),
         })
     }
 
     /// What the fmt layer writes to.
     pub(crate) fn lines(&self) -> Lines {
-        self.lines.clone()
-    }
-
-    fn shared(&self) -> &Shared {
-        self.lines.0.as_ref().expect("a started writer's lines have its buffer")
+        Lines(Some(self.shared.clone()))
     }
 
     /// Resolves once every line appended so far has been written.
     pub(crate) async fn written(&self) {
-        let shared = self.shared();
+        let shared = &self.shared;
         let (done, written) = oneshot::channel();
         {
             let mut pending = lock(&shared.pending);
@@ -102,7 +103,7 @@ impl LogWriter {
 
 impl Drop for LogWriter {
     fn drop(&mut self) {
-        let shared = self.shared();
+        let shared = &self.shared;
         lock(&shared.pending).closed = true;
         shared.changed.notify_all();
         if let Some(thread) = self.thread.take() {
@@ -130,21 +131,26 @@ fn serve(shared: &Shared, mut sink: impl Write) {
             if pending.closed {
                 return;
             }
+            pending.sleeping = true;
             pending = shared
                 .changed
                 .wait_while(pending, |pending| {
                     pending.lines.is_empty() && !pending.closed
                 })
                 .unwrap_or_else(PoisonError::into_inner);
+            pending.sleeping = false;
             if pending.lines.is_empty() {
                 continue;
             }
         }
         std::mem::swap(&mut pending.lines, &mut batch);
         pending.writing = true;
+        let full = pending.full > 0;
         drop(pending);
-        // Room for those waiting to append.
-        shared.changed.notify_all();
+        if full {
+            // Room for those waiting to append.
+            shared.changed.notify_all();
+        }
         // A failing sink (a closed stderr) loses the lines, as a direct write would.
         let _ = sink.write_all(&batch).and_then(|()| sink.flush());
         batch.clear();
@@ -159,15 +165,17 @@ impl Write for Lines {
         };
         let mut pending = lock(&shared.pending);
         if pending.lines.len() >= shared.backlog {
+            pending.full += 1;
             pending = shared
                 .changed
                 .wait_while(pending, |pending| pending.lines.len() >= shared.backlog)
                 .unwrap_or_else(PoisonError::into_inner);
+            pending.full -= 1;
         }
-        let was_empty = pending.lines.is_empty();
         pending.lines.extend_from_slice(data);
+        let sleeping = pending.sleeping;
         drop(pending);
-        if was_empty {
+        if sleeping {
             shared.changed.notify_all();
         }
         Ok(data.len())
