@@ -25,7 +25,8 @@ pub(crate) struct Memory {
     pub(crate) listed: bool,
     /// A cause was completely handled since the operator started: no more resuming.
     pub(crate) handled_once: bool,
-    /// The newest state seen, while the object's worker lives.
+    /// The newest state seen, while the object's worker lives (and after a stop, until the
+    /// memories are freed).
     pub(crate) latest: Option<Arc<Value>>,
     /// After our own PATCH: the versions to wait for, and until when.
     pub(crate) awaited: Option<Box<(Vec<String>, Instant)>>,
