@@ -12,7 +12,9 @@ impl OperatorHarness {
     /// The last outcome of the handler `handler_id` (its id: the function's name, or
     /// `scale_fn/spec.size` for a field handler) on the object `name` in the namespace
     /// `default` (or the cluster-scoped object `name`, or `namespace/name`); `None` if no
-    /// attempt of it ended yet.
+    /// attempt of it ended yet. The outcome is known as the attempt ends, before the operator
+    /// writes its result and progress to the object: to check what was written, wait for the
+    /// object ([`OperatorHarness::wait_for`]).
     ///
     /// ```no_run
     /// # async fn example(harness: kopf_testing::OperatorHarness) {
