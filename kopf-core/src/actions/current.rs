@@ -11,10 +11,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::actions::invocation::Invocation;
 use crate::clients::posting::Events;
+use crate::structs::bodies::Body;
 
 tokio::task_local! {
     static CURRENT: Current;
@@ -26,7 +25,7 @@ pub(crate) struct Current {
     /// Events about the handler's object, through its operator's poster.
     pub(crate) events: Events,
     /// The handler's object (Kopf's default owner).
-    pub(crate) body: Arc<Value>,
+    pub(crate) body: Arc<Body>,
 }
 
 impl Current {
@@ -66,7 +65,7 @@ mod tests {
     use crate::structs::resources::Resource;
 
     fn current(name: &str) -> Current {
-        let body = Arc::new(serde_json::json!({"metadata": {"name": name}}));
+        let body = Arc::new(Body::from(serde_json::json!({"metadata": {"name": name}})));
         Current {
             events: Poster::disabled().events(&body, &Resource::default()),
             body,

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::{Events, Logger};
 use crate::helpers::sync::lock;
+use crate::structs::bodies::Body;
 use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::Diff;
 use crate::structs::errors::Result;
@@ -230,7 +231,7 @@ pub(crate) use {option_setters, rbac_setters, retry_setters};
 /// Everything a handler may ask for, given to it when it is called (Kopf's kwargs).
 #[derive(Clone)]
 pub struct Invocation {
-    pub(crate) body: Arc<Value>,
+    pub(crate) body: Arc<Body>,
     pub(crate) resource: Arc<Resource>,
     pub(crate) reason: Option<Reason>,
     pub(crate) event_type: Option<String>,
@@ -261,9 +262,9 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// The whole object.
+    /// The whole object (`metadata.managedFields` included, built on the first call).
     pub fn body(&self) -> &Value {
-        &self.body
+        self.body.whole()
     }
 
     /// `spec` (`null` when absent).
@@ -287,7 +288,7 @@ impl Invocation {
     /// The whole object deserialized into a typed resource (e.g. a `#[derive(CustomResource)]`
     /// type); a mismatch is a [`PermanentError`](crate::PermanentError).
     pub fn body_as<K: serde::de::DeserializeOwned>(&self) -> Result<K> {
-        K::deserialize(&*self.body).map_err(|error| {
+        K::deserialize(self.body.whole()).map_err(|error| {
             crate::structs::errors::PermanentError::new(format!(
                 "the object does not match {}: {error}",
                 std::any::type_name::<K>()
@@ -296,9 +297,9 @@ impl Invocation {
         })
     }
 
-    /// `metadata`.
+    /// `metadata` (`managedFields` included, built on the first call).
     pub fn meta(&self) -> &Value {
-        &self.body["metadata"]
+        &self.body.whole()["metadata"]
     }
 
     /// `status` (`null` when absent).

@@ -156,7 +156,8 @@ mod tests {
     fn handler(level: Level) -> (Current, mpsc::Receiver<Queued>) {
         let (poster, receiver) = test_poster(level);
         let resource = Resource::kopf_examples();
-        let body = Arc::new(json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}}));
+        let body = json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}});
+        let body = Arc::new(crate::structs::bodies::Body::from(body));
         let current = Current {
             events: poster.events(&body, &resource),
             body,
@@ -171,7 +172,7 @@ mod tests {
         current
             .clone()
             .enter(|| async move {
-                info(&*own, "Created", "own");
+                info(own.value(), "Created", "own");
                 let child = k8s_openapi::api::core::v1::ConfigMap {
                     metadata: kube::api::ObjectMeta {
                         name: Some("child".into()),
@@ -186,7 +187,7 @@ mod tests {
                     {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}},
                 ]);
                 exception(&many, "Failed", "boom".parse::<u32>().unwrap_err());
-                event(&*own, "Custom", "Any", "whatever");
+                event(own.value(), "Custom", "Any", "whatever");
                 tokio::task::yield_now().await;
             })
             .await;
@@ -202,8 +203,8 @@ mod tests {
             "the own object referred to as its resource says, nothing about the Event"
         );
 
-        info(&*current.body, "Outside", "not posted, not a panic");
-        warn(&*current.body, "Outside", "not posted, not a panic");
+        info(current.body.value(), "Outside", "not posted, not a panic");
+        warn(current.body.value(), "Outside", "not posted, not a panic");
         assert_eq!(drain(&mut queue), Vec::<Value>::new());
     }
 
@@ -213,7 +214,7 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 current.clone().enter_sync(|| {
-                    let own = &*current.body;
+                    let own = current.body.value();
                     info(own, "Info", "below the level");
                     warn(own, "Warn", "at the level");
                     exception(own, "Error", "above the level");

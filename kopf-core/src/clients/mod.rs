@@ -7,4 +7,5 @@ pub(crate) mod patching;
 pub(crate) mod posting;
 pub(crate) mod reading;
 pub(crate) mod scanning;
+pub(crate) mod streaming;
 pub(crate) mod watching;

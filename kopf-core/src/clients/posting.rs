@@ -47,6 +47,7 @@ use tracing::Level;
 
 use crate::aiokits::tasks::Tasks;
 use crate::configs::settings::PostingSettings;
+use crate::structs::bodies::Body;
 use crate::structs::resources::Resource;
 
 /// Events queued beyond this many are dropped: handlers must never wait for posting.
@@ -124,7 +125,7 @@ impl Poster {
 
     /// Events about an object of this resource, whose reference is built from the body only
     /// when first needed: most handlers post nothing.
-    pub(crate) fn events_of(&self, body: &Arc<Value>, resource: &Arc<Resource>) -> Events {
+    pub(crate) fn events_of(&self, body: &Arc<Body>, resource: &Arc<Resource>) -> Events {
         if self.sender.is_none() {
             return self.events(body, resource);
         }
@@ -172,7 +173,7 @@ impl Poster {
 /// or when first needed (it then keeps the body and resource until the events are dropped).
 pub(crate) struct Subject {
     reference: OnceLock<Map<String, Value>>,
-    source: Option<(Arc<Value>, Arc<Resource>)>,
+    source: Option<(Arc<Body>, Arc<Resource>)>,
 }
 
 impl Subject {

@@ -1,28 +1,44 @@
-//! Reading the objects of lists and watch events: whole, as Kopf passes them, or without
-//! `metadata.managedFields` (`settings.watching.strip_managed_fields`).
+//! Reading the objects of lists and watch events as the engine keeps them ([`Body`]): with
+//! `metadata.managedFields` kept apart as its text (by default), or without it at all
+//! (`settings.watching.strip_managed_fields`).
 //!
 //! Server-side apply records which manager owns which fields in `metadata.managedFields`: an
 //! entry per manager and operation, each a tree of field names, so often the larger part of a
-//! small object. Stripped objects skip that entry while parsing (it is read past, never
-//! built), which is what makes stripping cheaper than removing it afterwards: no allocation
-//! for it, nothing to free, less to keep per object.
+//! small object. It is read past, never built: kept apart, its text is copied whole (one
+//! allocation) and built only if a handler asks for the whole object; stripped, nothing is
+//! kept. Either is what makes reading cheaper than building the whole object: no allocation
+//! per key, nothing to free, less to keep per object.
 
 use std::fmt;
 
 use serde::de::value::SeqAccessDeserializer;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-/// An object as read from a list or a watch event, made the `Value` that the engine keeps.
-pub(crate) trait Object: DeserializeOwned + Clone + fmt::Debug + Send + 'static {
-    fn into_value(self) -> Value;
+use crate::structs::bodies::{Body, Managed};
+
+/// An object as read from a list or a watch event, made the [`Body`] that the engine keeps.
+pub(crate) trait Object: DeserializeOwned + Send + 'static {
+    fn into_body(self) -> Body;
 }
 
-/// The object whole.
-impl Object for Value {
-    fn into_value(self) -> Value {
-        self
+/// The object with its `metadata.managedFields` kept apart, unbuilt.
+#[derive(Debug)]
+pub(crate) struct Deferred(Body);
+
+impl Object for Deferred {
+    fn into_body(self) -> Body {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Deferred {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut managed = None;
+        let value = Level::Object(Some(&mut managed)).deserialize(deserializer)?;
+        Ok(Deferred(Body::with_managed(value, managed)))
     }
 }
 
@@ -31,14 +47,14 @@ impl Object for Value {
 pub(crate) struct Unmanaged(Value);
 
 impl Object for Unmanaged {
-    fn into_value(self) -> Value {
-        self.0
+    fn into_body(self) -> Body {
+        Body::from(self.0)
     }
 }
 
 impl<'de> Deserialize<'de> for Unmanaged {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Level::Object.deserialize(deserializer).map(Unmanaged)
+        Level::Object(None).deserialize(deserializer).map(Unmanaged)
     }
 }
 
@@ -64,14 +80,13 @@ pub(crate) struct PageMetadata {
 }
 
 /// Where in the object a value is read: the object itself (its `metadata` is read as such),
-/// its `metadata` (whose `managedFields` is skipped).
-#[derive(Debug, Clone, Copy)]
-enum Level {
-    Object,
-    Metadata,
+/// its `metadata` (whose `managedFields` is skipped, or kept apart where given).
+enum Level<'a> {
+    Object(Option<&'a mut Option<Managed>>),
+    Metadata(Option<&'a mut Option<Managed>>),
 }
 
-impl<'de> DeserializeSeed<'de> for Level {
+impl<'de> DeserializeSeed<'de> for Level<'_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -80,7 +95,7 @@ impl<'de> DeserializeSeed<'de> for Level {
 }
 
 /// Builds any JSON value as `serde_json` does; only a map's entries depend on the level.
-impl<'de> Visitor<'de> for Level {
+impl<'de> Visitor<'de> for Level<'_> {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -89,16 +104,31 @@ impl<'de> Visitor<'de> for Level {
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            let value = match (self, key.as_str()) {
-                (Level::Object, "metadata") => access.next_value_seed(Level::Metadata)?,
-                (Level::Metadata, "managedFields") => {
-                    access.next_value::<IgnoredAny>()?;
-                    continue;
+        match self {
+            Level::Object(mut apart) => {
+                while let Some(key) = access.next_key::<String>()? {
+                    let value = if key == "metadata" {
+                        access.next_value_seed(Level::Metadata(apart.as_deref_mut()))?
+                    } else {
+                        access.next_value::<Value>()?
+                    };
+                    map.insert(key, value);
                 }
-                _ => access.next_value::<Value>()?,
-            };
-            map.insert(key, value);
+            }
+            Level::Metadata(apart) => {
+                let mut apart = apart;
+                while let Some(key) = access.next_key::<String>()? {
+                    if key != "managedFields" {
+                        let value = access.next_value::<Value>()?;
+                        map.insert(key, value);
+                    } else if let Some(slot) = apart.as_deref_mut() {
+                        let text = access.next_value::<Box<RawValue>>()?;
+                        *slot = Some(Managed::new(text, map.len()));
+                    } else {
+                        access.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
         }
         Ok(Value::Object(map))
     }
@@ -149,7 +179,7 @@ mod tests {
     fn unmanaged(text: &str) -> Value {
         serde_json::from_str::<Unmanaged>(text)
             .expect("valid JSON")
-            .into_value()
+            .0
     }
 
     #[test]
@@ -183,6 +213,33 @@ mod tests {
     }
 
     #[test]
+    fn managed_fields_kept_apart_are_read_past_and_whole_on_demand() {
+        let text = r#"{"kind":"KopfExample","apiVersion":"kopf.dev/v1",
+            "metadata":{"name":"a","managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}],
+                        "uid":"u"},
+            "spec":{"managedFields":[1]}}"#;
+        let body = serde_json::from_str::<Deferred>(text).unwrap().into_body();
+        let whole: Value = serde_json::from_str(text).unwrap();
+        // What the engine reads lacks them; the whole object is as read, in its order.
+        assert_eq!(*body.value(), unmanaged(text));
+        assert_eq!(*body.whole(), whole);
+        assert_eq!(
+            serde_json::to_string(body.whole()).unwrap(),
+            serde_json::to_string(&whole).unwrap()
+        );
+        // Without managed fields, or not an object: nothing is kept apart.
+        for text in [
+            r#"{"metadata":{"name":"a"}}"#,
+            r#"{"metadata":[{"managedFields":1}]}"#,
+        ] {
+            let body = serde_json::from_str::<Deferred>(text).unwrap().into_body();
+            assert!(std::ptr::eq(body.whole(), body.value()));
+            assert_eq!(*body.whole(), serde_json::from_str::<Value>(text).unwrap());
+        }
+        assert!(serde_json::from_str::<Deferred>(r#"{"metadata":{"managedFields":[}}"#).is_err());
+    }
+
+    #[test]
     fn odd_objects_are_read_as_they_are() {
         assert_eq!(unmanaged(r#"{"metadata":null}"#), json!({"metadata": null}));
         assert_eq!(
@@ -208,10 +265,10 @@ mod tests {
             .items
             .unwrap()
             .into_iter()
-            .map(Object::into_value)
+            .map(|item| item.into_body().whole().clone())
             .collect();
         assert_eq!(items, [json!({"metadata": {"name": "a"}})]);
-        let empty: Page<Value> =
+        let empty: Page<Deferred> =
             serde_json::from_str(r#"{"metadata":{"shardInfo":null},"items":null}"#).unwrap();
         assert!(empty.metadata.shard_info.is_none() && empty.items.is_none());
         assert!(empty.metadata.resource_version.is_none());

@@ -14,15 +14,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use kube::api::{ListParams, WatchParams};
 use kube::core::WatchEvent;
 use rand::Rng as _;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::clients::reading::{Object, Page, Unmanaged};
+use crate::clients::reading::{Deferred, Object, Page, Unmanaged};
+use crate::clients::streaming::Events;
 use crate::configs::settings::WatchingSettings;
+use crate::structs::bodies::Body;
 use crate::structs::namespaces::ObservedNamespaces;
 use crate::structs::resources::Resource;
 use crate::structs::shards::ShardSelector;
@@ -31,16 +31,16 @@ use crate::structs::shards::ShardSelector;
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
     /// An object of the initial (or a re-) listing.
-    Listed(Arc<Value>),
+    Listed(Arc<Body>),
     /// The listing is complete: everything that exists was reported.
     ListingDone,
     /// A change from the watch stream: `ADDED`, `MODIFIED` or `DELETED`.
-    Changed(&'static str, Arc<Value>),
+    Changed(&'static str, Arc<Body>),
     /// An object known before that a new listing lacks: deleted while it was not watched
     /// (a watch gap, a `410 Gone`), so no `DELETED` came. Only what identifies it is left
     /// (`apiVersion`, `kind`, and `metadata`'s `name`, `namespace`, `uid`). A watcher never
     /// reports it: the queue that routes its events to objects does, once a listing is done.
-    Vanished(Arc<Value>),
+    Vanished(Arc<Body>),
 }
 
 /// Which objects of the resource are listed and watched (all by default), and how fast.
@@ -164,7 +164,7 @@ pub(crate) async fn watch(
         )
         .await
     } else {
-        watch_as::<Value>(
+        watch_as::<Deferred>(
             client, resource, namespace, selection, settings, token, report,
         )
         .await
@@ -219,7 +219,7 @@ async fn watch_as<K: Object>(
                         tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
                     }
                     for item in page.items.into_iter().flatten() {
-                        let item = item.into_value();
+                        let item = item.into_body();
                         if filtering.is_some_and(|shard| !shard.matches(&item)) {
                             continue;
                         }
@@ -281,10 +281,10 @@ async fn watch_as<K: Object>(
             };
             let stream = tokio::select! {
                 _ = token.cancelled() => return Ok(()),
-                stream = client.request_events::<K>(http) => stream,
+                stream = Events::<K>::open(client, http) => stream,
             };
             let mut stream = match stream {
-                Ok(stream) => stream.boxed(),
+                Ok(stream) => stream,
                 Err(kube::Error::Api(status)) if status.code == 410 => continue 'relist,
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     return Err(WatchError::Gone(resource.to_string()));
@@ -313,9 +313,9 @@ async fn watch_as<K: Object>(
                     Ok(None) => break,
                     Ok(Some(Ok(event))) => {
                         let (kind, object) = match event {
-                            WatchEvent::Added(object) => ("ADDED", object.into_value()),
-                            WatchEvent::Modified(object) => ("MODIFIED", object.into_value()),
-                            WatchEvent::Deleted(object) => ("DELETED", object.into_value()),
+                            WatchEvent::Added(object) => ("ADDED", object.into_body()),
+                            WatchEvent::Modified(object) => ("MODIFIED", object.into_body()),
+                            WatchEvent::Deleted(object) => ("DELETED", object.into_body()),
                             WatchEvent::Bookmark(bookmark) => {
                                 failures = 0;
                                 resource_version = bookmark.metadata.resource_version;
@@ -376,9 +376,9 @@ fn sharded(
 }
 
 /// Objects in lists come without `apiVersion` and `kind` from some servers; handlers expect them.
-fn with_type(mut object: Value, resource: &Resource) -> Value {
+fn with_type(mut object: Body, resource: &Resource) -> Body {
     // Looked up first: most objects have both, and `entry` would copy each key to look.
-    if let Some(map) = object.as_object_mut() {
+    if let Some(map) = object.value_mut().as_object_mut() {
         if !map.contains_key("apiVersion") {
             map.insert("apiVersion".into(), resource.api_version().into());
         }
@@ -407,17 +407,20 @@ async fn pause(token: &CancellationToken, delay: Duration) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
     fn objects_get_the_resources_api_version_and_kind_only_where_they_lack_them() {
         let resource = Resource::kopf_examples();
-        let bare = with_type(serde_json::json!({"metadata": {"name": "a"}}), &resource);
+        let bare = serde_json::json!({"metadata": {"name": "a"}});
+        let bare = with_type(bare.into(), &resource);
         assert_eq!(bare["apiVersion"], "kopf.dev/v1");
         assert_eq!(bare["kind"], "KopfExample");
         let typed = serde_json::json!({"apiVersion": "other/v2", "kind": "Other", "metadata": {}});
-        assert_eq!(with_type(typed.clone(), &resource), typed);
-        assert_eq!(with_type(Value::Null, &resource), Value::Null);
+        assert_eq!(with_type(typed.clone().into(), &resource), typed);
+        assert_eq!(with_type(Value::Null.into(), &resource), Value::Null);
     }
 
     #[tokio::test(start_paused = true)]

@@ -118,11 +118,13 @@ pub struct WatchingSettings {
     pub shard_selectors: Vec<(Selector, String)>,
     /// Leave `metadata.managedFields` out of the objects as they are read from lists and
     /// watches (off by default: Kopf passes objects whole). Handlers, filters, daemons and
-    /// indexes then see the objects without it, and it is never built in memory: server-side
-    /// apply's records of field ownership (an entry per manager and operation) are often the
-    /// larger part of a small object, so this saves much of the parsing and of the memory of
-    /// each object kept (as controller-runtime's `TransformStripManagedFields`). Writes are
-    /// not affected: the server keeps the field, and admission reviews carry it.
+    /// indexes then see the objects without it (as controller-runtime's
+    /// `TransformStripManagedFields`). Server-side apply's records of field ownership (an
+    /// entry per manager and operation) are often the larger part of a small object. Even
+    /// when it is on, the field is never built as it is read: it is kept as the text it came
+    /// as, and built only for a handler that asks for the whole object (`body`, `meta`,
+    /// `body_as`); stripping also saves that text's memory. Writes are not affected: the
+    /// server keeps the field, and admission reviews carry it.
     pub strip_managed_fields: bool,
 }
 

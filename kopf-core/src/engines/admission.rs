@@ -32,6 +32,7 @@ use crate::clients::posting::{Logger, Poster};
 use crate::helpers::sync::lock;
 use crate::intents::admission::{AdmissionHandler, AdmissionKind};
 use crate::intents::registry::Registry;
+use crate::structs::bodies::Body;
 use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::{diff, resolve};
 use crate::structs::errors::ErrorKind;
@@ -193,7 +194,7 @@ impl Admission {
                 .and_then(PeerCertificate::from_der),
             warnings: Warnings::default(),
         });
-        let body = Arc::new(request.body().clone());
+        let body = Arc::new(Body::from(request.body().clone()));
         // As Kopf: a throwaway memo on creation (the object does not exist yet), the object's
         // own otherwise. Unlike Kopf, an object the operator does not watch gets a throwaway
         // one too: keeping memos of objects whose deletion is never seen would grow forever.
@@ -307,7 +308,7 @@ struct Calls<'a> {
     request: &'a ReviewRequest,
     resource: &'a Resource,
     review: &'a Arc<Review>,
-    body: &'a Arc<Value>,
+    body: &'a Arc<Body>,
     memo: &'a Memo,
     /// The mutating handlers' one patch (Kopf's cause has one for all).
     mutations: &'a Arc<Mutex<Patch>>,

@@ -181,7 +181,7 @@ impl Authenticator {
         let resource = Resource::default();
         let events = Poster::disabled().events(&Value::Null, &resource);
         Invocation {
-            body: Arc::new(Value::Null),
+            body: Arc::default(),
             resource: Arc::new(resource),
             reason: None,
             event_type: None,

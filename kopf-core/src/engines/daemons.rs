@@ -35,6 +35,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::helpers::sync::lock;
 use crate::intents::daemons::Background;
+use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 
 /// How long a stopped daemon may keep running before it is dropped, when it declares no
@@ -45,19 +46,19 @@ const INSTANT_EXIT: Duration = Duration::from_millis(100);
 /// last changed.
 #[derive(Debug)]
 pub(crate) struct Live {
-    body: watch::Sender<Arc<Value>>,
+    body: watch::Sender<Arc<Body>>,
     changed: Mutex<(Instant, Option<Value>)>,
 }
 
 impl Live {
-    fn new(body: Arc<Value>) -> Live {
+    fn new(body: Arc<Body>) -> Live {
         Live {
             body: watch::Sender::new(body),
             changed: Mutex::new((Instant::now(), None)),
         }
     }
 
-    fn body(&self) -> Arc<Value> {
+    fn body(&self) -> Arc<Body> {
         self.body.borrow().clone()
     }
 
@@ -94,7 +95,7 @@ pub(crate) struct Daemons {
 impl Daemons {
     /// Shows the newest state of the object to its daemons; `essence`, when given, resets the
     /// idle time of timers if it differs from the last one.
-    pub(crate) fn observe(&mut self, body: &Arc<Value>, essence: Option<Value>) {
+    pub(crate) fn observe(&mut self, body: &Arc<Body>, essence: Option<Value>) {
         let live = self
             .live
             .get_or_insert_with(|| Arc::new(Live::new(body.clone())));
@@ -127,7 +128,7 @@ impl Daemons {
     pub(crate) fn reconcile(
         &mut self,
         matching: &[&Background],
-        body: &Arc<Value>,
+        body: &Arc<Body>,
         start: impl Fn(&Background, Arc<Live>, &Tasks) -> Running,
         tasks: &Tasks,
     ) {
@@ -180,7 +181,7 @@ impl Daemons {
 /// provides it; daemons do not know the cycle.
 pub(crate) trait DaemonHost: Send + Sync + 'static {
     /// An invocation of a handler with these options on the object's newest body.
-    fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation;
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation;
 
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;

@@ -45,6 +45,7 @@ use crate::configs::peering::{self, Judgement, Peer};
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
 use crate::engines::pausing::Pause;
 use crate::helpers::sync::lock;
+use crate::structs::bodies::Body;
 use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
@@ -360,7 +361,7 @@ impl Peering {
     async fn watch(
         self: Arc<Self>,
         place: Place,
-        states: watch::Sender<Option<Arc<Value>>>,
+        states: watch::Sender<Option<Arc<Body>>>,
         token: CancellationToken,
     ) {
         let place = &place;
@@ -383,7 +384,7 @@ impl Peering {
                     return;
                 }
                 let state = if deleted {
-                    Arc::new(json!({}))
+                    Arc::new(Body::from(json!({})))
                 } else {
                     object.clone()
                 };
@@ -401,7 +402,7 @@ impl Peering {
     async fn keep(
         self: Arc<Self>,
         place: Place,
-        mut states: watch::Receiver<Option<Arc<Value>>>,
+        mut states: watch::Receiver<Option<Arc<Body>>>,
         token: CancellationToken,
     ) {
         let place = &place;

@@ -406,7 +406,7 @@ pub fn adopt_to_current<CF>(objs: impl Children<CF>) -> Result<(), HierarchyErro
     let body = Current::with(|current| current.body.clone())
         .filter(|body| body.is_object())
         .ok_or(HierarchyError::NoCurrentObject)?;
-    adopt(objs, &*body)
+    adopt(objs, body.value())
 }
 
 impl Child<'_> {

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::actions::invocation::{Invocation, Options, Reason};
 use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::{Logger, Poster};
+use crate::structs::bodies::Body;
 use crate::structs::diff::Diff;
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
@@ -37,7 +38,7 @@ impl Invocations {
     /// memo, in a child node of `tasks`.
     pub(crate) fn make(
         &self,
-        body: Arc<Value>,
+        body: Arc<Body>,
         memo: Memo,
         change: Change,
         options: &Options,

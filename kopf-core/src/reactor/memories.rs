@@ -6,13 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::engines::daemons::Daemons;
 use crate::engines::indexing::IndexingState;
 use crate::helpers::freeing::free_apart;
 use crate::helpers::sync::lock;
+use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 
 /// What the operator remembers of one object. Kept for every object, at rest or not: what is
@@ -27,7 +27,7 @@ pub(crate) struct Memory {
     pub(crate) handled_once: bool,
     /// The newest state seen, while the object's worker lives (and after a stop, until the
     /// memories are freed).
-    pub(crate) latest: Option<Arc<Value>>,
+    pub(crate) latest: Option<Arc<Body>>,
     /// After our own PATCH: the versions to wait for, and until when.
     pub(crate) awaited: Option<Box<(Vec<String>, Instant)>>,
     /// Failed writes in a row, for throttling.

@@ -37,6 +37,7 @@ use crate::reactor::memories::{Memories, Memory};
 use crate::reactor::progress::{self, Records};
 use crate::reactor::queueing::Next;
 use crate::reactor::subhandling::{Cause, SubHandling};
+use crate::structs::bodies::Body;
 use crate::structs::diff;
 use crate::structs::errors;
 use crate::structs::filters;
@@ -286,7 +287,7 @@ impl Processor {
         let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
         // After a write rejected for good: the object as if it had landed.
         let body = match self.memory(uid, |m| m.rejected.clone()) {
-            Some(rejected) => Arc::new(rejected.applied_to(&body)),
+            Some(rejected) => Arc::new(body.replaced(rejected.applied_to(&body))),
             None => body,
         };
         // Boxed: the handlers' futures are large, and needed only while they run, not while
@@ -377,7 +378,7 @@ impl Processor {
     }
 
     /// Updates the operator's indexes with one event of the object.
-    async fn index(&self, uid: &str, kind: Option<&str>, object: &Arc<Value>, tasks: &Tasks) {
+    async fn index(&self, uid: &str, kind: Option<&str>, object: &Arc<Body>, tasks: &Tasks) {
         if self.indexers.is_empty() {
             return;
         }
@@ -574,7 +575,7 @@ impl Processor {
     async fn run_event_handlers(
         &self,
         kind: Option<&'static str>,
-        object: &Arc<Value>,
+        object: &Arc<Body>,
         tasks: &Tasks,
     ) -> Patch {
         let mut patch = Patch::default();
@@ -643,7 +644,7 @@ impl Processor {
     /// An invocation of a handler with these options on the object, for this change.
     fn invocation(
         &self,
-        body: Arc<Value>,
+        body: Arc<Body>,
         change: Change,
         options: &Options,
         tasks: &Tasks,
@@ -653,7 +654,7 @@ impl Processor {
     }
 
     /// The daemons and timers whose filters the object passes.
-    fn matching_background(&self, body: &Arc<Value>, tasks: &Tasks) -> Vec<&Background> {
+    fn matching_background(&self, body: &Arc<Body>, tasks: &Tasks) -> Vec<&Background> {
         self.background
             .iter()
             .filter(|h| self.object_matches(h.id(), h.options(), body))
@@ -670,7 +671,7 @@ impl Processor {
     fn spawn(
         self: &Arc<Self>,
         uid: &str,
-        body: &Arc<Value>,
+        body: &Arc<Body>,
         matching: &[&Background],
         tasks: &Tasks,
     ) {
@@ -724,7 +725,7 @@ impl Processor {
     async fn handle_changes(
         self: &Arc<Self>,
         uid: &str,
-        body: &Arc<Value>,
+        body: &Arc<Body>,
         initial: bool,
         tasks: &Tasks,
     ) -> Cycle {

@@ -34,6 +34,7 @@ use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::watching::{Backlog, Event};
 use crate::helpers::sync::lock;
+use crate::structs::bodies::Body;
 use crate::structs::resources::Resource;
 
 type Workers = Arc<Mutex<HashMap<String, Arc<Mailbox>>>>;
@@ -368,7 +369,7 @@ struct Known {
 impl Known {
     /// Follows one event; at the end of a listing, returns the known objects it lacked (and
     /// forgets them), as what identifies them.
-    fn see(&mut self, event: &Event) -> Vec<Arc<Value>> {
+    fn see(&mut self, event: &Event) -> Vec<Arc<Body>> {
         match event {
             Event::Listed(object) => {
                 let uid = uid_of(object);
@@ -454,8 +455,8 @@ impl Identity {
 
     /// The object as far as it is known: `apiVersion`, `kind`, and `metadata`'s `name`,
     /// `namespace` and `uid`.
-    fn body(&self, uid: &str) -> Arc<Value> {
-        Arc::new(json!({
+    fn body(&self, uid: &str) -> Arc<Body> {
+        Arc::new(Body::from(json!({
             "apiVersion": self.api_version.as_deref(),
             "kind": self.kind.as_deref(),
             "metadata": {
@@ -463,7 +464,7 @@ impl Identity {
                 "namespace": self.namespace.as_deref(),
                 "uid": uid,
             },
-        }))
+        })))
     }
 }
 
@@ -573,13 +574,13 @@ mod tests {
     use super::*;
     use crate::aiokits::tasks::StopReason;
 
-    fn object(uid: &str) -> Arc<Value> {
-        Arc::new(json!({"apiVersion": "v1", "kind": "Thing",
+    fn object(uid: &str) -> Arc<Body> {
+        Arc::new(Body::from(json!({"apiVersion": "v1", "kind": "Thing",
             "metadata": {"name": format!("n-{uid}"), "namespace": "ns", "uid": uid},
-            "spec": {"large": "enough"}}))
+            "spec": {"large": "enough"}})))
     }
 
-    fn uids(objects: Vec<Arc<Value>>) -> Vec<String> {
+    fn uids(objects: Vec<Arc<Body>>) -> Vec<String> {
         let mut uids: Vec<String> = objects.iter().map(|o| uid_of(o)).collect();
         uids.sort();
         uids

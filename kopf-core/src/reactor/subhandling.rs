@@ -20,6 +20,7 @@ use crate::configs::storage::timestamps;
 use crate::configs::storage::{HandlerId, ProgressStorage};
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::progress::{self, Records};
+use crate::structs::bodies::Body;
 use crate::structs::diff::Diff;
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
@@ -29,7 +30,7 @@ pub(crate) struct Cause<'a> {
     /// The id of the handler at the top, whose sub-handlers these are: their attempts are
     /// counted under it in the metrics.
     pub(crate) handler: &'a str,
-    pub(crate) body: &'a Arc<Value>,
+    pub(crate) body: &'a Arc<Body>,
     pub(crate) memo: &'a Memo,
     pub(crate) reason: Reason,
     pub(crate) diff: &'a Arc<Diff>,

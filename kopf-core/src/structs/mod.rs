@@ -1,7 +1,8 @@
-//! Plain data, the bottom layer: errors, diffs, patches, resources and selectors, memos,
-//! namespace patterns, filters, indexes, credentials, RBAC rules, admission reviews, client
-//! certificates, and shard selectors.
+//! Plain data, the bottom layer: objects' bodies, errors, diffs, patches, resources and
+//! selectors, memos, namespace patterns, filters, indexes, credentials, RBAC rules, admission
+//! reviews, client certificates, and shard selectors.
 
+pub(crate) mod bodies;
 pub(crate) mod certificates;
 pub(crate) mod credentials;
 pub mod diff;

@@ -364,8 +364,10 @@ async fn a_spec_that_does_not_fit_the_type_is_a_permanent_error_and_others_go_on
 
 /// Runs an operator (its settings changed by `tweak`) on a server with one object created
 /// before it starts (listed) and one after (watched); returns, per object, whether its
-/// create and event handlers saw `metadata.managedFields`, and the objects on the server.
-async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec<Value>) {
+/// create and event handlers saw `metadata.managedFields` (and the text of the whole body
+/// that the event handler saw), the objects on the server, and the text of the watched
+/// object as created.
+async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec<Value>, String) {
     let calls = Calls::default();
     let (c1, c2) = (calls.clone(), calls.clone());
     let registry = Registry::new()
@@ -388,7 +390,10 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
                 let calls = c2.clone();
                 async move {
                     let seen = !inv.body()["metadata"]["managedFields"].is_null();
-                    calls.record(json!({"handler": "event", "name": inv.name(), "seen": seen}));
+                    let text = serde_json::to_string(inv.body()).unwrap();
+                    calls.record(
+                        json!({"handler": "event", "name": inv.name(), "seen": seen, "text": text}),
+                    );
                     Ok(None)
                 }
             },
@@ -403,7 +408,7 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
     tweak(&mut settings);
     let harness =
         OperatorHarness::start_on(server, kopf::Operator::new(registry).settings(settings)).await;
-    create(&harness.client(), "watched", json!({"field": "b"})).await;
+    let watched = create(&harness.client(), "watched", json!({"field": "b"})).await;
     let mut objects = Vec::new();
     for name in ["listed", "watched"] {
         objects.push(
@@ -419,12 +424,16 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
         })
         .await;
     harness.stop().await.expect("a clean stop");
-    (calls.all(), objects)
+    (
+        calls.all(),
+        objects,
+        serde_json::to_string(&watched).unwrap(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stripped_managed_fields_are_not_seen_by_handlers_and_stay_on_the_server() {
-    let (calls, objects) = managed_fields_seen(|s| s.watching.strip_managed_fields = true).await;
+    let (calls, objects, _) = managed_fields_seen(|s| s.watching.strip_managed_fields = true).await;
     assert!(
         calls.iter().all(|c| c["seen"] == false),
         "no handler sees managedFields: {calls:?}"
@@ -446,11 +455,19 @@ async fn stripped_managed_fields_are_not_seen_by_handlers_and_stay_on_the_server
         );
     }
 
-    // By default, as Kopf, the objects are passed whole.
-    let (calls, _) = managed_fields_seen(|_| {}).await;
+    // By default, as Kopf, the objects are passed whole: the watched object's first event,
+    // as the handler sees it, is the object as created, to the order of its keys (the
+    // managed fields, kept apart as read, are back in their place).
+    let (calls, _, watched) = managed_fields_seen(|_| {}).await;
     assert!(
         calls.iter().all(|c| c["seen"] == true),
         "handlers see managedFields: {calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["name"] == "watched" && c["text"] == watched),
+        "the event handler saw the object as created ({watched}): {calls:?}"
     );
 }
 

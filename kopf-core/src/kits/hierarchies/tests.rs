@@ -353,7 +353,7 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     );
     assert_eq!(child, json!({}));
 
-    let body = Arc::new(parent());
+    let body = Arc::new(crate::structs::bodies::Body::from(parent()));
     let current = Current {
         events: Poster::disabled().events(&body, &Resource::default()),
         body,
@@ -378,7 +378,7 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     assert_eq!(pod.metadata.namespace.as_deref(), Some("ns1"));
 
     let activity = Current {
-        body: Arc::new(Value::Null),
+        body: Arc::default(),
         ..current
     };
     let outside = activity.enter_sync(|| adopt_to_current(&mut json!({})));

@@ -16,6 +16,7 @@ use crate::engines::daemons::{DaemonHost, Unwritten};
 use crate::engines::ownership::ShardMembers;
 use crate::reactor::invocations::Change;
 use crate::reactor::queueing::{Next, ObjectProcessor};
+use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
@@ -102,7 +103,7 @@ impl ShardMembers for Processor {
 }
 
 impl DaemonHost for Processor {
-    fn invocation(&self, body: Arc<Value>, options: &Options, node: &Tasks) -> Invocation {
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation {
         Processor::invocation(self, body, Change::default(), options, node)
     }
 
