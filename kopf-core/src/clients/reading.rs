@@ -108,6 +108,10 @@ impl<'de> Visitor<'de> for Level<'_> {
             Level::Object(mut apart) => {
                 while let Some(key) = access.next_key::<String>()? {
                     let value = if key == "metadata" {
+                        // A repeated key's last value is the one kept, as `Value` keeps it.
+                        if let Some(slot) = apart.as_deref_mut() {
+                            *slot = None;
+                        }
                         access.next_value_seed(Level::Metadata(apart.as_deref_mut()))?
                     } else {
                         access.next_value::<Value>()?
@@ -115,8 +119,7 @@ impl<'de> Visitor<'de> for Level<'_> {
                     map.insert(key, value);
                 }
             }
-            Level::Metadata(apart) => {
-                let mut apart = apart;
+            Level::Metadata(mut apart) => {
                 while let Some(key) = access.next_key::<String>()? {
                     if key != "managedFields" {
                         let value = access.next_value::<Value>()?;
@@ -236,6 +239,10 @@ mod tests {
             assert!(std::ptr::eq(body.whole(), body.value()));
             assert_eq!(*body.whole(), serde_json::from_str::<Value>(text).unwrap());
         }
+        // A repeated key: the last value, as `Value` reads it.
+        let twice = r#"{"metadata":{"managedFields":[1]},"metadata":{"name":"b"}}"#;
+        let body = serde_json::from_str::<Deferred>(twice).unwrap().into_body();
+        assert_eq!(*body.whole(), serde_json::from_str::<Value>(twice).unwrap());
         assert!(serde_json::from_str::<Deferred>(r#"{"metadata":{"managedFields":[}}"#).is_err());
     }
 
