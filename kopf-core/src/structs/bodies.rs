@@ -21,8 +21,24 @@ use serde_json::value::RawValue;
 #[derive(Clone, Default)]
 pub(crate) struct Body {
     value: Value,
-    managed: Option<Managed>,
+    /// Boxed: a body with nothing apart (stripped, or built here) is no larger than its value.
+    apart: Option<Box<Apart>>,
+}
+
+/// What is kept apart, and the whole object once built.
+#[derive(Clone)]
+struct Apart {
+    managed: Managed,
     whole: OnceLock<Value>,
+}
+
+impl Apart {
+    fn new(managed: Managed) -> Box<Apart> {
+        Box::new(Apart {
+            managed,
+            whole: OnceLock::new(),
+        })
+    }
 }
 
 /// `metadata.managedFields` as read, and its place among `metadata`'s keys.
@@ -46,17 +62,16 @@ impl Body {
     pub(crate) fn with_managed(value: Value, managed: Option<Managed>) -> Body {
         Body {
             value,
-            managed,
-            whole: OnceLock::new(),
+            apart: managed.map(Apart::new),
         }
     }
 
     /// The whole object, `metadata.managedFields` included, as it was read.
     pub(crate) fn whole(&self) -> &Value {
-        let Some(managed) = &self.managed else {
+        let Some(Apart { managed, whole }) = self.apart.as_deref() else {
             return &self.value;
         };
-        self.whole.get_or_init(|| {
+        whole.get_or_init(|| {
             let mut whole = self.value.clone();
             if let Some(metadata) = whole.get_mut("metadata").and_then(Value::as_object_mut) {
                 // The text is JSON that was read once already, so it reads again.
@@ -75,12 +90,15 @@ impl Body {
 
     /// The same object with `value` for what is not kept apart (what is, is kept).
     pub(crate) fn replaced(&self, value: Value) -> Body {
-        Body::with_managed(value, self.managed.clone())
+        let managed = self.apart.as_ref().map(|apart| apart.managed.clone());
+        Body::with_managed(value, managed)
     }
 
     /// The object without what is kept apart, to change (the whole object follows).
     pub(crate) fn value_mut(&mut self) -> &mut Value {
-        self.whole = OnceLock::new();
+        if let Some(apart) = self.apart.as_deref_mut() {
+            apart.whole = OnceLock::new();
+        }
         &mut self.value
     }
 }
@@ -146,6 +164,30 @@ mod tests {
         assert_eq!(whole["spec"], json!({"x": 1}));
         // Built once.
         assert!(std::ptr::eq(whole, body.whole()));
+    }
+
+    #[test]
+    fn a_body_is_a_value_and_a_pointer() {
+        assert_eq!(
+            std::mem::size_of::<Body>(),
+            std::mem::size_of::<Value>() + std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn a_changed_body_builds_its_whole_object_again() {
+        let mut body = Body::with_managed(json!({"metadata": {}}), managed("[]", 0));
+        assert_eq!(body.whole()["kind"], Value::Null);
+        body.value_mut()["kind"] = json!("K");
+        assert_eq!(
+            *body.whole(),
+            json!({"metadata": {"managedFields": []}, "kind": "K"})
+        );
+        let replaced = body.replaced(json!({"metadata": {"name": "n"}}));
+        assert_eq!(
+            *replaced.whole(),
+            json!({"metadata": {"managedFields": [], "name": "n"}})
+        );
     }
 
     #[test]
