@@ -124,13 +124,6 @@ impl fmt::Debug for Body {
     }
 }
 
-/// Equal when the whole objects are.
-impl PartialEq for Body {
-    fn eq(&self, other: &Body) -> bool {
-        self.whole() == other.whole()
-    }
-}
-
 impl PartialEq<Value> for Body {
     fn eq(&self, other: &Value) -> bool {
         self.whole() == other
