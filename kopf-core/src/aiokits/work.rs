@@ -14,7 +14,7 @@ pub(crate) struct Work {
 impl Work {
     pub(crate) fn new(handler: &str, namespace: Option<&str>, name: &str) -> Work {
         let object = match namespace {
-            Some(namespace) => format!("{namespace}/{name}"),
+            Some(namespace) => [namespace, "/", name].concat(),
             None => name.to_string(),
         };
         Work {

@@ -1,6 +1,7 @@
 //! Talking to the API server: watching, patching, scanning, posting events, Leases, and the
 //! operator's one client that logs in again on `401`.
 
+pub(crate) mod answers;
 pub(crate) mod auth;
 pub(crate) mod leases;
 pub(crate) mod patching;

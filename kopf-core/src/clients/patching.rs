@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::answers::{self, Answer, Wanted};
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
@@ -60,25 +60,6 @@ impl Target<'_> {
     }
 }
 
-/// What the writes need of the object that the server answers with: its version, whether it is
-/// on its way out, and the `status` stored (to tell the fields that the schema pruned). The
-/// rest of the answer is skipped unparsed: a write's answer is the whole object, and building
-/// it as a `Value` only to read a few fields was a good part of the cost of each write.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Answer {
-    metadata: AnswerMetadata,
-    status: Value,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct AnswerMetadata {
-    resource_version: Option<String>,
-    deletion_timestamp: Option<serde::de::IgnoredAny>,
-    finalizers: Vec<String>,
-}
-
 /// What a write did.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
@@ -129,20 +110,25 @@ pub(crate) async fn apply(
     if finalizer.as_ref().is_some_and(|op| op["op"] == "remove")
         && let Some(operation) = finalizer.take()
     {
-        match guarded(target, resource_version, &[operation], backoffs).await? {
+        match guarded(
+            target,
+            resource_version,
+            &[operation],
+            Wanted::Lifecycle,
+            backoffs,
+        )
+        .await?
+        {
             // The last finalizer of an object in deletion: the server deletes it now, and
             // nothing is left to write. Its version (the DELETED event's) is still awaited,
             // so that no older event on its way runs a deletion handler again.
-            Some(object)
-                if object.metadata.deletion_timestamp.is_some()
-                    && object.metadata.finalizers.is_empty() =>
-            {
+            Some(object) if object.deleting && object.finalizers.is_empty() => {
                 *patch = Patch::default();
-                written.versions.extend(object.metadata.resource_version);
+                written.versions.extend(object.resource_version);
                 written.versions = moved_on(resource_version, written.versions);
                 return Ok(written);
             }
-            Some(object) => written.versions.extend(object.metadata.resource_version),
+            Some(object) => written.versions.extend(object.resource_version),
             None => return Ok(gone(patch)),
         }
     }
@@ -153,10 +139,14 @@ pub(crate) async fn apply(
     {
         let merge = json!({ "status": status });
         let request = target.merge_patch(Some("status"), &merge);
-        match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
+        match retried(backoffs, target.stop, || {
+            send(target, request.as_ref(), Wanted::Status)
+        })
+        .await
+        {
             Ok(Some(object)) => {
                 written.pruned = pruned(&status, &object.status);
-                written.versions.extend(object.metadata.resource_version);
+                written.versions.extend(object.resource_version);
             }
             Ok(None) => return Ok(gone(patch)),
             Err(error) => {
@@ -172,20 +162,22 @@ pub(crate) async fn apply(
         .unwrap_or_else(|| resource_version.to_string());
     let operations = patch.take_operations();
     if !operations.is_empty() {
-        match guarded(target, &version, &operations, backoffs).await {
-            Ok(Some(object)) => written.versions.extend(object.metadata.resource_version),
+        match guarded(target, &version, &operations, Wanted::Version, backoffs).await {
+            Ok(Some(object)) => written.versions.extend(object.resource_version),
             Ok(None) => return Ok(gone(patch)),
             Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
                 let request = target
                     .requests()
                     .get(target.name, &kube::api::GetParams::default());
-                match retried(backoffs, target.stop, || send(target, request.as_ref())).await {
+                match retried(backoffs, target.stop, || {
+                    send(target, request.as_ref(), Wanted::Version)
+                })
+                .await
+                {
                     Ok(None) => return Ok(gone(patch)),
-                    Ok(Some(object))
-                        if object.metadata.resource_version.as_ref() != Some(&version) =>
-                    {
+                    Ok(Some(object)) if object.resource_version.as_ref() != Some(&version) => {
                         tracing::debug!(message = %status.message, "the handlers' JSON-patch operations met a newer version; the handlers run again on it");
-                        written.versions.extend(object.metadata.resource_version);
+                        written.versions.extend(object.resource_version);
                         written.outdated = true;
                         *patch = Patch::default();
                         written.versions = moved_on(resource_version, written.versions);
@@ -210,13 +202,20 @@ pub(crate) async fn apply(
     if let Some(merge) = patch.take_merge() {
         let body = Value::Object(merge);
         let request = target.merge_patch(None, &body);
-        let sent = retried(backoffs, target.stop, || send(target, request.as_ref())).await;
+        let wanted = match body.get("status") {
+            Some(_) => Wanted::Status,
+            None => Wanted::Version,
+        };
+        let sent = retried(backoffs, target.stop, || {
+            send(target, request.as_ref(), wanted)
+        })
+        .await;
         match sent {
             Ok(Some(object)) => {
                 if let Some(status) = body.get("status") {
                     written.pruned = pruned(status, &object.status);
                 }
-                written.versions.extend(object.metadata.resource_version);
+                written.versions.extend(object.resource_version);
             }
             Ok(None) => return Ok(gone(patch)),
             Err(error) => {
@@ -227,7 +226,8 @@ pub(crate) async fn apply(
                 // (the deletion would wait for a write that never lands): it is sent anyway.
                 if rejected_for_good(&error)
                     && let Some(operation) = finalizer
-                    && let Err(also) = guarded(target, &version, &[operation], backoffs).await
+                    && let Err(also) =
+                        guarded(target, &version, &[operation], Wanted::Version, backoffs).await
                 {
                     tracing::debug!(error = %also, "the finalizer's JSON patch failed too; retrying later");
                 }
@@ -237,11 +237,9 @@ pub(crate) async fn apply(
         version = written.versions.last().cloned().unwrap_or(version);
     }
     if let Some(operation) = finalizer {
-        match guarded(target, &version, &[operation], backoffs).await {
+        match guarded(target, &version, &[operation], Wanted::Version, backoffs).await {
             // The later writes (the `test` made sure): the one version to wait for.
-            Ok(Some(object)) => {
-                written.versions = object.metadata.resource_version.into_iter().collect()
-            }
+            Ok(Some(object)) => written.versions = object.resource_version.into_iter().collect(),
             Ok(None) => return Ok(Written::default()),
             // 409 or 422 included: the object changed meanwhile, or the server says so for
             // another reason. No event need follow: the caller tries again on the newest
@@ -280,6 +278,7 @@ async fn guarded(
     target: &Target<'_>,
     version: &str,
     operations: &[Value],
+    wanted: Wanted,
     backoffs: &[Duration],
 ) -> Result<Option<Answer>, kube::Error> {
     let mut guarded =
@@ -292,18 +291,20 @@ async fn guarded(
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
             .body(body.clone())
             .expect("a PATCH request with a static header always builds");
-        target.client.request::<Answer>(request)
+        answers::request(target.client, request, wanted)
     })
     .await
 }
 
-/// Sends a request built by kube-rs (or the error building it) and reads the answer.
+/// Sends a request built by kube-rs (or the error building it) and reads what is `wanted` of
+/// the answer.
 async fn send(
     target: &Target<'_>,
     request: Result<&http::Request<Vec<u8>>, &kube::core::request::Error>,
+    wanted: Wanted,
 ) -> Result<Answer, kube::Error> {
     match request {
-        Ok(request) => target.client.request::<Answer>(request.clone()).await,
+        Ok(request) => answers::request(target.client, request.clone(), wanted).await,
         Err(error) => Err(kube::Error::BuildRequest(
             kube::core::request::Error::Validation(error.to_string()),
         )),

@@ -50,7 +50,9 @@ pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
     let lines = stderr::stderr();
     let _already_installed = tracing_subscriber::registry()
         .with(filter)
-        .with(SpanFields)
+        .with(SpanFields {
+            all: style.format == LogFormat::Json,
+        })
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(move || lines.clone())
@@ -88,9 +90,12 @@ impl<'writer> FormatFields<'writer> for Unformatted {
     }
 }
 
-/// A layer that keeps each span's fields as JSON, for the formatter to find an event's object.
+/// A layer that keeps each span's fields as JSON, for the formatter to find an event's object:
+/// `all` of them for JSON lines, which show them; else only the object's name and namespace.
 #[derive(Debug)]
-struct SpanFields;
+struct SpanFields {
+    all: bool,
+}
 
 /// The fields of a span (in its extensions) or of an event, in the order recorded; a field
 /// recorded again replaces its value. A short list: spans and events carry a handful of
@@ -121,7 +126,10 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
     ) {
         if let Some(span) = ctx.span(id) {
             let mut fields = Fields::default();
-            attrs.record(&mut fields);
+            match self.all {
+                true => attrs.record(&mut fields),
+                false => attrs.record(&mut ObjectFields(&mut fields)),
+            }
             span.extensions_mut().insert(fields);
         }
     }
@@ -135,7 +143,10 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
         if let Some(span) = ctx.span(id) {
             let mut extensions = span.extensions_mut();
             if let Some(fields) = extensions.get_mut::<Fields>() {
-                values.record(fields);
+                match self.all {
+                    true => values.record(fields),
+                    false => values.record(&mut ObjectFields(fields)),
+                }
             }
         }
     }
@@ -159,6 +170,29 @@ impl Visit for Fields {
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.set(field.name(), value.into());
+    }
+}
+
+/// Of a span's fields, the object's name and namespace: all that plain and full lines show of
+/// them. The others are not formatted at all.
+struct ObjectFields<'a>(&'a mut Fields);
+
+impl ObjectFields<'_> {
+    fn wanted(field: &Field) -> bool {
+        matches!(field.name(), "object.name" | "object.namespace")
+    }
+}
+
+impl Visit for ObjectFields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if Self::wanted(field) {
+            self.0.record_debug(field, value);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if Self::wanted(field) {
+            self.0.record_str(field, value);
+        }
     }
 }
 
@@ -212,18 +246,19 @@ where
                 }
             }
         }
-        let mut own = Fields::default();
-        event.record(&mut own);
-        let message = match own.take("message") {
-            Some(Value::String(message)) => message,
-            Some(other) => other.to_string(),
-            None => String::new(),
-        };
         let namespace = namespace.filter(|n| !n.is_null());
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
         if json {
-            let prefix = self.prefix(name.as_ref(), namespace.as_ref());
+            let mut own = Fields::default();
+            event.record(&mut own);
+            let message = match own.take("message") {
+                Some(Value::String(message)) => message,
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            let mut prefix = String::new();
+            self.prefix(&mut prefix, name.as_ref(), namespace.as_ref())?;
             let mut line = Map::new();
             line.insert("message".into(), format!("{prefix}{message}").into());
             let timestamp = now
@@ -245,35 +280,126 @@ where
             }
             return writeln!(writer, "{}", Value::Object(line));
         }
+        // Written piece by piece, not formatted: two lines per handled object.
         if self.format == LogFormat::Full {
-            let format = time::macros::format_description!(
-                "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
-            );
-            let timestamp = now.format(&format).unwrap_or_default();
-            let level = severity(metadata.level());
-            write!(
-                writer,
-                "[{timestamp}] {:<20.20} [{level:<8.8}] ",
-                metadata.target()
-            )?;
+            writer.write_char('[')?;
+            writer.write_str(&timestamp(now))?;
+            writer.write_str("] ")?;
+            padded(&mut writer, metadata.target(), 20)?;
+            writer.write_str(" [")?;
+            padded(&mut writer, severity(metadata.level()), 8)?;
+            writer.write_str("] ")?;
         }
-        let prefix = self.prefix(name.as_ref(), namespace.as_ref());
-        write!(writer, "{prefix}{message}")?;
-        for (key, value) in &own.0 {
+        self.prefix(&mut writer, name.as_ref(), namespace.as_ref())?;
+        // The message goes straight into the line; the other fields follow it.
+        let mut own = Message {
+            writer: &mut writer,
+            written: Ok(()),
+            others: Fields::default(),
+        };
+        event.record(&mut own);
+        let Message {
+            written, others, ..
+        } = own;
+        written?;
+        for (key, value) in &others.0 {
             write!(writer, " {key}={}", Text(value))?;
         }
         writeln!(writer)
     }
 }
 
+/// An event's fields for a plain or full line: the message written to the line, the others
+/// kept to follow it.
+struct Message<'a, 'w> {
+    writer: &'a mut Writer<'w>,
+    written: fmt::Result,
+    others: Fields,
+}
+
+impl Visit for Message<'_, '_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        match field.name() {
+            "message" => self.written = write!(self.writer, "{value:?}"),
+            _ => self.others.record_debug(field, value),
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.written = self.writer.write_str(value),
+            _ => self.others.record_str(field, value),
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.others.record_i64(field, value);
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.others.record_u64(field, value);
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.others.record_bool(field, value);
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.others.record_f64(field, value);
+    }
+}
+
+/// `text` cut or padded with spaces to `width` characters, as `{:<20.20}` would write it.
+fn padded(writer: &mut impl fmt::Write, text: &str, width: usize) -> fmt::Result {
+    let cut = text
+        .char_indices()
+        .nth(width)
+        .map_or(text.len(), |(at, _)| at);
+    let text = &text[..cut];
+    writer.write_str(text)?;
+    let written = text.chars().count();
+    for _ in written..width {
+        writer.write_char(' ')?;
+    }
+    Ok(())
+}
+
+/// The time as Kopf's full lines show it: `2026-12-01 12:34:56,789` (UTC).
+fn timestamp(now: time::OffsetDateTime) -> String {
+    let (hour, minute, second, milli) = now.to_hms_milli();
+    let mut text = String::with_capacity(23);
+    let mut number = |value: u32, digits: u32, separator: Option<char>| {
+        for place in (0..digits).rev() {
+            let digit = value / 10u32.pow(place) % 10;
+            text.push(char::from_digit(digit, 10).unwrap_or('0'));
+        }
+        text.extend(separator);
+    };
+    number(now.year().unsigned_abs(), 4, Some('-'));
+    number(u8::from(now.month()).into(), 2, Some('-'));
+    number(now.day().into(), 2, Some(' '));
+    number(hour.into(), 2, Some(':'));
+    number(minute.into(), 2, Some(':'));
+    number(second.into(), 2, Some(','));
+    number(milli.into(), 3, None);
+    text
+}
+
 impl KopfFormat {
     /// `[namespace/name] ` (or `[name] ` for a cluster-wide object) when lines have a prefix.
-    fn prefix(&self, name: Option<&Value>, namespace: Option<&Value>) -> String {
+    fn prefix(
+        &self,
+        writer: &mut impl fmt::Write,
+        name: Option<&Value>,
+        namespace: Option<&Value>,
+    ) -> fmt::Result {
         match (name, namespace) {
-            _ if !self.prefix => String::new(),
-            (Some(name), Some(namespace)) => format!("[{}/{}] ", Text(namespace), Text(name)),
-            (Some(name), None) => format!("[{}] ", Text(name)),
-            _ => String::new(),
+            _ if !self.prefix => Ok(()),
+            (Some(name), namespace) => {
+                writer.write_char('[')?;
+                if let Some(namespace) = namespace {
+                    Text(namespace).write_to(writer)?;
+                    writer.write_char('/')?;
+                }
+                Text(name).write_to(writer)?;
+                writer.write_str("] ")
+            }
+            (None, _) => Ok(()),
         }
     }
 }
@@ -281,12 +407,18 @@ impl KopfFormat {
 /// A field's value in a line: a string as it is, anything else as JSON.
 struct Text<'a>(&'a Value);
 
+impl Text<'_> {
+    fn write_to(&self, writer: &mut impl fmt::Write) -> fmt::Result {
+        match self.0 {
+            Value::String(text) => writer.write_str(text),
+            other => write!(writer, "{other}"),
+        }
+    }
+}
+
 impl fmt::Display for Text<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Value::String(text) => f.write_str(text),
-            other => write!(f, "{other}"),
-        }
+        self.write_to(f)
     }
 }
 
@@ -342,6 +474,30 @@ mod tests {
     }
 
     #[test]
+    fn full_lines_write_the_time_and_the_columns_as_formatting_would() {
+        let now = time::macros::datetime!(2026-12-01 01:02:03.004 UTC);
+        assert_eq!(timestamp(now), "2026-12-01 01:02:03,004");
+        let format = time::macros::format_description!(
+            "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
+        );
+        let now = time::OffsetDateTime::now_utc();
+        assert_eq!(timestamp(now), now.format(&format).unwrap());
+        for text in [
+            "",
+            "kopf",
+            "kopf::objects",
+            "kopf::reactor::processing::roles",
+            "ünïcödé::ñames::of::targets",
+        ] {
+            for width in [8, 20] {
+                let mut written = String::new();
+                padded(&mut written, text, width).unwrap();
+                assert_eq!(written, format!("{text:<width$.width$}"));
+            }
+        }
+    }
+
+    #[test]
     fn the_formats() {
         use std::sync::{Arc, Mutex};
 
@@ -359,12 +515,16 @@ mod tests {
         let lines = |style: LogStyle| {
             let buffer = Buffer::default();
             let writer = buffer.clone();
-            let subscriber = tracing_subscriber::registry().with(SpanFields).with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(move || writer.clone())
-                    .fmt_fields(Unformatted)
-                    .event_format(KopfFormat::new(&style)),
-            );
+            let subscriber = tracing_subscriber::registry()
+                .with(SpanFields {
+                    all: style.format == LogFormat::Json,
+                })
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_writer(move || writer.clone())
+                        .fmt_fields(Unformatted)
+                        .event_format(KopfFormat::new(&style)),
+                );
             tracing::subscriber::with_default(subscriber, || {
                 let span = tracing::info_span!(
                     "handler",
@@ -374,12 +534,13 @@ mod tests {
                 );
                 tracing::info!(target: "kopf::objects", parent: &span, "Handler 'create_fn' succeeded.");
                 tracing::warn!(target: "kopf::operator", tasks = 2, "outside");
+                tracing::warn!(target: "kopf::operator", message = "named", tasks = 3);
             });
             String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
         };
         assert_eq!(
             lines(style(LogFormat::Plain)),
-            "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\n"
+            "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\nnamed tasks=3\n"
         );
         let full = lines(style(LogFormat::Full));
         let first = full.lines().next().unwrap();

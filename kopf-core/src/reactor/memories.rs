@@ -3,9 +3,10 @@
 //! Invariant: the map's lock is held only for short, synchronous reads and changes of one
 //! object's memory, never across an `.await`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use foldhash::HashMap;
 use tokio::time::Instant;
 
 use crate::engines::daemons::Daemons;

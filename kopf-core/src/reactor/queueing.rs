@@ -20,12 +20,13 @@
 //! The queue knows its processor only as an [`ObjectProcessor`]: what it needs of whatever
 //! processes the events it routes.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::{HashMap, HashSet};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;

@@ -29,7 +29,7 @@
 //! Kopf: `kopf/_cogs/configs/conventions.py` (`StorageKeyFormingConvention`,
 //! `StorageKeyMarkingConvention`, `CollisionEvadingConvention`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine as _;
@@ -37,6 +37,7 @@ use base64::alphabet::Alphabet;
 use base64::engine::{GeneralPurpose, general_purpose::PAD};
 use blake2::digest::consts::U4;
 use blake2::{Blake2b, Digest as _};
+use foldhash::HashMap;
 use serde_json::Value;
 
 use super::fields;

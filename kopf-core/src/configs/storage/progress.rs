@@ -332,16 +332,13 @@ impl ProgressStorage for AnnotationsProgressStorage {
 
     fn clear(&self, essence: &mut Value) {
         if !self.prefix.is_empty() {
-            let own = format!("{}/", self.prefix);
+            let own = |key: &str| {
+                key.strip_prefix(self.prefix.as_str())
+                    .is_some_and(|name| name.starts_with('/'))
+            };
             let keys: Vec<String> = fields::resolve(essence, &["metadata", "annotations"])
                 .and_then(Value::as_object)
-                .map(|annotations| {
-                    annotations
-                        .keys()
-                        .filter(|key| key.starts_with(&own))
-                        .cloned()
-                        .collect()
-                })
+                .map(|annotations| annotations.keys().filter(|key| own(key)).cloned().collect())
                 .unwrap_or_default();
             fields::remove_annotations(essence, &keys);
         }
