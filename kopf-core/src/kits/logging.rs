@@ -346,15 +346,27 @@ impl Visit for Message<'_, '_> {
 
 /// `text` cut or padded with spaces to `width` characters, as `{:<20.20}` would write it.
 fn padded(writer: &mut impl fmt::Write, text: &str, width: usize) -> fmt::Result {
-    let cut = text
-        .char_indices()
-        .nth(width)
-        .map_or(text.len(), |(at, _)| at);
-    let text = &text[..cut];
+    // Targets and levels are ASCII: their characters are their bytes.
+    let (text, written) = match text.is_ascii() {
+        true => {
+            let text = &text[..text.len().min(width)];
+            (text, text.len())
+        }
+        false => {
+            let cut = text
+                .char_indices()
+                .nth(width)
+                .map_or(text.len(), |(at, _)| at);
+            (&text[..cut], text[..cut].chars().count())
+        }
+    };
     writer.write_str(text)?;
-    let written = text.chars().count();
-    for _ in written..width {
-        writer.write_char(' ')?;
+    const SPACES: &str = "                ";
+    let mut missing = width.saturating_sub(written);
+    while missing > 0 {
+        let spaces = missing.min(SPACES.len());
+        writer.write_str(&SPACES[..spaces])?;
+        missing -= spaces;
     }
     Ok(())
 }

@@ -387,7 +387,12 @@ impl Default for StatusProgressStorage {
 
 impl ProgressStorage for StatusProgressStorage {
     fn fetch(&self, key: &HandlerId, body: &Value) -> Option<ProgressRecord> {
-        ProgressRecord::from_value(fields::resolve(body, &self.record_path(key))?)
+        // Walked without building the path: this runs for every handler in every cycle.
+        let records = self
+            .field
+            .split('.')
+            .try_fold(body, |value, step| value.as_object()?.get(step))?;
+        ProgressRecord::from_value(records.get(key.as_str())?)
     }
 
     fn store(&self, key: &HandlerId, record: &ProgressRecord, _body: &Value, patch: &mut Value) {
@@ -407,7 +412,11 @@ impl ProgressStorage for StatusProgressStorage {
     }
 
     fn clear(&self, essence: &mut Value) {
-        let _ = fields::remove(essence, &fields::parse_field(&self.field));
+        // An essence seldom has the field's first step (`status`): then there is nothing to do.
+        let first = self.field.split('.').next().unwrap_or_default();
+        if essence.get(first).is_some() {
+            let _ = fields::remove(essence, &fields::parse_field(&self.field));
+        }
         fields::remove_empty_stanzas(essence);
     }
 }
