@@ -280,4 +280,58 @@ mod tests {
         assert!(empty.metadata.shard_info.is_none() && empty.items.is_none());
         assert!(empty.metadata.resource_version.is_none());
     }
+
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1000i32..1000).prop_map(|n| Value::from(f64::from(n) / 8.0)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 12, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..12).prop_map(Value::Array),
+                prop::collection::vec(("[a-z]{1,2}", inner), 0..12)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Objects with maps and arrays of any size at every level, and managed fields anywhere
+    /// among the keys of `metadata` (or none).
+    fn objects() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(("[a-z]{1,2}", json_value()), 0..10),
+            prop::collection::vec(("[a-z]{1,2}", json_value()), 0..14),
+            prop::option::of((json_value(), any::<prop::sample::Index>())),
+        )
+            .prop_map(|(object, metadata, managed)| {
+                let mut metadata: serde_json::Map<String, Value> = metadata.into_iter().collect();
+                if let Some((fields, at)) = managed {
+                    let at = at.index(metadata.len() + 1);
+                    metadata.shift_insert(at, "managedFields".into(), fields);
+                }
+                let mut object: serde_json::Map<String, Value> = object.into_iter().collect();
+                object.insert("metadata".into(), Value::Object(metadata));
+                Value::Object(object)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn objects_are_read_as_serde_json_reads_them(object in objects()) {
+            let text = serde_json::to_string(&object).unwrap();
+            let mut stripped = object.clone();
+            stripped["metadata"].as_object_mut().unwrap().shift_remove("managedFields");
+
+            let deferred = serde_json::from_str::<Deferred>(&text).unwrap().into_body();
+            prop_assert_eq!(deferred.value(), &stripped);
+            prop_assert_eq!(serde_json::to_string(deferred.whole()).unwrap(), text.clone());
+            prop_assert_eq!(unmanaged(&text), stripped);
+        }
+    }
 }
