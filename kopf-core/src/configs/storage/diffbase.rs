@@ -12,7 +12,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{fields, keys, pyjson};
 
@@ -61,24 +61,34 @@ pub fn build_essence(
         .collect();
     let mut essence = Value::Object(essence);
 
-    fields::cherrypick(
-        body,
-        &mut essence,
-        &[["metadata", "labels"], ["metadata", "annotations"]],
-    );
-    let annotations = essence
-        .get_mut("metadata")
-        .and_then(|metadata| metadata.get_mut("annotations"))
-        .and_then(Value::as_object_mut);
-    if let Some(annotations) = annotations {
-        let marked: Vec<String> =
-            keys::detect_marked_prefixes(annotations.keys().map(String::as_str))
-                .into_iter()
-                .map(|prefix| format!("{prefix}/"))
-                .collect();
-        annotations.retain(|key, _| {
-            key != KUBECTL_LAST_APPLIED && !marked.iter().any(|prefix| key.starts_with(prefix))
-        });
+    // The labels, and the annotations but Kopf's own (its records and this diff-base) and
+    // kubectl's: only those kept are copied.
+    let mut metadata = Map::new();
+    if let Some(labels) = fields::resolve(body, &["metadata", "labels"]) {
+        metadata.insert("labels".into(), labels.clone());
+    }
+    if let Some(annotations) = fields::resolve(body, &["metadata", "annotations"]) {
+        let kept = match annotations.as_object() {
+            Some(annotations) => {
+                let marked = keys::detect_marked_prefixes(annotations.keys().map(String::as_str));
+                let own = |key: &str| {
+                    marked.iter().any(|prefix| {
+                        key.strip_prefix(prefix)
+                            .is_some_and(|name| name.starts_with('/'))
+                    })
+                };
+                let kept = annotations
+                    .iter()
+                    .filter(|(key, _)| *key != KUBECTL_LAST_APPLIED && !own(key))
+                    .map(|(key, value)| (key.clone(), value.clone()));
+                Value::Object(kept.collect())
+            }
+            None => annotations.clone(),
+        };
+        metadata.insert("annotations".into(), kept);
+    }
+    if !metadata.is_empty() {
+        fields::ensure(&mut essence, &["metadata"], Value::Object(metadata));
     }
 
     fields::cherrypick(body, &mut essence, extra_fields);
