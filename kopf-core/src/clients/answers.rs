@@ -8,7 +8,8 @@
 //! read. How much is left unread depends on where the server puts the fields: objects of the
 //! built-in kinds come in their types' order (`metadata.resourceVersion` near the start,
 //! `managedFields` at the end of `metadata`, then `spec` and `status`), so a write of a Pod's
-//! annotations reads a few hundred bytes of an answer of several kilobytes.
+//! annotations reads a few hundred bytes of an answer of several kilobytes. Custom resources
+//! may come with `managedFields` before the version; then what follows the version is left.
 
 use std::borrow::Cow;
 
@@ -70,9 +71,9 @@ fn api_error(code: http::StatusCode, text: &[u8]) -> kube::Error {
 /// Reads what `wanted` says of an object's JSON text.
 ///
 /// The values wanted are read by `serde_json`. The others are skipped by their extent alone
-/// (strings to their closing quote, objects and arrays to their closing bracket), which is
-/// several times faster than parsing them: the managed fields are most of an answer. What is
-/// skipped is not checked to be JSON. The text comes from the API server, which writes JSON.
+/// (strings to their closing quote, objects and arrays to their closing bracket), which costs
+/// less than parsing them: the managed fields are most of an answer. What is skipped is not
+/// checked to be JSON. The text comes from the API server, which writes JSON.
 pub(crate) fn read(text: &[u8], wanted: Wanted) -> Result<Answer, serde_json::Error> {
     let mut answer = Answer::default();
     let mut scanner = Scanner { text, at: 0 };
