@@ -283,7 +283,7 @@ where
         // Written piece by piece, not formatted: two lines per handled object.
         if self.format == LogFormat::Full {
             writer.write_char('[')?;
-            writer.write_str(&timestamp(now))?;
+            timestamp(&mut writer, now)?;
             writer.write_str("] ")?;
             padded(&mut writer, metadata.target(), 20)?;
             writer.write_str(" [")?;
@@ -371,25 +371,23 @@ fn padded(writer: &mut impl fmt::Write, text: &str, width: usize) -> fmt::Result
     Ok(())
 }
 
-/// The time as Kopf's full lines show it: `2026-12-01 12:34:56,789` (UTC).
-fn timestamp(now: time::OffsetDateTime) -> String {
+/// Writes the time as Kopf's full lines show it: `2026-12-01 12:34:56,789` (UTC).
+fn timestamp(writer: &mut impl fmt::Write, now: time::OffsetDateTime) -> fmt::Result {
     let (hour, minute, second, milli) = now.to_hms_milli();
-    let mut text = String::with_capacity(23);
-    let mut number = |value: u32, digits: u32, separator: Option<char>| {
+    let mut number = |value: u32, digits: u32, separator: &str| {
         for place in (0..digits).rev() {
             let digit = value / 10u32.pow(place) % 10;
-            text.push(char::from_digit(digit, 10).unwrap_or('0'));
+            writer.write_char(char::from_digit(digit, 10).unwrap_or('0'))?;
         }
-        text.extend(separator);
+        writer.write_str(separator)
     };
-    number(now.year().unsigned_abs(), 4, Some('-'));
-    number(u8::from(now.month()).into(), 2, Some('-'));
-    number(now.day().into(), 2, Some(' '));
-    number(hour.into(), 2, Some(':'));
-    number(minute.into(), 2, Some(':'));
-    number(second.into(), 2, Some(','));
-    number(milli.into(), 3, None);
-    text
+    number(now.year().unsigned_abs(), 4, "-")?;
+    number(u8::from(now.month()).into(), 2, "-")?;
+    number(now.day().into(), 2, " ")?;
+    number(hour.into(), 2, ":")?;
+    number(minute.into(), 2, ":")?;
+    number(second.into(), 2, ",")?;
+    number(milli.into(), 3, "")
 }
 
 impl KopfFormat {
@@ -487,13 +485,18 @@ mod tests {
 
     #[test]
     fn full_lines_write_the_time_and_the_columns_as_formatting_would() {
+        let written = |now| {
+            let mut text = String::new();
+            timestamp(&mut text, now).unwrap();
+            text
+        };
         let now = time::macros::datetime!(2026-12-01 01:02:03.004 UTC);
-        assert_eq!(timestamp(now), "2026-12-01 01:02:03,004");
+        assert_eq!(written(now), "2026-12-01 01:02:03,004");
         let format = time::macros::format_description!(
             "[year]-[month]-[day] [hour]:[minute]:[second],[subsecond digits:3]"
         );
         let now = time::OffsetDateTime::now_utc();
-        assert_eq!(timestamp(now), now.format(&format).unwrap());
+        assert_eq!(written(now), now.format(&format).unwrap());
         for text in [
             "",
             "kopf",

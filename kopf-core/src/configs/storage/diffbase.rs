@@ -71,12 +71,7 @@ pub fn build_essence(
         let kept = match annotations.as_object() {
             Some(annotations) => {
                 let marked = keys::detect_marked_prefixes(annotations.keys().map(String::as_str));
-                let own = |key: &str| {
-                    marked.iter().any(|prefix| {
-                        key.strip_prefix(prefix)
-                            .is_some_and(|name| name.starts_with('/'))
-                    })
-                };
+                let own = |key: &str| marked.iter().any(|prefix| keys::is_under(key, prefix));
                 let kept = annotations
                     .iter()
                     .filter(|(key, _)| *key != KUBECTL_LAST_APPLIED && !own(key))

@@ -22,8 +22,17 @@ pub(crate) fn parse_field(field: &str) -> Vec<&str> {
 
 /// The value at `path`, if every step is an object that has the key.
 pub(crate) fn resolve<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter()
-        .try_fold(root, |value, key| value.as_object()?.get(*key))
+    resolve_steps(root, path.iter().copied())
+}
+
+/// [`resolve`] for steps not gathered in a slice (`field.split('.')`).
+pub(crate) fn resolve_steps<'a, 'k>(
+    root: &'a Value,
+    steps: impl IntoIterator<Item = &'k str>,
+) -> Option<&'a Value> {
+    steps
+        .into_iter()
+        .try_fold(root, |value, key| value.as_object()?.get(key))
 }
 
 /// Sets the value at `path`, creating (or replacing non-object) parents as objects.

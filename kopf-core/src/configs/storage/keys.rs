@@ -215,6 +215,12 @@ pub(crate) fn store_marker(prefix: &str, body: &Value, patch: &mut Value) {
     }
 }
 
+/// Whether an annotation's `key` is under `prefix` (`<prefix>/<name>`).
+pub(crate) fn is_under(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|name| name.starts_with('/'))
+}
+
 fn prefixed(prefix: &str) -> String {
     if prefix.is_empty() {
         String::new()

@@ -332,15 +332,17 @@ impl ProgressStorage for AnnotationsProgressStorage {
 
     fn clear(&self, essence: &mut Value) {
         if !self.prefix.is_empty() {
-            let own = |key: &str| {
-                key.strip_prefix(self.prefix.as_str())
-                    .is_some_and(|name| name.starts_with('/'))
-            };
-            let keys: Vec<String> = fields::resolve(essence, &["metadata", "annotations"])
+            let own: Vec<String> = fields::resolve(essence, &["metadata", "annotations"])
                 .and_then(Value::as_object)
-                .map(|annotations| annotations.keys().filter(|key| own(key)).cloned().collect())
+                .map(|annotations| {
+                    annotations
+                        .keys()
+                        .filter(|key| keys::is_under(key, &self.prefix))
+                        .cloned()
+                        .collect()
+                })
                 .unwrap_or_default();
-            fields::remove_annotations(essence, &keys);
+            fields::remove_annotations(essence, &own);
         }
         fields::remove_empty_stanzas(essence);
     }
@@ -388,10 +390,7 @@ impl Default for StatusProgressStorage {
 impl ProgressStorage for StatusProgressStorage {
     fn fetch(&self, key: &HandlerId, body: &Value) -> Option<ProgressRecord> {
         // Walked without building the path: this runs for every handler in every cycle.
-        let records = self
-            .field
-            .split('.')
-            .try_fold(body, |value, step| value.as_object()?.get(step))?;
+        let records = fields::resolve_steps(body, self.field.split('.'))?;
         ProgressRecord::from_value(records.get(key.as_str())?)
     }
 
