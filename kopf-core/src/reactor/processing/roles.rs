@@ -46,12 +46,53 @@ impl Processor {
             // Its shard is being drained: the drain stops its daemons and timers and waits for
             // their end before the hand-off (or keeps the shard). Stopped and forgotten here,
             // they would not be waited for, and would still run after the hand-off.
+            // What the events show is remembered all the same: a drain that times out keeps
+            // the shard here, and the object's next processing must see its newest state,
+            // not run its handlers again on one older than their own write.
+            self.seen_while_draining(uid, batch);
             return;
         }
         tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
         self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
         self.memories.forget(uid);
         self.memos.forget(uid);
+    }
+
+    /// Remembers the newest state of an object known here whose shard is being drained,
+    /// without processing it: its latest body, and which of its own writes have come back
+    /// (Kopf's consistency rule waits for those; the ones seen here are not waited for again).
+    fn seen_while_draining(&self, uid: &str, batch: &[Event]) {
+        let mut versions = Vec::new();
+        let mut newest = None;
+        for event in batch {
+            let (kind, object) = match event {
+                Event::Listed(object) => (None, object),
+                Event::Changed(kind, object) if *kind != "DELETED" => (Some(*kind), object),
+                // Gone: the relisting tells, once the shard is processed again (or its new
+                // owner's does); no handler is to see this last state meanwhile.
+                Event::Changed(..) | Event::Vanished(_) | Event::ListingDone => continue,
+            };
+            if let Some(version) = object["metadata"]["resourceVersion"].as_str() {
+                versions.push(version);
+            }
+            newest = Some((kind, object));
+        }
+        let Some((kind, object)) = newest else {
+            return;
+        };
+        // Only for an object known here: one first seen now is listed again if the shard
+        // stays (the watchers follow the open shards), and one let go of by the drain stays
+        // forgotten.
+        self.memories.with_known(uid, |memory| {
+            if !memory.seen {
+                memory.seen = true;
+                memory.listed = kind.is_none();
+            }
+            memory.latest = Some(object.clone());
+            if let Some((pending, _)) = memory.awaited.as_deref_mut() {
+                pending.retain(|version| !versions.contains(&version.as_str()));
+            }
+        });
     }
 }
 
@@ -143,8 +184,11 @@ mod tests {
     use super::*;
     use crate::clients::posting::Poster;
     use crate::configs::settings::Settings;
+    use crate::engines::ownership::Ownership;
     use crate::intents::registry::Registry;
     use crate::reactor::processing::Common;
+    use serde_json::json;
+    use tokio::time::Instant;
 
     /// A client whose every call fails: nothing is sent here.
     fn client() -> kube::Client {
@@ -158,8 +202,7 @@ mod tests {
     /// long after its handlers ran: with 100,000 objects, each kilobyte of it is 100 MB at
     /// the peak. The handlers' and the request's futures are boxed while they run, so the
     /// processing future keeps only what a cycle holds across its steps (it was 7.3 KB).
-    #[tokio::test]
-    async fn an_object_waiting_to_write_holds_a_small_future() {
+    fn processor(ownership: Option<Arc<Ownership>>) -> Arc<Processor> {
         let common = Common {
             poster: Poster::disabled(),
             memo: Default::default(),
@@ -167,16 +210,86 @@ mod tests {
             writes: Arc::new(tokio::sync::Semaphore::new(1)),
             indexes: Default::default(),
             fence: Default::default(),
-            ownership: None,
+            ownership,
         };
-        let processor = Arc::new(Processor::new(
+        Arc::new(Processor::new(
             client(),
             Resource::default(),
             &Registry::new(),
             &[],
             Settings::default(),
             common,
-        ));
+        ))
+    }
+
+    fn object(version: &str) -> Arc<Body> {
+        Arc::new(Body::from(json!({
+            "metadata": {"name": "x", "uid": "uid", "resourceVersion": version},
+        })))
+    }
+
+    /// A drain that times out keeps the shard here. The events that came while it was
+    /// closed (the object's own write coming back, among them) must not be lost: else, once
+    /// the consistency rule stopped waiting for that write, the handlers ran again on the
+    /// state before it (a create handler called twice, in `assigned.rs`).
+    #[tokio::test]
+    async fn events_of_an_object_whose_shard_drains_are_remembered_though_not_processed() {
+        let ownership = Ownership::new(1);
+        ownership.open(0);
+        let processor = processor(Some(ownership.clone()));
+        processor.memory("uid", |memory| {
+            memory.seen = true;
+            memory.latest = Some(object("1"));
+            let until = Instant::now() + Duration::from_secs(60);
+            memory.awaited = Some(Box::new((vec!["2".to_string(), "3".to_string()], until)));
+        });
+        // A processing in flight (a handler still running) keeps the drain from ending.
+        let in_flight = ownership.enter("uid").expect("open");
+        let draining = ownership.drain(0, Duration::from_secs(60));
+        tokio::pin!(draining);
+        assert!(futures::poll!(draining.as_mut()).is_pending());
+
+        let tasks = Tasks::root(1);
+        let modified = vec![Event::Changed("MODIFIED", object("2"))];
+        let next = Processor::process(&processor, "uid", modified, &tasks).await;
+        assert!(next.gone, "not processed: the shard is closed");
+        let (latest, awaited) = processor.memory("uid", |memory| {
+            let latest = memory
+                .latest
+                .as_ref()
+                .map(|body| body["metadata"]["resourceVersion"].clone());
+            let awaited = memory.awaited.as_ref().map(|awaited| awaited.0.clone());
+            (latest, awaited)
+        });
+        assert_eq!(latest, Some(json!("2")), "the newest state is remembered");
+        assert_eq!(
+            awaited,
+            Some(vec!["3".to_string()]),
+            "the write seen is not awaited again"
+        );
+
+        // A deletion seen meanwhile is left to the relisting: the last state stays.
+        let deleted = vec![Event::Changed("DELETED", object("4"))];
+        let next = Processor::process(&processor, "uid", deleted, &tasks).await;
+        assert!(next.gone);
+        let latest = processor.memory("uid", |m| {
+            m.latest
+                .as_ref()
+                .map(|b| b["metadata"]["resourceVersion"].clone())
+        });
+        assert_eq!(latest, Some(json!("2")));
+
+        // An object not known here is not remembered: it is listed again if the shard stays.
+        let other = vec![Event::Changed("ADDED", object("5"))];
+        Processor::process(&processor, "other", other, &tasks).await;
+        assert!(processor.memories.with_known("other", |_| ()).is_none());
+        drop(in_flight);
+        assert!(draining.await);
+    }
+
+    #[tokio::test]
+    async fn an_object_waiting_to_write_holds_a_small_future() {
+        let processor = processor(None);
         let tasks = Tasks::root(1);
         let processing = processor.process("uid", Vec::new(), &tasks);
         let size = std::mem::size_of_val(&*processing);
