@@ -33,12 +33,17 @@ fn cache(files: &[(&str, usize)]) -> TempDir {
 
 /// Runs the script on the cache with this budget; returns what it printed.
 fn prune(cache: &Path, budget: &str) -> String {
+    prune_with(cache, budget, env!("CARGO"))
+}
+
+/// Runs the script on the cache with this budget and this cargo.
+fn prune_with(cache: &Path, budget: &str, cargo: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/prune-build-cache");
     let output = Command::new("bash")
         .arg(script)
         .arg(cache)
         .arg(budget)
-        .env("CARGO", env!("CARGO"))
+        .env("CARGO", cargo)
         .output()
         .expect("running bash");
     let printed = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -103,6 +108,13 @@ fn then_the_incremental_caches_and_trybuilds_build() {
     let printed = prune(cache.path(), "4M");
     assert_eq!(left(cache.path(), &ALL), [THEIRS], "{printed}");
     assert!(printed.contains("after removing the incremental caches and trybuild's build"));
+}
+
+#[test]
+fn when_cargo_cannot_tell_the_workspace_the_next_steps_keep_the_budget() {
+    let cache = cache(&[(OURS, 1), (THEIRS, 1), (INCREMENTAL, 2), (TRYBUILD, 2)]);
+    let printed = prune_with(cache.path(), "3M", "false");
+    assert_eq!(left(cache.path(), &ALL), [OURS, THEIRS], "{printed}");
 }
 
 #[test]
