@@ -69,6 +69,24 @@ impl Drop for Memories {
     }
 }
 
+impl Memory {
+    /// Takes in a state of the object from an event (`listed`: from a listing).
+    pub(crate) fn saw(&mut self, object: &Arc<Body>, listed: bool) {
+        if !self.seen {
+            self.seen = true;
+            self.listed = listed;
+        }
+        self.latest = Some(object.clone());
+    }
+
+    /// Stops waiting for those of our writes whose versions came back.
+    pub(crate) fn came_back<V: AsRef<str>>(&mut self, versions: &[V]) {
+        if let Some((pending, _)) = self.awaited.as_deref_mut() {
+            pending.retain(|version| !versions.iter().any(|seen| seen.as_ref() == version));
+        }
+    }
+}
+
 impl Memories {
     /// Calls `f` with the object's memory (an empty one on first sight).
     pub(crate) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> T {

@@ -200,13 +200,7 @@ impl Processor {
                 Event::Vanished(object) => (Some("DELETED"), object, false),
                 Event::ListingDone => continue,
             };
-            self.memory(uid, |memory| {
-                if !memory.seen {
-                    memory.seen = true;
-                    memory.listed = kind.is_none();
-                }
-                memory.latest = Some(object.clone());
-            });
+            self.memory(uid, |memory| memory.saw(object, kind.is_none()));
             versions.push(
                 object["metadata"]["resourceVersion"]
                     .as_str()
@@ -262,8 +256,8 @@ impl Processor {
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
         let waiting = self.memory(uid, |memory| {
-            let (pending, until) = memory.awaited.as_deref_mut()?;
-            pending.retain(|version| !versions.contains(version));
+            memory.came_back(&versions);
+            let (pending, until) = memory.awaited.as_deref()?;
             if !pending.is_empty() && *until > Instant::now() {
                 return Some(*until - Instant::now());
             }

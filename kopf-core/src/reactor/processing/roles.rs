@@ -84,14 +84,8 @@ impl Processor {
         // stays (the watchers follow the open shards), and one let go of by the drain stays
         // forgotten.
         self.memories.with_known(uid, |memory| {
-            if !memory.seen {
-                memory.seen = true;
-                memory.listed = kind.is_none();
-            }
-            memory.latest = Some(object.clone());
-            if let Some((pending, _)) = memory.awaited.as_deref_mut() {
-                pending.retain(|version| !versions.contains(&version.as_str()));
-            }
+            memory.saw(object, kind.is_none());
+            memory.came_back(&versions);
         });
     }
 }
@@ -198,10 +192,7 @@ mod tests {
         kube::Client::new(service, "default")
     }
 
-    /// In a create burst, every new object's processing future waits for a write permit
-    /// long after its handlers ran: with 100,000 objects, each kilobyte of it is 100 MB at
-    /// the peak. The handlers' and the request's futures are boxed while they run, so the
-    /// processing future keeps only what a cycle holds across its steps (it was 7.3 KB).
+    /// A processor of no handlers, with these shards (if any).
     fn processor(ownership: Option<Arc<Ownership>>) -> Arc<Processor> {
         let common = Common {
             poster: Poster::disabled(),
@@ -222,6 +213,7 @@ mod tests {
         ))
     }
 
+    /// An object `uid` at this version.
     fn object(version: &str) -> Arc<Body> {
         Arc::new(Body::from(json!({
             "metadata": {"name": "x", "uid": "uid", "resourceVersion": version},
@@ -287,6 +279,10 @@ mod tests {
         assert!(draining.await);
     }
 
+    /// In a create burst, every new object's processing future waits for a write permit
+    /// long after its handlers ran: with 100,000 objects, each kilobyte of it is 100 MB at
+    /// the peak. The handlers' and the request's futures are boxed while they run, so the
+    /// processing future keeps only what a cycle holds across its steps (it was 7.3 KB).
     #[tokio::test]
     async fn an_object_waiting_to_write_holds_a_small_future() {
         let processor = processor(None);
