@@ -13,8 +13,13 @@
 //! Invariants:
 //! 1. An object is processed only while its shard is open, and a shard is handed over only
 //!    after every processing that began while it was open has ended.
-//! 2. The open set is published ([`Ownership::subscribe`]) each time it changes, so that the
-//!    watchers list and watch exactly the open shards' objects.
+//! 2. The held set is published ([`Ownership::subscribe`]) each time it changes, so that the
+//!    watchers list and watch exactly the held shards' objects. A drain changes it only once
+//!    it hands the shard over: a drain that times out lists nothing again, so no listing
+//!    taken before the object's own writes can come after them.
+//! 3. The events of a draining shard's objects wait ([`Ownership::settled`]) until the shard
+//!    opens again (they are processed then, in order) or is let go of (they are dropped: the
+//!    new owner lists the objects).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, Weak};
@@ -54,8 +59,10 @@ pub(crate) struct Ownership {
     shards: Mutex<Vec<Shard>>,
     /// Notified whenever a shard's processings in flight reach none.
     idle: Notify,
-    /// The open shards, published on every change.
-    open: watch::Sender<BTreeSet<u32>>,
+    /// Notified whenever a shard opens, closes, or is let go of.
+    settled: Notify,
+    /// The held shards, published on every change.
+    held: watch::Sender<BTreeSet<u32>>,
     members: Mutex<Vec<Weak<dyn ShardMembers>>>,
 }
 
@@ -63,7 +70,7 @@ impl std::fmt::Debug for Ownership {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ownership")
             .field("count", &self.count)
-            .field("open", &*self.open.borrow())
+            .field("held", &*self.held.borrow())
             .finish_non_exhaustive()
     }
 }
@@ -94,7 +101,8 @@ impl Ownership {
             count,
             shards: Mutex::new(vec![Shard::default(); count as usize]),
             idle: Notify::new(),
-            open: watch::Sender::new(BTreeSet::new()),
+            settled: Notify::new(),
+            held: watch::Sender::new(BTreeSet::new()),
             members: Mutex::default(),
         })
     }
@@ -138,14 +146,30 @@ impl Ownership {
             .collect()
     }
 
-    /// The selector of the open shards' objects; `None` when none is open.
+    /// The selector of the held shards' objects; `None` when none is held.
     pub(crate) fn selector(&self) -> Option<ShardSelector> {
-        sharding::selector(&self.open.borrow(), self.count)
+        sharding::selector(&self.held.borrow(), self.count)
     }
 
-    /// The open shards, as they change.
+    /// The held shards, as they change.
     pub(crate) fn subscribe(&self) -> watch::Receiver<BTreeSet<u32>> {
-        self.open.subscribe()
+        self.held.subscribe()
+    }
+
+    /// Waits while the object's shard is held here but closed (being drained): until it
+    /// opens again (the drain timed out) or is let go of.
+    pub(crate) async fn settled(&self, uid: &str) {
+        let shard = self.shard_of(uid) as usize;
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let state = lock(&self.shards)[shard];
+            if state.open || !state.held {
+                return;
+            }
+            settled.await;
+        }
     }
 
     /// Registers what holds objects, to let go of them when their shard moves.
@@ -158,10 +182,13 @@ impl Ownership {
     /// Opens a shard recorded as ours: its objects are dispatched at once; the watchers
     /// follow at the next [`publish`](Self::publish).
     pub(crate) fn open(&self, shard: u32) {
-        let mut shards = lock(&self.shards);
-        let state = &mut shards[shard as usize];
-        state.open = true;
-        state.held = true;
+        {
+            let mut shards = lock(&self.shards);
+            let state = &mut shards[shard as usize];
+            state.open = true;
+            state.held = true;
+        }
+        self.settled.notify_waiters();
     }
 
     /// Drops a shard at once, without waiting: it was taken from this replica (which was seen
@@ -173,6 +200,7 @@ impl Ownership {
             state.open = false;
             state.held = false;
         }
+        self.settled.notify_waiters();
         self.publish();
         self.let_go(shard)
     }
@@ -180,12 +208,13 @@ impl Ownership {
     /// Closes the shard, waits for its processings in flight, then stops its objects' daemons
     /// and timers and waits for their end, and marks it as not held: `true` when the
     /// processings in flight ended within `timeout`; otherwise it opens again and `false`.
+    /// The watchers go on meanwhile: the events of the shard's objects wait for its end.
     pub(crate) async fn drain(&self, shard: u32, timeout: Duration) -> bool {
         {
             let mut shards = lock(&self.shards);
             shards[shard as usize].open = false;
         }
-        self.publish();
+        self.settled.notify_waiters();
         let drained = tokio::time::timeout(timeout, async {
             loop {
                 let idle = self.idle.notified();
@@ -215,7 +244,8 @@ impl Ownership {
                 state.open = state.held;
             }
         }
-        if !drained {
+        self.settled.notify_waiters();
+        if drained {
             self.publish();
         }
         drained
@@ -234,17 +264,12 @@ impl Ownership {
         futures::future::join_all(leaving).map(|_| ())
     }
 
-    /// Publishes the open shards to the watchers, if they changed.
+    /// Publishes the held shards to the watchers, if they changed.
     pub(crate) fn publish(&self) {
-        let open: BTreeSet<u32> = {
-            let shards = lock(&self.shards);
-            (0..self.count)
-                .filter(|k| shards[*k as usize].open)
-                .collect()
-        };
-        self.open.send_if_modified(|current| {
-            let changed = *current != open;
-            *current = open;
+        let held = self.held();
+        self.held.send_if_modified(|current| {
+            let changed = *current != held;
+            *current = held;
             changed
         });
     }
@@ -312,8 +337,14 @@ mod tests {
             .map(|i| format!("uid-{i}"))
             .find(|u| ownership.shard_of(u) == 1)
             .unwrap();
+        let mut watched = ownership.subscribe();
+        watched.borrow_and_update();
         let _permit = ownership.enter(&uid).unwrap();
         assert!(!ownership.drain(1, Duration::from_millis(50)).await);
+        assert!(
+            !watched.has_changed().unwrap(),
+            "the watchers list nothing again"
+        );
         assert!(ownership.holds(&uid));
         assert!(ownership.enter(&uid).is_some(), "open again");
         assert_eq!(ownership.held(), BTreeSet::from([1]));

@@ -99,11 +99,6 @@ impl Memories {
         f(all.entry(uid.to_owned()).or_default())
     }
 
-    /// Calls `f` with the object's memory, if it has one.
-    pub(crate) fn with_known<T>(&self, uid: &str, f: impl FnOnce(&mut Memory) -> T) -> Option<T> {
-        lock(&self.0).get_mut(uid).map(f)
-    }
-
     /// Calls `f` with every object's memory, keeping what it returns.
     pub(crate) fn each<T>(&self, mut f: impl FnMut(&mut Memory) -> Option<T>) -> Vec<T> {
         lock(&self.0).values_mut().filter_map(&mut f).collect()

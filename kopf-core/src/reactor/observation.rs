@@ -468,20 +468,20 @@ impl Observer {
                 }
             };
             let backlog = queue.backlog();
-            // With assigned shards, the open shards' objects: listed again each time the open
+            // With assigned shards, the held shards' objects: listed again each time the held
             // shards change. Otherwise, the resource's static shard selector, if any.
-            let mut open = ownership.as_ref().map(|o| o.subscribe());
+            let mut held = ownership.as_ref().map(|o| o.subscribe());
             let watched = loop {
-                if let Some(open) = &mut open {
-                    open.borrow_and_update();
+                if let Some(held) = &mut held {
+                    held.borrow_and_update();
                 }
                 let shard = match &ownership {
                     None => shard.clone(),
                     Some(ownership) => ownership.selector(),
                 };
                 let changed = async {
-                    let changed = match &mut open {
-                        Some(open) => open.changed().await.is_ok(),
+                    let changed = match &mut held {
+                        Some(held) => held.changed().await.is_ok(),
                         None => false,
                     };
                     if !changed {

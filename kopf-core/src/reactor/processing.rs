@@ -168,25 +168,33 @@ impl Processor {
         batch: Vec<Event>,
         tasks: &Tasks,
     ) -> Next {
-        if !self.fence.is_open() {
-            // Not the leader (any more): the operator is about to pause; what is left here is
-            // listed again when it resumes, or handled by the leader meanwhile.
-            tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader (or not a member of the ring of shards now)");
-            return Next::default();
-        }
         // Held until the end of this processing: the shard is not handed over meanwhile.
-        let _permit = match &self.ownership {
-            None => None,
-            Some(ownership) => match ownership.enter(uid) {
-                Some(permit) => Some(permit),
-                None => {
-                    self.let_go(uid, &batch, tasks).await;
-                    return Next {
-                        wakeup: None,
-                        gone: true,
-                    };
-                }
-            },
+        let _permit = loop {
+            if !self.fence.is_open() {
+                // Not the leader (any more): the operator is about to pause; what is left here
+                // is listed again when it resumes, or handled by the leader meanwhile.
+                tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader (or not a member of the ring of shards now)");
+                return Next::default();
+            }
+            let Some(ownership) = &self.ownership else {
+                break None;
+            };
+            if let Some(permit) = ownership.enter(uid) {
+                break Some(permit);
+            }
+            if !ownership.holds(uid) {
+                self.let_go(uid, &batch, tasks).await;
+                return Next {
+                    wakeup: None,
+                    gone: true,
+                };
+            }
+            // Its shard is being drained: the events wait for the drain's end, to be
+            // processed in order if the shard stays here, or let go of if it moves.
+            tokio::select! {
+                _ = ownership.settled(uid) => {}
+                _ = tasks.token().cancelled() => return Next::default(),
+            }
         };
         let mut deleted = false;
         let mut versions = Vec::new();

@@ -21,7 +21,7 @@ use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
 impl Processor {
-    /// Forgets an object whose shard is not open here (it moved to another replica, or never
+    /// Forgets an object whose shard is not held here (it moved to another replica, or never
     /// was ours): it leaves the indexes, its daemons and timers stop, and no handler sees
     /// anything of it (its owner handles it).
     pub(super) async fn let_go(&self, uid: &str, batch: &[Event], tasks: &Tasks) {
@@ -42,51 +42,10 @@ impl Processor {
                 self.filler.indexed(true);
             }
         }
-        if self.ownership.as_ref().is_some_and(|o| o.holds(uid)) {
-            // Its shard is being drained: the drain stops its daemons and timers and waits for
-            // their end before the hand-off (or keeps the shard). Stopped and forgotten here,
-            // they would not be waited for, and would still run after the hand-off.
-            // What the events show is remembered all the same: a drain that times out keeps
-            // the shard here, and the object's next processing must see its newest state,
-            // not run its handlers again on one older than their own write.
-            self.seen_while_draining(uid, batch);
-            return;
-        }
         tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
         self.memory(uid, |m| m.daemons.stop(StopReason::ShardMoved));
         self.memories.forget(uid);
         self.memos.forget(uid);
-    }
-
-    /// Remembers the newest state of an object known here whose shard is being drained,
-    /// without processing it: its latest body, and which of its own writes have come back
-    /// (Kopf's consistency rule waits for those; the ones seen here are not waited for again).
-    fn seen_while_draining(&self, uid: &str, batch: &[Event]) {
-        let mut versions = Vec::new();
-        let mut newest = None;
-        for event in batch {
-            let (kind, object) = match event {
-                Event::Listed(object) => (None, object),
-                Event::Changed(kind, object) if *kind != "DELETED" => (Some(*kind), object),
-                // Gone: the relisting tells, once the shard is processed again (or its new
-                // owner's does); no handler is to see this last state meanwhile.
-                Event::Changed(..) | Event::Vanished(_) | Event::ListingDone => continue,
-            };
-            if let Some(version) = object["metadata"]["resourceVersion"].as_str() {
-                versions.push(version);
-            }
-            newest = Some((kind, object));
-        }
-        let Some((kind, object)) = newest else {
-            return;
-        };
-        // Only for an object known here: one first seen now is listed again if the shard
-        // stays (the watchers follow the open shards), and one let go of by the drain stays
-        // forgotten.
-        self.memories.with_known(uid, |memory| {
-            memory.saw(object, kind.is_none());
-            memory.came_back(&versions);
-        });
     }
 }
 
@@ -220,19 +179,35 @@ mod tests {
         })))
     }
 
+    /// The newest state of the object, and the versions of its own writes still awaited.
+    fn remembered(processor: &Processor) -> (Option<Value>, Option<Vec<String>>) {
+        processor.memory("uid", |memory| {
+            let latest = memory
+                .latest
+                .as_ref()
+                .map(|body| body["metadata"]["resourceVersion"].clone());
+            let awaited = memory.awaited.as_ref().map(|awaited| awaited.0.clone());
+            (latest, awaited)
+        })
+    }
+
     /// A drain that times out keeps the shard here. The events that came while it was
-    /// closed (the object's own write coming back, among them) must not be lost: else, once
-    /// the consistency rule stopped waiting for that write, the handlers ran again on the
-    /// state before it (a create handler called twice, in `assigned.rs`).
-    #[tokio::test]
-    async fn events_of_an_object_whose_shard_drains_are_remembered_though_not_processed() {
+    /// closed wait for it, and are processed in order once it opens again: none is dropped,
+    /// so the object's own write coming back among them is not awaited again (else the
+    /// handlers ran again on the state before it: a create handler called twice, in
+    /// `assigned.rs`). The watchers list nothing again meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn events_of_an_object_whose_drain_times_out_are_processed_once_the_shard_opens() {
         let ownership = Ownership::new(1);
         ownership.open(0);
+        ownership.publish();
+        let mut watched = ownership.subscribe();
+        watched.borrow_and_update();
         let processor = processor(Some(ownership.clone()));
         processor.memory("uid", |memory| {
             memory.seen = true;
             memory.latest = Some(object("1"));
-            let until = Instant::now() + Duration::from_secs(60);
+            let until = Instant::now() + Duration::from_secs(600);
             memory.awaited = Some(Box::new((vec!["2".to_string(), "3".to_string()], until)));
         });
         // A processing in flight (a handler still running) keeps the drain from ending.
@@ -243,40 +218,79 @@ mod tests {
 
         let tasks = Tasks::root(1);
         let modified = vec![Event::Changed("MODIFIED", object("2"))];
-        let next = Processor::process(&processor, "uid", modified, &tasks).await;
-        assert!(next.gone, "not processed: the shard is closed");
-        let (latest, awaited) = processor.memory("uid", |memory| {
-            let latest = memory
-                .latest
-                .as_ref()
-                .map(|body| body["metadata"]["resourceVersion"].clone());
-            let awaited = memory.awaited.as_ref().map(|awaited| awaited.0.clone());
-            (latest, awaited)
-        });
-        assert_eq!(latest, Some(json!("2")), "the newest state is remembered");
-        assert_eq!(
-            awaited,
-            Some(vec!["3".to_string()]),
-            "the write seen is not awaited again"
+        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        tokio::pin!(processing);
+        assert!(
+            futures::poll!(processing.as_mut()).is_pending(),
+            "waits while the shard drains"
         );
+        assert_eq!(remembered(&processor).0, Some(json!("1")), "not seen yet");
 
-        // A deletion seen meanwhile is left to the relisting: the last state stays.
-        let deleted = vec![Event::Changed("DELETED", object("4"))];
-        let next = Processor::process(&processor, "uid", deleted, &tasks).await;
-        assert!(next.gone);
-        let latest = processor.memory("uid", |m| {
-            m.latest
-                .as_ref()
-                .map(|b| b["metadata"]["resourceVersion"].clone())
-        });
-        assert_eq!(latest, Some(json!("2")));
-
-        // An object not known here is not remembered: it is listed again if the shard stays.
-        let other = vec![Event::Changed("ADDED", object("5"))];
-        Processor::process(&processor, "other", other, &tasks).await;
-        assert!(processor.memories.with_known("other", |_| ()).is_none());
+        assert!(!draining.await, "the drain times out");
+        let next = processing.await;
+        assert!(!next.gone, "processed: the shard stays here");
+        assert_eq!(
+            remembered(&processor),
+            (Some(json!("2")), Some(vec!["3".to_string()])),
+            "the newest state is seen, and the write that came back is not awaited again"
+        );
+        assert!(!watched.has_changed().unwrap(), "nothing is listed again");
         drop(in_flight);
-        assert!(draining.await);
+    }
+
+    /// A drain that ends hands the shard over: the events that waited for it are let go of
+    /// with the object (its new owner lists it), and the watchers leave the shard.
+    #[tokio::test]
+    async fn events_of_an_object_whose_shard_is_handed_over_are_let_go_of() {
+        let ownership = Ownership::new(1);
+        ownership.open(0);
+        ownership.publish();
+        let mut watched = ownership.subscribe();
+        watched.borrow_and_update();
+        let processor = processor(Some(ownership.clone()));
+        let members: Arc<dyn ShardMembers> = processor.clone();
+        ownership.register(Arc::downgrade(&members));
+        processor.memory("uid", |memory| memory.latest = Some(object("1")));
+        let in_flight = ownership.enter("uid").expect("open");
+        let draining = ownership.drain(0, Duration::from_secs(60));
+        tokio::pin!(draining);
+        assert!(futures::poll!(draining.as_mut()).is_pending());
+
+        let tasks = Tasks::root(1);
+        let modified = vec![Event::Changed("MODIFIED", object("2"))];
+        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        tokio::pin!(processing);
+        assert!(futures::poll!(processing.as_mut()).is_pending());
+        drop(in_flight);
+        assert!(draining.await, "drained");
+        let next = processing.await;
+        assert!(next.gone, "let go of");
+        assert!(processor.memories.take(|_| true).is_empty(), "forgotten");
+        assert!(
+            watched.has_changed().unwrap(),
+            "the watchers leave the shard"
+        );
+        assert!(watched.borrow_and_update().is_empty());
+    }
+
+    /// An operator that stops does not wait for a drain's end to end an object's worker.
+    #[tokio::test]
+    async fn an_object_waiting_for_its_shard_ends_when_the_operator_stops() {
+        let ownership = Ownership::new(1);
+        ownership.open(0);
+        let processor = processor(Some(ownership.clone()));
+        let _in_flight = ownership.enter("uid").expect("open");
+        let draining = ownership.drain(0, Duration::from_secs(60));
+        tokio::pin!(draining);
+        assert!(futures::poll!(draining.as_mut()).is_pending());
+        let tasks = Tasks::root(1);
+        let modified = vec![Event::Changed("MODIFIED", object("2"))];
+        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        tokio::pin!(processing);
+        assert!(futures::poll!(processing.as_mut()).is_pending());
+        tasks.cancel(StopReason::OperatorExiting);
+        let next = processing.await;
+        assert!(!next.gone && next.wakeup.is_none());
     }
 
     /// In a create burst, every new object's processing future waits for a write permit
