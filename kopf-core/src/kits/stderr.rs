@@ -14,9 +14,15 @@
 //! 3. [`LogWriter::written`] resolves once every line appended before it was written (or
 //!    failed to be: a closed stderr loses lines, as a direct write would).
 //! 4. The thread ends when its [`LogWriter`] is dropped, after writing what is left.
+//! 5. A burst of lines costs one wake of the thread and one `write`, not one per line: the
+//!    first line wakes it (only the first: the appender that wakes it says so), and it
+//!    lingers a moment for the rest of the burst before it writes (less when asked to flush,
+//!    closed, or out of room). A thousand daemons stopping together otherwise woke it a
+//!    thousand times, each wake a switch of threads on the runtime's cores.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -24,6 +30,9 @@ use crate::helpers::sync::lock;
 
 /// How many bytes of lines may wait for stderr before appending waits for room.
 const BACKLOG: usize = 1 << 20;
+
+/// How long the writer thread, woken by a line, waits for more before it writes them.
+const LINGER: Duration = Duration::from_micros(500);
 
 /// The lines waiting for the writer thread, and who waits for them to be written.
 #[derive(Default)]
@@ -35,9 +44,12 @@ struct Pending {
     flushes: Vec<oneshot::Sender<()>>,
     /// The owner is gone: the thread writes what is left and ends.
     closed: bool,
-    /// The writer thread waits for lines: the next append wakes it. Tracked so that the
-    /// condvar is notified (a system call) only when someone waits.
+    /// The writer thread waits for lines: the next append wakes it, and clears this. Tracked
+    /// so that the condvar is notified (a system call) once per wait, not once per line.
     sleeping: bool,
+    /// The writer thread, woken, waits for the rest of a burst: a flush or room needed ends
+    /// that wait early.
+    lingering: bool,
     /// How many appenders wait for room.
     full: usize,
 }
@@ -47,6 +59,7 @@ struct Shared {
     /// Lines were appended (for the writer thread), or room was made (for those appending).
     changed: Condvar,
     backlog: usize,
+    linger: Duration,
 }
 
 /// A sink written by a thread of its own; dropping it ends the thread once all is written.
@@ -61,15 +74,18 @@ pub(crate) struct LogWriter {
 pub(crate) struct Lines(Option<Arc<Shared>>);
 
 impl LogWriter {
-    /// Starts the thread that writes to `sink`; lines may wait for it up to `backlog` bytes.
+    /// Starts the thread that writes to `sink`; lines may wait for it up to `backlog` bytes,
+    /// and, once it is woken, up to `linger` for the rest of a burst.
     pub(crate) fn start(
         sink: impl Write + Send + 'static,
         backlog: usize,
+        linger: Duration,
     ) -> std::io::Result<LogWriter> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending::default()),
             changed: Condvar::new(),
             backlog,
+            linger,
         });
         let serving = shared.clone();
         let thread = std::thread::Builder::new()
@@ -96,6 +112,9 @@ impl LogWriter {
                 return;
             }
             pending.flushes.push(done);
+            if pending.lingering {
+                shared.changed.notify_all();
+            }
         }
         let _ = written.await;
     }
@@ -116,10 +135,13 @@ impl Drop for LogWriter {
 /// The writer thread: writes whatever has gathered, until its owner is dropped.
 fn serve(shared: &Shared, mut sink: impl Write) {
     let mut batch = Vec::new();
+    // It found nothing to write since its last write: the next lines begin a burst.
+    let mut quiet = true;
     loop {
         let mut pending = lock(&shared.pending);
         pending.writing = false;
         if pending.lines.is_empty() {
+            quiet = true;
             if !pending.flushes.is_empty() {
                 let flushes = std::mem::take(&mut pending.flushes);
                 drop(pending);
@@ -142,6 +164,19 @@ fn serve(shared: &Shared, mut sink: impl Write) {
             if pending.lines.is_empty() {
                 continue;
             }
+        }
+        if quiet {
+            // The first lines of a burst: the rest of it goes in the same write.
+            quiet = false;
+            pending.lingering = true;
+            pending = shared
+                .changed
+                .wait_timeout_while(pending, shared.linger, |pending| {
+                    pending.flushes.is_empty() && !pending.closed && pending.full == 0
+                })
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            pending.lingering = false;
         }
         std::mem::swap(&mut pending.lines, &mut batch);
         pending.writing = true;
@@ -166,6 +201,9 @@ impl Write for Lines {
         let mut pending = lock(&shared.pending);
         if pending.lines.len() >= shared.backlog {
             pending.full += 1;
+            if pending.lingering {
+                shared.changed.notify_all();
+            }
             pending = shared
                 .changed
                 .wait_while(pending, |pending| pending.lines.len() >= shared.backlog)
@@ -173,7 +211,9 @@ impl Write for Lines {
             pending.full -= 1;
         }
         pending.lines.extend_from_slice(data);
-        let sleeping = pending.sleeping;
+        // The first line since the writer thread began to wait wakes it; the next ones find
+        // it woken (invariant 5).
+        let sleeping = std::mem::take(&mut pending.sleeping);
         drop(pending);
         if sleeping {
             shared.changed.notify_all();
@@ -193,7 +233,7 @@ static STDERR: OnceLock<Option<LogWriter>> = OnceLock::new();
 /// once if no thread could be started.
 pub(crate) fn stderr() -> Lines {
     STDERR
-        .get_or_init(|| LogWriter::start(std::io::stderr(), BACKLOG).ok())
+        .get_or_init(|| LogWriter::start(std::io::stderr(), BACKLOG, LINGER).ok())
         .as_ref()
         .map_or(Lines(None), LogWriter::lines)
 }
@@ -240,7 +280,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lines_from_several_threads_arrive_whole_in_order_and_all_before_written_resolves() {
         let sink = Kept::default();
-        let writer = LogWriter::start(sink.clone(), 64).expect("a thread");
+        let writer = LogWriter::start(sink.clone(), 64, LINGER).expect("a thread");
         // Held shut: the 64-byte backlog fills, and appending waits instead of dropping.
         let shut = lock(&sink.shut);
         let threads: Vec<_> = (0..4)
@@ -275,10 +315,44 @@ mod tests {
         }
     }
 
+    /// A sink that counts its `write` calls.
+    #[derive(Clone, Default)]
+    struct Counted(Arc<Mutex<Vec<usize>>>);
+
+    impl Write for Counted {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).push(data.len());
+            Ok(data.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A burst costs the writer thread one wake and one write (invariant 5): woken by the
+    /// first line, it waits for the rest (here as long as it may: until the flush asks).
+    #[tokio::test]
+    async fn a_burst_of_lines_is_written_at_once_and_a_flush_does_not_wait_for_the_linger() {
+        let sink = Counted::default();
+        let writer =
+            LogWriter::start(sink.clone(), BACKLOG, Duration::from_secs(3600)).expect("a thread");
+        let mut lines = writer.lines();
+        for i in 0..1000 {
+            lines
+                .write_all(format!("line {i:03}\n").as_bytes())
+                .expect("appended");
+        }
+        tokio::time::timeout(Duration::from_secs(30), writer.written())
+            .await
+            .expect("written without waiting for the linger");
+        assert_eq!(*lock(&sink.0), vec![9000], "one write of every line");
+    }
+
     #[test]
     fn dropping_the_writer_writes_what_is_left_and_ends_its_thread() {
         let sink = Kept::default();
-        let writer = LogWriter::start(sink.clone(), BACKLOG).expect("a thread");
+        let writer = LogWriter::start(sink.clone(), BACKLOG, LINGER).expect("a thread");
         let shut = lock(&sink.shut);
         writer.lines().write_all(b"last words\n").expect("appended");
         let dropping = std::thread::spawn(move || drop(writer));
