@@ -127,9 +127,9 @@ impl Daemons {
     /// good); stops the running ones that no longer match.
     pub(crate) fn reconcile(
         &mut self,
-        matching: &[&Background],
+        matching: &[&Arc<Background>],
         body: &Arc<Body>,
-        start: impl Fn(&Background, Arc<Live>, &Tasks) -> Running,
+        start: impl Fn(&Arc<Background>, Arc<Live>, &Tasks) -> Running,
         tasks: &Tasks,
     ) {
         self.sweep();
@@ -237,7 +237,7 @@ impl Unwritten {
 pub(crate) fn start(
     host: Arc<dyn DaemonHost>,
     uid: &str,
-    handler: &Background,
+    handler: &Arc<Background>,
     live: Arc<Live>,
     tasks: &Tasks,
 ) -> Running {
@@ -282,7 +282,8 @@ impl Drop for Ended {
 struct Runner {
     host: Arc<dyn DaemonHost>,
     uid: String,
-    handler: Background,
+    /// Shared with the processor: not copied per object.
+    handler: Arc<Background>,
     live: Arc<Live>,
     node: Tasks,
     work: Work,
@@ -300,7 +301,7 @@ impl Runner {
             return;
         }
         tracing::debug!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "{kind} '{}' started.", self.work.handler);
-        match &self.handler {
+        match &*self.handler {
             Background::Daemon(_) => self.run_daemon().await,
             Background::Timer(timer) => {
                 let interval = self.host.paced(timer.interval);
@@ -403,7 +404,7 @@ impl Runner {
         invocation.started = started;
         invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
         let written = invocation.patch.clone();
-        let kind = match self.handler {
+        let kind = match *self.handler {
             Background::Daemon(_) => execution::Kind::Daemon,
             Background::Timer(_) => execution::Kind::Timer,
         };

@@ -77,7 +77,7 @@ pub(crate) struct Processor {
     invocations: Invocations,
     changes: Vec<ChangeHandler>,
     events: Vec<EventHandler>,
-    background: Vec<Background>,
+    background: Vec<Arc<Background>>,
     indexers: Vec<IndexHandler>,
     filler: Filler,
     /// Whether some timer waits for objects to be idle (so their essence is compared).
@@ -109,7 +109,10 @@ impl Processor {
     ) -> Processor {
         let changes: Vec<ChangeHandler> = registry.changes_for(selectors).cloned().collect();
         let events: Vec<EventHandler> = registry.events_for(selectors).cloned().collect();
-        let background: Vec<Background> = registry.background_for(selectors).cloned().collect();
+        let background: Vec<Arc<Background>> = registry
+            .background_for(selectors)
+            .map(|handler| Arc::new(handler.clone()))
+            .collect();
         let extra_fields = changes
             .iter()
             .filter_map(|h| h.options.field.clone())
@@ -125,7 +128,7 @@ impl Processor {
             },
             changes,
             events,
-            idle_timers: background.iter().any(Background::waits_for_idle),
+            idle_timers: background.iter().any(|handler| handler.waits_for_idle()),
             background,
             settings,
             extra_fields,
@@ -656,7 +659,7 @@ impl Processor {
     }
 
     /// The daemons and timers whose filters the object passes.
-    fn matching_background(&self, body: &Arc<Body>, tasks: &Tasks) -> Vec<&Background> {
+    fn matching_background(&self, body: &Arc<Body>, tasks: &Tasks) -> Vec<&Arc<Background>> {
         self.background
             .iter()
             .filter(|h| self.object_matches(h.id(), h.options(), body))
@@ -674,7 +677,7 @@ impl Processor {
         self: &Arc<Self>,
         uid: &str,
         body: &Arc<Body>,
-        matching: &[&Background],
+        matching: &[&Arc<Background>],
         tasks: &Tasks,
     ) {
         if self.background.is_empty() {
