@@ -137,10 +137,13 @@ mod tests {
     use super::*;
     use crate::clients::posting::Poster;
     use crate::configs::settings::Settings;
-    use crate::engines::ownership::Ownership;
+    use crate::engines::ownership::{Ownership, Permit};
     use crate::intents::registry::Registry;
     use crate::reactor::processing::Common;
     use serde_json::json;
+    use std::collections::BTreeSet;
+    use std::future::Future;
+    use tokio::sync::watch;
     use tokio::time::Instant;
 
     /// A client whose every call fails: nothing is sent here.
@@ -191,6 +194,27 @@ mod tests {
         })
     }
 
+    /// One shard, open here and watched, with a processing in flight in it (a handler still
+    /// running), which keeps a drain from ending until it is dropped.
+    fn one_shard_in_flight() -> (Arc<Ownership>, watch::Receiver<BTreeSet<u32>>, Permit) {
+        let ownership = Ownership::new(1);
+        ownership.open(0);
+        ownership.publish();
+        let mut watched = ownership.subscribe();
+        watched.borrow_and_update();
+        let in_flight = ownership.enter("uid").expect("open");
+        (ownership, watched, in_flight)
+    }
+
+    /// The object's processing of a change to version 2.
+    fn modified<'a>(
+        processor: &'a Arc<Processor>,
+        tasks: &'a Tasks,
+    ) -> impl Future<Output = Next> + 'a {
+        let modified = vec![Event::Changed("MODIFIED", object("2"))];
+        Processor::process(processor, "uid", modified, tasks)
+    }
+
     /// A drain that times out keeps the shard here. The events that came while it was
     /// closed wait for it, and are processed in order once it opens again: none is dropped,
     /// so the object's own write coming back among them is not awaited again (else the
@@ -198,11 +222,7 @@ mod tests {
     /// `assigned.rs`). The watchers list nothing again meanwhile.
     #[tokio::test(start_paused = true)]
     async fn events_of_an_object_whose_drain_times_out_are_processed_once_the_shard_opens() {
-        let ownership = Ownership::new(1);
-        ownership.open(0);
-        ownership.publish();
-        let mut watched = ownership.subscribe();
-        watched.borrow_and_update();
+        let (ownership, watched, in_flight) = one_shard_in_flight();
         let processor = processor(Some(ownership.clone()));
         processor.memory("uid", |memory| {
             memory.seen = true;
@@ -210,15 +230,12 @@ mod tests {
             let until = Instant::now() + Duration::from_secs(600);
             memory.awaited = Some(Box::new((vec!["2".to_string(), "3".to_string()], until)));
         });
-        // A processing in flight (a handler still running) keeps the drain from ending.
-        let in_flight = ownership.enter("uid").expect("open");
         let draining = ownership.drain(0, Duration::from_secs(60));
         tokio::pin!(draining);
         assert!(futures::poll!(draining.as_mut()).is_pending());
 
         let tasks = Tasks::root(1);
-        let modified = vec![Event::Changed("MODIFIED", object("2"))];
-        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        let processing = modified(&processor, &tasks);
         tokio::pin!(processing);
         assert!(
             futures::poll!(processing.as_mut()).is_pending(),
@@ -242,23 +259,17 @@ mod tests {
     /// with the object (its new owner lists it), and the watchers leave the shard.
     #[tokio::test]
     async fn events_of_an_object_whose_shard_is_handed_over_are_let_go_of() {
-        let ownership = Ownership::new(1);
-        ownership.open(0);
-        ownership.publish();
-        let mut watched = ownership.subscribe();
-        watched.borrow_and_update();
+        let (ownership, mut watched, in_flight) = one_shard_in_flight();
         let processor = processor(Some(ownership.clone()));
         let members: Arc<dyn ShardMembers> = processor.clone();
         ownership.register(Arc::downgrade(&members));
         processor.memory("uid", |memory| memory.latest = Some(object("1")));
-        let in_flight = ownership.enter("uid").expect("open");
         let draining = ownership.drain(0, Duration::from_secs(60));
         tokio::pin!(draining);
         assert!(futures::poll!(draining.as_mut()).is_pending());
 
         let tasks = Tasks::root(1);
-        let modified = vec![Event::Changed("MODIFIED", object("2"))];
-        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        let processing = modified(&processor, &tasks);
         tokio::pin!(processing);
         assert!(futures::poll!(processing.as_mut()).is_pending());
         drop(in_flight);
@@ -276,16 +287,13 @@ mod tests {
     /// An operator that stops does not wait for a drain's end to end an object's worker.
     #[tokio::test]
     async fn an_object_waiting_for_its_shard_ends_when_the_operator_stops() {
-        let ownership = Ownership::new(1);
-        ownership.open(0);
+        let (ownership, _watched, _in_flight) = one_shard_in_flight();
         let processor = processor(Some(ownership.clone()));
-        let _in_flight = ownership.enter("uid").expect("open");
         let draining = ownership.drain(0, Duration::from_secs(60));
         tokio::pin!(draining);
         assert!(futures::poll!(draining.as_mut()).is_pending());
         let tasks = Tasks::root(1);
-        let modified = vec![Event::Changed("MODIFIED", object("2"))];
-        let processing = Processor::process(&processor, "uid", modified, &tasks);
+        let processing = modified(&processor, &tasks);
         tokio::pin!(processing);
         assert!(futures::poll!(processing.as_mut()).is_pending());
         tasks.cancel(StopReason::OperatorExiting);
