@@ -10,22 +10,12 @@ use kopf::{
     ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, Registry,
     TimerHandler,
 };
-use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
+use kopf_testing::{Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
-use crate::support::{Calls, create, examples, get, lists, patch, server_with_crd};
+use crate::support::{Calls, create, examples, get, lists, patch, server_with_crd, settle};
 
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
-
-/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
-/// retries and late events that should not happen have had their chance to happen.
-async fn settle(server: &FakeApiServer) {
-    let quiet = Duration::from_millis(500);
-    assert!(
-        server.wait_quiet(quiet, DEADLINE).await,
-        "the operator did not quiet down within {DEADLINE:?}"
-    );
-}
 
 /// Waits until the object satisfies `condition`; returns it.
 async fn wait_for(

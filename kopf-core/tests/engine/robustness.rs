@@ -14,7 +14,9 @@ use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_setting
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{COLLECTION, Calls, create, delete, examples, get, lists, patch, send};
+use crate::support::{
+    COLLECTION, Calls, create, delete, examples, get, lists, patch, send, settle,
+};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
@@ -121,16 +123,6 @@ async fn wait_handled(client: &kube::Client, name: &str, spec: Value) -> Value {
         last_handled(o).is_some_and(|l| l["spec"] == spec)
     })
     .await
-}
-
-/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
-/// retries and late events that should not happen have had their chance to happen.
-async fn settle(server: &FakeApiServer) {
-    let quiet = std::time::Duration::from_millis(500);
-    assert!(
-        server.wait_quiet(quiet, DEADLINE).await,
-        "the operator did not quiet down within {DEADLINE:?}"
-    );
 }
 
 fn named<'a>(calls: &'a [Value], key: &str, value: &str) -> Vec<&'a Value> {

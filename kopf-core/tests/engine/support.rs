@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use kopf::Selector;
-use kopf_testing::{FakeApiServer, OperatorHarness, wait};
+use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, wait};
 use serde_json::{Value, json};
 
 pub(crate) const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
@@ -172,4 +172,14 @@ pub(crate) fn lists(server: &FakeApiServer) -> usize {
         .iter()
         .filter(|r| r.verb == "list" && r.resource.starts_with("kopfexamples"))
         .count()
+}
+
+/// Waits until the operator is quiet (no request to the server for a while), so that echoes,
+/// retries and late events that should not happen have had their chance to happen.
+pub(crate) async fn settle(server: &FakeApiServer) {
+    let quiet = std::time::Duration::from_millis(500);
+    assert!(
+        server.wait_quiet(quiet, DEADLINE).await,
+        "the operator did not quiet down within {DEADLINE:?}"
+    );
 }
