@@ -18,8 +18,10 @@
 //!    it hands the shard over: a drain that times out lists nothing again, so no listing
 //!    taken before the object's own writes can come after them.
 //! 3. The events of a draining shard's objects wait ([`Ownership::settled`]) until the shard
-//!    opens again (they are processed then, in order) or is let go of (they are dropped: the
-//!    new owner lists the objects).
+//!    opens again (they are processed then, in order) or is known to leave (they are dropped:
+//!    the new owner lists the objects). A shard is known to leave once its processings in
+//!    flight have ended, before its daemons have: waiting on those (unbounded for a sync
+//!    daemon that ignores its stop) would keep the waiting events' workers for nothing.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, Weak};
@@ -49,8 +51,17 @@ struct Shard {
     open: bool,
     /// Recorded as ours: until the drain is done (or the shard was taken from us).
     held: bool,
+    /// Drained of its processings, its daemons stopping: it is handed over once they end.
+    leaving: bool,
     /// Processings of its objects in flight.
     in_flight: usize,
+}
+
+impl Shard {
+    /// Closed for a drain whose outcome is not known yet.
+    fn drains(&self) -> bool {
+        self.held && !self.open && !self.leaving
+    }
 }
 
 /// The shards that this replica owns, and the processings in flight in each.
@@ -156,16 +167,21 @@ impl Ownership {
         self.held.subscribe()
     }
 
-    /// Waits while the object's shard is held here but closed (being drained): until it
-    /// opens again (the drain timed out) or is let go of.
+    /// Whether the object's shard is being drained here, its outcome not known yet: it may
+    /// open again (its events wait), or leave.
+    pub(crate) fn drains(&self, uid: &str) -> bool {
+        lock(&self.shards)[self.shard_of(uid) as usize].drains()
+    }
+
+    /// Waits while the object's shard [`drains`](Self::drains): until it opens again (the
+    /// drain timed out) or is known to leave.
     pub(crate) async fn settled(&self, uid: &str) {
         let shard = self.shard_of(uid) as usize;
         loop {
             let settled = self.settled.notified();
             tokio::pin!(settled);
             settled.as_mut().enable();
-            let state = lock(&self.shards)[shard];
-            if state.open || !state.held {
+            if !lock(&self.shards)[shard].drains() {
                 return;
             }
             settled.await;
@@ -187,6 +203,7 @@ impl Ownership {
             let state = &mut shards[shard as usize];
             state.open = true;
             state.held = true;
+            state.leaving = false;
         }
         self.settled.notify_waiters();
     }
@@ -199,6 +216,7 @@ impl Ownership {
             let state = &mut shards[shard as usize];
             state.open = false;
             state.held = false;
+            state.leaving = false;
         }
         self.settled.notify_waiters();
         self.publish();
@@ -233,13 +251,19 @@ impl Ownership {
             // here, so the shard is handed over only after they have ended (within their
             // cancellation backoff or timeout). Given up halfway, the shard would open again
             // with new daemons next to the old ones still ending.
-            self.let_go(shard).await;
+            // The objects are taken from their holders first: the waiting events, let go of
+            // once the shard is known to leave, find nothing of them to stop unwaited.
+            let ending = self.let_go(shard);
+            lock(&self.shards)[shard as usize].leaving = true;
+            self.settled.notify_waiters();
+            ending.await;
         }
         {
             let mut shards = lock(&self.shards);
             let state = &mut shards[shard as usize];
             if drained {
                 state.held = false;
+                state.leaving = false;
             } else {
                 state.open = state.held;
             }

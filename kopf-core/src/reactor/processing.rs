@@ -98,6 +98,18 @@ pub(crate) struct Processor {
     pruned: Mutex<BTreeSet<String>>,
 }
 
+/// What an event shows of its object: its kind (`None` for a listing), the object, and
+/// whether it is a raw event for event handlers. A vanished object is forgotten as a deleted
+/// one is; but it is no raw event (only its identity is known): event handlers do not see it.
+fn seen(event: &Event) -> Option<(Option<&'static str>, &Arc<Body>, bool)> {
+    match event {
+        Event::Listed(object) => Some((None, object, true)),
+        Event::Changed(kind, object) => Some((Some(*kind), object, true)),
+        Event::Vanished(object) => Some((Some("DELETED"), object, false)),
+        Event::ListingDone => None,
+    }
+}
+
 impl Processor {
     pub(crate) fn new(
         client: kube::Client,
@@ -171,6 +183,8 @@ impl Processor {
         batch: Vec<Event>,
         tasks: &Tasks,
     ) -> Next {
+        // Whether the batch went to the indexes before a wait for its shard's drain.
+        let mut indexed = false;
         // Held until the end of this processing: the shard is not handed over meanwhile.
         let _permit = loop {
             if !self.fence.is_open() {
@@ -185,15 +199,23 @@ impl Processor {
             if let Some(permit) = ownership.enter(uid) {
                 break Some(permit);
             }
-            if !ownership.holds(uid) {
-                self.let_go(uid, &batch, tasks).await;
+            if !ownership.drains(uid) {
+                self.let_go(uid, &batch, indexed, tasks).await;
                 return Next {
                     wakeup: None,
                     gone: true,
                 };
             }
-            // Its shard is being drained: the events wait for the drain's end, to be
-            // processed in order if the shard stays here, or let go of if it moves.
+            // Its shard is being drained: the events wait for the drain's outcome, to be
+            // processed in order if the shard stays here, or let go of if it leaves. They are
+            // indexed first: the indexes' first filling must not wait for the drain, which
+            // may wait for a processing in flight that waits for that filling.
+            if !indexed {
+                indexed = true;
+                for (kind, object, _) in batch.iter().filter_map(seen) {
+                    self.index(uid, kind, object, tasks).await;
+                }
+            }
             tokio::select! {
                 _ = ownership.settled(uid) => {}
                 _ = tasks.token().cancelled() => return Next::default(),
@@ -202,15 +224,7 @@ impl Processor {
         let mut deleted = false;
         let mut versions = Vec::new();
         let mut patch = Patch::default();
-        for event in &batch {
-            // A vanished object is forgotten as a deleted one is; but it is no raw event
-            // (only its identity is known): event handlers do not see it.
-            let (kind, object, raw) = match event {
-                Event::Listed(object) => (None, object, true),
-                Event::Changed(kind, object) => (Some(*kind), object, true),
-                Event::Vanished(object) => (Some("DELETED"), object, false),
-                Event::ListingDone => continue,
-            };
+        for (kind, object, raw) in batch.iter().filter_map(seen) {
             self.memory(uid, |memory| memory.saw(object, kind.is_none()));
             versions.push(
                 object["metadata"]["resourceVersion"]
@@ -219,7 +233,9 @@ impl Processor {
                     .to_string(),
             );
             deleted = kind == Some("DELETED");
-            self.index(uid, kind, object, tasks).await;
+            if !indexed {
+                self.index(uid, kind, object, tasks).await;
+            }
             if !self.indexes_filled(tasks).await {
                 return Next::default();
             }

@@ -21,10 +21,11 @@ use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
 impl Processor {
-    /// Forgets an object whose shard is not held here (it moved to another replica, or never
-    /// was ours): it leaves the indexes, its daemons and timers stop, and no handler sees
-    /// anything of it (its owner handles it).
-    pub(super) async fn let_go(&self, uid: &str, batch: &[Event], tasks: &Tasks) {
+    /// Forgets an object whose shard is not held here, or is leaving (it moves to another
+    /// replica, or never was ours): it leaves the indexes, its daemons and timers stop, and no
+    /// handler sees anything of it (its owner handles it). `indexed`: the batch went to the
+    /// indexes already, while its shard drained.
+    pub(super) async fn let_go(&self, uid: &str, batch: &[Event], indexed: bool, tasks: &Tasks) {
         let last = batch.iter().rev().find_map(|event| match event {
             Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
                 Some(object.clone())
@@ -36,10 +37,13 @@ impl Processor {
         if let Some(object) = last {
             self.index(uid, Some("DELETED"), &object, tasks).await;
         }
-        // Listed yet not indexed: the first filling of the indexes must not wait for it.
-        for event in batch {
-            if let Event::Listed(_) = event {
-                self.filler.indexed(true);
+        // Listed yet not indexed: the first filling of the indexes must not wait for it
+        // (counted already if the batch was indexed while its shard drained).
+        if !indexed {
+            for event in batch {
+                if let Event::Listed(_) = event {
+                    self.filler.indexed(true);
+                }
             }
         }
         tracing::debug!(target: "kopf::objects", uid, "let go of: its shard is not this replica's");
@@ -282,6 +286,55 @@ mod tests {
             "the watchers leave the shard"
         );
         assert!(watched.borrow_and_update().is_empty());
+    }
+
+    /// What holds objects of the shard and takes its time to let go of them (daemons slow to
+    /// stop): until a permit is added to its semaphore.
+    struct Slow(Arc<tokio::sync::Semaphore>);
+
+    impl ShardMembers for Slow {
+        fn leave(
+            &self,
+            _moved: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+        ) -> futures::future::BoxFuture<'static, ()> {
+            let released = self.0.clone();
+            Box::pin(async move {
+                let _ = released.acquire_owned().await;
+            })
+        }
+    }
+
+    /// A drain whose processings have ended hands the shard over, whatever its daemons take
+    /// to stop: the events that waited are let go of at once, not after the daemons (a sync
+    /// daemon that ignores its stop would keep their workers for ever).
+    #[tokio::test]
+    async fn events_of_an_object_whose_shard_leaves_do_not_wait_for_its_daemons() {
+        let (ownership, _watched, in_flight) = one_shard_in_flight();
+        let processor = processor(Some(ownership.clone()));
+        let slow = Arc::new(Slow(Arc::new(tokio::sync::Semaphore::new(0))));
+        let members: Arc<dyn ShardMembers> = slow.clone();
+        ownership.register(Arc::downgrade(&members));
+        let draining = ownership.drain(0, Duration::from_secs(60));
+        tokio::pin!(draining);
+        assert!(futures::poll!(draining.as_mut()).is_pending());
+        let tasks = Tasks::root(1);
+        let processing = modified(&processor, &tasks);
+        tokio::pin!(processing);
+        assert!(futures::poll!(processing.as_mut()).is_pending());
+
+        drop(in_flight);
+        assert!(
+            futures::poll!(draining.as_mut()).is_pending(),
+            "the daemons still stop"
+        );
+        let next = tokio::time::timeout(Duration::from_secs(30), processing)
+            .await
+            .expect("not waiting for the daemons");
+        assert!(next.gone, "let go of before the daemons ended");
+        assert!(ownership.holds("uid"), "their writes may still go out");
+        slow.0.add_permits(1);
+        assert!(draining.await);
+        assert!(!ownership.holds("uid"));
     }
 
     /// An operator that stops does not wait for a drain's end to end an object's worker.
