@@ -219,6 +219,26 @@ mod tests {
         Processor::process(processor, "uid", modified, tasks)
     }
 
+    /// Starts the shard's drain and the object's processing of a change (in `tasks`), each
+    /// polled once: the drain waits for the processing in flight, the processing for the drain.
+    macro_rules! waiting {
+        ($ownership:ident, $processor:ident, $tasks:ident, $draining:ident, $processing:ident) => {
+            let $draining = $ownership.drain(0, Duration::from_secs(60));
+            tokio::pin!($draining);
+            assert!(
+                futures::poll!($draining.as_mut()).is_pending(),
+                "the drain waits"
+            );
+            let $tasks = Tasks::root(1);
+            let $processing = modified(&$processor, &$tasks);
+            tokio::pin!($processing);
+            assert!(
+                futures::poll!($processing.as_mut()).is_pending(),
+                "the processing waits while the shard drains"
+            );
+        };
+    }
+
     /// A drain that times out keeps the shard here. The events that came while it was
     /// closed wait for it, and are processed in order once it opens again: none is dropped,
     /// so the object's own write coming back among them is not awaited again (else the
@@ -234,17 +254,7 @@ mod tests {
             let until = Instant::now() + Duration::from_secs(600);
             memory.awaited = Some(Box::new((vec!["2".to_string(), "3".to_string()], until)));
         });
-        let draining = ownership.drain(0, Duration::from_secs(60));
-        tokio::pin!(draining);
-        assert!(futures::poll!(draining.as_mut()).is_pending());
-
-        let tasks = Tasks::root(1);
-        let processing = modified(&processor, &tasks);
-        tokio::pin!(processing);
-        assert!(
-            futures::poll!(processing.as_mut()).is_pending(),
-            "waits while the shard drains"
-        );
+        waiting!(ownership, processor, tasks, draining, processing);
         assert_eq!(remembered(&processor).0, Some(json!("1")), "not seen yet");
 
         assert!(!draining.await, "the drain times out");
@@ -268,14 +278,7 @@ mod tests {
         let members: Arc<dyn ShardMembers> = processor.clone();
         ownership.register(Arc::downgrade(&members));
         processor.memory("uid", |memory| memory.latest = Some(object("1")));
-        let draining = ownership.drain(0, Duration::from_secs(60));
-        tokio::pin!(draining);
-        assert!(futures::poll!(draining.as_mut()).is_pending());
-
-        let tasks = Tasks::root(1);
-        let processing = modified(&processor, &tasks);
-        tokio::pin!(processing);
-        assert!(futures::poll!(processing.as_mut()).is_pending());
+        waiting!(ownership, processor, tasks, draining, processing);
         drop(in_flight);
         assert!(draining.await, "drained");
         let next = processing.await;
@@ -314,13 +317,7 @@ mod tests {
         let slow = Arc::new(Slow(Arc::new(tokio::sync::Semaphore::new(0))));
         let members: Arc<dyn ShardMembers> = slow.clone();
         ownership.register(Arc::downgrade(&members));
-        let draining = ownership.drain(0, Duration::from_secs(60));
-        tokio::pin!(draining);
-        assert!(futures::poll!(draining.as_mut()).is_pending());
-        let tasks = Tasks::root(1);
-        let processing = modified(&processor, &tasks);
-        tokio::pin!(processing);
-        assert!(futures::poll!(processing.as_mut()).is_pending());
+        waiting!(ownership, processor, tasks, draining, processing);
 
         drop(in_flight);
         assert!(
@@ -342,13 +339,7 @@ mod tests {
     async fn an_object_waiting_for_its_shard_ends_when_the_operator_stops() {
         let (ownership, _watched, _in_flight) = one_shard_in_flight();
         let processor = processor(Some(ownership.clone()));
-        let draining = ownership.drain(0, Duration::from_secs(60));
-        tokio::pin!(draining);
-        assert!(futures::poll!(draining.as_mut()).is_pending());
-        let tasks = Tasks::root(1);
-        let processing = modified(&processor, &tasks);
-        tokio::pin!(processing);
-        assert!(futures::poll!(processing.as_mut()).is_pending());
+        waiting!(ownership, processor, tasks, draining, processing);
         tasks.cancel(StopReason::OperatorExiting);
         let next = processing.await;
         assert!(!next.gone && next.wakeup.is_none());
