@@ -70,7 +70,8 @@ pub(crate) struct Ownership {
     shards: Mutex<Vec<Shard>>,
     /// Notified whenever a shard's processings in flight reach none.
     idle: Notify,
-    /// Notified whenever a shard opens, closes, or is let go of.
+    /// Notified whenever a drain's outcome is known, or a shard opens or is dropped: what
+    /// [`settled`](Self::settled) waits for.
     settled: Notify,
     /// The held shards, published on every change.
     held: watch::Sender<BTreeSet<u32>>,
@@ -226,13 +227,12 @@ impl Ownership {
     /// Closes the shard, waits for its processings in flight, then stops its objects' daemons
     /// and timers and waits for their end, and marks it as not held: `true` when the
     /// processings in flight ended within `timeout`; otherwise it opens again and `false`.
-    /// The watchers go on meanwhile: the events of the shard's objects wait for its end.
+    /// The watchers go on meanwhile: the events of the shard's objects wait for its outcome.
     pub(crate) async fn drain(&self, shard: u32, timeout: Duration) -> bool {
         {
             let mut shards = lock(&self.shards);
             shards[shard as usize].open = false;
         }
-        self.settled.notify_waiters();
         let drained = tokio::time::timeout(timeout, async {
             loop {
                 let idle = self.idle.notified();

@@ -80,9 +80,9 @@ impl Memory {
     }
 
     /// Stops waiting for those of our writes whose versions came back.
-    pub(crate) fn came_back<V: AsRef<str>>(&mut self, versions: &[V]) {
+    pub(crate) fn came_back(&mut self, versions: &[String]) {
         if let Some((pending, _)) = self.awaited.as_deref_mut() {
-            pending.retain(|version| !versions.iter().any(|seen| seen.as_ref() == version));
+            pending.retain(|version| !versions.contains(version));
         }
     }
 }

@@ -26,16 +26,10 @@ impl Processor {
     /// handler sees anything of it (its owner handles it). `indexed`: the batch went to the
     /// indexes already, while its shard drained.
     pub(super) async fn let_go(&self, uid: &str, batch: &[Event], indexed: bool, tasks: &Tasks) {
-        let last = batch.iter().rev().find_map(|event| match event {
-            Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
-                Some(object.clone())
-            }
-            Event::ListingDone => None,
-        });
         // Also when its memory is gone already (the shard's drain forgot it): the indexes
         // still hold it until its identity comes by (the relisting that lacks it).
-        if let Some(object) = last {
-            self.index(uid, Some("DELETED"), &object, tasks).await;
+        if let Some((_, object, _)) = batch.iter().rev().find_map(super::seen) {
+            self.index(uid, Some("DELETED"), object, tasks).await;
         }
         // Listed yet not indexed: the first filling of the indexes must not wait for it
         // (counted already if the batch was indexed while its shard drained).
