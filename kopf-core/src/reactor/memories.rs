@@ -4,14 +4,14 @@
 //! object's memory, never across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use foldhash::HashMap;
 use tokio::time::Instant;
 
 use crate::engines::daemons::Daemons;
 use crate::engines::indexing::IndexingState;
-use crate::helpers::freeing::free_apart;
+use crate::helpers::freeing::FreedApart;
 use crate::helpers::sync::lock;
 use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
@@ -51,23 +51,11 @@ pub(crate) struct Memory {
     pub(crate) indexing: BTreeMap<String, IndexingState>,
 }
 
-/// The memories of the objects of one resource, by uid.
+/// The memories of the objects of one resource, by uid. A thousand objects' bodies and
+/// daemons' states take a core about 15 ms to free, which the operator's exit need not wait
+/// for: they are freed apart.
 #[derive(Debug, Default)]
-pub(crate) struct Memories(Mutex<HashMap<String, Memory>>);
-
-/// From how many objects on the memories are freed on a thread of their own when the resource's
-/// processing ends (at the operator's exit): a thousand objects' bodies and daemons' states
-/// take a core about 15 ms to free, which the exit need not wait for.
-const FREED_APART: usize = 256;
-
-impl Drop for Memories {
-    fn drop(&mut self) {
-        let all = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if all.len() >= FREED_APART {
-            free_apart(std::mem::take(all));
-        }
-    }
-}
+pub(crate) struct Memories(Mutex<FreedApart<HashMap<String, Memory>>>);
 
 impl Memory {
     /// Takes in a state of the object from an event (`listed`: from a listing).

@@ -34,11 +34,13 @@ use tokio::time::Instant;
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::watching::{Backlog, Event};
+use crate::helpers::freeing::FreedApart;
 use crate::helpers::sync::lock;
 use crate::structs::bodies::Body;
 use crate::structs::resources::Resource;
 
-type Workers = Arc<Mutex<HashMap<String, Arc<Mailbox>>>>;
+/// The mailboxes by uid (freed apart: one may rest for each object).
+type Workers = Arc<Mutex<FreedApart<HashMap<String, Arc<Mailbox>>>>>;
 
 /// The events of one object on their way to its worker. Events are put in only under the
 /// lock of the map of workers, so a worker that finds its mailbox empty under that lock may
@@ -360,7 +362,7 @@ async fn reap(
 struct Known {
     /// By uid, what identifies each object that exists as far as the watcher knows: a few
     /// strings per object, as this is kept for every object, at rest or not.
-    objects: HashMap<String, Identity>,
+    objects: FreedApart<HashMap<String, Identity>>,
     /// The uids listed since the last listing was done.
     listed: HashSet<String>,
     /// The `apiVersion`, `kind` and namespaces seen, shared by the identities.
