@@ -11,7 +11,7 @@ use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{Extensions, LookupSpan};
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -109,6 +109,12 @@ impl Fields {
             Some((_, slot)) => *slot = value,
             None => self.0.push((name, value)),
         }
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.0
+            .iter()
+            .find_map(|(known, value)| (*known == name).then_some(value))
     }
 
     fn take(&mut self, name: &str) -> Option<Value> {
@@ -229,7 +235,9 @@ where
         // then the event's own. Only JSON lines show the spans' other fields.
         let json = self.format == LogFormat::Json;
         let mut context = Fields::default();
-        let (mut name, mut namespace) = (None, None);
+        // The object's name and namespace are read in place, from the innermost spans that
+        // carry them (found by id), not copied for every line.
+        let (mut named, mut namespaced) = (None, None);
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
                 let extensions = span.extensions();
@@ -238,15 +246,25 @@ where
                 };
                 for (key, value) in &fields.0 {
                     match *key {
-                        "object.name" => name = Some(value.clone()),
-                        "object.namespace" => namespace = Some(value.clone()),
+                        "object.name" => named = Some(span.id()),
+                        "object.namespace" => namespaced = Some(span.id()),
                         _ if json => context.set(key, value.clone()),
                         _ => {}
                     }
                 }
             }
         }
-        let namespace = namespace.filter(|n| !n.is_null());
+        let (named, namespaced) = (
+            named.and_then(|id| ctx.span(&id)),
+            namespaced.and_then(|id| ctx.span(&id)),
+        );
+        let (named, namespaced) = (
+            named.as_ref().map(|span| span.extensions()),
+            namespaced.as_ref().map(|span| span.extensions()),
+        );
+        let name = span_field(named.as_ref(), "object.name");
+        let namespace =
+            span_field(namespaced.as_ref(), "object.namespace").filter(|n| !n.is_null());
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
         if json {
@@ -258,7 +276,7 @@ where
                 None => String::new(),
             };
             let mut prefix = String::new();
-            self.prefix(&mut prefix, name.as_ref(), namespace.as_ref())?;
+            self.prefix(&mut prefix, name, namespace)?;
             let mut line = Map::new();
             line.insert("message".into(), format!("{prefix}{message}").into());
             let timestamp = now
@@ -269,9 +287,9 @@ where
             line.insert("target".into(), metadata.target().into());
             if let Some(name) = name {
                 let mut object = Map::new();
-                object.insert("name".into(), name);
+                object.insert("name".into(), name.clone());
                 if let Some(namespace) = namespace {
-                    object.insert("namespace".into(), namespace);
+                    object.insert("namespace".into(), namespace.clone());
                 }
                 line.insert(self.refkey.clone(), object.into());
             }
@@ -282,15 +300,15 @@ where
         }
         // Written piece by piece, not formatted: two lines per handled object.
         if self.format == LogFormat::Full {
-            writer.write_char('[')?;
-            timestamp(&mut writer, now)?;
-            writer.write_str("] ")?;
-            padded(&mut writer, metadata.target(), 20)?;
-            writer.write_str(" [")?;
-            padded(&mut writer, severity(metadata.level()), 8)?;
-            writer.write_str("] ")?;
+            // Made on the stack and written at once: a line's writer is dynamic, and its
+            // head is some thirty pieces.
+            let mut head = Short::default();
+            match full_head(&mut head, now, metadata) {
+                Ok(()) => writer.write_str(head.as_str())?,
+                Err(_) => full_head(&mut writer, now, metadata)?,
+            }
         }
-        self.prefix(&mut writer, name.as_ref(), namespace.as_ref())?;
+        self.prefix(&mut writer, name, namespace)?;
         // The message goes straight into the line; the other fields follow it.
         let mut own = Message {
             writer: &mut writer,
@@ -307,6 +325,11 @@ where
         }
         writeln!(writer)
     }
+}
+
+/// A field kept in a span's extensions by [`SpanFields`].
+fn span_field<'a>(extensions: Option<&'a Extensions<'_>>, key: &str) -> Option<&'a Value> {
+    extensions?.get::<Fields>()?.get(key)
 }
 
 /// An event's fields for a plain or full line: the message written to the line, the others
@@ -341,6 +364,54 @@ impl Visit for Message<'_, '_> {
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.others.record_f64(field, value);
+    }
+}
+
+/// `[time] target [LEVEL] `: how a full line starts.
+fn full_head(
+    writer: &mut impl fmt::Write,
+    now: time::OffsetDateTime,
+    metadata: &tracing::Metadata<'_>,
+) -> fmt::Result {
+    writer.write_char('[')?;
+    timestamp(writer, now)?;
+    writer.write_str("] ")?;
+    padded(writer, metadata.target(), 20)?;
+    writer.write_str(" [")?;
+    padded(writer, severity(metadata.level()), 8)?;
+    writer.write_str("] ")
+}
+
+/// A short text made on the stack; writing more than it holds fails (and writes nothing of
+/// that piece).
+struct Short {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Default for Short {
+    fn default() -> Short {
+        Short {
+            bytes: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl Short {
+    fn as_str(&self) -> &str {
+        // Only whole `str`s were copied in: always valid.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl fmt::Write for Short {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let end = self.len + text.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?;
+        slot.copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -513,6 +584,16 @@ mod tests {
     }
 
     #[test]
+    fn a_short_text_takes_what_fits_and_refuses_the_rest() {
+        use std::fmt::Write as _;
+        let mut short = Short::default();
+        short.write_str("[2026-12-01 12:34:56,789] ").unwrap();
+        short.write_char('é').unwrap();
+        assert!(short.write_str(&"x".repeat(64)).is_err());
+        assert_eq!(short.as_str(), "[2026-12-01 12:34:56,789] é");
+    }
+
+    #[test]
     fn the_formats() {
         use std::sync::{Arc, Mutex};
 
@@ -550,12 +631,15 @@ mod tests {
                 tracing::info!(target: "kopf::objects", parent: &span, "Handler 'create_fn' succeeded.");
                 tracing::warn!(target: "kopf::operator", tasks = 2, "outside");
                 tracing::warn!(target: "kopf::operator", message = "named", tasks = 3);
+                // The innermost span's name wins; the namespace comes from the outer one.
+                let inner = tracing::info_span!(parent: &span, "sub", object.name = "two");
+                tracing::info!(target: "kopf::objects", parent: &inner, "nested");
             });
             String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
         };
         assert_eq!(
             lines(style(LogFormat::Plain)),
-            "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\nnamed tasks=3\n"
+            "[ns/one] Handler 'create_fn' succeeded.\noutside tasks=2\nnamed tasks=3\n[ns/two] nested\n"
         );
         let full = lines(style(LogFormat::Full));
         let first = full.lines().next().unwrap();

@@ -31,6 +31,11 @@ use crate::helpers::sync::lock;
 /// How many bytes of lines may wait for stderr before appending waits for room.
 const BACKLOG: usize = 1 << 20;
 
+/// The room made at the start for the lines, so that a burst's first hundred kilobytes do not
+/// grow the buffer step by step (a thousand daemons stopping log about as much). Pages not
+/// written to take no memory.
+const RESERVED: usize = 128 << 10;
+
 /// How long the writer thread, woken by a line, waits for more before it writes them.
 const LINGER: Duration = Duration::from_micros(500);
 
@@ -82,7 +87,10 @@ impl LogWriter {
         linger: Duration,
     ) -> std::io::Result<LogWriter> {
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(Pending {
+                lines: Vec::with_capacity(backlog.min(RESERVED)),
+                ..Pending::default()
+            }),
             changed: Condvar::new(),
             backlog,
             linger,
@@ -134,7 +142,7 @@ impl Drop for LogWriter {
 
 /// The writer thread: writes whatever has gathered, until its owner is dropped.
 fn serve(shared: &Shared, mut sink: impl Write) {
-    let mut batch = Vec::new();
+    let mut batch = Vec::with_capacity(shared.backlog.min(RESERVED));
     // It found nothing to write since its last write: the next lines begin a burst.
     let mut quiet = true;
     loop {
