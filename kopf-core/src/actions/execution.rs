@@ -116,8 +116,16 @@ pub(crate) async fn execute_as(
     default_backoff: Duration,
     mut invocation: Invocation,
 ) -> Outcome {
-    let work = Work::new(id, invocation.namespace(), invocation.name());
-    invocation.node = invocation.node.doing(work);
+    let (namespace, name) = (invocation.namespace(), invocation.name());
+    // A daemon's attempts run in a node named after the daemon already: no copy of its names.
+    if !invocation
+        .node
+        .work()
+        .is_some_and(|work| work.is(id, namespace, name))
+    {
+        let work = Work::new(id, namespace, name);
+        invocation.node = invocation.node.doing(work);
+    }
     let counted_as = invocation.counted_as.take();
     let attempt = Attempt {
         label: kind.label(),
@@ -265,7 +273,7 @@ impl Attempt<'_> {
                 None => Some(attempt.await),
             }
         };
-        let abort = node.abort_token().clone();
+        let abort = node.abort_token();
         let finished = tokio::select! {
             biased;
             _ = abort.cancelled() => return Outcome::Aborted,

@@ -15,7 +15,7 @@
 //! 5. Handler attempts register what they are ([`Work`]) while they run, so a stop can name
 //!    what it waits for and what it aborts.
 
-use std::collections::BTreeMap;
+use foldhash::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -121,8 +121,6 @@ pub(crate) struct Tasks {
     reason: Arc<Reason>,
     /// What this node runs, when it is a handler's node.
     work: Option<Work>,
-    abort: CancellationToken,
-    tracker: TaskTracker,
     shared: Arc<Shared>,
 }
 
@@ -142,10 +140,15 @@ impl Reason {
     }
 }
 
+/// What every node of one tree shares. Kept once, not per node: a node is made and dropped
+/// for every handler's attempt, and a token's clone and drop each lock it.
 #[derive(Debug)]
 struct Shared {
+    abort: CancellationToken,
+    tracker: TaskTracker,
     threads: Threads,
-    in_flight: Mutex<BTreeMap<u64, Work>>,
+    /// By the order they started in: a stop names the oldest first.
+    in_flight: Mutex<HashMap<u64, Work>>,
     next: AtomicU64,
     /// The operator's metrics, when it serves them.
     metrics: OnceLock<crate::aiokits::metrics::Metrics>,
@@ -190,9 +193,9 @@ impl Tasks {
             token: CancellationToken::new(),
             reason: Arc::default(),
             work: None,
-            abort: CancellationToken::new(),
-            tracker: TaskTracker::new(),
             shared: Arc::new(Shared {
+                abort: CancellationToken::new(),
+                tracker: TaskTracker::new(),
                 threads: Threads::new(max_threads),
                 in_flight: Mutex::default(),
                 next: AtomicU64::new(0),
@@ -211,8 +214,6 @@ impl Tasks {
                 parent: Some(self.reason.clone()),
             }),
             work: self.work.clone(),
-            abort: self.abort.clone(),
-            tracker: self.tracker.clone(),
             shared: self.shared.clone(),
         }
     }
@@ -235,7 +236,7 @@ impl Tasks {
 
     /// Fires when the grace period is over and everything is dropped.
     pub(crate) fn abort_token(&self) -> &CancellationToken {
-        &self.abort
+        &self.shared.abort
     }
 
     /// Why this node was cancelled (its own reason, or its nearest ancestor's); `None` while
@@ -253,17 +254,17 @@ impl Tasks {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let abort = self.abort.clone().cancelled_owned();
+        let abort = self.shared.abort.clone().cancelled_owned();
         // tokio moves a task's stage by value as the task ends (its future, then its output,
         // as large as the future): a large future costs a copy of its size there, a boxed one
         // a pointer. A thousand daemons ending together spent 4 % of their exit so.
         if std::mem::size_of::<F>() > BOXED_ABOVE {
-            self.tracker.spawn(Abortable {
+            self.shared.tracker.spawn(Abortable {
                 abort,
                 future: Box::pin(future),
             });
         } else {
-            self.tracker.spawn(Abortable { abort, future });
+            self.shared.tracker.spawn(Abortable { abort, future });
         }
     }
 
@@ -300,7 +301,17 @@ impl Tasks {
 
     /// The handlers running now, oldest first.
     pub(crate) fn running(&self) -> Vec<Work> {
-        lock(&self.shared.in_flight).values().cloned().collect()
+        self.running_first(usize::MAX).0
+    }
+
+    /// The first `shown` handlers running now, oldest first, and how many run in all: for a
+    /// log line, without a copy of every one.
+    pub(crate) fn running_first(&self, shown: usize) -> (Vec<Work>, usize) {
+        let in_flight = lock(&self.shared.in_flight);
+        let mut oldest: Vec<(&u64, &Work)> = in_flight.iter().collect();
+        oldest.sort_unstable_by_key(|(key, _)| **key);
+        let first = oldest.iter().take(shown).map(|(_, work)| (*work).clone());
+        (first.collect(), in_flight.len())
     }
 
     /// The operator's threads for blocking work.
@@ -320,18 +331,18 @@ impl Tasks {
     /// Drops every task of the tree at its next `.await`.
     pub(crate) fn abort(&self) {
         self.cancel(StopReason::OperatorExiting);
-        self.abort.cancel();
+        self.shared.abort.cancel();
     }
 
     /// Waits until every task of the tree has ended. Call after the tree stops growing.
     pub(crate) async fn wait(&self) {
-        self.tracker.close();
-        self.tracker.wait().await;
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
     }
 
     /// How many tasks are alive.
     pub(crate) fn len(&self) -> usize {
-        self.tracker.len()
+        self.shared.tracker.len()
     }
 
     /// Counts the tree's work in these metrics (set once, at the start).
@@ -421,5 +432,23 @@ mod tests {
         assert_eq!(names, ["handler create_fn on default/x"]);
         drop(guard);
         assert!(root.running().is_empty());
+    }
+
+    #[test]
+    fn a_stop_names_the_oldest_work_in_flight_first() {
+        let root = Tasks::root(1);
+        let guards: Vec<InFlight> = (0..40)
+            .map(|i| {
+                let work = Work::new("fn", None, &format!("object-{i}"));
+                root.child().doing(work).in_flight()
+            })
+            .collect();
+        let (first, total) = root.running_first(3);
+        let names: Vec<&str> = first.iter().map(|w| &*w.object).collect();
+        assert_eq!(
+            (names, total),
+            (vec!["object-0", "object-1", "object-2"], 40)
+        );
+        drop(guards);
     }
 }

@@ -690,12 +690,12 @@ async fn shut_down(
     grace: Duration,
     abort: &CancellationToken,
 ) -> Result<(), OperatorError> {
-    let running = tasks.running();
+    let (first, running) = tasks.running_first(LISTED);
     let reason = StopReason::OperatorExiting;
-    if running.is_empty() {
+    if running == 0 {
         tracing::info!(target: "kopf::operator", "stopping ({reason})");
     } else {
-        tracing::info!(target: "kopf::operator", handlers = running.len(), "stopping ({reason}); asking the handlers in flight to stop: {}", listed(&running));
+        tracing::info!(target: "kopf::operator", handlers = running, "stopping ({reason}); asking the handlers in flight to stop: {}", listed(&first, running));
     }
     tasks.cancel(reason);
     let threads = tasks.threads();
@@ -734,12 +734,14 @@ async fn shut_down(
     Err(OperatorError::Aborted(grace))
 }
 
-/// The first few of the works, for one log line.
-fn listed(works: &[Work]) -> String {
-    const SHOWN: usize = 5;
-    let mut names: Vec<String> = works.iter().take(SHOWN).map(Work::to_string).collect();
-    if works.len() > SHOWN {
-        names.push(format!("and {} more", works.len() - SHOWN));
+/// How many of the handlers in flight a stop's log line names.
+const LISTED: usize = 5;
+
+/// The first few of `total` works, for one log line.
+fn listed(first: &[Work], total: usize) -> String {
+    let mut names: Vec<String> = first.iter().map(Work::to_string).collect();
+    if total > first.len() {
+        names.push(format!("and {} more", total - first.len()));
     }
     names.join(", ")
 }
