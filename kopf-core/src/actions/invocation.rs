@@ -243,7 +243,8 @@ pub struct Invocation {
     pub(crate) started: time::OffsetDateTime,
     pub(crate) param: Option<Value>,
     pub(crate) patch: Arc<Mutex<Patch>>,
-    pub(crate) client: kube::Client,
+    /// Shared by the invocations of one resource (a `kube::Client` clone allocates).
+    pub(crate) client: Arc<kube::Client>,
     /// The invocation's node of the cancellation tree: its token is `stopped`.
     pub(crate) node: Tasks,
     pub(crate) logger: Logger,

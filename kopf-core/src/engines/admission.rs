@@ -81,7 +81,7 @@ pub(crate) struct Admission {
 
 struct Inner {
     handlers: Vec<AdmissionHandler>,
-    client: kube::Client,
+    client: Arc<kube::Client>,
     tasks: Tasks,
     memo: Memo,
     /// The memos of the objects the operator watches.
@@ -100,7 +100,7 @@ impl Admission {
         Admission {
             inner: Arc::new(Inner {
                 handlers: registry.admissions.clone(),
-                client,
+                client: Arc::new(client),
                 tasks,
                 memo: Memo::new(),
                 memos: ObjectMemos::default(),

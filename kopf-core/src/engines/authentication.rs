@@ -56,7 +56,7 @@ pub(crate) struct Authenticator {
     memo: Memo,
     default_backoff: Duration,
     /// What login handlers' `client` would be: no client exists before the login.
-    unconnected: kube::Client,
+    unconnected: Arc<kube::Client>,
 }
 
 impl Authenticator {
@@ -76,7 +76,7 @@ impl Authenticator {
             tasks,
             memo,
             default_backoff,
-            unconnected,
+            unconnected: Arc::new(unconnected),
         }
     }
 

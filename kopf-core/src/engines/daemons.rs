@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::actions::delivery::deliver;
 use crate::actions::execution::{self, Outcome};
@@ -71,15 +72,15 @@ impl Live {
 #[derive(Debug)]
 pub(crate) struct Running {
     node: Tasks,
-    /// Becomes `true` when its task has ended (or was dropped).
-    ended: watch::Receiver<bool>,
+    /// Cancelled when its task has ended (or was dropped).
+    ended: CancellationToken,
     /// Set when it ended on its own for good: it is not started again for this object.
     finished: Arc<AtomicBool>,
 }
 
 impl Running {
     fn has_ended(&self) -> bool {
-        *self.ended.borrow()
+        self.ended.is_cancelled()
     }
 }
 
@@ -166,11 +167,11 @@ impl Daemons {
         if self.running.is_empty() {
             return None;
         }
-        let mut waiting: Vec<watch::Receiver<bool>> =
+        let waiting: Vec<CancellationToken> =
             self.running.values().map(|r| r.ended.clone()).collect();
         Some(async move {
-            for ended in &mut waiting {
-                let _ = ended.wait_for(|ended| *ended).await;
+            for ended in &waiting {
+                ended.cancelled().await;
             }
         })
     }
@@ -180,8 +181,9 @@ impl Daemons {
 /// made as for its other handlers, and the writes of what they return. The per-object cycle
 /// provides it; daemons do not know the cycle.
 pub(crate) trait DaemonHost: Send + Sync + 'static {
-    /// An invocation of a handler with these options on the object's newest body.
-    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation;
+    /// An invocation of a handler with these options on the object's newest body, in this
+    /// node (its token is the handler's `stopped`).
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation;
 
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;
@@ -246,7 +248,7 @@ pub(crate) fn start(
     let name = body["metadata"]["name"].as_str().unwrap_or_default();
     let work = Work::new(handler.id(), namespace, name);
     let node = tasks.child().doing(work.clone());
-    let (ended, receiver) = watch::channel(false);
+    let ended = CancellationToken::new();
     let finished = Arc::new(AtomicBool::new(false));
     let runner = Runner {
         host,
@@ -258,23 +260,27 @@ pub(crate) fn start(
         finished: finished.clone(),
         unwritten: Mutex::new(Patch::default()),
     };
+    // Dropped with the task, even unpolled at the abort: the object's worker learns it ended.
+    let guard = Ended(ended.clone());
     tasks.spawn(async move {
-        // Dropped with the task (even at the abort): the object's worker learns it ended.
-        let _ended = Ended(ended);
+        let _ended = guard;
         runner.run().await;
     });
     Running {
         node,
-        ended: receiver,
+        ended,
         finished,
     }
 }
 
-struct Ended(watch::Sender<bool>);
+/// Marks its daemon's task as ended when dropped. A token rather than a `watch` channel: a
+/// thousand daemons end together at the operator's exit, and a token wakes its one waiter
+/// for less.
+struct Ended(CancellationToken);
 
 impl Drop for Ended {
     fn drop(&mut self) {
-        self.0.send_replace(true);
+        self.0.cancel();
     }
 }
 
@@ -399,7 +405,13 @@ impl Runner {
         let id = self.handler.id();
         let options = self.handler.options();
         let body = self.live.body();
-        let mut invocation = self.host.invocation(body.clone(), options, &self.node);
+        // An attempt's own node only when a timeout may cancel the attempt alone: else the
+        // daemon's node is the attempt's (a node fewer to make, cancel and drop per attempt).
+        let node = match options.timeout {
+            Some(_) => self.node.child(),
+            None => self.node.clone(),
+        };
+        let mut invocation = self.host.invocation(body.clone(), options, node);
         invocation.retry = retry;
         invocation.started = started;
         invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
@@ -459,6 +471,9 @@ impl Runner {
             tokio::time::sleep(backoff.unwrap_or(INSTANT_EXIT)).await;
         };
         tokio::select! {
+            // The attempt first: one that ends as it is asked to stop (most do) starts no
+            // backoff timer (each would wake the runtime's driver, a thousand at the exit).
+            biased;
             outcome = &mut attempt => return outcome,
             _ = cancelled => {}
         }

@@ -17,7 +17,7 @@ use crate::structs::resources::Resource;
 /// What every invocation of one resource's handlers carries.
 #[derive(Clone)]
 pub(crate) struct Invocations {
-    pub(crate) client: kube::Client,
+    pub(crate) client: Arc<kube::Client>,
     pub(crate) resource: Arc<Resource>,
     pub(crate) poster: Poster,
     pub(crate) indexes: Indexes,
@@ -44,6 +44,18 @@ impl Invocations {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
+        self.make_in(body, memo, change, options, tasks.child())
+    }
+
+    /// As [`Invocations::make`], in this node itself (its token is the handler's `stopped`).
+    pub(crate) fn make_in(
+        &self,
+        body: Arc<Body>,
+        memo: Memo,
+        change: Change,
+        options: &Options,
+        node: Tasks,
+    ) -> Invocation {
         let events = self.poster.events_of(&body, &self.resource);
         Invocation {
             body,
@@ -58,7 +70,7 @@ impl Invocations {
             param: options.param.clone(),
             patch: Arc::default(),
             client: self.client.clone(),
-            node: tasks.child(),
+            node,
             logger: Logger::new(tracing::Span::none(), events.clone()),
             events,
             memo,

@@ -133,7 +133,7 @@ impl Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
             invocations: Invocations {
-                client,
+                client: Arc::new(client),
                 resource: Arc::new(resource),
                 poster: common.poster,
                 indexes: common.indexes.clone(),
@@ -672,6 +672,18 @@ impl Processor {
     ) -> Invocation {
         let memo = self.memo_of(&body);
         self.invocations.make(body, memo, change, options, tasks)
+    }
+
+    /// As [`Processor::invocation`], in this node itself.
+    pub(super) fn invocation_in(
+        &self,
+        body: Arc<Body>,
+        options: &Options,
+        node: Tasks,
+    ) -> Invocation {
+        let memo = self.memo_of(&body);
+        self.invocations
+            .make_in(body, memo, Change::default(), options, node)
     }
 
     /// The daemons and timers whose filters the object passes.
