@@ -254,17 +254,19 @@ where
                 }
             }
         }
-        let (named, namespaced) = (
-            named.and_then(|id| ctx.span(&id)),
-            namespaced.and_then(|id| ctx.span(&id)),
-        );
-        let (named, namespaced) = (
-            named.as_ref().map(|span| span.extensions()),
-            namespaced.as_ref().map(|span| span.extensions()),
-        );
-        let name = span_field(named.as_ref(), "object.name");
-        let namespace =
-            span_field(namespaced.as_ref(), "object.namespace").filter(|n| !n.is_null());
+        // One span's extensions are locked once: a second read lock of the same span (usually
+        // both fields are in one) could wait behind a writer forever.
+        let apart = namespaced != named;
+        let named_span = named.and_then(|id| ctx.span(&id));
+        let namespaced_span = namespaced.filter(|_| apart).and_then(|id| ctx.span(&id));
+        let named_fields = named_span.as_ref().map(|span| span.extensions());
+        let namespaced_fields = namespaced_span.as_ref().map(|span| span.extensions());
+        let name = span_field(named_fields.as_ref(), "object.name");
+        let namespace = match apart {
+            true => span_field(namespaced_fields.as_ref(), "object.namespace"),
+            false => span_field(named_fields.as_ref(), "object.namespace"),
+        };
+        let namespace = namespace.filter(|n| !n.is_null());
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
         if json {
