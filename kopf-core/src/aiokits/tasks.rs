@@ -147,7 +147,7 @@ struct Shared {
     abort: CancellationToken,
     tracker: TaskTracker,
     threads: Threads,
-    /// By the order they started in: a stop names the oldest first.
+    /// Keyed by a counter, in the order they started: a stop names the oldest first.
     in_flight: Mutex<HashMap<u64, Work>>,
     next: AtomicU64,
     /// The operator's metrics, when it serves them.

@@ -181,9 +181,8 @@ impl Daemons {
 /// made as for its other handlers, and the writes of what they return. The per-object cycle
 /// provides it; daemons do not know the cycle.
 pub(crate) trait DaemonHost: Send + Sync + 'static {
-    /// An invocation of a handler with these options on the object's newest body, in this
-    /// node (its token is the handler's `stopped`).
-    fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation;
+    /// An invocation of a handler with these options on the object's newest body.
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation;
 
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;
@@ -405,13 +404,7 @@ impl Runner {
         let id = self.handler.id();
         let options = self.handler.options();
         let body = self.live.body();
-        // An attempt's own node only when a timeout may cancel the attempt alone: else the
-        // daemon's node is the attempt's (a node fewer to make, cancel and drop per attempt).
-        let node = match options.timeout {
-            Some(_) => self.node.child(),
-            None => self.node.clone(),
-        };
-        let mut invocation = self.host.invocation(body.clone(), options, node);
+        let mut invocation = self.host.invocation(body.clone(), options, &self.node);
         invocation.retry = retry;
         invocation.started = started;
         invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());

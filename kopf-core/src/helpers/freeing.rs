@@ -8,9 +8,9 @@ use crate::helpers::sync::lock;
 /// How long the freeing thread waits before it frees: past the exit that caused it, usually.
 const FREED_AFTER: Duration = Duration::from_millis(200);
 
-/// From how many entries on a collection is worth freeing apart ([`free_apart_if_large`]): a
-/// thousand objects' entries take a core milliseconds to free, and freeing one large table
-/// makes glibc consolidate every small chunk freed before it.
+/// From how many entries on a collection is worth freeing apart ([`FreedApart`]): a thousand
+/// objects' entries take a core milliseconds to free, and freeing one large table makes glibc
+/// consolidate every small chunk freed before it.
 const LARGE: usize = 256;
 
 /// What waits for the freeing thread that is sleeping now, if one is.
@@ -34,8 +34,12 @@ pub(crate) fn free_apart<T: Send + 'static>(value: T) {
         .spawn(|| {
             std::thread::sleep(FREED_AFTER);
             // Taken under the lock, dropped after it: what the batch frees may free apart too.
-            let batch = lock(&WAITING).take();
-            drop(batch);
+            let batch = lock(&WAITING).take().unwrap_or_default();
+            for value in batch {
+                // One value's panicking `Drop` neither stops the others' nor, panicking again
+                // as the batch unwinds, aborts the process.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(value)));
+            }
         });
     match started {
         Ok(_) => *waiting = Some(vec![value]),

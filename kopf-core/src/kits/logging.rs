@@ -270,6 +270,18 @@ where
         let metadata = event.metadata();
         let now = time::OffsetDateTime::now_utc();
         if json {
+            let mut prefix = String::new();
+            self.prefix(&mut prefix, name, namespace)?;
+            let object = name.map(|name| {
+                let mut object = Map::new();
+                object.insert("name".into(), name.clone());
+                if let Some(namespace) = namespace {
+                    object.insert("namespace".into(), namespace.clone());
+                }
+                object
+            });
+            // The spans are let go of before the event's fields are formatted (see below).
+            drop((named_fields, namespaced_fields));
             let mut own = Fields::default();
             event.record(&mut own);
             let message = match own.take("message") {
@@ -277,8 +289,6 @@ where
                 Some(other) => other.to_string(),
                 None => String::new(),
             };
-            let mut prefix = String::new();
-            self.prefix(&mut prefix, name, namespace)?;
             let mut line = Map::new();
             line.insert("message".into(), format!("{prefix}{message}").into());
             let timestamp = now
@@ -287,12 +297,7 @@ where
             line.insert("timestamp".into(), timestamp.into());
             line.insert("severity".into(), json_severity(metadata.level()).into());
             line.insert("target".into(), metadata.target().into());
-            if let Some(name) = name {
-                let mut object = Map::new();
-                object.insert("name".into(), name.clone());
-                if let Some(namespace) = namespace {
-                    object.insert("namespace".into(), namespace.clone());
-                }
+            if let Some(object) = object {
                 line.insert(self.refkey.clone(), object.into());
             }
             for (key, value) in context.0.into_iter().chain(own.0) {
@@ -311,6 +316,9 @@ where
             }
         }
         self.prefix(&mut writer, name, namespace)?;
+        // The spans are let go of before the event's fields are formatted: a field's `Debug`
+        // may record into a span, which locks it for writing.
+        drop((named_fields, namespaced_fields));
         // The message goes straight into the line; the other fields follow it.
         let mut own = Message {
             writer: &mut writer,
@@ -582,6 +590,41 @@ mod tests {
                 padded(&mut written, text, width).unwrap();
                 assert_eq!(written, format!("{text:<width$.width$}"));
             }
+        }
+    }
+
+    #[test]
+    fn an_event_whose_field_records_into_its_span_is_formatted() {
+        /// A field that, as it is formatted, records into the span the line reads.
+        struct Recording(tracing::Span);
+        impl fmt::Debug for Recording {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.record("object.name", "renamed");
+                f.write_str("recorded")
+            }
+        }
+        for format in [LogFormat::Plain, LogFormat::Json] {
+            let (sender, done) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let subscriber = tracing_subscriber::registry()
+                    .with(SpanFields {
+                        all: format == LogFormat::Json,
+                    })
+                    .with(
+                        tracing_subscriber::fmt::layer()
+                            .with_writer(std::io::sink)
+                            .fmt_fields(Unformatted)
+                            .event_format(KopfFormat::new(&style(format))),
+                    );
+                tracing::subscriber::with_default(subscriber, || {
+                    let span = tracing::info_span!("handler", object.name = "one");
+                    let field = Recording(span.clone());
+                    tracing::info!(parent: &span, field = ?field, "a line");
+                });
+                let _ = sender.send(());
+            });
+            done.recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("{format:?}: formatting the line locked up"));
         }
     }
 

@@ -44,18 +44,6 @@ impl Invocations {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
-        self.make_in(body, memo, change, options, tasks.child())
-    }
-
-    /// As [`Invocations::make`], in this node itself (its token is the handler's `stopped`).
-    pub(crate) fn make_in(
-        &self,
-        body: Arc<Body>,
-        memo: Memo,
-        change: Change,
-        options: &Options,
-        node: Tasks,
-    ) -> Invocation {
         let events = self.poster.events_of(&body, &self.resource);
         Invocation {
             body,
@@ -70,7 +58,7 @@ impl Invocations {
             param: options.param.clone(),
             patch: Arc::default(),
             client: self.client.clone(),
-            node,
+            node: tasks.child(),
             logger: Logger::new(tracing::Span::none(), events.clone()),
             events,
             memo,

@@ -53,7 +53,7 @@ pub(crate) struct Memory {
 
 /// The memories of the objects of one resource, by uid. A thousand objects' bodies and
 /// daemons' states take a core about 15 ms to free, which the operator's exit need not wait
-/// for: they are freed apart.
+/// for: many are freed apart.
 #[derive(Debug, Default)]
 pub(crate) struct Memories(Mutex<FreedApart<HashMap<String, Memory>>>);
 

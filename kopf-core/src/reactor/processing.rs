@@ -674,18 +674,6 @@ impl Processor {
         self.invocations.make(body, memo, change, options, tasks)
     }
 
-    /// As [`Processor::invocation`], in this node itself.
-    pub(super) fn invocation_in(
-        &self,
-        body: Arc<Body>,
-        options: &Options,
-        node: Tasks,
-    ) -> Invocation {
-        let memo = self.memo_of(&body);
-        self.invocations
-            .make_in(body, memo, Change::default(), options, node)
-    }
-
     /// The daemons and timers whose filters the object passes.
     fn matching_background(&self, body: &Arc<Body>, tasks: &Tasks) -> Vec<&Arc<Background>> {
         self.background

@@ -54,8 +54,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
-use crate::helpers::freeing::FreedApart;
-
 type Typed = Arc<dyn Any + Send + Sync>;
 
 /// A shared store for handlers' own state: typed values (one per type) and JSON values (by
@@ -201,7 +199,7 @@ impl Memo {
 /// processor and for admission reviews, so that an admission handler of an existing object
 /// gets the memo its other handlers get (Kopf's memories, keyed by uid).
 #[derive(Clone, Default)]
-pub(crate) struct ObjectMemos(Arc<Mutex<FreedApart<HashMap<String, Memo>>>>);
+pub(crate) struct ObjectMemos(Arc<Mutex<HashMap<String, Memo>>>);
 
 impl ObjectMemos {
     /// The object's memo, made on first sight as a shallow copy of `base`.

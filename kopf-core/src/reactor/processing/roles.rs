@@ -14,6 +14,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::watching::Event;
 use crate::engines::daemons::{DaemonHost, Unwritten};
 use crate::engines::ownership::ShardMembers;
+use crate::reactor::invocations::Change;
 use crate::reactor::queueing::{Next, ObjectProcessor};
 use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
@@ -94,8 +95,8 @@ impl ShardMembers for Processor {
 }
 
 impl DaemonHost for Processor {
-    fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation {
-        self.invocation_in(body, options, node)
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation {
+        Processor::invocation(self, body, Change::default(), options, node)
     }
 
     fn default_backoff(&self) -> Duration {
