@@ -15,7 +15,6 @@
 //! 5. Handler attempts register what they are ([`Work`]) while they run, so a stop can name
 //!    what it waits for and what it aborts.
 
-use foldhash::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
+use foldhash::HashMap;
 use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;

@@ -22,9 +22,7 @@ impl Work {
             object: object.into(),
         }
     }
-}
 
-impl Work {
     /// Whether this is the handler `handler` on that object (as [`Work::new`] would name it),
     /// compared without making one.
     pub(crate) fn is(&self, handler: &str, namespace: Option<&str>, name: &str) -> bool {

@@ -8,7 +8,7 @@ use crate::helpers::sync::lock;
 /// How long the freeing thread waits before it frees: past the exit that caused it, usually.
 const FREED_AFTER: Duration = Duration::from_millis(200);
 
-/// From how many entries on a collection is worth freeing apart ([`FreedApart`]): a thousand
+/// How many entries make a collection worth freeing apart ([`FreedApart`]): a thousand
 /// objects' entries take a core milliseconds to free, and freeing one large table makes glibc
 /// consolidate every small chunk freed before it.
 const LARGE: usize = 256;
