@@ -328,6 +328,26 @@ impl Tasks {
         self.token.cancel();
     }
 
+    /// [`cancel`](Tasks::cancel), done by a task of the tree, and waited for.
+    ///
+    /// The tasks that a cancellation wakes are queued on the thread that cancels. On one of
+    /// the runtime's workers, that is its own queue, which the other workers steal from; on
+    /// any other thread (the one that `block_on`s the operator's future, in `#[tokio::main]`)
+    /// every task woken takes the runtime's shared queue and its lock, one by one: a thousand
+    /// daemons stopping took a tenth of the exit so, with the workers waiting for them.
+    pub(crate) async fn cancel_on_runtime(&self, reason: StopReason) {
+        let (done, cancelled) = oneshot::channel();
+        let node = self.clone();
+        self.spawn(async move {
+            node.cancel(reason);
+            let _ = done.send(());
+        });
+        if cancelled.await.is_err() {
+            // Not run: the tree was aborted first. Cancelled here, then.
+            self.cancel(reason);
+        }
+    }
+
     /// Drops every task of the tree at its next `.await`.
     pub(crate) fn abort(&self) {
         self.cancel(StopReason::OperatorExiting);
@@ -450,5 +470,51 @@ mod tests {
             (vec!["object-0", "object-1", "object-2"], 40)
         );
         drop(guards);
+    }
+
+    /// Records the name of the thread that wakes it.
+    struct WokenOn(Mutex<Option<String>>);
+
+    impl std::task::Wake for WokenOn {
+        fn wake(self: Arc<Self>) {
+            *lock(&self.0) = std::thread::current().name().map(str::to_string);
+        }
+    }
+
+    /// A stop asked from the thread that `block_on`s the operator wakes the tasks from one of
+    /// the runtime's workers, not from that thread.
+    #[test]
+    fn a_stop_asked_from_outside_the_runtime_wakes_the_tasks_from_a_worker() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("the-runtime")
+            .build()
+            .expect("a runtime");
+        let root = Tasks::root(1);
+        let node = root.child();
+        let woken = Arc::new(WokenOn(Mutex::new(None)));
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cancelled = std::pin::pin!(node.token().cancelled());
+        let polled = cancelled.as_mut().poll(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+        runtime.block_on(root.cancel_on_runtime(StopReason::OperatorExiting));
+        assert_eq!(lock(&woken.0).as_deref(), Some("the-runtime"));
+        assert_eq!(node.stop_reason(), Some(StopReason::OperatorExiting));
+    }
+
+    /// After the abort, no task of the tree runs: the stop is asked for in place then.
+    #[tokio::test]
+    async fn a_stop_asked_after_the_abort_is_asked_in_place() {
+        let root = Tasks::root(1);
+        root.shared.abort.cancel();
+        let child = root.child();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            child.cancel_on_runtime(StopReason::Timeout),
+        )
+        .await
+        .expect("not waiting for a task that never runs");
+        assert_eq!(child.stop_reason(), Some(StopReason::Timeout));
+        assert!(!root.token().is_cancelled());
     }
 }

@@ -11,7 +11,7 @@ const FREED_AFTER: Duration = Duration::from_millis(200);
 /// How many entries make a collection worth freeing apart ([`FreedApart`]): a thousand
 /// objects' entries take a core milliseconds to free, and freeing one large table makes glibc
 /// consolidate every small chunk freed before it.
-const LARGE: usize = 256;
+pub(crate) const LARGE: usize = 256;
 
 /// What waits for the freeing thread that is sleeping now, if one is.
 static WAITING: Mutex<Option<Vec<Box<dyn Send>>>> = Mutex::new(None);

@@ -14,14 +14,15 @@
 //! 3. [`LogWriter::written`] resolves once every line appended before it was written (or
 //!    failed to be: a closed stderr loses lines, as a direct write would).
 //! 4. The thread ends when its [`LogWriter`] is dropped, after writing what is left.
-//! 5. A burst of lines costs one wake of the thread and one `write`, not one per line: the
-//!    first line wakes it (only the first: the appender that wakes it says so), and it
-//!    lingers a moment for the rest of the burst before it writes (less when asked to flush,
-//!    closed, or out of room). A thousand daemons stopping together otherwise woke it a
-//!    thousand times, each wake a switch of threads on the runtime's cores.
+//! 5. A burst of lines costs one wake of the thread, and one `write` per moment it lasts, not
+//!    one per line: the first line wakes it (only the first: the appender that wakes it says
+//!    so), and it lingers a moment for the rest of the burst before it writes, and again after
+//!    each write (less when asked to flush, closed, or out of room). A thousand daemons
+//!    stopping together otherwise woke it a thousand times, each wake a switch of threads on
+//!    the runtime's cores.
 
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -143,13 +144,9 @@ impl Drop for LogWriter {
 /// The writer thread: writes whatever has gathered, until its owner is dropped.
 fn serve(shared: &Shared, mut sink: impl Write) {
     let mut batch = Vec::with_capacity(shared.backlog.min(RESERVED));
-    // It found nothing to write since its last write: the next lines begin a burst.
-    let mut quiet = true;
     loop {
         let mut pending = lock(&shared.pending);
-        pending.writing = false;
         if pending.lines.is_empty() {
-            quiet = true;
             if !pending.flushes.is_empty() {
                 let flushes = std::mem::take(&mut pending.flushes);
                 drop(pending);
@@ -172,19 +169,8 @@ fn serve(shared: &Shared, mut sink: impl Write) {
             if pending.lines.is_empty() {
                 continue;
             }
-        }
-        if quiet {
             // The first lines of a burst: the rest of it goes in the same write.
-            quiet = false;
-            pending.lingering = true;
-            pending = shared
-                .changed
-                .wait_timeout_while(pending, shared.linger, |pending| {
-                    pending.flushes.is_empty() && !pending.closed && pending.full == 0
-                })
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            pending.lingering = false;
+            pending = linger(shared, pending);
         }
         std::mem::swap(&mut pending.lines, &mut batch);
         pending.writing = true;
@@ -198,7 +184,28 @@ fn serve(shared: &Shared, mut sink: impl Write) {
         let _ = sink.write_all(&batch).and_then(|()| sink.flush());
         batch.clear();
         batch.shrink_to(shared.backlog);
+        // The lines that come meanwhile wait for the next write, without waking the thread:
+        // written at once, a long burst went out a few lines per write, and the buffer, found
+        // empty as often as not, let the thread sleep and the next line wake it again.
+        let mut pending = lock(&shared.pending);
+        pending.writing = false;
+        drop(linger(shared, pending));
     }
+}
+
+/// Waits a moment for more lines, unless a flush is asked for, the owner is gone, or
+/// appenders wait for room.
+fn linger<'a>(shared: &'a Shared, mut pending: MutexGuard<'a, Pending>) -> MutexGuard<'a, Pending> {
+    pending.lingering = true;
+    let mut pending = shared
+        .changed
+        .wait_timeout_while(pending, shared.linger, |pending| {
+            pending.flushes.is_empty() && !pending.closed && pending.full == 0
+        })
+        .unwrap_or_else(PoisonError::into_inner)
+        .0;
+    pending.lingering = false;
+    pending
 }
 
 impl Write for Lines {
@@ -355,6 +362,56 @@ mod tests {
             .await
             .expect("written without waiting for the linger");
         assert_eq!(*lock(&sink.0), vec![9000], "one write of every line");
+    }
+
+    /// A sink that takes a while per `write`, as a pipe to a slow reader does, and counts them.
+    #[derive(Clone, Default)]
+    struct Slow(Arc<Mutex<usize>>);
+
+    impl Write for Slow {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(2));
+            *lock(&self.0) += 1;
+            Ok(data.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Lines that keep coming while the thread writes wait a moment for more, as the first
+    /// lines of a burst do (invariant 5): at most one write per linger, however slow the sink.
+    /// Written at once, they went out a few per write, one write after the other.
+    #[tokio::test]
+    async fn a_long_burst_is_written_once_per_linger_while_the_sink_is_slow() {
+        let linger = Duration::from_millis(20);
+        let sink = Slow::default();
+        let writer = LogWriter::start(sink.clone(), BACKLOG, linger).expect("a thread");
+        let started = std::time::Instant::now();
+        let mut lines = writer.lines();
+        let appending = std::thread::spawn(move || {
+            for i in 0..200 {
+                lines
+                    .write_all(format!("line {i:03}\n").as_bytes())
+                    .expect("appended");
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+        tokio::task::spawn_blocking(move || appending.join().expect("appended all"))
+            .await
+            .expect("joined");
+        tokio::time::timeout(Duration::from_secs(30), writer.written())
+            .await
+            .expect("written");
+        let elapsed = started.elapsed();
+        let writes = *lock(&sink.0);
+        // Every write but the first and the flushed last one follows a whole linger.
+        let most = (elapsed.as_millis() / linger.as_millis()) as usize + 2;
+        assert!(
+            writes <= most,
+            "{writes} writes in {elapsed:?}: more than one per linger ({most})"
+        );
     }
 
     #[test]

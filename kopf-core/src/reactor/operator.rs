@@ -697,7 +697,7 @@ async fn shut_down(
     } else {
         tracing::info!(target: "kopf::operator", handlers = running, "stopping ({reason}); asking the handlers in flight to stop: {}", listed(&first, running));
     }
-    tasks.cancel(reason);
+    tasks.cancel_on_runtime(reason).await;
     let threads = tasks.threads();
     let everything = async {
         tasks.wait().await;
