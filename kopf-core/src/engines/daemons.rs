@@ -434,7 +434,11 @@ impl Runner {
     /// on failure, keeps it all for the next write and returns the delay before trying again.
     async fn write(&self, patch: Patch) -> Option<Duration> {
         let mut all = std::mem::take(&mut *lock(&self.unwritten));
-        all.merge(patch);
+        if all.is_empty() {
+            all = patch;
+        } else {
+            all.merge(patch);
+        }
         if all.is_empty() {
             return None;
         }
@@ -457,7 +461,8 @@ impl Runner {
     /// cancellation timeout, then abandoned.
     async fn cancellable(&self, attempt: impl Future<Output = Outcome>) -> Outcome {
         let (backoff, timeout) = self.handler.cancellation();
-        let mut attempt = Box::pin(attempt);
+        // Pinned in this future, not boxed: one allocation less per attempt. `None` drops it.
+        let mut attempt = std::pin::pin!(Some(attempt));
         let token = self.node.token().clone();
         let cancelled = async {
             token.cancelled().await;
@@ -467,10 +472,12 @@ impl Runner {
             // The attempt first: one that ends as it is asked to stop (most do) starts no
             // backoff timer (each would wake the runtime's driver, a thousand at the exit).
             biased;
-            outcome = &mut attempt => return outcome,
+            outcome = async { attempt.as_mut().as_pin_mut().expect("not dropped yet").await } => {
+                return outcome;
+            }
             _ = cancelled => {}
         }
-        drop(attempt);
+        attempt.set(None);
         let threads = self.node.threads();
         if threads.busy().contains(&self.work) {
             let finished = threads.finished(&self.work);
