@@ -8,8 +8,8 @@
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
-//! create burst (`OPERATOR_BENCH_DUMPS=DIR` keeps its callgrind dumps there, for
-//! `callgrind_annotate`); scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
+//! create burst and of the exit with a daemon per object (`OPERATOR_BENCH_DUMPS=DIR` keeps
+//! its callgrind dumps there, for `callgrind_annotate`); scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
 //! shards (kopf-rs only); scenario 9 compares the operators with 100,000 objects of one
 //! resource (`--scale-objects`); scenario 10 is the fake API server alone with that many
 //! stored objects; scenario 11 is the API requests per minute that peering (or a Lease)
@@ -52,10 +52,10 @@ const USAGE: &str =
        [--scale-objects N] [--out PATH]
 
 Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
-finalizers, 6 startup, 7 instruction counts (callgrind), 8 a create burst among 1, 2 and 4
-kopf-rs replicas with assigned shards, 9 scale: create burst, start and idle memory with
---scale-objects objects of one resource, 10 the fake API server alone with --scale-objects
-stored objects, 11 peering at rest: API requests per minute per replica of kopf-rs and Kopf
+finalizers, 6 startup, 7 instruction counts (callgrind) of a create burst and of an exit,
+8 a create burst among 1, 2 and 4 kopf-rs replicas with assigned shards, 9 scale: create
+burst, start and idle memory with --scale-objects objects of one resource, 10 the fake API
+server alone with --scale-objects stored objects, 11 peering at rest: API requests per minute per replica of kopf-rs and Kopf
 peering, of kopf-rs with a Lease, and of both standalone, counted for 2 minutes each (8 to 11
 are not run unless asked for). Defaults are small: --objects 200
 --runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
@@ -266,8 +266,8 @@ async fn run_all(
                         Ok(scaled.sample)
                     }
                     _ => {
-                        scenarios::instructions(programs, kind, sizes.instruction_objects, &dumps)
-                            .await
+                        let (objects, daemons) = (sizes.instruction_objects, sizes.objects);
+                        scenarios::instructions(programs, kind, objects, daemons, &dumps).await
                     }
                 };
                 match &result {

@@ -738,17 +738,17 @@ pub(crate) async fn handlers_after_start(
 }
 
 /// Instruction counts (callgrind) of a small create burst: the operator's instructions from
-/// the moment it watches until every object is handled and its writes have settled.
+/// the moment it watches until every object is handled and its writes have settled; and, but
+/// for Python Kopf (whose start of a thousand daemons under valgrind takes too long), of the
+/// exit with a daemon per object for `daemons` objects.
 pub(crate) async fn instructions(
     programs: &Programs,
     kind: Kind,
     objects: usize,
+    daemons: usize,
     dir: &Path,
 ) -> Result<Sample, String> {
-    let out = dir.join(format!(
-        "callgrind.{}.out",
-        kind.title().split(' ').next().unwrap_or("op")
-    ));
+    let out = dir.join(format!("callgrind.{}.out", label(kind)));
     let valgrind = vec![
         "--tool=callgrind".to_string(),
         format!("--callgrind-out-file={}", out.display()),
@@ -763,17 +763,7 @@ pub(crate) async fn instructions(
         Duration::from_secs(600),
     )
     .await?;
-    // The watch is open; let the start finish its own work (slow under valgrind): wait for
-    // two quiet seconds in a row (under 20 ms of CPU each).
-    let until = Instant::now() + Duration::from_secs(300);
-    let (mut quiet, mut cpu) = (0, operator.cpu());
-    while quiet < 2 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        operator.check_running()?;
-        let now = operator.cpu();
-        quiet = if now - cpu < 0.02 { quiet + 1 } else { 0 };
-        cpu = now;
-    }
+    settle(&operator).await?;
     callgrind_control(&["-z", &operator.pid().to_string()])?;
     let before = cluster.verbs().await?;
     let stretch = Stretch::start(before, &cluster, &observer, Some(&operator));
@@ -788,7 +778,7 @@ pub(crate) async fn instructions(
     let total = dumped_instructions(&out)?;
     operator.terminate(Duration::from_secs(120));
     cluster.stop();
-    Ok(vec![
+    let mut sample = vec![
         (
             "instructions per object, millions".into(),
             total / objects as f64 / 1e6,
@@ -797,7 +787,74 @@ pub(crate) async fn instructions(
             "instructions per API write, millions".into(),
             total / writes(&spent.verbs).max(1.0) / 1e6,
         ),
-    ])
+    ];
+    if kind != Kind::Kopf && daemons > 0 {
+        let exit = exit_instructions(programs, kind, daemons, dir).await?;
+        sample.push((
+            format!("instructions from SIGTERM to exit, {daemons} daemons, millions"),
+            exit / 1e6,
+        ));
+    }
+    Ok(sample)
+}
+
+/// The operator's instructions from SIGTERM to its end, once each of `daemons` objects has
+/// its daemon running (scenario 4's last exit, counted: its wall time spreads with the
+/// machine's noise as much as a change moves it, the count does not).
+async fn exit_instructions(
+    programs: &Programs,
+    kind: Kind,
+    daemons: usize,
+    dir: &Path,
+) -> Result<f64, String> {
+    let out = dir.join(format!("callgrind.{}.exit.out", label(kind)));
+    let valgrind = vec![
+        "--tool=callgrind".to_string(),
+        format!("--callgrind-out-file={}", out.display()),
+    ];
+    let cluster = populated(programs, daemons, None).await?;
+    let operator = programs.start(kind, &cluster.kubeconfig, "daemon", "1", Some(&valgrind))?;
+    let until = Instant::now() + Duration::from_secs(600);
+    while operator.started() < daemons {
+        operator.check_running()?;
+        if Instant::now() > until {
+            return Err(format!(
+                "only {} of {daemons} daemons of {} started under valgrind",
+                operator.started(),
+                operator.label
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    settle(&operator).await?;
+    callgrind_control(&["-z", &operator.pid().to_string()])?;
+    // The dump at the exit holds what ran since the counters were zeroed: the exit alone.
+    let exited = operator.terminate(Duration::from_secs(300));
+    cluster.stop();
+    if exited.is_none() {
+        return Err(format!("{} did not exit under valgrind", kind.title()));
+    }
+    instructions_in(&out)
+}
+
+/// The operator's name in a dump's file name.
+fn label(kind: Kind) -> &'static str {
+    kind.title().split(' ').next().unwrap_or("op")
+}
+
+/// Waits for the operator's start to finish its own work (slow under valgrind): two quiet
+/// seconds in a row (under 20 ms of CPU each), five minutes at most.
+async fn settle(operator: &Process) -> Result<(), String> {
+    let until = Instant::now() + Duration::from_secs(300);
+    let (mut quiet, mut cpu) = (0, operator.cpu());
+    while quiet < 2 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        operator.check_running()?;
+        let now = operator.cpu();
+        quiet = if now - cpu < 0.02 { quiet + 1 } else { 0 };
+        cpu = now;
+    }
+    Ok(())
 }
 
 fn callgrind_control(args: &[&str]) -> Result<(), String> {
@@ -830,12 +887,17 @@ fn dumped_instructions(out: &Path) -> Result<f64, String> {
         .collect();
     dumps.sort();
     let (_, newest) = dumps.last().ok_or("callgrind wrote no dump")?;
-    let text = std::fs::read_to_string(newest).map_err(|e| format!("{}: {e}", newest.display()))?;
+    instructions_in(newest)
+}
+
+/// The instruction total of one callgrind dump.
+fn instructions_in(dump: &Path) -> Result<f64, String> {
+    let text = std::fs::read_to_string(dump).map_err(|e| format!("{}: {e}", dump.display()))?;
     text.lines()
         .find_map(|l| {
             l.strip_prefix("summary:")
                 .or_else(|| l.strip_prefix("totals:"))
         })
         .and_then(|n| n.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| format!("no instruction total in {}", newest.display()))
+        .ok_or_else(|| format!("no instruction total in {}", dump.display()))
 }
