@@ -570,19 +570,8 @@ async fn shutdown_once(
             .await
             .map_err(blame(&operator))?;
     } else {
-        let until = Instant::now() + DEADLINE;
-        while operator.started() < objects {
-            operator.check_running()?;
-            cluster.check_running()?;
-            if Instant::now() > until {
-                return Err(format!(
-                    "only {} of {objects} {mode} handlers of {} started",
-                    operator.started(),
-                    operator.label
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{mode} handlers");
+        all_started(&operator, &cluster, objects, &what, DEADLINE).await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let exit = operator
@@ -597,6 +586,30 @@ async fn shutdown_once(
     drop(observer);
     cluster.stop();
     Ok((exit, open.saturating_sub(baseline) as f64))
+}
+
+/// Waits until `count` of the operator's busy handlers or daemons have said they started.
+async fn all_started(
+    operator: &Process,
+    cluster: &Cluster,
+    count: usize,
+    what: &str,
+    deadline: Duration,
+) -> Result<(), String> {
+    let until = Instant::now() + deadline;
+    while operator.started() < count {
+        operator.check_running()?;
+        cluster.check_running()?;
+        if Instant::now() > until {
+            return Err(format!(
+                "only {} of {count} {what} of {} started",
+                operator.started(),
+                operator.label
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 /// Scenario 4: SIGTERM to exit, idle, with a handler in flight per object, and with a daemon
@@ -814,18 +827,8 @@ async fn exit_instructions(
     ];
     let cluster = populated(programs, daemons, None).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "daemon", "1", Some(&valgrind))?;
-    let until = Instant::now() + Duration::from_secs(600);
-    while operator.started() < daemons {
-        operator.check_running()?;
-        if Instant::now() > until {
-            return Err(format!(
-                "only {} of {daemons} daemons of {} started under valgrind",
-                operator.started(),
-                operator.label
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = "daemons (under valgrind)";
+    all_started(&operator, &cluster, daemons, what, Duration::from_secs(600)).await?;
     settle(&operator).await?;
     callgrind_control(&["-z", &operator.pid().to_string()])?;
     // The dump at the exit holds what ran since the counters were zeroed: the exit alone.
