@@ -762,10 +762,7 @@ pub(crate) async fn instructions(
     dir: &Path,
 ) -> Result<Sample, String> {
     let out = dir.join(format!("callgrind.{}.out", label(kind)));
-    let valgrind = vec![
-        "--tool=callgrind".to_string(),
-        format!("--callgrind-out-file={}", out.display()),
-    ];
+    let valgrind = callgrind_into(&out);
     let cluster = Cluster::start(programs).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", Some(&valgrind))?;
@@ -821,10 +818,7 @@ async fn exit_instructions(
     dir: &Path,
 ) -> Result<f64, String> {
     let out = dir.join(format!("callgrind.{}.exit.out", label(kind)));
-    let valgrind = vec![
-        "--tool=callgrind".to_string(),
-        format!("--callgrind-out-file={}", out.display()),
-    ];
+    let valgrind = callgrind_into(&out);
     let cluster = populated(programs, daemons, None).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "daemon", "1", Some(&valgrind))?;
     let what = "daemons (under valgrind)";
@@ -838,6 +832,14 @@ async fn exit_instructions(
         return Err(format!("{} did not exit under valgrind", kind.title()));
     }
     instructions_in(&out)
+}
+
+/// valgrind's arguments: callgrind, its dumps at `out`.
+fn callgrind_into(out: &Path) -> Vec<String> {
+    vec![
+        "--tool=callgrind".to_string(),
+        format!("--callgrind-out-file={}", out.display()),
+    ]
 }
 
 /// The operator's name in a dump's file name.
