@@ -8,14 +8,14 @@
 //! ```
 //!
 //! `--help` lists the options. Scenario 7 is the instruction count (callgrind) of a small
-//! create burst and of the exit with a daemon per object (`OPERATOR_BENCH_DUMPS=DIR` keeps
-//! its callgrind dumps there, for `callgrind_annotate`); scenario 8 is a create burst among 1, 2 and 4 kopf-rs replicas with assigned
-//! shards (kopf-rs only); scenario 9 compares the operators with 100,000 objects of one
-//! resource (`--scale-objects`); scenario 10 is the fake API server alone with that many
-//! stored objects; scenario 11 is the API requests per minute that peering (or a Lease)
-//! costs each replica of kopf-rs and of Python Kopf at rest. Scenarios 8 to 11 run only when
-//! asked for. Python Kopf comes from
-//! `scripts/python-env` (a virtualenv with kopf 1.45.2).
+//! create burst and of the exit with a daemon per object (`OPERATOR_BENCH_DUMPS=DIR` keeps its
+//! callgrind dumps there, for `callgrind_annotate`); scenario 8 is a create burst among 1, 2
+//! and 4 kopf-rs replicas with assigned shards (kopf-rs only); scenario 9 compares the
+//! operators with 100,000 objects of one resource (`--scale-objects`); scenario 10 is the fake
+//! API server alone with that many stored objects; scenario 11 is the API requests per minute
+//! that peering (or a Lease) costs each replica of kopf-rs and of Python Kopf at rest.
+//! Scenarios 8 to 11 run only when asked for. Python Kopf comes from `scripts/python-env` (a
+//! virtualenv with kopf 1.45.2).
 
 mod at_rest;
 mod cluster;
@@ -52,14 +52,15 @@ const USAGE: &str =
        [--scale-objects N] [--out PATH]
 
 Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
-finalizers, 6 startup, 7 instruction counts (callgrind) of a create burst and of an exit,
-8 a create burst among 1, 2 and 4 kopf-rs replicas with assigned shards, 9 scale: create
+finalizers, 6 startup, 7 instruction counts (callgrind) of a create burst and of an exit, 8
+a create burst among 1, 2 and 4 kopf-rs replicas with assigned shards, 9 scale: create
 burst, start and idle memory with --scale-objects objects of one resource, 10 the fake API
-server alone with --scale-objects stored objects, 11 peering at rest: API requests per minute per replica of kopf-rs and Kopf
-peering, of kopf-rs with a Lease, and of both standalone, counted for 2 minutes each (8 to 11
-are not run unless asked for). Defaults are small: --objects 200
---runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20 --update-seconds 10
---instruction-objects 100 --scale-objects 100000 --out BENCHMARKS.md";
+server alone with --scale-objects stored objects, 11 peering at rest: API requests per
+minute per replica of kopf-rs and Kopf peering, of kopf-rs with a Lease, and of both
+standalone, counted for 2 minutes each (8 to 11 are not run unless asked for). Defaults are
+small: --objects 200 --runs 3 --idle-objects 2000 --update-objects 100 --update-rate 20
+--update-seconds 10 --instruction-objects 100 --scale-objects 100000
+--out BENCHMARKS.md";
 
 fn options() -> Result<Options, String> {
     let mut options = Options {

@@ -335,6 +335,12 @@ impl Tasks {
     /// any other thread (the one that `block_on`s the operator's future, in `#[tokio::main]`)
     /// every task woken takes the runtime's shared queue and its lock, one by one: a thousand
     /// daemons stopping took a tenth of the exit so, with the workers waiting for them.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future does not take the stop back: the task asks for it all the same (if
+    /// it runs; see below). The stop is asked for in place when the task never runs: the
+    /// runtime is shutting down, or the tree was aborted.
     pub(crate) async fn cancel_on_runtime(&self, reason: StopReason) {
         let (done, cancelled) = oneshot::channel();
         let node = self.clone();
@@ -343,7 +349,7 @@ impl Tasks {
             let _ = done.send(());
         });
         if cancelled.await.is_err() {
-            // Not run: the tree was aborted first. Cancelled here, then.
+            // Not run: the runtime is shutting down, or the tree was aborted. Cancelled here.
             self.cancel(reason);
         }
     }
@@ -502,7 +508,9 @@ mod tests {
         assert_eq!(node.stop_reason(), Some(StopReason::OperatorExiting));
     }
 
-    /// After the abort, no task of the tree runs: the stop is asked for in place then.
+    /// After the abort, no task of the tree runs: the stop is asked for in place then. (The
+    /// abort token is fired alone here, to see the stop come from the fallback: `abort` asks
+    /// the root to stop first.)
     #[tokio::test]
     async fn a_stop_asked_after_the_abort_is_asked_in_place() {
         let root = Tasks::root(1);

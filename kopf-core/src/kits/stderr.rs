@@ -37,7 +37,8 @@ const BACKLOG: usize = 1 << 20;
 /// written to take no memory.
 const RESERVED: usize = 128 << 10;
 
-/// How long the writer thread, woken by a line, waits for more before it writes them.
+/// How long the writer thread, woken by a line or done with a write, waits for more lines
+/// before it writes them.
 const LINGER: Duration = Duration::from_micros(500);
 
 /// The lines waiting for the writer thread, and who waits for them to be written.
@@ -53,8 +54,8 @@ struct Pending {
     /// The writer thread waits for lines: the next append wakes it, and clears this. Tracked
     /// so that the condvar is notified (a system call) once per wait, not once per line.
     sleeping: bool,
-    /// The writer thread, woken, waits for the rest of a burst: a flush or room needed ends
-    /// that wait early.
+    /// The writer thread, woken or done with a write, waits for the rest of a burst: a flush
+    /// or room needed ends that wait early.
     lingering: bool,
     /// How many appenders wait for room.
     full: usize,
@@ -81,7 +82,7 @@ pub(crate) struct Lines(Option<Arc<Shared>>);
 
 impl LogWriter {
     /// Starts the thread that writes to `sink`; lines may wait for it up to `backlog` bytes,
-    /// and, once it is woken, up to `linger` for the rest of a burst.
+    /// and, once it is woken or done with a write, up to `linger` for the rest of a burst.
     pub(crate) fn start(
         sink: impl Write + Send + 'static,
         backlog: usize,
@@ -186,7 +187,8 @@ fn serve(shared: &Shared, mut sink: impl Write) {
         batch.shrink_to(shared.backlog);
         // The lines that come meanwhile wait for the next write, without waking the thread:
         // written at once, a long burst went out a few lines per write, and the buffer, found
-        // empty as often as not, let the thread sleep and the next line wake it again.
+        // empty as often as not, let the thread sleep and the next line wake it again. A lone
+        // line costs the thread one more timed wake for that, before it sleeps.
         let mut pending = lock(&shared.pending);
         pending.writing = false;
         drop(linger(shared, pending));
@@ -364,14 +366,17 @@ mod tests {
         assert_eq!(*lock(&sink.0), vec![9000], "one write of every line");
     }
 
-    /// A sink that takes a while per `write`, as a pipe to a slow reader does, and counts them.
+    /// A sink that takes a while per `write`, as a pipe to a slow reader does, and counts the
+    /// writes and the bytes.
     #[derive(Clone, Default)]
-    struct Slow(Arc<Mutex<usize>>);
+    struct Slow(Arc<Mutex<(usize, usize)>>);
 
     impl Write for Slow {
         fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
             std::thread::sleep(Duration::from_millis(2));
-            *lock(&self.0) += 1;
+            let mut counts = lock(&self.0);
+            counts.0 += 1;
+            counts.1 += data.len();
             Ok(data.len())
         }
 
@@ -405,8 +410,9 @@ mod tests {
             .await
             .expect("written");
         let elapsed = started.elapsed();
-        let writes = *lock(&sink.0);
-        // Every write but the first and the flushed last one follows a whole linger.
+        let (writes, bytes) = *lock(&sink.0);
+        assert_eq!(bytes, 200 * "line 000\n".len(), "every line written");
+        // Every write but the flushed last one follows a whole linger.
         let most = (elapsed.as_millis() / linger.as_millis()) as usize + 2;
         assert!(
             writes <= most,

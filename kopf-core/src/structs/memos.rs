@@ -343,9 +343,9 @@ mod tests {
         }
     }
 
-    /// Many memos go apart when the operator ends, but not the handlers' typed values: their
-    /// `Drop`s run where the memos are dropped, before the drop returns. A memo still held
-    /// elsewhere keeps its values for its holder, whose drop of it is the last.
+    /// When the operator ends, the memos' plain data may be freed apart, but not the handlers'
+    /// typed values: their `Drop`s run where the memos are dropped, before the drop returns. A
+    /// memo still held elsewhere keeps its values for its holder, whose drop of it is the last.
     #[test]
     fn the_handlers_values_are_dropped_in_place_when_the_memos_go() {
         let drops = Arc::new(Mutex::new(Vec::new()));
