@@ -2,7 +2,7 @@
 //! server and returns what it measured, as named figures.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt as _;
@@ -866,12 +866,15 @@ async fn exit_instructions(
 }
 
 /// The per-thread dumps of `out` (`out-01`, `out-02`, ...: `--separate-threads=yes`).
-fn thread_dumps(out: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+fn thread_dumps(out: &Path) -> Result<Vec<PathBuf>, String> {
+    dumps_of(out, "-")
+}
+
+/// The files next to `out` whose names are its name, then `then`, then anything.
+fn dumps_of(out: &Path, then: &str) -> Result<Vec<PathBuf>, String> {
     let dir = out.parent().expect("a directory");
-    let prefix = format!(
-        "{}-",
-        out.file_name().expect("a file name").to_string_lossy()
-    );
+    let name = out.file_name().expect("a file name").to_string_lossy();
+    let prefix = format!("{name}{then}");
     Ok(std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(Result::ok)
@@ -931,17 +934,9 @@ fn callgrind_control(args: &[&str]) -> Result<(), String> {
 
 /// The instructions in the newest dump next to `out` (`out.N`, written by `callgrind_control -d`).
 fn dumped_instructions(out: &Path) -> Result<f64, String> {
-    let dir = out.parent().expect("a directory");
-    let prefix = out
-        .file_name()
-        .expect("a file name")
-        .to_string_lossy()
-        .to_string();
-    let mut dumps: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+    let mut dumps: Vec<_> = dumps_of(out, "")?
+        .into_iter()
+        .filter_map(|dump| Some((dump.metadata().ok()?.modified().ok()?, dump)))
         .collect();
     dumps.sort();
     let (_, newest) = dumps.last().ok_or("callgrind wrote no dump")?;
