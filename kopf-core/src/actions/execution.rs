@@ -89,13 +89,16 @@ impl Kind {
 /// Runs one attempt of the resource handler `id` whose earlier attempts failed `retry` times
 /// since `started`. The attempt is registered as in flight while it runs, and its invocation's
 /// node is named after it, so that a stop can say what it waits for and what it aborts.
-pub(crate) async fn execute(
-    id: &str,
-    function: &HandlerFn,
+///
+/// The limits are checked and the handler is called as the future is made (it runs when
+/// polled): see [`Attempt::run`].
+pub(crate) fn execute<'a>(
+    id: &'a str,
+    function: &'a HandlerFn,
     options: impl Into<Retrying>,
     default_backoff: Duration,
     invocation: Invocation,
-) -> Outcome {
+) -> impl Future<Output = Outcome> + 'a {
     execute_as(
         Kind::Handler,
         id,
@@ -104,18 +107,17 @@ pub(crate) async fn execute(
         default_backoff,
         invocation,
     )
-    .await
 }
 
 /// As [`execute`], for a handler of this kind.
-pub(crate) async fn execute_as(
+pub(crate) fn execute_as<'a>(
     kind: Kind,
-    id: &str,
-    function: &HandlerFn,
+    id: &'a str,
+    function: &'a HandlerFn,
     options: impl Into<Retrying>,
     default_backoff: Duration,
     mut invocation: Invocation,
-) -> Outcome {
+) -> impl Future<Output = Outcome> + 'a {
     let (namespace, name) = (invocation.namespace(), invocation.name());
     // A daemon's attempts run in a node named after the daemon already: no copy of its names.
     if !invocation
@@ -139,13 +141,11 @@ pub(crate) async fn execute_as(
         logger: invocation.logger.clone(),
         // A parent with sub-handlers is reported by the caller, once they have finished.
         subhandlers: Some(invocation.subhandlers.clone()),
-        counted_as: counted_as.as_deref(),
+        counted_as,
     };
     // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.
     let current = crate::actions::current::Current::of(&invocation);
-    attempt
-        .run(move || current.enter(|| function(invocation)))
-        .await
+    attempt.run(move || current.enter(|| function(invocation)))
 }
 
 /// The options of a handler that limit and pace its attempts.
@@ -189,35 +189,48 @@ pub(crate) struct Attempt<'a> {
     pub(crate) report_success: bool,
     /// The handler id to count the attempt under in the metrics, if not its own (a
     /// sub-handler's parent at the top).
-    pub(crate) counted_as: Option<&'a str>,
+    pub(crate) counted_as: Option<String>,
 }
 
-impl Attempt<'_> {
+impl<'a> Attempt<'a> {
     /// Checks the limits, makes the call (raced against its timeout and the abort, panics
     /// caught), logs the outcome in Kopf's words, and counts it in the operator's metrics.
-    pub(crate) async fn run<Fut>(self, call: impl FnOnce() -> Fut) -> Outcome
+    ///
+    /// The limits are checked, and the handler is called (its future made, and a sync
+    /// handler's thread started), as the future is made; the call runs when it is polled.
+    /// Made in an `async fn`, every layer kept its own copy of the attempt and of the call
+    /// (with the invocation) for as long as the handler ran: a daemon's future took 8 KiB.
+    pub(crate) fn run<Fut>(
+        mut self,
+        call: impl FnOnce() -> Fut,
+    ) -> impl Future<Output = Outcome> + 'a
     where
-        Fut: Future<Output = HandlerResult>,
+        Fut: Future<Output = HandlerResult> + 'a,
     {
         let metrics = self.node.metrics().cloned();
         let began = std::time::Instant::now();
-        let (counted_as, retry) = (self.counted_as.unwrap_or(self.id), self.retry);
+        let (counted_as, id, retry) = (self.counted_as.take(), self.id, self.retry);
         let recorded = self.node.outcomes().cloned().zip(self.node.work().cloned());
-        let outcome = self.attempt(call).await;
-        if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
-            metrics.handled(counted_as, retry, ended, began.elapsed());
+        let attempt = self.attempt(call);
+        async move {
+            let outcome = attempt.await;
+            if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
+                let counted_as = counted_as.as_deref().unwrap_or(id);
+                metrics.handled(counted_as, retry, ended, began.elapsed());
+            }
+            if let Some((outcomes, work)) = recorded
+                && let Some(ended) = outcome.as_handler_outcome(retry.saturating_add(1))
+            {
+                outcomes.record(&work.object, &work.handler, ended);
+            }
+            outcome
         }
-        if let Some((outcomes, work)) = recorded
-            && let Some(ended) = outcome.as_handler_outcome(retry.saturating_add(1))
-        {
-            outcomes.record(&work.object, &work.handler, ended);
-        }
-        outcome
     }
 
-    async fn attempt<Fut>(self, call: impl FnOnce() -> Fut) -> Outcome
+    /// The limits checked and the call made now; the rest when polled.
+    fn attempt<Fut>(self, call: impl FnOnce() -> Fut) -> impl Future<Output = Outcome> + 'a
     where
-        Fut: Future<Output = HandlerResult>,
+        Fut: Future<Output = HandlerResult> + 'a,
     {
         let Attempt {
             label,
@@ -232,81 +245,94 @@ impl Attempt<'_> {
             report_success,
             counted_as: _,
         } = self;
-        let mut report = Report {
-            label,
-            id,
-            logger: &logger,
-            exiting: false,
-        };
-        if let Some(timeout) = options.timeout
-            && runtime >= timeout
-        {
-            return report.timed_out(runtime);
-        }
-        if let Some(limit) = options.retries
-            && retry >= limit
-        {
-            return report.failure(
-                format!("{label} '{id}' has exceeded {limit} retries."),
-                None,
-            );
-        }
-        let _in_flight = node.in_flight();
-        let remaining = options.timeout.map(|t| t.saturating_sub(runtime));
-        let began = std::time::Instant::now();
-        let attempt = AssertUnwindSafe(call()).catch_unwind();
-        let timed = async {
-            match remaining {
-                Some(remaining) => {
-                    tokio::pin!(attempt);
-                    tokio::select! {
-                        finished = &mut attempt => Some(finished),
-                        // The reason is set while the attempt is still alive, so a sync
-                        // handler's thread, abandoned when the attempt is dropped, is logged
-                        // with it.
-                        _ = tokio::time::sleep(remaining) => {
-                            node.cancel(StopReason::Timeout);
-                            None
-                        }
-                    }
-                }
-                None => Some(attempt.await),
-            }
-        };
-        let abort = node.abort_token();
-        let finished = tokio::select! {
-            biased;
-            _ = abort.cancelled() => return Outcome::Aborted,
-            finished = timed => finished,
-        };
-        if finished.is_some()
-            && let Some(reason) = node.stop_reason()
-            && let Some(work) = node.work()
-        {
-            tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
-        }
-        // A retry asked for because the operator is exiting is not a failed attempt.
-        report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);
-        let report = report;
-        // Kopf's look-ahead: a retry that could not happen is a failure now.
-        let limit = |delay: Duration| -> Option<Limit> {
-            if let Some(limit) = options.retries
-                && retry.saturating_add(1) >= limit
-            {
-                return Some(Limit::Retries(limit));
-            }
-            match options.timeout {
-                Some(timeout) if runtime + began.elapsed() + delay >= timeout => {
-                    Some(Limit::Timeout(timeout))
-                }
+        let refused = {
+            let report = Report {
+                label,
+                id,
+                logger: &logger,
+                exiting: false,
+            };
+            match (options.timeout, options.retries) {
+                (Some(timeout), _) if runtime >= timeout => Some(report.timed_out(runtime)),
+                (_, Some(limit)) if retry >= limit => Some(report.failure(
+                    format!("{label} '{id}' has exceeded {limit} retries."),
+                    None,
+                )),
                 _ => None,
             }
         };
-        let arbitrary = |message: String| -> Outcome {
-            match options.errors {
-                ErrorsMode::Temporary => {
-                    let delay = options.backoff.unwrap_or(default_backoff);
-                    match limit(delay) {
+        let called = match refused {
+            Some(outcome) => Err(outcome),
+            None => {
+                let in_flight = node.in_flight();
+                let began = std::time::Instant::now();
+                Ok((AssertUnwindSafe(call()).catch_unwind(), in_flight, began))
+            }
+        };
+        async move {
+            let (attempt, _in_flight, began) = match called {
+                Ok(called) => called,
+                Err(outcome) => return outcome,
+            };
+            let mut report = Report {
+                label,
+                id,
+                logger: &logger,
+                exiting: false,
+            };
+            let remaining = options.timeout.map(|t| t.saturating_sub(runtime));
+            let timed = async {
+                match remaining {
+                    Some(remaining) => {
+                        tokio::pin!(attempt);
+                        tokio::select! {
+                            finished = &mut attempt => Some(finished),
+                            // The reason is set while the attempt is still alive, so a sync
+                            // handler's thread, abandoned when the attempt is dropped, is logged
+                            // with it.
+                            _ = tokio::time::sleep(remaining) => {
+                                node.cancel(StopReason::Timeout);
+                                None
+                            }
+                        }
+                    }
+                    None => Some(attempt.await),
+                }
+            };
+            let abort = node.abort_token();
+            let finished = tokio::select! {
+                biased;
+                _ = abort.cancelled() => return Outcome::Aborted,
+                finished = timed => finished,
+            };
+            if finished.is_some()
+                && let Some(reason) = node.stop_reason()
+                && let Some(work) = node.work()
+            {
+                tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
+            }
+            // A retry asked for because the operator is exiting is not a failed attempt.
+            report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);
+            let report = report;
+            // Kopf's look-ahead: a retry that could not happen is a failure now.
+            let limit = |delay: Duration| -> Option<Limit> {
+                if let Some(limit) = options.retries
+                    && retry.saturating_add(1) >= limit
+                {
+                    return Some(Limit::Retries(limit));
+                }
+                match options.timeout {
+                    Some(timeout) if runtime + began.elapsed() + delay >= timeout => {
+                        Some(Limit::Timeout(timeout))
+                    }
+                    _ => None,
+                }
+            };
+            let arbitrary = |message: String| -> Outcome {
+                match options.errors {
+                    ErrorsMode::Temporary => {
+                        let delay = options.backoff.unwrap_or(default_backoff);
+                        match limit(delay) {
                         Some(limit) => report.failure(
                             format!(
                                 "{label} '{id}' failed with an exception and will stop now ({}): {message}",
@@ -321,42 +347,44 @@ impl Attempt<'_> {
                             )
                         }),
                     }
-                }
-                ErrorsMode::Permanent => report.failure(
-                    format!("{label} '{id}' failed with an exception and will stop now: {message}"),
-                    Some(message),
-                ),
-                ErrorsMode::Ignored => {
-                    logger.error(format_args!(
-                        "{label} '{id}' failed with an exception and will ignore it: {message}"
-                    ));
-                    Outcome::Success(None)
-                }
-            }
-        };
-        match finished {
-            None => report.timed_out(runtime + began.elapsed()),
-            Some(Err(panic)) => {
-                arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
-            }
-            Some(Ok(Ok(value))) => {
-                // As Kopf, also when it was asked to stop (every daemon, at the exit).
-                if report_success && subhandlers.is_none_or(|s| s.is_empty()) {
-                    if node.stop_reason() == Some(StopReason::OperatorExiting) {
-                        // As Kopf, whose poster stops first: logged but not posted, or every
-                        // restart would post an Event per daemon.
-                        tracing::info!(target: "kopf::objects", parent: logger.span(), "{label} '{id}' succeeded.");
-                    } else {
-                        logger.info(format_args!("{label} '{id}' succeeded."));
+                    }
+                    ErrorsMode::Permanent => report.failure(
+                        format!(
+                            "{label} '{id}' failed with an exception and will stop now: {message}"
+                        ),
+                        Some(message),
+                    ),
+                    ErrorsMode::Ignored => {
+                        logger.error(format_args!(
+                            "{label} '{id}' failed with an exception and will ignore it: {message}"
+                        ));
+                        Outcome::Success(None)
                     }
                 }
-                Outcome::Success(value)
-            }
-            Some(Ok(Err(error))) => match error.kind() {
-                ErrorKind::Temporary(delay) => {
-                    let delay = delay.unwrap_or_default();
-                    let message = error.to_string();
-                    match limit(delay) {
+            };
+            match finished {
+                None => report.timed_out(runtime + began.elapsed()),
+                Some(Err(panic)) => {
+                    arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
+                }
+                Some(Ok(Ok(value))) => {
+                    // As Kopf, also when it was asked to stop (every daemon, at the exit).
+                    if report_success && subhandlers.is_none_or(|s| s.is_empty()) {
+                        if node.stop_reason() == Some(StopReason::OperatorExiting) {
+                            // As Kopf, whose poster stops first: logged but not posted, or every
+                            // restart would post an Event per daemon.
+                            tracing::info!(target: "kopf::objects", parent: logger.span(), "{label} '{id}' succeeded.");
+                        } else {
+                            logger.info(format_args!("{label} '{id}' succeeded."));
+                        }
+                    }
+                    Outcome::Success(value)
+                }
+                Some(Ok(Err(error))) => match error.kind() {
+                    ErrorKind::Temporary(delay) => {
+                        let delay = delay.unwrap_or_default();
+                        let message = error.to_string();
+                        match limit(delay) {
                         Some(Limit::Retries(limit)) => report.failure(
                             format!("{label} '{id}' failed temporarily but will exceed {limit} retries: {message}"),
                             None,
@@ -372,17 +400,18 @@ impl Attempt<'_> {
                             format!("{label} '{id}' failed temporarily: {message}")
                         }),
                     }
-                }
-                ErrorKind::Permanent => {
-                    let message = error.to_string();
-                    report.failure(
-                        format!("{label} '{id}' failed permanently: {message}"),
-                        Some(message),
-                    )
-                }
-                ErrorKind::Arbitrary => arbitrary(error.to_string()),
-                ErrorKind::NotStarted => Outcome::Aborted,
-            },
+                    }
+                    ErrorKind::Permanent => {
+                        let message = error.to_string();
+                        report.failure(
+                            format!("{label} '{id}' failed permanently: {message}"),
+                            Some(message),
+                        )
+                    }
+                    ErrorKind::Arbitrary => arbitrary(error.to_string()),
+                    ErrorKind::NotStarted => Outcome::Aborted,
+                },
+            }
         }
     }
 }
