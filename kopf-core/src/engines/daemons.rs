@@ -509,7 +509,8 @@ fn till_next_tick(elapsed: Duration, interval: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DaemonHandler, Selector};
+    use crate::intents::daemons::DaemonHandler;
+    use crate::structs::resources::Selector;
 
     /// A host whose methods are never called: the futures below are made, not polled.
     struct Unused;
