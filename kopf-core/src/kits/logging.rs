@@ -7,9 +7,7 @@ use clap::ValueEnum;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::{Extensions, LookupSpan};
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -47,18 +45,9 @@ pub(crate) fn init(filter: Option<&'static str>, style: &LogStyle) {
     let from_env = std::env::var(EnvFilter::DEFAULT_ENV).ok();
     let filter = EnvFilter::try_new(directives(filter, from_env.as_deref()))
         .unwrap_or_else(|_| EnvFilter::new(directives(None, None)));
-    let lines = stderr::stderr();
     let _already_installed = tracing_subscriber::registry()
         .with(filter)
-        .with(SpanFields {
-            all: style.format == LogFormat::Json,
-        })
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(move || lines.clone())
-                .fmt_fields(Unformatted)
-                .event_format(KopfFormat::new(style)),
-        )
+        .with(KopfLines::new(style, stderr::stderr()))
         .try_init();
 }
 
@@ -79,27 +68,128 @@ fn directives(filter: Option<&str>, from_env: Option<&str>) -> String {
     }
 }
 
-/// The fmt layer's span-field formatter: nothing. [`KopfFormat`] reads the spans' fields from
-/// [`SpanFields`]; the default formatter would write every new span's fields into a string
-/// that no line uses (about 9,000 instructions per span).
-struct Unformatted;
+/// Kopf's log lines, made by one layer: it keeps what each span says of its object (in the
+/// span's extensions) and formats each event into a line for `sink`. tracing-subscriber's
+/// `fmt` layer formatted them before; it also kept every span's fields in a string of its own
+/// that no line used, two more allocations for every handler's span.
+struct KopfLines<W> {
+    format: KopfFormat,
+    sink: W,
+}
 
-impl<'writer> FormatFields<'writer> for Unformatted {
-    fn format_fields<R: RecordFields>(&self, _: Writer<'writer>, _: R) -> fmt::Result {
-        Ok(())
+impl<W> KopfLines<W> {
+    fn new(style: &LogStyle, sink: W) -> KopfLines<W> {
+        KopfLines {
+            format: KopfFormat::new(style),
+            sink,
+        }
     }
 }
 
-/// A layer that keeps each span's fields as JSON, for the formatter to find an event's object:
-/// `all` of them for JSON lines, which show them; else only the object's name and namespace.
-#[derive(Debug)]
-struct SpanFields {
-    all: bool,
+/// Where [`KopfLines`] puts each line, whole.
+trait LineSink: Send + Sync + 'static {
+    fn put(&self, line: &[u8]);
 }
 
-/// The fields of a span (in its extensions) or of an event, in the order recorded; a field
-/// recorded again replaces its value. A short list: spans and events carry a handful of
-/// fields, and a line is formatted for each event, so no map (nor its hashing) is built.
+impl LineSink for stderr::Lines {
+    fn put(&self, line: &[u8]) {
+        // A failing sink (a closed stderr) loses the line, as a direct write would.
+        let _ = self.append(line);
+    }
+}
+
+/// The object kept in a span's extensions, if any.
+fn span_object<'a>(extensions: Option<&'a Extensions<'_>>) -> Option<&'a ObjectPath> {
+    extensions?.get::<ObjectPath>()
+}
+
+/// A line's text, kept per thread and reused: a line is formatted for every event.
+const LINE_KEPT: usize = 16 << 10;
+
+impl<S, W> Layer<S> for KopfLines<W>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: LineSink,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: Context<'_, S>,
+    ) {
+        let Some(span) = ctx.span(id) else { return };
+        if self.format.format == LogFormat::Json {
+            let mut fields = Fields::default();
+            attrs.record(&mut fields);
+            span.extensions_mut().insert(fields);
+        } else {
+            let mut object = ObjectPath::default();
+            attrs.record(&mut object);
+            if !object.is_empty() {
+                span.extensions_mut().insert(object);
+            }
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: Context<'_, S>,
+    ) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if self.format.format == LogFormat::Json {
+            if let Some(fields) = extensions.get_mut::<Fields>() {
+                values.record(fields);
+            }
+        } else if let Some(object) = extensions.get_mut::<ObjectPath>() {
+            values.record(object);
+        } else {
+            let mut object = ObjectPath::default();
+            values.record(&mut object);
+            if !object.is_empty() {
+                extensions.insert(object);
+            }
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        thread_local! {
+            static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        let put = |line: &mut String| {
+            if self
+                .format
+                .format_event(&ctx, Writer::new(line), event)
+                .is_ok()
+            {
+                self.sink.put(line.as_bytes());
+            }
+        };
+        // A line formatted while another one is (a field's `Debug` that logs), or as the
+        // thread ends, gets a text of its own.
+        let reused = LINE.try_with(|kept| match kept.try_borrow_mut() {
+            Ok(mut line) => {
+                line.clear();
+                put(&mut line);
+                if line.capacity() > LINE_KEPT {
+                    *line = String::new();
+                }
+                true
+            }
+            Err(_) => false,
+        });
+        if reused != Ok(true) {
+            put(&mut String::new());
+        }
+    }
+}
+
+/// The fields of a span (in its extensions, for JSON lines) or of an event, in the order
+/// recorded; a field recorded again replaces its value. A short list: spans and events carry
+/// a handful of fields, and a line is formatted for each event, so no map (nor its hashing)
+/// is built.
 #[derive(Debug, Default)]
 struct Fields(Vec<(&'static str, Value)>);
 
@@ -111,50 +201,9 @@ impl Fields {
         }
     }
 
-    fn get(&self, name: &str) -> Option<&Value> {
-        self.0
-            .iter()
-            .find_map(|(known, value)| (*known == name).then_some(value))
-    }
-
     fn take(&mut self, name: &str) -> Option<Value> {
         let index = self.0.iter().position(|(known, _)| *known == name)?;
         Some(self.0.remove(index).1)
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanFields {
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: Context<'_, S>,
-    ) {
-        if let Some(span) = ctx.span(id) {
-            let mut fields = Fields::default();
-            match self.all {
-                true => attrs.record(&mut fields),
-                false => attrs.record(&mut ObjectFields(&mut fields)),
-            }
-            span.extensions_mut().insert(fields);
-        }
-    }
-
-    fn on_record(
-        &self,
-        id: &tracing::span::Id,
-        values: &tracing::span::Record<'_>,
-        ctx: Context<'_, S>,
-    ) {
-        if let Some(span) = ctx.span(id) {
-            let mut extensions = span.extensions_mut();
-            if let Some(fields) = extensions.get_mut::<Fields>() {
-                match self.all {
-                    true => values.record(fields),
-                    false => values.record(&mut ObjectFields(fields)),
-                }
-            }
-        }
     }
 }
 
@@ -180,24 +229,55 @@ impl Visit for Fields {
 }
 
 /// Of a span's fields, the object's name and namespace: all that plain and full lines show of
-/// them. The others are not formatted at all.
-struct ObjectFields<'a>(&'a mut Fields);
+/// them (the others are not formatted at all). One text holds both, the namespace first: one
+/// allocation for a handler's span, freed as it closes.
+#[derive(Debug, Default)]
+struct ObjectPath {
+    text: String,
+    /// Where the namespace ends in `text`, if one was recorded.
+    namespace: Option<usize>,
+    /// Whether a name was recorded (after the namespace in `text`).
+    named: bool,
+}
 
-impl ObjectFields<'_> {
-    fn wanted(field: &Field) -> bool {
-        matches!(field.name(), "object.name" | "object.namespace")
+impl ObjectPath {
+    fn is_empty(&self) -> bool {
+        self.namespace.is_none() && !self.named
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.named
+            .then(|| &self.text[self.namespace.unwrap_or(0)..])
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.namespace.map(|end| &self.text[..end])
+    }
+
+    fn set_name(&mut self, name: &str) {
+        self.text.truncate(self.namespace.unwrap_or(0));
+        self.text.push_str(name);
+        self.named = true;
+    }
+
+    fn set_namespace(&mut self, namespace: &str) {
+        self.text
+            .replace_range(..self.namespace.unwrap_or(0), namespace);
+        self.namespace = Some(namespace.len());
     }
 }
 
-impl Visit for ObjectFields<'_> {
+impl Visit for ObjectPath {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if Self::wanted(field) {
-            self.0.record_debug(field, value);
+        if matches!(field.name(), "object.name" | "object.namespace") {
+            self.record_str(field, &format!("{value:?}"));
         }
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        if Self::wanted(field) {
-            self.0.record_str(field, value);
+        match field.name() {
+            "object.name" => self.set_name(value),
+            "object.namespace" => self.set_namespace(value),
+            _ => {}
         }
     }
 }
@@ -220,36 +300,45 @@ impl KopfFormat {
     }
 }
 
-impl<S, N> FormatEvent<S, N> for KopfFormat
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
+impl KopfFormat {
+    /// Formats the event as a line of this format.
+    fn format_event<S>(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        ctx: &Context<'_, S>,
+        writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        match self.format {
+            LogFormat::Json => self.json_line(ctx, writer, event),
+            LogFormat::Plain | LogFormat::Full => self.text_line(ctx, writer, event),
+        }
+    }
+
+    /// A plain or full line: written piece by piece, not formatted (two lines per handled
+    /// object).
+    fn text_line<S>(
+        &self,
+        ctx: &Context<'_, S>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
-    ) -> fmt::Result {
-        // The spans' fields, outermost first (an inner span's field replaces an outer one's),
-        // then the event's own. Only JSON lines show the spans' other fields.
-        let json = self.format == LogFormat::Json;
-        let mut context = Fields::default();
+    ) -> fmt::Result
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
         // The object's name and namespace are read in place, from the innermost spans that
         // carry them (found by id), not copied for every line.
         let (mut named, mut namespaced) = (None, None);
-        if let Some(scope) = ctx.event_scope() {
+        if let Some(scope) = ctx.event_scope(event) {
             for span in scope.from_root() {
-                let extensions = span.extensions();
-                let Some(fields) = extensions.get::<Fields>() else {
-                    continue;
-                };
-                for (key, value) in &fields.0 {
-                    match *key {
-                        "object.name" => named = Some(span.id()),
-                        "object.namespace" => namespaced = Some(span.id()),
-                        _ if json => context.set(key, value.clone()),
-                        _ => {}
+                if let Some(object) = span.extensions().get::<ObjectPath>() {
+                    if object.named {
+                        named = Some(span.id());
+                    }
+                    if object.namespace.is_some() {
+                        namespaced = Some(span.id());
                     }
                 }
             }
@@ -261,54 +350,17 @@ where
         let namespaced_span = namespaced.filter(|_| apart).and_then(|id| ctx.span(&id));
         let named_fields = named_span.as_ref().map(|span| span.extensions());
         let namespaced_fields = namespaced_span.as_ref().map(|span| span.extensions());
-        let name = span_field(named_fields.as_ref(), "object.name");
+        let name = span_object(named_fields.as_ref()).and_then(ObjectPath::name);
         let namespace = match apart {
-            true => span_field(namespaced_fields.as_ref(), "object.namespace"),
-            false => span_field(named_fields.as_ref(), "object.namespace"),
-        };
-        let namespace = namespace.filter(|n| !n.is_null());
-        let metadata = event.metadata();
-        let now = time::OffsetDateTime::now_utc();
-        if json {
-            let mut prefix = String::new();
-            self.prefix(&mut prefix, name, namespace)?;
-            let object = name.map(|name| {
-                let mut object = Map::new();
-                object.insert("name".into(), name.clone());
-                if let Some(namespace) = namespace {
-                    object.insert("namespace".into(), namespace.clone());
-                }
-                object
-            });
-            // The spans are let go of before the event's fields are formatted (see below).
-            drop((named_fields, namespaced_fields));
-            let mut own = Fields::default();
-            event.record(&mut own);
-            let message = match own.take("message") {
-                Some(Value::String(message)) => message,
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            let mut line = Map::new();
-            line.insert("message".into(), format!("{prefix}{message}").into());
-            let timestamp = now
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default();
-            line.insert("timestamp".into(), timestamp.into());
-            line.insert("severity".into(), json_severity(metadata.level()).into());
-            line.insert("target".into(), metadata.target().into());
-            if let Some(object) = object {
-                line.insert(self.refkey.clone(), object.into());
-            }
-            for (key, value) in context.0.into_iter().chain(own.0) {
-                line.insert(key.into(), value);
-            }
-            return writeln!(writer, "{}", Value::Object(line));
+            true => span_object(namespaced_fields.as_ref()),
+            false => span_object(named_fields.as_ref()),
         }
-        // Written piece by piece, not formatted: two lines per handled object.
+        .and_then(ObjectPath::namespace);
+        let metadata = event.metadata();
         if self.format == LogFormat::Full {
             // Made on the stack and written at once: a line's writer is dynamic, and its
             // head is some thirty pieces.
+            let now = time::OffsetDateTime::now_utc();
             let mut head = Short::default();
             match full_head(&mut head, now, metadata) {
                 Ok(()) => writer.write_str(head.as_str())?,
@@ -335,11 +387,75 @@ where
         }
         writeln!(writer)
     }
-}
 
-/// A field kept in a span's extensions by [`SpanFields`].
-fn span_field<'a>(extensions: Option<&'a Extensions<'_>>, key: &str) -> Option<&'a Value> {
-    extensions?.get::<Fields>()?.get(key)
+    /// A JSON line: the message, the time, the severity, the object, and every field of the
+    /// event and of its spans (an inner span's field replaces an outer one's, the event's own
+    /// replace them all).
+    fn json_line<S>(
+        &self,
+        ctx: &Context<'_, S>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let mut context = Fields::default();
+        let (mut name, mut namespace) = (None, None);
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                let Some(fields) = extensions.get::<Fields>() else {
+                    continue;
+                };
+                for (key, value) in &fields.0 {
+                    match *key {
+                        "object.name" => name = Some(value.clone()),
+                        "object.namespace" => namespace = Some(value.clone()),
+                        _ => context.set(key, value.clone()),
+                    }
+                }
+            }
+        }
+        let namespace = namespace.filter(|n| !n.is_null());
+        let mut prefix = String::new();
+        let (name_text, namespace_text) = (
+            name.as_ref().map(|name| Text(name).to_string()),
+            namespace.as_ref().map(|ns| Text(ns).to_string()),
+        );
+        self.prefix(&mut prefix, name_text.as_deref(), namespace_text.as_deref())?;
+        let object = name.map(|name| {
+            let mut object = Map::new();
+            object.insert("name".into(), name);
+            if let Some(namespace) = namespace {
+                object.insert("namespace".into(), namespace);
+            }
+            object
+        });
+        let mut own = Fields::default();
+        event.record(&mut own);
+        let message = match own.take("message") {
+            Some(Value::String(message)) => message,
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        let metadata = event.metadata();
+        let mut line = Map::new();
+        line.insert("message".into(), format!("{prefix}{message}").into());
+        let timestamp = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        line.insert("timestamp".into(), timestamp.into());
+        line.insert("severity".into(), json_severity(metadata.level()).into());
+        line.insert("target".into(), metadata.target().into());
+        if let Some(object) = object {
+            line.insert(self.refkey.clone(), object.into());
+        }
+        for (key, value) in context.0.into_iter().chain(own.0) {
+            line.insert(key.into(), value);
+        }
+        writeln!(writer, "{}", Value::Object(line))
+    }
 }
 
 /// An event's fields for a plain or full line: the message written to the line, the others
@@ -476,18 +592,18 @@ impl KopfFormat {
     fn prefix(
         &self,
         writer: &mut impl fmt::Write,
-        name: Option<&Value>,
-        namespace: Option<&Value>,
+        name: Option<&str>,
+        namespace: Option<&str>,
     ) -> fmt::Result {
         match (name, namespace) {
             _ if !self.prefix => Ok(()),
             (Some(name), namespace) => {
                 writer.write_char('[')?;
                 if let Some(namespace) = namespace {
-                    Text(namespace).write_to(writer)?;
+                    writer.write_str(namespace)?;
                     writer.write_char('/')?;
                 }
-                Text(name).write_to(writer)?;
+                writer.write_str(name)?;
                 writer.write_str("] ")
             }
             (None, _) => Ok(()),
@@ -593,6 +709,29 @@ mod tests {
         }
     }
 
+    /// A sink that keeps nothing.
+    struct Discarded;
+
+    impl LineSink for Discarded {
+        fn put(&self, _: &[u8]) {}
+    }
+
+    /// A sink that keeps every line.
+    #[derive(Clone, Default)]
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl LineSink for Kept {
+        fn put(&self, line: &[u8]) {
+            self.0.lock().unwrap().extend_from_slice(line);
+        }
+    }
+
+    impl Kept {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
     #[test]
     fn an_event_whose_field_records_into_its_span_is_formatted() {
         /// A field that, as it is formatted, records into the span the line reads.
@@ -606,16 +745,8 @@ mod tests {
         for format in [LogFormat::Plain, LogFormat::Json] {
             let (sender, done) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
-                let subscriber = tracing_subscriber::registry()
-                    .with(SpanFields {
-                        all: format == LogFormat::Json,
-                    })
-                    .with(
-                        tracing_subscriber::fmt::layer()
-                            .with_writer(std::io::sink)
-                            .fmt_fields(Unformatted)
-                            .event_format(KopfFormat::new(&style(format))),
-                    );
+                let subscriber =
+                    tracing_subscriber::registry().with(KopfLines::new(&style(format), Discarded));
                 tracing::subscriber::with_default(subscriber, || {
                     let span = tracing::info_span!("handler", object.name = "one");
                     let field = Recording(span.clone());
@@ -639,33 +770,38 @@ mod tests {
     }
 
     #[test]
-    fn the_formats() {
-        use std::sync::{Arc, Mutex};
+    fn a_spans_object_recorded_later_or_again_is_shown_as_last_recorded() {
+        let kept = Kept::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(KopfLines::new(&style(LogFormat::Plain), kept.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let empty = tracing::field::Empty;
+            let span =
+                tracing::info_span!("handler", object.name = empty, object.namespace = empty);
+            tracing::info!(parent: &span, "none yet");
+            span.record("object.name", "one");
+            tracing::info!(parent: &span, "named");
+            span.record("object.namespace", "ns");
+            tracing::info!(parent: &span, "namespaced after");
+            span.record("object.name", "renamed");
+            span.record("object.namespace", "other-ns");
+            tracing::info!(parent: &span, "recorded again");
+            let reversed =
+                tracing::info_span!("handler", object.namespace = "ns2", object.name = ?"debugged");
+            tracing::info!(parent: &reversed, "in any order");
+        });
+        assert_eq!(
+            kept.text(),
+            "none yet\n[one] named\n[ns/one] namespaced after\n[other-ns/renamed] recorded again\n[ns2/\"debugged\"] in any order\n"
+        );
+    }
 
-        #[derive(Clone, Default)]
-        struct Buffer(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(data);
-                Ok(data.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
+    #[test]
+    fn the_formats() {
         let lines = |style: LogStyle| {
-            let buffer = Buffer::default();
-            let writer = buffer.clone();
-            let subscriber = tracing_subscriber::registry()
-                .with(SpanFields {
-                    all: style.format == LogFormat::Json,
-                })
-                .with(
-                    tracing_subscriber::fmt::layer()
-                        .with_writer(move || writer.clone())
-                        .fmt_fields(Unformatted)
-                        .event_format(KopfFormat::new(&style)),
-                );
+            let kept = Kept::default();
+            let subscriber =
+                tracing_subscriber::registry().with(KopfLines::new(&style, kept.clone()));
             tracing::subscriber::with_default(subscriber, || {
                 let span = tracing::info_span!(
                     "handler",
@@ -680,7 +816,7 @@ mod tests {
                 let inner = tracing::info_span!(parent: &span, "sub", object.name = "two");
                 tracing::info!(target: "kopf::objects", parent: &inner, "nested");
             });
-            String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+            kept.text()
         };
         assert_eq!(
             lines(style(LogFormat::Plain)),

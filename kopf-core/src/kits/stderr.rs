@@ -210,10 +210,11 @@ fn linger<'a>(shared: &'a Shared, mut pending: MutexGuard<'a, Pending>) -> Mutex
     pending
 }
 
-impl Write for Lines {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+impl Lines {
+    /// Appends `data` (whole lines) for the writer thread; written at once without one.
+    pub(crate) fn append(&self, data: &[u8]) -> std::io::Result<()> {
         let Some(shared) = &self.0 else {
-            return std::io::stderr().write(data);
+            return std::io::stderr().write_all(data);
         };
         let mut pending = lock(&shared.pending);
         if pending.lines.len() >= shared.backlog {
@@ -235,6 +236,13 @@ impl Write for Lines {
         if sleeping {
             shared.changed.notify_all();
         }
+        Ok(())
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.append(data)?;
         Ok(data.len())
     }
 
