@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::{Extensions, LookupSpan};
@@ -122,12 +123,8 @@ where
             let mut fields = Fields::default();
             attrs.record(&mut fields);
             span.extensions_mut().insert(fields);
-        } else {
-            let mut object = ObjectPath::default();
-            attrs.record(&mut object);
-            if !object.is_empty() {
-                span.extensions_mut().insert(object);
-            }
+        } else if let Some(object) = ObjectPath::recorded(attrs) {
+            span.extensions_mut().insert(object);
         }
     }
 
@@ -145,12 +142,8 @@ where
             }
         } else if let Some(object) = extensions.get_mut::<ObjectPath>() {
             values.record(object);
-        } else {
-            let mut object = ObjectPath::default();
-            values.record(&mut object);
-            if !object.is_empty() {
-                extensions.insert(object);
-            }
+        } else if let Some(object) = ObjectPath::recorded(values) {
+            extensions.insert(object);
         }
     }
 
@@ -241,8 +234,11 @@ struct ObjectPath {
 }
 
 impl ObjectPath {
-    fn is_empty(&self) -> bool {
-        self.namespace.is_none() && !self.named
+    /// The object these fields name, if they name one.
+    fn recorded(fields: &impl RecordFields) -> Option<ObjectPath> {
+        let mut object = ObjectPath::default();
+        fields.record(&mut object);
+        (object.namespace.is_some() || object.named).then_some(object)
     }
 
     fn name(&self) -> Option<&str> {
