@@ -307,14 +307,16 @@ impl<'a> Attempt<'a> {
                 _ = abort.cancelled() => return Outcome::Aborted,
                 finished = timed => finished,
             };
+            // Read once: each read locks the node's token (a thousand daemons end together).
+            let stop_reason = node.stop_reason();
             if finished.is_some()
-                && let Some(reason) = node.stop_reason()
+                && let Some(reason) = stop_reason
                 && let Some(work) = node.work()
             {
                 tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
             }
             // A retry asked for because the operator is exiting is not a failed attempt.
-            report.exiting = node.stop_reason() == Some(StopReason::OperatorExiting);
+            report.exiting = stop_reason == Some(StopReason::OperatorExiting);
             let report = report;
             // Kopf's look-ahead: a retry that could not happen is a failure now.
             let limit = |delay: Duration| -> Option<Limit> {
@@ -372,7 +374,7 @@ impl<'a> Attempt<'a> {
                 Some(Ok(Ok(value))) => {
                     // As Kopf, also when it was asked to stop (every daemon, at the exit).
                     if report_success && subhandlers.is_none_or(|s| s.is_empty()) {
-                        if node.stop_reason() == Some(StopReason::OperatorExiting) {
+                        if report.exiting {
                             // As Kopf, whose poster stops first: logged but not posted, or every
                             // restart would post an Event per daemon.
                             tracing::info!(target: "kopf::objects", parent: logger.span(), "{label} '{id}' succeeded.");

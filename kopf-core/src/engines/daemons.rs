@@ -25,9 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::actions::delivery::deliver;
 use crate::actions::execution::{self, Outcome};
@@ -72,15 +71,51 @@ impl Live {
 #[derive(Debug)]
 pub(crate) struct Running {
     node: Tasks,
-    /// Cancelled when its task has ended (or was dropped).
-    ended: CancellationToken,
-    /// Set when it ended on its own for good: it is not started again for this object.
-    finished: Arc<AtomicBool>,
+    ending: Arc<Ending>,
 }
 
-impl Running {
+/// How a daemon's or timer's task ended, shared by the task and its object's worker. One
+/// allocation per daemon, where a token and a flag took two (and the token its node's lock).
+#[derive(Debug, Default)]
+struct Ending {
+    /// Set when its task has ended (or was dropped).
+    ended: AtomicBool,
+    /// Set when it ended on its own for good: it is not started again for this object.
+    finished: AtomicBool,
+    /// Who waits for the end.
+    waiters: Notify,
+}
+
+impl Ending {
     fn has_ended(&self) -> bool {
-        self.ended.is_cancelled()
+        self.ended.load(Ordering::Acquire)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// Waits until its task has ended.
+    async fn wait(&self) {
+        loop {
+            // Registered before the flag is read: an end between the two wakes it.
+            let mut notified = std::pin::pin!(self.waiters.notified());
+            notified.as_mut().enable();
+            if self.has_ended() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Marks its daemon's task as ended when dropped: the object's worker learns it ended.
+struct Ended(Arc<Ending>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::Release);
+        self.0.waiters.notify_waiters();
     }
 }
 
@@ -114,10 +149,10 @@ impl Daemons {
     fn sweep(&mut self) {
         let finished = &mut self.finished;
         self.running.retain(|id, running| {
-            if !running.has_ended() {
+            if !running.ending.has_ended() {
                 return true;
             }
-            if running.finished.load(Ordering::SeqCst) {
+            if running.ending.is_finished() {
                 finished.insert(id.clone());
             }
             false
@@ -167,11 +202,10 @@ impl Daemons {
         if self.running.is_empty() {
             return None;
         }
-        let waiting: Vec<CancellationToken> =
-            self.running.values().map(|r| r.ended.clone()).collect();
+        let waiting: Vec<Arc<Ending>> = self.running.values().map(|r| r.ending.clone()).collect();
         Some(async move {
-            for ended in &waiting {
-                ended.cancelled().await;
+            for ending in &waiting {
+                ending.wait().await;
             }
         })
     }
@@ -181,8 +215,9 @@ impl Daemons {
 /// made as for its other handlers, and the writes of what they return. The per-object cycle
 /// provides it; daemons do not know the cycle.
 pub(crate) trait DaemonHost: Send + Sync + 'static {
-    /// An invocation of a handler with these options on the object's newest body.
-    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation;
+    /// An invocation of a handler with these options on the object's newest body, running
+    /// in `node`.
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation;
 
     /// The delay before retrying after an arbitrary error, unless a handler says otherwise.
     fn default_backoff(&self) -> Duration;
@@ -247,8 +282,7 @@ pub(crate) fn start(
     let name = body["metadata"]["name"].as_str().unwrap_or_default();
     let work = Work::new(handler.id(), namespace, name);
     let node = tasks.child().doing(work.clone());
-    let ended = CancellationToken::new();
-    let finished = Arc::new(AtomicBool::new(false));
+    let ending = Arc::new(Ending::default());
     let runner = Runner {
         host,
         uid: uid.to_string(),
@@ -256,31 +290,16 @@ pub(crate) fn start(
         live,
         node: node.clone(),
         work,
-        finished: finished.clone(),
+        ending: ending.clone(),
         unwritten: Mutex::new(Patch::default()),
     };
-    // Dropped with the task, even unpolled at the abort: the object's worker learns it ended.
-    let guard = Ended(ended.clone());
+    // Dropped with the task, even unpolled at the abort.
+    let guard = Ended(ending.clone());
     tasks.spawn(async move {
         let _ended = guard;
         runner.run().await;
     });
-    Running {
-        node,
-        ended,
-        finished,
-    }
-}
-
-/// Marks its daemon's task as ended when dropped. A token rather than a `watch` channel: a
-/// thousand daemons end together at the operator's exit, and a token wakes its one waiter
-/// for less.
-struct Ended(CancellationToken);
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
+    Running { node, ending }
 }
 
 /// One daemon or timer of one object, running.
@@ -292,7 +311,8 @@ struct Runner {
     live: Arc<Live>,
     node: Tasks,
     work: Work,
-    finished: Arc<AtomicBool>,
+    /// Where it says that it finished for good.
+    ending: Arc<Ending>,
     /// What the last attempts returned and could not write: written with the next attempt's.
     unwritten: Mutex<Patch>,
 }
@@ -332,8 +352,10 @@ impl Runner {
                             break;
                         }
                     }
-                    if !self.node.token().is_cancelled() {
-                        self.finished.store(true, Ordering::SeqCst);
+                    // Asked to stop, it has a reason; a daemon that cancelled its own
+                    // `stopped` (its node's token) and returned has none, and is finished.
+                    if self.node.stop_reason().is_none() {
+                        self.ending.finished.store(true, Ordering::SeqCst);
                         tracing::info!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "Daemon '{}' has exited on its own and will not be restarted.", self.work.handler);
                     }
                     return;
@@ -404,7 +426,14 @@ impl Runner {
         let id = self.handler.id();
         let options = self.handler.options();
         let body = self.live.body();
-        let mut invocation = self.host.invocation(body.clone(), options, &self.node);
+        // A daemon's attempt (one at a time) runs in the daemon's own node, its `stopped` the
+        // daemon's: no node made and dropped per daemon. An attempt with a timeout gets a node
+        // of its own, which its timeout stops without stopping the daemon or timer.
+        let node = match (&*self.handler, options.timeout) {
+            (Background::Daemon(_), None) => self.node.clone(),
+            _ => self.node.child(),
+        };
+        let mut invocation = self.host.invocation(body.clone(), options, node);
         invocation.retry = retry;
         invocation.started = started;
         invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
@@ -435,15 +464,20 @@ impl Runner {
     /// Writes the patch, after what earlier attempts could not write (the newer values win);
     /// on failure, keeps it all for the next write and returns the delay before trying again.
     async fn write(&self, patch: Patch) -> Option<Duration> {
-        let mut all = std::mem::take(&mut *lock(&self.unwritten));
-        if all.is_empty() {
-            all = patch;
-        } else {
-            all.merge(patch);
-        }
-        if all.is_empty() {
-            return None;
-        }
+        let all = {
+            let mut unwritten = lock(&self.unwritten);
+            if unwritten.is_empty() {
+                // Most writes (every daemon's at the exit): nothing before, nothing now.
+                if patch.is_empty() {
+                    return None;
+                }
+                patch
+            } else {
+                let mut all = std::mem::take(&mut *unwritten);
+                all.merge(patch);
+                all
+            }
+        };
         let body = self.live.body();
         match self.host.write(&self.uid, &body, all, &self.node).await {
             Ok(()) => None,
@@ -466,7 +500,8 @@ impl Runner {
         mut attempt: Pin<&mut Option<F>>,
     ) -> Outcome {
         let (backoff, timeout) = self.handler.cancellation();
-        let token = self.node.token().clone();
+        // Borrowed, not cloned: a clone and its drop each lock the token's node.
+        let token = self.node.token();
         let cancelled = async {
             token.cancelled().await;
             tokio::time::sleep(backoff.unwrap_or(INSTANT_EXIT)).await;
@@ -516,7 +551,7 @@ mod tests {
     struct Unused;
 
     impl DaemonHost for Unused {
-        fn invocation(&self, _: Arc<Body>, _: &Options, _: &Tasks) -> Invocation {
+        fn invocation(&self, _: Arc<Body>, _: &Options, _: Tasks) -> Invocation {
             unreachable!("not polled")
         }
         fn default_backoff(&self) -> Duration {
@@ -555,7 +590,7 @@ mod tests {
             live: Arc::new(Live::new(Arc::new(Body::from(Value::Null)))),
             node: Tasks::root(1),
             work: Work::new("daemon_fn", Some("ns"), "name"),
-            finished: Arc::default(),
+            ending: Arc::default(),
             unwritten: Mutex::default(),
         };
         let size = std::mem::size_of_val(&runner.run());

@@ -326,16 +326,20 @@ impl KopfFormat {
     {
         // The object's name and namespace are read in place, from the innermost spans that
         // carry them (found by id), not copied for every line.
+        // From the innermost span out, not from the root: that order collects the scope first.
         let (mut named, mut namespaced) = (None, None);
         if let Some(scope) = ctx.event_scope(event) {
-            for span in scope.from_root() {
+            for span in scope {
                 if let Some(object) = span.extensions().get::<ObjectPath>() {
-                    if object.named {
+                    if object.named && named.is_none() {
                         named = Some(span.id());
                     }
-                    if object.namespace.is_some() {
+                    if object.namespace.is_some() && namespaced.is_none() {
                         namespaced = Some(span.id());
                     }
+                }
+                if named.is_some() && namespaced.is_some() {
+                    break;
                 }
             }
         }

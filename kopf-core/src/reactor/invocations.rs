@@ -35,14 +35,14 @@ pub(crate) struct Change {
 
 impl Invocations {
     /// An invocation of a handler with these options on the object's body, with the object's
-    /// memo, in a child node of `tasks`.
+    /// memo, running in `node` (a child node of the caller's, usually: its own stop).
     pub(crate) fn make(
         &self,
         body: Arc<Body>,
         memo: Memo,
         change: Change,
         options: &Options,
-        tasks: &Tasks,
+        node: Tasks,
     ) -> Invocation {
         let events = self.poster.events_of(&body, &self.resource);
         Invocation {
@@ -58,7 +58,7 @@ impl Invocations {
             param: options.param.clone(),
             patch: Arc::default(),
             client: self.client.clone(),
-            node: tasks.child(),
+            node,
             logger: Logger::new(tracing::Span::none(), events.clone()),
             events,
             memo,

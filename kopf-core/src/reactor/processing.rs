@@ -662,7 +662,8 @@ impl Processor {
         self.memos.get_or_copy(uid, &self.memo)
     }
 
-    /// An invocation of a handler with these options on the object, for this change.
+    /// An invocation of a handler with these options on the object, for this change, in a
+    /// child node of `tasks`.
     fn invocation(
         &self,
         body: Arc<Body>,
@@ -670,8 +671,20 @@ impl Processor {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
+        self.invocation_in(body, change, options, tasks.child())
+    }
+
+    /// An invocation of a handler with these options on the object, for this change, running
+    /// in `node` itself.
+    fn invocation_in(
+        &self,
+        body: Arc<Body>,
+        change: Change,
+        options: &Options,
+        node: Tasks,
+    ) -> Invocation {
         let memo = self.memo_of(&body);
-        self.invocations.make(body, memo, change, options, tasks)
+        self.invocations.make(body, memo, change, options, node)
     }
 
     /// The daemons and timers whose filters the object passes.
@@ -873,9 +886,13 @@ impl Processor {
                 old: old.clone(),
                 new: new.clone(),
             };
-            let mut invocation =
-                self.invocations
-                    .make(body.clone(), memo.clone(), change, &handler.options, tasks);
+            let mut invocation = self.invocations.make(
+                body.clone(),
+                memo.clone(),
+                change,
+                &handler.options,
+                tasks.child(),
+            );
             invocation.retry = record.retries;
             invocation.started = started;
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);

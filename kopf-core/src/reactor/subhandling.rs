@@ -138,7 +138,7 @@ impl SubHandling<'_> {
                     cause.memo.clone(),
                     change,
                     &child.options,
-                    cause.tasks,
+                    cause.tasks.child(),
                 );
                 invocation.retry = record.retries;
                 invocation.started = started;

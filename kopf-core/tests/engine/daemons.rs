@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::stopping::{Running, alive_tasks, assert_nothing_left};
 use crate::support::{
-    Calls, create, delete, examples, patch, server_with_crd, wait_gone, wait_object,
+    Calls, create, delete, examples, patch, server_with_crd, settle, wait_gone, wait_object,
 };
 
 const FINALIZER: &str = "kopf.zalando.org/KopfFinalizerMarker";
@@ -219,6 +219,51 @@ async fn daemons_follow_their_filters_and_one_that_returned_is_not_restarted() {
         calls.all().last(),
         Some(&json!({"filtered": "Some(OperatorExiting)"}))
     );
+}
+
+/// A daemon's `timeout` ends it as a permanent failure: it is not started again for that
+/// object, and the operator stops without waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_past_its_timeout_is_dropped_and_not_started_again() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = dropped.clone();
+    let registry = Registry::new().with(
+        DaemonHandler::new(examples(), "limited", move |invocation| {
+            let calls = recorded.clone();
+            let guard = SetOnDrop(flag.clone());
+            async move {
+                let _guard = guard;
+                calls.record(json!({"started": invocation.retry()}));
+                invocation.stopped().cancelled().await;
+                calls.record(json!({"stopped": reason(&invocation)}));
+                Ok(None)
+            }
+        })
+        .timeout(Duration::from_millis(300))
+        .cancellation_backoff(Duration::from_secs(30)),
+    );
+    let harness = harness(registry).await;
+    let client = harness.client();
+    create(&client, "one", json!({})).await;
+    calls.wait_len(1).await;
+    wait("the daemon dropped at its timeout", || async {
+        dropped.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    // Changes that reconcile the object's daemons: the timed-out one stays ended.
+    for seq in 1..=2 {
+        patch(&client, "one", json!({"spec": {"seq": seq}})).await;
+        settle(harness.server()).await;
+    }
+    assert_eq!(
+        calls.all(),
+        [json!({"started": 0})],
+        "dropped at its timeout, not told to stop, and not started again"
+    );
+    harness.stop().await.expect("a clean stop");
+    assert_eq!(calls.all().len(), 1, "nothing started at the exit either");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,8 +95,8 @@ impl ShardMembers for Processor {
 }
 
 impl DaemonHost for Processor {
-    fn invocation(&self, body: Arc<Body>, options: &Options, node: &Tasks) -> Invocation {
-        Processor::invocation(self, body, Change::default(), options, node)
+    fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation {
+        Processor::invocation_in(self, body, Change::default(), options, node)
     }
 
     fn default_backoff(&self) -> Duration {
