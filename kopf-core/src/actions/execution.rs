@@ -148,6 +148,61 @@ pub(crate) fn execute_as<'a>(
     attempt.run(move || current.enter(|| function(invocation)))
 }
 
+pin_project_lite::pin_project! {
+    /// An attempt's future, counted in the metrics and recorded among the outcomes as it ends.
+    ///
+    /// A struct rather than an `async` block: such a block kept the attempt's future twice, as
+    /// its captured variable and as what it awaited (800 bytes more for every handler and
+    /// daemon running).
+    struct Recorded<'a, F> {
+        #[pin]
+        attempt: F,
+        counted: Option<Counted<'a>>,
+    }
+}
+
+impl<F: Future<Output = Outcome>> Future for Recorded<'_, F> {
+    type Output = Outcome;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Outcome> {
+        let this = self.project();
+        let outcome = std::task::ready!(this.attempt.poll(cx));
+        if let Some(counted) = this.counted.take() {
+            counted.count(&outcome);
+        }
+        std::task::Poll::Ready(outcome)
+    }
+}
+
+/// What an attempt's end is counted and recorded under.
+struct Counted<'a> {
+    metrics: Option<crate::aiokits::metrics::Metrics>,
+    began: std::time::Instant,
+    /// The handler id to count it under, if not its own.
+    counted_as: Option<String>,
+    id: &'a str,
+    retry: u32,
+    /// Where outcomes are kept, and the work to keep this one under.
+    recorded: Option<(crate::structs::outcomes::Outcomes, Work)>,
+}
+
+impl Counted<'_> {
+    fn count(self, outcome: &Outcome) {
+        if let (Some(metrics), Some(ended)) = (self.metrics, outcome.ended()) {
+            let counted_as = self.counted_as.as_deref().unwrap_or(self.id);
+            metrics.handled(counted_as, self.retry, ended, self.began.elapsed());
+        }
+        if let Some((outcomes, work)) = self.recorded
+            && let Some(ended) = outcome.as_handler_outcome(self.retry.saturating_add(1))
+        {
+            outcomes.record(&work.object, &work.handler, ended);
+        }
+    }
+}
+
 /// The options of a handler that limit and pace its attempts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Retrying {
@@ -207,23 +262,17 @@ impl<'a> Attempt<'a> {
     where
         Fut: Future<Output = HandlerResult> + 'a,
     {
-        let metrics = self.node.metrics().cloned();
-        let began = std::time::Instant::now();
-        let (counted_as, id, retry) = (self.counted_as.take(), self.id, self.retry);
-        let recorded = self.node.outcomes().cloned().zip(self.node.work().cloned());
-        let attempt = self.attempt(call);
-        async move {
-            let outcome = attempt.await;
-            if let (Some(metrics), Some(ended)) = (metrics, outcome.ended()) {
-                let counted_as = counted_as.as_deref().unwrap_or(id);
-                metrics.handled(counted_as, retry, ended, began.elapsed());
-            }
-            if let Some((outcomes, work)) = recorded
-                && let Some(ended) = outcome.as_handler_outcome(retry.saturating_add(1))
-            {
-                outcomes.record(&work.object, &work.handler, ended);
-            }
-            outcome
+        let counted = Counted {
+            metrics: self.node.metrics().cloned(),
+            began: std::time::Instant::now(),
+            counted_as: self.counted_as.take(),
+            id: self.id,
+            retry: self.retry,
+            recorded: self.node.outcomes().cloned().zip(self.node.work().cloned()),
+        };
+        Recorded {
+            attempt: self.attempt(call),
+            counted: Some(counted),
         }
     }
 

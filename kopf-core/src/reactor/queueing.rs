@@ -503,7 +503,14 @@ impl Drop for Worker {
 }
 
 impl Worker {
-    async fn run(mut self) {
+    /// The worker's task. A plain function returning its future, not an `async fn`: one kept
+    /// its `self` twice, as its argument and as its variable (the task of every object handled).
+    #[allow(clippy::manual_async_fn)]
+    fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
+        async move { self.work().await }
+    }
+
+    async fn work(&mut self) {
         let token = self.tasks.token().clone();
         if let (Some(limit), None) = (&self.limit, &self.permit) {
             tokio::select! {
@@ -763,5 +770,34 @@ mod tests {
         until("a again", || recorder.seen().len() == 4).await;
         tasks.cancel(StopReason::OperatorExiting);
         tasks.wait().await;
+    }
+
+    /// Every object handled has a worker's task, and every handler in flight one waiting for
+    /// it. An `async fn run(self)` kept the worker twice: as its argument and its variable.
+    #[test]
+    fn a_workers_task_keeps_its_worker_once() {
+        let mut worker = Worker {
+            uid: "uid".into(),
+            mailbox: Arc::default(),
+            workers: Workers::default(),
+            rests: Arc::default(),
+            processor: Arc::new(Recorder::default()),
+            limit: None,
+            permit: None,
+            rested: false,
+            idle_timeout: Duration::ZERO,
+            tasks: Tasks::root(1),
+            metrics: None,
+            backlog: Arc::default(),
+        };
+        let (kept, working) = (
+            std::mem::size_of::<Worker>(),
+            std::mem::size_of_val(&worker.work()),
+        );
+        let size = std::mem::size_of_val(&worker.run());
+        assert!(
+            size <= kept + working + 16,
+            "the worker's task takes {size} bytes: a worker of {kept}, its loop's {working}"
+        );
     }
 }
