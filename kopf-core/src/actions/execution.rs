@@ -340,8 +340,8 @@ impl<'a> Attempt<'a> {
                             finished = &mut attempt => Some(finished),
                             // The reason is set while the attempt is still alive, so a sync
                             // handler's thread, abandoned when the attempt is dropped, is logged
-                            // with it.
-                            _ = tokio::time::sleep(remaining) => {
+                            // with it. Boxed: a timer is large, and most attempts have none.
+                            _ = Box::pin(tokio::time::sleep(remaining)) => {
                                 node.cancel(StopReason::Timeout);
                                 None
                             }

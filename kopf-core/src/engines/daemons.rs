@@ -508,7 +508,9 @@ impl Runner {
         let token = self.node.token();
         let cancelled = async {
             token.cancelled().await;
-            tokio::time::sleep(backoff.unwrap_or(INSTANT_EXIT)).await;
+            // Boxed: most daemons return before it starts, and it would take its size in
+            // every daemon's future.
+            Box::pin(tokio::time::sleep(backoff.unwrap_or(INSTANT_EXIT))).await;
         };
         tokio::select! {
             // The attempt first: one that ends as it is asked to stop (most do) starts no
@@ -523,8 +525,11 @@ impl Runner {
         let threads = self.node.threads();
         if threads.busy().contains(&self.work) {
             let finished = threads.finished(&self.work);
+            // Boxed: rare, and this future is kept by every daemon for as long as it runs.
             let in_time = match timeout {
-                Some(timeout) => tokio::time::timeout(timeout, finished).await.is_ok(),
+                Some(timeout) => Box::pin(tokio::time::timeout(timeout, finished))
+                    .await
+                    .is_ok(),
                 None => {
                     finished.await;
                     true
@@ -583,7 +588,8 @@ mod tests {
         // A thousand daemons keep a thousand of these for as long as they run. Passed by value
         // through the attempt's layers, the attempt was kept three times: 8.6 KiB each. Then
         // 3.3 KiB: the runner, the invocation and the attempt's future were each kept twice
-        // (moved out of a variable that an `async` body still kept, or awaited by value).
+        // (moved out of a variable that an `async` body still kept, or awaited by value), and
+        // rarely used timers took their size in it.
         let daemon = DaemonHandler::new(
             Selector::new("kopf.dev", "v1", "kopfexamples"),
             "daemon_fn",
@@ -600,7 +606,7 @@ mod tests {
             unwritten: Mutex::default(),
         };
         let size = std::mem::size_of_val(&runner.run());
-        assert!(size <= 2 << 10, "a daemon's future takes {size} bytes");
+        assert!(size <= 1792, "a daemon's future takes {size} bytes");
     }
 
     #[test]
