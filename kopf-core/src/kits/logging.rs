@@ -325,8 +325,8 @@ impl KopfFormat {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         // The object's name and namespace are read in place, from the innermost spans that
-        // carry them (found by id), not copied for every line.
-        // From the innermost span out, not from the root: that order collects the scope first.
+        // carry them (found by id), not copied for every line. The spans are walked from the
+        // innermost out: from the root, the scope is collected first.
         let (mut named, mut namespaced) = (None, None);
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope {

@@ -35,7 +35,7 @@ pub(crate) struct Change {
 
 impl Invocations {
     /// An invocation of a handler with these options on the object's body, with the object's
-    /// memo, running in `node` (a child node of the caller's, usually: its own stop).
+    /// memo, running in `node`: usually a child of the caller's node, which stops it alone.
     pub(crate) fn make(
         &self,
         body: Arc<Body>,
