@@ -671,20 +671,9 @@ impl Processor {
         options: &Options,
         tasks: &Tasks,
     ) -> Invocation {
-        self.invocation_in(body, change, options, tasks.child())
-    }
-
-    /// An invocation of a handler with these options on the object, for this change, running
-    /// in `node` itself.
-    fn invocation_in(
-        &self,
-        body: Arc<Body>,
-        change: Change,
-        options: &Options,
-        node: Tasks,
-    ) -> Invocation {
         let memo = self.memo_of(&body);
-        self.invocations.make(body, memo, change, options, node)
+        self.invocations
+            .make(body, memo, change, options, tasks.child())
     }
 
     /// The daemons and timers whose filters the object passes.

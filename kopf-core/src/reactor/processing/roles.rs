@@ -96,7 +96,9 @@ impl ShardMembers for Processor {
 
 impl DaemonHost for Processor {
     fn invocation(&self, body: Arc<Body>, options: &Options, node: Tasks) -> Invocation {
-        Processor::invocation_in(self, body, Change::default(), options, node)
+        let memo = self.memo_of(&body);
+        self.invocations
+            .make(body, memo, Change::default(), options, node)
     }
 
     fn default_backoff(&self) -> Duration {
