@@ -104,7 +104,8 @@ fn span_object<'a>(extensions: Option<&'a Extensions<'_>>) -> Option<&'a ObjectP
     extensions?.get::<ObjectPath>()
 }
 
-/// A line's text, kept per thread and reused: a line is formatted for every event.
+/// The most room a thread keeps in its line's text for the next line (a line is formatted for
+/// every event): a rare long line does not hold its size afterwards.
 const LINE_KEPT: usize = 16 << 10;
 
 impl<S, W> Layer<S> for KopfLines<W>
