@@ -1,10 +1,7 @@
 //! Delivery of a handler's results into the patch that stores them (Kopf's result delivery).
 
-use std::sync::Mutex;
-
 use serde_json::{Value, json};
 
-use crate::helpers::sync::lock;
 use crate::structs::patch::Patch;
 
 /// Kopf's result delivery: a map merges into `status.<id>`, anything else replaces it.
@@ -25,9 +22,4 @@ pub(crate) fn deliver(patch: &mut Patch, id: &str, result: Value) {
             patch.status().insert(id.to_string(), other);
         }
     }
-}
-
-/// Takes what a handler put in its `patch`, leaving it empty.
-pub(crate) fn take_patch(written: &Mutex<Patch>) -> Patch {
-    std::mem::take(&mut *lock(written))
 }

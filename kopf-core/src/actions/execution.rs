@@ -140,7 +140,7 @@ pub(crate) fn execute_as<'a>(
         node: invocation.node.clone(),
         logger: invocation.logger.clone(),
         // A parent with sub-handlers is reported by the caller, once they have finished.
-        subhandlers: Some(invocation.subhandlers.clone()),
+        subhandlers: Some(invocation.gathered.clone()),
         counted_as,
     };
     // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.

@@ -114,7 +114,26 @@ where
     F: Fn(Invocation) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = HandlerResult> + Send + 'static,
 {
-    Arc::new(move |invocation| Box::pin(function(invocation)))
+    Arc::new(move |invocation| boxed_future(function(invocation)))
+}
+
+/// `future` boxed, unless it is boxed already: the attribute macros' functions return their
+/// futures boxed, and boxing them again cost every call an allocation (and every poll a
+/// second indirection).
+pub(crate) fn boxed_future<Fut, T>(future: Fut) -> Pin<Box<dyn Future<Output = T> + Send>>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: 'static,
+{
+    let mut future = Some(future);
+    let already = (&mut future as &mut dyn std::any::Any)
+        .downcast_mut::<Option<Pin<Box<dyn Future<Output = T> + Send>>>>()
+        .and_then(Option::take);
+    match (already, future) {
+        (Some(boxed), _) => boxed,
+        (None, Some(future)) => Box::pin(future),
+        (None, None) => unreachable!("the future is taken only when it is boxed already"),
+    }
 }
 
 /// The setters of the options that pace and limit a handler's attempts, for every kind.
@@ -235,14 +254,14 @@ pub struct Invocation {
     pub(crate) resource: Arc<Resource>,
     pub(crate) reason: Option<Reason>,
     pub(crate) event_type: Option<String>,
-    /// Shared by the invocations of one cycle's handlers (and their clones), not copied.
-    pub(crate) diff: Arc<Diff>,
+    /// Shared by the invocations of one cycle's handlers (and their clones), not copied;
+    /// `None` for no change.
+    pub(crate) diff: Option<Arc<Diff>>,
     pub(crate) old: Option<Arc<Value>>,
     pub(crate) new: Option<Arc<Value>>,
     pub(crate) retry: u32,
     pub(crate) started: time::OffsetDateTime,
     pub(crate) param: Option<Value>,
-    pub(crate) patch: Arc<Mutex<Patch>>,
     /// Shared by the invocations of one resource (a `kube::Client` clone allocates).
     pub(crate) client: Arc<kube::Client>,
     /// The invocation's node of the cancellation tree: its token is `stopped`.
@@ -252,8 +271,9 @@ pub struct Invocation {
     pub(crate) memo: Memo,
     /// The operator's indexes (and, for index functions, where their entries go).
     pub(crate) indexes: crate::structs::indexes::Indexes,
-    /// Sub-handlers registered by this call (change handlers).
-    pub(crate) subhandlers: crate::actions::invocation::SubHandlers,
+    /// What the call gathers for its caller: the sub-handlers it registers (change handlers),
+    /// and the patch it fills ([`Invocation::patch`]), in one allocation.
+    pub(crate) gathered: crate::actions::invocation::SubHandlers,
     /// For a sub-handler: the id of the handler that registered it (at the top), under which
     /// its attempts are counted in the metrics, so that sub-handlers' ids (often made from
     /// data) do not become label values without bound.
@@ -345,7 +365,9 @@ impl Invocation {
 
     /// What changed since the object was last handled (narrowed to the handler's field).
     pub fn diff(&self) -> &Diff {
-        &self.diff
+        self.diff
+            .as_deref()
+            .unwrap_or(&crate::structs::diff::NO_CHANGES)
     }
 
     /// The old essence (or field value); `None` on creation.
@@ -390,9 +412,7 @@ impl Invocation {
 
     /// The changes to apply after the handler. Do not hold the guard across an `.await`.
     pub fn patch(&self) -> MutexGuard<'_, Patch> {
-        self.patch
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.gathered.patch()
     }
 
     /// A client for API calls of the handler's own.
@@ -461,7 +481,7 @@ impl Invocation {
     /// own, under the id `<this handler's id>/<its id>`, and this handler finishes when they
     /// all have. See [`SubHandlers`](crate::SubHandlers).
     pub fn subhandlers(&self) -> &crate::actions::invocation::SubHandlers {
-        &self.subhandlers
+        &self.gathered
     }
 
     /// For admission handlers: the operation under review; `None` for other handlers.
@@ -559,8 +579,18 @@ impl fmt::Debug for Invocation {
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
 /// &kopf::SubHandlers` argument of an attributed handler.
+///
+/// It shares its allocation with the patch of the call (one allocation for both, made for
+/// every call): the caller reads both after the call.
 #[derive(Clone, Default)]
-pub struct SubHandlers(Arc<Mutex<Vec<SubHandler>>>);
+pub struct SubHandlers(Arc<Gathered>);
+
+/// What one call of a handler gathers for its caller.
+#[derive(Default)]
+struct Gathered {
+    subhandlers: Mutex<Vec<SubHandler>>,
+    patch: Mutex<Patch>,
+}
 
 impl SubHandlers {
     /// Registers a sub-handler with default options; its id is `<parent id>/<id>`.
@@ -575,7 +605,7 @@ impl SubHandlers {
     /// Registers a sub-handler with options of its own (`retries`, `timeout`, `backoff`,
     /// `errors`, `param`, filters).
     pub fn register(&self, handler: SubHandler) {
-        let mut handlers = lock(&self.0);
+        let mut handlers = lock(&self.0.subhandlers);
         match handlers.iter_mut().find(|h| h.id == handler.id) {
             Some(existing) => *existing = handler,
             None => handlers.push(handler),
@@ -584,18 +614,31 @@ impl SubHandlers {
 
     /// Whether none is registered.
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.0).is_empty()
+        lock(&self.0.subhandlers).is_empty()
     }
 
     /// Takes the registered sub-handlers, in registration order.
     pub(crate) fn take(&self) -> Vec<SubHandler> {
-        std::mem::take(&mut *lock(&self.0))
+        std::mem::take(&mut *lock(&self.0.subhandlers))
+    }
+
+    /// The patch of the call that registers these sub-handlers.
+    pub(crate) fn patch(&self) -> MutexGuard<'_, Patch> {
+        lock(&self.0.patch)
+    }
+
+    /// Takes the patch of the call, leaving it empty.
+    pub(crate) fn take_patch(&self) -> Patch {
+        std::mem::take(&mut *self.patch())
     }
 }
 
 impl fmt::Debug for SubHandlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ids: Vec<String> = lock(&self.0).iter().map(|h| h.id.clone()).collect();
+        let ids: Vec<String> = lock(&self.0.subhandlers)
+            .iter()
+            .map(|h| h.id.clone())
+            .collect();
         f.debug_tuple("SubHandlers").field(&ids).finish()
     }
 }
@@ -630,5 +673,32 @@ impl fmt::Debug for SubHandler {
         f.debug_struct("SubHandler")
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a boxed future lives.
+    fn address(future: &HandlerFuture) -> *const () {
+        std::ptr::from_ref::<dyn Future<Output = HandlerResult> + Send>(&**future).cast()
+    }
+
+    #[test]
+    fn a_future_boxed_already_is_not_boxed_again() {
+        let boxed: HandlerFuture = Box::pin(async { Ok(Some(Value::from(1))) });
+        let first = address(&boxed);
+        let again = boxed_future(boxed);
+        assert_eq!(address(&again), first);
+        assert_eq!(
+            futures::executor::block_on(again).unwrap(),
+            Some(Value::from(1))
+        );
+        let unboxed: HandlerFuture = boxed_future(async { Ok(Some(Value::from(2))) });
+        assert_eq!(
+            futures::executor::block_on(unboxed).unwrap(),
+            Some(Value::from(2))
+        );
     }
 }

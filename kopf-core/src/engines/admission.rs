@@ -26,6 +26,7 @@ use futures::FutureExt as _;
 use serde_json::{Value, json};
 
 use crate::actions::execution::{self, Kind, Outcome};
+use crate::actions::invocation::SubHandlers;
 use crate::actions::invocation::{ErrorsMode, HandlerFn, Invocation, Options};
 use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::{Logger, Poster};
@@ -39,7 +40,6 @@ use crate::structs::errors::ErrorKind;
 use crate::structs::filters::{match_field_change, match_labels};
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::{Memo, ObjectMemos};
-use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 use crate::structs::reviews::{Operation, Review, Warnings};
 
@@ -204,7 +204,7 @@ impl Admission {
             _ => self.inner.memos.get(uid),
         }
         .unwrap_or_else(|| self.inner.memo.shallow_copy());
-        let mutations: Arc<Mutex<Patch>> = Arc::default();
+        let mutations = SubHandlers::default();
         let calls = Calls {
             admission: self,
             request: &request,
@@ -231,7 +231,7 @@ impl Admission {
                 .into_iter()
                 .flatten()
                 .collect();
-        let patch = std::mem::take(&mut *lock(&mutations));
+        let patch = mutations.take_patch();
         let (operations, failures) = match response::json_patch(&body, &patch) {
             Ok(operations) => (operations, failures),
             Err(message) => {
@@ -310,8 +310,9 @@ struct Calls<'a> {
     review: &'a Arc<Review>,
     body: &'a Arc<Body>,
     memo: &'a Memo,
-    /// The mutating handlers' one patch (Kopf's cause has one for all).
-    mutations: &'a Arc<Mutex<Patch>>,
+    /// What the mutating handlers' calls gather, shared by them: one patch for all (Kopf's
+    /// cause has one); admission handlers register no sub-handlers.
+    mutations: &'a SubHandlers,
 }
 
 impl Calls<'_> {
@@ -343,12 +344,8 @@ impl Calls<'_> {
         }
     }
 
-    /// The invocation of a handler; `patch` is where its patch goes (a throwaway when `None`).
-    fn invocation(
-        &self,
-        handler: &AdmissionHandler,
-        patch: Option<Arc<Mutex<Patch>>>,
-    ) -> Invocation {
+    /// The invocation of a handler; its patch goes to `gathered` (a throwaway when `None`).
+    fn invocation(&self, handler: &AdmissionHandler, gathered: Option<SubHandlers>) -> Invocation {
         let inner = &self.admission.inner;
         let events = inner.poster.events(self.body, self.resource);
         let span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = self.body["metadata"]["name"].as_str(), object.namespace = self.request.namespace.as_deref(), operation = %self.request.operation);
@@ -361,20 +358,19 @@ impl Calls<'_> {
             resource: Arc::new(self.resource.clone()),
             reason: None,
             event_type: None,
-            diff: Arc::new(diff(old.as_deref(), new.as_deref())),
+            diff: Some(Arc::new(diff(old.as_deref(), new.as_deref()))),
             old,
             new,
             retry: 0,
             started: time::OffsetDateTime::now_utc(),
             param: handler.options.param.clone(),
-            patch: patch.unwrap_or_default(),
             client: inner.client.clone(),
             node: inner.tasks.child(),
             logger: Logger::new(span, events.clone()),
             events,
             memo: self.memo.clone(),
             indexes: inner.indexes.clone(),
-            subhandlers: Default::default(),
+            gathered: gathered.unwrap_or_default(),
             counted_as: None,
             review: Some(self.review.clone()),
         }
@@ -382,11 +378,11 @@ impl Calls<'_> {
 
     /// Runs the handler once; its failure, if it failed.
     async fn run(&self, handler: &AdmissionHandler) -> Option<Failure> {
-        let patch = match handler.kind {
+        let gathered = match handler.kind {
             AdmissionKind::Mutating => Some(self.mutations.clone()),
             AdmissionKind::Validating => None,
         };
-        let invocation = self.invocation(handler, patch);
+        let invocation = self.invocation(handler, gathered);
         let failure: Arc<Mutex<Option<Failure>>> = Arc::default();
         let function = capturing(&handler.function, failure.clone());
         // As Kopf: errors are permanent, and the handler runs once.

@@ -185,13 +185,12 @@ impl Authenticator {
             resource: Arc::new(resource),
             reason: None,
             event_type: None,
-            diff: Arc::default(),
+            diff: None,
             old: None,
             new: None,
             retry,
             started,
             param: handler.options.param.clone(),
-            patch: Arc::default(),
             client: self.unconnected.clone(),
             node: self.tasks.child(),
             logger: Logger::new(
@@ -201,7 +200,7 @@ impl Authenticator {
             events,
             memo: self.memo.clone(),
             indexes: Default::default(),
-            subhandlers: Default::default(),
+            gathered: Default::default(),
             counted_as: None,
             review: None,
         }

@@ -442,7 +442,7 @@ impl Runner {
             invocation.retry = retry;
             invocation.started = started;
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
-            written = invocation.patch.clone();
+            written = invocation.gathered.clone();
             let kind = match *self.handler {
                 Background::Daemon(_) => execution::Kind::Daemon,
                 Background::Timer(_) => execution::Kind::Timer,
@@ -457,7 +457,7 @@ impl Runner {
             )
         }));
         let outcome = self.cancellable(attempt).await;
-        let mut patch: Patch = std::mem::take(&mut *lock(&written));
+        let mut patch = written.take_patch();
         if let Outcome::Success(Some(result)) = &outcome {
             deliver(&mut patch, id, result.clone());
         }

@@ -82,7 +82,9 @@ impl ActivityHandler {
         ActivityHandler {
             id: id.into(),
             activity,
-            function: Arc::new(move |invocation| Box::pin(function(invocation))),
+            function: Arc::new(move |invocation| {
+                crate::actions::invocation::boxed_future(function(invocation))
+            }),
             options: ActivityOptions::default(),
         }
     }

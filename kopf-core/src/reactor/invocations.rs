@@ -28,7 +28,9 @@ pub(crate) struct Invocations {
 #[derive(Debug, Default)]
 pub(crate) struct Change {
     pub(crate) reason: Option<Reason>,
-    pub(crate) diff: Arc<Diff>,
+    /// `None` for no change (daemons, timers, event handlers, index functions): no empty diff
+    /// made and freed for each.
+    pub(crate) diff: Option<Arc<Diff>>,
     pub(crate) old: Option<Arc<Value>>,
     pub(crate) new: Option<Arc<Value>>,
 }
@@ -56,14 +58,13 @@ impl Invocations {
             retry: 0,
             started: time::OffsetDateTime::now_utc(),
             param: options.param.clone(),
-            patch: Arc::default(),
             client: self.client.clone(),
             node,
             logger: Logger::new(tracing::Span::none(), events.clone()),
             events,
             memo,
             indexes: self.indexes.clone(),
-            subhandlers: Default::default(),
+            gathered: Default::default(),
             counted_as: None,
             review: None,
         }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 mod roles;
 
-use crate::actions::delivery::{deliver, take_patch};
+use crate::actions::delivery::deliver;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{ErrorsMode, Invocation, Options, Reason};
 use crate::aiokits::tasks::{StopReason, Tasks};
@@ -617,7 +617,7 @@ impl Processor {
             {
                 continue;
             }
-            let written = invocation.patch.clone();
+            let gathered = invocation.gathered.clone();
             // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
             // seen twice); `execute` logs them.
             let retrying = execution::Retrying {
@@ -632,11 +632,7 @@ impl Processor {
                 invocation,
             )
             .await;
-            patch.merge(std::mem::take(
-                &mut *written
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            ));
+            patch.merge(gathered.take_patch());
             if let Outcome::Success(Some(result)) = outcome {
                 deliver(&mut patch, &handler.id, result);
             }
@@ -825,7 +821,7 @@ impl Processor {
                         body.clone(),
                         Change {
                             reason: Some(reason),
-                            diff: s.diff.clone(),
+                            diff: Some(s.diff.clone()),
                             old: s.old.clone(),
                             new: s.new.clone(),
                         },
@@ -871,7 +867,7 @@ impl Processor {
             let started = record.started.unwrap_or(now);
             let change = Change {
                 reason: Some(reason),
-                diff: diff.clone(),
+                diff: Some(diff.clone()),
                 old: old.clone(),
                 new: new.clone(),
             };
@@ -885,9 +881,8 @@ impl Processor {
             invocation.retry = record.retries;
             invocation.started = started;
             invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
-            let patch = invocation.patch.clone();
             let logger = invocation.logger.clone();
-            let subhandlers = invocation.subhandlers.clone();
+            let gathered = invocation.gathered.clone();
             let outcome = execution::execute(
                 &handler.id,
                 &handler.function,
@@ -896,7 +891,7 @@ impl Processor {
                 invocation,
             )
             .await;
-            cycle.patch.merge(take_patch(&patch));
+            cycle.patch.merge(gathered.take_patch());
             let mut subrefs = record.subrefs.clone();
             let cause = Cause {
                 handler: &handler.id,
@@ -912,7 +907,7 @@ impl Processor {
                 .settle_parent(
                     &handler.id,
                     outcome,
-                    &subhandlers,
+                    &gathered,
                     &cause,
                     &mut records,
                     &mut cycle.patch,

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::actions::delivery::take_patch;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{Reason, SubHandler, SubHandlers};
 use crate::aiokits::tasks::Tasks;
@@ -129,7 +128,7 @@ impl SubHandling<'_> {
                 let started = record.started.unwrap_or(now);
                 let change = Change {
                     reason: Some(reason),
-                    diff: cause.diff.clone(),
+                    diff: Some(cause.diff.clone()),
                     old: cause.old.clone(),
                     new: cause.new.clone(),
                 };
@@ -144,9 +143,8 @@ impl SubHandling<'_> {
                 invocation.started = started;
                 invocation.counted_as = Some(cause.handler.to_string());
                 invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
-                let written = invocation.patch.clone();
                 let logger = invocation.logger.clone();
-                let grandchildren = invocation.subhandlers.clone();
+                let grandchildren = invocation.gathered.clone();
                 let outcome = execution::execute(
                     id,
                     &child.function,
@@ -155,7 +153,7 @@ impl SubHandling<'_> {
                     invocation,
                 )
                 .await;
-                patch.merge(take_patch(&written));
+                patch.merge(grandchildren.take_patch());
                 let mut subrefs = record.subrefs.clone();
                 let outcome = self
                     .settle_parent(

@@ -112,6 +112,9 @@ impl Serialize for DiffItem {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diff(Vec<DiffItem>);
 
+/// The diff of no change, for calls that are not about one.
+pub(crate) static NO_CHANGES: Diff = Diff(Vec::new());
+
 impl Diff {
     /// Iterates over the items in order.
     pub fn iter(&self) -> std::slice::Iter<'_, DiffItem> {
