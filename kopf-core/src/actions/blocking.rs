@@ -115,8 +115,8 @@ impl Drop for Waiting<'_> {
         let work = self.node.work();
         tracing::warn!(
             target: "kopf::handler",
-            handler = work.as_ref().map(|w| &*w.handler),
-            object = work.as_ref().map(|w| &*w.object),
+            handler = work.as_ref().map(|w| w.handler()),
+            object = work.as_ref().map(|w| w.object()),
             stop_reason = %reason,
             "abandoning a sync handler ({reason}): it cannot be interrupted, so its thread runs on until it returns",
         );

@@ -198,7 +198,7 @@ impl Counted<'_> {
         if let Some((outcomes, work)) = self.recorded
             && let Some(ended) = outcome.as_handler_outcome(self.retry.saturating_add(1))
         {
-            outcomes.record(&work.object, &work.handler, ended);
+            outcomes.record(work.object(), work.handler(), ended);
         }
     }
 }
@@ -362,7 +362,7 @@ impl<'a> Attempt<'a> {
                 && let Some(reason) = stop_reason
                 && let Some(work) = node.work()
             {
-                tracing::debug!(target: "kopf::handler", handler = %work.handler, object = %work.object, stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
+                tracing::debug!(target: "kopf::handler", handler = %work.handler(), object = %work.object(), stop_reason = %reason, "the handler returned after it was asked to stop: {reason}");
             }
             // A retry asked for because the operator is exiting is not a failed attempt.
             report.exiting = stop_reason == Some(StopReason::OperatorExiting);

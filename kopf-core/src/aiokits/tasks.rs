@@ -470,7 +470,7 @@ mod tests {
             })
             .collect();
         let (first, total) = root.running_first(3);
-        let names: Vec<&str> = first.iter().map(|w| &*w.object).collect();
+        let names: Vec<&str> = first.iter().map(|w| w.object()).collect();
         assert_eq!(
             (names, total),
             (vec!["object-0", "object-1", "object-2"], 40)

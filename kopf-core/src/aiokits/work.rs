@@ -6,44 +6,75 @@ use std::sync::Arc;
 /// What a piece of running work is, for the logs of a stop: a handler on an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Work {
-    pub(crate) handler: Arc<str>,
-    /// `namespace/name`, or `name` for cluster-scoped objects.
-    pub(crate) object: Arc<str>,
+    /// The handler's id, then the object (`namespace/name`, or `name` for cluster-scoped
+    /// objects): one allocation for both, made for every handler's call and every daemon.
+    names: Arc<str>,
+    /// Where the handler's id ends in `names`.
+    split: usize,
 }
+
+/// How long names are joined on the stack, then copied once into their allocation.
+const JOINED_IN_PLACE: usize = 256;
 
 impl Work {
     pub(crate) fn new(handler: &str, namespace: Option<&str>, name: &str) -> Work {
-        let object = match namespace {
-            Some(namespace) => [namespace, "/", name].concat(),
-            None => name.to_string(),
+        let parts = match namespace {
+            Some(namespace) => [handler, namespace, "/", name],
+            None => [handler, "", "", name],
+        };
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        let names: Arc<str> = if len <= JOINED_IN_PLACE {
+            let mut joined = [0; JOINED_IN_PLACE];
+            let mut end = 0;
+            for part in parts {
+                joined[end..end + part.len()].copy_from_slice(part.as_bytes());
+                end += part.len();
+            }
+            // Whole `str`s were copied in: always valid.
+            std::str::from_utf8(&joined[..end])
+                .unwrap_or_default()
+                .into()
+        } else {
+            parts.concat().into()
         };
         Work {
-            handler: handler.into(),
-            object: object.into(),
+            names,
+            split: handler.len(),
         }
+    }
+
+    /// The handler's id.
+    pub(crate) fn handler(&self) -> &str {
+        &self.names[..self.split]
+    }
+
+    /// The object: `namespace/name`, or `name` for cluster-scoped objects.
+    pub(crate) fn object(&self) -> &str {
+        &self.names[self.split..]
     }
 
     /// Whether this is the handler `handler` on that object (as [`Work::new`] would name it),
     /// compared without making one.
     pub(crate) fn is(&self, handler: &str, namespace: Option<&str>, name: &str) -> bool {
-        if *self.handler != *handler {
+        if self.handler() != handler {
             return false;
         }
+        let object = self.object();
         match namespace {
             Some(namespace) => {
-                self.object
+                object
                     .strip_prefix(namespace)
                     .and_then(|rest| rest.strip_prefix('/'))
                     == Some(name)
             }
-            None => *self.object == *name,
+            None => object == name,
         }
     }
 }
 
 impl fmt::Display for Work {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "handler {} on {}", self.handler, self.object)
+        write!(f, "handler {} on {}", self.handler(), self.object())
     }
 }
 
@@ -61,5 +92,17 @@ mod tests {
         let cluster = Work::new("create_fn", None, "obj");
         assert!(cluster.is("create_fn", None, "obj"));
         assert!(!cluster.is("create_fn", Some("ns"), "obj"));
+        assert_eq!(
+            (namespaced.handler(), namespaced.object()),
+            ("create_fn", "ns/obj")
+        );
+        assert_eq!((cluster.handler(), cluster.object()), ("create_fn", "obj"));
+        let long = "n".repeat(JOINED_IN_PLACE);
+        let long = Work::new("ünïcödé_fn", Some(&long), "obj");
+        assert_eq!(long.handler(), "ünïcödé_fn");
+        assert_eq!(
+            long.object(),
+            format!("{}/obj", "n".repeat(JOINED_IN_PLACE))
+        );
     }
 }

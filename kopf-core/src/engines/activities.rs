@@ -210,7 +210,7 @@ impl Activities {
         threads.close();
         threads.exited().await;
         for work in threads.busy() {
-            tracing::warn!(target: "kopf::activity", handler = %work.handler, "abandoning the sync cleanup handler {}: its thread cannot be interrupted", work.handler);
+            tracing::warn!(target: "kopf::activity", handler = %work.handler(), "abandoning the sync cleanup handler {}: its thread cannot be interrupted", work.handler());
         }
         result
     }
@@ -344,7 +344,7 @@ async fn bounded(
     tokio::select! {
         finished = &mut run => finished.map(drop).map_err(|f| failed(f.handler, f.message)),
         _ = tokio::time::sleep(timeout) => {
-            let running: Vec<String> = tree.running().iter().map(|w| w.handler.to_string()).collect();
+            let running: Vec<String> = tree.running().iter().map(|w| w.handler().to_string()).collect();
             let handler = if running.is_empty() {
                 "(waiting to retry)".to_string()
             } else {

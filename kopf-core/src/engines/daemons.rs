@@ -325,7 +325,7 @@ impl Runner {
         {
             return;
         }
-        tracing::debug!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "{kind} '{}' started.", self.work.handler);
+        tracing::debug!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), "{kind} '{}' started.", self.work.handler());
         match &*self.handler {
             Background::Daemon(_) => self.run_daemon().await,
             Background::Timer(timer) => {
@@ -336,7 +336,7 @@ impl Runner {
             }
         }
         if let Some(reason) = self.node.stop_reason() {
-            tracing::debug!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, stop_reason = %reason, "{kind} '{}' has exited on request: {reason}.", self.work.handler);
+            tracing::debug!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), stop_reason = %reason, "{kind} '{}' has exited on request: {reason}.", self.work.handler());
         }
     }
 
@@ -356,7 +356,7 @@ impl Runner {
                     // `stopped` (its node's token) and returned has none, and is finished.
                     if self.node.stop_reason().is_none() {
                         self.ending.finished.store(true, Ordering::SeqCst);
-                        tracing::info!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "Daemon '{}' has exited on its own and will not be restarted.", self.work.handler);
+                        tracing::info!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), "Daemon '{}' has exited on its own and will not be restarted.", self.work.handler());
                     }
                     return;
                 }
@@ -487,7 +487,7 @@ impl Runner {
             Ok(()) => None,
             Err(Unwritten { rejected: true, .. }) => None,
             Err(Unwritten { patch, delay, .. }) => {
-                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, ?delay, "{} '{}' could not write its results and patch; they are kept for its next write.", self.handler.kind(), self.work.handler);
+                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), ?delay, "{} '{}' could not write its results and patch; they are kept for its next write.", self.handler.kind(), self.work.handler());
                 let mut unwritten = lock(&self.unwritten);
                 let newer = std::mem::replace(&mut *unwritten, patch);
                 unwritten.merge(newer);
@@ -536,7 +536,7 @@ impl Runner {
                 }
             };
             if !in_time {
-                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler, object = %self.work.object, "{} '{}' did not exit in time after it was asked to stop; leaving it orphaned on its thread.", self.handler.kind(), self.work.handler);
+                tracing::warn!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), "{} '{}' did not exit in time after it was asked to stop; leaving it orphaned on its thread.", self.handler.kind(), self.work.handler());
             }
         }
         Outcome::Aborted

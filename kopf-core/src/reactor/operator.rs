@@ -720,7 +720,7 @@ async fn shut_down(
     let on_threads = threads.busy();
     for work in tasks.running() {
         if !on_threads.contains(&work) {
-            tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "aborting the {work} {when}: it is still running");
+            tracing::warn!(target: "kopf::operator", handler = %work.handler(), object = %work.object(), "aborting the {work} {when}: it is still running");
         }
     }
     tracing::warn!(target: "kopf::operator", tasks = tasks.len(), "aborting the work left {when}");
@@ -729,7 +729,7 @@ async fn shut_down(
     threads.close();
     threads.exited().await;
     for work in threads.busy() {
-        tracing::warn!(target: "kopf::operator", handler = %work.handler, object = %work.object, "abandoning the sync {work} {when}: its thread cannot be interrupted and is left to finish on its own");
+        tracing::warn!(target: "kopf::operator", handler = %work.handler(), object = %work.object(), "abandoning the sync {work} {when}: its thread cannot be interrupted and is left to finish on its own");
     }
     Err(OperatorError::Aborted(grace))
 }

@@ -219,10 +219,10 @@ fn record_parent(id: &str, outcome: &Outcome, cause: &Cause<'_>) {
     };
     let metadata = &cause.body["metadata"];
     let name = metadata["name"].as_str().unwrap_or_default();
-    let object = Work::new(id, metadata["namespace"].as_str(), name).object;
-    let retries = outcomes.retries(&object, id).max(1);
+    let work = Work::new(id, metadata["namespace"].as_str(), name);
+    let retries = outcomes.retries(work.object(), id).max(1);
     if let Some(ended) = outcome.as_handler_outcome(retries) {
-        outcomes.record(&object, id, ended);
+        outcomes.record(work.object(), id, ended);
     }
 }
 
