@@ -50,6 +50,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
@@ -98,6 +99,7 @@ impl Memo {
 
     /// Keeps `value` as the memo's value of type `T`; returns the one it replaces.
     pub fn insert<T: Any + Send + Sync>(&self, value: T) -> Option<Arc<T>> {
+        TYPED_KEPT.store(true, Ordering::Release);
         let value: Typed = Arc::new(value);
         let previous = self
             .lock()
@@ -126,6 +128,7 @@ impl Memo {
         if let Some(value) = self.get::<T>() {
             return value;
         }
+        TYPED_KEPT.store(true, Ordering::Release);
         let made: Typed = Arc::new(make());
         let kept = self
             .lock()
@@ -224,6 +227,11 @@ pub(crate) struct ObjectMemos(Arc<Table>);
 #[derive(Default)]
 struct Table(Mutex<HashMap<String, Memo>>);
 
+/// Whether any memo of the process was ever given a typed value: set as one is kept, read as
+/// a table is dropped (at the operator's exit, after the handlers' tasks, which keep them,
+/// have ended).
+static TYPED_KEPT: AtomicBool = AtomicBool::new(false);
+
 impl Drop for Table {
     fn drop(&mut self) {
         let memos = self
@@ -231,8 +239,11 @@ impl Drop for Table {
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // A memo with another handle still somewhere is dropped here too: that handle's
-        // owner may drop it first, and this one's drop would then be the last.
-        memos.retain(|_, memo| memo.let_go_of_typed());
+        // owner may drop it first, and this one's drop would then be the last. Without a
+        // typed value in any memo, no memo is visited (each is a cache miss at the exit).
+        if TYPED_KEPT.load(Ordering::Acquire) {
+            memos.retain(|_, memo| memo.let_go_of_typed());
+        }
         drop(FreedApart(std::mem::take(memos)));
     }
 }
