@@ -461,9 +461,10 @@ fn full_head(
     metadata: &'static tracing::Metadata<'static>,
 ) -> fmt::Result {
     let now = std::time::SystemTime::now();
-    let since = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let Ok(since) = now.duration_since(std::time::UNIX_EPOCH) else {
+        // A clock before 1970: not worth a key of its own.
+        return head_at(writer, now.into(), metadata);
+    };
     let millis = since.as_secs().saturating_mul(1000) + u64::from(since.subsec_millis());
     let callsite = std::ptr::from_ref(metadata).addr();
     let copied = HEAD.try_with(|head| {
