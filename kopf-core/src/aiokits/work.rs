@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::helpers::joined::Joined;
+
 /// What a piece of running work is, for the logs of a stop: a handler on an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Work {
@@ -22,20 +24,9 @@ impl Work {
             Some(namespace) => [handler, namespace, "/", name],
             None => [handler, "", "", name],
         };
-        let len: usize = parts.iter().map(|part| part.len()).sum();
-        let names: Arc<str> = if len <= JOINED_IN_PLACE {
-            let mut joined = [0; JOINED_IN_PLACE];
-            let mut end = 0;
-            for part in parts {
-                joined[end..end + part.len()].copy_from_slice(part.as_bytes());
-                end += part.len();
-            }
-            // Whole `str`s were copied in: always valid.
-            std::str::from_utf8(&joined[..end])
-                .unwrap_or_default()
-                .into()
-        } else {
-            parts.concat().into()
+        let names: Arc<str> = match Joined::<JOINED_IN_PLACE>::new(&parts) {
+            Some(joined) => joined.as_str().into(),
+            None => parts.concat().into(),
         };
         Work {
             names,

@@ -26,8 +26,7 @@ use futures::FutureExt as _;
 use serde_json::{Value, json};
 
 use crate::actions::execution::{self, Kind, Outcome};
-use crate::actions::invocation::SubHandlers;
-use crate::actions::invocation::{ErrorsMode, HandlerFn, Invocation, Options};
+use crate::actions::invocation::{ErrorsMode, HandlerFn, Invocation, Options, SubHandlers};
 use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::{Logger, Poster};
 use crate::helpers::sync::lock;

@@ -1,4 +1,5 @@
 //! Small helpers that know nothing of Kubernetes or operators.
 
 pub(crate) mod freeing;
+pub(crate) mod joined;
 pub(crate) mod sync;

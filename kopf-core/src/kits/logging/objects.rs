@@ -5,6 +5,8 @@ use std::fmt;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
 
+use crate::helpers::joined::Joined;
+
 /// Of a span's fields, the object's name and namespace: all that plain and full lines show of
 /// them (the others are not formatted at all). One text holds both, the namespace first, kept
 /// in place when short: a handler's span then costs no allocation for its object besides the
@@ -82,39 +84,28 @@ impl Visit for ObjectPath {
 const INLINE: usize = 64;
 
 /// Two texts joined: kept in place when short, on the heap otherwise.
-#[derive(Clone)]
 enum PathText {
-    Inline { bytes: [u8; INLINE], len: usize },
+    Inline(Joined<INLINE>),
     Heap(String),
 }
 
 impl Default for PathText {
     fn default() -> PathText {
-        PathText::Inline {
-            bytes: [0; INLINE],
-            len: 0,
-        }
+        PathText::joined("", "")
     }
 }
 
 impl PathText {
     fn joined(first: &str, second: &str) -> PathText {
-        let len = first.len() + second.len();
-        if len > INLINE {
-            return PathText::Heap([first, second].concat());
+        match Joined::new(&[first, second]) {
+            Some(joined) => PathText::Inline(joined),
+            None => PathText::Heap([first, second].concat()),
         }
-        let mut bytes = [0; INLINE];
-        bytes[..first.len()].copy_from_slice(first.as_bytes());
-        bytes[first.len()..len].copy_from_slice(second.as_bytes());
-        PathText::Inline { bytes, len }
     }
 
     fn as_str(&self) -> &str {
         match self {
-            // Two whole `str`s were copied in: always valid.
-            PathText::Inline { bytes, len } => {
-                std::str::from_utf8(&bytes[..*len]).unwrap_or_default()
-            }
+            PathText::Inline(joined) => joined.as_str(),
             PathText::Heap(text) => text,
         }
     }
