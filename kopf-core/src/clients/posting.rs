@@ -64,7 +64,7 @@ const CUT_MESSAGE_INFIX: &str = "...";
 #[derive(Debug)]
 pub(crate) struct Queued {
     /// `involvedObject`, without the namespace of cluster-scoped objects (the poster knows it).
-    subject: Arc<Subject>,
+    subject: Map<String, Value>,
     kind: String,
     reason: String,
     message: String,
@@ -117,10 +117,7 @@ impl Poster {
             // Nothing is ever posted: no reference is needed.
             Subject::built(Map::new())
         };
-        Events {
-            poster: self.clone(),
-            subject: Arc::new(subject),
-        }
+        Events::new(self.clone(), subject)
     }
 
     /// Events about an object of this resource, whose reference is built from the body only
@@ -129,16 +126,16 @@ impl Poster {
         if self.sender.is_none() {
             return self.events(body, resource);
         }
-        Events {
-            poster: self.clone(),
-            subject: Arc::new(Subject {
+        Events::new(
+            self.clone(),
+            Subject {
                 reference: OnceLock::new(),
                 source: Some((body.clone(), resource.clone())),
-            }),
-        }
+            },
+        )
     }
 
-    fn enqueue(&self, subject: &Arc<Subject>, kind: &str, reason: &str, message: String) {
+    fn enqueue(&self, subject: &Subject, kind: &str, reason: &str, message: String) {
         let Some(sender) = &self.sender else { return };
         let reference = subject.reference();
         if reference.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -147,7 +144,7 @@ impl Poster {
             return;
         }
         let queued = Queued {
-            subject: subject.clone(),
+            subject: reference.clone(),
             kind: kind.to_string(),
             reason: reason.to_string(),
             message,
@@ -254,35 +251,49 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 /// ```
 #[derive(Clone)]
 pub struct Events {
+    /// One allocation per invocation, shared by its clones (the invocation's, its logger's,
+    /// the current handler's): a clone is one count, where the poster's queue and settings
+    /// took three shared by every handler of the operator.
+    shared: Arc<EventsOf>,
+}
+
+/// Where events go, and what they are about.
+struct EventsOf {
     poster: Poster,
-    subject: Arc<Subject>,
+    subject: Subject,
 }
 
 impl Events {
+    fn new(poster: Poster, subject: Subject) -> Events {
+        Events {
+            shared: Arc::new(EventsOf { poster, subject }),
+        }
+    }
+
     /// An event of type `Normal`.
     pub fn info(&self, reason: &str, message: impl fmt::Display) {
-        if self.poster.passes(Level::INFO) {
+        if self.shared.poster.passes(Level::INFO) {
             self.post("Normal", reason, message.to_string());
         }
     }
 
     /// An event of type `Warning`.
     pub fn warn(&self, reason: &str, message: impl fmt::Display) {
-        if self.poster.passes(Level::WARN) {
+        if self.shared.poster.passes(Level::WARN) {
             self.post("Warning", reason, message.to_string());
         }
     }
 
     /// An event of type `Error` with the error as its message (Kopf's `kopf.exception`).
     pub fn exception(&self, reason: &str, error: impl fmt::Display) {
-        if self.poster.passes(Level::ERROR) {
+        if self.shared.poster.passes(Level::ERROR) {
             self.post("Error", reason, error.to_string());
         }
     }
 
     /// An event of any type (`Normal`, `Warning`, ...), whatever the level setting.
     pub fn event(&self, kind: &str, reason: &str, message: impl fmt::Display) {
-        if self.poster.settings.enabled {
+        if self.shared.poster.settings.enabled {
             self.post(kind, reason, message.to_string());
         }
     }
@@ -301,7 +312,7 @@ impl Events {
 
     /// Whether these events are posted at all (a disabled poster drops them).
     pub(crate) fn enabled(&self) -> bool {
-        self.poster.sender.is_some()
+        self.shared.poster.sender.is_some()
     }
 
     pub(crate) fn about_body(&self, body: &Value) -> Events {
@@ -309,22 +320,21 @@ impl Events {
         // The handler's own object, maybe without apiVersion and kind (as list items of
         // built-in resources come): referred to as its resource says.
         let uid = reference.get("uid");
-        if uid.is_some() && uid == self.subject.reference().get("uid") {
+        if uid.is_some() && uid == self.shared.subject.reference().get("uid") {
             return self.clone();
         }
-        Events {
-            poster: self.poster.clone(),
-            subject: Arc::new(Subject::built(reference)),
-        }
+        Events::new(self.shared.poster.clone(), Subject::built(reference))
     }
 
     fn post(&self, kind: &str, reason: &str, message: String) {
-        self.poster.enqueue(&self.subject, kind, reason, message);
+        self.shared
+            .poster
+            .enqueue(&self.shared.subject, kind, reason, message);
     }
 
     /// Posts a log record if the settings ask for it (`loggers` and the level).
     fn record(&self, level: Level, message: impl FnOnce() -> String) {
-        if self.poster.settings.loggers && self.poster.passes(level) {
+        if self.shared.poster.settings.loggers && self.shared.poster.passes(level) {
             let kind = match level {
                 Level::ERROR => "Error",
                 Level::WARN => "Warning",
@@ -339,8 +349,8 @@ impl Events {
 impl fmt::Debug for Events {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Events")
-            .field("object", &self.subject)
-            .field("enabled", &self.poster.sender.is_some())
+            .field("object", &self.shared.subject)
+            .field("enabled", &self.shared.poster.sender.is_some())
             .finish()
     }
 }
@@ -363,50 +373,75 @@ impl fmt::Debug for Events {
 /// ```
 #[derive(Clone)]
 pub struct Logger {
-    pub(crate) span: tracing::Span,
+    /// Shared by its clones (the invocation's and its attempt's): a clone is one count, where
+    /// a span's clone and drop each looked the span up in the subscriber's registry.
+    shared: Arc<LoggerOf>,
+}
+
+struct LoggerOf {
+    span: tracing::Span,
     events: Events,
 }
 
 impl Logger {
     pub(crate) fn new(span: tracing::Span, events: Events) -> Logger {
-        Logger { span, events }
+        Logger {
+            shared: Arc::new(LoggerOf { span, events }),
+        }
+    }
+
+    /// This logger in another span: in place when no clone of it was made yet (an
+    /// invocation's, as it is made ready for its handler).
+    pub(crate) fn set_span(&mut self, span: tracing::Span) {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.span = span,
+            None => *self = Logger::new(span, self.shared.events.clone()),
+        }
     }
 
     /// The span, for `tracing` macros and `.instrument()`.
     pub fn span(&self) -> &tracing::Span {
-        &self.span
+        &self.shared.span
     }
 
     /// Logs at DEBUG (posted as type `Debug` only if the posting level is DEBUG or TRACE).
     pub fn debug(&self, message: impl fmt::Display) {
-        tracing::debug!(target: "kopf::objects", parent: &self.span, "{message}");
-        self.events.record(Level::DEBUG, || message.to_string());
+        tracing::debug!(target: "kopf::objects", parent: &self.shared.span, "{message}");
+        self.shared
+            .events
+            .record(Level::DEBUG, || message.to_string());
     }
 
     /// Logs at INFO.
     pub fn info(&self, message: impl fmt::Display) {
-        tracing::info!(target: "kopf::objects", parent: &self.span, "{message}");
-        self.events.record(Level::INFO, || message.to_string());
+        tracing::info!(target: "kopf::objects", parent: &self.shared.span, "{message}");
+        self.shared
+            .events
+            .record(Level::INFO, || message.to_string());
     }
 
     /// Logs at WARN.
     pub fn warn(&self, message: impl fmt::Display) {
-        tracing::warn!(target: "kopf::objects", parent: &self.span, "{message}");
-        self.events.record(Level::WARN, || message.to_string());
+        tracing::warn!(target: "kopf::objects", parent: &self.shared.span, "{message}");
+        self.shared
+            .events
+            .record(Level::WARN, || message.to_string());
     }
 
     /// Logs at ERROR.
     pub fn error(&self, message: impl fmt::Display) {
-        tracing::error!(target: "kopf::objects", parent: &self.span, "{message}");
-        self.events.record(Level::ERROR, || message.to_string());
+        tracing::error!(target: "kopf::objects", parent: &self.shared.span, "{message}");
+        self.shared
+            .events
+            .record(Level::ERROR, || message.to_string());
     }
 }
 
 impl fmt::Debug for Logger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Logger")
-            .field("span", &self.span)
-            .field("events", &self.events)
+            .field("span", &self.shared.span)
+            .field("events", &self.shared.events)
             .finish()
     }
 }
@@ -414,7 +449,7 @@ impl fmt::Debug for Logger {
 /// So that `tracing::info!(parent: invocation.logger(), ...)` logs in the object's span.
 impl From<&Logger> for Option<tracing::Id> {
     fn from(logger: &Logger) -> Self {
-        logger.span.id()
+        logger.shared.span.id()
     }
 }
 
@@ -447,7 +482,6 @@ async fn post(
 async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Queued) {
     let namespace = queued
         .subject
-        .reference()
         .get("namespace")
         .and_then(Value::as_str)
         .unwrap_or_else(|| client.default_namespace())
@@ -477,7 +511,7 @@ fn event_body(
     namespace: &str,
     now: time::OffsetDateTime,
 ) -> Value {
-    let mut involved = queued.subject.reference().clone();
+    let mut involved = queued.subject.clone();
     involved.insert("namespace".into(), namespace.into());
     let now = crate::configs::storage::timestamps::format_iso8601(now);
     json!({
@@ -531,7 +565,7 @@ pub(crate) fn test_poster(level: Level) -> (Poster, mpsc::Receiver<Queued>) {
 #[cfg(test)]
 pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
     std::iter::from_fn(|| receiver.try_recv().ok())
-        .map(|q| json!({"object": q.subject.reference(), "type": q.kind, "reason": q.reason, "message": q.message}))
+        .map(|q| json!({"object": q.subject, "type": q.kind, "reason": q.reason, "message": q.message}))
         .collect()
 }
 
@@ -571,10 +605,10 @@ mod tests {
     #[test]
     fn an_event_has_kopfs_shape() {
         let queued = Queued {
-            subject: Arc::new(Subject::built(reference(
+            subject: reference(
                 &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}}),
                 None,
-            ))),
+            ),
             kind: "Normal".into(),
             reason: "Logging".into(),
             message: "hello".into(),

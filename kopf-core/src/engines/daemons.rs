@@ -441,7 +441,9 @@ impl Runner {
             let mut invocation = self.host.invocation(body, options, node);
             invocation.retry = retry;
             invocation.started = started;
-            invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace());
+            invocation
+                .logger
+                .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace()));
             written = invocation.gathered.clone();
             let kind = match *self.handler {
                 Background::Daemon(_) => execution::Kind::Daemon,

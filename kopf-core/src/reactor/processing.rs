@@ -880,7 +880,9 @@ impl Processor {
             );
             invocation.retry = record.retries;
             invocation.started = started;
-            invocation.logger.span = tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason);
+            invocation
+                .logger
+                .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
             let logger = invocation.logger.clone();
             let gathered = invocation.gathered.clone();
             let outcome = execution::execute(
