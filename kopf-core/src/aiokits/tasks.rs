@@ -18,9 +18,9 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use foldhash::HashMap;
 use tokio::sync::oneshot;
@@ -145,6 +145,8 @@ impl Reason {
 #[derive(Debug)]
 struct Shared {
     abort: CancellationToken,
+    /// Set as `abort` fires, for the tasks to read without its lock.
+    aborted: Arc<AtomicBool>,
     tracker: TaskTracker,
     threads: Threads,
     /// Keyed by a counter, in the order they started: a stop names the oldest first.
@@ -168,6 +170,11 @@ pin_project_lite::pin_project! {
     struct Abortable<F> {
         #[pin]
         abort: WaitForCancellationFutureOwned,
+        aborted: Arc<AtomicBool>,
+        // The waker that the abort wakes. Polling the abort's future takes the abort token's
+        // lock and its waiters' lock, both shared by every task of the operator: it is polled
+        // again only when the task is polled with another waker (a tokio task never is).
+        registered: Option<Waker>,
         #[pin]
         future: F,
     }
@@ -178,9 +185,20 @@ impl<F: Future<Output = ()>> Future for Abortable<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
-        // The abort first: once it fired, the future is not polled again.
-        if this.abort.poll(cx).is_ready() {
+        // The abort first: once it fired, the future is not polled again. Set before the
+        // token fires, the flag is seen by every poll that the token's wake-up causes.
+        if this.aborted.load(Ordering::Acquire) {
             return Poll::Ready(());
+        }
+        if this
+            .registered
+            .as_ref()
+            .is_none_or(|waker| !waker.will_wake(cx.waker()))
+        {
+            if this.abort.poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            *this.registered = Some(cx.waker().clone());
         }
         this.future.poll(cx)
     }
@@ -195,6 +213,7 @@ impl Tasks {
             work: None,
             shared: Arc::new(Shared {
                 abort: CancellationToken::new(),
+                aborted: Arc::default(),
                 tracker: TaskTracker::new(),
                 threads: Threads::new(max_threads),
                 in_flight: Mutex::default(),
@@ -255,16 +274,24 @@ impl Tasks {
         F: Future<Output = ()> + Send + 'static,
     {
         let abort = self.shared.abort.clone().cancelled_owned();
+        let aborted = self.shared.aborted.clone();
         // tokio moves a task's stage by value as the task ends (its future, then its output,
         // as large as the future): a large future costs a copy of its size there, a boxed one
         // a pointer. A thousand daemons ending together spent 4 % of their exit so.
         if std::mem::size_of::<F>() > BOXED_ABOVE {
             self.shared.tracker.spawn(Abortable {
                 abort,
+                aborted,
+                registered: None,
                 future: Box::pin(future),
             });
         } else {
-            self.shared.tracker.spawn(Abortable { abort, future });
+            self.shared.tracker.spawn(Abortable {
+                abort,
+                aborted,
+                registered: None,
+                future,
+            });
         }
     }
 
@@ -357,6 +384,12 @@ impl Tasks {
     /// Drops every task of the tree at its next `.await`.
     pub(crate) fn abort(&self) {
         self.cancel(StopReason::OperatorExiting);
+        self.fire_abort();
+    }
+
+    /// Fires the abort alone: every task of the tree ends at its next poll.
+    fn fire_abort(&self) {
+        self.shared.aborted.store(true, Ordering::Release);
         self.shared.abort.cancel();
     }
 
@@ -508,13 +541,53 @@ mod tests {
         assert_eq!(node.stop_reason(), Some(StopReason::OperatorExiting));
     }
 
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(AtomicU64);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A task registers for the abort once, and again only when it is polled with another
+    /// waker: the abort wakes the newest, and the task ends without polling its future again.
+    #[test]
+    fn the_abort_wakes_a_task_through_its_newest_waker() {
+        let root = Tasks::root(1);
+        let polls = Arc::new(AtomicU64::new(0));
+        let counted = polls.clone();
+        let mut task = Box::pin(Abortable {
+            abort: root.shared.abort.clone().cancelled_owned(),
+            aborted: root.shared.aborted.clone(),
+            registered: None,
+            future: std::future::poll_fn(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Poll::<()>::Pending
+            }),
+        });
+        let (first, second) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
+        let waker = Waker::from(first.clone());
+        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        let waker = Waker::from(second.clone());
+        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 3);
+        root.abort();
+        assert_eq!(first.0.load(Ordering::SeqCst), 0, "the old waker is not woken");
+        assert_eq!(second.0.load(Ordering::SeqCst), 1, "the newest waker is woken");
+        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
+        assert_eq!(polls.load(Ordering::SeqCst), 3, "not polled after the abort");
+    }
+
     /// After the abort, no task of the tree runs: the stop is asked for in place then. (The
     /// abort token is fired alone here, to see the stop come from the fallback: `abort` asks
     /// the root to stop first.)
     #[tokio::test]
     async fn a_stop_asked_after_the_abort_is_asked_in_place() {
         let root = Tasks::root(1);
-        root.shared.abort.cancel();
+        root.fire_abort();
         let child = root.child();
         tokio::time::timeout(
             std::time::Duration::from_secs(30),
