@@ -420,6 +420,12 @@ impl Logger {
             .record(Level::INFO, || message.to_string());
     }
 
+    /// Logs a text at INFO: recorded as text, not formatted.
+    pub(crate) fn info_text(&self, line: &str) {
+        tracing::info!(target: "kopf::objects", parent: &self.shared.span, message = line);
+        self.shared.events.record(Level::INFO, || line.to_string());
+    }
+
     /// Logs at WARN.
     pub fn warn(&self, message: impl fmt::Display) {
         tracing::warn!(target: "kopf::objects", parent: &self.shared.span, "{message}");
