@@ -153,9 +153,12 @@ impl<'a> PatchSlot<'a> {
 
 impl Drop for PatchSlot<'_> {
     fn drop(&mut self) {
-        let patch = std::mem::take(&mut self.patch);
-        if !patch.is_empty() {
-            self.invocation.patch().merge(patch);
+        // Taken only when filled: most calls patch nothing, and an empty patch taken is one
+        // more to drop.
+        if !self.patch.is_empty() {
+            self.invocation
+                .patch()
+                .merge(std::mem::take(&mut self.patch));
         }
     }
 }

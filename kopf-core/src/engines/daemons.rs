@@ -347,7 +347,9 @@ impl Runner {
             match self.attempt(retry, started).await {
                 Outcome::Success(_) | Outcome::Failure(_) => {
                     // No next attempt to carry what could not be written: try until it is.
-                    while let Some(delay) = self.write(Patch::default()).await {
+                    while self.has_unwritten()
+                        && let Some(delay) = self.write(Patch::default()).await
+                    {
                         if !self.sleep(delay).await {
                             break;
                         }
@@ -465,6 +467,11 @@ impl Runner {
         }
         self.write(patch).await;
         outcome
+    }
+
+    /// Whether earlier attempts left something unwritten.
+    fn has_unwritten(&self) -> bool {
+        !lock(&self.unwritten).is_empty()
     }
 
     /// Writes the patch, after what earlier attempts could not write (the newer values win);
