@@ -24,7 +24,9 @@ use std::task::{Context, Poll, Waker};
 
 use foldhash::HashMap;
 use tokio::sync::oneshot;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::{
+    CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
+};
 use tokio_util::task::TaskTracker;
 
 use crate::aiokits::threads::Threads;
@@ -162,6 +164,48 @@ struct Shared {
 const BOXED_ABOVE: usize = 256;
 
 pin_project_lite::pin_project! {
+    /// The tree's abort as a future: ready once the abort fired ([`Tasks::aborted`]).
+    ///
+    /// Polling the abort token's own future takes its lock and its waiters' lock, both shared
+    /// by every task of the operator: this one reads a flag instead, and polls the token's
+    /// future (registering the waker) only when polled with a waker it has not registered (a
+    /// tokio task's is always the same).
+    pub(crate) struct Abort<W, B> {
+        #[pin]
+        wait: W,
+        aborted: B,
+        registered: Option<Waker>,
+    }
+}
+
+impl<W, B> Future for Abort<W, B>
+where
+    W: Future<Output = ()>,
+    B: std::ops::Deref<Target = AtomicBool>,
+{
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        // Set before the token fires: every poll that the token's wake-up causes sees it.
+        if this.aborted.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        if this
+            .registered
+            .as_ref()
+            .is_none_or(|waker| !waker.will_wake(cx.waker()))
+        {
+            if this.wait.poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            *this.registered = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+pin_project_lite::pin_project! {
     /// A task of the tree: its future, dropped unpolled once the abort token has fired.
     ///
     /// A struct rather than an `async` block around `select!`: such a block keeps the future
@@ -169,12 +213,7 @@ pin_project_lite::pin_project! {
     /// its future is big (an object's worker rests in one).
     struct Abortable<F> {
         #[pin]
-        abort: WaitForCancellationFutureOwned,
-        aborted: Arc<AtomicBool>,
-        // The waker that the abort wakes. Polling the abort's future takes the abort token's
-        // lock and its waiters' lock, both shared by every task of the operator: it is polled
-        // again only when the task is polled with another waker (a tokio task never is).
-        registered: Option<Waker>,
+        abort: Abort<WaitForCancellationFutureOwned, Arc<AtomicBool>>,
         #[pin]
         future: F,
     }
@@ -185,20 +224,9 @@ impl<F: Future<Output = ()>> Future for Abortable<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
-        // The abort first: once it fired, the future is not polled again. Set before the
-        // token fires, the flag is seen by every poll that the token's wake-up causes.
-        if this.aborted.load(Ordering::Acquire) {
+        // The abort first: once it fired, the future is not polled again.
+        if this.abort.poll(cx).is_ready() {
             return Poll::Ready(());
-        }
-        if this
-            .registered
-            .as_ref()
-            .is_none_or(|waker| !waker.will_wake(cx.waker()))
-        {
-            if this.abort.poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            *this.registered = Some(cx.waker().clone());
         }
         this.future.poll(cx)
     }
@@ -258,6 +286,16 @@ impl Tasks {
         &self.shared.abort
     }
 
+    /// Ready once the grace period is over and everything is dropped: as the abort token's
+    /// `cancelled()`, without its locks at every poll ([`Abort`]).
+    pub(crate) fn aborted(&self) -> Abort<WaitForCancellationFuture<'_>, &AtomicBool> {
+        Abort {
+            wait: self.shared.abort.cancelled(),
+            aborted: &self.shared.aborted,
+            registered: None,
+        }
+    }
+
     /// Why this node was cancelled (its own reason, or its nearest ancestor's); `None` while
     /// it is not cancelled.
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
@@ -273,25 +311,21 @@ impl Tasks {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let abort = self.shared.abort.clone().cancelled_owned();
-        let aborted = self.shared.aborted.clone();
+        let abort = Abort {
+            wait: self.shared.abort.clone().cancelled_owned(),
+            aborted: self.shared.aborted.clone(),
+            registered: None,
+        };
         // tokio moves a task's stage by value as the task ends (its future, then its output,
         // as large as the future): a large future costs a copy of its size there, a boxed one
         // a pointer. A thousand daemons ending together spent 4 % of their exit so.
         if std::mem::size_of::<F>() > BOXED_ABOVE {
             self.shared.tracker.spawn(Abortable {
                 abort,
-                aborted,
-                registered: None,
                 future: Box::pin(future),
             });
         } else {
-            self.shared.tracker.spawn(Abortable {
-                abort,
-                aborted,
-                registered: None,
-                future,
-            });
+            self.shared.tracker.spawn(Abortable { abort, future });
         }
     }
 
@@ -559,9 +593,11 @@ mod tests {
         let polls = Arc::new(AtomicU64::new(0));
         let counted = polls.clone();
         let mut task = Box::pin(Abortable {
-            abort: root.shared.abort.clone().cancelled_owned(),
-            aborted: root.shared.aborted.clone(),
-            registered: None,
+            abort: Abort {
+                wait: root.shared.abort.clone().cancelled_owned(),
+                aborted: root.shared.aborted.clone(),
+                registered: None,
+            },
             future: std::future::poll_fn(move |_| {
                 counted.fetch_add(1, Ordering::SeqCst);
                 Poll::<()>::Pending
@@ -569,16 +605,66 @@ mod tests {
         });
         let (first, second) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
         let waker = Waker::from(first.clone());
-        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
-        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(
+            task.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert!(
+            task.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
         let waker = Waker::from(second.clone());
-        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(
+            task.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
         assert_eq!(polls.load(Ordering::SeqCst), 3);
         root.abort();
-        assert_eq!(first.0.load(Ordering::SeqCst), 0, "the old waker is not woken");
-        assert_eq!(second.0.load(Ordering::SeqCst), 1, "the newest waker is woken");
-        assert!(task.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
-        assert_eq!(polls.load(Ordering::SeqCst), 3, "not polled after the abort");
+        assert_eq!(
+            first.0.load(Ordering::SeqCst),
+            0,
+            "the old waker is not woken"
+        );
+        assert_eq!(
+            second.0.load(Ordering::SeqCst),
+            1,
+            "the newest waker is woken"
+        );
+        assert!(
+            task.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready()
+        );
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            3,
+            "not polled after the abort"
+        );
+    }
+
+    /// A future outside the tree's tasks (an activity in the operator's own future) waits
+    /// for the abort: pending until it fires, then ready.
+    #[tokio::test]
+    async fn the_abort_ends_a_wait_for_it_outside_the_trees_tasks() {
+        let root = Tasks::root(1);
+        let mut aborted = std::pin::pin!(root.aborted());
+        assert!(futures::poll!(aborted.as_mut()).is_pending());
+        assert!(futures::poll!(aborted.as_mut()).is_pending());
+        let waited = async {
+            aborted.await;
+        };
+        let aborting = async {
+            tokio::task::yield_now().await;
+            root.abort();
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            tokio::join!(waited, aborting)
+        })
+        .await
+        .expect("woken by the abort");
     }
 
     /// After the abort, no task of the tree runs: the stop is asked for in place then. (The

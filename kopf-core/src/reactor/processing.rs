@@ -505,7 +505,7 @@ impl Processor {
         // the end of the grace period ends the wait for a permit.
         let permit = tokio::select! {
             permit = self.writes.acquire() => permit.ok(),
-            _ = tasks.abort_token().cancelled() => None,
+            _ = tasks.aborted() => None,
         };
         if permit.is_none() {
             return Err(Unwritten::dropped());
