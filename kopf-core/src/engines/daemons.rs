@@ -259,10 +259,9 @@ impl Unwritten {
     }
 }
 
-/// Starts a daemon or timer for the object `uid` as a child of `tasks`.
+/// Starts a daemon or timer for the object that `live` shows, as a child of `tasks`.
 pub(crate) fn start(
     host: Arc<dyn DaemonHost>,
-    uid: &str,
     handler: &Arc<Background>,
     live: Arc<Live>,
     tasks: &Tasks,
@@ -275,7 +274,6 @@ pub(crate) fn start(
     let ending = Arc::new(Ending::default());
     let runner = Runner {
         host,
-        uid: uid.to_string(),
         handler: handler.clone(),
         live,
         node: node.clone(),
@@ -290,7 +288,6 @@ pub(crate) fn start(
 /// One daemon or timer of one object, running.
 struct Runner {
     host: Arc<dyn DaemonHost>,
-    uid: String,
     /// Shared with the processor: not copied per object.
     handler: Arc<Background>,
     live: Arc<Live>,
@@ -492,7 +489,9 @@ impl Runner {
             }
         };
         let body = self.live.body();
-        match self.host.write(&self.uid, &body, all, &self.node).await {
+        // The object's uid, as its memory is keyed: read from its body, not kept per daemon.
+        let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
+        match self.host.write(uid, &body, all, &self.node).await {
             Ok(()) => None,
             Err(Unwritten { rejected: true, .. }) => None,
             Err(Unwritten { patch, delay, .. }) => {
@@ -606,7 +605,6 @@ mod tests {
         );
         let runner = Runner {
             host: Arc::new(Unused),
-            uid: "uid".into(),
             handler: Arc::new(Background::Daemon(daemon)),
             live: Arc::new(Live::new(Arc::new(Body::from(Value::Null)))),
             node: Tasks::root(1),

@@ -706,7 +706,7 @@ impl Processor {
             m.daemons.reconcile(
                 matching,
                 body,
-                |handler, live, tasks| daemons::start(self.clone(), uid, handler, live, tasks),
+                |handler, live, tasks| daemons::start(self.clone(), handler, live, tasks),
                 tasks,
             );
         });
