@@ -328,7 +328,8 @@ impl KopfFormat {
         for (key, value) in &others.0 {
             write!(writer, " {key}={}", Text(value))?;
         }
-        writeln!(writer)
+        // Not `writeln!`: that formats its (empty) arguments through `fmt::write` for one byte.
+        writer.write_char('\n')
     }
 
     /// A JSON line: the message, the time, the severity, the object, and every field of the
