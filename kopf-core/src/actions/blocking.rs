@@ -105,7 +105,7 @@ struct Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         // At the abort, the operator's stop names what it abandons itself.
-        if self.done || self.node.abort_token().is_cancelled() {
+        if self.done || self.node.is_aborted() {
             return;
         }
         let reason = self

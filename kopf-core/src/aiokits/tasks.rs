@@ -281,9 +281,9 @@ impl Tasks {
         &self.token
     }
 
-    /// Fires when the grace period is over and everything is dropped.
-    pub(crate) fn abort_token(&self) -> &CancellationToken {
-        &self.shared.abort
+    /// Whether the grace period is over and everything is dropped.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.shared.aborted.load(Ordering::Acquire)
     }
 
     /// Ready once the grace period is over and everything is dropped: as the abort token's
@@ -428,7 +428,9 @@ impl Tasks {
         self.fire_abort();
     }
 
-    /// Fires the abort alone: every task of the tree ends at its next poll.
+    /// Fires the abort alone: every task of the tree ends at its next poll. The one place
+    /// that cancels the abort token: the flag is set first, and what waits for the abort reads
+    /// the flag ([`Abort`]).
     fn fire_abort(&self) {
         self.shared.aborted.store(true, Ordering::Release);
         self.shared.abort.cancel();

@@ -252,8 +252,8 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 #[derive(Clone)]
 pub struct Events {
     /// One allocation per invocation, shared by its clones (the invocation's, its logger's,
-    /// the current handler's): a clone is one count, where the poster's queue and settings
-    /// took three shared by every handler of the operator.
+    /// the current handler's): a clone is one count. A clone of the poster counts its queue
+    /// twice and its settings once, on counters shared by every handler of the operator.
     shared: Arc<EventsOf>,
 }
 
@@ -378,6 +378,7 @@ pub struct Logger {
     shared: Arc<LoggerOf>,
 }
 
+/// A logger's span, and the events its records may be posted as.
 struct LoggerOf {
     span: tracing::Span,
     events: Events,
