@@ -75,8 +75,8 @@ pub(crate) async fn update(
         invocation.retry = state.retries;
         invocation.started = state.started.unwrap_or(now);
         invocation
-                .logger
-                .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()));
+            .logger
+            .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace()));
         let output: Output = Arc::default();
         invocation.indexes.output = Some(output.clone());
         let started = invocation.started;

@@ -143,8 +143,8 @@ impl SubHandling<'_> {
                 invocation.started = started;
                 invocation.counted_as = Some(cause.handler.to_string());
                 invocation
-                .logger
-                .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
+                    .logger
+                    .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
                 let logger = invocation.logger.clone();
                 let grandchildren = invocation.gathered.clone();
                 let outcome = execution::execute(
