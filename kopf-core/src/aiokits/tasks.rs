@@ -296,6 +296,15 @@ impl Tasks {
         }
     }
 
+    /// As [`Tasks::aborted`], owning what it waits on: for a task's [`Abortable`].
+    fn aborted_owned(&self) -> Abort<WaitForCancellationFutureOwned, Arc<AtomicBool>> {
+        Abort {
+            wait: self.shared.abort.clone().cancelled_owned(),
+            aborted: self.shared.aborted.clone(),
+            registered: None,
+        }
+    }
+
     /// Why this node was cancelled (its own reason, or its nearest ancestor's); `None` while
     /// it is not cancelled.
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
@@ -311,11 +320,7 @@ impl Tasks {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let abort = Abort {
-            wait: self.shared.abort.clone().cancelled_owned(),
-            aborted: self.shared.aborted.clone(),
-            registered: None,
-        };
+        let abort = self.aborted_owned();
         // tokio moves a task's stage by value as the task ends (its future, then its output,
         // as large as the future): a large future costs a copy of its size there, a boxed one
         // a pointer. A thousand daemons ending together spent 4 % of their exit so.
@@ -602,11 +607,7 @@ mod tests {
         let polls = Arc::new(AtomicU64::new(0));
         let counted = polls.clone();
         let mut task = Box::pin(Abortable {
-            abort: Abort {
-                wait: root.shared.abort.clone().cancelled_owned(),
-                aborted: root.shared.aborted.clone(),
-                registered: None,
-            },
+            abort: root.aborted_owned(),
             future: std::future::poll_fn(move |_| {
                 counted.fetch_add(1, Ordering::SeqCst);
                 Poll::<()>::Pending
