@@ -194,7 +194,7 @@ impl Report {
             ),
             4 => (
                 format!("4. Shutdown with {} objects", s.objects),
-                "SIGTERM to exit: once every object is handled (idle); once every object's create handler is running, each sleeping for an hour unless stopped (kopf-rs: until its `stopped` token fires; kube-rs: a reconcile that waits for the process's shutdown token; Kopf: `asyncio.sleep`, as Kopf gives change handlers no stop flag); and once every object's daemon runs, waiting for its `stopped` flag (kube-rs has no daemons: a task per object, started by the first reconcile, waiting for the shutdown token, awaited before exit). Open connections are the server's, minus those open before the operator started, up to 1 s after the exit.".to_string(),
+                "SIGTERM to exit: once every object is handled (idle); once every object's create handler is running, each sleeping for an hour unless stopped (kopf-rs: until its `stopped` token fires; kube-rs: a reconcile that waits for the process's shutdown token; Kopf: `asyncio.sleep`, as Kopf gives change handlers no stop flag); and once every object's daemon runs, waiting for its `stopped` flag (kube-rs has no daemons: a task per object, started by the first reconcile, waiting for the shutdown token, awaited before exit). Open connections are the server's, minus those open before the operator started, up to 1 s after the exit. The resident memory (VmRSS) is read just before the signal, 0.5 s after every object was handled or every handler or daemon said it started.".to_string(),
             ),
             5 => (
                 format!("5. Deletion with finalizers: {} objects deleted at once", s.objects),

@@ -555,12 +555,14 @@ pub(crate) async fn idle_scale(
 
 /// One shutdown: SIGTERM to exit once every object is handled (mode `create`), or once every
 /// busy handler or daemon runs (`busy`, `daemon`); and the connections it left open.
+/// One exit: its time (`None` if the operator had to be killed), the connections it left
+/// open, and its resident memory (MiB) at the signal.
 async fn shutdown_once(
     programs: &Programs,
     kind: Kind,
     objects: usize,
     mode: &str,
-) -> Result<(Option<f64>, f64), String> {
+) -> Result<(Option<f64>, f64, f64), String> {
     let cluster = populated(programs, objects, None).await?;
     let observer = Observer::start(cluster.client.clone()).await?;
     let baseline = cluster.open_connections().await?;
@@ -574,6 +576,7 @@ async fn shutdown_once(
         all_started(&operator, &cluster, objects, &what, DEADLINE).await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let (resident, _) = operator.memory();
     let exit = operator
         .terminate(EXIT_DEADLINE)
         .map(|d| d.as_secs_f64() * 1e3);
@@ -585,7 +588,11 @@ async fn shutdown_once(
     }
     drop(observer);
     cluster.stop();
-    Ok((exit, open.saturating_sub(baseline) as f64))
+    Ok((
+        exit,
+        open.saturating_sub(baseline) as f64,
+        resident as f64 / 1024.0,
+    ))
 }
 
 /// Waits until `count` of the operator's busy handlers or daemons have said they started.
@@ -623,12 +630,13 @@ pub(crate) async fn shutdown(
     let mut sample = Sample::new();
     let mut killed = 0.0;
     let mut left = Vec::new();
+    let mut resident = Vec::new();
     for (mode, what) in [
         ("create", "idle".to_string()),
         ("busy", format!("{objects} handlers in flight")),
         ("daemon", format!("{objects} daemons")),
     ] {
-        let (exit, open) = shutdown_once(programs, kind, objects, mode).await?;
+        let (exit, open, memory) = shutdown_once(programs, kind, objects, mode).await?;
         if exit.is_none() {
             killed += 1.0;
         }
@@ -637,12 +645,14 @@ pub(crate) async fn shutdown(
             exit.unwrap_or(deadline),
         ));
         left.push((format!("connections left open after exit, {what}"), open));
+        resident.push((format!("resident memory at the signal, {what}, MiB"), memory));
     }
     sample.push((
         format!("killed after {} s (of 3 exits)", EXIT_DEADLINE.as_secs()),
         killed,
     ));
     sample.extend(left);
+    sample.extend(resident);
     Ok(sample)
 }
 
