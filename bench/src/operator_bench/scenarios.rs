@@ -645,7 +645,10 @@ pub(crate) async fn shutdown(
             exit.unwrap_or(deadline),
         ));
         left.push((format!("connections left open after exit, {what}"), open));
-        resident.push((format!("resident memory at the signal, {what}, MiB"), memory));
+        resident.push((
+            format!("resident memory at the signal, {what}, MiB"),
+            memory,
+        ));
     }
     sample.push((
         format!("killed after {} s (of 3 exits)", EXIT_DEADLINE.as_secs()),

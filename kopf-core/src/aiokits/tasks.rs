@@ -7,7 +7,7 @@
 //!    Tasks honour it at their own pace (watchers at once, handlers when they can). A node is
 //!    cancelled for a [`StopReason`], recorded before its token fires, so whoever wakes up
 //!    can tell why; a node not cancelled itself reports its nearest cancelled ancestor's.
-//! 3. When the grace period ends, the `abort` token fires: every task is dropped at its next
+//! 3. When the grace period ends, the abort fires: every task is dropped at its next
 //!    `.await`, whatever it was doing.
 //! 4. Blocking work (sync handlers) runs through [`Tasks::spawn_blocking`] on the operator's
 //!    own [`Threads`], never on tokio's blocking pool. It cannot be aborted: at the abort it is
@@ -23,10 +23,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 use foldhash::HashMap;
-use tokio::sync::oneshot;
-use tokio_util::sync::{
-    CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
-};
+use tokio::sync::futures::{Notified, OwnedNotified};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::aiokits::threads::Threads;
@@ -146,9 +145,7 @@ impl Reason {
 /// for every handler's attempt, and a token's clone and drop each lock it.
 #[derive(Debug)]
 struct Shared {
-    abort: CancellationToken,
-    /// Set as `abort` fires, for the tasks to read without its lock.
-    aborted: Arc<AtomicBool>,
+    abort: Arc<AbortSignal>,
     tracker: TaskTracker,
     threads: Threads,
     /// Keyed by a counter, in the order they started: a stop names the oldest first.
@@ -160,35 +157,61 @@ struct Shared {
     outcomes: OnceLock<crate::structs::outcomes::Outcomes>,
 }
 
+/// The tree's abort: a flag, read at every poll of every task, and who to wake when it is set.
+///
+/// Not a cancellation token: every clone of a token and every drop of one lock the token's
+/// node, and every poll of its future locks it again; a task of the tree kept a clone for its
+/// life, so each task's start and end took that lock, shared by every task of the operator (a
+/// thousand daemons ending together took turns at it). A task's wait for the abort here takes
+/// the waiters' lock when it first registers, and when it unregisters at its end.
+#[derive(Debug, Default)]
+pub(crate) struct AbortSignal {
+    /// Set before the waiters are woken: every poll that the wake-up causes sees it.
+    fired: AtomicBool,
+    /// Shared on its own: a task's wait owns a count on it.
+    waiters: Arc<Notify>,
+}
+
+impl AbortSignal {
+    fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        self.waiters.notify_waiters();
+    }
+
+    fn has_fired(&self) -> bool {
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
 /// The size above which a task's future is boxed as it is spawned.
 const BOXED_ABOVE: usize = 256;
 
 pin_project_lite::pin_project! {
     /// The tree's abort as a future: ready once the abort fired ([`Tasks::aborted`]).
     ///
-    /// Polling the abort token's own future takes its lock and its waiters' lock, both shared
-    /// by every task of the operator: this one reads a flag instead, and polls the token's
-    /// future (registering the waker) only when polled with a waker it has not registered (a
-    /// tokio task's is always the same).
-    pub(crate) struct Abort<W, B> {
+    /// It reads the flag at every poll, and polls its wait (registering the waker, under the
+    /// waiters' lock shared by every task of the operator) only when polled with a waker it has
+    /// not registered: a tokio task's is always the same. The wait is made with the future,
+    /// before the flag is first read: an abort between the two ends the wait at its first poll
+    /// (`Notify::notify_waiters` reaches the waits made before it, polled or not).
+    pub(crate) struct Abort<W, S> {
         #[pin]
         wait: W,
-        aborted: B,
+        signal: S,
         registered: Option<Waker>,
     }
 }
 
-impl<W, B> Future for Abort<W, B>
+impl<W, S> Future for Abort<W, S>
 where
     W: Future<Output = ()>,
-    B: std::ops::Deref<Target = AtomicBool>,
+    S: std::ops::Deref<Target = AbortSignal>,
 {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.project();
-        // Set before the token fires: every poll that the token's wake-up causes sees it.
-        if this.aborted.load(Ordering::Acquire) {
+        if this.signal.has_fired() {
             return Poll::Ready(());
         }
         if this
@@ -206,14 +229,14 @@ where
 }
 
 pin_project_lite::pin_project! {
-    /// A task of the tree: its future, dropped unpolled once the abort token has fired.
+    /// A task of the tree: its future, dropped unpolled once the abort has fired.
     ///
     /// A struct rather than an `async` block around `select!`: such a block keeps the future
     /// twice (as its captured variable and inside the `select!`), and a task lives as long as
     /// its future is big (an object's worker rests in one).
     struct Abortable<F> {
         #[pin]
-        abort: Abort<WaitForCancellationFutureOwned, Arc<AtomicBool>>,
+        abort: Abort<OwnedNotified, Arc<AbortSignal>>,
         #[pin]
         future: F,
     }
@@ -240,8 +263,7 @@ impl Tasks {
             reason: Arc::default(),
             work: None,
             shared: Arc::new(Shared {
-                abort: CancellationToken::new(),
-                aborted: Arc::default(),
+                abort: Arc::default(),
                 tracker: TaskTracker::new(),
                 threads: Threads::new(max_threads),
                 in_flight: Mutex::default(),
@@ -283,24 +305,25 @@ impl Tasks {
 
     /// Whether the grace period is over and everything is dropped.
     pub(crate) fn is_aborted(&self) -> bool {
-        self.shared.aborted.load(Ordering::Acquire)
+        self.shared.abort.has_fired()
     }
 
-    /// Ready once the grace period is over and everything is dropped: as the abort token's
-    /// `cancelled()`, without its locks at every poll ([`Abort`]).
-    pub(crate) fn aborted(&self) -> Abort<WaitForCancellationFuture<'_>, &AtomicBool> {
+    /// Ready once the grace period is over and everything is dropped ([`Abort`]).
+    pub(crate) fn aborted(&self) -> Abort<Notified<'_>, &AbortSignal> {
+        let signal = &*self.shared.abort;
         Abort {
-            wait: self.shared.abort.cancelled(),
-            aborted: &self.shared.aborted,
+            wait: signal.waiters.notified(),
+            signal,
             registered: None,
         }
     }
 
     /// As [`Tasks::aborted`], owning what it waits on: for a task's [`Abortable`].
-    fn aborted_owned(&self) -> Abort<WaitForCancellationFutureOwned, Arc<AtomicBool>> {
+    fn aborted_owned(&self) -> Abort<OwnedNotified, Arc<AbortSignal>> {
+        let signal = self.shared.abort.clone();
         Abort {
-            wait: self.shared.abort.clone().cancelled_owned(),
-            aborted: self.shared.aborted.clone(),
+            wait: signal.waiters.clone().notified_owned(),
+            signal,
             registered: None,
         }
     }
@@ -433,12 +456,9 @@ impl Tasks {
         self.fire_abort();
     }
 
-    /// Fires the abort alone: every task of the tree ends at its next poll. The one place
-    /// that cancels the abort token: the flag is set first, and what waits for the abort reads
-    /// the flag ([`Abort`]).
+    /// Fires the abort alone: every task of the tree ends at its next poll.
     fn fire_abort(&self) {
-        self.shared.aborted.store(true, Ordering::Release);
-        self.shared.abort.cancel();
+        self.shared.abort.fire();
     }
 
     /// Waits until every task of the tree has ended. Call after the tree stops growing.
@@ -678,7 +698,7 @@ mod tests {
     }
 
     /// After the abort, no task of the tree runs: the stop is asked for in place then. (The
-    /// abort token is fired alone here, to see the stop come from the fallback: `abort` asks
+    /// abort is fired alone here, to see the stop come from the fallback: `abort` asks
     /// the root to stop first.)
     #[tokio::test]
     async fn a_stop_asked_after_the_abort_is_asked_in_place() {
