@@ -271,20 +271,66 @@ impl KopfFormat {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        // The object's name and namespace are read in place, from the innermost spans that
-        // carry them, not copied for every line. The spans are walked from the innermost out
-        // (from the root, the scope is collected first), and those found are kept as found,
-        // not looked up again. Usually one span carries both: its extensions are locked once,
-        // as a second read lock of the same span could wait behind a writer forever.
+        let metadata = event.metadata();
+        if self.format == LogFormat::Full {
+            full_head(&mut writer, metadata)?;
+        }
+        self.object_prefix(ctx, event, &mut writer)?;
+        // The message goes straight into the line; the other fields follow it.
+        let mut own = Message {
+            writer: &mut writer,
+            written: Ok(()),
+            others: Fields::default(),
+        };
+        event.record(&mut own);
+        let Message {
+            written, others, ..
+        } = own;
+        written?;
+        for (key, value) in &others.0 {
+            write!(writer, " {key}={}", Text(value))?;
+        }
+        // Not `writeln!`: that formats its (empty) arguments through `fmt::write` for one byte.
+        writer.write_char('\n')
+    }
+
+    /// The prefix of the object that the event's spans name, if any. The object's name and
+    /// namespace are read in place, from the innermost spans that carry them, not copied for
+    /// every line. The spans are walked from the innermost out (from the root, the scope is
+    /// collected first). Usually the first span that carries an object carries both: the
+    /// prefix is written from it at once, under the one lock of its extensions taken to find
+    /// it. Otherwise those found are kept as found, not looked up again, and their extensions
+    /// are locked once each, as a second read lock of the same span could wait behind a
+    /// writer forever. All are let go of before the event's fields are formatted: a field's
+    /// `Debug` may record into a span, which locks it for writing.
+    fn object_prefix<S>(
+        &self,
+        ctx: &Context<'_, S>,
+        event: &Event<'_>,
+        writer: &mut Writer<'_>,
+    ) -> fmt::Result
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
         let (mut named, mut namespaced, mut both) = (None, None, false);
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope {
-                let (name_here, namespace_here) = match span.extensions().get::<ObjectPath>() {
-                    Some(object) => (
-                        object.named && named.is_none(),
-                        object.is_namespaced() && namespaced.is_none() && !both,
-                    ),
-                    None => (false, false),
+                let (name_here, namespace_here) = {
+                    let extensions = span.extensions();
+                    match extensions.get::<ObjectPath>() {
+                        Some(object) if object.named && object.is_namespaced() => {
+                            if named.is_none() && namespaced.is_none() {
+                                let (name, namespace) = object.parts();
+                                return self.prefix(writer, name, namespace);
+                            }
+                            (named.is_none(), namespaced.is_none() && !both)
+                        }
+                        Some(object) => (
+                            object.named && named.is_none(),
+                            object.is_namespaced() && namespaced.is_none() && !both,
+                        ),
+                        None => (false, false),
+                    }
                 };
                 match (name_here, namespace_here) {
                     (true, true) => (named, both) = (Some(span), true),
@@ -306,30 +352,7 @@ impl KopfFormat {
                 span_object(namespaced_fields.as_ref()).and_then(ObjectPath::namespace),
             ),
         };
-        let metadata = event.metadata();
-        if self.format == LogFormat::Full {
-            full_head(&mut writer, metadata)?;
-        }
-        self.prefix(&mut writer, name, namespace)?;
-        // The spans are let go of before the event's fields are formatted: a field's `Debug`
-        // may record into a span, which locks it for writing.
-        drop((named_fields, namespaced_fields));
-        // The message goes straight into the line; the other fields follow it.
-        let mut own = Message {
-            writer: &mut writer,
-            written: Ok(()),
-            others: Fields::default(),
-        };
-        event.record(&mut own);
-        let Message {
-            written, others, ..
-        } = own;
-        written?;
-        for (key, value) in &others.0 {
-            write!(writer, " {key}={}", Text(value))?;
-        }
-        // Not `writeln!`: that formats its (empty) arguments through `fmt::write` for one byte.
-        writer.write_char('\n')
+        self.prefix(writer, name, namespace)
     }
 
     /// A JSON line: the message, the time, the severity, the object, and every field of the
@@ -781,6 +804,28 @@ mod tests {
         assert_eq!(
             kept.text(),
             "none yet\n[one] named\n[ns/one] namespaced after\n[other-ns/renamed] recorded again\n[ns2/\"debugged\"] in any order\n"
+        );
+    }
+
+    #[test]
+    fn the_innermost_spans_name_the_object_part_by_part() {
+        let kept = Kept::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(KopfLines::new(&style(LogFormat::Plain), kept.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!("outer", object.name = "a", object.namespace = "ns");
+            let whole = tracing::info_span!(parent: &outer, "whole", object.name = "b", object.namespace = "ns2");
+            tracing::info!(parent: &whole, "the innermost whole object");
+            let spaced = tracing::info_span!(parent: &outer, "spaced", object.namespace = "ns3");
+            tracing::info!(parent: &spaced, "the name from outside");
+            let named = tracing::info_span!(parent: &spaced, "named", object.name = "c");
+            tracing::info!(parent: &named, "each part from the innermost");
+            let plain = tracing::info_span!(parent: &outer, "plain", handler.id = "h");
+            tracing::info!(parent: &plain, "past a span without an object");
+        });
+        assert_eq!(
+            kept.text(),
+            "[ns2/b] the innermost whole object\n[ns3/a] the name from outside\n[ns3/c] each part from the innermost\n[ns/a] past a span without an object\n"
         );
     }
 
