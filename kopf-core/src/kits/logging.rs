@@ -780,12 +780,18 @@ mod tests {
         assert_eq!(text.lines().count(), 600);
     }
 
-    #[test]
-    fn a_spans_object_recorded_later_or_again_is_shown_as_last_recorded() {
+    /// The plain lines that `log` makes.
+    fn plain_lines(log: impl FnOnce()) -> String {
         let kept = Kept::default();
         let subscriber = tracing_subscriber::registry()
             .with(KopfLines::new(&style(LogFormat::Plain), kept.clone()));
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(subscriber, log);
+        kept.text()
+    }
+
+    #[test]
+    fn a_spans_object_recorded_later_or_again_is_shown_as_last_recorded() {
+        let text = plain_lines(|| {
             let empty = tracing::field::Empty;
             let span =
                 tracing::info_span!("handler", object.name = empty, object.namespace = empty);
@@ -802,17 +808,14 @@ mod tests {
             tracing::info!(parent: &reversed, "in any order");
         });
         assert_eq!(
-            kept.text(),
+            text,
             "none yet\n[one] named\n[ns/one] namespaced after\n[other-ns/renamed] recorded again\n[ns2/\"debugged\"] in any order\n"
         );
     }
 
     #[test]
     fn the_innermost_spans_name_the_object_part_by_part() {
-        let kept = Kept::default();
-        let subscriber = tracing_subscriber::registry()
-            .with(KopfLines::new(&style(LogFormat::Plain), kept.clone()));
-        tracing::subscriber::with_default(subscriber, || {
+        let text = plain_lines(|| {
             let outer = tracing::info_span!("outer", object.name = "a", object.namespace = "ns");
             let whole = tracing::info_span!(parent: &outer, "whole", object.name = "b", object.namespace = "ns2");
             tracing::info!(parent: &whole, "the innermost whole object");
@@ -824,7 +827,7 @@ mod tests {
             tracing::info!(parent: &plain, "past a span without an object");
         });
         assert_eq!(
-            kept.text(),
+            text,
             "[ns2/b] the innermost whole object\n[ns3/a] the name from outside\n[ns3/c] each part from the innermost\n[ns/a] past a span without an object\n"
         );
     }
