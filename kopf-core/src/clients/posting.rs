@@ -168,6 +168,7 @@ impl Poster {
 
 /// The object that events are about: Kopf's object reference, built from its body at once,
 /// or when first needed (it then keeps the body and resource until the events are dropped).
+#[derive(Clone)]
 pub(crate) struct Subject {
     reference: OnceLock<Map<String, Value>>,
     source: Option<(Arc<Body>, Arc<Resource>)>,
@@ -257,16 +258,24 @@ pub struct Events {
     shared: Arc<EventsOf>,
 }
 
-/// Where events go, and what they are about.
+/// Where events go, and what they are about; and the span of the logger that shares them.
 struct EventsOf {
     poster: Poster,
     subject: Subject,
+    /// Set once, by the first logger made on these events with a span (an invocation's, as
+    /// it is made ready for its handler): the logger and its events are one allocation. A
+    /// logger with another span gets events of its own.
+    span: OnceLock<tracing::Span>,
 }
 
 impl Events {
     fn new(poster: Poster, subject: Subject) -> Events {
         Events {
-            shared: Arc::new(EventsOf { poster, subject }),
+            shared: Arc::new(EventsOf {
+                poster,
+                subject,
+                span: OnceLock::new(),
+            }),
         }
     }
 
@@ -373,82 +382,84 @@ impl fmt::Debug for Events {
 /// ```
 #[derive(Clone)]
 pub struct Logger {
-    /// Shared by its clones (the invocation's and its attempt's): a clone is one count, where
-    /// a span's clone and drop each looked the span up in the subscriber's registry.
-    shared: Arc<LoggerOf>,
-}
-
-/// A logger's span, and the events its records may be posted as.
-struct LoggerOf {
-    span: tracing::Span,
+    /// The events its records may be posted as, which keep its span: one allocation shared
+    /// with them and with its clones (the invocation's and its attempt's). A clone is one
+    /// count, where a span's clone and drop each looked the span up in the subscriber's
+    /// registry; and an invocation's logger and events took an allocation each.
     events: Events,
 }
 
 impl Logger {
     pub(crate) fn new(span: tracing::Span, events: Events) -> Logger {
-        Logger {
-            shared: Arc::new(LoggerOf { span, events }),
-        }
+        let mut logger = Logger { events };
+        logger.set_span(span);
+        logger
     }
 
-    /// This logger in another span: in place when no clone of it was made yet (an
-    /// invocation's, as it is made ready for its handler).
+    /// This logger in another span. The span is kept in the events' allocation when none
+    /// was set there yet (an invocation's, as it is made ready for its handler); otherwise
+    /// the logger gets events of its own, about the same object, with this span.
     pub(crate) fn set_span(&mut self, span: tracing::Span) {
-        match Arc::get_mut(&mut self.shared) {
-            Some(shared) => shared.span = span,
-            None => *self = Logger::new(span, self.shared.events.clone()),
+        if span.is_none() && self.events.shared.span.get().is_none() {
+            return;
+        }
+        if let Err(span) = self.events.shared.span.set(span) {
+            let shared = &self.events.shared;
+            self.events = Events {
+                shared: Arc::new(EventsOf {
+                    poster: shared.poster.clone(),
+                    subject: shared.subject.clone(),
+                    span: OnceLock::from(span),
+                }),
+            };
         }
     }
 
     /// The span, for `tracing` macros and `.instrument()`.
     pub fn span(&self) -> &tracing::Span {
-        &self.shared.span
+        static NONE: OnceLock<tracing::Span> = OnceLock::new();
+        match self.events.shared.span.get() {
+            Some(span) => span,
+            None => NONE.get_or_init(tracing::Span::none),
+        }
     }
 
     /// Logs at DEBUG (posted as type `Debug` only if the posting level is DEBUG or TRACE).
     pub fn debug(&self, message: impl fmt::Display) {
-        tracing::debug!(target: "kopf::objects", parent: &self.shared.span, "{message}");
-        self.shared
-            .events
-            .record(Level::DEBUG, || message.to_string());
+        tracing::debug!(target: "kopf::objects", parent: self.span(), "{message}");
+        self.events.record(Level::DEBUG, || message.to_string());
     }
 
     /// Logs at INFO.
     pub fn info(&self, message: impl fmt::Display) {
-        tracing::info!(target: "kopf::objects", parent: &self.shared.span, "{message}");
-        self.shared
-            .events
-            .record(Level::INFO, || message.to_string());
+        tracing::info!(target: "kopf::objects", parent: self.span(), "{message}");
+        self.events.record(Level::INFO, || message.to_string());
     }
 
     /// Logs a text at INFO: recorded as text, not formatted.
     pub(crate) fn info_text(&self, line: &str) {
-        tracing::info!(target: "kopf::objects", parent: &self.shared.span, message = line);
-        self.shared.events.record(Level::INFO, || line.to_string());
+        tracing::info!(target: "kopf::objects", parent: self.span(), message = line);
+        self.events.record(Level::INFO, || line.to_string());
     }
 
     /// Logs at WARN.
     pub fn warn(&self, message: impl fmt::Display) {
-        tracing::warn!(target: "kopf::objects", parent: &self.shared.span, "{message}");
-        self.shared
-            .events
-            .record(Level::WARN, || message.to_string());
+        tracing::warn!(target: "kopf::objects", parent: self.span(), "{message}");
+        self.events.record(Level::WARN, || message.to_string());
     }
 
     /// Logs at ERROR.
     pub fn error(&self, message: impl fmt::Display) {
-        tracing::error!(target: "kopf::objects", parent: &self.shared.span, "{message}");
-        self.shared
-            .events
-            .record(Level::ERROR, || message.to_string());
+        tracing::error!(target: "kopf::objects", parent: self.span(), "{message}");
+        self.events.record(Level::ERROR, || message.to_string());
     }
 }
 
 impl fmt::Debug for Logger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Logger")
-            .field("span", &self.shared.span)
-            .field("events", &self.shared.events)
+            .field("span", self.span())
+            .field("events", &self.events)
             .finish()
     }
 }
@@ -456,7 +467,7 @@ impl fmt::Debug for Logger {
 /// So that `tracing::info!(parent: invocation.logger(), ...)` logs in the object's span.
 impl From<&Logger> for Option<tracing::Id> {
     fn from(logger: &Logger) -> Self {
-        logger.shared.span.id()
+        logger.span().id()
     }
 }
 
@@ -579,6 +590,44 @@ pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An invocation's logger is made without a span, then given its handler's: it and its
+    /// events stay one allocation. A logger with another span on the same events gets events
+    /// of its own, and neither logger's span changes the other's.
+    #[test]
+    fn a_logger_and_its_events_are_one_allocation_unless_spans_differ() {
+        let subscriber = tracing_subscriber::registry();
+        tracing::subscriber::with_default(subscriber, || {
+            let body = json!({"metadata": {"name": "n", "uid": "u"}});
+            let events = Poster::disabled().events(&body, &Resource::kopf_examples());
+            let mut logger = Logger::new(tracing::Span::none(), events.clone());
+            assert!(logger.span().is_none());
+            let handler = tracing::info_span!("handler");
+            logger.set_span(handler.clone());
+            assert_eq!(logger.span().id(), handler.id());
+            assert!(Arc::ptr_eq(&logger.events.shared, &events.shared));
+
+            let other = tracing::info_span!("other");
+            let second = Logger::new(other.clone(), events.clone());
+            assert_eq!(second.span().id(), other.id());
+            assert!(!Arc::ptr_eq(&second.events.shared, &events.shared));
+            assert_eq!(logger.span().id(), handler.id());
+
+            let mut renamed = logger.clone();
+            renamed.set_span(other.clone());
+            assert_eq!(renamed.span().id(), other.id());
+            assert_eq!(
+                logger.span().id(),
+                handler.id(),
+                "a clone's new span is its own"
+            );
+            assert_eq!(
+                renamed.events.shared.subject.reference(),
+                events.shared.subject.reference(),
+                "about the same object"
+            );
+        });
+    }
 
     #[test]
     fn long_messages_are_cut_as_kopf_cuts_them() {
