@@ -554,9 +554,8 @@ pub(crate) async fn idle_scale(
 }
 
 /// One shutdown: SIGTERM to exit once every object is handled (mode `create`), or once every
-/// busy handler or daemon runs (`busy`, `daemon`); and the connections it left open.
-/// One exit: its time (`None` if the operator had to be killed), the connections it left
-/// open, and its resident memory (MiB) at the signal.
+/// busy handler or daemon runs (`busy`, `daemon`). Its time (`None` if the operator had to be
+/// killed), the connections it left open, and its resident memory (MiB) at the signal.
 async fn shutdown_once(
     programs: &Programs,
     kind: Kind,

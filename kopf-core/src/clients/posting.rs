@@ -397,8 +397,9 @@ impl Logger {
     }
 
     /// This logger in another span. The span is kept in the events' allocation when none
-    /// was set there yet (an invocation's, as it is made ready for its handler); otherwise
-    /// the logger gets events of its own, about the same object, with this span.
+    /// was set there yet (an invocation's, as it is made ready for its handler), so a clone
+    /// of this logger made while it had no span gets the span too; otherwise the logger gets
+    /// events of its own, about the same object, with this span, and its clones keep theirs.
     pub(crate) fn set_span(&mut self, span: tracing::Span) {
         if span.is_none() && self.events.shared.span.get().is_none() {
             return;
@@ -593,7 +594,7 @@ mod tests {
 
     /// An invocation's logger is made without a span, then given its handler's: it and its
     /// events stay one allocation. A logger with another span on the same events gets events
-    /// of its own, and neither logger's span changes the other's.
+    /// of its own, and once both have a span, neither one's span changes the other's.
     #[test]
     fn a_logger_and_its_events_are_one_allocation_unless_spans_differ() {
         let subscriber = tracing_subscriber::registry();

@@ -318,12 +318,14 @@ impl KopfFormat {
                 let (name_here, namespace_here) = {
                     let extensions = span.extensions();
                     match extensions.get::<ObjectPath>() {
-                        Some(object) if object.named && object.is_namespaced() => {
-                            if named.is_none() && namespaced.is_none() {
-                                let (name, namespace) = object.parts();
-                                return self.prefix(writer, name, namespace);
-                            }
-                            (named.is_none(), namespaced.is_none() && !both)
+                        Some(object)
+                            if object.named
+                                && object.is_namespaced()
+                                && named.is_none()
+                                && namespaced.is_none() =>
+                        {
+                            let (name, namespace) = object.parts();
+                            return self.prefix(writer, name, namespace);
                         }
                         Some(object) => (
                             object.named && named.is_none(),
