@@ -20,13 +20,22 @@ mod common;
 
 use common::{Mode, mark};
 
-/// Settings that the environment asks for: `BENCH_STRIP_MANAGED_FIELDS=1` leaves
-/// `metadata.managedFields` out of the objects read (off by default, as Kopf; the runner
-/// passes its own environment on).
+/// Settings that the environment asks for (the runner passes its own environment on):
+/// `BENCH_STRIP_MANAGED_FIELDS=1` leaves `metadata.managedFields` out of the objects read (off
+/// by default, as Kopf); `BENCH_MAX_CONCURRENT_WRITES=N`, for experiments only, caps the
+/// writes in flight (the benchmark's figures leave it unset).
 #[kopf::on_startup]
-async fn configure(settings: &mut kopf::Settings) {
+async fn configure(settings: &mut kopf::Settings) -> kopf::Result<()> {
     settings.watching.strip_managed_fields =
         std::env::var("BENCH_STRIP_MANAGED_FIELDS").is_ok_and(|value| value == "1");
+    if let Ok(writes) = std::env::var("BENCH_MAX_CONCURRENT_WRITES") {
+        settings.networking.max_concurrent_writes = writes.parse().map_err(|_| {
+            kopf::PermanentError::new(format!(
+                "BENCH_MAX_CONCURRENT_WRITES must be a number, not {writes:?}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
@@ -92,29 +101,5 @@ async fn main() -> ExitCode {
         )),
         Mode::Daemon => kopf::handlers![configure, daemon_fn],
     };
-    // For experiments only: another cap on concurrent writes (set it in operator-bench's
-    // environment, which its operators inherit; the benchmark's figures leave it unset).
-    if let Ok(writes) = std::env::var("BENCH_MAX_CONCURRENT_WRITES") {
-        let Ok(writes) = writes.parse() else {
-            eprintln!("BENCH_MAX_CONCURRENT_WRITES must be a number, not {writes:?}");
-            return ExitCode::from(2);
-        };
-        let mut settings = kopf::Settings::default();
-        settings.networking.max_concurrent_writes = writes;
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .init();
-        return match kopf::Operator::new(registry)
-            .settings(settings)
-            .run_until_signalled()
-            .await
-        {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("{error}");
-                ExitCode::FAILURE
-            }
-        };
-    }
     kopf::run_with(registry).await
 }
