@@ -41,12 +41,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::AGENT;
 use super::operator::OperatorHarness;
 use super::waiting::DEADLINE;
 use crate::apiserver::{Committed, FakeApiServer, Fault};
-
-/// The `User-Agent` of the explored operator's client: faults aim at its requests only.
-const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
 
 /// Resources whose objects the comparison leaves out: what the operator says, not does.
 pub(super) const UNCOMPARED: [&str; 4] = [

@@ -15,6 +15,7 @@ use kube::client::{Body, ConfigExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::AGENT;
 use super::waiting::{lock, wait};
 use crate::apiserver::FakeApiServer;
 
@@ -110,7 +111,7 @@ impl OperatorClient {
         server: &FakeApiServer,
         account: Option<&(String, String)>,
     ) -> (OperatorClient, kube::Client) {
-        let config = match account {
+        let mut config = match account {
             Some((namespace, name)) => server.service_account_config(namespace, name),
             None => kube::Config::from_custom_kubeconfig(
                 server.kubeconfig(),
@@ -119,6 +120,17 @@ impl OperatorClient {
             .await
             .expect("the fake server's kubeconfig is valid"),
         };
+        // Named as a kopf-rs operator's own client names itself (faults may aim at it).
+        if !config
+            .headers
+            .iter()
+            .any(|(name, _)| name == http::header::USER_AGENT)
+        {
+            config.headers.push((
+                http::header::USER_AGENT,
+                http::HeaderValue::from_static(AGENT),
+            ));
+        }
         let sent = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
         let alive = Arc::new(());
@@ -148,6 +160,11 @@ impl OperatorClient {
                 config
                     .auth_layer()
                     .expect("the fake server's auth is a token"),
+            )
+            .layer(
+                config
+                    .extra_headers_layer()
+                    .expect("the User-Agent and the kubeconfig's headers are valid"),
             )
             .map_err(tower::BoxError::from)
             .service(http);

@@ -1034,3 +1034,28 @@ async fn contract_breaking_faults_need_an_explicit_opt_in_and_then_break_one_str
     assert_eq!(server.stats().faults["break_stream"], 3);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_fault_aims_at_a_resource_by_its_plural_alone_or_with_its_group() {
+    let server = FakeApiServer::start().await.unwrap();
+    let client = client_without_retries(&server);
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let list = ListParams::default();
+    for resource in ["deployments", "deployments.apps"] {
+        server.inject(Fault::respond(500).resource(resource).times(1));
+        assert!(
+            configmaps.list(&list).await.is_ok(),
+            "{resource} aims elsewhere"
+        );
+        let status = api_status(deployments.list(&list).await);
+        assert_eq!(status.code, 500, "{resource} aims at deployments.apps");
+        assert!(deployments.list(&list).await.is_ok(), "once only");
+    }
+    // A plural is not a prefix: `deploy` is not `deployments`; a group must be the whole one.
+    server.inject(Fault::respond(500).resource("deploy"));
+    server.inject(Fault::respond(500).resource("deployments.app"));
+    assert!(deployments.list(&list).await.is_ok());
+    server.stop().await;
+}

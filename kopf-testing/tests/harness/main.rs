@@ -3,7 +3,7 @@
 //! and from other tests; the stop and its checks.
 
 use kopf::HandlerOutcome;
-use kopf_testing::OperatorHarness;
+use kopf_testing::{Fault, OperatorHarness};
 use serde_json::json;
 
 const CRD: &str = include_str!("../../../examples/crd.yaml");
@@ -108,6 +108,32 @@ async fn what_the_operator_sent_and_logged_is_its_own(harness: &OperatorHarness)
             .all(|r| !(r.method == "POST" && r.resource.as_deref() == Some("kopfexamples"))),
         "the test's own create is not among the operator's requests"
     );
+}
+
+/// The operator's client names itself as a kopf-rs operator's own client does, so a fault
+/// aimed at `kopf-rs/` hits its requests and not the test's.
+#[kopf_testing::test(handlers = [create_fn], apply = CRD)]
+async fn a_fault_aimed_at_kopf_rs_hits_the_operator_alone(harness: &OperatorHarness) {
+    let aimed = Fault::respond(500).verb("patch").user_agent("kopf-rs/");
+    harness.server().inject(aimed.times(1));
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: aimed}}")
+        .await;
+    // Its first write failed, was retried, and the handling went on.
+    harness
+        .wait_for("kopfexamples.kopf.dev", "default", "aimed", |o| {
+            o["status"]["create_fn"] == "created aimed"
+        })
+        .await;
+    let hit: Vec<_> = harness
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| !r.faults.is_empty())
+        .collect();
+    assert_eq!(hit.len(), 1, "{hit:#?}");
+    let agent = hit[0].user_agent.as_deref().unwrap_or_default();
+    assert!(agent.starts_with("kopf-rs/"), "{agent}");
 }
 
 #[kopf_testing::test(handlers = [create_fn], apply = CRD)]

@@ -457,7 +457,9 @@ impl Fault {
         self
     }
 
-    /// Only for this resource (`plural` or `plural.group`).
+    /// Only for this resource: `plural.group` (`deployments.apps`, `kopfexamples.kopf.dev`) for
+    /// that resource, or a `plural` alone (`deployments`) for that plural in any group; core
+    /// resources have no group (`configmaps`).
     pub fn resource(mut self, resource: &str) -> Self {
         self.resource = Some(resource.into());
         self
@@ -506,7 +508,10 @@ impl Fault {
         self.action.applies_to(request.verb)
             && (request.any_version || !matches!(self.action, FaultAction::StaleView { .. }))
             && same(&self.verb, Some(request.verb))
-            && same(&self.resource, Some(request.resource))
+            && self
+                .resource
+                .as_deref()
+                .is_none_or(|resource| names_resource(resource, request.resource))
             && same(&self.name, request.name)
             && same(&self.namespace, request.namespace)
             && self
@@ -514,6 +519,16 @@ impl Fault {
                 .as_deref()
                 .is_none_or(|prefix| request.user_agent.is_some_and(|ua| ua.starts_with(prefix)))
     }
+}
+
+/// Whether a fault's `resource` (`plural.group`, or a `plural` alone for any group) names
+/// the request's `plural[.group]`.
+fn names_resource(wanted: &str, requested: &str) -> bool {
+    wanted == requested
+        || (!wanted.contains('.')
+            && requested
+                .split_once('.')
+                .is_some_and(|(plural, _)| plural == wanted))
 }
 
 /// The facts of a request that faults match on.
