@@ -13,7 +13,9 @@
 //!    write would wait for the pipe.
 //! 3. [`LogWriter::written`] resolves once every line appended before it was written (or
 //!    failed to be: a closed stderr loses lines, as a direct write would).
-//! 4. The thread ends when its [`LogWriter`] is dropped, after writing what is left.
+//! 4. The thread ends when its [`LogWriter`] is dropped, after writing what is left. The
+//!    process's writer ([`stderr`]) starts its thread with the first line: none is started for
+//!    a program that never logs through it (one with a `tracing` subscriber of its own).
 //! 5. A burst of lines costs one wake of the thread, and one `write` per moment it lasts, not
 //!    one per line: the first line wakes it (only the first: the appender that wakes it says
 //!    so), and it lingers a moment for the rest of the burst before it writes, and again after
@@ -75,10 +77,39 @@ pub(crate) struct LogWriter {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// What the fmt layer writes to (`with_writer`): each `write` appends to the buffer (or,
-/// without a writer thread, writes to stderr at once).
+/// What the fmt layer writes to (`with_writer`): each `write` appends to a writer thread's
+/// buffer (or, where no writer thread could be started, writes to stderr at once).
 #[derive(Clone)]
-pub(crate) struct Lines(Option<Arc<Shared>>);
+pub(crate) struct Lines(Target);
+
+#[derive(Clone)]
+enum Target {
+    /// The buffer of a writer of the tests' own.
+    #[cfg(test)]
+    Buffer(Arc<Shared>),
+    /// The process's writer, whose thread starts with the first line: a layer made and then
+    /// not installed (the program has a subscriber of its own) starts no thread.
+    Process(&'static ProcessWriter),
+}
+
+/// A writer that one process keeps for its whole life, started on first use.
+pub(crate) struct ProcessWriter {
+    writer: OnceLock<Option<LogWriter>>,
+    start: fn() -> std::io::Result<LogWriter>,
+}
+
+impl ProcessWriter {
+    /// Its writer: started now if this is the first use, `None` if no thread could start.
+    fn get(&self) -> Option<&LogWriter> {
+        self.writer.get_or_init(|| (self.start)().ok()).as_ref()
+    }
+
+    /// Whether its thread was started.
+    #[cfg(test)]
+    fn started(&self) -> bool {
+        self.writer.get().is_some_and(Option::is_some)
+    }
+}
 
 impl LogWriter {
     /// Starts the thread that writes to `sink`; lines may wait for it up to `backlog` bytes,
@@ -107,9 +138,10 @@ impl LogWriter {
         })
     }
 
-    /// What the fmt layer writes to.
-    pub(crate) fn lines(&self) -> Lines {
-        Lines(Some(self.shared.clone()))
+    /// Lines for this writer's thread (the process's writer gives its own with [`stderr`]).
+    #[cfg(test)]
+    fn lines(&self) -> Lines {
+        Lines(Target::Buffer(self.shared.clone()))
     }
 
     /// Resolves once every line appended so far has been written.
@@ -213,8 +245,13 @@ fn linger<'a>(shared: &'a Shared, mut pending: MutexGuard<'a, Pending>) -> Mutex
 impl Lines {
     /// Appends `data` (whole lines) for the writer thread; written at once without one.
     pub(crate) fn append(&self, data: &[u8]) -> std::io::Result<()> {
-        let Some(shared) = &self.0 else {
-            return std::io::stderr().write_all(data);
+        let shared = match &self.0 {
+            #[cfg(test)]
+            Target::Buffer(shared) => shared,
+            Target::Process(process) => match process.get() {
+                Some(writer) => &writer.shared,
+                None => return std::io::stderr().write_all(data),
+            },
         };
         let mut pending = lock(&shared.pending);
         if pending.lines.len() >= shared.backlog {
@@ -251,22 +288,22 @@ impl Write for Lines {
     }
 }
 
-/// The process's writer to stderr, once [`stderr`] started it.
-static STDERR: OnceLock<Option<LogWriter>> = OnceLock::new();
+/// The process's writer to stderr, started by the first line given to [`stderr`].
+static STDERR: ProcessWriter = ProcessWriter {
+    writer: OnceLock::new(),
+    start: || LogWriter::start(std::io::stderr(), BACKLOG, LINGER),
+};
 
-/// Lines for stderr, written by the process's log thread (started on first use); written at
-/// once if no thread could be started.
+/// Lines for stderr, written by the process's log thread (started with the first line);
+/// written at once if no thread could be started.
 pub(crate) fn stderr() -> Lines {
-    STDERR
-        .get_or_init(|| LogWriter::start(std::io::stderr(), BACKLOG, LINGER).ok())
-        .as_ref()
-        .map_or(Lines(None), LogWriter::lines)
+    Lines(Target::Process(&STDERR))
 }
 
 /// Resolves once every line given to [`stderr`] so far has been written: called before the
 /// process exits, so that no line is left behind.
 pub(crate) async fn flush() {
-    if let Some(Some(writer)) = STDERR.get() {
+    if let Some(Some(writer)) = STDERR.writer.get() {
         writer.written().await;
     }
 }
@@ -438,5 +475,33 @@ mod tests {
         drop(shut);
         dropping.join().expect("dropped");
         assert_eq!(sink.text(), "last words\n");
+    }
+
+    /// Where the process writer of the test below writes.
+    static FIRST_LINES: OnceLock<Kept> = OnceLock::new();
+
+    /// A process writer of the test's own (the real one writes to the test binary's stderr).
+    static PROCESS: ProcessWriter = ProcessWriter {
+        writer: OnceLock::new(),
+        start: || {
+            let sink = FIRST_LINES.get_or_init(Kept::default).clone();
+            LogWriter::start(sink, BACKLOG, LINGER)
+        },
+    };
+
+    #[tokio::test]
+    async fn the_process_writer_starts_its_thread_with_the_first_line_only() {
+        let mut lines = Lines(Target::Process(&PROCESS));
+        // As a layer made for a subscriber that is then not installed.
+        let unused = lines.clone();
+        drop(unused);
+        assert!(!PROCESS.started(), "a thread with no line to write");
+        lines.write_all(b"first\n").expect("appended");
+        assert!(PROCESS.started());
+        let writer = PROCESS.get().expect("started");
+        tokio::time::timeout(Duration::from_secs(30), writer.written())
+            .await
+            .expect("written");
+        assert_eq!(FIRST_LINES.get().expect("a sink").text(), "first\n");
     }
 }
