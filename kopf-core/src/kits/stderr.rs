@@ -93,7 +93,7 @@ enum Target {
 }
 
 /// A writer that one process keeps for its whole life, started on first use.
-pub(crate) struct ProcessWriter {
+struct ProcessWriter {
     writer: OnceLock<Option<LogWriter>>,
     start: fn() -> std::io::Result<LogWriter>,
 }
