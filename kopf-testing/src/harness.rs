@@ -30,11 +30,6 @@ mod resolutions;
 mod sent;
 mod waiting;
 
-/// The `User-Agent` of a kopf-rs operator's own client (`kopf-rs/VERSION`), which the
-/// harness gives the operator's client too, so that `Fault::user_agent("kopf-rs/")` aims at
-/// the operator's requests and not at the test's.
-const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
-
 pub use builder::{HarnessBuilder, test_settings};
 pub use campaign::{Mutation, Mutations};
 pub use explore::{BadPlan, Exploration, Explorer, Outcome, Plan};

@@ -41,8 +41,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::AGENT;
 use super::operator::OperatorHarness;
+use super::sent::AGENT;
 use super::waiting::DEADLINE;
 use crate::apiserver::{Committed, FakeApiServer, Fault};
 

@@ -15,7 +15,6 @@ use kube::client::{Body, ConfigExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AGENT;
 use super::waiting::{lock, wait};
 use crate::apiserver::FakeApiServer;
 
@@ -94,6 +93,11 @@ impl SentRequest {
         self.subresource = parts.next();
     }
 }
+
+/// The `User-Agent` of a kopf-rs operator's own client (`kopf-rs/VERSION`), which the
+/// harness gives the operator's client too, so that `Fault::user_agent("kopf-rs/")` aims at
+/// the operator's requests and not at the test's.
+pub(super) const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
 
 /// The operator's client's records; the client itself goes to the operator.
 #[derive(Debug)]
