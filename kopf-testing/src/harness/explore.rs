@@ -42,7 +42,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::operator::OperatorHarness;
-use super::sent::AGENT;
+use super::sent::{AGENT, named_as_kopf_rs};
 use super::waiting::DEADLINE;
 use crate::apiserver::{Committed, FakeApiServer, Fault};
 
@@ -534,10 +534,7 @@ impl Incarnation {
 /// A client to the server that names itself as kopf-rs does.
 fn agent_client(server: &FakeApiServer) -> kube::Client {
     let mut config = server.config();
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(AGENT),
-    ));
+    named_as_kopf_rs(&mut config);
     kube::Client::try_from(config).expect("a client of the fake server always builds")
 }
 

@@ -99,6 +99,21 @@ impl SentRequest {
 /// the operator's requests and not at the test's.
 pub(super) const AGENT: &str = concat!("kopf-rs/", env!("CARGO_PKG_VERSION"));
 
+/// Names a client of this configuration as a kopf-rs operator's own client names itself
+/// ([`AGENT`]), unless the configuration names it already.
+pub(super) fn named_as_kopf_rs(config: &mut kube::Config) {
+    let named = config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT);
+    if !named {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(AGENT),
+        ));
+    }
+}
+
 /// The operator's client's records; the client itself goes to the operator.
 #[derive(Debug)]
 pub(crate) struct OperatorClient {
@@ -124,17 +139,8 @@ impl OperatorClient {
             .await
             .expect("the fake server's kubeconfig is valid"),
         };
-        // Named as a kopf-rs operator's own client names itself (faults may aim at it).
-        if !config
-            .headers
-            .iter()
-            .any(|(name, _)| name == http::header::USER_AGENT)
-        {
-            config.headers.push((
-                http::header::USER_AGENT,
-                http::HeaderValue::from_static(AGENT),
-            ));
-        }
+        // Faults may aim at the operator's requests by their `User-Agent`.
+        named_as_kopf_rs(&mut config);
         let sent = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
         let alive = Arc::new(());
