@@ -1,6 +1,7 @@
-//! Async building blocks: the cancellation tree, the operator's threads for sync code, HTTP(S)
-//! serving, metric series.
+//! Async building blocks: the cancellation tree, the operator's threads for sync code, its
+//! clients' connections, HTTP(S) serving, metric series.
 
+pub(crate) mod connections;
 pub(crate) mod metrics;
 pub(crate) mod serving;
 pub(crate) mod tasks;

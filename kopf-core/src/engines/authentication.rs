@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{HandlerFn, Invocation};
+use crate::aiokits::connections::Connections;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::auth::{Relogin, unconnected};
 use crate::clients::posting::{Logger, Poster};
@@ -53,6 +54,8 @@ pub(crate) struct Authenticator {
     /// Re-logins in a row that did not stop the `401`s.
     futile: AtomicU32,
     tasks: Tasks,
+    /// Where the clients made from the credentials run their connections.
+    connections: Connections,
     memo: Memo,
     default_backoff: Duration,
     /// What login handlers' `client` would be: no client exists before the login.
@@ -63,6 +66,7 @@ impl Authenticator {
     pub(crate) fn new(
         logins: Vec<LoginHandler>,
         tasks: Tasks,
+        connections: Connections,
         memo: Memo,
         default_backoff: Duration,
     ) -> Authenticator {
@@ -74,6 +78,7 @@ impl Authenticator {
             logging_in: tokio::sync::Mutex::new(()),
             futile: AtomicU32::new(0),
             tasks,
+            connections,
             memo,
             default_backoff,
             unconnected: Arc::new(unconnected),
@@ -143,7 +148,9 @@ impl Authenticator {
                     Outcome::Success(_) => {
                         let credentials = lock(&slot).take();
                         match credentials {
-                            Some(credentials) => return credentials.into_client().await,
+                            Some(credentials) => {
+                                return credentials.into_client(self.connections.clone()).await;
+                            }
                             None => {
                                 logger.info(format_args!(
                                     "Handler '{}' gave no credentials.",

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+use crate::aiokits::connections::Connections;
 use crate::configs::settings::{LeaseSettings, Settings, ShardingSettings};
 use crate::configs::webhooks::WebhookServer;
 use crate::engines::peering::{self, Mark};
@@ -159,7 +160,8 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let client = match crate::structs::credentials::default_client().await {
+    let connections = Connections::default();
+    let client = match crate::structs::credentials::default_client(connections.clone()).await {
         Ok(client) => client,
         Err(error) => {
             tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
@@ -169,7 +171,10 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
     let mut settings = Settings::default();
     settings.peering.name = target.peering;
     let identity = target.id.unwrap_or_else(peering::manual_identity);
-    match peering::mark(&client, &settings, patterns.as_ref(), &identity, mark).await {
+    let marked = peering::mark(&client, &settings, patterns.as_ref(), &identity, mark).await;
+    drop(client);
+    connections.close().await;
+    match marked {
         Ok(places) => {
             let done = match mark {
                 Mark::Freeze { .. } => "Frozen",

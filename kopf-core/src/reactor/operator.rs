@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::actions::activity::Activity;
+use crate::aiokits::connections::Connections;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::clients::auth::{self, Login};
@@ -379,10 +380,24 @@ impl Operator {
         }
     }
 
+    /// Runs until `stop`, aborting at `abort`; then closes what is left of the connections of
+    /// the clients it made, once nothing of the run needs them.
     async fn run_until(
+        self,
+        stop: CancellationToken,
+        abort: CancellationToken,
+    ) -> Result<(), OperatorError> {
+        let connections = Connections::default();
+        let result = self.operate(stop, abort, &connections).await;
+        connections.close().await;
+        result
+    }
+
+    async fn operate(
         mut self,
         stop: CancellationToken,
         abort: CancellationToken,
+        connections: &Connections,
     ) -> Result<(), OperatorError> {
         let patterns = match &self.scope {
             Scope::Cluster => None,
@@ -414,6 +429,7 @@ impl Operator {
                 explicit,
                 self.registry.logins.clone(),
                 &tasks,
+                connections,
                 self.memo.clone(),
                 self.settings.execution.default_backoff,
             )
@@ -769,18 +785,25 @@ pub(crate) async fn connect(
     explicit: Option<kube::Client>,
     logins: Vec<LoginHandler>,
     tasks: &Tasks,
+    connections: &Connections,
     memo: Memo,
     default_backoff: Duration,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
-        let authenticator = Authenticator::new(logins, tasks.child(), memo, default_backoff);
+        let authenticator = Authenticator::new(
+            logins,
+            tasks.child(),
+            connections.clone(),
+            memo,
+            default_backoff,
+        );
         Login::Handlers(Arc::new(authenticator))
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
             None => Login::Fixed(
-                crate::structs::credentials::default_client()
+                crate::structs::credentials::default_client(connections.clone())
                     .await
                     .map_err(OperatorError::Client)?,
             ),

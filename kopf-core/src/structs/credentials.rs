@@ -1,5 +1,8 @@
 //! Credentials for the API server: what login handlers return, and why they may not do.
 
+use std::future::Future;
+use std::pin::Pin;
+
 /// How to reach and authenticate to the API server: what an `on_login` handler returns (Kopf's
 /// `kopf.ConnectionInfo`). PEM data is given as text; paths name files read at login.
 ///
@@ -176,15 +179,18 @@ impl From<kube::Config> for Credentials {
 }
 
 impl Credentials {
-    /// A client for these credentials.
-    pub(crate) async fn into_client(self) -> std::result::Result<kube::Client, LoginError> {
+    /// A client for these credentials, whose connections run on `executor`.
+    pub(crate) async fn into_client<E: ConnectionExecutor>(
+        self,
+        executor: E,
+    ) -> std::result::Result<kube::Client, LoginError> {
         let config = match self {
             Credentials::Info(info) => info.into_config().await?,
             Credentials::Config(config) => *config,
         };
         let config = with_user_agent(config);
         let server = config.cluster_url.to_string();
-        kube::Client::try_from(config).map_err(|e| LoginError::Invalid {
+        client(config, executor).map_err(|e| LoginError::Invalid {
             server,
             reason: e.to_string(),
         })
@@ -208,13 +214,36 @@ pub(crate) fn with_user_agent(mut config: kube::Config) -> kube::Config {
     config
 }
 
+/// What runs a client's connections (hyper's executor, as kube-client's `ClientBuilder`
+/// takes it): tokio's own, or the operator's, whose connections end with its run.
+pub(crate) trait ConnectionExecutor:
+    hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>> + Send + Sync + Clone + 'static
+{
+}
+
+impl<E> ConnectionExecutor for E where
+    E: hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>>
+        + Send
+        + Sync
+        + Clone
+        + 'static
+{
+}
+
 /// kube-client's default client (`Client::try_default`: the kubeconfig or the in-cluster
-/// environment), sending the operator's `User-Agent`.
-pub(crate) async fn default_client() -> kube::Result<kube::Client> {
+/// environment), sending the operator's `User-Agent`, its connections run on `executor`.
+pub(crate) async fn default_client<E: ConnectionExecutor>(
+    executor: E,
+) -> kube::Result<kube::Client> {
     let config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
-    kube::Client::try_from(with_user_agent(config))
+    client(with_user_agent(config), executor)
+}
+
+/// kube-client's default stack for `config`, its connections run on `executor`.
+fn client<E: ConnectionExecutor>(config: kube::Config, executor: E) -> kube::Result<kube::Client> {
+    Ok(kube::client::ClientBuilder::try_from((config, executor))?.build())
 }
 
 /// Why the operator could not log in.

@@ -5,11 +5,14 @@
 //! Timings are asserted loosely: a stop that needed no grace period returns `Ok`, one that did
 //! returns `Aborted`, and every deadline is far above what a correct stop takes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Operator, OperatorError, Ready, Registry, Settings, TemporaryError};
+use kopf::{
+    ChangeHandler, ConnectionInfo, LoginHandler, Operator, OperatorError, Ready, Registry,
+    Settings, TemporaryError,
+};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, wait};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -179,6 +182,63 @@ async fn after_an_idle_stop_no_watch_connection_or_task_is_left() {
     })
     .await;
     drop(client);
+    assert_nothing_left(&server, tasks_before).await;
+    server.stop().await;
+}
+
+/// The connections of the clients that the operator makes (here from a login handler's
+/// credentials) end with its run, even while a clone of its client outlives it: a handler kept
+/// one, with idle connections in its pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_own_connections_end_with_its_run_though_its_client_is_kept() {
+    let tasks_before = alive_tasks();
+    let server = server_with_crd().await;
+    let info = ConnectionInfo::new(server.url());
+    let kept: Arc<Mutex<Option<kube::Client>>> = Arc::default();
+    let keeping = kept.clone();
+    let registry = Registry::new()
+        .with(LoginHandler::on_login("login_fn", move |_invocation| {
+            let info = info.clone();
+            async move { Ok(Some(info)) }
+        }))
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            move |invocation| {
+                let keeping = keeping.clone();
+                async move {
+                    let client = invocation.client().clone();
+                    let request = http::Request::get("/api/v1/namespaces/default")
+                        .body(Vec::new())
+                        .expect("a request");
+                    let _: serde_json::Value = client.request(request).await?;
+                    *keeping.lock().expect("the kept client") = Some(client);
+                    Ok(None)
+                }
+            },
+        ));
+    let operator = Operator::new(registry).settings(kopf_testing::test_settings());
+    let running = Running::ready(operator).await;
+    let client = server.client();
+    create(&client, "kept", json!({})).await;
+    drop(client);
+    wait("the handler to keep the operator's client", || async {
+        kept.lock()
+            .expect("the kept client")
+            .is_some()
+            .then_some(())
+    })
+    .await;
+
+    running.stop().await.expect("a clean stop");
+
+    // The kept client (and kube-client's buffer task that it keeps) is not the operator's;
+    // its connections were.
+    wait("the operator's connections to close", || async {
+        (server.stats().open_connections == 0).then_some(())
+    })
+    .await;
+    assert!(kept.lock().expect("the kept client").take().is_some());
     assert_nothing_left(&server, tasks_before).await;
     server.stop().await;
 }
