@@ -18,59 +18,57 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use crate::aiokits::tasks::Tasks;
 
 /// A connection's task, as hyper gives it to its executor.
 type ConnectionTask = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The executor of the operator's clients' connections; clones share the connections.
-#[derive(Clone, Default)]
+///
+/// Its tasks are a tree of their own ([`Tasks`]), apart from the operator's: they outlive the
+/// operator's stop (its last requests need them) and end at [`Connections::close`], through the
+/// tree's abort. hyper gives its executor a task for every connection, and also one for most
+/// requests (to return their connection to the pool): a task's wait for the abort costs a
+/// lock when it starts and one when it ends, and an atomic read at every poll.
+#[derive(Clone)]
 pub(crate) struct Connections {
-    shared: Arc<Shared>,
+    tasks: Tasks,
 }
 
-#[derive(Default)]
-struct Shared {
-    tracker: TaskTracker,
-    closed: CancellationToken,
+impl Default for Connections {
+    fn default() -> Connections {
+        // No blocking work runs here: its pool of threads never starts one.
+        Connections {
+            tasks: Tasks::root(1),
+        }
+    }
 }
 
 impl Connections {
-    /// Ends every connection's task and waits until each is gone; later connections end at once.
+    /// Ends every connection's task and waits until each is gone; later ones end at once.
     pub(crate) async fn close(&self) {
-        self.shared.closed.cancel();
-        self.shared.tracker.close();
-        self.shared.tracker.wait().await;
+        self.tasks.abort();
+        self.tasks.wait().await;
     }
 
     /// How many connections' tasks are running.
-    #[cfg(test)]
     fn running(&self) -> usize {
-        self.shared.tracker.len()
+        self.tasks.len()
     }
 }
 
 impl hyper::rt::Executor<ConnectionTask> for Connections {
     fn execute(&self, connection: ConnectionTask) {
-        let closed = self.shared.closed.clone();
-        self.shared.tracker.spawn(async move {
-            tokio::select! {
-                biased;
-                _ = closed.cancelled() => {}
-                _ = connection => {}
-            }
-        });
+        self.tasks.spawn(connection);
     }
 }
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connections")
-            .field("running", &self.shared.tracker.len())
-            .field("closed", &self.shared.closed.is_cancelled())
+            .field("running", &self.running())
+            .field("closed", &self.tasks.is_aborted())
             .finish()
     }
 }
