@@ -349,7 +349,9 @@ impl Operator {
     /// webhook configurations and stops the webhook server (after the reviews in flight),
     /// releases the Lease if it leads (each within
     /// `settings.process.cleanup_timeout`), and returns only when no task of
-    /// the operator is alive and its clients are dropped. The one exception: a
+    /// the operator is alive and its clients are dropped. The connections of the clients
+    /// that it made (not of one given with [`client`](Self::client)) are closed then, even
+    /// where a handler kept a clone of its client. The one exception: a
     /// [sync handler](crate::blocking) still running after the grace period is abandoned on
     /// its thread, which keeps what the handler holds until it returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
