@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kopf::filters::MetaFilter;
-use kopf::{DaemonHandler, Operator, Registry, TemporaryError, TimerHandler};
+use kopf::{DaemonHandler, EventHandler, Operator, Registry, TemporaryError, TimerHandler};
 use kopf_testing::{OperatorHarness, test_settings, wait};
 use serde_json::json;
 
@@ -296,36 +296,54 @@ async fn timers_run_repeatedly_and_store_their_results() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_timer_waits_until_the_object_has_not_changed_for_that_long() {
-    let idle = Duration::from_millis(1500);
+    // Far longer than the changes below take (a few round trips to the server), and than a
+    // stall of the machine among them: the timer cannot run before the object stops changing.
+    let idle = Duration::from_secs(3);
     let changed = Arc::new(std::sync::Mutex::new(std::time::Instant::now()));
-    let quiet = Calls::default();
-    let (last_change, recorded) = (changed.clone(), quiet.clone());
-    let registry = Registry::new().with(
-        TimerHandler::new(examples(), "idle", Duration::from_millis(100), move |_| {
-            let (changed, quiet) = (last_change.clone(), recorded.clone());
+    let (seen, runs) = (Calls::default(), Calls::default());
+    let (last_change, observed, recorded) = (changed.clone(), seen.clone(), runs.clone());
+    let registry = Registry::new()
+        .with(EventHandler::on_event(examples(), "seen", move |inv| {
+            let (seen, n) = (observed.clone(), inv.spec()["n"].clone());
             async move {
-                let elapsed = changed.lock().unwrap().elapsed();
-                quiet.record(json!(elapsed.as_millis() as u64));
+                seen.record(n);
                 Ok(None)
             }
-        })
-        .idle(idle),
-    );
+        }))
+        .with(
+            TimerHandler::new(examples(), "idle", Duration::from_millis(100), move |inv| {
+                let (changed, runs, n) = (
+                    last_change.clone(),
+                    recorded.clone(),
+                    inv.spec()["n"].clone(),
+                );
+                async move {
+                    let elapsed = changed.lock().unwrap().elapsed();
+                    runs.record(json!({"n": n, "elapsed": elapsed.as_millis() as u64}));
+                    Ok(None)
+                }
+            })
+            .idle(idle),
+        );
     let harness = harness(registry).await;
     let client = harness.client();
-    *changed.lock().unwrap() = std::time::Instant::now();
     create(&client, "one", json!({"n": 0})).await;
-    // Changes well within the idle time: the timer cannot run in between.
+    // Each change is made once the operator has seen the one before: the changes come one
+    // after another over the operator's own handling of them, not over a guessed time.
     for n in 1..=3 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        seen.wait_until("the operator to see the object's last change", |all| {
+            all.contains(&json!(n - 1))
+        })
+        .await;
         *changed.lock().unwrap() = std::time::Instant::now();
         patch(&client, "one", json!({"spec": {"n": n}})).await;
     }
-    let all = quiet.wait_len(2).await;
-    for (i, elapsed) in all.iter().enumerate() {
+    let all = runs.wait_len(2).await;
+    for (i, run) in all.iter().enumerate() {
+        assert_eq!(run["n"], 3, "run {i} came before the last change: {all:?}");
         assert!(
-            elapsed.as_u64().unwrap() >= idle.as_millis() as u64,
-            "run {i} came {elapsed} ms after the last change, before the idle time: {all:?}"
+            run["elapsed"].as_u64().unwrap() >= idle.as_millis() as u64,
+            "run {i} came sooner than the idle time after the last change: {all:?}"
         );
     }
     harness.stop().await.expect("a clean stop");

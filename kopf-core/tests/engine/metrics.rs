@@ -9,43 +9,8 @@ use std::time::Duration;
 use kopf::{ChangeHandler, Operator, Registry, TemporaryError};
 use kopf_testing::{Fault, OperatorHarness, SentRequest, test_settings, wait};
 use serde_json::json;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::support::{create, examples, server_with_crd, wait_object};
-
-/// `GET url` over plain HTTP/1.1: the status code and the body.
-async fn scrape(url: &str) -> (u16, String) {
-    let rest = url.strip_prefix("http://").expect("an http url");
-    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let mut stream = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("the metrics endpoint accepts connections");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("sent");
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .await
-        .expect("a response");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status");
-    (code, body.to_string())
-}
-
-/// The samples of the exposition: `name{labels}` to value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            Some((series.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
+use crate::support::{create, examples, samples, scrape, server_with_crd, wait_object};
 
 /// The Kubernetes verb of a request the operator sent, as the API server names it.
 fn verb(request: &SentRequest) -> &'static str {

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    Calls, create, delete, examples, get, patch, send, server_with_crd, wait_object,
+    Calls, create, delete, examples, get, metrics, metrics_url, patch, send, server_with_crd,
+    wait_object,
 };
 
 const EVENTS: &str = "/api/v1/namespaces/default/events";
@@ -383,12 +384,17 @@ async fn memos_are_seeded_from_the_operator_kept_per_object_and_dropped_with_it(
         ));
     let mut settings: Settings = test_settings();
     settings.queueing.idle_timeout = Duration::from_millis(100);
-    let operator = Operator::new(registry).settings(settings).memo(
-        Memo::new()
-            .with(shared.clone())
-            .with_value("greeting", "hello"),
-    );
+    let operator = Operator::new(registry)
+        .settings(settings)
+        .memo(
+            Memo::new()
+                .with(shared.clone())
+                .with_value("greeting", "hello"),
+        )
+        .metrics("http://127.0.0.1:0/metrics");
+    let endpoint = operator.metrics_endpoint();
     let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
+    let url = metrics_url(&endpoint).await;
     let client = harness.client();
 
     create(&client, "one", json!({"field": 1})).await;
@@ -414,8 +420,16 @@ async fn memos_are_seeded_from_the_operator_kept_per_object_and_dropped_with_it(
         );
     }
 
-    // Longer than the idle timeout: the worker of "one" ends; its memo stays.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Once idle for the idle timeout, the worker of "one" ends (and so does that of "two");
+    // its memo stays. The operator counts the per-object workers alive: none is left.
+    wait("the objects' workers to idle out", || async {
+        let workers = metrics(&url)
+            .await
+            .get(r#"kopf_workers{resource="kopfexamples.v1.kopf.dev"}"#)
+            .copied();
+        (workers == Some(0.0)).then_some(())
+    })
+    .await;
     patch(&client, "one", json!({"spec": {"field": 2}})).await;
     let updated = calls.wait_len(3).await;
     let update = &updated[2];

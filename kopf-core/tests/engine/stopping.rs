@@ -15,10 +15,11 @@ use kopf::{
 };
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, wait};
 use serde_json::json;
+use tokio::io::AsyncReadExt as _;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{Calls, create, examples, server_with_crd, wait_object};
+use crate::support::{Calls, create, examples, metrics, metrics_url, server_with_crd, wait_object};
 
 /// Longer than any test may take: work that lasts this long must have been cut off.
 pub(crate) const HOUR: Duration = Duration::from_secs(3600);
@@ -359,11 +360,18 @@ async fn a_stop_while_the_server_is_gone_returns_at_once() {
     let calls = Calls::default();
     let operator = Operator::new(Registry::new().with(recording(&calls)))
         .settings(settings(Duration::from_secs(60)))
+        .metrics("http://127.0.0.1:0/metrics")
         .client(server.client());
+    let endpoint = operator.metrics_endpoint();
     let running = Running::ready(operator).await;
+    let url = metrics_url(&endpoint).await;
+    let before = unanswered(&url).await;
     server.stop().await;
-    // Give the operator time to notice and to start reconnecting.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The operator has noticed and is reconnecting: a request of its went unanswered since.
+    wait("a request to the gone server to go unanswered", || async {
+        (unanswered(&url).await > before).then_some(())
+    })
+    .await;
 
     let result = running.stop().await;
 
@@ -381,9 +389,16 @@ async fn a_stop_while_the_server_was_never_reachable_returns_at_once() {
     let calls = Calls::default();
     let operator = Operator::new(Registry::new().with(recording(&calls)))
         .settings(settings(Duration::from_secs(60)))
+        .metrics("http://127.0.0.1:0/metrics")
         .client(client_of(&url));
+    let endpoint = operator.metrics_endpoint();
     let (running, ready) = Running::start(operator);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The operator has tried to reach the server: a request of its went unanswered.
+    let metrics_at = metrics_url(&endpoint).await;
+    wait("a request to the closed port to go unanswered", || async {
+        (unanswered(&metrics_at).await > 0.0).then_some(())
+    })
+    .await;
     assert!(!ready.is_ready());
 
     let result = running.stop().await;
@@ -395,22 +410,32 @@ async fn a_stop_while_the_server_was_never_reachable_returns_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_while_the_server_never_answers_returns_at_once() {
     let tasks_before = alive_tasks();
-    // Connections are made (the kernel accepts them) but no request is ever answered.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Connections are accepted but no request is ever answered.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", silent.local_addr().unwrap());
     let calls = Calls::default();
     let operator = Operator::new(Registry::new().with(recording(&calls)))
         .settings(settings(Duration::from_secs(60)))
         .client(client_of(&url));
     let (running, ready) = Running::start(operator);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The operator has connected and sent its first request, which waits for an answer.
+    let (mut connection, _) = tokio::time::timeout(DEADLINE, silent.accept())
+        .await
+        .expect("the operator connects in time")
+        .expect("the connection is accepted");
+    let mut first = [0; 1];
+    let read = tokio::time::timeout(DEADLINE, connection.read(&mut first))
+        .await
+        .expect("the operator sends a request in time")
+        .expect("the request is read");
+    assert_eq!(read, 1, "the operator sent a request");
     assert!(!ready.is_ready());
 
     let result = running.stop().await;
 
     assert!(result.is_ok(), "no grace period was needed: {result:?}");
     assert_no_task_left(tasks_before).await;
-    drop(silent);
+    drop((connection, silent));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -480,6 +505,19 @@ async fn stopping_one_of_two_operators_leaves_the_other_handling() {
     assert_eq!(calls_b.all(), vec![json!("b1"), json!("b2")]);
     server_a.stop().await;
     server_b.stop().await;
+}
+
+/// How many requests of the operator went unanswered so far (no response came), as its
+/// metrics endpoint at `url` counts them.
+async fn unanswered(url: &str) -> f64 {
+    metrics(url)
+        .await
+        .iter()
+        .filter(|(series, _)| {
+            series.starts_with("kopf_api_requests_total{") && series.contains(r#"code="error""#)
+        })
+        .map(|(_, count)| count)
+        .sum()
 }
 
 /// A client of whatever listens at `url` (or does not).

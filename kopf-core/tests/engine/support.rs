@@ -1,10 +1,12 @@
 //! Fixtures: the KopfExample CRD, objects, and reading what the operator wrote.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kopf::Selector;
 use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, wait};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 pub(crate) const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
 
@@ -182,4 +184,53 @@ pub(crate) async fn settle(server: &FakeApiServer) {
         server.wait_quiet(quiet, DEADLINE).await,
         "the operator did not quiet down within {DEADLINE:?}"
     );
+}
+
+/// The URL of the operator's metrics endpoint, once it listens.
+pub(crate) async fn metrics_url(endpoint: &kopf::MetricsEndpoint) -> String {
+    tokio::time::timeout(DEADLINE, endpoint.url())
+        .await
+        .expect("the metrics endpoint listens")
+}
+
+/// `GET url` over plain HTTP/1.1 (the operator's metrics endpoint): the status code and the
+/// body.
+pub(crate) async fn scrape(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").expect("an http url");
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("the metrics endpoint accepts connections");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("a response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
+    (code, body.to_string())
+}
+
+/// The samples of a metrics exposition: `name{labels}` to value.
+pub(crate) fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The samples that the operator's metrics endpoint at `url` serves now.
+pub(crate) async fn metrics(url: &str) -> BTreeMap<String, f64> {
+    let (code, body) = scrape(url).await;
+    assert_eq!(code, 200, "the metrics endpoint answers: {body}");
+    samples(&body)
 }
