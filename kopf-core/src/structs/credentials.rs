@@ -214,8 +214,8 @@ pub(crate) fn with_user_agent(mut config: kube::Config) -> kube::Config {
     config
 }
 
-/// What runs a client's connections (hyper's executor, as kube-client's `ClientBuilder`
-/// takes it): tokio's own, or the operator's, whose connections end with its run.
+/// What runs a client's connections: hyper's executor, as kube-client's `ClientBuilder`
+/// takes it (the operator gives its own, whose connections end with its run).
 pub(crate) trait ConnectionExecutor:
     hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>> + Send + Sync + Clone + 'static
 {
