@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kopf::{ChangeHandler, EventHandler, PermanentError, Registry, TemporaryError};
-use kopf_testing::OperatorHarness;
+use kopf_testing::{DEADLINE, OperatorHarness};
 use serde_json::json;
 
 use crate::support::{create, delete, examples, patch, server_with_crd, wait_gone};
@@ -49,9 +49,9 @@ pub(crate) fn lines_of(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits until a line about `name` contains `text`.
+/// Waits until a line about `name` contains `text` (as long as any condition: [`DEADLINE`]).
 pub(crate) async fn wait_line(name: &str, text: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + DEADLINE;
     while !lines_of(name).iter().any(|line| line.contains(text)) {
         assert!(
             tokio::time::Instant::now() < deadline,
