@@ -10,7 +10,9 @@ use kopf::{ChangeHandler, Operator, Registry, TemporaryError};
 use kopf_testing::{Fault, OperatorHarness, SentRequest, test_settings, wait};
 use serde_json::json;
 
-use crate::support::{create, examples, samples, scrape, server_with_crd, wait_object};
+use crate::support::{
+    create, examples, metrics_url, samples, scrape, server_with_crd, wait_object,
+};
 
 /// The Kubernetes verb of a request the operator sent, as the API server names it.
 fn verb(request: &SentRequest) -> &'static str {
@@ -68,9 +70,7 @@ async fn the_scraped_counters_match_the_handlers_that_ran_and_the_requests_sent(
         .metrics("http://127.0.0.1:0/metrics");
     let endpoint = operator.metrics_endpoint();
     let harness = OperatorHarness::start_on(server, operator).await;
-    let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
-        .await
-        .expect("the endpoint listens");
+    let url = metrics_url(&endpoint).await;
     let client = harness.client();
     for name in ["one", "two", "three"] {
         create(&client, name, json!({"field": name})).await;
@@ -218,9 +218,7 @@ async fn two_operators_in_one_process_count_apart() {
             .metrics("http://127.0.0.1:0/metrics");
         let endpoint = operator.metrics_endpoint();
         let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
-        let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
-            .await
-            .expect("the endpoint listens");
+        let url = metrics_url(&endpoint).await;
         create(&harness.client(), "one", json!({})).await;
         running.push((id, harness, url));
     }
@@ -275,9 +273,7 @@ async fn sub_handlers_are_counted_under_their_parent() {
         .metrics("http://127.0.0.1:0/metrics");
     let endpoint = operator.metrics_endpoint();
     let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
-    let url = tokio::time::timeout(kopf_testing::DEADLINE, endpoint.url())
-        .await
-        .expect("the endpoint listens");
+    let url = metrics_url(&endpoint).await;
     create(&harness.client(), "items", json!({})).await;
     wait_object(&harness, "items", "the parent done", |o| {
         o["status"]["create_fn"] == "parent done"
