@@ -1,7 +1,7 @@
 //! The kopf-rs user guide, an mdBook (`docs/src/`, built with `scripts/mdbook build docs`).
 //!
 //! Each chapter is included here as the documentation of an empty module, so `cargo test -p
-//! kopf-guide` compiles every Rust snippet of the book as a doctest and runs those not marked
+//! kopf-docs` compiles every Rust snippet of the book as a doctest and runs those not marked
 //! `no_run` (they talk only to kopf-testing's fake API server on 127.0.0.1). mdBook and
 //! rustdoc share the convention of hidden lines (`# `), so setup lines stay out of the book.
 //! `tests/links.rs` checks the book's links, anchors, images and table of contents, and

@@ -2,7 +2,7 @@
 //! environment), for instance the fake API server's:
 //!
 //! ```sh
-//! cargo run -p kopf-testing --bin kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
+//! cargo run -p kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
 //! export KUBECONFIG=/tmp/kopf.kubeconfig
 //! kubectl apply -f examples/crd.yaml
 //! cargo run --example kopfexample -- --all-namespaces &

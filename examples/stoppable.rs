@@ -6,7 +6,7 @@
 //! in the cluster of the kubeconfig (`KUBECONFIG`), e.g. the fake API server's:
 //!
 //! ```sh
-//! cargo run -p kopf-testing --bin kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
+//! cargo run -p kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
 //! KUBECONFIG=/tmp/kopf.kubeconfig STOPPABLE_GRACE_PERIOD=5 cargo run --example stoppable
 //! ```
 //!

@@ -9,7 +9,7 @@ Regenerate (from the repository root, with git mirrors of k8s.io/api and k8s.io/
 
 It reads the Go structs of the kinds listed in KINDS below and of every message they reach (from
 the `HEAD` commit of each mirror, no work tree needed), and writes one Rust module per Go package
-under kopf-testing/src/apiserver/semantics/protobuf/generated/, plus generated/mod.rs with the
+under kopf-testing/fake-apiserver/src/semantics/protobuf/generated/, plus generated/mod.rs with the
 table of kinds. The output is formatted with rustfmt.
 
 How a Go field becomes a schema field (see schema.rs):
@@ -89,7 +89,7 @@ SCALARS = {"string": "Str", "bool": "Bool", "int32": "Int32", "int64": "Int64"}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(
-    HERE, "..", "kopf-testing", "src", "apiserver", "semantics", "protobuf", "generated"
+    HERE, "..", "kopf-testing", "fake-apiserver", "src", "semantics", "protobuf", "generated"
 )
 
 

@@ -242,7 +242,7 @@ fn every_chapter_is_in_the_summary_and_doctested() {
         on_disk, listed_set,
         "the chapters on disk and those SUMMARY.md lists differ"
     );
-    let doctested: Vec<String> = kopf_guide::CHAPTERS.iter().map(|c| c.to_string()).collect();
+    let doctested: Vec<String> = kopf_docs::CHAPTERS.iter().map(|c| c.to_string()).collect();
     assert_eq!(
         listed, doctested,
         "lib.rs must include every chapter of SUMMARY.md, in its order"

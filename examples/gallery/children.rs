@@ -7,7 +7,7 @@
 //! that a retried handler finds the child of its earlier attempt instead of making another.
 //!
 //! ```sh
-//! cargo run -p kopf-testing --bin kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
+//! cargo run -p kopf-fake-apiserver -- --kubeconfig /tmp/kopf.kubeconfig &
 //! export KUBECONFIG=/tmp/kopf.kubeconfig
 //! kubectl apply -f examples/crd.yaml
 //! cargo run --example children &

@@ -1,22 +1,12 @@
 //! Testing kopf-rs operators without a cluster.
 //!
-//! [`FakeApiServer`] is a Kubernetes API server in memory on 127.0.0.1: discovery, CRDs,
-//! CRUD, watches with bookmarks and `410 Gone`, selectors, all patch types, the status
-//! subresource, finalizers and garbage collection. Unmodified kubectl, kube-rs, the Python
-//! `kubernetes` client and Python Kopf work against it. Tests can count requests, inject
-//! faults, close watches, compact the history, and restart it.
-//!
-//! It calls the admission webhooks that Validating- and MutatingWebhookConfigurations register,
-//! as kube-apiserver does: on creations, updates, patches (of objects and of their `status`,
-//! `scale` and other subresources) and deletions, over HTTPS trusted by each webhook's
-//! `caBundle`, with their rules, selectors, match conditions, failure policies, timeouts,
-//! reinvocation and dry-run rules, and the real error messages. Webhooks are called at their
-//! `url` (`https://127.0.0.1:<port>/...`); a `service` reference cannot be reached (there is
-//! no cluster network behind Services), so its calls fail and its `failurePolicy` decides.
-//! Subresources whose objects are of another kind are admitted with those objects, as
-//! kube-apiserver does: a `Scale` on `<resource>/scale`, a `Binding` on `pods/binding`, an
-//! `Eviction` on `pods/eviction` (so webhooks can refuse evictions). Not admitted: the writes
-//! of the server's own controllers (garbage collection, namespace cleanup).
+//! [`FakeApiServer`] is a Kubernetes API server in memory on 127.0.0.1 (the
+//! `kopf-fake-apiserver` crate, re-exported here whole as [`fake_apiserver`] and its main
+//! types at the root): discovery, CRDs, CRUD, watches with bookmarks and `410 Gone`,
+//! selectors, all patch types, the status subresource, finalizers, garbage collection and
+//! admission webhooks. Unmodified kubectl, kube-rs, the Python `kubernetes` client and Python
+//! Kopf work against it. Tests can count requests, inject faults, close watches, compact the
+//! history, and restart it.
 //!
 //! [`OperatorHarness`] runs an operator against such a server in a test, as Kopf's
 //! `KopfRunner` does: it applies objects, waits for conditions on them, shows what the
@@ -38,11 +28,11 @@
 //!
 //! The `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
 
-mod apiserver;
 mod harness;
 mod runner;
 
-pub use apiserver::{
+pub use kopf_fake_apiserver as fake_apiserver;
+pub use kopf_fake_apiserver::{
     Breach, Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite,
     LoggedRequest, RecreateError, Stats,
 };

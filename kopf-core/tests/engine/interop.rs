@@ -42,7 +42,7 @@ const RECORD_KEYS: [&str; 7] = [
 ];
 
 // ---------------------------------------------------------------------------------------------
-// Helpers: Python, processes, waiting (after kopf-testing/tests/apiserver/{support,python}.rs).
+// Helpers: Python, processes, waiting (after kopf-testing/fake-apiserver/tests/apiserver/{support,python}.rs).
 
 /// The tests of this module run one at a time, each holding the permit for its whole duration.
 async fn serial() -> SemaphorePermit<'static> {

@@ -324,7 +324,7 @@ async fn adopted_children_are_owned_named_placed_labelled_and_collected_with_the
 }
 
 // ---------------------------------------------------------------------------------------------
-// kubectl (after kopf-testing/tests/apiserver/support.rs).
+// kubectl (after kopf-testing/fake-apiserver/tests/apiserver/support.rs).
 
 /// Whether we run under CI, where a missing kubectl is a failure rather than a skip.
 fn in_ci() -> bool {

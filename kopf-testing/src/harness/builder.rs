@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::logs::LogCapture;
 use super::operator::OperatorHarness;
-use crate::apiserver::FakeApiServer;
+use kopf_fake_apiserver::FakeApiServer;
 
 /// Starts an [`OperatorHarness`] with more than a registry; from [`OperatorHarness::builder`].
 ///

@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use super::operator::OperatorHarness;
 use super::sent::{AGENT, named_as_kopf_rs};
 use super::waiting::DEADLINE;
-use crate::apiserver::{Committed, FakeApiServer, Fault};
+use kopf_fake_apiserver::{Committed, FakeApiServer, Fault};
 
 /// Resources whose objects the comparison leaves out: what the operator says, not does.
 pub(super) const UNCOMPARED: [&str; 4] = [

@@ -11,7 +11,7 @@ use super::logs::LogCapture;
 use super::resolutions::Resolutions;
 use super::sent::{OperatorClient, SentRequest};
 use super::waiting::{DEADLINE, lock, wait, wait_or_none};
-use crate::apiserver::FakeApiServer;
+use kopf_fake_apiserver::FakeApiServer;
 
 /// An operator under test with its own fake API server (on a runtime of its own, so the
 /// server's tasks are never mistaken for the operator's).

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::waiting::{lock, wait};
-use crate::apiserver::FakeApiServer;
+use kopf_fake_apiserver::FakeApiServer;
 
 /// One request the operator sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

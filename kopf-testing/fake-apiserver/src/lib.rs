@@ -1,0 +1,82 @@
+//! A fake Kubernetes API server in memory on 127.0.0.1, real enough that unmodified kubectl,
+//! kube-rs, the Python `kubernetes` client and Python Kopf work against it: discovery, CRDs,
+//! CRUD, watches with bookmarks and `410 Gone`, selectors, all patch types, the status
+//! subresource, finalizers and garbage collection. Tests can count requests, inject faults,
+//! close watches, compact the history, and restart it.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = kopf_fake_apiserver::FakeApiServer::start().await?;
+//! let client = server.client(); // a kube::Client for it
+//! # Ok(()) }
+//! ```
+//!
+//! It calls the admission webhooks that Validating- and MutatingWebhookConfigurations register,
+//! as kube-apiserver does: on creations, updates, patches (of objects and of their `status`,
+//! `scale` and other subresources) and deletions, over HTTPS trusted by each webhook's
+//! `caBundle`, with their rules, selectors, match conditions, failure policies, timeouts,
+//! reinvocation and dry-run rules, and the real error messages. Webhooks are called at their
+//! `url` (`https://127.0.0.1:<port>/...`); a `service` reference cannot be reached (there is
+//! no cluster network behind Services), so its calls fail and its `failurePolicy` decides.
+//! Subresources whose objects are of another kind are admitted with those objects, as
+//! kube-apiserver does: a `Scale` on `<resource>/scale`, a `Binding` on `pods/binding`, an
+//! `Eviction` on `pods/eviction` (so webhooks can refuse evictions). Not admitted: the writes
+//! of the server's own controllers (garbage collection, namespace cleanup).
+//!
+//! It depends on nothing of kopf: it is a Kubernetes server, not an operator. `kopf-testing`
+//! re-exports it beside the harness that runs operators against it. The
+//! `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
+//!
+//! # The layers
+//!
+//! The folders are layers, bottom up; each uses only the layers below it, and no modules use
+//! each other (`tests/layers.rs` keeps both rules):
+//!
+//! - `storage`: what the server holds: the catalog of served resources (the built-in ones,
+//!   read from k8s-openapi's metadata of its types, and those CRDs define, with their printer
+//!   columns), objects' metadata, the `State` (objects,
+//!   the global resourceVersion, and the change history that watches replay), and the state
+//!   file (its log format, replay and compaction, and the queue of writes waiting for it).
+//! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
+//!   schemas (pruning, defaulting, validation, structural checks, CEL rules), patches,
+//!   admission with the built-in kinds' defaults and limits, admission webhooks (which a
+//!   request reaches, the reviews they get, what their answers mean), the lifecycle of objects and the
+//!   addresses allocated to them, above it the controllers a cluster runs behind the API
+//!   (`controllers::settle`: CRD establishment, namespace termination, garbage collection,
+//!   what every namespace gets) and what a cluster boots with (`cluster`), tables, protobuf
+//!   bodies, and Go's rendering of values in messages.
+//! - `endpoints`: the HTTP face: requests parsed into routes, queries and formats (the request's
+//!   `Context`), replies, what every handler shares (the state behind its lock, the counters and
+//!   fault rules tests see and steer, the tokens that end connections and watches), the
+//!   calls of admission webhooks over HTTPS (`webhooks`), the endpoints for resources, discovery and the `/_fake/` control API, and the router above
+//!   them.
+//! - `server`: the process: the listener and its connections (with their TLS handshake and
+//!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
+//!   and the task that saves every write to the state file before it is answered.
+//!
+//! A request's path: `server::listener` accepts the connection (`server::tls` shakes hands
+//! first on a TLS server) and hands each request to
+//! `endpoints::router`, which parses its route and verb, authenticates and (with RBAC
+//! enforced) authorizes it (`endpoints::access`), counts it, fires the
+//! faults injected for it, and passes it to `discovery`, `control_api` or `resources::verbs`.
+//! There a verb resolves its `Target` against the catalog; a write parses the body (JSON,
+//! protobuf, or YAML for an apply), applies a patch (`semantics::patch`), admits the object
+//! (`semantics::admission`, with `semantics::schema` for custom resources, between the
+//! mutating and the validating webhooks that `endpoints::webhooks` calls without holding the
+//! state's lock; the write then commits only if the object did not change meanwhile, else it
+//! starts again, as kube-apiserver's `GuaranteedUpdate`) and stores it by
+//! Kubernetes' rules (`semantics::lifecycle`) in `storage::state` through `Shared::write`,
+//! which then runs the cluster's controllers and wakes the watches (`resources::watch`) to
+//! replay the new changes from the history; with a state file, it queues the changes for
+//! `server::saving` instead, which wakes the watches once they are fsync'd. The answer is a
+//! `Reply`, or a `Status` error, sent once the state file (if any) holds what it shows; the
+//! router logs it.
+
+mod endpoints;
+mod semantics;
+mod server;
+mod storage;
+
+pub use endpoints::control::{Breach, Fault, FaultAction, LoggedRequest, Stats};
+pub use endpoints::holding::HeldWrite;
+pub use server::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

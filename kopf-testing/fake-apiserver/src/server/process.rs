@@ -1,0 +1,734 @@
+//! The server process: how it is set up and started (on the current runtime or one of its own),
+//! and the handle tests hold to look inside, steer, restart and stop it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::listener::accept;
+use super::saving::save_continuously;
+use super::tls::Tls;
+use crate::endpoints::access::Access;
+use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::resources::recreate;
+use crate::endpoints::shared::{Shared, stats};
+use crate::semantics::cluster;
+use crate::storage::persist::{self, LogFile, StateFileError};
+use crate::storage::state::{ChangeKind, State};
+
+/// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
+#[derive(Debug, Clone)]
+pub struct FakeApiServerBuilder {
+    bind: SocketAddr,
+    tls: bool,
+    token: Option<String>,
+    history_limit: usize,
+    bookmark_interval: Duration,
+    state_file: Option<PathBuf>,
+    fault_seed: u64,
+    log_limit: usize,
+    journal: bool,
+    contract_breaking: bool,
+    enforce_rbac: bool,
+    sharded_watches: bool,
+}
+
+impl Default for FakeApiServerBuilder {
+    fn default() -> Self {
+        FakeApiServerBuilder {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
+            token: None,
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(30),
+            state_file: None,
+            fault_seed: 0,
+            log_limit: 100_000,
+            journal: false,
+            contract_breaking: false,
+            enforce_rbac: false,
+            sharded_watches: true,
+        }
+    }
+}
+
+impl FakeApiServerBuilder {
+    /// The address to listen on (default `127.0.0.1:0`, an ephemeral port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Serve HTTPS (plain HTTP by default) with a certificate authority made for this server
+    /// at start ([`FakeApiServer::ca_pem`]) and a certificate it signs for `localhost`,
+    /// `127.0.0.1`, `::1` and the in-cluster names (`kubernetes.default.svc`, ...). The URL
+    /// becomes `https://127.0.0.1:PORT`; [`FakeApiServer::client`], [`FakeApiServer::config`]
+    /// and the kubeconfig trust the CA. A plain HTTP request to it gets what Go's servers
+    /// answer: `400 Bad Request`, `Client sent an HTTP request to an HTTPS server.`
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let server = kopf_fake_apiserver::FakeApiServer::builder().tls().start().await?;
+    /// assert!(server.url().starts_with("https://"));
+    /// std::fs::write("/tmp/fake-ca.pem", server.ca_pem().expect("it serves TLS"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    /// Require this bearer token: requests without it, or with another one, get
+    /// `401 Unauthorized`, the control API under `/_fake/` included; only the health checks
+    /// (`/healthz`, `/livez`, `/readyz`) and `/version` stay open to requests with no token,
+    /// as Kubernetes' `system:public-info-viewer` role leaves them.
+    ///
+    /// It turns [TLS](Self::tls) on: kubectl (client-go) sends no credentials to a server
+    /// over plain HTTP, so a token there would lock it out.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self.tls = true;
+        self
+    }
+
+    /// Check the requests made with ServiceAccounts' tokens
+    /// ([`FakeApiServer::service_account_token`]) against the stored Roles, ClusterRoles,
+    /// RoleBindings and ClusterRoleBindings, as Kubernetes' RBAC authorizer does: what no rule
+    /// grants is `403 Forbidden`, with the API server's message. The admin token (or none,
+    /// when none is required) keeps full access; other tokens are `401 Unauthorized`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let server = kopf_fake_apiserver::FakeApiServer::builder().enforce_rbac().start().await?;
+    /// let operator = server.client_as_service_account("default", "my-operator");
+    /// // 403 until a Role bound to default/my-operator allows listing ConfigMaps:
+    /// let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::default_namespaced(operator);
+    /// assert!(configmaps.list(&Default::default()).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn enforce_rbac(mut self) -> Self {
+        self.enforce_rbac = true;
+        self
+    }
+
+    /// How many changes the watch history keeps (default 10,000); older resourceVersions get
+    /// `410 Expired`.
+    pub fn history_limit(mut self, limit: usize) -> Self {
+        self.history_limit = limit;
+        self
+    }
+
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK (default 30 s).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Keep the objects in this file: loaded at start (a missing file is an empty cluster),
+    /// and every write saved in it (fsync'd) before it is answered, so that neither a restart
+    /// nor a crash takes back a write a client saw answered. Writes from many clients at once
+    /// share their fsyncs. Without it, the server is in memory only, and pays nothing for this.
+    ///
+    /// Files saved by earlier versions (one JSON document, saved every few seconds) load and
+    /// are turned into the current format.
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
+    /// The seed of the generator behind faults with a probability, so runs can be replayed.
+    pub fn fault_seed(mut self, seed: u64) -> Self {
+        self.fault_seed = seed;
+        self
+    }
+
+    /// How many requests the request log keeps (default 100,000).
+    pub fn log_limit(mut self, limit: usize) -> Self {
+        self.log_limit = limit;
+        self
+    }
+
+    /// Whether lists, watches and deletecollections honour `shardSelector`, Kubernetes 1.36's
+    /// server-side sharding (alpha, KEP-5866; on by default here, so that sharding can be
+    /// tested): only the objects whose `metadata.uid` or `metadata.namespace` hashes (64-bit
+    /// FNV-1a) into the selector's ranges are listed and watched, and lists tell so in
+    /// `metadata.shardInfo`. With `false`, the server behaves as real ones do without the
+    /// `ShardedListAndWatch` feature gate (off by default in 1.36) and as older ones: the
+    /// parameter is ignored, unread, and lists carry no `shardInfo`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> std::io::Result<()> {
+    /// let unsharded = kopf_fake_apiserver::FakeApiServer::builder().sharded_watches(false).start().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sharded_watches(mut self, enabled: bool) -> Self {
+        self.sharded_watches = enabled;
+        self
+    }
+
+    /// Allow faults that break guarantees real API servers give (events dropped, duplicated
+    /// or reordered within one watch stream: [`FaultAction::BreakStream`]). Off by default:
+    /// a test that passes only because the server misbehaves proves nothing about a cluster.
+    ///
+    /// [`FaultAction::BreakStream`]: crate::FaultAction::BreakStream
+    pub fn contract_breaking_faults(mut self) -> Self {
+        self.contract_breaking = true;
+        self
+    }
+
+    /// Keep a journal of every change made, for [`FakeApiServer::journal`] (off by default: it
+    /// holds every version of every object for as long as the server runs).
+    pub fn journal(mut self) -> Self {
+        self.journal = true;
+        self
+    }
+
+    /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
+    /// connections are then not counted among the caller's runtime's tasks (useful when a test
+    /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
+    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+        let (started_tx, started_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("kopf-fake-apiserver".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = started_tx.send(Err(error));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    match self.start().await {
+                        Ok(server) => {
+                            let (root, tracker) = (server.root.clone(), server.tracker.clone());
+                            if started_tx.send(Ok(server)).is_ok() {
+                                root.cancelled().await;
+                            }
+                            tracker.close();
+                            tracker.wait().await;
+                        }
+                        Err(error) => {
+                            let _ = started_tx.send(Err(error));
+                        }
+                    }
+                });
+                drop(runtime);
+                let _ = done_tx.send(());
+            })?;
+        let mut server = started_rx.await.map_err(|_| {
+            std::io::Error::other("the fake API server's thread ended before it started")
+        })??;
+        server.own_runtime = Some(done_rx);
+        Ok(server)
+    }
+
+    /// Starts serving on the current tokio runtime.
+    pub async fn start(self) -> std::io::Result<FakeApiServer> {
+        let listener = TcpListener::bind(self.bind).await?;
+        let addr = listener.local_addr()?;
+        let tls = if self.tls {
+            Some(Tls::generate(addr.ip())?)
+        } else {
+            None
+        };
+        let tracker = TaskTracker::new();
+        let mut state = State::new(self.history_limit);
+        if self.journal {
+            state.keep_journal();
+        }
+        state.root_ca = tls
+            .as_ref()
+            .map(|tls| tls.ca_pem.clone())
+            .unwrap_or_default();
+        let (state, log) = match self.state_file.clone() {
+            None => {
+                cluster::bootstrap(&mut state);
+                (state, None)
+            }
+            Some(path) => {
+                let opened = tracker.spawn_blocking(move || open_state_file(state, &path));
+                let (state, log) = opened.await.map_err(std::io::Error::other)??;
+                (state, Some(log))
+            }
+        };
+        let (durability, saving) = match log {
+            Some(log) => {
+                let (durability, backlog) = persist::channel(state.resource_version());
+                (Some(durability), Some((log, backlog)))
+            }
+            None => (None, None),
+        };
+        let (changes, _) = watch::channel(state.resource_version());
+        let root = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            changes,
+            durability,
+            counters: Counters::new(self.log_limit),
+            faults: Faults::new(self.fault_seed, self.contract_breaking),
+            pen: Pen::new(),
+            access: Access::new(self.token.clone(), self.enforce_rbac),
+            token: self.token,
+            bookmark_interval: Mutex::new(self.bookmark_interval),
+            sharded_watches: self.sharded_watches,
+            connections: Mutex::new(root.child_token()),
+            watches: Mutex::new(root.child_token()),
+            host: addr.to_string(),
+            root: root.clone(),
+        });
+        tracker.spawn(accept(
+            listener,
+            tls.clone(),
+            shared.clone(),
+            tracker.clone(),
+            root.clone(),
+        ));
+        if let Some((log, backlog)) = saving {
+            tracker.spawn(save_continuously(
+                shared.clone(),
+                log,
+                backlog,
+                tracker.clone(),
+                root.clone(),
+            ));
+        }
+        Ok(FakeApiServer {
+            shared,
+            addr,
+            url: match tls {
+                Some(_) => format!("https://{addr}"),
+                None => format!("http://{addr}"),
+            },
+            tls,
+            root,
+            tracker,
+            own_runtime: None,
+        })
+    }
+}
+
+/// Loads the state file into a fresh `state`, adds the namespaces every cluster has, and
+/// rewrites the file with all of it (a compaction), open for the writes to come. Blocking.
+fn open_state_file(mut state: State, path: &Path) -> Result<(State, LogFile), StateFileError> {
+    persist::restore(&mut state, persist::read(path)?);
+    cluster::bootstrap(&mut state);
+    let log = LogFile::create(path, state.stored(), state.resource_version())?;
+    state.keep_unsaved();
+    Ok((state, log))
+}
+
+/// A fake Kubernetes API server on 127.0.0.1, in memory, for tests and local development.
+///
+/// Unmodified clients (kubectl, kube-rs, the Python `kubernetes` client, Python Kopf) work
+/// against it. Stop it with [`FakeApiServer::stop`]; dropping it also stops serving, but only
+/// `stop` waits until every connection is closed.
+///
+/// ```no_run
+/// # async fn example() -> std::io::Result<()> {
+/// let server = kopf_fake_apiserver::FakeApiServer::start().await?;
+/// let client = server.client();
+/// // ... use the client ...
+/// server.stop().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct FakeApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    url: String,
+    /// The certificates, when it serves TLS.
+    tls: Option<Tls>,
+    root: CancellationToken,
+    tracker: TaskTracker,
+    /// Resolves when the server's own runtime (if it has one) is gone.
+    own_runtime: Option<oneshot::Receiver<()>>,
+}
+
+impl FakeApiServer {
+    /// Starts a server with the default settings on the current tokio runtime.
+    pub async fn start() -> std::io::Result<FakeApiServer> {
+        Self::builder().start().await
+    }
+
+    /// A builder for servers with other settings.
+    pub fn builder() -> FakeApiServerBuilder {
+        FakeApiServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` when it serves
+    /// [TLS](FakeApiServerBuilder::tls).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The certificate (PEM) of the authority that signed the server's certificate, when it
+    /// serves [TLS](FakeApiServerBuilder::tls): what clients trust to talk to it
+    /// (`certificate-authority-data` in its kubeconfig, `curl --cacert`, Python's
+    /// `ssl_ca_cert`).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|tls| tls.ca_pem.as_str())
+    }
+
+    /// A kubeconfig pointing at this server: with its CA when it serves TLS, and with the
+    /// bearer token if one is required.
+    pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        let yaml = self.kubeconfig_yaml();
+        kube::config::Kubeconfig::from_yaml(&yaml).expect("the generated kubeconfig is valid")
+    }
+
+    fn kubeconfig_yaml(&self) -> String {
+        let mut cluster = json!({"server": self.url});
+        if let Some(ca) = self.ca_pem() {
+            cluster["certificate-authority-data"] =
+                base64::engine::general_purpose::STANDARD.encode(ca).into();
+        }
+        let mut user = json!({});
+        if let Some(token) = &self.shared.token {
+            user["token"] = token.as_str().into();
+        }
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kopf-fake", "cluster": cluster}],
+            "contexts": [{
+                "name": "kopf-fake",
+                "context": {"cluster": "kopf-fake", "user": "kopf-fake", "namespace": "default"},
+            }],
+            "current-context": "kopf-fake",
+            "users": [{"name": "kopf-fake", "user": user}],
+            "preferences": {},
+        });
+        serde_norway::to_string(&config).expect("a kubeconfig serializes")
+    }
+
+    /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// The kube-rs configuration of [`FakeApiServer::client`]: the server's URL, its CA when it
+    /// serves TLS, the bearer token if one is required, and `default` as the namespace. Change
+    /// it for clients of other kinds (no retries, other headers) to this server.
+    pub fn config(&self) -> kube::Config {
+        let mut config =
+            kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
+        config.default_namespace = "default".into();
+        config.root_cert = self.tls.as_ref().map(|tls| vec![tls.ca_der.clone()]);
+        if let Some(token) = &self.shared.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        config
+    }
+
+    /// A kube-rs client for this server (of [`FakeApiServer::config`]).
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config()).expect("a client of the fake server always builds")
+    }
+
+    /// A bearer token that acts as the ServiceAccount `namespace/name` (the same token each
+    /// time). Its requests are checked against RBAC when the server
+    /// [enforces it](FakeApiServerBuilder::enforce_rbac); the ServiceAccount object itself
+    /// need not exist.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.shared.access.service_account_token(namespace, name)
+    }
+
+    /// A kube-rs client that acts as the ServiceAccount `namespace/name`, with its token
+    /// ([`FakeApiServer::service_account_token`]); its default namespace is `namespace`.
+    pub fn client_as_service_account(&self, namespace: &str, name: &str) -> kube::Client {
+        kube::Client::try_from(self.service_account_config(namespace, name))
+            .expect("a client of the fake server always builds")
+    }
+
+    /// The kube-rs config of [`FakeApiServer::client_as_service_account`].
+    pub fn service_account_config(&self, namespace: &str, name: &str) -> kube::Config {
+        let mut config = self.config();
+        config.default_namespace = namespace.into();
+        config.auth_info.token = Some(self.service_account_token(namespace, name).into());
+        config
+    }
+
+    /// Counters: open connections and watches, requests by verb and resource, objects.
+    pub fn stats(&self) -> Stats {
+        stats(&self.shared)
+    }
+
+    /// Waits until the server has been quiet for `period`: no request arrived and no object
+    /// changed. Tests use it to show that an operator does nothing more, instead of sleeping
+    /// a fixed time. Returns `false` if the server was not quiet for that long within
+    /// `deadline` (a busy operator: a retry loop, say).
+    ///
+    /// ```no_run
+    /// # async fn example(server: kopf_fake_apiserver::FakeApiServer) {
+    /// use std::time::Duration;
+    /// assert!(server.wait_quiet(Duration::from_millis(500), Duration::from_secs(30)).await);
+    /// # }
+    /// ```
+    pub async fn wait_quiet(&self, period: Duration, deadline: Duration) -> bool {
+        self.wait_quiet_but(&[], period, deadline).await
+    }
+
+    /// As [`wait_quiet`](Self::wait_quiet), except that requests to these resources (named
+    /// as [`Stats::requests`] names them, `leases.coordination.k8s.io` say) do not count, nor
+    /// do the changes they make: for operators that keep renewing a Lease while idle.
+    pub async fn wait_quiet_but(
+        &self,
+        resources: &[&str],
+        period: Duration,
+        deadline: Duration,
+    ) -> bool {
+        let activity = || {
+            let stats = self.stats();
+            let requests: u64 = stats
+                .requests
+                .values()
+                .flat_map(|by_resource| by_resource.iter())
+                .filter(|(resource, _)| !resources.contains(&resource.as_str()))
+                .map(|(_, count)| count)
+                .sum();
+            // Every change but those made by the requests ignored comes with a request; the
+            // server's own (a deletion completed, say) only moves the resourceVersion.
+            let version = if resources.is_empty() {
+                stats.resource_version
+            } else {
+                0
+            };
+            (requests, version)
+        };
+        let give_up = tokio::time::Instant::now() + deadline;
+        let mut last = activity();
+        let mut since = tokio::time::Instant::now();
+        loop {
+            let now = tokio::time::Instant::now();
+            if now.duration_since(since) >= period {
+                return true;
+            }
+            if now >= give_up {
+                return false;
+            }
+            tokio::time::sleep(period / 10).await;
+            let seen = activity();
+            if seen != last {
+                last = seen;
+                since = tokio::time::Instant::now();
+            }
+        }
+    }
+
+    /// Every request so far (up to the log limit), oldest first.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared.counters.logged()
+    }
+
+    /// Forgets the request counters and the log.
+    pub fn reset_requests(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// Adds a fault rule; see [`Fault`].
+    ///
+    /// # Panics
+    ///
+    /// For a contract-breaking fault ([`FaultAction::breaks_contract`]) on a server not built
+    /// with [`FakeApiServerBuilder::contract_breaking_faults`].
+    ///
+    /// [`FaultAction::breaks_contract`]: crate::FaultAction::breaks_contract
+    pub fn inject(&self, fault: Fault) {
+        if let Err(refusal) = self.shared.faults.add(fault) {
+            panic!("{refusal}");
+        }
+    }
+
+    /// Removes all fault rules.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Seeds the generator behind probabilistic faults.
+    pub fn seed_faults(&self, seed: u64) {
+        self.shared.faults.reseed(seed);
+    }
+
+    /// Every change made since the server started, oldest first, when it was built with
+    /// [`FakeApiServerBuilder::journal`] (empty otherwise): the write log that checks of what
+    /// an operator did (and in what order) read.
+    pub fn journal(&self) -> Vec<Committed> {
+        self.shared.read(|state| {
+            state
+                .journal()
+                .iter()
+                .map(|change| Committed {
+                    resource_version: change.rv,
+                    event: match change.kind {
+                        ChangeKind::Added => "ADDED",
+                        ChangeKind::Modified => "MODIFIED",
+                        ChangeKind::Deleted => "DELETED",
+                    },
+                    resource: match &change.resource {
+                        (group, plural) if group.is_empty() => plural.clone(),
+                        (group, plural) => format!("{plural}.{group}"),
+                    },
+                    object: (*change.object).clone(),
+                    at: change.at,
+                })
+                .collect()
+        })
+    }
+
+    /// Waits until a write is held by an injected [`Fault::hold_after_commit`] or
+    /// [`Fault::hold_before_commit`] (one held already counts), and returns it; `None` when
+    /// none was held within `deadline`.
+    pub async fn wait_held(&self, deadline: Duration) -> Option<HeldWrite> {
+        let mut arrivals = self.shared.pen.arrivals();
+        let wait = async {
+            loop {
+                if let Some(write) = self.shared.pen.held().into_iter().next() {
+                    return write;
+                }
+                if arrivals.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::time::timeout(deadline, wait).await.ok()
+    }
+
+    /// The writes held now.
+    pub fn held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.held()
+    }
+
+    /// Lets every held write go on: it is made (if it was held before that) and answered.
+    /// Returns them.
+    pub fn release_held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.decide(Release::Answer)
+    }
+
+    /// Ends every held write without an answer, as if its client had died; those held before
+    /// they were made are never made. Returns them.
+    pub fn cut_held(&self) -> Vec<HeldWrite> {
+        self.shared.pen.decide(Release::Cut)
+    }
+
+    /// Ends every open watch stream now (cleanly, as a server-side timeout would).
+    pub fn close_watches(&self) {
+        self.shared.close_watches();
+    }
+
+    /// Forgets the watch history: a watch or list from any earlier resourceVersion gets `410`.
+    pub fn compact(&self) {
+        lock(&self.shared.state).compact();
+    }
+
+    /// Changes how often bookmarks are sent to watches that allow them.
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        *lock(&self.shared.bookmark_interval) = interval;
+    }
+
+    /// Re-creates an object under the same name with a new uid, as someone who deleted it and
+    /// created it again would: the stored object is removed for good (its finalizers are
+    /// ignored) and `object` is created in its place. Both happen at once, so watchers see a
+    /// DELETED event and then an ADDED one, and none is lost. `apiVersion`, `kind`,
+    /// `metadata.name` (and `metadata.namespace` for namespaced kinds) say which object; what
+    /// the server sets (uid, resourceVersion, creationTimestamp, managedFields, ...) is ignored,
+    /// so an object as served can be given back. Returns the new object as served.
+    ///
+    /// When the object does not exist, or the new one is refused (invalid, say), nothing
+    /// changes and the error says why. With a state file, the change is saved as every write
+    /// is, but this call returns without waiting for it.
+    ///
+    /// ```no_run
+    /// # fn example(server: &kopf_fake_apiserver::FakeApiServer) {
+    /// let created = server
+    ///     .recreate(serde_json::json!({
+    ///         "apiVersion": "v1",
+    ///         "kind": "ConfigMap",
+    ///         "metadata": {"name": "cm", "namespace": "default"},
+    ///         "data": {"incarnation": "2"},
+    ///     }))
+    ///     .expect("cm existed");
+    /// println!("the new uid: {}", created["metadata"]["uid"]);
+    /// # }
+    /// ```
+    pub fn recreate(&self, object: serde_json::Value) -> Result<serde_json::Value, RecreateError> {
+        recreate(&self.shared, object).map_err(|error| RecreateError {
+            code: error.code.as_u16(),
+            reason: error.reason.to_string(),
+            message: error.message,
+        })
+    }
+
+    /// Drops every connection (as a restarted API server would) and keeps the data.
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+
+    /// Stops serving, closes every connection, and waits until no task of the server is
+    /// left (the state file, if one was given, holds every write answered).
+    pub async fn stop(mut self) {
+        self.root.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        if let Some(runtime) = self.own_runtime.take() {
+            let _ = runtime.await;
+        }
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}
+
+/// One change the server made, as [`FakeApiServer::journal`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    /// The resourceVersion the change got.
+    pub resource_version: u64,
+    /// `ADDED`, `MODIFIED` or `DELETED`, as a watch would say it.
+    pub event: &'static str,
+    /// The resource: `plural` or `plural.group`.
+    pub resource: String,
+    /// The object after the change (for deletions: its last state).
+    pub object: serde_json::Value,
+    /// When the change was made.
+    pub at: std::time::SystemTime,
+}
+
+/// Why [`FakeApiServer::recreate`] changed nothing: the error the API would answer, as its
+/// `Status` object would say it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("re-creating the object failed with {code} {reason}: {message}")]
+pub struct RecreateError {
+    /// The HTTP status code (`404` when there is no such object).
+    pub code: u16,
+    /// The `Status` reason (`NotFound`, `Invalid`, ...).
+    pub reason: String,
+    /// What went wrong.
+    pub message: String,
+}
