@@ -161,6 +161,7 @@ impl Report {
         for note in &self.notes {
             let _ = writeln!(out, "- Note: {note}");
         }
+        out.push_str(HOW_TO_RUN);
         for scenario in self.results.keys() {
             self.table(&mut out, *scenario);
         }
@@ -410,6 +411,24 @@ impl Report {
 }
 
 /// The median of the values (of the middle two, their mean); none without values.
+/// The section that tells a reader how to run the benchmarks and where their history is.
+const HOW_TO_RUN: &str = "
+## How to run
+
+```sh
+cargo build --release -p kopf-fake-apiserver -p kopf-bench --bins
+target/release/operator-bench --objects 1000 --runs 3 --out /tmp/bench.md   # --help lists the options
+```
+
+`operator-bench` makes the project's virtualenv with Python Kopf (`scripts/python-env`) on its
+first run, starts one `kopf-fake-apiserver` process per measurement, and runs each operator
+as a process of its own. `--scenarios 1,4` picks scenarios; `--operators kopf-rs,kube-rs`
+picks operators; the scale scenarios (9 and 10) run only when named. Every ratio compares
+two operators measured in the same invocation. The history of the rounds of work that
+brought kopf-rs to these figures, with what each measured and changed, is in
+[verification/bench/HISTORY.md](verification/bench/HISTORY.md).
+";
+
 pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
