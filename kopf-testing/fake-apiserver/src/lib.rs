@@ -73,10 +73,12 @@
 //! router logs it.
 
 mod endpoints;
+mod real;
 mod semantics;
 mod server;
 mod storage;
 
 pub use endpoints::control::{Breach, Fault, FaultAction, LoggedRequest, Stats};
 pub use endpoints::holding::HeldWrite;
+pub use real::{LAUNCHER_VARIABLE, RealApiServer, RealApiServerError};
 pub use server::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

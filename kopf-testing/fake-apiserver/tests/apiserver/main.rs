@@ -19,6 +19,7 @@ mod python;
 mod python_tls;
 mod random_requests;
 mod rbac;
+mod real;
 mod shards;
 mod tls;
 mod webhook_matching;
