@@ -90,6 +90,7 @@ pub mod prelude {
     //!
     //! ```
     //! use kopf::prelude::*;
+    //! use serde_json::Value;
     //!
     //! #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
     //! async fn create_fn(spec: &Value, patch: &mut Patch, logger: &Logger) -> kopf::Result<()> {
@@ -109,14 +110,16 @@ pub mod prelude {
     //! ```
     //!
     //! It leaves out [`Result`](crate::Result) and [`Error`](crate::Error), which would hide
-    //! the standard library's `Result`: write `kopf::Result` and `kopf::Error`.
+    //! the standard library's `Result`: write `kopf::Result` and `kopf::Error`. It has only
+    //! kopf's own names; `serde_json::Value` comes from serde_json.
 
+    // Not `serde_json::Value`: a public path to it from here shows its `String` variant to
+    // rustc's short names in diagnostics, and every error about a `String` in a user's crate
+    // would then spell it `std::string::String` (the UI tests of kopf-macros show it).
     #[doc(no_inline)]
     pub use crate::{
         Index, Invocation, Logger, Memo, Patch, PermanentError, Settings, Stopped, TemporaryError,
     };
-    #[doc(no_inline)]
-    pub use serde_json::Value;
 }
 
 pub mod operator {
