@@ -14,8 +14,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kopf::Memo;
 use kopf::diff::Diff;
-use kopf::{Memo, Operator};
+use kopf::operator::Operator;
 use kopf_testing::FakeApiServer;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -131,7 +132,7 @@ fn shown(value: Option<&Value>) -> String {
 
 async fn scenario(
     client: &kube::Client,
-    ready: &kopf::Ready,
+    ready: &kopf::operator::Ready,
     keep_running: bool,
     server: &FakeApiServer,
 ) -> Result<(), Box<dyn std::error::Error>> {

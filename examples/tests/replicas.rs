@@ -21,7 +21,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kopf::{ChangeHandler, LeaseSettings, Operator, Registry, Selector};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::resources::Selector;
+use kopf::settings::LeaseSettings;
 use kopf_testing::{FakeApiServer, test_settings, wait};
 use serde_json::{Value, json};
 use support::{OperatorProcess, spawn_against};
@@ -263,7 +266,7 @@ async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
 /// cluster-wide peering object `default`.
 async fn server_with_peering() -> FakeApiServer {
     let server = server_with_crd().await;
-    for crd in kopf::peering_crds() {
+    for crd in kopf::peering::peering_crds() {
         post(&server, CRDS, crd).await;
     }
     let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",

@@ -29,7 +29,10 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Selector, ShardingSettings};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, DaemonHandler, Registry};
+use kopf::resources::Selector;
+use kopf::settings::ShardingSettings;
 use kopf_testing::{FakeApiServer, Fault, test_settings, wait};
 use serde_json::{Value, json};
 use shard_probe::{CONFLICT, OVERLAP};

@@ -4,7 +4,7 @@
 //! stops the operator and checks that it left nothing behind.
 //!
 //! ```no_run
-//! # async fn example(registry: kopf::Registry) {
+//! # async fn example(registry: kopf::registry::Registry) {
 //! use kopf_testing::OperatorHarness;
 //! let harness = OperatorHarness::start(registry).await;
 //! harness.apply(include_str!("../../examples/crd.yaml")).await; // waits until Established

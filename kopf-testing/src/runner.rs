@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::future::Future;
 
-use kopf::Registry;
+use kopf::registry::Registry;
 
 use crate::harness::{DEADLINE, HarnessBuilder, LogCapture, OperatorHarness};
 

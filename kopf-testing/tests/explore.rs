@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf::Operator;
+use kopf::operator::Operator;
 use kopf_testing::{Explorer, Plan, test_settings};
 use kube::api::{Api, ObjectMeta, PostParams};
 
@@ -49,7 +49,7 @@ async fn careful(name: &str, client: &kube::Client) -> kopf::Result<&'static str
     }
 }
 
-fn explorer(registry: fn() -> kopf::Registry) -> Explorer {
+fn explorer(registry: fn() -> kopf::registry::Registry) -> Explorer {
     Explorer::new(move || Operator::new(registry()).settings(test_settings()))
         .setup(CRD)
         .scenario(|harness| async move {

@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use kopf::{HandlerResult, Invocation, TemporaryError};
+use kopf::registry::HandlerResult;
+use kopf::{Invocation, TemporaryError};
 use serde_json::{Value, json};
 
 /// Printed by a replica that caught another one handling the same object at once.

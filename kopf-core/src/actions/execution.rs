@@ -36,7 +36,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// How the attempt ended after `retries` attempts, as tests read it
-    /// ([`Operator::outcomes`](crate::Operator::outcomes)); `None` when it was aborted.
+    /// ([`Operator::outcomes`](crate::operator::Operator::outcomes)); `None` when it was aborted.
     pub(crate) fn as_handler_outcome(&self, retries: u32) -> Option<HandlerOutcome> {
         match self {
             Outcome::Success(_) => Some(HandlerOutcome::Succeeded { retries }),
@@ -144,7 +144,8 @@ pub(crate) fn execute_as<'a>(
         subhandlers: Some(invocation.gathered.clone()),
         counted_as,
     };
-    // The toolkits' free functions (`kopf::info`, `kopf::adopt_to_current`) act for it.
+    // The toolkits' free functions (`kopf::info`, `kopf::hierarchies::adopt_to_current`) act for
+    // it.
     let current = crate::actions::current::Current::of(&invocation);
     attempt.run(move || current.enter(|| function(invocation)))
 }

@@ -2,7 +2,7 @@
 //! and, when the settings ask, from what handlers log through their object's [`Logger`].
 //!
 //! ```
-//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 //! let logger = invocation.logger();
 //! // To the logs; also posted as an Event if `settings.posting.loggers` is on.
 //! logger.info(format_args!("creating {} replicas", invocation.spec()["replicas"]));
@@ -17,7 +17,7 @@
 //! operator running the current handler (they live with the current handler, in `actions`):
 //!
 //! ```
-//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 //! kopf::info(invocation.body(), "Created", "the database is ready");
 //! # Ok(None)
 //! # }
@@ -238,7 +238,7 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 /// a failure to post is only logged.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let events = invocation.events();
 /// events.info("Scaled", format_args!("to {} replicas", 3));
 /// if let Err(error) = "x".parse::<u32>() {
@@ -373,7 +373,7 @@ impl fmt::Debug for Events {
 /// their parent go to the logs alone:
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let logger = invocation.logger();
 /// logger.info("starting"); // logs, and may be posted
 /// tracing::debug!(parent: logger, attempt = invocation.retry(), "details"); // logs only

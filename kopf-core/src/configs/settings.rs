@@ -49,8 +49,8 @@ pub struct Settings {
 /// for them.
 ///
 /// Operators with admission handlers need a `server`, or `run()` fails with
-/// [`OperatorError::AdmissionServer`](crate::OperatorError::AdmissionServer). With `managed`,
-/// the operator creates a `ValidatingWebhookConfiguration` and a
+/// [`OperatorError::AdmissionServer`](crate::operator::OperatorError::AdmissionServer). With
+/// `managed`, the operator creates a `ValidatingWebhookConfiguration` and a
 /// `MutatingWebhookConfiguration` of that name, fills them with one webhook per handler
 /// whenever the server's address or certificate changes, and at a graceful stop leaves only
 /// the handlers marked `persistent` in them. Its RBAC needs `create` and `patch` on both
@@ -59,7 +59,7 @@ pub struct Settings {
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// settings.admission.server = Some(kopf::WebhookServer::new().port(9443));
+/// settings.admission.server = Some(kopf::admission::WebhookServer::new().port(9443));
 /// settings.admission.managed = Some("auto.kopf.dev".into());
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -86,7 +86,7 @@ pub struct AdmissionSettings {
 /// // This replica serves the lower half of the hash space; another one, the upper half:
 /// // "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')".
 /// settings.watching.shard_selectors.push((
-///     kopf::Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     kopf::resources::Selector::new("kopf.dev", "v1", "kopfexamples"),
 ///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')".into(),
 /// ));
 /// ```
@@ -99,7 +99,7 @@ pub struct AdmissionSettings {
 /// objects that the operator watches for itself. With peering, operators of the same
 /// priority that have shard selectors keep running instead of pausing (higher priorities
 /// still pause them). An invalid selector is an
-/// [`OperatorError::ShardSelector`](crate::OperatorError::ShardSelector) from `run()`.
+/// [`OperatorError::ShardSelector`](crate::operator::OperatorError::ShardSelector) from `run()`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchingSettings {
@@ -198,7 +198,7 @@ pub struct ExecutionSettings {
     /// Which due change handlers run in one processing cycle (Kopf's `kopf.run(lifecycle=)`;
     /// [`Lifecycle::Asap`] by default).
     pub lifecycle: Lifecycle,
-    /// At most this many threads run [sync handlers](crate::blocking) at once; more calls
+    /// At most this many threads run [sync handlers](crate::registry::blocking) at once; more calls
     /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
     pub max_blocking_threads: usize,
     /// At most this long: timers' intervals and idle times, daemons' and timers' initial
@@ -453,7 +453,7 @@ pub struct PeeringSettings {
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// let mut sharding = kopf::ShardingSettings::new(16);
+/// let mut sharding = kopf::settings::ShardingSettings::new(16);
 /// sharding.namespace = Some("operators".into());
 /// settings.peering.sharding = Some(sharding);
 /// ```
@@ -514,13 +514,13 @@ impl ShardingSettings {
 ///
 /// The durations are validated as client-go validates them (`lease_duration >
 /// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
-/// are an [`OperatorError::Lease`](crate::OperatorError::Lease) from `run()`.
+/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// let mut lease = kopf::LeaseSettings::new("my-operator");
+/// let mut lease = kopf::settings::LeaseSettings::new("my-operator");
 /// lease.namespace = Some("operators".into());
-/// lease.on_lost = kopf::LostLeadership::Exit;
+/// lease.on_lost = kopf::settings::LostLeadership::Exit;
 /// settings.peering.lease = Some(lease);
 /// settings.peering.standalone = true; // the Lease alone, no Kopf peering
 /// ```
@@ -572,8 +572,8 @@ pub enum LostLeadership {
     #[default]
     Pause,
     /// Stop the operator: `run()` returns
-    /// [`OperatorError::LostLeadership`](crate::OperatorError::LostLeadership), and the process
-    /// exits non-zero (as kube-controller-manager and controller-runtime do), so that a
+    /// [`OperatorError::LostLeadership`](crate::operator::OperatorError::LostLeadership), and the
+    /// process exits non-zero (as kube-controller-manager and controller-runtime do), so that a
     /// restart begins afresh.
     Exit,
 }

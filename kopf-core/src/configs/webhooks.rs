@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// The operator's HTTPS server for admission webhooks (Kopf's `kopf.WebhookServer`), as
-/// [`AdmissionSettings::server`](crate::AdmissionSettings::server) selects it.
+/// [`AdmissionSettings::server`](crate::settings::AdmissionSettings::server) selects it.
 ///
 /// It listens on `addr:port`; the cluster calls it at `https://host:port/path/<handler-id>`
 /// (or through a Kubernetes Service, see [`service`](Self::service)). Without a certificate
@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 /// ```
 /// let mut settings = kopf::Settings::default();
 /// // A cluster in k3d reaches the host as `host.k3d.internal`.
-/// settings.admission.server = Some(kopf::WebhookServer::k3d().port(9443));
+/// settings.admission.server = Some(kopf::admission::WebhookServer::k3d().port(9443));
 /// settings.admission.managed = Some("auto.kopf.dev".into());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,7 +201,7 @@ impl WebhookServer {
     /// `<name>.<namespace>.svc.cluster.local`.
     ///
     /// ```
-    /// let server = kopf::WebhookServer::service("operators", "my-operator").port(9443);
+    /// let server = kopf::admission::WebhookServer::service("operators", "my-operator").port(9443);
     /// ```
     pub fn service(namespace: impl Into<String>, name: impl Into<String>) -> WebhookServer {
         WebhookServer {

@@ -1,5 +1,5 @@
-//! Logging in with the `on_login` handlers (see [`LoginHandler`](crate::LoginHandler) for the
-//! user's view): asked in order until one gives credentials, at the start and again when the
+//! Logging in with the `on_login` handlers (see [`LoginHandler`](crate::registry::LoginHandler) for
+//! the user's view): asked in order until one gives credentials, at the start and again when the
 //! operator's client ([`clients::auth`](crate::clients::auth)) meets `401 Unauthorized`.
 //!
 //! Invariants:
@@ -11,7 +11,7 @@
 //!
 //! Without login handlers, the credentials are kube-client's own (`Client::try_default`, from
 //! the kubeconfig or the in-cluster service account), or the embedder's
-//! [`Operator::client`](crate::Operator::client) as given. Those are not renewed.
+//! [`Operator::client`](crate::operator::Operator::client) as given. Those are not renewed.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,7 +1,7 @@
 //! What runs daemons and timers: one long-running task, or one periodic task, per (object,
 //! handler), alive while the object exists and passes the handler's filters (Kopf's spawning
-//! handlers). Their declarations are [`DaemonHandler`](crate::DaemonHandler) and
-//! [`TimerHandler`](crate::TimerHandler).
+//! handlers). Their declarations are [`DaemonHandler`](crate::registry::DaemonHandler) and
+//! [`TimerHandler`](crate::registry::TimerHandler).
 //!
 //! Invariants:
 //! 1. At most one task per (object, handler): the object's [`Daemons`] holds it, and only the

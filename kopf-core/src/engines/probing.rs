@@ -1,8 +1,8 @@
 //! The liveness endpoint (Kopf's `--liveness`): an HTTP server that answers with the probe
 //! handlers' results, plus a readiness check.
 //!
-//! - `GET <path>` of the URL runs the [probe handlers](crate::ActivityHandler::on_probe) and
-//!   answers 200 with `{"probe_id": result, ...}` (`null` for a probe that returns nothing),
+//! - `GET <path>` of the URL runs the [probe handlers](crate::registry::ActivityHandler::on_probe)
+//!   and answers 200 with `{"probe_id": result, ...}` (`null` for a probe that returns nothing),
 //!   or 500 with `{"error": ...}` when one fails. As Kopf, results are kept for 10 seconds,
 //!   and probes run one run at a time: requests meanwhile wait for that run's results.
 //! - `GET /readyz` (beyond Kopf) answers 200 `{"ready": true}` once the operator has listed

@@ -201,7 +201,8 @@ fn usage_exit(error: &clap::Error) -> ExitCode {
 /// for tests that apply it, and tools that write it out.
 ///
 /// ```
-/// let yaml = kopf::rbac_manifest(&kopf::Registry::new(), ["-n", "default"]).unwrap();
+/// let registry = kopf::registry::Registry::new();
+/// let yaml = kopf::rbac::rbac_manifest(&registry, ["-n", "default"]).unwrap();
 /// assert!(yaml.contains("kind: RoleBinding"));
 /// ```
 ///

@@ -101,7 +101,7 @@ pub(crate) fn crd_yaml(registry: &Registry) -> String {
 /// API server to run operators with peering.
 ///
 /// ```
-/// let crds = kopf::peering_crds();
+/// let crds = kopf::peering::peering_crds();
 /// assert_eq!(crds[0]["metadata"]["name"], "clusterkopfpeerings.kopf.dev");
 /// ```
 pub fn peering_crds() -> Vec<Value> {

@@ -1,9 +1,11 @@
 //! The operator: runs the registry's handlers against a cluster until stopped.
 //!
 //! ```no_run
-//! # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+//! use kopf::operator::Operator;
+//!
+//! # async fn example(registry: kopf::registry::Registry) -> kopf::Result<()> {
 //! let stop = tokio_util::sync::CancellationToken::new();
-//! let operator = kopf::Operator::new(registry);
+//! let operator = Operator::new(registry);
 //! let ready = operator.ready();
 //! let running = tokio::spawn(operator.run(stop.clone()));
 //! ready.wait().await; // every resource has been listed once
@@ -54,8 +56,8 @@ pub enum OperatorError {
     #[error("invalid namespace patterns: {0}")]
     Namespaces(String),
     /// Some work ignored its cancellation past the grace period: async handlers were aborted,
-    /// and [sync handlers](crate::blocking), which cannot be interrupted, were abandoned to
-    /// finish on their own threads.
+    /// and [sync handlers](crate::registry::blocking), which cannot be interrupted, were abandoned
+    /// to finish on their own threads.
     #[error(
         "the operator stopped, but some work had to be aborted after the grace period of {0:?}"
     )]
@@ -80,34 +82,35 @@ pub enum OperatorError {
         /// What went wrong.
         message: String,
     },
-    /// The Lease settings ([`LeaseSettings`](crate::LeaseSettings)) are invalid, as client-go
-    /// judges them: the lease duration must exceed the renew deadline, which must exceed 1.2 ×
-    /// the retry period, all above zero, and the identity must not be empty.
+    /// The Lease settings ([`LeaseSettings`](crate::settings::LeaseSettings)) are invalid, as
+    /// client-go judges them: the lease duration must exceed the renew deadline, which must exceed
+    /// 1.2 × the retry period, all above zero, and the identity must not be empty.
     #[error("invalid lease settings: {0}")]
     Lease(String),
     /// A shard selector of
-    /// [`WatchingSettings::shard_selectors`](crate::WatchingSettings::shard_selectors) is
+    /// [`WatchingSettings::shard_selectors`](crate::settings::WatchingSettings::shard_selectors) is
     /// invalid: the message names its resource and what is wrong.
     #[error("invalid settings.watching.shard_selectors: {0}")]
     ShardSelector(String),
     /// The assigned shards' settings
-    /// ([`PeeringSettings::sharding`](crate::PeeringSettings::sharding), `--shards`) are
+    /// ([`PeeringSettings::sharding`](crate::settings::PeeringSettings::sharding), `--shards`) are
     /// invalid: the message says what is wrong.
     #[error("invalid sharding settings: {0}")]
     Sharding(String),
     /// The operator lost the leadership of its Lease, and the settings say to exit
-    /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
+    /// ([`LostLeadership::Exit`](crate::settings::LostLeadership::Exit)): it stopped as at a
+    /// signal.
     #[error("lost the leadership of the lease {lease}")]
     LostLeadership {
         /// The Lease, as `namespace/name`.
         lease: String,
     },
     /// Admission handlers exist, but no webhook server is configured
-    /// ([`AdmissionSettings::server`](crate::AdmissionSettings::server)).
+    /// ([`AdmissionSettings::server`](crate::settings::AdmissionSettings::server)).
     #[error(
         "the admission handlers {handlers} need a webhook server: set \
-         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
-         settings or in a startup handler"
+         settings.admission.server (e.g. to kopf::admission::WebhookServer::new()) in the \
+         operator's settings or in a startup handler"
     )]
     AdmissionServer {
         /// The admission handlers' ids.
@@ -118,8 +121,8 @@ pub enum OperatorError {
     #[error("cannot serve the admission webhooks: {0}")]
     Webhooks(#[source] crate::engines::webhooks::WebhookError),
     /// The managed webhook configurations
-    /// ([`AdmissionSettings::managed`](crate::AdmissionSettings::managed)) cannot be kept: an
-    /// invalid name, or no permission to create them.
+    /// ([`AdmissionSettings::managed`](crate::settings::AdmissionSettings::managed)) cannot be
+    /// kept: an invalid name, or no permission to create them.
     #[error("cannot manage the webhook configurations: {0}")]
     ManagedWebhooks(#[source] crate::engines::configurations::ConfigurationError),
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
@@ -252,8 +255,9 @@ impl Operator {
     /// `run()`. Port 0 picks a free port: see [`metrics_endpoint`](Self::metrics_endpoint).
     ///
     /// ```no_run
-    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
-    /// let operator = kopf::Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
+    /// # use kopf::operator::{Operator, OperatorError};
+    /// # async fn example(registry: kopf::registry::Registry) -> Result<(), OperatorError> {
+    /// let operator = Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
     /// operator.run_until_signalled().await
     /// # }
     /// ```
@@ -273,9 +277,9 @@ impl Operator {
     /// handler through [`Invocation::memo`](crate::Invocation::memo).
     ///
     /// ```
-    /// # fn example(registry: kopf::Registry) {
+    /// # fn example(registry: kopf::registry::Registry) {
     /// use std::sync::atomic::AtomicUsize;
-    /// let operator = kopf::Operator::new(registry)
+    /// let operator = kopf::operator::Operator::new(registry)
     ///     .memo(kopf::Memo::new().with(AtomicUsize::new(0)).with_value("region", "eu-1"));
     /// # }
     /// ```
@@ -291,7 +295,7 @@ impl Operator {
     }
 
     /// Use this client (default: from the kubeconfig or the in-cluster environment). With
-    /// [login handlers](crate::LoginHandler), their credentials are used instead.
+    /// [login handlers](crate::registry::LoginHandler), their credentials are used instead.
     pub fn client(mut self, client: kube::Client) -> Operator {
         self.client = Some(client);
         self
@@ -309,7 +313,7 @@ impl Operator {
 
     /// Serves the liveness endpoint at this URL, as Kopf's `--liveness`:
     /// `http://host:port/path` (HTTP only). Started after the startup handlers, it answers
-    /// `GET /path` with 200 and the [probe handlers'](crate::ActivityHandler::on_probe)
+    /// `GET /path` with 200 and the [probe handlers'](crate::registry::ActivityHandler::on_probe)
     /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
     /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
     /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
@@ -317,8 +321,9 @@ impl Operator {
     /// [`OperatorError::Liveness`] from `run()`.
     ///
     /// ```no_run
-    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
-    /// let operator = kopf::Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
+    /// # use kopf::operator::{Operator, OperatorError};
+    /// # async fn example(registry: kopf::registry::Registry) -> Result<(), OperatorError> {
+    /// let operator = Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
     /// operator.run_until_signalled().await
     /// # }
     /// ```
@@ -328,7 +333,7 @@ impl Operator {
     }
 
     /// A handle that resolves once the operator has listed everything it serves. An operator
-    /// paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings)) lists
+    /// paused in favour of a peer (see [`PeeringSettings`](crate::settings::PeeringSettings)) lists
     /// nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
@@ -352,8 +357,8 @@ impl Operator {
     /// the operator is alive and its clients are dropped. The connections of the clients
     /// that it made (not of one given with [`client`](Self::client)) are closed then, even
     /// where a handler kept a clone of its client. The one exception: a
-    /// [sync handler](crate::blocking) still running after the grace period is abandoned on
-    /// its thread, which keeps what the handler holds until it returns.
+    /// [sync handler](crate::registry::blocking) still running after the grace period is abandoned
+    /// on its thread, which keeps what the handler holds until it returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
         self.run_until(stop, CancellationToken::new()).await
     }

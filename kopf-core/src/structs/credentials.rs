@@ -7,7 +7,7 @@ use std::pin::Pin;
 /// `kopf.ConnectionInfo`). PEM data is given as text; paths name files read at login.
 ///
 /// ```
-/// let info = kopf::ConnectionInfo::new("https://10.0.0.1:6443")
+/// let info = kopf::login::ConnectionInfo::new("https://10.0.0.1:6443")
 ///     .token("secret-token")
 ///     .ca_data("-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n")
 ///     .default_namespace("operators");

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{
-    ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, OperatorError,
-    Registry, Settings, ShardingSettings,
-};
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, DaemonHandler, EventHandler, IndexHandler, Registry};
+use kopf::settings::ShardingSettings;
+use kopf::{Index, Settings};
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
 

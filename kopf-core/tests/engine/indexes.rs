@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kopf::{Index, Memo, Operator};
+use kopf::operator::Operator;
+use kopf::{Index, Memo};
 use kopf_testing::{OperatorHarness, wait};
 use serde_json::{Value, json};
 
@@ -216,7 +217,8 @@ async fn an_index_missing_from_the_registry_is_a_permanent_error_of_the_handler(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plain_api_reads_indexes_by_name() {
-    use kopf::{ChangeHandler, IndexHandler, Registry, Selector};
+    use kopf::registry::{ChangeHandler, IndexHandler, Registry};
+    use kopf::resources::Selector;
     let registry = Registry::new()
         .with(IndexHandler::new(
             Selector::new("", "v1", "pods"),

@@ -14,7 +14,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, EventHandler, Operator, OperatorError, Registry, TemporaryError};
+use kopf::TemporaryError;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, EventHandler, Registry};
 use kopf_testing::FakeApiServer;
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};

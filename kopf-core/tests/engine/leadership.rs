@@ -9,10 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kopf::{
-    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership,
-    Operator, OperatorError, PermanentError, Registry, Settings,
-};
+use kopf::activities::Activity;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ActivityHandler, ChangeHandler, DaemonHandler, Registry};
+use kopf::settings::{LeaseSettings, LostLeadership};
+use kopf::{PermanentError, Settings};
 use kopf_testing::{Fault, wait};
 use serde_json::{Value, json};
 use time::OffsetDateTime;

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kopf::{
-    ChangeHandler, ConnectionInfo, LoginHandler, Operator, OperatorError, PermanentError, Registry,
-    TemporaryError,
-};
+use kopf::login::ConnectionInfo;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, LoginHandler, Registry};
+use kopf::{PermanentError, TemporaryError};
 use kopf_testing::{FakeApiServer, Fault, OperatorHarness, test_settings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

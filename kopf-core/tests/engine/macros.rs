@@ -3,7 +3,8 @@
 //! stored, and a spec that does not fit its type is a permanent error.
 
 use kopf::diff::Diff;
-use kopf::{Memo, Operator, Patch, Reason};
+use kopf::operator::Operator;
+use kopf::{Memo, Patch, Reason};
 use kopf_testing::OperatorHarness;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -73,7 +74,7 @@ async fn sibling_fn(spec: &Value, memo: &Memo) -> Value {
     json!({"saw": spec})
 }
 
-async fn start(registry: kopf::Registry, calls: &Calls) -> OperatorHarness {
+async fn start(registry: kopf::registry::Registry, calls: &Calls) -> OperatorHarness {
     OperatorHarness::start_on(
         server_with_crd().await,
         Operator::new(registry)

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use kopf::{ChangeHandler, DaemonHandler, Operator, Registry, Settings};
+use kopf::Settings;
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, DaemonHandler, Registry};
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
 

@@ -5,10 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::settings::Lifecycle;
 use kopf::storage::{
     AnnotationsDiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage, StatusProgressStorage,
 };
-use kopf::{ChangeHandler, Lifecycle, Operator, OperatorError, Registry, Settings, TemporaryError};
+use kopf::{Settings, TemporaryError};
 use kopf_testing::{FakeApiServer, test_settings, wait};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, EventHandler, Memo, Operator, Registry, Selector, Settings};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, EventHandler, Registry};
+use kopf::resources::Selector;
+use kopf::{Memo, Settings};
 use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

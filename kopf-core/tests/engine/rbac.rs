@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
 use kopf_testing::OperatorHarness;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -20,7 +20,7 @@ async fn child(name: &str, owner: &serde_json::Value, client: kube::Client) -> k
         "metadata": {"name": format!("{name}-config")},
         "data": {"owner": name},
     });
-    kopf::adopt(&mut config, owner)?;
+    kopf::hierarchies::adopt(&mut config, owner)?;
     let config: ConfigMap = serde_json::from_value(config)?;
     Api::<ConfigMap>::default_namespaced(client)
         .create(&PostParams::default(), &config)
@@ -44,9 +44,10 @@ async fn configure_undeclared(
 
 /// The harness with the CRD and the registry's `rbac -n default` output applied, the
 /// operator acting as the ServiceAccount on a server that enforces RBAC.
-async fn start(registry: kopf::Registry) -> OperatorHarness {
-    let rbac = kopf::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
-        .expect("the rbac options are valid");
+async fn start(registry: kopf::registry::Registry) -> OperatorHarness {
+    let rbac =
+        kopf::rbac::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
+            .expect("the rbac options are valid");
     OperatorHarness::builder()
         .apply(CRD)
         .apply(rbac)
@@ -115,7 +116,7 @@ async fn the_rbac_output_lets_the_operator_create_its_children_and_nothing_more(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_is_not_declared_is_forbidden() {
     let registry = kopf::handlers![configure_undeclared];
-    let rbac = kopf::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
+    let rbac = kopf::rbac::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
     assert!(
         rbac.contains("# NOT COVERED: configure_undeclared takes a `client`"),
         "{rbac}"

@@ -5,10 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kopf::Index;
 use kopf::filters::{MetaFilter, ValueFilter};
-use kopf::{
-    ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, Registry,
-    TimerHandler,
+use kopf::operator::Operator;
+use kopf::registry::{
+    ChangeHandler, DaemonHandler, EventHandler, IndexHandler, Registry, TimerHandler,
 };
 use kopf_testing::{Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
@@ -143,7 +144,7 @@ async fn json_patch_operations_made_for_an_outdated_version_re_run_the_handler()
 fn recording(
     calls: &Calls,
     id: &'static str,
-) -> impl Fn(kopf::Invocation) -> kopf::HandlerFuture + Send + Sync + 'static {
+) -> impl Fn(kopf::Invocation) -> kopf::registry::HandlerFuture + Send + Sync + 'static {
     let calls = calls.clone();
     move |inv| {
         calls.record(

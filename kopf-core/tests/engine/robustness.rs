@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kopf::filters::{MetaFilter, ValueFilter};
-use kopf::{
-    ChangeHandler, ErrorsMode, EventHandler, Invocation, Operator, OperatorError, PermanentError,
-    Registry, TemporaryError,
-};
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, ErrorsMode, EventHandler, Registry};
+use kopf::{Invocation, PermanentError, TemporaryError};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -133,7 +132,7 @@ fn named<'a>(calls: &'a [Value], key: &str, value: &str) -> Vec<&'a Value> {
 fn recording(
     calls: &Calls,
     handler: &'static str,
-) -> impl Fn(Invocation) -> kopf::HandlerFuture + Send + Sync + 'static {
+) -> impl Fn(Invocation) -> kopf::registry::HandlerFuture + Send + Sync + 'static {
     let calls = calls.clone();
     move |inv: Invocation| {
         calls.record(json!({
@@ -268,9 +267,9 @@ async fn a_write_that_changes_nothing_is_not_waited_for() {
     fn same_result(
         calls: &Calls,
         handler: &'static str,
-    ) -> impl Fn(Invocation) -> kopf::HandlerFuture + Send + Sync + 'static + use<> {
+    ) -> impl Fn(Invocation) -> kopf::registry::HandlerFuture + Send + Sync + 'static + use<> {
         let calls = calls.clone();
-        move |invocation: Invocation| -> kopf::HandlerFuture {
+        move |invocation: Invocation| -> kopf::registry::HandlerFuture {
             calls.record(json!({"handler": handler, "name": invocation.name()}));
             Box::pin(async { Ok(Some(json!({"done": true}))) })
         }
@@ -1146,7 +1145,7 @@ async fn optional_delete_handlers_do_not_block_deletion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_modes_retries_and_timeouts_limit_the_attempts() {
     let calls = Calls::default();
-    let failing = |id: &'static str, outcome: fn(u32) -> kopf::HandlerResult| {
+    let failing = |id: &'static str, outcome: fn(u32) -> kopf::registry::HandlerResult| {
         let calls = calls.clone();
         ChangeHandler::on_create(examples(), id, move |inv| {
             let calls = calls.clone();

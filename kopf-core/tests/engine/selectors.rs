@@ -3,8 +3,11 @@
 //! including resources whose CRDs appear after the start. Namespace globs: one watcher per
 //! matching namespace, started and stopped as namespaces come and go.
 
+use kopf::Invocation;
 use kopf::filters::MetaFilter;
-use kopf::{ChangeHandler, EVERYTHING, EventHandler, Invocation, Operator, Registry, Selector};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, EventHandler, HandlerResult, Registry};
+use kopf::resources::{EVERYTHING, Selector};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
@@ -73,7 +76,7 @@ async fn create(client: &kube::Client, group: &str, kind: &str, name: &str, labe
 fn recording(
     calls: &Calls,
     id: &'static str,
-) -> impl Fn(Invocation) -> std::future::Ready<kopf::HandlerResult> + Send + Sync + 'static {
+) -> impl Fn(Invocation) -> std::future::Ready<HandlerResult> + Send + Sync + 'static {
     let calls = calls.clone();
     move |invocation| {
         calls.record(json!({

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use kopf::Selector;
+use kopf::resources::Selector;
 use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, wait};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -187,7 +187,7 @@ pub(crate) async fn settle(server: &FakeApiServer) {
 }
 
 /// The URL of the operator's metrics endpoint, once it listens.
-pub(crate) async fn metrics_url(endpoint: &kopf::MetricsEndpoint) -> String {
+pub(crate) async fn metrics_url(endpoint: &kopf::metrics::MetricsEndpoint) -> String {
     tokio::time::timeout(DEADLINE, endpoint.url())
         .await
         .expect("the metrics endpoint listens")

@@ -11,7 +11,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use kopf::{AdmissionError, AdmissionHandler, Operation, Operator, OperatorError, Registry};
+use kopf::AdmissionError;
+use kopf::admission::Operation;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{AdmissionHandler, Registry};
 use kopf_testing::{OperatorHarness, wait};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -55,7 +58,7 @@ fn registry() -> Registry {
         )
 }
 
-fn settings(server: kopf::WebhookServer) -> kopf::Settings {
+fn settings(server: kopf::admission::WebhookServer) -> kopf::Settings {
     let mut settings = kopf_testing::test_settings();
     settings.admission.server = Some(server);
     settings.admission.managed = Some(MANAGED.into());
@@ -206,7 +209,9 @@ async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_h
     let server = server_with_crd().await;
     let client = server.client();
     let operator = Operator::new(registry()).settings(settings(
-        kopf::WebhookServer::new().addr(LOCALHOST).path("/hooks"),
+        kopf::admission::WebhookServer::new()
+            .addr(LOCALHOST)
+            .path("/hooks"),
     ));
     let harness = OperatorHarness::start_on(server, operator).await;
 
@@ -275,7 +280,7 @@ async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_h
     assert!(
         matches!(
             harness.outcome("example", "check_size"),
-            Some(kopf::HandlerOutcome::Succeeded { .. })
+            Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
         ),
         "the reviews' handlers are recorded as the operator's others are"
     );
@@ -297,7 +302,9 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
     let stop = tokio_util::sync::CancellationToken::new();
     let operator = Operator::new(registry())
         .client(server.client())
-        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+        .settings(settings(
+            kopf::admission::WebhookServer::new().addr(LOCALHOST),
+        ));
     let running = tokio::spawn(operator.run(stop.clone()));
     configuration(&client, MUTATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
@@ -374,7 +381,7 @@ async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
     };
     let first = certificate();
     write(&first);
-    let webhook_server = kopf::WebhookServer::new()
+    let webhook_server = kopf::admission::WebhookServer::new()
         .addr(LOCALHOST)
         .certificate(&certfile, &pkeyfile)
         .cafile(&cafile)
@@ -434,8 +441,8 @@ async fn admission_handlers_without_a_server_fail_the_start_with_what_to_configu
     assert_eq!(
         error.to_string(),
         "the admission handlers check_size, default/size need a webhook server: set \
-         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
-         settings or in a startup handler"
+         settings.admission.server (e.g. to kopf::admission::WebhookServer::new()) in the \
+         operator's settings or in a startup handler"
     );
 }
 
@@ -453,7 +460,9 @@ async fn a_stop_while_the_admission_resources_are_first_discovered_ends_the_oper
     let stop = tokio_util::sync::CancellationToken::new();
     let operator = Operator::new(registry())
         .client(server.client())
-        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+        .settings(settings(
+            kopf::admission::WebhookServer::new().addr(LOCALHOST),
+        ));
     let running = tokio::spawn(operator.run(stop.clone()));
     wait("a discovery request to hang", || async {
         let fired = server.stats().faults.get("delay").copied().unwrap_or(0);
@@ -480,8 +489,9 @@ async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_
     };
     let server = server_with_crd().await;
     let client = server.client();
-    let operator = Operator::new(Registry::new().with(handler))
-        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+    let operator = Operator::new(Registry::new().with(handler)).settings(settings(
+        kopf::admission::WebhookServer::new().addr(LOCALHOST),
+    ));
     let harness = OperatorHarness::start_on(server, operator).await;
     let validating = configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
@@ -538,7 +548,7 @@ async fn server_with_edited_rbac(
         .expect("the server starts");
     install_crd(&server).await;
     let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
-    let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
+    let rbac = kopf::rbac::rbac_manifest(&registry(), options).expect("valid rbac options");
     let client = server.client();
     for document in serde_norway::Deserializer::from_str(&rbac) {
         let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
@@ -567,7 +577,7 @@ async fn server_with_edited_rbac(
 
 /// The operator acting as the ServiceAccount, standalone.
 fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
-    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    let mut settings = settings(kopf::admission::WebhookServer::new().addr(LOCALHOST));
     settings.peering.standalone = true;
     Operator::new(registry())
         .client(server.client_as_service_account("default", ACCOUNT))
@@ -639,7 +649,9 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
     ));
     let operator = Operator::new(registry)
         .client(server.client())
-        .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
+        .settings(settings(
+            kopf::admission::WebhookServer::new().addr(LOCALHOST),
+        ));
     let running = tokio::spawn(operator.run(stop.clone()));
     configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 2)
@@ -682,9 +694,13 @@ async fn without_the_rbac_to_patch_the_configurations_the_operator_stops_saying_
 
 /// Settings for a candidate of the Lease `lease-webhooks`, serving at this port.
 fn candidate(identity: &str, port: u16) -> kopf::Settings {
-    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST).port(port));
+    let mut settings = settings(
+        kopf::admission::WebhookServer::new()
+            .addr(LOCALHOST)
+            .port(port),
+    );
     settings.peering.standalone = true;
-    let mut lease = kopf::LeaseSettings::new("lease-webhooks");
+    let mut lease = kopf::settings::LeaseSettings::new("lease-webhooks");
     lease.namespace = Some("default".into());
     lease.identity = Some(identity.into());
     lease.lease_duration = Duration::from_secs(3);
@@ -766,7 +782,7 @@ async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let mut settings = settings(kopf::WebhookServer::new().addr(LOCALHOST));
+    let mut settings = settings(kopf::admission::WebhookServer::new().addr(LOCALHOST));
     settings.scanning.interval = Duration::from_millis(200);
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;

@@ -10,10 +10,10 @@
 //! as a restarted pod would.
 //!
 //! ```no_run
-//! use kopf::Operator;
+//! use kopf::operator::Operator;
 //! use kopf_testing::{Explorer, test_settings};
 //!
-//! # async fn example(registry: fn() -> kopf::Registry) {
+//! # async fn example(registry: fn() -> kopf::registry::Registry) {
 //! let exploration = Explorer::new(move || Operator::new(registry()).settings(test_settings()))
 //!     .setup(include_str!("../../../examples/crd.yaml"))
 //!     .scenario(|harness| async move {
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use kopf::Operator;
+use kopf::operator::Operator;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -438,7 +438,7 @@ impl Explorer {
 pub(super) struct Incarnation {
     stop: CancellationToken,
     crash: Option<oneshot::Sender<()>>,
-    ready: kopf::Ready,
+    ready: kopf::operator::Ready,
     done: oneshot::Receiver<Result<(), String>>,
 }
 

@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use kopf::{Operator, OperatorError, Outcomes};
+use kopf::operator::{Operator, OperatorError};
+use kopf::outcomes::Outcomes;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -1,9 +1,9 @@
 //! Handlers' outcomes, from the operator's memory: each attempt's end is kept
-//! ([`kopf::Operator::outcomes`]), so a test reads a handler's last outcome even after the
-//! operator purged its progress record from the object at the end of the cycle (or, for a
+//! ([`kopf::operator::Operator::outcomes`]), so a test reads a handler's last outcome even after
+//! the operator purged its progress record from the object at the end of the cycle (or, for a
 //! first attempt that ended it, never wrote one).
 
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
 
 use super::operator::OperatorHarness;
 use super::waiting::{DEADLINE, wait_or_none};
@@ -18,7 +18,7 @@ impl OperatorHarness {
     ///
     /// ```no_run
     /// # async fn example(harness: kopf_testing::OperatorHarness) {
-    /// use kopf::HandlerOutcome;
+    /// use kopf::outcomes::HandlerOutcome;
     /// let outcome = harness.wait_for_outcome("kex", "create_fn").await;
     /// assert!(matches!(outcome, HandlerOutcome::Failed { .. }), "{outcome:?}");
     /// # }

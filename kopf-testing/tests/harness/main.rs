@@ -2,7 +2,7 @@
 //! waited for; what the operator sent and logged, kept apart from the test's own requests
 //! and from other tests; the stop and its checks.
 
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
 use kopf_testing::{Fault, OperatorHarness};
 use serde_json::json;
 
@@ -183,7 +183,7 @@ async fn the_harness_works_without_the_attribute() {
 fn logs_need_the_attribute() {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let harness = OperatorHarness::start(kopf::Registry::new()).await;
+        let harness = OperatorHarness::start(kopf::registry::Registry::new()).await;
         harness.logs();
     });
 }
@@ -303,8 +303,8 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
         .create(&Default::default(), &crd)
         .await
         .expect("the CRD is created over TLS");
-    let operator =
-        kopf::Operator::new(kopf::handlers![create_fn]).settings(kopf_testing::test_settings());
+    let operator = kopf::operator::Operator::new(kopf::handlers![create_fn])
+        .settings(kopf_testing::test_settings());
     let harness = OperatorHarness::start_on(server, operator).await;
     harness
         .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: secure}}")
