@@ -2,15 +2,21 @@
 //! (results, progress records, the diff-base, the finalizer's change), sent to the object only
 //! while this operator may act on it, a few at a time, and after a failure, tried again only
 //! after Kopf's error delays. The requests themselves are `clients/patching.rs`'s.
+//!
+//! "May act" is asked right before each request leaves, not once per write: a write waits
+//! for its permit (long, in a burst), and is up to four requests with retries. Each request
+//! must be answered within the operator's term, and carries the resourceVersion it was made
+//! for, so that none lands after the term over what the next leader (or shard owner) wrote.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use crate::aiokits::tasks::Tasks;
-use crate::clients::patching::{self, Target, Written};
+use crate::clients::patching::{self, Closed, Gate, Target, WriteError, Written};
 use crate::configs::settings::Settings;
 use crate::configs::storage::ProgressStorage;
 use crate::engines::ownership::Ownership;
@@ -110,14 +116,14 @@ impl Writer {
         tasks: &Tasks,
         failed: impl FnOnce() -> usize,
     ) -> Result<Written, Unwritten> {
-        if !self.fence.is_open() {
-            // The results of handlers that ran within the term, written after it: dropped, so
-            // that the leader does them again rather than two operators writing at once.
-            tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's (or the ring membership's) term has ended; the owner handles the object again");
-            return Err(Unwritten::dropped());
-        }
-        if self.ownership.as_ref().is_some_and(|o| !o.holds(uid)) {
-            tracing::warn!(target: "kopf::patching", uid, "not patched: the object's shard was handed over; its new owner handles the object");
+        let gate = ObjectGate {
+            fence: &self.fence,
+            ownership: self.ownership.as_deref(),
+            uid,
+        };
+        // Before waiting for a permit too: a write that may not go out does not queue.
+        if let Err(closed) = gate.deadline() {
+            not_sent(uid, closed);
             return Err(Unwritten::dropped());
         }
         // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
@@ -135,6 +141,7 @@ impl Writer {
             namespace: body["metadata"]["namespace"].as_str(),
             name: body["metadata"]["name"].as_str().unwrap_or_default(),
             stop: tasks.token(),
+            gate: &gate,
         };
         let version = body["metadata"]["resourceVersion"]
             .as_str()
@@ -163,14 +170,25 @@ impl Writer {
                 self.warn_pruned(&written.pruned, body);
                 Ok(written)
             }
-            Err(kube::Error::Api(status))
-                if patching::rejected_for_good(&kube::Error::Api(status.clone())) =>
-            {
+            Err(WriteError::Closed(closed)) => {
+                // The results of handlers that ran within the term, written after it: dropped,
+                // so that the next leader (or owner) does them again rather than two operators
+                // writing at once.
+                not_sent(uid, closed);
+                Err(Unwritten::dropped())
+            }
+            Err(WriteError::Request(error)) if patching::rejected_for_good(&error) => {
+                let said = match &error {
+                    kube::Error::Api(status) => {
+                        format!("{} {}: {}", status.code, status.reason, status.message)
+                    }
+                    error => error.to_string(),
+                };
                 let name = target.name;
                 let namespace = target.namespace;
                 let path = namespace.map_or(name.to_string(), |ns| format!("{ns}/{name}"));
                 let span = tracing::error_span!(target: "kopf::patching", "object", object.name = name, object.namespace = namespace);
-                tracing::error!(target: "kopf::patching", parent: &span, "The server rejected the patch of {path} for good ({} {}: {}). What the handlers did is not stored on the object and is not tried again: the operator remembers it instead (until it restarts), so that the handlers that finished do not run again and a deletion still proceeds. If the annotations are too long (at most 262,144 bytes in all; Kopf issue #1087), keep the diff-base and the progress in `status` (settings.persistence.diffbase_storage and progress_storage), or keep the handled objects smaller.", status.code, status.reason, status.message);
+                tracing::error!(target: "kopf::patching", parent: &span, "The server rejected the patch of {path} for good ({said}). What the handlers did is not stored on the object and is not tried again: the operator remembers it instead (until it restarts), so that the handlers that finished do not run again and a deletion still proceeds. If the annotations are too long (at most 262,144 bytes in all; Kopf issue #1087), keep the diff-base and the progress in `status` (settings.persistence.diffbase_storage and progress_storage), or keep the handled objects smaller.");
                 Err(Unwritten {
                     patch,
                     delay: Duration::ZERO,
@@ -178,7 +196,7 @@ impl Writer {
                     dropped: false,
                 })
             }
-            Err(error) => {
+            Err(WriteError::Request(error)) => {
                 let failures = failed();
                 let delay = self
                     .delays
@@ -218,4 +236,37 @@ impl Writer {
             }
         }
     }
+}
+
+/// Whether this operator may still write one object: within its term (a Lease leader's, a
+/// member's of a ring of shards), and with assigned shards, while the object's shard is held
+/// here. The decision of `Fence` and `Ownership`, asked before each request of a write.
+struct ObjectGate<'a> {
+    fence: &'a Fence,
+    ownership: Option<&'a Ownership>,
+    uid: &'a str,
+}
+
+/// Why a write is not sent: the term ended.
+const TERM_ENDED: Closed = Closed(
+    "the leadership's (or the ring membership's) term has ended; the owner handles the object again",
+);
+
+/// Why a write is not sent: the object's shard moved.
+const HANDED_OVER: Closed =
+    Closed("the object's shard was handed over; its new owner handles the object");
+
+impl Gate for ObjectGate<'_> {
+    fn deadline(&self) -> Result<Option<Instant>, Closed> {
+        let closes = self.fence.closes_at().map_err(|_| TERM_ENDED)?;
+        if self.ownership.is_some_and(|o| !o.holds(self.uid)) {
+            return Err(HANDED_OVER);
+        }
+        Ok(closes)
+    }
+}
+
+/// Says that a write of the object was not sent, or not whole, and why.
+fn not_sent(uid: &str, closed: Closed) {
+    tracing::warn!(target: "kopf::patching", uid, "not patched: {closed}");
 }
