@@ -7,7 +7,8 @@
 //!
 //! With a Lease instead of peering, a leader stopped (SIGSTOP) past the lease duration is
 //! taken over by the other, and when it continues (SIGCONT) it pauses before it writes
-//! anything: the events it missed meanwhile are not handled again.
+//! anything: the events it missed meanwhile are not handled again; and a write of it that
+//! the server held meanwhile lands nothing over the new leader's.
 //!
 //! Each replica is this very test binary, started again with [`CHILD`] set (see
 //! `stoppable.rs` for why not an example's binary): its [`operator_process`] runs the operator.
@@ -242,6 +243,89 @@ async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_w
         second.log()
     );
 
+    for mut replica in [first, second] {
+        replica.signal("TERM");
+        assert_eq!(replica.exit_code().await, 0, "{}", replica.log());
+    }
+    server.stop().await;
+}
+
+/// A leader whose write the server holds, and which is stopped (SIGSTOP) meanwhile, past its
+/// term: its client cannot cut the request at the term's end, so the server gets to answer
+/// it. The other replica takes over and handles the object; then the held write is let go
+/// of. It was made for the version that the old leader read, which the new leader's writes
+/// moved on: the server refuses it (`409 Conflict`), and the new leader's result, records and
+/// diff-base stay. Continued, the old leader sends nothing more for the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_let_go_of_after_its_stopped_leaders_term_lands_nothing() {
+    let server = server_with_crd().await;
+    let mut first = start_leasing(&server, "first");
+    first.wait_for_log("successfully acquired lease").await;
+    let mut second = start_leasing(&server, "second");
+    second
+        .wait_for_log("attempting to acquire leader lease")
+        .await;
+    // Only the leader writes: its first write of the object is held.
+    server.inject(
+        kopf_testing::Fault::hold_before_commit()
+            .verb("patch")
+            .name("one")
+            .times(1),
+    );
+    create(&server, "one").await;
+    let held = server
+        .wait_held(kopf_testing::DEADLINE)
+        .await
+        .expect("the leader's write is held");
+    assert!(held.body.contains("\"first\""), "{held:?}");
+
+    first.signal("STOP");
+    second.wait_for_log("successfully acquired lease").await;
+    let handled = wait("the new leader's result", || async {
+        let object = get(&server, "one").await;
+        let annotations = &object["metadata"]["annotations"];
+        let done = object["status"]["create_fn"]["by"] == "second"
+            && !annotations["kopf.zalando.org/last-handled-configuration"].is_null();
+        done.then_some(object)
+    })
+    .await;
+
+    let answered = |server: &FakeApiServer| -> Vec<u16> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| r.verb == "patch" && r.path.ends_with("/one/status"))
+            .map(|r| r.code)
+            .collect()
+    };
+    assert_eq!(answered(&server), [200], "the new leader's result");
+    server.release_held();
+    let codes = wait("the held write's answer", || async {
+        let codes = answered(&server);
+        (codes.len() == 2).then_some(codes)
+    })
+    .await;
+    assert_eq!(codes[1], 409, "the held write is refused: {codes:?}");
+
+    first.signal("CONT");
+    first.wait_for_log("lost leadership").await;
+    assert!(
+        server
+            .wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE)
+            .await
+    );
+    let object = get(&server, "one").await;
+    assert_eq!(object["status"], handled["status"], "{object}");
+    assert_eq!(
+        object["metadata"]["annotations"], handled["metadata"]["annotations"],
+        "{object}"
+    );
+    assert_eq!(
+        answered(&server).len(),
+        2,
+        "the old leader wrote nothing more: {}",
+        first.log()
+    );
     for mut replica in [first, second] {
         replica.signal("TERM");
         assert_eq!(replica.exit_code().await, 0, "{}", replica.log());

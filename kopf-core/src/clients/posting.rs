@@ -35,6 +35,10 @@
 //!    still queued and what handlers log while they stop, until they are all gone or
 //!    [`DRAIN_TIMEOUT`] passed, whichever is first.
 //! 3. Events about core `v1` Events are never posted (each would beget another).
+//! 4. Posting is not bound to the operator's term (a Lease leader's, a shard owner's), unlike
+//!    the writes to objects: an Event is a new object that overwrites nothing, says what
+//!    happened (a handler ran within the term), and stays true when it lands late; a leader
+//!    that lost its term still posts what its handlers said before it knew.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -514,6 +518,7 @@ async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Que
     let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/events"))
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(&body).unwrap_or_default());
+    // Not gated by the operator's term, nor guarded: an Event only adds (invariant 4).
     let result = match request {
         Ok(request) => client.request_text(request).await.map(drop),
         Err(error) => Err(kube::Error::HttpError(error)),

@@ -279,9 +279,25 @@ async fn watch_as<K: Object>(
                     return Ok(());
                 }
             };
+            // As Kopf, the inactivity timeout bounds the wait for the stream to begin too
+            // (the client's connect timeouts bound it as well: `clients/timeouts.rs`).
+            let opening =
+                tokio::time::timeout(settings.inactivity_timeout, Events::<K>::open(client, http));
             let stream = tokio::select! {
                 _ = token.cancelled() => return Ok(()),
-                stream = Events::<K>::open(client, http) => stream,
+                stream = opening => stream,
+            };
+            let stream = match stream {
+                Err(_) => {
+                    tracing::debug!(
+                        "the watch of {resource} did not begin within the inactivity timeout; watching again"
+                    );
+                    if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(stream) => stream,
             };
             let mut stream = match stream {
                 Ok(stream) => stream,

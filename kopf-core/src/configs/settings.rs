@@ -103,8 +103,18 @@ pub struct AdmissionSettings {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchingSettings {
-    /// `timeoutSeconds` asked of the server for each watch request (none by default).
+    /// `timeoutSeconds` asked of the server for each watch request: the server ends the
+    /// stream then, and the operator watches again from where it was (none by default: the
+    /// operator asks for 290 s, the longest that kube-rs asks for, at most 295 s).
     pub server_timeout: Option<Duration>,
+    /// A watch stream is ended by the operator after this long, and watched again from where
+    /// it was, as when the server ends it (Kopf's `client_timeout`; none by default).
+    pub client_timeout: Option<Duration>,
+    /// A watch request must be answered (the stream begin) within this long, or it is sent
+    /// again after a backoff (Kopf's `connect_timeout`; none by default: then
+    /// `settings.networking.connect_timeout`, or else `request_timeout`). The inactivity
+    /// timeout bounds the wait as well.
+    pub connect_timeout: Option<Duration>,
     /// A watch stream silent for this long is reconnected (Kopf: 70 s). Bookmarks count as
     /// activity, so a healthy but quiet stream is not cut.
     pub inactivity_timeout: Duration,
@@ -132,6 +142,8 @@ impl Default for WatchingSettings {
     fn default() -> Self {
         WatchingSettings {
             server_timeout: None,
+            client_timeout: None,
+            connect_timeout: None,
             inactivity_timeout: Duration::from_secs(70),
             reconnect_backoff: Duration::from_millis(100),
             list_page_size: 500,
@@ -291,9 +303,32 @@ impl Default for PersistenceSettings {
 }
 
 /// API calls (Kopf's `settings.networking`).
+///
+/// Every request that the operator sends for itself (reads, writes, Leases, peering, Events,
+/// discovery, lists) must be answered, its body included, within `request_timeout`; one that
+/// is not is cut (its connection closed) and fails like a lost connection: a write is retried
+/// after `error_backoffs`, a list or a Lease's renewal at its next round. Watch streams have
+/// their own timeouts ([`WatchingSettings`]). The requests of handlers through their
+/// `client` argument are bounded too, except watches and streams (logs followed, `exec`,
+/// `attach`, port-forwarding).
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.networking.request_timeout = Some(std::time::Duration::from_secs(30));
+/// settings.networking.connect_timeout = Some(std::time::Duration::from_secs(5));
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NetworkingSettings {
+    /// How long a request may take in all, from sending it to the end of its answer (Kopf:
+    /// 300 s; `None`: no bound). Set it in the settings given to the operator or in a
+    /// startup handler; it applies to the requests sent from then on.
+    pub request_timeout: Option<Duration>,
+    /// How long connecting to the API server (TCP and TLS) may take (Kopf: `None`: only the
+    /// request's own timeout bounds it). It applies to the connections of the clients that the
+    /// operator makes (from the kubeconfig or the cluster, or from login handlers' credentials),
+    /// as they are made; an embedder's client keeps its own.
+    pub connect_timeout: Option<Duration>,
     /// Delays between retries of a failed write (connection errors, 5xx, 429); a
     /// `Retry-After` answer waits at least as long as it says (Kopf: 1, 1, 2, 3, 5, 8, 13, 21 s).
     pub error_backoffs: Vec<Duration>,
@@ -305,6 +340,8 @@ pub struct NetworkingSettings {
 impl Default for NetworkingSettings {
     fn default() -> Self {
         NetworkingSettings {
+            request_timeout: Some(Duration::from_secs(300)),
+            connect_timeout: None,
             max_concurrent_writes: 16,
             error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
                 .into_iter()

@@ -531,6 +531,8 @@ async fn write(
         namespace: place.namespace.as_deref(),
         name,
         stop,
+        // Peering decides who may act; its own entries are written whatever it decided.
+        gate: &patching::Ungated,
     };
     match patching::apply(&target, &mut patch, None, "", backoffs).await {
         Ok(written) => !written.versions.is_empty(),

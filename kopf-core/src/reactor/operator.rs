@@ -27,6 +27,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::clients::auth::{self, Login};
 use crate::clients::posting::Poster;
+use crate::clients::timeouts::Timeouts;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
@@ -422,6 +423,8 @@ impl Operator {
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();
+        // Read by the client as it sends each request: the startup handlers may change them.
+        let timeouts = Timeouts::new(&self.settings);
         let connecting = async {
             if let Some(url) = &self.metrics {
                 let metrics = crate::aiokits::metrics::Metrics::new();
@@ -439,6 +442,7 @@ impl Operator {
                 connections,
                 self.memo.clone(),
                 self.settings.execution.default_backoff,
+                &timeouts,
             )
             .await
         };
@@ -481,6 +485,7 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        timeouts.set(&self.settings);
         // After the startup handlers, which may set them (as in Kopf).
         let shards = match ShardSelectors::parse(&self.settings.watching.shard_selectors) {
             Ok(shards) => Arc::new(shards),
@@ -795,6 +800,7 @@ pub(crate) async fn connect(
     connections: &Connections,
     memo: Memo,
     default_backoff: Duration,
+    timeouts: &Timeouts,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
@@ -804,19 +810,23 @@ pub(crate) async fn connect(
             connections.clone(),
             memo,
             default_backoff,
+            timeouts.clone(),
         );
         Login::Handlers(Arc::new(authenticator))
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
             None => Login::Fixed(
-                crate::structs::credentials::default_client(connections.clone())
-                    .await
-                    .map_err(OperatorError::Client)?,
+                crate::structs::credentials::default_client(
+                    connections.clone(),
+                    timeouts.connect(),
+                )
+                .await
+                .map_err(OperatorError::Client)?,
             ),
         }
     };
-    auth::client(login, metrics)
+    auth::client(login, metrics, timeouts.clone())
         .await
         .map_err(OperatorError::Login)
 }
