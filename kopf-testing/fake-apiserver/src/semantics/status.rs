@@ -239,6 +239,22 @@ impl ApiError {
     }
 }
 
+/// The `Status` a deletion that removed the object answers, for resources whose storage does
+/// not answer the object itself (most: custom resources, ConfigMaps, ...), as the generic
+/// store's `finalizeDelete` makes it: `details.kind` is the resource's plural (Kubernetes
+/// says so too: "Yes we set Kind field to resource"), and no `code`.
+pub(crate) fn deleted(subject: Subject<'_>, uid: &str) -> Value {
+    let mut details = subject.details();
+    details["uid"] = json!(uid);
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
 /// A `kind: Status` object.
 pub(crate) fn status_object(
     status: &str,
