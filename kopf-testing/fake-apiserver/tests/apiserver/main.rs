@@ -13,6 +13,7 @@ mod kube_upstream;
 mod kubectl;
 mod kubectl_cel;
 mod kubectl_protobuf;
+mod kubelet;
 mod limits;
 mod lists;
 mod metadata;

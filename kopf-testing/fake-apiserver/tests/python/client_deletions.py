@@ -1,4 +1,4 @@
-"""The official Python client reads what deletions answer.
+"""The official Python client reads what deletions and pods' logs answer.
 
 Run by kopf-testing/fake-apiserver/tests/apiserver/deletion.rs with KUBECONFIG pointing at the
 fake server, where the KopfExample CRD is established. Exits non-zero on the first failure;
@@ -7,6 +7,7 @@ prints "all good" at the end.
 1. Deleting a ConfigMap answers a V1Status naming it (kind: the plural), not the ConfigMap.
 2. Deleting a custom object without finalizers answers the same Status, as a dict.
 3. Deleting a pod answers the pod (its storage returns deleted objects).
+4. The log of a pod on no node is empty.
 """
 
 from kubernetes import client, config
@@ -41,6 +42,7 @@ core.create_namespaced_pod(NAMESPACE, {
     "metadata": {"name": "unscheduled"},
     "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
 })
+assert core.read_namespaced_pod_log("unscheduled", NAMESPACE) == ""
 pod = core.delete_namespaced_pod("unscheduled", NAMESPACE)
 assert isinstance(pod, client.V1Pod), type(pod)
 assert pod.metadata.name == "unscheduled", pod.metadata

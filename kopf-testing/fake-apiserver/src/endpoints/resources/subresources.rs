@@ -1,6 +1,8 @@
 //! The subresources of pods and ServiceAccounts that tools rely on: `pods/binding` (and the
 //! top-level `bindings`), `pods/eviction` (`kubectl drain`), `pods/ephemeralcontainers`
-//! (`kubectl debug`), and `serviceaccounts/token` (`kubectl create token`).
+//! (`kubectl debug`), `pods/log`, `pods/exec`, `pods/attach` and `pods/portforward` (as the
+//! real server answers them for pods no kubelet runs), and `serviceaccounts/token`
+//! (`kubectl create token`).
 
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -16,7 +18,7 @@ use crate::endpoints::shared::Shared;
 use crate::semantics::admission::FieldValidation;
 use crate::semantics::lifecycle::{self, Scope};
 use crate::semantics::selector::LabelSelector;
-use crate::semantics::status::{ApiError, ApiResult, status_object};
+use crate::semantics::status::{ApiError, ApiResult, Subject, status_object};
 use crate::semantics::webhooks::Operation;
 use crate::storage::object;
 
@@ -285,6 +287,110 @@ pub(super) async fn ephemeral_containers(
         },
     )
     .await
+}
+
+/// `GET .../pods/NAME/log`: what the kubelet of the pod's node would stream. A pod on no node
+/// has no logs: the real server answers `204 No Content` (its `LocationStreamer` has nowhere
+/// to read from); a pod on a node would need that node's kubelet.
+pub(super) fn log(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
+    let name = target.name();
+    let pod = current(shared, target, name)?;
+    pod_container(&pod, name, context.query.get("container"))?;
+    match assigned_node(&pod) {
+        None => Ok(Reply {
+            code: StatusCode::NO_CONTENT,
+            body: crate::endpoints::reply::full(""),
+            content_type: "text/plain",
+            warnings: Vec::new(),
+        }),
+        Some(node) => Err(no_kubelet(shared, node)),
+    }
+}
+
+/// `exec`, `attach` and `portforward` on a pod: streams to its node's kubelet. A pod on no
+/// node is `400 Bad Request` (`pod NAME does not have a host assigned`), after the container
+/// is checked as the real server checks it (not for `portforward`).
+pub(super) fn stream(
+    shared: &Shared,
+    context: &Context,
+    target: &Target<'_>,
+    subresource: &str,
+) -> ApiResult<Reply> {
+    let name = target.name();
+    let pod = current(shared, target, name)?;
+    if subresource != "portforward" {
+        pod_container(&pod, name, context.query.get("container"))?;
+    }
+    match assigned_node(&pod) {
+        None => Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        ))),
+        Some(node) => Err(no_kubelet(shared, node)),
+    }
+}
+
+/// The node a pod is assigned to, if any.
+fn assigned_node(pod: &Value) -> Option<&str> {
+    pod["spec"]["nodeName"].as_str().filter(|node| !node.is_empty())
+}
+
+/// The container a request on a pod names, checked as kube-apiserver's `validateContainer`:
+/// one must be named unless the pod has a single container, and it must be one of the pod's
+/// (init, regular or ephemeral).
+fn pod_container(pod: &Value, name: &str, given: Option<&str>) -> ApiResult<()> {
+    let spec = &pod["spec"];
+    let names = |field: &str| {
+        spec[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|container| container["name"].as_str())
+            .collect::<Vec<_>>()
+    };
+    let all: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .into_iter()
+        .flat_map(names)
+        .collect();
+    match given {
+        Some(container) if all.contains(&container) => Ok(()),
+        Some(container) => Err(ApiError::bad_request(format!(
+            "container {container} is not valid for pod {name}"
+        ))),
+        None => match names("containers").len() {
+            1 => Ok(()),
+            0 => Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}"
+            ))),
+            _ => Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                all.join(" ")
+            ))),
+        },
+    }
+}
+
+/// Why a request for a node's kubelet fails: the node does not exist (as on a cluster), or it
+/// does, but the fake server runs no kubelet to dial.
+fn no_kubelet(shared: &Shared, node: &str) -> ApiError {
+    let exists = shared.read(|state| {
+        state
+            .get(
+                &(String::new(), "nodes".to_string()),
+                &(String::new(), node.to_string()),
+            )
+            .is_some()
+    });
+    if exists {
+        ApiError::internal(format!(
+            "error dialing backend: the fake API server runs no kubelet for node {node:?}"
+        ))
+    } else {
+        ApiError::not_found(Subject {
+            group: "",
+            plural: "nodes",
+            name: node,
+        })
+    }
 }
 
 /// A `Status` of success, as the real server answers bindings and evictions.
