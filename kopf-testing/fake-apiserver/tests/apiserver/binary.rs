@@ -118,7 +118,8 @@ async fn run_kubectl(
 }
 
 /// kubectl sends no credentials over plain HTTP, so `--token` serves TLS: with the kubeconfig
-/// written, kubectl gets and creates; with a wrong token, it is `401 Unauthorized`.
+/// written, kubectl gets and creates; with a wrong token, it is `401 Unauthorized`; without
+/// one, `403 Forbidden` to `system:anonymous`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
     let test = "kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized";
@@ -193,13 +194,15 @@ async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::default_namespaced(kube::Client::try_from(config.clone()).unwrap());
     api.get("with-token").await.expect("with the token");
+    // Without a token, a client is system:anonymous, whom no role lets read ConfigMaps.
     let mut anonymous = config;
     anonymous.auth_info.token = None;
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::default_namespaced(kube::Client::try_from(anonymous).unwrap());
     let error = api.get("with-token").await.unwrap_err();
     assert!(
-        matches!(&error, kube::Error::Api(status) if status.code == 401),
+        matches!(&error, kube::Error::Api(status) if status.code == 403
+            && status.message.contains("User \"system:anonymous\" cannot get resource \"configmaps\"")),
         "{error:?}"
     );
     drop(api);

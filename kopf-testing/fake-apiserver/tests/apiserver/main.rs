@@ -3,6 +3,7 @@
 mod support;
 
 mod api;
+mod authentication;
 mod binary;
 mod catalog;
 mod deletion;
