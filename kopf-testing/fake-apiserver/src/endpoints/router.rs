@@ -257,10 +257,7 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         }),
         Route::OpenIdConfiguration => get_only().map(|_| {
             let jwks_uri = format!("{}/openid/v1/jwks", shared.url);
-            Reply::json(
-                StatusCode::OK,
-                &shared.access.signer().discovery(&jwks_uri),
-            )
+            Reply::json(StatusCode::OK, &shared.access.signer().discovery(&jwks_uri))
         }),
         Route::OpenIdKeys => get_only().map(|_| {
             let keys = shared.access.signer().key_set();

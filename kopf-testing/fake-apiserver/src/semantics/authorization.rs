@@ -8,16 +8,20 @@
 //! 2. A subject matches a ServiceAccount by name and namespace (a RoleBinding's subject
 //!    without one means the binding's namespace), a `User` by name, a `Group` by name
 //!    (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`,
-//!    `system:authenticated` for every service account).
+//!    `system:authenticated` for every service account, `system:unauthenticated` for
+//!    `system:anonymous`).
 //! 3. A rule matches when its `verbs`, `apiGroups` and `resources` (`plural`, `plural/sub`,
 //!    `*`, `*/sub`, `plural/*`) cover the request, and its `resourceNames`, if any, name the
 //!    object (a request without a name, such as a list or a create, never matches them).
 //! 4. A request on a namespace object (`/api/v1/namespaces/x`) is in that namespace.
 //!
+//! 5. A request on a path outside resources (`/healthz`, `/apis`, ...) matches a rule's
+//!    `nonResourceURLs` (exact, or a prefix ending in `*`) and its verb is the HTTP method in
+//!    lower case: the bootstrap `system:discovery` and `system:public-info-viewer` roles open
+//!    discovery to every authenticated user and the health checks to everyone.
+//!
 //! Only grants exist: what no rule allows is forbidden. Aggregated ClusterRoles
-//! (`aggregationRule`) and non-resource URLs in rules are not evaluated: discovery and other
-//! paths outside resources are open to every authenticated user (Kubernetes' default
-//! `system:discovery` binding).
+//! (`aggregationRule`) are not evaluated.
 
 use serde_json::{Value, json};
 

@@ -37,10 +37,13 @@ impl Subject<'_> {
         }
     }
 
-    /// `StatusDetails` in the real server's order: `name`, `group` (not for core), `kind`.
+    /// `StatusDetails` in the real server's order: `name` (not when empty, as for an invalid
+    /// `TokenRequest`), `group` (not for core), `kind`.
     fn details(&self) -> Value {
         let mut details = serde_json::Map::new();
-        details.insert("name".into(), json!(self.name));
+        if !self.name.is_empty() {
+            details.insert("name".into(), json!(self.name));
+        }
         if !self.group.is_empty() {
             details.insert("group".into(), json!(self.group));
         }

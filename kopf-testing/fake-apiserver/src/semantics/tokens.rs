@@ -252,16 +252,18 @@ impl Signer {
         }
         let private = &claims["kubernetes.io"];
         let namespace = private["namespace"].as_str().unwrap_or_default();
-        let name = private["serviceaccount"]["name"].as_str().unwrap_or_default();
-        let uid = private["serviceaccount"]["uid"].as_str().unwrap_or_default();
+        let name = private["serviceaccount"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let uid = private["serviceaccount"]["uid"]
+            .as_str()
+            .unwrap_or_default();
         let account = state
             .get(
                 &(String::new(), "serviceaccounts".to_string()),
                 &(namespace.to_string(), name.to_string()),
             )
-            .ok_or_else(|| {
-                Rejection::Invalid(format!("serviceaccounts \"{name}\" not found"))
-            })?;
+            .ok_or_else(|| Rejection::Invalid(format!("serviceaccounts \"{name}\" not found")))?;
         if object::uid(account) != uid {
             return Err(Rejection::Invalid(format!(
                 "service account UID ({}) does not match claim ({uid})",
@@ -309,7 +311,8 @@ impl Signer {
                 }
                 Some(_) => {}
             }
-            let key = |field: &str| format!("authentication.kubernetes.io/{}-{field}", kind.claim());
+            let key =
+                |field: &str| format!("authentication.kubernetes.io/{}-{field}", kind.claim());
             if kind != BoundKind::Secret {
                 identity.extra.push((key("name"), bound_name.to_string()));
                 identity.extra.push((key("uid"), bound_uid.to_string()));
@@ -394,7 +397,8 @@ mod tests {
     fn state_with_account() -> (State, String) {
         let mut state = State::new(100);
         let namespaces = state.catalog.get("", "namespaces").unwrap().clone();
-        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
         lifecycle::create(&mut state, &namespaces, namespace, None).unwrap();
         let accounts = state.catalog.get("", "serviceaccounts").unwrap().clone();
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bot", "namespace": "default"}});
@@ -433,10 +437,22 @@ mod tests {
             .collect();
         assert_eq!(
             keys,
-            ["aud", "exp", "iat", "iss", "jti", "kubernetes.io", "nbf", "sub"]
+            [
+                "aud",
+                "exp",
+                "iat",
+                "iss",
+                "jti",
+                "kubernetes.io",
+                "nbf",
+                "sub"
+            ]
         );
         assert_eq!(claims["sub"], "system:serviceaccount:default:bot");
-        assert_eq!(claims["kubernetes.io"]["serviceaccount"]["uid"], uid.as_str());
+        assert_eq!(
+            claims["kubernetes.io"]["serviceaccount"]["uid"],
+            uid.as_str()
+        );
         assert_eq!(
             claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
             600

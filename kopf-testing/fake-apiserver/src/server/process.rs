@@ -482,13 +482,14 @@ impl FakeApiServer {
     ///
     /// When the account cannot be created: its namespace is being deleted, say.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        service_account_token(&self.shared, namespace, name, HELPER_TOKEN_SECONDS)
-            .unwrap_or_else(|error| {
+        service_account_token(&self.shared, namespace, name, HELPER_TOKEN_SECONDS).unwrap_or_else(
+            |error| {
                 panic!(
                     "no token for the ServiceAccount {namespace}/{name}: {}",
                     error.message
                 )
-            })
+            },
+        )
     }
 
     /// A kube-rs client that acts as the ServiceAccount `namespace/name`, with its token

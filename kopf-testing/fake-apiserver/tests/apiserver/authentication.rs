@@ -57,8 +57,14 @@ async fn review(server: &FakeApiServer, token: &str, audiences: &[&str]) -> Valu
     if !audiences.is_empty() {
         spec["audiences"] = json!(audiences);
     }
-    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec});
-    let answer = create(&server.client(), "/apis/authentication.k8s.io/v1/tokenreviews", review).await;
+    let review =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec});
+    let answer = create(
+        &server.client(),
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        review,
+    )
+    .await;
     answer["status"].clone()
 }
 
@@ -74,8 +80,16 @@ async fn create(client: &kube::Client, path: &str, object: Value) -> Value {
 #[tokio::test]
 async fn a_request_without_credentials_is_anonymous_and_sees_only_public_info() {
     for server in [
-        FakeApiServer::builder().token("s3cret").start().await.unwrap(),
-        FakeApiServer::builder().enforce_rbac().start().await.unwrap(),
+        FakeApiServer::builder()
+            .token("s3cret")
+            .start()
+            .await
+            .unwrap(),
+        FakeApiServer::builder()
+            .enforce_rbac()
+            .start()
+            .await
+            .unwrap(),
     ] {
         let (code, body) = call(&server, "GET", "/api/v1/namespaces", None, "").await;
         assert_eq!(code, 403, "{body}");
@@ -109,18 +123,22 @@ async fn a_request_without_credentials_is_anonymous_and_sees_only_public_info() 
 
         // Anonymous requests are judged by the roles, as any user's.
         let admin = server.client();
-        let open: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "open"}}))
-            .expect("a ConfigMap");
+        let open: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "open"}})).expect("a ConfigMap");
         Api::<ConfigMap>::default_namespaced(admin.clone())
             .create(&PostParams::default(), &open)
             .await
             .unwrap();
         let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default";
-        create(&admin, &format!("{rbac}/roles"), json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "read-configmaps"},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
-        }))
+        create(
+            &admin,
+            &format!("{rbac}/roles"),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "read-configmaps"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+            }),
+        )
         .await;
         create(&admin, &format!("{rbac}/rolebindings"), json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -151,7 +169,10 @@ async fn without_credentials_configured_every_request_is_the_admin() {
     // A token is checked all the same: the admin's (which its client sends) works, another
     // one does not.
     let namespaces: Api<Namespace> = Api::all(server.client());
-    namespaces.list(&ListParams::default()).await.expect("the admin's token");
+    namespaces
+        .list(&ListParams::default())
+        .await
+        .expect("the admin's token");
     drop(namespaces);
     let (code, _) = call(&server, "GET", "/api/v1/namespaces", Some("made-up"), "").await;
     assert_eq!(code, 401);
@@ -160,10 +181,17 @@ async fn without_credentials_configured_every_request_is_the_admin() {
 
 #[tokio::test]
 async fn service_account_tokens_are_signed_and_end_with_their_account() {
-    let server = FakeApiServer::builder().token("s3cret").start().await.unwrap();
+    let server = FakeApiServer::builder()
+        .token("s3cret")
+        .start()
+        .await
+        .unwrap();
     let token = server.service_account_token("default", "robot");
     let accounts: Api<ServiceAccount> = Api::default_namespaced(server.client());
-    let account = accounts.get("robot").await.expect("the account was made for the token");
+    let account = accounts
+        .get("robot")
+        .await
+        .expect("the account was made for the token");
     let uid = account.metadata.uid.clone().unwrap();
     let header: Value = serde_json::from_slice(
         &URL_SAFE_NO_PAD
@@ -173,9 +201,15 @@ async fn service_account_tokens_are_signed_and_end_with_their_account() {
     .unwrap();
     assert_eq!(header["alg"], "ES256");
     let claims = claims(&token);
-    assert_eq!(claims["iss"], "https://kubernetes.default.svc.cluster.local");
+    assert_eq!(
+        claims["iss"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
     assert_eq!(claims["sub"], "system:serviceaccount:default:robot");
-    assert_eq!(claims["aud"], json!(["https://kubernetes.default.svc.cluster.local"]));
+    assert_eq!(
+        claims["aud"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
     assert_eq!(
         claims["kubernetes.io"],
         json!({"namespace": "default", "serviceaccount": {"name": "robot", "uid": uid}})
@@ -192,19 +226,42 @@ async fn service_account_tokens_are_signed_and_end_with_their_account() {
     assert_eq!(key["kid"], header["kid"]);
     let mut point = vec![4u8];
     for coordinate in ["x", "y"] {
-        point.extend(URL_SAFE_NO_PAD.decode(key[coordinate].as_str().unwrap()).unwrap());
+        point.extend(
+            URL_SAFE_NO_PAD
+                .decode(key[coordinate].as_str().unwrap())
+                .unwrap(),
+        );
     }
     let (signed, signature) = token.rsplit_once('.').unwrap();
     ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, &point)
-        .verify(signed.as_bytes(), &URL_SAFE_NO_PAD.decode(signature).unwrap())
+        .verify(
+            signed.as_bytes(),
+            &URL_SAFE_NO_PAD.decode(signature).unwrap(),
+        )
         .expect("the token is signed by the published key");
-    let (code, discovery) =
-        call(&server, "GET", "/.well-known/openid-configuration", Some(&token), "").await;
+    let (code, discovery) = call(
+        &server,
+        "GET",
+        "/.well-known/openid-configuration",
+        Some(&token),
+        "",
+    )
+    .await;
     assert_eq!(code, 200, "{discovery}");
     assert_eq!(discovery["issuer"], claims["iss"]);
-    assert_eq!(discovery["jwks_uri"], format!("{}/openid/v1/jwks", server.url()));
+    assert_eq!(
+        discovery["jwks_uri"],
+        format!("{}/openid/v1/jwks", server.url())
+    );
 
-    let (code, body) = call(&server, "GET", "/api/v1/namespaces/default/configmaps", Some(&token), "").await;
+    let (code, body) = call(
+        &server,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&token),
+        "",
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
     let status = review(&server, &token, &[]).await;
     assert_eq!(status["authenticated"], true, "{status}");
@@ -223,24 +280,55 @@ async fn service_account_tokens_are_signed_and_end_with_their_account() {
     parts[1] = URL_SAFE_NO_PAD.encode(forged_claims.to_string());
     let forged = parts.join(".");
     for refused in [forged.as_str(), "kopf-fake-sa.default.robot"] {
-        let (code, body) = call(&server, "GET", "/api/v1/namespaces/default/configmaps", Some(refused), "").await;
+        let (code, body) = call(
+            &server,
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            Some(refused),
+            "",
+        )
+        .await;
         assert_eq!(code, 401, "{refused}: {body}");
     }
 
     // Deleting the account ends its tokens; a new account of the same name does not revive
     // them.
-    accounts.delete("robot", &DeleteParams::default()).await.unwrap();
-    let (code, _) = call(&server, "GET", "/api/v1/namespaces/default/configmaps", Some(&token), "").await;
+    accounts
+        .delete("robot", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (code, _) = call(
+        &server,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&token),
+        "",
+    )
+    .await;
     assert_eq!(code, 401);
     let status = review(&server, &token, &[]).await;
-    assert_eq!(status, json!({"user": {}, "error": "serviceaccounts \"robot\" not found"}));
-    accounts.create(&PostParams::default(), &account_named("robot")).await.unwrap();
-    let (code, _) = call(&server, "GET", "/api/v1/namespaces/default/configmaps", Some(&token), "").await;
+    assert_eq!(
+        status,
+        json!({"user": {}, "error": "serviceaccounts \"robot\" not found"})
+    );
+    accounts
+        .create(&PostParams::default(), &account_named("robot"))
+        .await
+        .unwrap();
+    let (code, _) = call(
+        &server,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&token),
+        "",
+    )
+    .await;
     assert_eq!(code, 401);
     let status = review(&server, &token, &[]).await;
     let error = status["error"].as_str().unwrap_or_default();
     assert!(
-        error.starts_with("service account UID (") && error.ends_with(&format!("does not match claim ({uid})")),
+        error.starts_with("service account UID (")
+            && error.ends_with(&format!("does not match claim ({uid})")),
         "{status}"
     );
     // A token of no authenticator is just not authenticated.
@@ -277,10 +365,16 @@ async fn token_requests_answer_the_real_shape_and_refuse_malformed_bodies() {
     assert_eq!(issued.metadata.uid, account.metadata.uid);
     assert!(issued.metadata.creation_timestamp.is_some());
     assert_eq!(issued.spec.expiration_seconds, Some(1200));
-    assert_eq!(issued.spec.audiences, ["https://kubernetes.default.svc.cluster.local"]);
+    assert_eq!(
+        issued.spec.audiences,
+        ["https://kubernetes.default.svc.cluster.local"]
+    );
     let status = issued.status.unwrap();
     let claims = claims(&status.token);
-    assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 1200);
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        1200
+    );
     let expires = serde_json::to_value(&status.expiration_timestamp).unwrap();
     let expires = time::OffsetDateTime::parse(
         expires.as_str().unwrap(),
@@ -309,15 +403,51 @@ async fn token_requests_answer_the_real_shape_and_refuse_malformed_bodies() {
         }
         other => panic!("expected 422, got {other:?}"),
     }
+    let path = "/api/v1/namespaces/default/serviceaccounts/robot/token";
+    let (_, answer) = call(
+        &server,
+        "POST",
+        path,
+        None,
+        r#"{"spec":{"expirationSeconds":599}}"#,
+    )
+    .await;
+    assert_eq!(
+        answer["details"],
+        json!({
+            "group": "authentication.k8s.io",
+            "kind": "TokenRequest",
+            "causes": [{
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: 599: may not specify a duration less than 10 minutes",
+                "field": "spec.expirationSeconds",
+            }],
+        }),
+        "no name, as Go leaves an empty one out"
+    );
 
     // Malformed bodies are 400 with Go's decoding error, and the server goes on.
-    let path = "/api/v1/namespaces/default/serviceaccounts/robot/token";
     for (body, error) in [
-        (r#"{"spec":1}"#, "json: cannot unmarshal number into Go struct field TokenRequest.spec of type v1.TokenRequestSpec"),
-        (r#"{"spec":{"expirationSeconds":"1h"}}"#, "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"),
-        (r#"{"spec":{"expirationSeconds":600.5}}"#, "json: cannot unmarshal number 600.5 into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"),
-        (r#"{"spec":{"audiences":"vault"}}"#, "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.audiences of type []string"),
-        (r#"{"metadata":[]}"#, "json: cannot unmarshal array into Go struct field TokenRequest.metadata of type v1.ObjectMeta"),
+        (
+            r#"{"spec":1}"#,
+            "json: cannot unmarshal number into Go struct field TokenRequest.spec of type v1.TokenRequestSpec",
+        ),
+        (
+            r#"{"spec":{"expirationSeconds":"1h"}}"#,
+            "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64",
+        ),
+        (
+            r#"{"spec":{"expirationSeconds":600.5}}"#,
+            "json: cannot unmarshal number 600.5 into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64",
+        ),
+        (
+            r#"{"spec":{"audiences":"vault"}}"#,
+            "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.audiences of type []string",
+        ),
+        (
+            r#"{"metadata":[]}"#,
+            "json: cannot unmarshal array into Go struct field TokenRequest.metadata of type v1.ObjectMeta",
+        ),
     ] {
         let (code, answer) = call(&server, "POST", path, None, body).await;
         assert_eq!(code, 400, "{body}: {answer}");
@@ -328,7 +458,14 @@ async fn token_requests_answer_the_real_shape_and_refuse_malformed_bodies() {
             "{body}"
         );
     }
-    let (code, answer) = call(&server, "POST", "/api/v1/namespaces/default/serviceaccounts/ghost/token", None, "{}").await;
+    let (code, answer) = call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/ghost/token",
+        None,
+        "{}",
+    )
+    .await;
     assert_eq!(code, 404, "{answer}");
     assert_eq!(answer["message"], "serviceaccounts \"ghost\" not found");
 
@@ -369,7 +506,8 @@ async fn a_token_bound_to_a_pod_ends_with_the_pod() {
     }))
     .unwrap();
     let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
-    let bound = json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "worker"}}});
+    let bound =
+        json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "worker"}}});
     let path = "/api/v1/namespaces/default/serviceaccounts/robot/token";
     let (code, issued) = call(&server, "POST", path, None, &bound.to_string()).await;
     assert_eq!(code, 201, "{issued}");
@@ -379,10 +517,15 @@ async fn a_token_bound_to_a_pod_ends_with_the_pod() {
         json!({"name": "worker", "uid": pod.metadata.uid})
     );
     let status = review(&server, &token, &[]).await;
-    assert_eq!(status["user"]["extra"]["authentication.kubernetes.io/pod-name"], json!(["worker"]));
+    assert_eq!(
+        status["user"]["extra"]["authentication.kubernetes.io/pod-name"],
+        json!(["worker"])
+    );
     let (code, _) = call(&server, "GET", "/api/v1/namespaces", Some(&token), "").await;
     assert_eq!(code, 200);
-    pods.delete("worker", &DeleteParams::default()).await.unwrap();
+    pods.delete("worker", &DeleteParams::default())
+        .await
+        .unwrap();
     let (code, _) = call(&server, "GET", "/api/v1/namespaces", Some(&token), "").await;
     assert_eq!(code, 401);
     assert_eq!(
@@ -396,7 +539,8 @@ async fn a_token_bound_to_a_pod_ends_with_the_pod() {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &other).await.unwrap();
-    let bound = json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "other"}}});
+    let bound =
+        json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "other"}}});
     let (code, answer) = call(&server, "POST", path, None, &bound.to_string()).await;
     assert_eq!(code, 400, "{answer}");
     assert_eq!(
@@ -409,7 +553,11 @@ async fn a_token_bound_to_a_pod_ends_with_the_pod() {
 
 #[tokio::test]
 async fn under_rbac_the_issuer_documents_are_for_service_accounts_and_not_anonymous() {
-    let server = FakeApiServer::builder().enforce_rbac().start().await.unwrap();
+    let server = FakeApiServer::builder()
+        .enforce_rbac()
+        .start()
+        .await
+        .unwrap();
     let token = server.service_account_token("default", "robot");
     for path in ["/.well-known/openid-configuration", "/openid/v1/jwks"] {
         let (code, body) = call(&server, "GET", path, None, "").await;

@@ -295,17 +295,30 @@ async fn the_binary_serves_https_with_credentials_unless_asked_for_plain_http() 
     assert!(url.starts_with("http://"), "{url}");
     assert_eq!(mode(&kubeconfig), 0o600);
     let listed = run_kubectl(&kubectl, &kubeconfig, &["get", "namespaces", "-o", "name"]).await;
-    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
     terminate(child).await;
 
-    for conflicting in [&["--token", "s3cret"][..], &["--ca-file", "ca.pem"], &["--tls"], &["--enforce-rbac"]] {
+    for conflicting in [
+        &["--token", "s3cret"][..],
+        &["--ca-file", "ca.pem"],
+        &["--tls"],
+        &["--enforce-rbac"],
+    ] {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kopf-fake-apiserver"))
             .arg("--insecure-http")
             .args(conflicting)
             .output()
             .await
             .expect("the binary runs");
-        assert_eq!(output.status.code(), Some(2), "--insecure-http with {conflicting:?}");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "--insecure-http with {conflicting:?}"
+        );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("cannot be used with"), "{stderr}");
     }

@@ -32,9 +32,12 @@ async fn with_kopf_examples(server: &FakeApiServer) -> Api<DynamicObject> {
             "customresourcedefinitions",
         ),
     );
-    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap())
-        .await
-        .expect("the CRD is created");
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .expect("the CRD is created");
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample"),
         "kopfexamples",
@@ -71,17 +74,26 @@ async fn removing_a_custom_resource_or_a_config_map_answers_a_status_naming_it()
         .unwrap()
         .right()
         .expect("a Status, not the object");
-    assert_eq!(status.status, Some(kube::core::response::StatusSummary::Success));
+    assert_eq!(
+        status.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
     let details = status.details.expect("details name the object");
     assert_eq!(details.name, "gone");
     assert_eq!(details.group, "kopf.dev");
-    assert_eq!(details.kind, "kopfexamples", "the plural, as the real server");
+    assert_eq!(
+        details.kind, "kopfexamples",
+        "the plural, as the real server"
+    );
     assert_eq!(Some(details.uid), created.metadata.uid);
     assert_eq!(status.code, 0, "no code, as the real server");
 
     let configmaps: Api<ConfigMap> = Api::default_namespaced(server.client());
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cm"}})).unwrap();
-    let created = configmaps.create(&PostParams::default(), &cm).await.unwrap();
+    let created = configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
     // A dry run answers as the deletion would, and deletes nothing.
     let dry = configmaps
         .delete("cm", &DeleteParams::default().dry_run())
@@ -89,8 +101,14 @@ async fn removing_a_custom_resource_or_a_config_map_answers_a_status_naming_it()
         .unwrap()
         .right()
         .expect("a Status, not the object");
-    assert_eq!(dry.details.as_ref().map(|d| d.kind.as_str()), Some("configmaps"));
-    configmaps.get("cm").await.expect("a dry run deletes nothing");
+    assert_eq!(
+        dry.details.as_ref().map(|d| d.kind.as_str()),
+        Some("configmaps")
+    );
+    configmaps
+        .get("cm")
+        .await
+        .expect("a dry run deletes nothing");
     let status = configmaps
         .delete("cm", &DeleteParams::default())
         .await
@@ -103,7 +121,10 @@ async fn removing_a_custom_resource_or_a_config_map_answers_a_status_naming_it()
     assert_eq!(Some(details.uid), created.metadata.uid);
 
     // Word for word, as kube-apiserver writes it.
-    let created = configmaps.create(&PostParams::default(), &cm).await.unwrap();
+    let created = configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
     let request = http::Request::delete("/api/v1/namespaces/default/configmaps/cm")
         .body(Vec::new())
         .unwrap();
@@ -144,7 +165,10 @@ async fn pods_and_service_accounts_answer_the_deleted_object_and_finalizers_the_
     let accounts: Api<ServiceAccount> = Api::default_namespaced(server.client());
     let account: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
-    accounts.create(&PostParams::default(), &account).await.unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
     let deleted = accounts
         .delete("robot", &DeleteParams::default())
         .await
@@ -156,7 +180,10 @@ async fn pods_and_service_accounts_answer_the_deleted_object_and_finalizers_the_
     // With finalizers, every kind answers the object, now being deleted.
     let examples = with_kopf_examples(&server).await;
     examples
-        .create(&PostParams::default(), &kopf_example("held", &["kopf.dev/test"]))
+        .create(
+            &PostParams::default(),
+            &kopf_example("held", &["kopf.dev/test"]),
+        )
         .await
         .unwrap();
     let marked = examples
@@ -172,7 +199,10 @@ async fn pods_and_service_accounts_answer_the_deleted_object_and_finalizers_the_
         .unwrap()
         .left()
         .expect("the marked object, not a Status");
-    assert_eq!(again.metadata.deletion_timestamp, marked.metadata.deletion_timestamp);
+    assert_eq!(
+        again.metadata.deletion_timestamp,
+        marked.metadata.deletion_timestamp
+    );
     drop((pods, accounts, examples));
     server.stop().await;
 }
@@ -185,22 +215,35 @@ async fn kubectl_deletes_and_shows_the_status_answered() {
     else {
         return;
     };
-    kubectl.ok(&["create", "configmap", "cm", "--from-literal=k=v"]).await;
+    kubectl
+        .ok(&["create", "configmap", "cm", "--from-literal=k=v"])
+        .await;
     let out = kubectl.ok(&["delete", "configmap", "cm"]).await;
     assert_eq!(out.trim(), r#"configmap "cm" deleted"#);
 
     kubectl.ok(&["create", "configmap", "raw"]).await;
     let uid = kubectl.json(&["get", "configmap", "raw"]).await["metadata"]["uid"].clone();
     let out = kubectl
-        .ok(&["delete", "--raw", "/api/v1/namespaces/default/configmaps/raw"])
+        .ok(&[
+            "delete",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps/raw",
+        ])
         .await;
     let answer: Value = serde_json::from_str(&out).expect("the answer is JSON");
     assert_eq!(answer["kind"], "Status", "{answer}");
-    assert_eq!(answer["details"], json!({"name": "raw", "kind": "configmaps", "uid": uid}));
+    assert_eq!(
+        answer["details"],
+        json!({"name": "raw", "kind": "configmaps", "uid": uid})
+    );
 
     kubectl.ok(&["create", "serviceaccount", "robot"]).await;
     let out = kubectl
-        .ok(&["delete", "--raw", "/api/v1/namespaces/default/serviceaccounts/robot"])
+        .ok(&[
+            "delete",
+            "--raw",
+            "/api/v1/namespaces/default/serviceaccounts/robot",
+        ])
         .await;
     let answer: Value = serde_json::from_str(&out).expect("the answer is JSON");
     assert_eq!(answer["kind"], "ServiceAccount", "{answer}");

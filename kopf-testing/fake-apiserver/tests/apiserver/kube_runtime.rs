@@ -1290,7 +1290,6 @@ impl Seen {
             o.meta().resource_version.clone().unwrap(),
         )
     }
-
 }
 
 /// `seen` is the deletion that `status` answered, after the `last` change of the object.

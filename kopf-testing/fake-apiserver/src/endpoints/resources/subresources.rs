@@ -66,7 +66,10 @@ pub(super) fn token(
         let given = request["metadata"][field].as_str().unwrap_or_default();
         if !given.is_empty() && given != expected {
             return Err(ApiError::invalid_field(
-                Subject { name, ..token_request },
+                Subject {
+                    name,
+                    ..token_request
+                },
                 "TokenRequest",
                 "FieldValueInvalid",
                 &format!("metadata.{field}"),
@@ -225,11 +228,13 @@ fn bound_object(
         .rsplit_once('/')
         .unwrap_or(("", text("apiVersion")));
     let kind = text("kind");
-    let bound = BoundKind::of(kind).filter(|_| group.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "cannot bind token to object of type {group}/{version}, Kind={kind}"
-        ))
-    })?;
+    let bound = BoundKind::of(kind)
+        .filter(|_| group.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "cannot bind token to object of type {group}/{version}, Kind={kind}"
+            ))
+        })?;
     let (plural, namespace) = match bound {
         BoundKind::Pod => ("pods", target.namespace.as_str()),
         BoundKind::Secret => ("secrets", target.namespace.as_str()),
@@ -299,7 +304,8 @@ pub(crate) fn service_account_token(
             .get(&namespaces.key(), &(String::new(), namespace.to_string()))
             .is_none()
         {
-            let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+            let object =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
             lifecycle::create(state, &namespaces, object, None)?;
         }
         let accounts = state
@@ -596,7 +602,9 @@ pub(super) fn stream(
 
 /// The node a pod is assigned to, if any.
 fn assigned_node(pod: &Value) -> Option<&str> {
-    pod["spec"]["nodeName"].as_str().filter(|node| !node.is_empty())
+    pod["spec"]["nodeName"]
+        .as_str()
+        .filter(|node| !node.is_empty())
 }
 
 /// The container a request on a pod names, checked as kube-apiserver's `validateContainer`:

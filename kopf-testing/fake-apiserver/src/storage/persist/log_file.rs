@@ -26,8 +26,8 @@ use super::durability::Unsaved;
 use super::error::StateFileError;
 use super::format::{Record, push_header, push_line, push_seal, seal};
 use crate::storage::catalog::ResourceKey;
-use crate::storage::private_files;
 use crate::storage::object::ObjectKey;
+use crate::storage::private_files;
 use crate::storage::state::{ChangeKind, Mutation, key_of};
 
 /// Below this size, the log is never compacted (rewriting it would cost more than it saves).

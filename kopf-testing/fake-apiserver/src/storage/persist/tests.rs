@@ -56,10 +56,7 @@ fn contents_of(state: &State) -> Contents {
             .objects
             .entry(resource.clone())
             .or_default()
-            .insert(
-                crate::storage::state::key_of(object),
-                (**object).clone(),
-            );
+            .insert(crate::storage::state::key_of(object), (**object).clone());
     }
     contents
 }
@@ -226,9 +223,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 fn a_compaction_failing_before_its_rename_keeps_appending_to_the_log() {
     for step in [Step::Create, Step::Write, Step::Sync, Step::Rename] {
         let (dir, path, mut state, log) = fresh();
-        let mut log = log
-            .with_compaction_floor(1024)
-            .failing_compactions_at(step);
+        let mut log = log.with_compaction_floor(1024).failing_compactions_at(step);
         let def = configmaps(&state);
         for round in 0..200 {
             state.put(&def, configmap("busy", &round.to_string()));
