@@ -23,6 +23,33 @@
 //! `Eviction` on `pods/eviction` (so webhooks can refuse evictions). Not admitted: the writes
 //! of the server's own controllers (garbage collection, namespace cleanup).
 //!
+//! Who may do what is decided as kube-apiserver decides it: the admin's bearer token (given to
+//! [`FakeApiServerBuilder::token`], or made at start; [`FakeApiServer::client`] and every
+//! kubeconfig written carry it) is the cluster's admin; ServiceAccount tokens are JWTs signed by
+//! a key made at start, for an audience, with an expiry, valid only while their account exists
+//! with the same uid (`TokenRequest`s, `TokenReview`s and the issuer's
+//! `/.well-known/openid-configuration` and `/openid/v1/jwks` are served); any other token is
+//! `401`; a request without credentials is `system:anonymous`, whom the bootstrap roles let
+//! read `/healthz`, `/livez`, `/readyz` and `/version` only. RBAC decides for ServiceAccounts
+//! when [enforced](FakeApiServerBuilder::enforce_rbac).
+//!
+//! Two conveniences of the library set it apart from a cluster, on purpose: it serves plain
+//! HTTP unless asked for [TLS](FakeApiServerBuilder::tls), and, when no credentials are
+//! configured (no token, no RBAC enforcement), a request without credentials acts as the
+//! admin. In-process tests then pay no handshake per connection and can speak raw HTTP/1.1 to
+//! it, and kubectl works with its kubeconfig over plain HTTP (client-go sends no credentials
+//! there). The `kopf-fake-apiserver` binary behaves as a cluster instead: HTTPS, a token
+//! required, plain HTTP only with `--insecure-http`.
+//!
+//! Deletions answer what kube-apiserver 1.36's storage answers: the deleted object for the
+//! kinds whose storage sets `ReturnDeletedObject` (pods, Services, ServiceAccounts, namespaces,
+//! persistent volumes and claims, pod templates, resource quotas, and the `storage.k8s.io` and
+//! `resource.k8s.io` kinds), a `Status` naming it for the others (custom resources,
+//! ConfigMaps, Secrets, workloads, ...), and the object marked for deletion while finalizers
+//! hold it. The kubelet's subresources of pods answer as on a cluster whose pods no kubelet
+//! runs: `pods/log` is empty (`204`) for a pod on no node; `exec`, `attach` and `portforward`
+//! are `400 pod NAME does not have a host assigned`.
+//!
 //! It depends on nothing of kopf: it is a Kubernetes server, not an operator. `kopf-testing`
 //! re-exports it beside the harness that runs operators against it. The
 //! `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
@@ -36,8 +63,10 @@
 //!   read from k8s-openapi's metadata of its types, and those CRDs define, with their printer
 //!   columns), objects' metadata, the `State` (objects,
 //!   the global resourceVersion, and the change history that watches replay), and the state
-//!   file (its log format, replay and compaction, and the queue of writes waiting for it).
-//! - `semantics`: Kubernetes' rules, with no HTTP in them: RBAC authorization, `Status` errors, names, selectors,
+//!   file (its log format, replay and compaction, and the queue of writes waiting for it), and
+//!   the files only their owner may read.
+//! - `semantics`: Kubernetes' rules, with no HTTP in them: ServiceAccount tokens, RBAC
+//!   authorization, `Status` errors, names, selectors,
 //!   schemas (pruning, defaulting, validation, structural checks, CEL rules), patches,
 //!   admission with the built-in kinds' defaults and limits, admission webhooks (which a
 //!   request reaches, the reviews they get, what their answers mean), the lifecycle of objects and the

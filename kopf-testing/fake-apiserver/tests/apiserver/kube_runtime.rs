@@ -108,21 +108,22 @@ async fn watcher_sees_every_change(config: watcher::Config) {
         )
         .await
         .unwrap();
-    let deleted = configmaps
+    let gone = configmaps
         .delete("cm", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted ConfigMap");
+    let events = next_events(&mut cm_events, 4).await;
     assert_eq!(
-        next_events(&mut cm_events, 4).await,
+        events[..3],
         [
             Seen::apply(&created),
             Seen::apply(&replaced),
             Seen::apply(&patched),
-            Seen::delete(&deleted)
         ]
     );
+    assert_deleted_after(&events[3], &gone, &patched);
     assert_eq!(patched.data, Some(data(&[("k", "3")])));
 
     // Widgets: create, patch the spec, patch the status, delete.
@@ -146,21 +147,22 @@ async fn watcher_sees_every_change(config: watcher::Config) {
         )
         .await
         .unwrap();
-    let deleted = widgets
+    let gone = widgets
         .delete("w", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted Widget");
+    let events = next_events(&mut w_events, 4).await;
     assert_eq!(
-        next_events(&mut w_events, 4).await,
+        events[..3],
         [
             Seen::apply(&created),
             Seen::apply(&spec_patched),
             Seen::apply(&status_patched),
-            Seen::delete(&deleted)
         ]
     );
+    assert_deleted_after(&events[3], &gone, &status_patched);
 
     // Nothing else was queued before a last change: each watcher saw only its own resource.
     let after_cm = configmaps
@@ -581,11 +583,13 @@ async fn custom_resources_create_get_list_replace_delete() {
     );
     assert_eq!(api.get("small").await.unwrap().spec.size, 2);
 
-    api.delete("small", &DeleteParams::default())
+    let gone = api
+        .delete("small", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted object, as for every custom resource");
+    assert_eq!(gone.details.map(|d| d.name), Some("small".to_string()));
     let status = api_error(api.get("small").await);
     assert_eq!(
         (status.code, status.reason.as_str()),
@@ -839,8 +843,8 @@ async fn status_subresource_and_generation() {
     api.delete("w", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted object, as for every custom resource");
     assert_eq!(api.get_opt("w").await.unwrap(), None);
     server.stop().await;
 }
@@ -1286,12 +1290,18 @@ impl Seen {
             o.meta().resource_version.clone().unwrap(),
         )
     }
+}
 
-    fn delete<K: Resource>(o: &K) -> Seen {
-        Seen::Delete(
-            o.meta().name.clone().unwrap(),
-            o.meta().resource_version.clone().unwrap(),
-        )
+/// `seen` is the deletion that `status` answered, after the `last` change of the object.
+fn assert_deleted_after<K: Resource>(seen: &Seen, status: &kube::core::Status, last: &K) {
+    let name = status.details.as_ref().map(|d| d.name.as_str());
+    let version = |rv: &str| rv.parse::<u64>().expect("a numeric resourceVersion");
+    match seen {
+        Seen::Delete(deleted, rv) if Some(deleted.as_str()) == name => assert!(
+            version(rv) > version(last.meta().resource_version.as_deref().unwrap()),
+            "the deletion comes after the last change: {seen:?}"
+        ),
+        other => panic!("expected the deletion of {name:?}, got {other:?}"),
     }
 }
 
