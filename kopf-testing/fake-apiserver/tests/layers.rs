@@ -42,20 +42,8 @@ fn the_graph_sees_a_request_go_down_the_layers() {
             .dependencies()
             .any(|(m, deps)| m == module && deps.contains(used))
     };
-    assert!(uses(
-        "server::listener",
-        "endpoints::router"
-    ));
-    assert!(uses(
-        "endpoints::router",
-        "endpoints::resources::verbs"
-    ));
-    assert!(uses(
-        "endpoints::resources::writes",
-        "semantics::lifecycle"
-    ));
-    assert!(uses(
-        "semantics::lifecycle",
-        "storage::state"
-    ));
+    assert!(uses("server::listener", "endpoints::router"));
+    assert!(uses("endpoints::router", "endpoints::resources::verbs"));
+    assert!(uses("endpoints::resources::writes", "semantics::lifecycle"));
+    assert!(uses("semantics::lifecycle", "storage::state"));
 }

@@ -4,9 +4,7 @@ use http::StatusCode;
 use serde_json::Value;
 
 use crate::endpoints::request::Context;
-use crate::semantics::selector::{
-    FieldSelector, LabelSelector, SelectorError, ShardSelector,
-};
+use crate::semantics::selector::{FieldSelector, LabelSelector, SelectorError, ShardSelector};
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::catalog::{Builtin, ResourceDef};
 

@@ -15,9 +15,7 @@ use super::calling;
 use crate::endpoints::shared::Shared;
 use crate::semantics::patch;
 use crate::semantics::status::{ApiError, ApiResult};
-use crate::semantics::webhooks::{
-    self, Attributes, FailurePolicy, Phase, Verdict, Webhook,
-};
+use crate::semantics::webhooks::{self, Attributes, FailurePolicy, Phase, Verdict, Webhook};
 use crate::storage::catalog::ResourceDef;
 
 /// The webhooks registered for a write, and what matching them needs from the state.

@@ -10,9 +10,7 @@ use super::keywords::{
     Additional, EMBEDDED, LIST_MAP_KEYS, LIST_TYPE, MAX_DEPTH, additional, child, index, is_meta,
     is_true, items_schema, kw, prop, props, str_kw,
 };
-use crate::semantics::go_format::{
-    Num, go_json, go_value, write_go_json, write_go_json_string,
-};
+use crate::semantics::go_format::{Num, go_json, go_value, write_go_json, write_go_json_string};
 
 /// apiVersion and kind of nested x-kubernetes-embedded-resource objects (k8s' objectmeta.Validate).
 pub(super) fn embedded_checks(

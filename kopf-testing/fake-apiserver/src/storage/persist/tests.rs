@@ -55,10 +55,7 @@ fn contents_of(state: &State) -> Contents {
             .objects
             .entry(resource.clone())
             .or_default()
-            .insert(
-                crate::storage::state::key_of(object),
-                (**object).clone(),
-            );
+            .insert(crate::storage::state::key_of(object), (**object).clone());
     }
     contents
 }
