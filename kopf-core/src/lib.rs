@@ -57,7 +57,7 @@ pub use configs::settings::{
     PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
     ScanningSettings, Settings, ShardingSettings, WatchingSettings,
 };
-pub use configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
+pub use configs::webhooks::{CertificateFiles, WebhookSecret, WebhookServer, WebhookService};
 pub use engines::configurations::ConfigurationError;
 pub use engines::metrics::{MetricsEndpoint, MetricsError};
 pub use engines::webhooks::WebhookError;

@@ -18,8 +18,9 @@
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
 //!   otherwise (as Kopf's `deployment-rbac.yaml`);
 //! - with `--admission-managed NAME` (as `settings.admission.managed`), the ClusterRole
-//!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations` and
-//!   patches those of that name (Kopf's `create, patch`, the patch limited to the name).
+//!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations`, and
+//!   patches, gets, lists and watches those of that name (Kopf's `create, patch`; the watch,
+//!   by a field selector on the name, lets the replica that owns them repair them).
 //!
 //! The CRDs are those declared with [`Registry::crd`], then Kopf's two peering CRDs
 //! (`peering.yaml`): `clusterkopfpeerings.kopf.dev` (Cluster) and `kopfpeerings.kopf.dev`
@@ -233,7 +234,8 @@ pub(crate) fn rbac_documents(
             "validatingwebhookconfigurations",
             "mutatingwebhookconfigurations",
         ];
-        // Creating cannot be limited to a name; patching can.
+        // Creating cannot be limited to a name; patching can, and so can watching by a field
+        // selector on the name.
         cluster.push(rule(
             "admissionregistration.k8s.io",
             &configurations,
@@ -243,7 +245,7 @@ pub(crate) fn rbac_documents(
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": configurations,
             "resourceNames": [managed],
-            "verbs": ["patch"],
+            "verbs": ["get", "list", "watch", "patch"],
         }));
     }
     let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
@@ -524,7 +526,7 @@ mod tests {
         })));
         assert!(rules.contains(&json!({
             "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
-            "resourceNames": ["auto.kopf.dev"], "verbs": ["patch"],
+            "resourceNames": ["auto.kopf.dev"], "verbs": ["get", "list", "watch", "patch"],
         })));
         let without = rbac_documents(&registry(), &options(None)).unwrap();
         assert!(

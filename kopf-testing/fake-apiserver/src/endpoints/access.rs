@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use http::header;
 
 use super::control::lock;
-use super::request::Route;
+use super::request::{Query, Route};
 use crate::semantics::authorization::{self, Attributes, Identity};
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::state::State;
@@ -111,16 +111,33 @@ pub(crate) fn check(
     } else {
         path.namespace.as_deref()
     };
+    // As kube-apiserver's RequestInfo: a list or watch selecting one name by field is a
+    // request for that name, which `resourceNames` may allow.
+    let selected = match (verb, &path.name) {
+        ("list" | "watch", None) => selected_name(request.uri.query()),
+        _ => None,
+    };
     let attributes = Attributes {
         verb,
         group: &path.group,
         resource: &path.plural,
         subresource: path.subresource.as_deref(),
         namespace,
-        name: path.name.as_deref(),
+        name: path.name.as_deref().or(selected.as_deref()),
     };
     authorization::authorize(&lock(state), &identity, &attributes)?;
     Ok(identity)
+}
+
+/// The name that a query's `fieldSelector` selects alone (`metadata.name=NAME` or `==`), as
+/// kube-apiserver reads it for authorization.
+fn selected_name(query: Option<&str>) -> Option<String> {
+    let query = Query::parse(query);
+    let selector = query.get("fieldSelector")?;
+    let name = selector
+        .strip_prefix("metadata.name==")
+        .or_else(|| selector.strip_prefix("metadata.name="))?;
+    (!name.is_empty() && !name.contains(',')).then(|| name.to_string())
 }
 
 /// The user the admin acts as, when the request impersonates one.
