@@ -37,7 +37,7 @@ use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
 mod certificates;
 
-use certificates::Certificates;
+use certificates::{CertificateError, Certificates};
 
 /// The largest AdmissionReview accepted: two objects (old and new) of the API's largest size
 /// (1.5 MiB each, etcd's default limit), with room to spare.
@@ -66,6 +66,17 @@ pub enum WebhookError {
         /// What went wrong, and what to do.
         message: String,
     },
+}
+
+impl From<CertificateError> for WebhookError {
+    fn from(error: CertificateError) -> Self {
+        match error {
+            CertificateError::Tls(error) => WebhookError::Tls(error),
+            CertificateError::Secret { secret, message } => {
+                WebhookError::Secret { secret, message }
+            }
+        }
+    }
 }
 
 /// What answers the calls: the admission review.
@@ -332,6 +343,7 @@ impl Reloading {
                     });
                 }
                 Err(error) => {
+                    let error = WebhookError::from(error);
                     tracing::warn!(target: "kopf::admission", %error, "cannot load the webhook certificate again; serving the previous one");
                 }
             }

@@ -1006,8 +1006,8 @@ async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repair
     server.stop().await;
 }
 
-/// An operator is ready (`Operator::ready()`, hence the harness) only once its webhook
-/// configurations are written: a request right after it meets its own webhooks, even when the
+/// An operator is ready (`/readyz`, `Operator::ready()`, hence the harness and the explorer)
+/// only once its webhook configurations are written: a request right after it meets its own webhooks, even when the
 /// API server is slow to store them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_is_ready_only_once_its_configurations_are_written() {
@@ -1019,14 +1019,24 @@ async fn an_operator_is_ready_only_once_its_configurations_are_written() {
             .verb("patch")
             .resource(VALIDATINGS),
     );
+    let probes = crate::activities::free_port();
     let operator = Operator::new(registry())
         .client(server.client())
         .settings(settings(
             kopf::WebhookServer::new().addr(LOCALHOST).port(port),
-        ));
+        ))
+        .liveness(format!("http://127.0.0.1:{probes}/healthz"));
     let ready = operator.ready();
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(operator.run(stop.clone()));
+    // The readiness endpoint says so only once they are written, as the handle does.
+    wait("/readyz to answer 200", || async {
+        let (status, _) = crate::activities::http_get(probes, "/readyz").await.ok()?;
+        (status == 200).then_some(())
+    })
+    .await;
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    assert_eq!(ports(&validating), [port], "written before /readyz: {validating:#}");
     tokio::time::timeout(kopf_testing::DEADLINE, ready.wait())
         .await
         .expect("ready in time");
@@ -1149,5 +1159,89 @@ async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_o
         Vec::<Value>::new(),
         "the last one shrank them"
     );
+    server.stop().await;
+}
+
+/// Replicas that keep their certificate in one Secret serve the same one: the first makes it,
+/// the other reads it, so whichever writes the configurations, their caBundle trusts every
+/// replica (as behind a Service). Generated certificates are renewed in the Secret before they
+/// expire (here after 3 s), and every replica serves the renewed one, still trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
+    let server = journaled_server().await;
+    let client = server.client();
+    let (port_a, port_b) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let shared = |identity: &str, port: u16| {
+        let mut settings = sharded(identity, port);
+        let validity = Duration::from_secs(3);
+        settings.admission.server = Some(
+            kopf::WebhookServer::new()
+                .addr(LOCALHOST)
+                .port(port)
+                .secret("default", "webhook-tls")
+                .certificate_validity(validity)
+                .reload_interval(Duration::from_millis(200)),
+        );
+        settings
+    };
+    let started = std::time::Instant::now();
+    let (stop_a, running_a) = start(&server, shared("a", port_a));
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/check_size")
+    })
+    .await;
+    let (stop_b, running_b) = start(&server, shared("b", port_b));
+    listening(port_b).await;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    for port in [port_a, port_b] {
+        let url = format!("https://127.0.0.1:{port}/check_size");
+        let (status, _) = post(&url, &ca, &review("u-1", json!({})))
+            .await
+            .unwrap_or_else(|error| panic!("the replica at {port} is trusted: {error}"));
+        assert_eq!(status, 200);
+    }
+    let secret = send(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/secrets/webhook-tls",
+        "application/json",
+        json!(null),
+    )
+    .await;
+    assert_eq!(secret["type"], "kubernetes.io/tls", "{secret:#}");
+    for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
+        assert!(secret["data"][key].is_string(), "{key} in {secret:#}");
+    }
+
+    // Past the first serving certificate's end: renewed in the Secret, served by both, and
+    // trusted by what the configurations say.
+    tokio::time::sleep_until((started + Duration::from_secs(5)).into()).await;
+    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    for port in [port_a, port_b] {
+        let url = format!("https://127.0.0.1:{port}/check_size");
+        let (status, _) = post(&url, &ca, &review("u-2", json!({})))
+            .await
+            .unwrap_or_else(|error| panic!("the replica at {port} serves a renewed certificate: {error}"));
+        assert_eq!(status, 200);
+    }
+    let renewals = server
+        .journal()
+        .into_iter()
+        .filter(|change| change.resource == "secrets" && change.event == "MODIFIED")
+        .count();
+    assert!(renewals >= 1, "renewed in the Secret");
+    let created = server
+        .journal()
+        .into_iter()
+        .filter(|change| change.resource == "secrets" && change.event == "ADDED")
+        .count();
+    assert_eq!(created, 1, "made once, by the first replica");
+
+    stop_cleanly(&stop_b, running_b).await;
+    stop_cleanly(&stop_a, running_a).await;
     server.stop().await;
 }

@@ -21,7 +21,20 @@ use time::OffsetDateTime;
 
 use crate::aiokits::tls::{self, Generated, Identity, Pem, TlsError};
 use crate::configs::webhooks::{WebhookSecret, WebhookServer};
-use crate::engines::webhooks::WebhookError;
+
+/// Why the certificate cannot be loaded.
+#[derive(Debug)]
+pub(super) enum CertificateError {
+    /// It cannot be made, read or served.
+    Tls(TlsError),
+    /// The Secret that keeps it cannot be read or written.
+    Secret {
+        /// The Secret, as `namespace/name`.
+        secret: String,
+        /// What went wrong, and what to do.
+        message: String,
+    },
+}
 
 /// Where the served certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,9 +84,9 @@ impl Certificates {
     pub(super) async fn load(
         server: &WebhookServer,
         client: Option<&kube::Client>,
-    ) -> Result<Certificates, WebhookError> {
+    ) -> Result<Certificates, CertificateError> {
         let source = match (&server.certificate, &server.secret) {
-            (Some(_), _) => files(server).await.map_err(WebhookError::Tls)?,
+            (Some(_), _) => files(server).await.map_err(CertificateError::Tls)?,
             (None, Some(secret)) => {
                 let Some(client) = client else {
                     unreachable!("a webhook server with a Secret is started with a client");
@@ -86,11 +99,11 @@ impl Certificates {
                     server.certificate_validity,
                     OffsetDateTime::now_utc(),
                 )
-                .map_err(WebhookError::Tls)?,
+                .map_err(CertificateError::Tls)?,
             ),
         };
         let clients = match &server.verify_cafile {
-            Some(cafile) => Some(Pem::read(cafile).await.map_err(WebhookError::Tls)?),
+            Some(cafile) => Some(Pem::read(cafile).await.map_err(CertificateError::Tls)?),
             None => None,
         };
         Ok(Certificates {
@@ -102,22 +115,22 @@ impl Certificates {
     }
 
     /// The TLS configuration that serves the certificate, and what clients must trust.
-    pub(super) fn served(&self) -> Result<(Arc<rustls::ServerConfig>, String), WebhookError> {
+    pub(super) fn served(&self) -> Result<(Arc<rustls::ServerConfig>, String), CertificateError> {
         let identity = self.identity()?;
         let ca_pem = identity.ca_pem.clone();
         let config = identity
             .server_config(self.clients.as_ref())
-            .map_err(WebhookError::Tls)?;
+            .map_err(CertificateError::Tls)?;
         Ok((config, ca_pem))
     }
 
-    fn identity(&self) -> Result<Identity, WebhookError> {
+    fn identity(&self) -> Result<Identity, CertificateError> {
         match &self.source {
             Source::Generated(generated)
             | Source::Secret(Kept {
                 held: Held::Generated(generated),
                 ..
-            }) => generated.identity().map_err(WebhookError::Tls),
+            }) => generated.identity().map_err(CertificateError::Tls),
             Source::Secret(Kept {
                 held: Held::Given { cert, key, ca },
                 ..
@@ -132,7 +145,7 @@ impl Certificates {
                     &pem(tls::TLS_KEY, key),
                     ca.clone(),
                 )
-                .map_err(WebhookError::Tls)
+                .map_err(CertificateError::Tls)
             }
             Source::Files { cert, key, ca } => {
                 // The cluster trusts the given CA data, or the CA file, or the certificate.
@@ -141,7 +154,7 @@ impl Certificates {
                     (None, Some(ca)) => String::from_utf8_lossy(&ca.text).into_owned(),
                     (None, None) => String::from_utf8_lossy(&cert.text).into_owned(),
                 };
-                Identity::from_pem(cert, key, ca_pem).map_err(WebhookError::Tls)
+                Identity::from_pem(cert, key, ca_pem).map_err(CertificateError::Tls)
             }
         }
     }
@@ -169,20 +182,20 @@ impl Certificates {
 
     /// Reads the files or the Secret again and renews what is due: whether anything changed
     /// (then [`served`](Self::served) serves it). On an error, nothing changed.
-    pub(super) async fn refresh(&mut self) -> Result<bool, WebhookError> {
+    pub(super) async fn refresh(&mut self) -> Result<bool, CertificateError> {
         let names = self.server.subject_names();
         let validity = self.server.certificate_validity;
         let source = match &self.source {
             Source::Generated(generated) => {
                 let renewed = generated
                     .renewed(&names, validity, OffsetDateTime::now_utc())
-                    .map_err(WebhookError::Tls)?;
+                    .map_err(CertificateError::Tls)?;
                 match renewed {
                     Some(renewed) => Source::Generated(renewed),
                     None => self.source.clone(),
                 }
             }
-            Source::Files { .. } => files(&self.server).await.map_err(WebhookError::Tls)?,
+            Source::Files { .. } => files(&self.server).await.map_err(CertificateError::Tls)?,
             Source::Secret(_) => {
                 let (Some(client), Some(secret)) = (&self.client, &self.server.secret) else {
                     unreachable!("a Secret's certificates are loaded with a client");
@@ -191,7 +204,7 @@ impl Certificates {
             }
         };
         let clients = match &self.server.verify_cafile {
-            Some(cafile) => Some(Pem::read(cafile).await.map_err(WebhookError::Tls)?),
+            Some(cafile) => Some(Pem::read(cafile).await.map_err(CertificateError::Tls)?),
             None => None,
         };
         let changed = source != self.source || clients != self.clients;
@@ -234,8 +247,8 @@ async fn fetch(
     client: &kube::Client,
     server: &WebhookServer,
     secret: &WebhookSecret,
-) -> Result<Kept, WebhookError> {
-    let failed = |message: String| WebhookError::Secret {
+) -> Result<Kept, CertificateError> {
+    let failed = |message: String| CertificateError::Secret {
         secret: shown(secret),
         message,
     };
@@ -247,7 +260,7 @@ async fn fetch(
         let found = match send(client, secret, http::Method::GET, None).await {
             Ok(found) => found,
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                let generated = Generated::new(&names, validity, now).map_err(WebhookError::Tls)?;
+                let generated = Generated::new(&names, validity, now).map_err(CertificateError::Tls)?;
                 let body = secret_body(secret, &generated, None);
                 match send(client, secret, http::Method::POST, Some(body)).await {
                     Ok(created) => {
@@ -266,7 +279,7 @@ async fn fetch(
         };
         let data = decoded(&found).map_err(failed)?;
         let version = version_of(&found);
-        let held = match Generated::from_data(&data).map_err(WebhookError::Tls)? {
+        let held = match Generated::from_data(&data).map_err(CertificateError::Tls)? {
             Some(generated) => generated,
             None => {
                 let text = |key: &str| {
@@ -289,7 +302,7 @@ async fn fetch(
         };
         let Some(renewed) = held
             .renewed(&names, validity, now)
-            .map_err(WebhookError::Tls)?
+            .map_err(CertificateError::Tls)?
         else {
             return Ok(Kept {
                 version,
