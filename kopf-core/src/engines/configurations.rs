@@ -491,7 +491,7 @@ impl Inner {
     }
 
     /// Whether the configurations (as a GET finds them) point elsewhere than this replica's
-    /// server: a successor has written them.
+    /// server, both of them: a successor has written them.
     async fn elsewhere(&self, timeout: Duration) -> bool {
         let config = self.config.borrow().clone();
         let ours: Vec<Value> = self
@@ -499,23 +499,23 @@ impl Inner {
             .iter()
             .map(|handler| config.for_handler(handler.id()))
             .collect();
+        let mut found = 0;
         for kind in KINDS {
             let request = http::Request::get(kind.path(Some(&self.managed))).body(Vec::new());
             let Ok(request) = request else { return false };
-            let found = tokio::time::timeout(timeout, self.client.request::<Value>(request)).await;
-            let Ok(Ok(object)) = found else { continue };
-            let elsewhere = object["webhooks"].as_array().is_some_and(|webhooks| {
-                webhooks.iter().any(|webhook| {
-                    !ours
-                        .iter()
-                        .any(|our| contains(&webhook["clientConfig"], our))
-                })
+            let read = tokio::time::timeout(timeout, self.client.request::<Value>(request)).await;
+            let Ok(Ok(object)) = read else { return false };
+            let webhooks = object["webhooks"].as_array().map_or(&[][..], Vec::as_slice);
+            let at_us = webhooks.iter().any(|webhook| {
+                ours.iter()
+                    .any(|our| contains(&webhook["clientConfig"], our))
             });
-            if elsewhere {
-                return true;
+            if at_us {
+                return false;
             }
+            found += webhooks.len();
         }
-        false
+        found > 0
     }
 
     /// Watches one configuration object by name, until cancelled.

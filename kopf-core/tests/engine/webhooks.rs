@@ -1036,7 +1036,11 @@ async fn an_operator_is_ready_only_once_its_configurations_are_written() {
     })
     .await;
     let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
-    assert_eq!(ports(&validating), [port], "written before /readyz: {validating:#}");
+    assert_eq!(
+        ports(&validating),
+        [port],
+        "written before /readyz: {validating:#}"
+    );
     tokio::time::timeout(kopf_testing::DEADLINE, ready.wait())
         .await
         .expect("ready in time");
@@ -1225,7 +1229,9 @@ async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
         let url = format!("https://127.0.0.1:{port}/check_size");
         let (status, _) = post(&url, &ca, &review("u-2", json!({})))
             .await
-            .unwrap_or_else(|error| panic!("the replica at {port} serves a renewed certificate: {error}"));
+            .unwrap_or_else(|error| {
+                panic!("the replica at {port} serves a renewed certificate: {error}")
+            });
         assert_eq!(status, 200);
     }
     let renewals = server

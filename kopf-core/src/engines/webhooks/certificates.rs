@@ -260,7 +260,8 @@ async fn fetch(
         let found = match send(client, secret, http::Method::GET, None).await {
             Ok(found) => found,
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                let generated = Generated::new(&names, validity, now).map_err(CertificateError::Tls)?;
+                let generated =
+                    Generated::new(&names, validity, now).map_err(CertificateError::Tls)?;
                 let body = secret_body(secret, &generated, None);
                 match send(client, secret, http::Method::POST, Some(body)).await {
                     Ok(created) => {
