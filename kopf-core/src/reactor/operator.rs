@@ -173,7 +173,8 @@ enum Scope {
     Namespaces(Vec<String>),
 }
 
-/// Resolves once the operator has listed every resource it serves.
+/// Resolves once the operator has listed every resource it serves and, with managed webhook
+/// configurations, once they are in place.
 #[derive(Debug, Clone)]
 pub struct Ready(watch::Receiver<bool>);
 
@@ -313,8 +314,8 @@ impl Operator {
     /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
     /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
     /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
-    /// once) and 503 before. A bad URL, or an address that cannot be bound, is an
-    /// [`OperatorError::Liveness`] from `run()`.
+    /// once, the managed webhook configurations in place) and 503 before. A bad URL, or an
+    /// address that cannot be bound, is an [`OperatorError::Liveness`] from `run()`.
     ///
     /// ```no_run
     /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
@@ -327,9 +328,12 @@ impl Operator {
         self
     }
 
-    /// A handle that resolves once the operator has listed everything it serves. An operator
-    /// paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings)) lists
-    /// nothing: it gets ready once it resumes.
+    /// A handle that resolves once the operator has listed everything it serves and, with
+    /// [managed webhook configurations](crate::AdmissionSettings::managed), once they are in
+    /// place (written by this replica if it owns them, else found with every webhook): a
+    /// first request right after a start does not meet a webhook of a server gone. An
+    /// operator paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings))
+    /// lists nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
     }
