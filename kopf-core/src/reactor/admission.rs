@@ -109,6 +109,16 @@ impl Admitting {
         if let Some(managed) = &settings.admission.managed {
             configurations::check_name(managed).map_err(AdmissionStartError::Configurations)?;
         }
+        let replicated = !settings.peering.standalone
+            || settings.peering.lease.is_some()
+            || settings.peering.sharding.is_some();
+        if let Some(service) = &server.service
+            && replicated
+            && server.certificate.is_none()
+            && server.secret.is_none()
+        {
+            tracing::warn!(target: "kopf::admission", "the webhooks are served behind the Service {}/{} with a certificate made by this replica alone: other replicas behind it make their own, which the cluster does not trust; share one with WebhookServer::secret(..) or certificate files", service.namespace, service.name);
+        }
         let selectors: Vec<Selector> = registry
             .admissions
             .iter()
