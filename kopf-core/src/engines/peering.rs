@@ -366,16 +366,24 @@ impl Peering {
     fn hear(&self, key: &str, alive: Option<bool>) {
         let mut heard = lock(&self.heard);
         heard.insert(key.to_string(), alive);
-        self.unsettled
-            .send_replace(heard.values().any(Option::is_none));
+        self.settle(&heard);
+    }
+
+    /// Says whether a peering object is still unheard, if that changed.
+    fn settle(&self, heard: &BTreeMap<String, Option<bool>>) {
+        let unsettled = heard.values().any(Option::is_none);
+        self.unsettled.send_if_modified(|current| {
+            let changed = *current != unsettled;
+            *current = unsettled;
+            changed
+        });
     }
 
     /// Forgets a peering object no longer kept.
     fn forget(&self, key: &str) {
         let mut heard = lock(&self.heard);
         heard.remove(key);
-        self.unsettled
-            .send_replace(heard.values().any(Option::is_none));
+        self.settle(&heard);
     }
 
     /// Marks a peering object as judged with no peers, unless it was judged already: it is
