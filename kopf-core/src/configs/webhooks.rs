@@ -89,7 +89,7 @@ pub struct WebhookServer {
 /// `get`, `create` and `update` on that Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookSecret {
-    /// The Secret's namespace.
+    /// The Secret's namespace; empty is the client's default namespace (the pod's own).
     pub namespace: String,
     /// The Secret's name.
     pub name: String,

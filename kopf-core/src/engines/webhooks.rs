@@ -344,7 +344,7 @@ impl Reloading {
                 }
                 Err(error) => {
                     let error = WebhookError::from(error);
-                    tracing::warn!(target: "kopf::admission", %error, "cannot load the webhook certificate again; serving the previous one");
+                    tracing::warn!(target: "kopf::admission", %error, "cannot read the webhook certificate again; serving the previous one");
                 }
             }
         }

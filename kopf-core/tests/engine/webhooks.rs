@@ -550,6 +550,10 @@ async fn server_with_edited_rbac(
                 "/apis/rbac.authorization.k8s.io/v1/{}s",
                 kind.to_lowercase()
             ),
+            ("Role" | "RoleBinding", Some(ns)) => format!(
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{}s",
+                kind.to_lowercase()
+            ),
             other => panic!("unexpected in the rbac output: {other:?}"),
         };
         let created = send(
@@ -1249,5 +1253,57 @@ async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
 
     stop_cleanly(&stop_b, running_b).await;
     stop_cleanly(&stop_a, running_a).await;
+    server.stop().await;
+}
+
+/// The `rbac` output with `--webhook-secret` lets the operator, as its ServiceAccount, make
+/// the shared certificate's Secret and keep the configurations trusting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_with_the_webhook_secret_lets_the_operator_keep_its_certificate() {
+    let server = server_with_rbac(&[
+        "--admission-managed",
+        MANAGED,
+        "--webhook-secret",
+        "default/webhook-tls",
+    ])
+    .await;
+    let client = server.client();
+    let mut settings = settings(
+        kopf::WebhookServer::new()
+            .addr(LOCALHOST)
+            .secret("default", "webhook-tls"),
+    );
+    settings.peering.standalone = true;
+    let operator = Operator::new(registry())
+        .client(server.client_as_service_account("default", ACCOUNT))
+        .settings(settings);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(operator.run(stop.clone()));
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let secret = send(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/secrets/webhook-tls",
+        "application/json",
+        json!(null),
+    )
+    .await;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let kept = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["ca.crt"].as_str().expect("ca.crt"))
+        .unwrap();
+    assert_eq!(
+        ca.as_bytes(),
+        kept,
+        "the configurations trust the Secret's CA"
+    );
+    let (status, _) = post(&url_of(&validating), &ca, &review("u-1", json!({})))
+        .await
+        .expect("the webhook answers");
+    assert_eq!(status, 200);
+    stop_cleanly(&stop, running).await;
     server.stop().await;
 }

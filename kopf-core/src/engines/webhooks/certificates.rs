@@ -89,7 +89,10 @@ impl Certificates {
             (Some(_), _) => files(server).await.map_err(CertificateError::Tls)?,
             (None, Some(secret)) => {
                 let Some(client) = client else {
-                    unreachable!("a webhook server with a Secret is started with a client");
+                    return Err(CertificateError::Secret {
+                        secret: shown(secret),
+                        message: "no API client to read it with".into(),
+                    });
                 };
                 Source::Secret(fetch(client, server, secret).await?)
             }
@@ -196,12 +199,13 @@ impl Certificates {
                 }
             }
             Source::Files { .. } => files(&self.server).await.map_err(CertificateError::Tls)?,
-            Source::Secret(_) => {
-                let (Some(client), Some(secret)) = (&self.client, &self.server.secret) else {
-                    unreachable!("a Secret's certificates are loaded with a client");
-                };
-                Source::Secret(fetch(client, &self.server, secret).await?)
-            }
+            Source::Secret(_) => match (&self.client, &self.server.secret) {
+                (Some(client), Some(secret)) => {
+                    Source::Secret(fetch(client, &self.server, secret).await?)
+                }
+                // Loaded with both, or it would not be a Secret's.
+                _ => self.source.clone(),
+            },
         };
         let clients = match &self.server.verify_cafile {
             Some(cafile) => Some(Pem::read(cafile).await.map_err(CertificateError::Tls)?),
@@ -248,6 +252,17 @@ async fn fetch(
     server: &WebhookServer,
     secret: &WebhookSecret,
 ) -> Result<Kept, CertificateError> {
+    // No namespace given (`--webhook-secret NAME`): the client's default, the pod's own.
+    let defaulted;
+    let secret = if secret.namespace.is_empty() {
+        defaulted = WebhookSecret {
+            namespace: client.default_namespace().to_string(),
+            name: secret.name.clone(),
+        };
+        &defaulted
+    } else {
+        secret
+    };
     let failed = |message: String| CertificateError::Secret {
         secret: shown(secret),
         message,
