@@ -234,7 +234,9 @@ pub mod admission {
     //! Handlers declared in code are [`AdmissionHandler`](crate::registry::AdmissionHandler)s.
 
     pub use crate::aiokits::tls::TlsError;
-    pub use crate::configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
+    pub use crate::configs::webhooks::{
+        CertificateFiles, WebhookSecret, WebhookServer, WebhookService,
+    };
     pub use crate::engines::configurations::ConfigurationError;
     pub use crate::engines::webhooks::WebhookError;
     pub use crate::structs::certificates::PeerCertificate;
