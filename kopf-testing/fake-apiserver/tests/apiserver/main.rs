@@ -5,6 +5,7 @@ mod support;
 mod api;
 mod binary;
 mod catalog;
+mod client;
 mod durability;
 mod faults;
 mod kube_runtime;

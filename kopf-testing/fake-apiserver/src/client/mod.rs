@@ -1,0 +1,14 @@
+//! The test's side, above the server: a client of any API server (this fake one or a real
+//! kube-apiserver) with the requests, objects and waits that tests make, and the same helpers
+//! on `FakeApiServer` itself.
+
+mod fake_server;
+mod objects;
+mod requests;
+mod resolutions;
+mod test_client;
+mod waiting;
+
+pub use requests::{Answer, ApiRequest, PatchType, RequestError};
+pub use test_client::TestClient;
+pub use waiting::{DEADLINE, try_wait, wait};
