@@ -12,12 +12,12 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use kopf::{AdmissionError, AdmissionHandler, Operation, Operator, OperatorError, Registry};
-use kopf_testing::{OperatorHarness, wait};
+use kopf_testing::{OperatorHarness, TestClient, wait};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
-use crate::support::{examples, install_crd, send, server_with_crd};
+use crate::support::{examples, install_crd, server_with_crd};
 
 const MANAGED: &str = "auto.kopf.dev";
 const VALIDATING: &str =
@@ -65,14 +65,14 @@ fn settings(server: kopf::WebhookServer) -> kopf::Settings {
 /// The configuration at `path` once its webhooks satisfy `condition` (the last one seen, in
 /// the panic, if they do not in time).
 async fn configuration(
-    client: &kube::Client,
+    client: &TestClient,
     path: &str,
     condition: impl Fn(&Value) -> bool,
 ) -> Value {
     let last = std::sync::Mutex::new(Value::Null);
     let found = tokio::time::timeout(kopf_testing::DEADLINE, async {
         loop {
-            let object = send(client, "GET", path, "application/json", json!(null)).await;
+            let object = client.request("GET", path, None).await.1;
             if condition(&object["webhooks"]) {
                 return object;
             }
@@ -204,7 +204,7 @@ fn review(uid: &str, spec: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_https() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(registry()).settings(settings(
         kopf::WebhookServer::new().addr(LOCALHOST).path("/hooks"),
     ));
@@ -293,7 +293,7 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
     // configurations after it stopped.
     let tasks_before = crate::stopping::alive_tasks();
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let operator = Operator::new(registry())
         .client(server.client())
@@ -314,13 +314,13 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         .expect("a review");
 
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
         "the persistent one stays: {validating:#}"
     );
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(
         mutating["metadata"]["name"], MANAGED,
         "the configuration itself stays"
@@ -380,7 +380,7 @@ async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(100));
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let harness = OperatorHarness::start_on(
         server,
         Operator::new(registry()).settings(settings(webhook_server)),
@@ -479,7 +479,7 @@ async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_
         })
     };
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(Registry::new().with(handler))
         .settings(settings(kopf::WebhookServer::new().addr(LOCALHOST)));
     let harness = OperatorHarness::start_on(server, operator).await;
@@ -539,28 +539,11 @@ async fn server_with_edited_rbac(
     install_crd(&server).await;
     let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
     let rbac = kopf::rbac_manifest(&registry(), options).expect("valid rbac options");
-    let client = server.client();
+    let client = TestClient::new(server.client());
     for document in serde_norway::Deserializer::from_str(&rbac) {
         let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
         edit(&mut document);
-        let kind = document["kind"].as_str().expect("a kind");
-        let collection = match (kind, document["metadata"]["namespace"].as_str()) {
-            ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
-            ("ClusterRole" | "ClusterRoleBinding", None) => format!(
-                "/apis/rbac.authorization.k8s.io/v1/{}s",
-                kind.to_lowercase()
-            ),
-            other => panic!("unexpected in the rbac output: {other:?}"),
-        };
-        let created = send(
-            &client,
-            "POST",
-            &collection,
-            "application/json",
-            document.clone(),
-        )
-        .await;
-        assert_eq!(created["kind"], kind, "{created:#}");
+        client.apply_value(document).await;
     }
     server
 }
@@ -577,7 +560,7 @@ fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_configurations() {
     let server = server_with_rbac(&["--admission-managed", MANAGED]).await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(operator_as_account(&server).run(stop.clone()));
     configuration(&client, VALIDATING, |w| {
@@ -589,7 +572,7 @@ async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_config
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert!(
         mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
         "shrunk at the stop, which patching by name allows: {mutating:#}"
@@ -630,7 +613,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
             .verb("patch")
             .resource("mutatingwebhookconfigurations.admissionregistration.k8s.io"),
     );
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let registry = registry().with(AdmissionHandler::validating(
         examples(),
@@ -646,7 +629,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
@@ -697,7 +680,7 @@ fn candidate(identity: &str, port: u16) -> kopf::Settings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_them_at_itself() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let (port_a, port_b) = (
         crate::activities::free_port(),
         crate::activities::free_port(),
@@ -724,7 +707,7 @@ async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_th
             .ok()
     })
     .await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         url(&validating),
         json!(url_of(port_a)),
@@ -770,7 +753,7 @@ async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
     settings.scanning.interval = Duration::from_millis(200);
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;
-    let client = harness.client();
+    let client = harness.test_client().clone();
     let validating = configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
