@@ -162,8 +162,8 @@ impl ApiRequest {
         self
     }
 
-    /// These bytes as the body, as they are: YAML, something broken on purpose, or a body
-    /// too large to be JSON-encoded first.
+    /// These bytes as the body, as they are: YAML (as kubectl sends an apply), or something
+    /// broken on purpose.
     pub fn bytes(mut self, body: impl Into<Vec<u8>>) -> ApiRequest {
         self.body = Some(body.into());
         self
