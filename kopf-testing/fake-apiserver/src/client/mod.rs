@@ -1,9 +1,10 @@
-//! The test's side, above the server: a client of any API server (this fake one or a real
-//! kube-apiserver) with the requests, objects and waits that tests make, and the same helpers
-//! on `FakeApiServer` itself.
+//! The test's side, above the servers: a client of any API server (this fake one or a real
+//! kube-apiserver) with the requests, objects and waits that tests make, the same helpers on
+//! `FakeApiServer` itself, and such a client of a `RealApiServer`.
 
 mod fake_server;
 mod objects;
+mod real_server;
 mod requests;
 mod resolutions;
 mod test_client;

@@ -278,3 +278,52 @@ async fn the_fixtures_are_kopfs_example_and_crds_of_its_shape() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     server.stop().await;
 }
+
+/// The same helpers, unchanged, on a real kube-apiserver: what tests do on the fake server
+/// they can do on the real one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_helpers_serve_a_real_api_server() {
+    let test = "client::the_same_helpers_serve_a_real_api_server";
+    let Some(server) = kopf_fake_apiserver::RealApiServer::for_test(test).await else {
+        return;
+    };
+    let client = server.test_client().await;
+    let crd = client.apply(fixtures::KOPFEXAMPLE_CRD).await;
+    assert_eq!(crd[0]["metadata"]["name"], "kopfexamples.kopf.dev");
+    let applied = client
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}, spec: {a: 1}}")
+        .await;
+    assert_eq!(applied[0]["metadata"]["namespace"], "default");
+
+    let path = fixtures::kopfexample_path("default", "kex");
+    let (status, kex) = client.request("GET", &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{kex}");
+    let (status, error) = client
+        .request("GET", &fixtures::kopfexample_path("default", "nope"), None)
+        .await;
+    assert_eq!(
+        (status, &error["reason"]),
+        (StatusCode::NOT_FOUND, &json!("NotFound"))
+    );
+
+    let request = ApiRequest::new("PATCH", &path)
+        .json(json!([{"op": "replace", "path": "/spec/a", "value": 2}]))
+        .patch_type(PatchType::Json)
+        .header(http::header::USER_AGENT, "kopf-rs-tests");
+    let answer = client.send(request).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json());
+    client
+        .patch("kopfexamples", "default", "kex", json!({"spec": {"b": 3}}))
+        .await;
+    client
+        .wait_for("kopfexamples", "default", "kex", |o| {
+            o["spec"] == json!({"a": 2, "b": 3})
+        })
+        .await;
+    client.delete("kopfexamples", "default", "kex").await;
+    client
+        .wait_for_deletion("kopfexamples", "default", "kex")
+        .await;
+    drop(client);
+    server.stop().await;
+}
