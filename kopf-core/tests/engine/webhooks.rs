@@ -15,12 +15,12 @@ use kopf::AdmissionError;
 use kopf::admission::Operation;
 use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{AdmissionHandler, Registry};
-use kopf_testing::{OperatorHarness, wait};
+use kopf_testing::{OperatorHarness, TestClient, wait};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
-use crate::support::{examples, install_crd, send, server_with_crd};
+use crate::support::{examples, install_crd, server_with_crd};
 
 const MANAGED: &str = "auto.kopf.dev";
 const VALIDATING: &str =
@@ -68,14 +68,14 @@ fn settings(server: kopf::admission::WebhookServer) -> kopf::Settings {
 /// The configuration at `path` once its webhooks satisfy `condition` (the last one seen, in
 /// the panic, if they do not in time).
 async fn configuration(
-    client: &kube::Client,
+    client: &TestClient,
     path: &str,
     condition: impl Fn(&Value) -> bool,
 ) -> Value {
     let last = std::sync::Mutex::new(Value::Null);
     let found = tokio::time::timeout(kopf_testing::DEADLINE, async {
         loop {
-            let object = send(client, "GET", path, "application/json", json!(null)).await;
+            let object = client.request("GET", path, None).await.1;
             if condition(&object["webhooks"]) {
                 return object;
             }
@@ -207,7 +207,7 @@ fn review(uid: &str, spec: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_https() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(registry()).settings(settings(
         kopf::admission::WebhookServer::new()
             .addr(LOCALHOST)
@@ -298,7 +298,7 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
     // configurations after it stopped.
     let tasks_before = crate::stopping::alive_tasks();
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let operator = Operator::new(registry())
         .client(server.client())
@@ -321,13 +321,13 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         .expect("a review");
 
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
         "the persistent one stays: {validating:#}"
     );
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(
         mutating["metadata"]["name"], MANAGED,
         "the configuration itself stays"
@@ -387,7 +387,7 @@ async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(100));
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let harness = OperatorHarness::start_on(
         server,
         Operator::new(registry()).settings(settings(webhook_server)),
@@ -488,7 +488,7 @@ async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_
         })
     };
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(Registry::new().with(handler)).settings(settings(
         kopf::admission::WebhookServer::new().addr(LOCALHOST),
     ));
@@ -549,32 +549,11 @@ async fn server_with_edited_rbac(
     install_crd(&server).await;
     let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
     let rbac = kopf::rbac::rbac_manifest(&registry(), options).expect("valid rbac options");
-    let client = server.client();
+    let client = TestClient::new(server.client());
     for document in serde_norway::Deserializer::from_str(&rbac) {
         let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
         edit(&mut document);
-        let kind = document["kind"].as_str().expect("a kind");
-        let collection = match (kind, document["metadata"]["namespace"].as_str()) {
-            ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
-            ("ClusterRole" | "ClusterRoleBinding", None) => format!(
-                "/apis/rbac.authorization.k8s.io/v1/{}s",
-                kind.to_lowercase()
-            ),
-            ("Role" | "RoleBinding", Some(ns)) => format!(
-                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{}s",
-                kind.to_lowercase()
-            ),
-            other => panic!("unexpected in the rbac output: {other:?}"),
-        };
-        let created = send(
-            &client,
-            "POST",
-            &collection,
-            "application/json",
-            document.clone(),
-        )
-        .await;
-        assert_eq!(created["kind"], kind, "{created:#}");
+        client.apply_value(document).await;
     }
     server
 }
@@ -591,7 +570,7 @@ fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_configurations() {
     let server = server_with_rbac(&["--admission-managed", MANAGED]).await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(operator_as_account(&server).run(stop.clone()));
     configuration(&client, VALIDATING, |w| {
@@ -603,7 +582,7 @@ async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_config
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert!(
         mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
         "shrunk at the stop, which patching by name allows: {mutating:#}"
@@ -644,7 +623,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
             .verb("patch")
             .resource("mutatingwebhookconfigurations.admissionregistration.k8s.io"),
     );
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let registry = registry().with(AdmissionHandler::validating(
         examples(),
@@ -662,7 +641,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
@@ -717,7 +696,7 @@ fn candidate(identity: &str, port: u16) -> kopf::Settings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_them_at_itself() {
     let server = journaled_server().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let (port_a, port_b) = (
         crate::activities::free_port(),
         crate::activities::free_port(),
@@ -744,7 +723,7 @@ async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_th
             .ok()
     })
     .await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         url(&validating),
         json!(url_of(port_a)),
@@ -757,7 +736,7 @@ async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_th
     let handed_from = server.journal().len();
     stop_a.cancel();
     running_a.await.unwrap().expect("a clean stop");
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         url(&validating),
         json!(url_of(port_b)),
@@ -804,7 +783,7 @@ async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
     settings.scanning.interval = Duration::from_millis(200);
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;
-    let client = harness.client();
+    let client = harness.test_client().clone();
     let validating = configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
@@ -927,18 +906,14 @@ fn peer(priority: i64, port: u16) -> kopf::Settings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repairs_them() {
     let server = journaled_server().await;
-    let client = server.client();
-    crate::peering::create_peering_crd(&client, "kopf.dev", "Cluster").await;
+    let client = TestClient::new(server.client());
+    crate::peering::create_peering_crd(client.client(), "kopf.dev", "Cluster").await;
     let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
                         "metadata": {"name": "webhook-peers"}});
-    let created = send(
-        &client,
-        "POST",
-        crate::peering::PEERINGS,
-        "application/json",
-        object,
-    )
-    .await;
+    let created = client
+        .request("POST", crate::peering::PEERINGS, object)
+        .await
+        .1;
     assert_eq!(created["metadata"]["name"], "webhook-peers", "{created}");
     let (port_a, port_b, port_c) = (
         crate::activities::free_port(),
@@ -980,14 +955,10 @@ async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repair
     }
 
     // Someone empties the list: the active replica writes it again.
-    let emptied = send(
-        &client,
-        "PATCH",
-        VALIDATING,
-        "application/merge-patch+json",
-        json!({"webhooks": []}),
-    )
-    .await;
+    let emptied = client
+        .request("PATCH", VALIDATING, json!({"webhooks": []}))
+        .await
+        .1;
     assert_eq!(names(&emptied), Vec::<Value>::new(), "{emptied:#}");
     configuration(&client, VALIDATING, |w| {
         w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/check_size")
@@ -996,7 +967,7 @@ async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repair
 
     // The paused replica's stop leaves them as they are.
     stop_cleanly(&stop_b, running_b).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(ports(&validating), [port_a], "{validating:#}");
 
     // The active replica's stop hands them over to the next one, which points them at itself.
@@ -1025,7 +996,7 @@ async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repair
 
     // The last one's stop shrinks them.
     stop_cleanly(&stop_c, running_c).await;
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(names(&mutating), Vec::<Value>::new(), "{mutating:#}");
     server.stop().await;
 }
@@ -1036,7 +1007,7 @@ async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repair
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_is_ready_only_once_its_configurations_are_written() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let port = crate::activities::free_port();
     server.inject(
         kopf_testing::Fault::delay(Duration::from_secs(2))
@@ -1061,7 +1032,7 @@ async fn an_operator_is_ready_only_once_its_configurations_are_written() {
         (status == 200).then_some(())
     })
     .await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         ports(&validating),
         [port],
@@ -1070,13 +1041,13 @@ async fn an_operator_is_ready_only_once_its_configurations_are_written() {
     tokio::time::timeout(kopf_testing::DEADLINE, ready.wait())
         .await
         .expect("ready in time");
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         ports(&validating),
         [port],
         "written before ready: {validating:#}"
     );
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(
         ports(&mutating),
         [port],
@@ -1110,7 +1081,7 @@ fn sharded(identity: &str, port: u16) -> kopf::Settings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_over() {
     let server = journaled_server().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let (port_a, port_b) = (
         crate::activities::free_port(),
         crate::activities::free_port(),
@@ -1124,14 +1095,14 @@ async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_o
     listening(port_b).await;
     // Both serve their shards: each has joined the ring.
     wait("both members in the ring", || async {
-        let leases = send(
-            &client,
-            "GET",
-            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
-            "application/json",
-            json!(null),
-        )
-        .await;
+        let leases = client
+            .request(
+                "GET",
+                "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                None,
+            )
+            .await
+            .1;
         let members = leases["items"].as_array().map_or(0, |items| {
             items
                 .iter()
@@ -1165,7 +1136,7 @@ async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_o
 
     let handed_from = server.journal().len();
     stop_cleanly(&stop_a, running_a).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         ports(&validating),
         [port_b],
@@ -1187,7 +1158,7 @@ async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_o
     assert_eq!(status, 200);
 
     stop_cleanly(&stop_b, running_b).await;
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(
         names(&mutating),
         Vec::<Value>::new(),
@@ -1203,7 +1174,7 @@ async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
     let server = journaled_server().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let (port_a, port_b) = (
         crate::activities::free_port(),
         crate::activities::free_port(),
@@ -1237,14 +1208,14 @@ async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
             .unwrap_or_else(|error| panic!("the replica at {port} is trusted: {error}"));
         assert_eq!(status, 200);
     }
-    let secret = send(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/secrets/webhook-tls",
-        "application/json",
-        json!(null),
-    )
-    .await;
+    let secret = client
+        .request(
+            "GET",
+            "/api/v1/namespaces/default/secrets/webhook-tls",
+            None,
+        )
+        .await
+        .1;
     assert_eq!(secret["type"], "kubernetes.io/tls", "{secret:#}");
     for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
         assert!(secret["data"][key].is_string(), "{key} in {secret:#}");
@@ -1253,7 +1224,7 @@ async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
     // Past the first serving certificate's end: renewed in the Secret, served by both, and
     // trusted by what the configurations say.
     tokio::time::sleep_until((started + Duration::from_secs(5)).into()).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     let ca = ca_bundle(&validating["webhooks"][0]);
     for port in [port_a, port_b] {
         let url = format!("https://127.0.0.1:{port}/check_size");
@@ -1293,7 +1264,7 @@ async fn the_rbac_output_with_the_webhook_secret_lets_the_operator_keep_its_cert
         "default/webhook-tls",
     ])
     .await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let mut settings = settings(
         kopf::admission::WebhookServer::new()
             .addr(LOCALHOST)
@@ -1309,14 +1280,14 @@ async fn the_rbac_output_with_the_webhook_secret_lets_the_operator_keep_its_cert
         w.as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
-    let secret = send(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/secrets/webhook-tls",
-        "application/json",
-        json!(null),
-    )
-    .await;
+    let secret = client
+        .request(
+            "GET",
+            "/api/v1/namespaces/default/secrets/webhook-tls",
+            None,
+        )
+        .await
+        .1;
     let ca = ca_bundle(&validating["webhooks"][0]);
     let kept = base64::engine::general_purpose::STANDARD
         .decode(secret["data"]["ca.crt"].as_str().expect("ca.crt"))
