@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, send, server_with_crd, settle};
 
 /// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
 /// `name`.
@@ -403,6 +403,80 @@ async fn a_paused_operator_looks_again_when_its_blocker_expires() {
         (!entries.contains_key("frozen") && entries.len() == 1).then_some(())
     })
     .await;
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// A freeze extended to an absurd lifetime (`freeze --lifetime 1000000000000`, or any peer
+/// writing so) pauses for as long as it lives, and its removal (`resume`) resumes at once:
+/// the operator's peering goes on judging, whatever the numbers in the entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_of_an_absurd_lifetime_pauses_until_it_is_removed() {
+    let name = "peering-absurd";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let path = format!("{PEERINGS}/{name}");
+    let merge = "application/merge-patch+json";
+    let frozen = |lifetime: i64| json!({"status": {"frozen": {"priority": 100, "lifetime": lifetime, "lastseen": lastseen(time::Duration::ZERO)}}});
+    send(&client, "PATCH", &path, merge, frozen(3600)).await;
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, 0)));
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    send(&client, "PATCH", &path, merge, frozen(1_000_000_000_000)).await;
+    create(&client, "during", json!({})).await;
+    settle(&server).await;
+    assert!(calls.all().is_empty(), "paused while the entry lives");
+    send(
+        &client,
+        "PATCH",
+        &path,
+        merge,
+        json!({"status": {"frozen": null}}),
+    )
+    .await;
+    assert_eq!(calls.wait_len(1).await, [json!("during")]);
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// An absurd lifetime in the settings (`Duration::MAX`) keeps the operator peering, and what
+/// it writes stays readable by Python Kopf's peers: `lastseen + lifetime` within the year 9999.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_lifetime_in_the_settings_writes_an_entry_that_python_can_read() {
+    let name = "peering-absurd-settings";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let mut forever = settings(name, 3);
+    forever.peering.lifetime = Duration::MAX;
+    let calls = Calls::default();
+    let running = Running::ready(recording(&server, &calls, forever)).await;
+    let entry = wait("the operator's entry", || async {
+        entries(&client, name)
+            .await
+            .into_iter()
+            .next()
+            .map(|(_, entry)| entry)
+    })
+    .await;
+    let written = entry["lifetime"].as_i64().expect("whole seconds");
+    let lastseen = time::OffsetDateTime::parse(
+        entry["lastseen"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let end = lastseen.checked_add(time::Duration::seconds(written));
+    assert!(
+        end.is_some_and(|end| end.year() <= 9999),
+        "Python cannot add {written} s to {lastseen}"
+    );
+    // And it goes on serving.
+    create(&client, "served", json!({})).await;
+    assert_eq!(calls.wait_len(1).await, [json!("served")]);
     running.stop().await.expect("a clean stop");
     drop(client);
     server.stop().await;
