@@ -460,7 +460,7 @@ pub struct PeeringSettings {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ShardingSettings {
-    /// The number of virtual shards; the same on every replica (at least 1).
+    /// The number of virtual shards; the same on every replica (1 to 4096).
     pub shards: u32,
     /// The name of the ring: the prefix of its Leases (default `kopf-shards`); replicas with
     /// different names do not see each other.
@@ -472,7 +472,8 @@ pub struct ShardingSettings {
     /// incarnation.
     pub identity: Option<String>,
     /// How long others wait, after a member's Lease was last seen to change, before they fence
-    /// it and take its shards (15 s).
+    /// it and take its shards (15 s; the longer of this and what the member recorded; at most
+    /// an int32 of seconds, as a Lease records it).
     pub lease_duration: Duration,
     /// How long a replica acts on its shards after its last successful renewal began (10 s).
     pub renew_deadline: Duration,
@@ -513,8 +514,10 @@ impl ShardingSettings {
 /// `ReleaseOnCancel`), so that another candidate takes over at once.
 ///
 /// The durations are validated as client-go validates them (`lease_duration >
-/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
-/// are an [`OperatorError::Lease`](crate::OperatorError::Lease) from `run()`.
+/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity), and the lease
+/// duration must fit the Lease's `leaseDurationSeconds` (an int32 of seconds): invalid ones
+/// are an [`OperatorError::Lease`](crate::OperatorError::Lease) from `run()`. A candidate
+/// waits for the longer of its own lease duration and the one its holder recorded.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();

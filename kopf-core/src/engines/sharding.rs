@@ -45,8 +45,9 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::leases;
 use crate::clients::watching::{self, Event, Selection};
+use crate::configs::leadership;
 use crate::configs::settings::{Settings, ShardingSettings, WatchingSettings};
-use crate::configs::sharding::{self, RING_LABEL, ROLE_LABEL, Ring};
+use crate::configs::sharding::{self, MAX_SHARDS, RING_LABEL, ROLE_LABEL, Ring};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::{Fence, Pause};
 use crate::engines::peering;
@@ -105,6 +106,12 @@ pub(crate) fn check(settings: &Settings) -> Result<(), String> {
     if sharding.shards == 0 {
         return Err("the number of shards must be at least 1".into());
     }
+    if sharding.shards > MAX_SHARDS {
+        return Err(format!(
+            "the number of shards ({}) must be at most {MAX_SHARDS}: each is a Lease that every replica looks at",
+            sharding.shards
+        ));
+    }
     if !settings.watching.shard_selectors.is_empty() {
         return Err("assigned shards (peering.sharding) and static shard selectors (watching.shard_selectors) cannot be combined: use one of them".into());
     }
@@ -117,6 +124,8 @@ pub(crate) fn check(settings: &Settings) -> Result<(), String> {
             sharding.lease_duration, sharding.renew_deadline, sharding.retry_period
         ));
     }
+    // The others are shorter: nothing added to a clock overflows.
+    leadership::check_recordable("shards' lease duration", sharding.lease_duration)?;
     if sharding.name.is_empty() {
         return Err("the shards' ring name must not be empty".into());
     }

@@ -97,10 +97,22 @@ async fn invalid_durations_or_identities_are_an_error_at_the_start() {
             .settings(settings)
             .client(server.client())
     };
-    let cases: [(Change, &str); 4] = [
+    let cases: [(Change, &str); 6] = [
         (
             |lease| lease.renew_deadline = lease.lease_duration,
             "must be greater than the renew deadline",
+        ),
+        // Valid for client-go's rules, but no Lease can hold it (an int32 of seconds).
+        (
+            |lease| lease.lease_duration = Duration::MAX,
+            "at most 2147483647 s",
+        ),
+        (
+            |lease| {
+                lease.lease_duration = Duration::MAX;
+                lease.renew_deadline = Duration::MAX / 2;
+            },
+            "at most 2147483647 s",
         ),
         (
             |lease| lease.retry_period = Duration::from_millis(1700),
@@ -658,6 +670,46 @@ async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_i
         "one more change of the holder"
     );
     assert_eq!(taken["leaseDurationSeconds"], 3);
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// A rolling update that shortens the lease duration: the new candidate waits for the
+/// duration that the holder recorded (it acts that long on its term), not only its own
+/// shorter one, as client-go does; the longer of the two, as the shards do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_another_is_taken_no_sooner_than_its_recorded_duration() {
+    let name = "lease-recorded-duration";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let held = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"holderIdentity": "old-replica", "leaseDurationSeconds": 6,
+                 "acquireTime": "2000-01-01T00:00:00.000000Z",
+                 "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 1},
+    });
+    let created = send(&client, "POST", LEASES, "application/json", held).await;
+    assert_eq!(
+        created["spec"]["holderIdentity"], "old-replica",
+        "{created}"
+    );
+    let started = Instant::now();
+    let calls = Calls::default();
+    let shorter = settings(name, "new-replica", Duration::from_secs(3));
+    let (running, _) = Running::start(recording(&server, &calls, shorter));
+    let taken = wait_lease(&client, name, "the take-over", |spec| {
+        spec["holderIdentity"] == "new-replica"
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(6),
+        "not before the recorded duration passed on this clock: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(taken["leaseDurationSeconds"], 3, "its own from now on");
     running.stop().await.expect("a clean stop");
     drop(client);
     server.stop().await;
