@@ -612,6 +612,9 @@ impl Sharder {
     pub(crate) async fn release(&self, timeout: Duration) {
         // First: no renewal may meet the deletion (and take it for a fencing).
         self.stop().await;
+        // The term ends here, not a renew deadline later: peers may take the shards as soon
+        // as they see them released.
+        self.term.send_replace(None);
         let released = async {
             let me = self.me();
             let held: Vec<(u32, Value)> = lock(&self.shards)

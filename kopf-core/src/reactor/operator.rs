@@ -652,10 +652,14 @@ impl Operator {
         let admission_stopped = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
-            // meet this one's work. A second signal skips it: the Lease expires on its own.
-            tokio::select! {
-                _ = elector.release(self.settings.process.cleanup_timeout) => {}
-                _ = abort.cancelled() => {}
+            // meet this one's work. Not when work was abandoned at the grace period (it may
+            // still run), nor at a second signal: the Lease then expires on its own, after
+            // this leader's term (as the shards above).
+            if stopped.is_ok() {
+                tokio::select! {
+                    _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                    _ = abort.cancelled() => {}
+                }
             }
             elector.stop().await;
         }

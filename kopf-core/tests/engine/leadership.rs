@@ -714,3 +714,53 @@ async fn a_lease_held_by_another_is_taken_no_sooner_than_its_recorded_duration()
     drop(client);
     server.stop().await;
 }
+
+/// A leader whose work was abandoned at the grace period (a sync handler still runs) does
+/// not release the Lease: that work may still act, so the next leader waits for the Lease to
+/// expire (by then this one's term has ended), as the shards of assigned sharding do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_work_was_abandoned_keeps_the_lease_to_expire() {
+    let name = "lease-abandoned";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let steps = Calls::default();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Arc::new(std::sync::Mutex::new(released));
+    let recorder = steps.clone();
+    let handler = ChangeHandler::on_create(
+        examples(),
+        "stuck_fn",
+        kopf::blocking(move |_inv| {
+            recorder.record(json!("started"));
+            let _ = released.lock().unwrap().recv();
+            recorder.record(json!("finished"));
+            Ok(None)
+        }),
+    );
+    let mut settings = settings(name, "me", Duration::from_secs(3));
+    settings.process.grace_period = Duration::from_secs(1);
+    let operator = Operator::new(Registry::new().with(handler))
+        .settings(settings)
+        .client(server.client());
+    let running = Running::ready(operator).await;
+    wait_lease(&client, name, "the leadership", |spec| {
+        spec["holderIdentity"] == "me"
+    })
+    .await;
+    create(&client, "stuck", json!({})).await;
+    steps.wait_len(1).await;
+    let result = running.stop().await;
+    assert!(
+        matches!(result, Err(OperatorError::Aborted(_))),
+        "the stuck handler was abandoned: {result:?}"
+    );
+    assert_eq!(
+        lease(&client, name).await["holderIdentity"],
+        "me",
+        "not released while abandoned work may still act"
+    );
+    release.send(()).expect("the handler still waits");
+    steps.wait_len(2).await;
+    drop(client);
+    server.stop().await;
+}
