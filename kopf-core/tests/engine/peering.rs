@@ -598,3 +598,78 @@ fn namespace(name: &str) -> Value {
 async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
     send(client, "POST", path, "application/json", body).await
 }
+
+/// Tells when it is dropped: the memo that holds it is gone.
+struct Tracked(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An object deleted while the operator was paused is forgotten once it resumes: its memo
+/// (and what handlers kept in it) is dropped then, not kept until the operator exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memo_of_an_object_deleted_while_paused_is_dropped_on_resuming() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let name = "peering-memos";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let calls = Calls::default();
+    let (recorder, counter) = (calls.clone(), dropped.clone());
+    let registry = Registry::new().with(kopf::EventHandler::on_event(
+        examples(),
+        "remember",
+        move |invocation| {
+            let memo = invocation.memo();
+            if memo.get::<Tracked>().is_none() {
+                memo.insert(Tracked(counter.clone()));
+            }
+            recorder.record(json!(invocation.name()));
+            async { Ok(None) }
+        },
+    ));
+    let operator = Operator::new(registry)
+        .settings(settings(name, 0))
+        .client(server.client());
+    let running = Running::ready(operator).await;
+    create(&client, "doomed", json!({})).await;
+    calls.wait_len(1).await;
+    create(&client, "kept", json!({})).await;
+    calls.wait_len(2).await;
+
+    let path = format!("{PEERINGS}/{name}");
+    let merge = "application/merge-patch+json";
+    let frozen = json!({"status": {"frozen": {"priority": 100, "lifetime": 3600, "lastseen": lastseen(time::Duration::ZERO)}}});
+    send(&client, "PATCH", &path, merge, frozen).await;
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    crate::support::delete(&client, "doomed").await;
+    settle(&server).await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "kept while paused");
+    send(
+        &client,
+        "PATCH",
+        &path,
+        merge,
+        json!({"status": {"frozen": null}}),
+    )
+    .await;
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    wait("the deleted object's memo dropped", || async {
+        (dropped.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    settle(&server).await;
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the memo of the object still there is kept"
+    );
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
