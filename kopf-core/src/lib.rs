@@ -55,7 +55,7 @@ pub use configs::lifecycles::Lifecycle;
 pub use configs::settings::{
     AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
     PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
-    ScanningSettings, Settings, ShardingSettings, WatchingSettings,
+    ScanningSettings, ServingSettings, Settings, ShardingSettings, WatchingSettings,
 };
 pub use configs::webhooks::{CertificateFiles, WebhookServer, WebhookService};
 pub use engines::configurations::ConfigurationError;

@@ -42,6 +42,51 @@ pub struct Settings {
     pub peering: PeeringSettings,
     /// How admission webhooks are served and announced to the cluster.
     pub admission: AdmissionSettings,
+    /// How the operator's own servers (probes, metrics, webhooks) bound their clients.
+    pub serving: ServingSettings,
+}
+
+/// The operator's own HTTP(S) servers: the liveness and readiness endpoints, the metrics, the
+/// admission webhooks (beyond Kopf). Each bounds what a client may hold, so that a slow or
+/// hostile one (any pod that reaches the port) cannot keep connections open until the
+/// process runs out of file descriptors, and the Lease renewals and API calls fail with it.
+///
+/// - A client has `header_timeout` to finish its TLS handshake and to send each request's
+///   line and headers; an idle keep-alive connection is closed after as long.
+/// - A request has `request_timeout` from its headers to its answer: to send its body and
+///   for the handlers to answer it. Past it, the answer is `503 Service Unavailable` and the
+///   connection is closed. An answer that the client does not read for as long fails too.
+/// - Each server keeps at most `max_connections` open. A connection beyond it takes the
+///   place of the one that has waited longest for a request (a slow or idle client), or is
+///   closed at once when every connection is busy with a request; the server goes on
+///   accepting either way.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.serving.max_connections = 64;
+/// settings.serving.request_timeout = std::time::Duration::from_secs(10);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServingSettings {
+    /// How long a client has for its TLS handshake, and for each request's line and headers
+    /// (10 s; a kubelet's probe or an API server's webhook call sends them at once).
+    pub header_timeout: Duration,
+    /// How long a request may take from its headers to its answer (30 s: the longest an API
+    /// server waits for an admission webhook).
+    pub request_timeout: Duration,
+    /// The most connections each server keeps open (256).
+    pub max_connections: usize,
+}
+
+impl Default for ServingSettings {
+    fn default() -> Self {
+        ServingSettings {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 256,
+        }
+    }
 }
 
 /// Admission webhooks (Kopf's `settings.admission`): where the validating and mutating

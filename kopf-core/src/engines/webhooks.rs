@@ -27,9 +27,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::serving::{self, PeerCertificate};
+use crate::aiokits::serving::{self, Limits, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::tls::{Identity, Pem, TlsError};
+use crate::configs::settings::ServingSettings;
 use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
 use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
@@ -74,11 +75,13 @@ impl std::fmt::Debug for Webhooks {
 }
 
 impl Webhooks {
-    /// Listens, makes or reads the certificate, publishes the client config and serves with
-    /// the review that `review` makes: it gets the server's own tree (with at most
-    /// `max_threads` threads for sync handlers), where the reviews' work must run.
+    /// Listens, makes or reads the certificate, publishes the client config and serves (within
+    /// the bounds of `serving`) with the review that `review` makes: it gets the server's own
+    /// tree (with at most `max_threads` threads for sync handlers), where the reviews' work
+    /// must run.
     pub(crate) async fn start(
         server: &WebhookServer,
+        serving: &ServingSettings,
         max_threads: usize,
         review: impl FnOnce(Tasks) -> Review,
     ) -> Result<Webhooks, WebhookError> {
@@ -126,9 +129,14 @@ impl Webhooks {
         }
         let receiver = config.subscribe();
         let prefix: Arc<str> = server.path_prefix().into();
-        serving::serve_tls(listener, tree.child(), tls.subscribe(), move |request| {
-            answer(request, prefix.clone(), review.clone())
-        });
+        let limits = Limits::of("the admission webhook server", serving);
+        serving::serve_tls(
+            listener,
+            tree.child(),
+            limits,
+            tls.subscribe(),
+            move |request| answer(request, prefix.clone(), review.clone()),
+        );
         if let Some(files) = files {
             let reloading = Reloading {
                 server: server.clone(),

@@ -423,9 +423,16 @@ impl Operator {
                 tasks.measure(metrics.clone());
                 let url = crate::engines::metrics::MetricsUrl::parse(url)
                     .map_err(OperatorError::Metrics)?;
-                crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
-                    .await
-                    .map_err(OperatorError::Metrics)?;
+                let serving = &self.settings.serving;
+                crate::engines::metrics::serve(
+                    metrics,
+                    &url,
+                    serving,
+                    &tasks,
+                    &self.metrics_endpoint,
+                )
+                .await
+                .map_err(OperatorError::Metrics)?;
             }
             connect(
                 explicit,
@@ -461,7 +468,8 @@ impl Operator {
             Ok(true) => match &self.liveness {
                 Some(url) => {
                     let ready = self.ready.subscribe();
-                    probing::serve(url, &activities, ready, standby.clone(), &tasks)
+                    let serving = &self.settings.serving;
+                    probing::serve(url, serving, &activities, ready, standby.clone(), &tasks)
                         .await
                         .map_err(OperatorError::from)
                 }

@@ -120,7 +120,9 @@ fn url_of(config: &ClientConfig) -> String {
 #[tokio::test]
 async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_errors() {
     let server = WebhookServer::new().addr(LOCALHOST).path("/hooks");
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let url = url_of(&config);
     assert_eq!(
@@ -176,7 +178,9 @@ async fn a_generated_certificate_is_announced_with_its_own_ca_whatever_cadata_sa
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .cadata(other.ca_pem.clone());
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let ca = config.ca_bundle.clone().unwrap();
     assert_ne!(
@@ -203,7 +207,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .certificate(&missing, dir.path().join("tls.key"));
-    let shown = Webhooks::start(&server, 1, |_| echo())
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -213,7 +217,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let taken = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let port = taken.local_addr().unwrap().port();
     let server = WebhookServer::new().addr(LOCALHOST).port(port);
-    let shown = Webhooks::start(&server, 1, |_| echo())
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -240,7 +244,9 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, move |_| slow).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, move |_| slow)
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let (slow_url, late_url) = (format!("{url}/slow"), format!("{url}/late"));
@@ -300,7 +306,9 @@ async fn rewritten_certificate_files_are_served_and_announced() {
         .certificate(&certfile, &pkeyfile)
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
+        .await
+        .unwrap();
     let mut configs = webhooks.client_config();
     let first = configs.borrow_and_update().clone();
     assert_eq!(first.ca_bundle.as_deref(), Some(ca.as_str()));
@@ -344,7 +352,9 @@ async fn with_client_verification_only_certificates_of_the_given_ca_are_served()
     let cafile = dir.path().join("clients.crt");
     std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
     let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
 
@@ -379,7 +389,9 @@ async fn a_review_that_outlives_the_grace_period_is_aborted() {
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, move |_| stuck).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, move |_| stuck)
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let never = CancellationToken::new();
