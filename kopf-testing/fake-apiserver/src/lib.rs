@@ -51,8 +51,9 @@
 //!   calls of admission webhooks over HTTPS (`webhooks`), the endpoints for resources, discovery and the `/_fake/` control API, and the router above
 //!   them.
 //! - `server`: the process: the listener and its connections (with their TLS handshake and
-//!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
-//!   and the task that saves every write to the state file before it is answered.
+//!   the certificates made at start, when asked; bounded by a header timeout and a cap of
+//!   connections, `slots`), `FakeApiServer` and its builder, restarts, and the task that
+//!   saves every write to the state file before it is answered.
 //!
 //! A request's path: `server::listener` accepts the connection (`server::tls` shakes hands
 //! first on a TLS server) and hands each request to

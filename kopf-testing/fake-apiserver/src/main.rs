@@ -61,6 +61,17 @@ struct Args {
     /// and their bindings (403 Forbidden otherwise); the admin token keeps full access.
     #[arg(long)]
     enforce_rbac: bool,
+    /// Seconds a client has for its TLS handshake and each request's headers (an idle
+    /// keep-alive connection is closed after as long).
+    #[arg(long, value_name = "SECONDS", default_value_t = 32)]
+    header_timeout: u64,
+    /// Seconds a client has to send a request's body once its headers came (then 408).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    body_timeout: u64,
+    /// The most connections kept open; beyond it, the one that waited longest for a request
+    /// is closed (or the new one, when all are busy, e.g. with watches).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_connections: usize,
     /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL;
     /// implies --tls, as kubectl sends no token over plain HTTP.
     #[arg(long, value_name = "NAMESPACE/NAME")]
@@ -80,7 +91,10 @@ async fn main() -> std::process::ExitCode {
         .bind(args.bind)
         .history_limit(args.history_limit)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval))
-        .sharded_watches(!args.no_sharded_watches);
+        .sharded_watches(!args.no_sharded_watches)
+        .header_timeout(Duration::from_secs(args.header_timeout))
+        .body_timeout(Duration::from_secs(args.body_timeout))
+        .max_connections(args.max_connections);
     if args.tls || args.ca_file.is_some() || !args.service_account.is_empty() {
         builder = builder.tls();
     }

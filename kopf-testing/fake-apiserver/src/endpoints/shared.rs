@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) watches: Mutex<CancellationToken>,
     /// `host:port`, for discovery's server addresses.
     pub(crate) host: String,
+    /// How long a request's body may take to arrive.
+    pub(crate) body_timeout: Duration,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
 }

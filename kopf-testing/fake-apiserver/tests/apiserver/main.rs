@@ -20,6 +20,7 @@ mod python_tls;
 mod random_requests;
 mod rbac;
 mod shards;
+mod slow_clients;
 mod tls;
 mod webhook_matching;
 mod webhook_requests;
