@@ -673,3 +673,41 @@ fn incarnation(identity: &str) -> String {
     let suffix: u32 = rand::rng().random();
     format!("{identity}#{suffix:08x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once its shards are released, this member acts on nothing more: its term ends with the
+    /// release, not a renew deadline later.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_member_ends_its_term_at_once() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let mut settings = Settings::default();
+        let mut sharding = ShardingSettings::new(2);
+        sharding.namespace = Some("default".into());
+        sharding.identity = Some("me".into());
+        sharding.lease_duration = Duration::from_secs(120);
+        sharding.renew_deadline = Duration::from_secs(60);
+        sharding.retry_period = Duration::from_millis(100);
+        settings.peering.sharding = Some(sharding);
+        let tasks = Tasks::root(1);
+        let sharder = Sharder::start(&server.client(), &settings, &tasks)
+            .unwrap()
+            .unwrap();
+        let fence = sharder.fence();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !fence.is_open() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("it joins");
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+        sharder.release(Duration::from_secs(10)).await;
+        assert!(!fence.is_open(), "the term ended with the release");
+        drop(sharder);
+        server.stop().await;
+    }
+}
