@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -220,8 +220,13 @@ async fn connection<S, F, Fut>(
         let answer = tokio::time::timeout(request_timeout, respond(request));
         async move {
             let response = answer.await.unwrap_or_else(|_| too_slow(request_timeout));
-            drop(busy);
-            Ok::<_, Infallible>(response)
+            // Busy until the answer is written: its place is not taken meanwhile.
+            Ok::<_, Infallible>(response.map(|body| {
+                body.map_frame(move |frame| {
+                    let _busy = &busy;
+                    frame
+                })
+            }))
         }
     });
     let connection = http1::Builder::new()
