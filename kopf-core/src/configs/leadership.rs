@@ -139,7 +139,11 @@ pub(crate) fn taken(
             transitions,
         ),
         (false, true) => (now.clone(), 0),
-        (false, false) => (now.clone(), transitions + 1),
+        // An int32 in the API: whatever another writer left there, never past it.
+        (false, false) => (
+            now.clone(),
+            transitions.saturating_add(1).min(i64::from(i32::MAX)),
+        ),
     };
     json!({
         "holderIdentity": identity,
@@ -278,5 +282,11 @@ mod tests {
                    "renewTime": "2026-03-01T12:00:02.123456Z", "leaseTransitions": 1})
         );
         assert_eq!(taken(&free, "me", ld, later)["leaseTransitions"], 2);
+        let absurd = json!({"holderIdentity": "other", "leaseTransitions": i64::MAX});
+        assert_eq!(
+            taken(&absurd, "me", ld, later)["leaseTransitions"],
+            i64::from(i32::MAX),
+            "no overflow, and an int32 as the API holds it"
+        );
     }
 }
