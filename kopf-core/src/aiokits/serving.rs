@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -36,7 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::slots::{Slot, Slots};
+use crate::aiokits::slots::{Busy, Slot, Slots};
 use crate::aiokits::tasks::Tasks;
 use crate::configs::settings::ServingSettings;
 
@@ -221,12 +221,7 @@ async fn connection<S, F, Fut>(
         async move {
             let response = answer.await.unwrap_or_else(|_| too_slow(request_timeout));
             // Busy until the answer is written: its place is not taken meanwhile.
-            Ok::<_, Infallible>(response.map(|body| {
-                body.map_frame(move |frame| {
-                    let _busy = &busy;
-                    frame
-                })
-            }))
+            Ok::<_, Infallible>(response.map(|body| Written { body, _busy: busy }))
         }
     });
     let connection = http1::Builder::new()
@@ -265,6 +260,33 @@ fn too_slow(timeout: Duration) -> Response<Full<Bytes>> {
         http::HeaderValue::from_static("close"),
     );
     response
+}
+
+/// An answer's body that keeps its connection's slot busy until it is written (dropped by
+/// hyper); its size is its body's, so a whole answer still goes with a `Content-Length`.
+struct Written<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Written<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// A connection's stream whose writes fail once they have made no progress for `stall`: a

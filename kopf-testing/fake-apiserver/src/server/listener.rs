@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::BodyExt as _;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -18,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::slots::{Slot, Slots};
+use super::slots::{Busy, Slot, Slots};
 use super::tls::Tls;
 use crate::endpoints::control::{Counters, lock};
 use crate::endpoints::reply::Cut;
@@ -111,12 +110,7 @@ where
         let handled = router::handle(shared.clone(), request);
         async move {
             let response = handled.await?;
-            Ok::<_, Cut>(response.map(|body| {
-                body.map_frame(move |frame| {
-                    let _busy = &busy;
-                    frame
-                })
-            }))
+            Ok::<_, Cut>(response.map(|body| Written { body, _busy: busy }))
         }
     });
     let connection = http1::Builder::new()
@@ -125,5 +119,33 @@ where
         .serve_connection(TokioIo::new(stream), service);
     if let Err(error) = connection.await {
         tracing::debug!(%error, "connection ended with an error");
+    }
+}
+
+/// An answer's body that keeps its connection's slot busy until it is written or, for a
+/// watch, until it ends; its size is its body's, so a whole answer still goes with a
+/// `Content-Length`.
+struct Written<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Written<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
