@@ -27,9 +27,11 @@ use crate::aiokits::connections::Connections;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::auth::{Relogin, unconnected};
 use crate::clients::posting::{Logger, Poster};
+use crate::configs::settings::Settings;
 use crate::helpers::sync::lock;
 use crate::intents::login::LoginHandler;
 use crate::structs::credentials::{Credentials, LoginError};
+use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::resources::Resource;
 
@@ -57,7 +59,10 @@ pub(crate) struct Authenticator {
     /// Where the clients made from the credentials run their connections.
     connections: Connections,
     memo: Memo,
-    default_backoff: Duration,
+    /// The operator's settings, as startup handlers leave them: login handlers read them.
+    settings: Arc<Mutex<Settings>>,
+    /// The operator's indexes, as they are at each login (empty at the first).
+    indexes: Indexes,
     /// What login handlers' `client` would be: no client exists before the login.
     unconnected: Arc<kube::Client>,
 }
@@ -68,7 +73,8 @@ impl Authenticator {
         tasks: Tasks,
         connections: Connections,
         memo: Memo,
-        default_backoff: Duration,
+        settings: Arc<Mutex<Settings>>,
+        indexes: Indexes,
     ) -> Authenticator {
         let unconnected =
             unconnected("login handlers have no client: the operator's client is what they log in");
@@ -80,7 +86,8 @@ impl Authenticator {
             tasks,
             connections,
             memo,
-            default_backoff,
+            settings,
+            indexes,
             unconnected: Arc::new(unconnected),
         }
     }
@@ -134,13 +141,15 @@ impl Authenticator {
                         Ok(None)
                     })
                 });
-                let invocation = self.invocation(handler, retry, started);
+                let settings = Arc::new(lock(&self.settings).clone());
+                let default_backoff = settings.execution.default_backoff;
+                let invocation = self.invocation(handler, retry, started, settings);
                 let logger = invocation.logger.clone();
                 let outcome = execution::execute(
                     &handler.id,
                     &function,
                     &handler.options,
-                    self.default_backoff,
+                    default_backoff,
                     invocation,
                 )
                 .await;
@@ -184,6 +193,7 @@ impl Authenticator {
         handler: &LoginHandler,
         retry: u32,
         started: time::OffsetDateTime,
+        settings: Arc<Settings>,
     ) -> Invocation {
         let resource = Resource::default();
         let events = Poster::disabled().events(&Value::Null, &resource);
@@ -206,10 +216,11 @@ impl Authenticator {
             ),
             events,
             memo: self.memo.clone(),
-            indexes: Default::default(),
+            indexes: self.indexes.clone(),
             gathered: Default::default(),
             counted_as: None,
             review: None,
+            settings: Some(settings),
         }
     }
 }

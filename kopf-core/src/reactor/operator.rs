@@ -35,8 +35,9 @@ use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
 use crate::engines::probing::{self, LivenessError, Standby};
 use crate::engines::sharding::Sharder;
+use crate::intents::indexing::IndexHandler;
 use crate::intents::login::LoginHandler;
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registry, deduplicated};
 use crate::reactor::admission::{AdmissionStartError, Admitting, Shared};
 use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
@@ -419,6 +420,19 @@ impl Operator {
         if let Some(outcomes) = self.outcomes.get() {
             tasks.record_outcomes(outcomes.clone());
         }
+        // What activities and login handlers share: the settings, which startup handlers
+        // change; the indexes, empty until the resources are listed (as in Kopf, activities get
+        // them as they are: startup handlers see them empty, probes see them live).
+        let shared_settings = Arc::new(std::sync::Mutex::new(self.settings.clone()));
+        let indexes = {
+            let all: Vec<&IndexHandler> = self.registry.indexes.iter().collect();
+            // A function stacked on several resources fills one index.
+            let all = deduplicated(all, |handler| *handler);
+            Indexes::new(
+                all.into_iter().map(|h| (h.id.clone(), h.empty_index())),
+                self.ready.subscribe(),
+            )
+        };
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();
@@ -438,7 +452,8 @@ impl Operator {
                 &tasks,
                 connections,
                 self.memo.clone(),
-                self.settings.execution.default_backoff,
+                shared_settings.clone(),
+                indexes.clone(),
             )
             .await
         };
@@ -458,8 +473,9 @@ impl Operator {
         let activities = Activities::new(
             self.registry.clone(),
             client.clone(),
-            &self.settings,
+            shared_settings,
             self.memo.clone(),
+            indexes.clone(),
         );
         let standby = Standby::default();
         let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
@@ -502,14 +518,6 @@ impl Operator {
                 return Err(error.into());
             }
         }
-        // Filled from the first listings: handlers of objects wait for them.
-        let indexes = Indexes::new(
-            self.registry
-                .indexes
-                .iter()
-                .map(|h| (h.id.clone(), h.empty_index())),
-            self.ready.subscribe(),
-        );
         // The objects' memos, also for the admission handlers of existing objects.
         let memos = ObjectMemos::default();
         // After the startup handlers, which may set the server (as in Kopf).
@@ -794,7 +802,8 @@ pub(crate) async fn connect(
     tasks: &Tasks,
     connections: &Connections,
     memo: Memo,
-    default_backoff: Duration,
+    settings: Arc<std::sync::Mutex<Settings>>,
+    indexes: Indexes,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
@@ -803,7 +812,8 @@ pub(crate) async fn connect(
             tasks.child(),
             connections.clone(),
             memo,
-            default_backoff,
+            settings,
+            indexes,
         );
         Login::Handlers(Arc::new(authenticator))
     } else {
