@@ -1,7 +1,9 @@
 //! TLS for the operator's own servers: certificates made here (and renewed before they
 //! expire) or read from PEM files, and the rustls configuration that serves them.
 //!
-//! Rustls runs on ring, the provider kube-rs uses, so no second one is compiled. Only HTTP/1.1
+//! Rustls runs on the process's default crypto provider when the application installed one
+//! (`CryptoProvider::install_default`), else on ring, the provider kube-rs uses, so no second
+//! one is compiled ([`provider`]). Only HTTP/1.1
 //! is offered (ALPN `http/1.1`): kube-apiserver calls webhooks over HTTP/1.1 or HTTP/2, and
 //! the operator's servers speak HTTP/1.1.
 //!
@@ -116,7 +118,7 @@ impl Identity {
         self,
         clients: Option<&Pem>,
     ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = provider();
         let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = match clients {
             None => Arc::new(AnyClientCertificate::new()),
             Some(cas) => {
@@ -412,6 +414,22 @@ impl Generated {
 }
 
 /// Each certificate of a PEM text, as PEM.
+/// The crypto provider of the operator's TLS: the one the application installed as the
+/// process's default, if any (e.g. one with post-quantum key exchange), else ring's.
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    if let Some(installed) = rustls::crypto::CryptoProvider::get_default() {
+        return installed.clone();
+    }
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it for \
+                  lacking post-quantum key exchange, which an application gets by installing \
+                  a provider with it as the process's default"
+    )]
+    let ring = rustls::crypto::ring::default_provider();
+    Arc::new(ring)
+}
+
 fn pems(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut current = String::new();
@@ -581,7 +599,7 @@ struct AnyClientCertificate {
 impl AnyClientCertificate {
     fn new() -> AnyClientCertificate {
         AnyClientCertificate {
-            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            algorithms: provider().signature_verification_algorithms,
         }
     }
 }
@@ -688,11 +706,12 @@ mod tests {
         for ca in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
             roots.add(ca.unwrap()).unwrap();
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .build()
+        .unwrap();
         let identity = generated.identity().unwrap();
         let since = Duration::from_secs(u64::try_from(at.unix_timestamp()).unwrap());
         verifier

@@ -63,12 +63,10 @@ async fn call_as(
             .add(ca.map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots);
+    let config = rustls::ClientConfig::builder_with_provider(crate::aiokits::tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
     let config = match identity {
         None => config.with_no_client_auth(),
         Some(identity) => config
