@@ -1312,3 +1312,69 @@ async fn the_rbac_output_with_the_webhook_secret_lets_the_operator_keep_its_cert
 fn ring() -> rustls::crypto::CryptoProvider {
     rustls::crypto::ring::default_provider()
 }
+
+/// A leader's patch of the configurations that the server holds past the leader's term (it
+/// cannot renew meanwhile), let go of only after the next leader pointed them at its own
+/// server: it never lands. Like the writes to objects, the old leader's request was sent
+/// within its term, bounded by it, and guarded by the version it was made for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_write_held_past_the_leaders_term_does_not_land_over_the_next_leaders() {
+    let server = journaled_server().await;
+    let client = TestClient::new(server.client());
+    let (port_old, port_new) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let start = |identity: &'static str, port: u16| {
+        let operator = Operator::new(registry())
+            .client(crate::leadership::client_as(&server, identity))
+            .settings(candidate(identity, port));
+        let stop = tokio_util::sync::CancellationToken::new();
+        (stop.clone(), tokio::spawn(operator.run(stop)))
+    };
+    server.inject(
+        kopf_testing::Fault::hold_before_commit()
+            .verb("patch")
+            .resource(VALIDATINGS)
+            .user_agent("old/"),
+    );
+    let (stop_old, running_old) = start("old", port_old);
+    let held = server
+        .wait_held(kopf_testing::DEADLINE)
+        .await
+        .expect("the old leader's patch is held");
+    assert!(held.body.contains(&format!(":{port_old}/")), "{held:?}");
+
+    // The old leader cannot renew: its term ends on its clock; the other takes the Lease once
+    // it has not changed for the lease duration, and points the configurations at itself.
+    let (stop_new, running_new) = start("new", port_new);
+    server.inject(
+        kopf_testing::Fault::respond(500)
+            .verb("update")
+            .resource(LEASES)
+            .user_agent("old/"),
+    );
+    configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_new}/check_size")
+    })
+    .await;
+
+    server.release_held();
+    let quiet = Duration::from_millis(1500);
+    assert!(
+        server
+            .wait_quiet_but(&[LEASES], quiet, kopf_testing::DEADLINE)
+            .await
+    );
+    for state in states(&server, VALIDATINGS) {
+        assert!(
+            !ports(&state).contains(&port_old),
+            "the old leader's late patch landed: {state:#}"
+        );
+    }
+    server.clear_faults();
+    stop_old.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(60), running_old).await;
+    stop_cleanly(&stop_new, running_new).await;
+    server.stop().await;
+}
