@@ -413,7 +413,6 @@ impl Generated {
     }
 }
 
-/// Each certificate of a PEM text, as PEM.
 /// The crypto provider of the operator's TLS: the one the application installed as the
 /// process's default, if any (e.g. one with post-quantum key exchange), else ring's.
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -430,6 +429,7 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(ring)
 }
 
+/// Each certificate of a PEM text, as PEM.
 fn pems(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut current = String::new();

@@ -166,7 +166,7 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
         match crate::structs::credentials::default_client(connections.clone(), connect_timeout)
             .await
         {
-            Ok(client) => client,
+            Ok((client, _)) => client,
             Err(error) => {
                 tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
                 return ExitCode::FAILURE;
@@ -580,7 +580,8 @@ struct RunArgs {
     shards: Option<u32>,
     /// Serve the admission webhooks at this URL (e.g. https://0.0.0.0:9443/webhooks; without
     /// a port, a free one), with a self-signed certificate, as Kopf's WebhookServer
-    /// (`settings.admission.server`). Not Kopf's.
+    /// (`settings.admission.server`); http:// serves plain HTTP, behind a proxy that
+    /// terminates TLS (Kopf's `insecure`). Not Kopf's.
     #[arg(long, value_name = "URL", value_parser = check_webhook_url)]
     webhook_server: Option<String>,
     /// The host the cluster calls the webhooks at (e.g. host.k3d.internal) [default: from

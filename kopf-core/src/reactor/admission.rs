@@ -60,6 +60,8 @@ pub(crate) enum AdmissionStartError {
 pub(crate) struct Shared {
     /// The operator's client (for the handlers, discovery and the configurations).
     pub(crate) client: kube::Client,
+    /// The API server's URL, where the operator knows it.
+    pub(crate) cluster: Option<http::Uri>,
     /// The operator's memo.
     pub(crate) memo: Memo,
     /// The memos of the objects the operator watches.
@@ -158,7 +160,8 @@ impl Admitting {
         let reviewing = client.clone();
         let threads = settings.execution.max_blocking_threads;
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
-        let webhooks = Webhooks::start(server, threads, Some(&client), |tree| {
+        let cluster = shared.cluster.as_ref();
+        let webhooks = Webhooks::start(server, threads, Some(&client), cluster, |tree| {
             // The reviews' handlers are counted and recorded as the operator's others are.
             if let Some(metrics) = metrics {
                 tree.measure(metrics);
