@@ -133,6 +133,34 @@ async fn a_fault_aimed_at_kopf_rs_hits_the_operator_alone(harness: &OperatorHarn
     assert_eq!(hit.len(), 1, "{hit:#?}");
     let agent = hit[0].user_agent.as_deref().unwrap_or_default();
     assert!(agent.starts_with("kopf-rs/"), "{agent}");
+    // The operator's own log has the answers' codes: the failed write, then its retry.
+    let codes: Vec<Option<u16>> = harness
+        .sent()
+        .into_iter()
+        .filter(|sent| sent.method == "PATCH" && sent.name.as_deref() == Some("aimed"))
+        .map(|sent| sent.code)
+        .collect();
+    assert_eq!(codes.first(), Some(&Some(500)), "{codes:?}");
+    assert!(codes[1..].contains(&Some(200)), "{codes:?}");
+}
+
+#[kopf::on_validate("kopf.dev", "v1", "kopfexamples")]
+async fn validate_fn() -> Result<(), kopf::AdmissionError> {
+    Ok(())
+}
+
+/// A registry with admission handlers starts in a test that never calls its webhooks: the
+/// harness gives it a server on 127.0.0.1 when its settings have none.
+#[kopf_testing::test(handlers = [validate_fn, create_fn], apply = CRD)]
+async fn admission_handlers_start_without_a_server_in_the_settings(harness: &OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: admitted}}")
+        .await;
+    harness
+        .wait_for("kopfexamples.kopf.dev", "default", "admitted", |o| {
+            o["status"]["create_fn"] == "created admitted"
+        })
+        .await;
 }
 
 #[kopf_testing::test(handlers = [create_fn], apply = CRD)]
