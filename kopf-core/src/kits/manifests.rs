@@ -516,7 +516,10 @@ mod tests {
             assert!(!text.contains("kopfpeerings"), "{namespaces:?}: {text}");
             assert!(text.contains("leases"), "{namespaces:?}: {text}");
             let peering = rbac_yaml(&registry(), &options(namespaces)).unwrap();
-            assert!(peering.contains("kopfpeerings"), "{namespaces:?}: {peering}");
+            assert!(
+                peering.contains("kopfpeerings"),
+                "{namespaces:?}: {peering}"
+            );
         }
     }
 

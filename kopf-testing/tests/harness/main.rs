@@ -343,3 +343,60 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
     );
     harness.stop().await.expect("a clean stop");
 }
+
+#[kopf::on_validate("kopf.dev", "v1", "kopfexamples", operations = [CREATE])]
+async fn small_fn(spec: &serde_json::Value) -> Result<(), kopf::AdmissionError> {
+    if spec["size"].as_i64().unwrap_or(0) > 10 {
+        return Err(kopf::AdmissionError::new("spec.size is at most 10").code(422));
+    }
+    Ok(())
+}
+
+fn managed_admission() -> kopf::Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.admission.managed = Some("harness.kopf.dev".into());
+    settings
+}
+
+/// What the troubleshooting chapter quotes for admission, as Kopf logs it: a denial is the
+/// handler's permanent failure (ERROR), an admitted request one success per handler (INFO).
+#[kopf_testing::test(handlers = [small_fn], apply = CRD, settings = managed_admission())]
+async fn an_admission_denial_and_an_admission_log_as_kopf_logs_them(harness: &OperatorHarness) {
+    let created = harness
+        .test_client()
+        .request(
+            "POST",
+            "/apis/kopf.dev/v1/namespaces/default/kopfexamples",
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "big"}, "spec": {"size": 11}}),
+        )
+        .await;
+    assert!(created.0.as_u16() >= 400, "denied: {created:?}");
+    let denied = harness
+        .wait_for_log("Handler 'small_fn' failed permanently: spec.size is at most 10")
+        .await;
+    assert!(denied.contains("ERROR"), "{denied}");
+
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: small}, spec: {size: 1}}")
+        .await;
+    harness.wait_for_log("Handler 'small_fn' succeeded.").await;
+    let succeeded: Vec<String> = harness
+        .logs()
+        .into_iter()
+        .filter(|line| line.contains("Handler 'small_fn' succeeded."))
+        .collect();
+    assert_eq!(
+        succeeded.len(),
+        1,
+        "one line per handler and request: {succeeded:#?}"
+    );
+    assert!(succeeded[0].contains("INFO"), "{succeeded:?}");
+    assert!(
+        !harness
+            .logs()
+            .iter()
+            .any(|line| line.contains("Rejected an admission request")),
+        "that line is for malformed reviews, not for denials"
+    );
+}
