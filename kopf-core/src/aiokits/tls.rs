@@ -67,6 +67,14 @@ pub enum TlsError {
         /// What was looked for.
         what: &'static str,
     },
+    /// An encrypted private key cannot be decrypted: no password given, or a wrong one.
+    #[error("cannot decrypt the private key in {path}: {reason}")]
+    Encrypted {
+        /// The file.
+        path: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// Rustls refused the certificate or key (e.g. a key that does not match).
     #[error("cannot serve the certificate: {0}")]
     Config(#[source] rustls::Error),
@@ -92,8 +100,14 @@ impl Identity {
     }
 
     /// A certificate chain and its key from PEM texts (as read from `certfile` and
-    /// `pkeyfile`); clients are told to trust `ca_pem`.
-    pub(crate) fn from_pem(cert: &Pem, key: &Pem, ca_pem: String) -> Result<Identity, TlsError> {
+    /// `pkeyfile`; an encrypted PKCS#8 key is decrypted with `password`); clients are told to
+    /// trust `ca_pem`.
+    pub(crate) fn from_pem(
+        cert: &Pem,
+        key: &Pem,
+        password: Option<&str>,
+        ca_pem: String,
+    ) -> Result<Identity, TlsError> {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert.text)
             .filter_map(Result::ok)
             .collect();
@@ -103,10 +117,13 @@ impl Identity {
                 what: "certificate",
             });
         }
-        let key = PrivateKeyDer::from_pem_slice(&key.text).map_err(|_| TlsError::Pem {
-            path: key.path.clone(),
-            what: "private key",
-        })?;
+        let key = match decrypted(key, password)? {
+            Some(key) => key,
+            None => PrivateKeyDer::from_pem_slice(&key.text).map_err(|_| TlsError::Pem {
+                path: key.path.clone(),
+                what: "private key",
+            })?,
+        };
         Ok(Identity { chain, key, ca_pem })
     }
 
@@ -413,6 +430,48 @@ impl Generated {
     }
 }
 
+/// The key of an `ENCRYPTED PRIVATE KEY` PEM block (PKCS#8, as `openssl genpkey -aes256`
+/// writes it), decrypted with the password; `None` when the key is not encrypted.
+fn decrypted(
+    key: &Pem,
+    password: Option<&str>,
+) -> Result<Option<PrivateKeyDer<'static>>, TlsError> {
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let text = String::from_utf8_lossy(&key.text);
+    let Some(start) = text.find(BEGIN) else {
+        return Ok(None);
+    };
+    let failed = |reason: String| TlsError::Encrypted {
+        path: key.path.clone(),
+        reason,
+    };
+    let Some(password) = password else {
+        return Err(failed(
+            "it is encrypted and no password is given: set WebhookServer::password".into(),
+        ));
+    };
+    let body = &text[start + BEGIN.len()..];
+    let body = &body[..body
+        .find(END)
+        .ok_or_else(|| failed("its PEM block does not end".into()))?];
+    let body: String = body.split_whitespace().collect();
+    let der = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|error| failed(format!("not PEM: {error}")))?
+    };
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice())
+        .map_err(|error| failed(format!("not an encrypted PKCS#8 key: {error}")))?;
+    let document = info
+        .decrypt(password)
+        .map_err(|error| failed(format!("{error} (a wrong password?)")))?;
+    Ok(Some(PrivateKeyDer::Pkcs8(
+        document.as_bytes().to_vec().into(),
+    )))
+}
+
 /// The crypto provider of the operator's TLS: the one the application installed as the
 /// process's default, if any (e.g. one with post-quantum key exchange), else ring's.
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -690,10 +749,10 @@ mod tests {
             path: "tls.key".into(),
             text: pem("PRIVATE KEY", &key),
         };
-        let loaded = Identity::from_pem(&cert, &key, "CA".into()).unwrap();
+        let loaded = Identity::from_pem(&cert, &key, None, "CA".into()).unwrap();
         assert_eq!(loaded.chain, identity.chain[..1]);
         loaded.server_config(None).expect("rustls serves it");
-        let error = Identity::from_pem(&key, &key, String::new()).unwrap_err();
+        let error = Identity::from_pem(&key, &key, None, String::new()).unwrap_err();
         assert_eq!(error.to_string(), "tls.key holds no certificate in PEM");
     }
 

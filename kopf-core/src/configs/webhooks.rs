@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 /// settings.admission.server = Some(kopf::admission::WebhookServer::k3d().port(9443));
 /// settings.admission.managed = Some("auto.kopf.dev".into());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WebhookServer {
     /// The address to listen on; `None` (the default) is every interface.
@@ -82,9 +82,38 @@ pub struct WebhookServer {
     /// Write what the cluster is told to trust (the CA bundle, PEM) to this file at the start
     /// and whenever it changes (Kopf's `cadump`), e.g. for `curl --cacert`. Never the key.
     pub cadump: Option<PathBuf>,
+    /// The password of an encrypted `pkeyfile` (PKCS#8, `ENCRYPTED PRIVATE KEY`), as Kopf's
+    /// `password`. Generated keys are never written to a file here (a Secret holds them
+    /// unencrypted, as `kubernetes.io/tls` requires), so it applies to given files only.
+    pub password: Option<String>,
     /// Guess the host the cluster calls from the cluster itself, at the start (Kopf's
     /// `WebhookAutoServer`; see [`auto`](Self::auto)). A `host` given wins.
     pub detect_host: bool,
+}
+
+impl std::fmt::Debug for WebhookServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field but the password's value.
+        f.debug_struct("WebhookServer")
+            .field("addr", &self.addr)
+            .field("port", &self.port)
+            .field("host", &self.host)
+            .field("path", &self.path)
+            .field("certificate", &self.certificate)
+            .field("cadata", &self.cadata)
+            .field("cafile", &self.cafile)
+            .field("extra_sans", &self.extra_sans)
+            .field("service", &self.service)
+            .field("reload_interval", &self.reload_interval)
+            .field("verify_cafile", &self.verify_cafile)
+            .field("secret", &self.secret)
+            .field("certificate_validity", &self.certificate_validity)
+            .field("insecure", &self.insecure)
+            .field("cadump", &self.cadump)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("detect_host", &self.detect_host)
+            .finish()
+    }
 }
 
 /// A Secret that keeps the webhook server's certificate for every replica of the operator.
@@ -145,6 +174,7 @@ impl Default for WebhookServer {
             certificate_validity: Duration::from_secs(365 * 24 * 3600),
             insecure: false,
             cadump: None,
+            password: None,
             detect_host: false,
         }
     }
@@ -195,6 +225,12 @@ impl WebhookServer {
     /// terminates TLS; see [`insecure`](Self#structfield.insecure).
     pub fn insecure(mut self) -> WebhookServer {
         self.insecure = true;
+        self
+    }
+
+    /// Decrypt the given `pkeyfile` with this password (Kopf's `password`).
+    pub fn password(mut self, password: impl Into<String>) -> WebhookServer {
+        self.password = Some(password.into());
         self
     }
 

@@ -663,3 +663,62 @@ async fn an_auto_server_takes_the_host_of_the_cluster_its_api_server_names() {
     tasks.cancel(StopReason::OperatorExiting);
     tasks.wait().await;
 }
+
+/// Kopf's `password`: an encrypted PKCS#8 `pkeyfile` is decrypted with it; without it, or
+/// with a wrong one, the start fails saying so.
+#[tokio::test]
+async fn an_encrypted_key_file_is_served_with_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (certfile, pkeyfile) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let (cert, key, ca) = pem_files();
+    let body: String = key
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap();
+    let info = pkcs8::PrivateKeyInfo::try_from(der.as_slice()).unwrap();
+    let params =
+        pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &[7; 16], &[9; 16]).unwrap();
+    let encrypted = info.encrypt_with_params(params, "s3cret").unwrap();
+    let encrypted = encrypted
+        .to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+        .unwrap();
+    std::fs::write(&certfile, &cert).unwrap();
+    std::fs::write(&pkeyfile, encrypted.as_bytes()).unwrap();
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&certfile, &pkeyfile)
+        .cadata(ca.clone());
+
+    let error = Webhooks::start(&server, 1, None, None, |_| echo())
+        .await
+        .expect_err("no password")
+        .to_string();
+    assert!(
+        error.contains("it is encrypted and no password is given"),
+        "{error}"
+    );
+    let wrong = server.clone().password("wrong");
+    let error = Webhooks::start(&wrong, 1, None, None, |_| echo())
+        .await
+        .expect_err("a wrong password")
+        .to_string();
+    assert!(error.contains("a wrong password?"), "{error}");
+    assert!(
+        !format!("{wrong:?}").contains("wrong\""),
+        "not in Debug: {wrong:?}"
+    );
+
+    let webhooks = Webhooks::start(&server.password("s3cret"), 1, None, None, |_| echo())
+        .await
+        .unwrap();
+    let url = url_of(&webhooks.client_config().borrow());
+    call(&url, &ca, "POST", json!({}))
+        .await
+        .expect("the decrypted key serves");
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
