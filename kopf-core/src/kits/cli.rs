@@ -471,7 +471,8 @@ struct RbacArgs {
     #[arg(long)]
     no_service_account: bool,
     /// The Lease that `run --lease` elects a leader with: a Role in its namespace (without
-    /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
+    /// one, the ServiceAccount's, which is the pod's) to get, create and update it; no rights
+    /// on Kopf's peering objects (`run --lease` implies --standalone).
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
     lease: Option<LeaseName>,
     /// The operator runs with assigned shards (`run --shards N`; N is accepted and not
