@@ -483,8 +483,8 @@ impl Operator {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
         };
-        let client = match connected {
-            Ok(client) => client,
+        let (client, cluster) = match connected {
+            Ok(connected) => connected,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
                 return Err(error);
@@ -545,6 +545,7 @@ impl Operator {
         // After the startup handlers, which may set the server (as in Kopf).
         let shared = Shared {
             client: client.clone(),
+            cluster,
             memo: self.memo.clone(),
             memos: memos.clone(),
             indexes: indexes.clone(),
@@ -898,7 +899,8 @@ async fn signalled() {
 
 /// The operator's client at the start of `run()`: logged in with the login handlers if there
 /// are any; else the embedder's client, or kube-client's default (kubeconfig or in-cluster).
-/// Wrapped for the metrics when the tree counts them.
+/// Wrapped for the metrics when the tree counts them. With kube-client's default, also the API
+/// server's URL (the cluster detection of `WebhookServer::auto` reads its certificate).
 pub(crate) async fn connect(
     explicit: Option<kube::Client>,
     logins: Vec<LoginHandler>,
@@ -906,8 +908,9 @@ pub(crate) async fn connect(
     connections: &Connections,
     timeouts: &Timeouts,
     given: Given,
-) -> std::result::Result<kube::Client, OperatorError> {
+) -> std::result::Result<(kube::Client, Option<http::Uri>), OperatorError> {
     let metrics = tasks.metrics().cloned();
+    let mut url = None;
     let login = if !logins.is_empty() {
         let authenticator = Authenticator::new(
             logins,
@@ -920,17 +923,20 @@ pub(crate) async fn connect(
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
-            None => Login::Fixed(
-                crate::structs::credentials::default_client(
+            None => {
+                let (client, cluster) = crate::structs::credentials::default_client(
                     connections.clone(),
                     timeouts.connect(),
                 )
                 .await
-                .map_err(OperatorError::Client)?,
-            ),
+                .map_err(OperatorError::Client)?;
+                url = Some(cluster);
+                Login::Fixed(client)
+            }
         }
     };
-    auth::client(login, metrics, timeouts.clone())
+    let client = auth::client(login, metrics, timeouts.clone())
         .await
-        .map_err(OperatorError::Login)
+        .map_err(OperatorError::Login)?;
+    Ok((client, url))
 }

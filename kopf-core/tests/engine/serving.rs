@@ -135,6 +135,11 @@ where
 /// A TLS client connection over `stream`, trusting whatever certificate the server shows
 /// (the test is about timing, not trust).
 async fn tls(stream: TcpStream) -> tokio_rustls::client::TlsStream<TcpStream> {
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it only \
+            for its lack of post-quantum key exchange, which this test does not need"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

@@ -125,6 +125,11 @@ async fn tls(
     for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(ca.expect("the CA")).expect("a root");
     }
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it only \
+            for its lack of post-quantum key exchange, which this test does not need"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -172,6 +172,11 @@ async fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, String> {
     if webhook.ca_bundle.is_some() && roots.is_empty() {
         return Err("the caBundle holds no certificate".into());
     }
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it only \
+                  for lacking post-quantum key exchange, which calls on 127.0.0.1 do not need"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
