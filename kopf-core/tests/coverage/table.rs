@@ -117,7 +117,7 @@ surface! {
     "kopf.login_with_service_account" => missing("no public function: the default login reads the service account");
     "kopf.none_" => different("combine `when` predicates and filter closures with `!` and `||`");
     "kopf.not_" => different("combine `when` predicates and filter closures with `!`");
-    "kopf.on" => path(kopf::on_create);
+    "kopf.on" => different("no `on` module: the decorators are attributes at the crate's root, `kopf.on.create` is `#[kopf::on_create]`");
     "kopf.operator" => path(kopf::operator::Operator);
     "kopf.register" => pending("settings") value(kopf::register);
     "kopf.remove_owner_reference" => path(kopf::hierarchies::remove_owner_reference);
