@@ -411,7 +411,7 @@ surface! {
     "@kopf.on.cleanup fn(param)" => arg(on_cleanup, param: Option<&Value>);
     "@kopf.on.cleanup fn(retry)" => arg(on_cleanup, retry: u32);
     "@kopf.on.cleanup fn(runtime)" => arg(on_cleanup, runtime: std::time::Duration);
-    "@kopf.on.cleanup fn(settings)" => pending("macros") arg(on_cleanup, settings: &mut kopf::Settings);
+    "@kopf.on.cleanup fn(settings)" => arg(on_cleanup, settings: &kopf::Settings);
     "@kopf.on.cleanup fn(started)" => arg(on_cleanup, started: std::time::SystemTime);
     "@kopf.on.probe fn(activity)" => arg(on_probe, activity: kopf::activities::Activity);
     "@kopf.on.probe fn(logger)" => arg(on_probe, logger: &kopf::Logger);
@@ -419,7 +419,7 @@ surface! {
     "@kopf.on.probe fn(param)" => arg(on_probe, param: Option<&Value>);
     "@kopf.on.probe fn(retry)" => arg(on_probe, retry: u32);
     "@kopf.on.probe fn(runtime)" => arg(on_probe, runtime: std::time::Duration);
-    "@kopf.on.probe fn(settings)" => pending("macros") arg(on_probe, settings: &mut kopf::Settings);
+    "@kopf.on.probe fn(settings)" => arg(on_probe, settings: &kopf::Settings);
     "@kopf.on.probe fn(started)" => arg(on_probe, started: std::time::SystemTime);
     "@kopf.on.login fn(activity)" => missing("login handlers get no `activity`") arg(on_login, activity: kopf::activities::Activity);
     "@kopf.on.login fn(logger)" => arg(on_login, logger: &kopf::Logger);
@@ -427,7 +427,7 @@ surface! {
     "@kopf.on.login fn(param)" => arg(on_login, param: Option<&Value>);
     "@kopf.on.login fn(retry)" => arg(on_login, retry: u32);
     "@kopf.on.login fn(runtime)" => arg(on_login, runtime: std::time::Duration);
-    "@kopf.on.login fn(settings)" => pending("macros") arg(on_login, settings: &mut kopf::Settings);
+    "@kopf.on.login fn(settings)" => arg(on_login, settings: &kopf::Settings);
     "@kopf.on.login fn(started)" => arg(on_login, started: std::time::SystemTime);
     "@kopf.on.resume fn(annotations)" => arg(on_resume, annotations: &Value);
     "@kopf.on.resume fn(body)" => arg(on_resume, body: &Value);
@@ -557,7 +557,7 @@ surface! {
     "@kopf.on.subhandler fn(uid)" => value(kopf::Invocation::uid);
     "@kopf.on.event fn(annotations)" => arg(on_event, annotations: &Value);
     "@kopf.on.event fn(body)" => arg(on_event, body: &Value);
-    "@kopf.on.event fn(event)" => pending("macros") arg(on_event, event: &Value);
+    "@kopf.on.event fn(event)" => arg(on_event, event: &Value);
     "@kopf.on.event fn(labels)" => arg(on_event, labels: &Value);
     "@kopf.on.event fn(logger)" => arg(on_event, logger: &kopf::Logger);
     "@kopf.on.event fn(memo)" => arg(on_event, memo: &kopf::Memo);
@@ -572,7 +572,7 @@ surface! {
     "@kopf.on.event fn(spec)" => arg(on_event, spec: &Value);
     "@kopf.on.event fn(started)" => missing("event handlers are called once per event (Kopf passes 0, now, 0)") arg(on_event, started: std::time::SystemTime);
     "@kopf.on.event fn(status)" => arg(on_event, status: &Value);
-    "@kopf.on.event fn(type)" => pending("macros") arg(on_event, r#type: Option<&str>);
+    "@kopf.on.event fn(type)" => arg(on_event, r#type: Option<&str>);
     "@kopf.on.event fn(uid)" => arg(on_event, uid: &str);
     "@kopf.on.index fn(annotations)" => arg(index, annotations: &Value);
     "@kopf.on.index fn(body)" => arg(index, body: &Value);
