@@ -326,10 +326,10 @@ surface! {
     "@kopf.on.subhandler(labels=)" => value(kopf::registry::SubHandler::label);
     "@kopf.on.subhandler(annotations=)" => value(kopf::registry::SubHandler::annotation);
     "@kopf.on.subhandler(when=)" => value(|s: kopf::registry::SubHandler| s.when(|_: &kopf::Invocation| true));
-    "@kopf.on.subhandler(field=)" => pending("views") value(kopf::registry::SubHandler::field);
-    "@kopf.on.subhandler(value=)" => pending("views") value(kopf::registry::SubHandler::value);
-    "@kopf.on.subhandler(old=)" => pending("views") value(kopf::registry::SubHandler::old);
-    "@kopf.on.subhandler(new=)" => pending("views") value(kopf::registry::SubHandler::new);
+    "@kopf.on.subhandler(field=)" => pending("views") value(|s: kopf::registry::SubHandler| s.field("spec.x"));
+    "@kopf.on.subhandler(value=)" => pending("views") value(|s: kopf::registry::SubHandler| s.value(kopf::filters::ValueFilter::Present));
+    "@kopf.on.subhandler(old=)" => pending("views") value(|s: kopf::registry::SubHandler| s.old(kopf::filters::ValueFilter::Present));
+    "@kopf.on.subhandler(new=)" => pending("views") value(|s: kopf::registry::SubHandler| s.new_value(kopf::filters::ValueFilter::Present));
     "@kopf.on.timer(group=)" => attr(timer("kopf.dev", "v1", "kopfexamples", interval = 1));
     "@kopf.on.timer(version=)" => attr(timer("kopf.dev", "v1", "kopfexamples", interval = 1));
     "@kopf.on.timer(kind=)" => attr(timer("kopf.dev/v1", "KopfExample", interval = 1));
