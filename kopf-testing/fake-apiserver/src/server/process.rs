@@ -19,6 +19,7 @@ use super::tls::Tls;
 use crate::endpoints::access::Access;
 use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::recording::Recorder;
 use crate::endpoints::resources::recreate;
 use crate::endpoints::shared::{Shared, stats};
 use crate::semantics::cluster;
@@ -40,6 +41,8 @@ pub struct FakeApiServerBuilder {
     contract_breaking: bool,
     enforce_rbac: bool,
     sharded_watches: bool,
+    /// Who started the server (a test's thread), for the recording mode's log.
+    session: Option<String>,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -57,6 +60,7 @@ impl Default for FakeApiServerBuilder {
             contract_breaking: false,
             enforce_rbac: false,
             sharded_watches: true,
+            session: None,
         }
     }
 }
@@ -198,7 +202,9 @@ impl FakeApiServerBuilder {
     /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
     /// connections are then not counted among the caller's runtime's tasks (useful when a test
     /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
-    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+    pub async fn start_on_own_runtime(mut self) -> std::io::Result<FakeApiServer> {
+        // The server's thread is its own: the recording names the caller's.
+        self.session = std::thread::current().name().map(String::from);
         let (started_tx, started_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -283,6 +289,7 @@ impl FakeApiServerBuilder {
             changes,
             durability,
             counters: Counters::new(self.log_limit),
+            recorder: Recorder::from_env(self.session.as_deref()),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
             access: Access::new(self.token.clone(), self.enforce_rbac),

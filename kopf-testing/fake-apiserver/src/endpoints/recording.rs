@@ -1,0 +1,151 @@
+//! The recording mode: with `KOPF_FAKE_APISERVER_RECORD=<folder>` set when a server starts,
+//! every request it serves (method, path, query, the headers that matter, the body) and the
+//! code it answered are written to a file of its own in that folder, one JSON line each. The
+//! fidelity suite builds from such files the corpus of request sequences it replays against
+//! a real API server.
+//!
+//! The file is `<folder>/<process id>-<n>.jsonl`. Its first line names the session: the name
+//! of the thread that started the server (the test's name, under the test harness). Lines are
+//! written by a thread of the recorder's own, so that no request waits for the disk; the
+//! thread flushes whenever it has nothing more to write, and ends when the server is gone.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// The environment variable that turns the recording on: the folder to write to.
+pub(crate) const RECORD_VARIABLE: &str = "KOPF_FAKE_APISERVER_RECORD";
+
+/// The request headers recorded: those that change what a server answers.
+const HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "user-agent",
+    "impersonate-user",
+    "impersonate-group",
+];
+
+/// Writes the requests of one server to its file.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    lines: Mutex<mpsc::Sender<String>>,
+}
+
+/// One request as recorded.
+pub(crate) struct Recorded<'a> {
+    pub(crate) parts: &'a http::request::Parts,
+    pub(crate) body: &'a [u8],
+    pub(crate) code: u16,
+    pub(crate) faults: &'a [String],
+}
+
+impl Recorder {
+    /// A recorder when the environment asks for one; `None` otherwise, or (with a warning)
+    /// when its file cannot be made. `session` names it (by default, the current thread).
+    pub(crate) fn from_env(session: Option<&str>) -> Option<Recorder> {
+        let folder = std::env::var_os(RECORD_VARIABLE).filter(|f| !f.is_empty())?;
+        let session = session
+            .or(std::thread::current().name())
+            .unwrap_or("unnamed")
+            .to_string();
+        match Recorder::open(Path::new(&folder), session) {
+            Ok(recorder) => Some(recorder),
+            Err(error) => {
+                tracing::warn!(
+                    "{RECORD_VARIABLE}: cannot record into {}: {error}",
+                    Path::new(&folder).display()
+                );
+                None
+            }
+        }
+    }
+
+    fn open(folder: &Path, session: String) -> std::io::Result<Recorder> {
+        static SERVERS: AtomicUsize = AtomicUsize::new(0);
+        std::fs::create_dir_all(folder)?;
+        let n = SERVERS.fetch_add(1, Ordering::SeqCst);
+        let path: PathBuf = folder.join(format!("{}-{n}.jsonl", std::process::id()));
+        let file = std::fs::File::create(&path)?;
+        let (sender, receiver) = mpsc::channel::<String>();
+        sender
+            .send(json!({"session": session}).to_string())
+            .expect("the receiver is alive");
+        std::thread::Builder::new()
+            .name("kopf-fake-apiserver-recorder".into())
+            .spawn(move || write_lines(file, receiver))?;
+        Ok(Recorder {
+            lines: Mutex::new(sender),
+        })
+    }
+
+    /// Records one request and the code it got.
+    pub(crate) fn record(&self, request: Recorded<'_>) {
+        let mut headers = serde_json::Map::new();
+        for name in HEADERS {
+            let values: Vec<&str> = request
+                .parts
+                .headers
+                .get_all(*name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            if !values.is_empty() {
+                headers.insert((*name).into(), values.join(", ").into());
+            }
+        }
+        let credentials = request
+            .parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(' ').next().unwrap_or_default().to_ascii_lowercase());
+        let body = if request.body.is_empty() {
+            Value::Null
+        } else if let Ok(value) = serde_json::from_slice::<Value>(request.body) {
+            json!({"json": value})
+        } else if let Ok(text) = std::str::from_utf8(request.body) {
+            json!({"text": text})
+        } else {
+            json!({"base64": base64::engine::general_purpose::STANDARD.encode(request.body)})
+        };
+        let line = json!({
+            "method": request.parts.method.as_str(),
+            "path": request.parts.uri.path(),
+            "query": request.parts.uri.query().unwrap_or_default(),
+            "headers": headers,
+            "credentials": credentials,
+            "body": body,
+            "code": request.code,
+            "faults": request.faults,
+        });
+        // The writer ends only when the recorder does, so a failed send loses nothing.
+        let _ = self
+            .lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .send(line.to_string());
+    }
+}
+
+/// The recorder's thread: writes each line, flushing whenever none is waiting, until the
+/// recorder is dropped.
+fn write_lines(file: std::fs::File, lines: mpsc::Receiver<String>) {
+    let mut out = std::io::BufWriter::new(file);
+    while let Ok(line) = lines.recv() {
+        let mut next = Some(line);
+        while let Some(line) = next {
+            if writeln!(out, "{line}").is_err() {
+                return;
+            }
+            next = lines.try_recv().ok();
+        }
+        if out.flush().is_err() {
+            return;
+        }
+    }
+}
