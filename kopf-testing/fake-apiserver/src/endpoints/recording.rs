@@ -149,3 +149,71 @@ fn write_lines(file: std::fs::File, lines: mpsc::Receiver<String>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_request_is_a_line_after_the_line_of_its_session() {
+        let folder = tempfile::tempdir().unwrap();
+        let recorder = Recorder::open(folder.path(), "a_test".into()).unwrap();
+        let (parts, ()) = http::Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/default/configmaps/c?fieldManager=m")
+            .header("content-type", "application/merge-patch+json")
+            .header("authorization", "Bearer secret-token")
+            .body(())
+            .unwrap()
+            .into_parts();
+        recorder.record(Recorded {
+            parts: &parts,
+            body: br#"{"data":{"a":"b"}}"#,
+            code: 200,
+            faults: &[],
+        });
+        recorder.record(Recorded {
+            parts: &parts,
+            body: &[0xff, 0x00],
+            code: 0,
+            faults: &["cut".to_string()],
+        });
+        drop(recorder);
+
+        let file = std::fs::read_dir(folder.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        // The writer thread ends once it wrote everything: wait for its last line.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let lines: Vec<Value> = loop {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let lines: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if lines.len() == 3 || std::time::Instant::now() > deadline {
+                break lines;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0], json!({"session": "a_test"}));
+        assert_eq!(lines[1]["method"], "PATCH");
+        assert_eq!(lines[1]["path"], "/api/v1/namespaces/default/configmaps/c");
+        assert_eq!(lines[1]["query"], "fieldManager=m");
+        assert_eq!(
+            lines[1]["headers"]["content-type"],
+            "application/merge-patch+json"
+        );
+        // The kind of credentials, never the credentials.
+        assert_eq!(lines[1]["credentials"], "bearer");
+        assert!(!lines[1].to_string().contains("secret-token"));
+        assert_eq!(lines[1]["body"], json!({"json": {"data": {"a": "b"}}}));
+        assert_eq!(lines[2]["body"], json!({"base64": "/wA="}));
+        assert_eq!(lines[2]["code"], 0);
+        assert_eq!(lines[2]["faults"], json!(["cut"]));
+    }
+}

@@ -266,7 +266,8 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         Route::Health => Ok(Reply {
             code: StatusCode::OK,
             body: full("ok"),
-            content_type: "text/plain",
+            // As the real server's health handlers write it.
+            content_type: "text/plain; charset=utf-8",
             warnings: vec![],
         }),
         Route::CoreVersions => {
