@@ -616,6 +616,20 @@ pub(crate) fn delete(
         if def.builtin == Some(Builtin::Namespace) {
             marked["status"]["phase"] = json!("Terminating");
         }
+        // The CRD registry says so in the CRD's conditions as it marks it (its finalizer's
+        // controller then words the deletion as in progress, which nobody waits to see).
+        if def.builtin == Some(Builtin::CustomResourceDefinition) {
+            let terminating = json!({
+                "type": "Terminating", "status": "True",
+                "lastTransitionTime": object::now_timestamp(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            });
+            match marked["status"]["conditions"].as_array_mut() {
+                Some(conditions) => conditions.push(terminating),
+                None => marked["status"]["conditions"] = json!([terminating]),
+            }
+        }
     }
     object::meta_mut(&mut marked).remove("resourceVersion");
     let mut unchanged = (*current).clone();
