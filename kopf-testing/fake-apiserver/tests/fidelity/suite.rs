@@ -34,6 +34,7 @@ pub(crate) async fn compare(fake: &Server, real: &Server) -> Report {
         generated: generated.len(),
         recorded: recorded.sequences.len(),
         left_out: recorded.left_out,
+        partial: !only.is_empty(),
         ..Report::default()
     };
     let all: Vec<(usize, Sequence)> = generated
