@@ -4,7 +4,8 @@
 //! functions), so they live together.
 //!
 //! ```
-//! use kopf::{ChangeHandler, Registry, Selector};
+//! use kopf::registry::{ChangeHandler, Registry};
+//! use kopf::resources::Selector;
 //! let registry = Registry::new().with(
 //!     ChangeHandler::on_create(Selector::new("kopf.dev", "v1", "kopfexamples"), "create_fn", |invocation| async move {
 //!         let name = invocation.name().to_string();
@@ -107,6 +108,9 @@ pub(crate) struct Options {
     pub(crate) new: Option<ValueFilter>,
     /// What the handler touches through its own API calls, for the `rbac` subcommand.
     pub(crate) rbac: crate::structs::rbac::RbacNeeds,
+    /// The path of the attributed function behind the handler (see `intents::registry::
+    /// Registered`); `None` when declared in code.
+    pub(crate) origin: Option<&'static str>,
 }
 
 pub(crate) fn boxed<F, Fut>(function: F) -> HandlerFn
@@ -210,6 +214,15 @@ macro_rules! rbac_setters {
             self.options.rbac.takes_client = true;
             self
         }
+
+        /// Names the attributed function behind the handler (set by the attributes): one
+        /// function stacked under several attributes is called once per cause, as Kopf
+        /// deduplicates by function and id.
+        #[doc(hidden)]
+        pub fn origin(mut self, function: &'static str) -> Self {
+            self.options.origin = Some(function);
+            self
+        }
     };
 }
 
@@ -280,6 +293,9 @@ pub struct Invocation {
     pub(crate) counted_as: Option<String>,
     /// For admission handlers: what the review says besides the object.
     pub(crate) review: Option<Arc<crate::structs::reviews::Review>>,
+    /// For login handlers: the operator's settings (Kopf gives them to activities, and login
+    /// handlers are activities there).
+    pub(crate) settings: Option<Arc<crate::configs::settings::Settings>>,
 }
 
 impl Invocation {
@@ -358,9 +374,17 @@ impl Invocation {
         self.reason
     }
 
-    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing.
+    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing
+    /// (Kopf's `type`).
     pub fn event_type(&self) -> Option<&str> {
         self.event_type.as_deref()
+    }
+
+    /// For event handlers: the raw watch event, as Kopf gives it (`event`):
+    /// `{"type": "ADDED" | "MODIFIED" | "DELETED" | null, "object": {...}}`, the type `null`
+    /// for the objects of the initial listing. Made anew on each call: the object is copied.
+    pub fn event(&self) -> Value {
+        serde_json::json!({"type": self.event_type, "object": self.body.whole()})
     }
 
     /// What changed since the object was last handled (narrowed to the handler's field).
@@ -422,7 +446,7 @@ impl Invocation {
 
     /// Cancelled when the handler should stop: the operator is exiting, or its timeout passed
     /// ([`stop_reason`](Self::stop_reason) tells which). An async handler can `.await`
-    /// `stopped().cancelled()`; a [sync](crate::blocking) one can poll
+    /// `stopped().cancelled()`; a [sync](crate::registry::blocking) one can poll
     /// `stopped().is_cancelled()`.
     pub fn stopped(&self) -> &CancellationToken {
         self.node.token()
@@ -431,7 +455,7 @@ impl Invocation {
     /// Why [`stopped`](Self::stopped) was cancelled; `None` while it is not.
     ///
     /// ```
-    /// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// # async fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
     /// invocation.stopped().cancelled().await;
     /// match invocation.stop_reason() {
     ///     Some(kopf::StopReason::Timeout) => Err(kopf::PermanentError::new("too slow").into()),
@@ -445,7 +469,7 @@ impl Invocation {
 
     /// The handler's logger: the object's tracing span (resource, namespace, name, handler
     /// id), whose records are also posted as Kubernetes Events when
-    /// [`PostingSettings::loggers`](crate::PostingSettings::loggers) is on. Log with
+    /// [`PostingSettings::loggers`](crate::settings::PostingSettings::loggers) is on. Log with
     /// `invocation.logger().info(...)`, or `tracing::info!(parent: invocation.logger(), ...)`
     /// for the logs alone.
     pub fn logger(&self) -> &Logger {
@@ -462,7 +486,7 @@ impl Invocation {
     /// from the operator's memo (see [`Memo`]).
     ///
     /// ```
-    /// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
     /// let memo = invocation.memo();
     /// let seen = memo.update(|values| {
     ///     let seen = values.get("seen").and_then(|v| v.as_u64()).unwrap_or(0) + 1;
@@ -479,7 +503,7 @@ impl Invocation {
 
     /// Registers sub-handlers (Kopf's `@kopf.subhandler`): each gets a progress record of its
     /// own, under the id `<this handler's id>/<its id>`, and this handler finishes when they
-    /// all have. See [`SubHandlers`](crate::SubHandlers).
+    /// all have. See [`SubHandlers`](crate::registry::SubHandlers).
     pub fn subhandlers(&self) -> &crate::actions::invocation::SubHandlers {
         &self.gathered
     }
@@ -497,7 +521,7 @@ impl Invocation {
 
     /// For admission handlers: whether the request is a dry run, so that the handler must not
     /// cause side effects (see
-    /// [`AdmissionHandler::side_effects`](crate::AdmissionHandler::side_effects)).
+    /// [`AdmissionHandler::side_effects`](crate::registry::AdmissionHandler::side_effects)).
     pub fn dryrun(&self) -> bool {
         self.review.as_ref().is_some_and(|review| review.dryrun)
     }
@@ -552,7 +576,8 @@ impl fmt::Debug for Invocation {
 /// `@kopf.subhandler`), each with a progress record of its own under the id `parent/child`.
 ///
 /// ```
-/// # use kopf::{ChangeHandler, Registry, Selector};
+/// # use kopf::registry::{ChangeHandler, Registry};
+/// # use kopf::resources::Selector;
 /// let registry = Registry::new().with(ChangeHandler::on_create(
 ///     Selector::new("kopf.dev", "v1", "kopfexamples"),
 ///     "create_fn",
@@ -578,7 +603,7 @@ impl fmt::Debug for Invocation {
 ///
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
-/// &kopf::SubHandlers` argument of an attributed handler.
+/// &kopf::registry::SubHandlers` argument of an attributed handler.
 ///
 /// It shares its allocation with the patch of the call (one allocation for both, made for
 /// every call): the caller reads both after the call.

@@ -2,7 +2,7 @@
 //! the order a sequence first sees them, so that a reference to the wrong object still
 //! shows), resourceVersion values (their presence is kept), continue tokens, timestamps,
 //! generated names (numbered too), and values each server makes up by nature: certificates
-//! and tokens it signs, addresses and ports it allocates, ages in tables.
+//! and tokens it signs (and their ids), addresses and ports it allocates, ages in tables.
 //!
 //! Everything else is compared as it is, messages included; only the entries of
 //! `managedFields` are put in one order, as two writes in one second leave them in either.
@@ -40,6 +40,13 @@ static UID: LazyLock<Regex> = LazyLock::new(|| {
 /// version: 9, current: 7`, the `resourceVersion` of a field error): its numbers are versions.
 static ABOUT_VERSIONS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)resource ?version").expect("a valid regex"));
+
+/// The id of a signed token (`JTI=<uuid>`), as reviews and SelfSubjectReviews name its
+/// credential: each server signs its own.
+static TOKEN_ID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"JTI=[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+        .expect("a valid regex")
+});
 
 /// A number standing alone in a text.
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b\d+\b").expect("a valid regex"));
@@ -199,6 +206,7 @@ impl Masker {
                 masked = masked.replace(text.as_str(), stands_for);
             }
         }
+        let masked = TOKEN_ID.replace_all(&masked, "JTI=<token-id>");
         let masked = TIME.replace_all(&masked, "<time>");
         let masked = TOKEN_VOLUME.replace_all(&masked, "kube-api-access-<generated>");
         let masked = if ABOUT_VERSIONS.is_match(&masked) {
