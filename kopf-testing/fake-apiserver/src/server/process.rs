@@ -19,6 +19,7 @@ use super::tls::Tls;
 use crate::endpoints::access::Access;
 use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::recording::Recorder;
 use crate::endpoints::resources::{recreate, service_account_token};
 use crate::endpoints::shared::{Shared, stats};
 use crate::semantics::cluster;
@@ -44,6 +45,8 @@ pub struct FakeApiServerBuilder {
     header_timeout: Duration,
     body_timeout: Duration,
     max_connections: usize,
+    /// Who started the server (a test's thread), for the recording mode's log.
+    session: Option<String>,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -64,6 +67,7 @@ impl Default for FakeApiServerBuilder {
             header_timeout: Duration::from_secs(32),
             body_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            session: None,
         }
     }
 }
@@ -232,7 +236,9 @@ impl FakeApiServerBuilder {
     /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
     /// connections are then not counted among the caller's runtime's tasks (useful when a test
     /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
-    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+    pub async fn start_on_own_runtime(mut self) -> std::io::Result<FakeApiServer> {
+        // The server's thread is its own: the recording names the caller's.
+        self.session = std::thread::current().name().map(String::from);
         let (started_tx, started_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -321,6 +327,7 @@ impl FakeApiServerBuilder {
             changes,
             durability,
             counters: Counters::new(self.log_limit),
+            recorder: Recorder::from_env(self.session.as_deref()),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
             access: Access::new(self.token, self.enforce_rbac),

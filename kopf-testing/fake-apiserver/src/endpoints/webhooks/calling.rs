@@ -105,7 +105,7 @@ async fn exchange(
     };
     let tcp = TcpStream::connect((host.as_str(), port))
         .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+        .map_err(|e| format!("dial tcp {host}:{port}: {}", go_dial_error(&e)))?;
     let tls = connector
         .connect(server_name, tcp)
         .await
@@ -151,6 +151,15 @@ async fn exchange(
             Ok(()) => answer.await,
             Err(e) => Err(e.to_string()),
         },
+    }
+}
+
+/// A failed connection as Go's `net` package words it (`connect: connection refused`).
+fn go_dial_error(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".into(),
+        std::io::ErrorKind::TimedOut => "i/o timeout".into(),
+        _ => error.to_string(),
     }
 }
 
