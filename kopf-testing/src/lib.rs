@@ -31,14 +31,14 @@
 mod harness;
 mod runner;
 
+pub use harness::{
+    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness,
+    Outcome, Plan, SentRequest, test_settings, wait,
+};
 pub use kopf_fake_apiserver as fake_apiserver;
 pub use kopf_fake_apiserver::{
     Breach, Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite,
     LoggedRequest, RecreateError, Stats,
-};
-pub use harness::{
-    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness,
-    Outcome, Plan, SentRequest, test_settings, wait,
 };
 
 /// Runs an `async fn` test with an [`OperatorHarness`]: a fresh fake API server and an

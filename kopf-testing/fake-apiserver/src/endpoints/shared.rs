@@ -10,8 +10,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
-use super::control::{Counters, Faults, Stats, lock};
+use super::control::{Counters, Faults, Stats, fake_only_message, lock};
 use super::holding::Pen;
+use super::upstream::Upstream;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::persist::Durability;
@@ -45,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) host: String,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
+    /// The real API server this one is a proxy in front of, if it is one: it then serves no
+    /// objects of its own.
+    pub(crate) upstream: Option<Upstream>,
 }
 
 impl Shared {
@@ -101,6 +105,15 @@ impl Shared {
     fn renew(&self, slot: &Mutex<CancellationToken>) {
         let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
         old.cancel();
+    }
+
+    /// Fails when the server is a proxy in front of a real API server, where `what` cannot be
+    /// done; the error says so.
+    pub(crate) fn fake_only(&self, what: &str) -> Result<(), String> {
+        match &self.upstream {
+            None => Ok(()),
+            Some(upstream) => Err(fake_only_message(what, upstream.url())),
+        }
     }
 
     /// Ends every open watch stream now.

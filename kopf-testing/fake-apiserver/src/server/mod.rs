@@ -6,4 +6,5 @@ mod process;
 mod saving;
 mod tls;
 
+pub(crate) use process::Behind;
 pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

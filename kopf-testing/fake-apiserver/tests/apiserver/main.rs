@@ -15,6 +15,7 @@ mod kubectl_protobuf;
 mod limits;
 mod lists;
 mod metadata;
+mod proxy;
 mod python;
 mod python_tls;
 mod random_requests;
