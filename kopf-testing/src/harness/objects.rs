@@ -15,12 +15,13 @@ use serde_json::Value;
 
 use super::operator::OperatorHarness;
 use super::resolutions::Resolved;
-use super::waiting::{DEADLINE, lock, wait_or_none};
+use super::waiting::{DEADLINE, lock, wait, wait_or_none};
 
 impl OperatorHarness {
     /// Creates, or replaces if they exist, the objects of one or more YAML (or JSON)
     /// documents separated by `---`; returns them as stored. Namespaced objects without a
-    /// namespace go to `default`. For a CRD, waits until it is established. The lines'
+    /// namespace go to `default`. For a CRD, waits until it is established and discovery
+    /// serves its resources. The lines'
     /// common indentation is removed first, so YAML can be indented along with the test.
     ///
     /// # Panics
@@ -78,7 +79,9 @@ impl OperatorHarness {
         let stored = stored.unwrap_or_else(|error| panic!("applying {what} failed: {error}"));
         let stored = serde_json::to_value(stored).expect("objects serialize");
         if resolved.resource.kind == "CustomResourceDefinition" {
-            self.wait_until_established(&name).await
+            let established = self.wait_until_established(&name).await;
+            self.wait_until_discovered(&established).await;
+            established
         } else {
             stored
         }
@@ -272,6 +275,38 @@ impl OperatorHarness {
             },
         )
         .await
+    }
+
+    /// Waits until discovery serves each served version of a CRD's resource: a real API
+    /// server serves a new CRD's resources a moment after it is established, and an operator
+    /// that starts in that moment would not find them.
+    async fn wait_until_discovered(&self, crd: &Value) {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        let versions = crd["spec"]["versions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let client = self.client();
+        for version in versions.iter().filter(|v| v["served"] == true) {
+            let version = version["name"].as_str().unwrap_or_default();
+            let path = format!("/apis/{group}/{version}");
+            wait(
+                &format!("{plural}.{group}/{version} to be discovered"),
+                || async {
+                    let request = http::Request::get(&path)
+                        .body(Vec::new())
+                        .expect("a GET request");
+                    let list: Value = client.request(request).await.ok()?;
+                    list["resources"]
+                        .as_array()?
+                        .iter()
+                        .any(|r| r["name"] == plural)
+                        .then_some(())
+                },
+            )
+            .await;
+        }
     }
 
     fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
