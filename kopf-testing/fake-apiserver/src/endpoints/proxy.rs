@@ -14,6 +14,8 @@
 //! - a watch stream is relayed line by line (one event per line, in JSON): it may end cleanly
 //!   or be cut after some lines, and, with contract-breaking faults allowed, lose, repeat or
 //!   swap one event; `close_watches` and a restart end it;
+//! - with a journal, a resource's changes are followed from its first request on, and a
+//!   write's answer waits until the journal holds it (`endpoints::recording`);
 //! - a list's items are shuffled with the fault's seed, and so are the initial events of a
 //!   watch that asks for them with `sendInitialEvents` (those of a watch without it cannot be
 //!   told from the live ones, and keep their order).
@@ -42,6 +44,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::control::{Breach, lock};
+use super::recording::{Followed, Recorder, version};
 use super::reply::{Body, Cut, full};
 use super::request::{Context, Route, Verb};
 use super::shared::Shared;
@@ -108,6 +111,18 @@ pub(crate) async fn forward(
         };
         return Err(ApiError::stale(subject));
     }
+    let followed = match (&shared.recorder, &context.route) {
+        (Some(recorder), Route::Object(path)) => {
+            let followed = Followed {
+                group: path.group.clone(),
+                version: path.version.clone(),
+                plural: path.plural.clone(),
+            };
+            recorder.follow(&followed).await;
+            Some((recorder, followed, recorder.mark()))
+        }
+        _ => None,
+    };
     let answer = upstream
         .send(
             context.method.clone(),
@@ -122,12 +137,47 @@ pub(crate) async fn forward(
         return Ok(relayed(answer));
     }
     match context.verb {
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete if followed.is_some() => {
+            let (recorder, followed, mark) = followed.expect("just matched");
+            journaled(recorder, &followed, context, mark, answer).await
+        }
         Verb::Watch => watch(shared, context, answer),
         Verb::List if context.shuffle_seed.is_some() => {
             shuffled_list(answer, context.shuffle_seed.unwrap_or_default()).await
         }
         _ => Ok(relayed(answer)),
     }
+}
+
+/// A write's answer once the journal holds the version it made (as on the fake server, a
+/// client that saw its write answered finds it in the journal).
+async fn journaled(
+    recorder: &Recorder,
+    followed: &Followed,
+    context: &Context,
+    mark: usize,
+    answer: Response<Incoming>,
+) -> ApiResult<Response<Body>> {
+    let (mut parts, body) = answer.into_parts();
+    strip(&mut parts.headers);
+    let bytes = body
+        .collect()
+        .await
+        .map_err(|e| ApiError::internal(format!("reading an answer from upstream failed: {e}")))?
+        .to_bytes();
+    match serde_json::from_slice::<Value>(&bytes) {
+        // A deletion done at once tells no version: its DELETED event is waited for.
+        Ok(status) if status["kind"] == "Status" => {
+            if let Route::Object(path) = &context.route {
+                let namespace = path.namespace.as_deref().unwrap_or_default();
+                let name = path.name.as_deref().unwrap_or_default();
+                recorder.deleted(followed, (namespace, name), mark).await;
+            }
+        }
+        Ok(object) => recorder.caught_up(followed, version(&object)).await,
+        Err(_) => {}
+    }
+    Ok(Response::from_parts(parts, full(bytes)))
 }
 
 /// Whose credentials a request goes upstream with (see the module's documentation).

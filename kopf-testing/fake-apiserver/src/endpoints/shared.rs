@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::Access;
 use super::control::{Counters, Faults, Stats, fake_only_message, lock};
 use super::holding::Pen;
+use super::recording::Recorder;
 use super::upstream::Upstream;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// The real API server this one is a proxy in front of, if it is one: it then serves no
     /// objects of its own.
     pub(crate) upstream: Option<Upstream>,
+    /// The journal of a proxy built with one.
+    pub(crate) recorder: Option<Recorder>,
 }
 
 impl Shared {

@@ -23,6 +23,7 @@ use crate::endpoints::control::{
     Counters, Fault, Faults, LoggedRequest, Stats, fake_only_message, lock,
 };
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::recording::Recorder;
 use crate::endpoints::resources::recreate;
 use crate::endpoints::shared::{Shared, stats};
 use crate::endpoints::upstream::Upstream;
@@ -203,8 +204,12 @@ impl FakeApiServerBuilder {
     /// go with the admin's certificate, or with their own token when they carry one (a
     /// ServiceAccount's), so the real server authorizes them as itself.
     ///
-    /// What only an API server of its own can do fails at once, saying so: a state file, a
-    /// journal, another history limit or bookmark interval (at start);
+    /// With a [journal](Self::journal), the proxy follows the real server's changes of each
+    /// resource from the first request for it on (those only the real server's controllers
+    /// touch are not journaled).
+    ///
+    /// What only an API server of its own can do fails at once, saying so: a state file,
+    /// another history limit or bookmark interval, no sharded watches (at start);
     /// [`FakeApiServer::compact`], [`FakeApiServer::recreate`],
     /// [`FakeApiServer::set_bookmark_interval`], [`FakeApiServer::service_account_token`],
     /// and the [`stale_view`](crate::Fault::stale_view) fault. [`RealApiServer::proxy`] puts a
@@ -276,7 +281,6 @@ impl FakeApiServerBuilder {
         let defaults = FakeApiServerBuilder::default();
         let refused = [
             (self.state_file.is_some(), "a state file"),
-            (self.journal, "a journal"),
             (
                 self.history_limit != defaults.history_limit,
                 "a history limit",
@@ -284,6 +288,10 @@ impl FakeApiServerBuilder {
             (
                 self.bookmark_interval != defaults.bookmark_interval,
                 "a bookmark interval",
+            ),
+            (
+                !self.sharded_watches,
+                "a server without sharded watches (the real one has the feature gate on)",
             ),
         ];
         match refused.iter().find(|(asked, _)| *asked) {
@@ -343,6 +351,10 @@ impl FakeApiServerBuilder {
             ),
             None => None,
         };
+        let recorder = upstream
+            .as_ref()
+            .filter(|_| self.journal)
+            .map(|upstream| Recorder::new(upstream.clone(), tracker.clone(), root.clone()));
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changes,
@@ -359,6 +371,7 @@ impl FakeApiServerBuilder {
             host: addr.to_string(),
             root: root.clone(),
             upstream,
+            recorder,
         });
         tracker.spawn(accept(
             listener,
@@ -680,7 +693,24 @@ impl FakeApiServer {
     /// Every change made since the server started, oldest first, when it was built with
     /// [`FakeApiServerBuilder::journal`] (empty otherwise): the write log that checks of what
     /// an operator did (and in what order) read.
+    ///
+    /// In front of a real API server, the changes it made to the resources that requests
+    /// through this proxy touched, from the first such request on, as its watches told them
+    /// (see [`FakeApiServerBuilder::upstream`]).
     pub fn journal(&self) -> Vec<Committed> {
+        if let Some(recorder) = &self.shared.recorder {
+            return recorder
+                .changes()
+                .into_iter()
+                .map(|change| Committed {
+                    resource_version: change.resource_version,
+                    event: change.event,
+                    resource: change.resource,
+                    object: change.object,
+                    at: change.at,
+                })
+                .collect();
+        }
         self.shared.read(|state| {
             state
                 .journal()

@@ -119,7 +119,7 @@ async fn upstream_get(config: &kube::Config, name: &str) -> Option<ConfigMap> {
 async fn a_proxy_serves_the_real_server_and_logs_what_passes() {
     let Some((server, _)) = proxy(
         "a_proxy_serves_the_real_server_and_logs_what_passes",
-        FakeApiServer::builder(),
+        FakeApiServer::builder().journal(),
     )
     .await
     else {
@@ -200,6 +200,38 @@ async fn a_proxy_serves_the_real_server_and_logs_what_passes() {
         ]
     );
     assert_eq!(server.stats().count("patch", "configmaps"), 1);
+
+    // The journal holds every change of the configmaps since the first request for them,
+    // each as soon as its write is answered.
+    let journal: Vec<(&str, String, String)> = server
+        .journal()
+        .into_iter()
+        .filter(|c| c.resource == "configmaps" && c.object["metadata"]["name"] == "cm")
+        .map(|c| {
+            let data = c.object["data"]["a"].as_str().unwrap().to_string();
+            (
+                c.event,
+                data,
+                c.object["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        journal,
+        [
+            ("ADDED", "1".to_string(), "ConfigMap".to_string()),
+            ("MODIFIED", "2".to_string(), "ConfigMap".to_string()),
+        ]
+    );
+    api.delete("cm", &DeleteParams::default()).await.unwrap();
+    let last = server.journal().pop().expect("a journal");
+    assert_eq!(
+        (last.event, last.object["metadata"]["name"].as_str()),
+        ("DELETED", Some("cm"))
+    );
+    api.create(&PostParams::default(), &configmap("cm", json!({"a": "2"})))
+        .await
+        .unwrap();
 
     // Watches end when the test closes them, and connections when it restarts the server.
     server.close_watches();
@@ -575,14 +607,16 @@ async fn requests_with_their_own_token_act_as_their_account_and_fake_only_contro
             .message
             .contains("works only on the fake API server")
     );
-    let journal = FakeApiServer::builder()
+    let unsharded = FakeApiServer::builder()
         .upstream(real.clone())
-        .journal()
+        .sharded_watches(false)
         .start()
         .await;
-    let error = journal.expect_err("a journal is refused").to_string();
+    let error = unsharded
+        .expect_err("no sharded watches is refused")
+        .to_string();
     assert!(
-        error.contains("a journal works only on the fake API server"),
+        error.contains("works only on the fake API server"),
         "{error}"
     );
     let state = FakeApiServer::builder()
