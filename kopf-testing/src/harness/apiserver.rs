@@ -107,6 +107,36 @@ impl ApiServer {
     }
 }
 
+impl ApiServer {
+    /// Marks a test as needing the fake server before any server is started (for what a
+    /// proxy in front of a real one refuses to start with, a server without sharded watches
+    /// say): for [`ApiServer::Real`], says loudly that the test skips because of `what` and
+    /// returns `true`; the test then returns.
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// use kopf_testing::ApiServer;
+    /// if ApiServer::from_env().fake_only("a server without sharded watches") {
+    ///     return;
+    /// }
+    /// # }
+    /// ```
+    pub fn fake_only(self, what: &str) -> bool {
+        if self == ApiServer::Fake {
+            return false;
+        }
+        skipping(what);
+        true
+    }
+}
+
+/// Says loudly that the current test skips on the real server because of `what`.
+fn skipping(what: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    eprintln!("\n!!! SKIPPED {test} on the real API server: {what} works only on the fake one\n");
+}
+
 /// Marks what follows in a test as needing the fake server: on a real one (a proxy in front of
 /// it), says loudly that the test skips because of `what` and returns `true`; the test then
 /// returns. On the fake server, returns `false`.
@@ -123,9 +153,7 @@ pub fn fake_only(server: &FakeApiServer, what: &str) -> bool {
     if !server.is_proxy() {
         return false;
     }
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("a test");
-    eprintln!("\n!!! SKIPPED {test} on the real API server: {what} works only on the fake one\n");
+    skipping(what);
     true
 }
 
