@@ -14,8 +14,8 @@
 //! and the handler stops early (it will run again next time). With `spec.ignoreStop: true` it
 //! does not, so the operator waits for the grace period, unless you press Ctrl+C again.
 //!
-//! With `spec.blocking: true` the work is done by a sync handler (`kopf::blocking`), which
-//! blocks a thread of the operator's own and polls its `stopped` token. One that also ignores
+//! With `spec.blocking: true` the work is done by a sync handler (`kopf::registry::blocking`),
+//! which blocks a thread of the operator's own and polls its `stopped` token. One that also ignores
 //! the stop cannot be interrupted: after the grace period the operator abandons it with a
 //! warning naming it, and the process exits all the same.
 //!
@@ -24,10 +24,10 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kopf::{
-    ChangeHandler, Invocation, Operator, OperatorError, Registry, Result, Selector, Settings,
-    TemporaryError,
-};
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::resources::Selector;
+use kopf::{Invocation, Result, Settings, TemporaryError};
 use serde_json::{Value, json};
 
 /// The grace period in seconds (default: the settings' default).
@@ -61,8 +61,12 @@ pub(crate) async fn operate() -> u8 {
     let registry = Registry::new()
         .with(ChangeHandler::on_create(examples.clone(), "create_fn", work).when(|i| !blocking(i)))
         .with(
-            ChangeHandler::on_create(examples, "create_sync_fn", kopf::blocking(work_blocking))
-                .when(blocking),
+            ChangeHandler::on_create(
+                examples,
+                "create_sync_fn",
+                kopf::registry::blocking(work_blocking),
+            )
+            .when(blocking),
         );
     // The client comes from the kubeconfig (`KUBECONFIG`) or the in-cluster environment.
     match Operator::new(registry)

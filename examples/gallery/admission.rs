@@ -18,18 +18,20 @@
 //! ```
 //!
 //! The webhook server listens on 127.0.0.1, which suits an API server on the same machine
-//! (the fake one of `kopf-testing`); for a cluster, see [`kopf::WebhookServer`]'s presets.
+//! (the fake one of `kopf-testing`); for a cluster, see [`kopf::admission::WebhookServer`]'s
+//! presets.
 
 use std::net::Ipv4Addr;
 
-use kopf::{AdmissionError, Patch, Settings, Warnings, WebhookServer};
+use kopf::admission::{Warnings, WebhookServer};
+use kopf::{AdmissionError, Patch, Settings};
 use serde_json::Value;
 
 /// The name of the webhook configurations the operator keeps.
 pub const MANAGED: &str = "auto.kopf.dev";
 
 /// This operator's handlers.
-pub fn registry() -> kopf::Registry {
+pub fn registry() -> kopf::registry::Registry {
     kopf::handlers![
         configure,
         say_hello,

@@ -2,8 +2,8 @@
 //! that it owns. Deleting the parent deletes the child: Kubernetes' garbage collector follows
 //! the child's owner reference, so the operator needs no delete handler for it.
 //!
-//! `kopf::adopt` (Kopf's `kopf.adopt`) makes the parent own the child, and puts it in the
-//! parent's namespace with the parent's labels. The child is named here, not generated, so
+//! `kopf::hierarchies::adopt` (Kopf's `kopf.adopt`) makes the parent own the child, and puts it in
+//! the parent's namespace with the parent's labels. The child is named here, not generated, so
 //! that a retried handler finds the child of its earlier attempt instead of making another.
 //!
 //! ```sh
@@ -46,7 +46,7 @@ pub async fn create_fn(
     logger: &Logger,
 ) -> kopf::Result<Value> {
     let mut child = child_of(name, spec);
-    kopf::adopt(&mut child, body)?;
+    kopf::hierarchies::adopt(&mut child, body)?;
     let child_name = child.metadata.name.clone().unwrap_or_default();
     let namespace = child.metadata.namespace.as_deref().unwrap_or("default");
     let configmaps: Api<ConfigMap> = Api::namespaced(client, namespace);

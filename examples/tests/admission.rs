@@ -40,7 +40,7 @@ fn operator_process() {
                 .with_writer(std::io::stderr)
                 .init();
             // The client comes from the kubeconfig (`KUBECONFIG`).
-            match kopf::Operator::new(admission::registry())
+            match kopf::operator::Operator::new(admission::registry())
                 .run_until_signalled()
                 .await
             {

@@ -7,7 +7,8 @@
 //!
 //! With a Lease instead of peering, a leader stopped (SIGSTOP) past the lease duration is
 //! taken over by the other, and when it continues (SIGCONT) it pauses before it writes
-//! anything: the events it missed meanwhile are not handled again.
+//! anything: the events it missed meanwhile are not handled again; and a write of it that
+//! the server held meanwhile lands nothing over the new leader's.
 //!
 //! Each replica is this very test binary, started again with [`CHILD`] set (see
 //! `stoppable.rs` for why not an example's binary): its [`operator_process`] runs the operator.
@@ -21,8 +22,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kopf::{ChangeHandler, LeaseSettings, Operator, Registry, Selector};
-use kopf_testing::{FakeApiServer, test_settings, wait};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::resources::Selector;
+use kopf::settings::LeaseSettings;
+use kopf_testing::{FakeApiServer, fixtures, test_settings, wait};
 use serde_json::{Value, json};
 use support::{OperatorProcess, spawn_against};
 
@@ -41,8 +45,7 @@ const QUIET: Duration = Duration::from_millis(1500);
 const PEERINGS: &str = "clusterkopfpeerings.kopf.dev";
 /// The Lease, as the server's counters name it: renewed by the leader even when idle.
 const LEASES: &str = "leases.coordination.k8s.io";
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+const COLLECTION: &str = fixtures::KOPFEXAMPLES;
 
 /// Not a scenario: a replica's process. Started by the scenarios (with [`CHILD`] set) to run
 /// the operator and exit with its exit code; a no-op otherwise.
@@ -246,6 +249,89 @@ async fn a_stopped_lease_leader_is_taken_over_and_pauses_when_continued_before_w
     server.stop().await;
 }
 
+/// A leader whose write the server holds, and which is stopped (SIGSTOP) meanwhile, past its
+/// term: its client cannot cut the request at the term's end, so the server gets to answer
+/// it. The other replica takes over and handles the object; then the held write is let go
+/// of. It was made for the version that the old leader read, which the new leader's writes
+/// moved on: the server refuses it (`409 Conflict`), and the new leader's result, records and
+/// diff-base stay. Continued, the old leader sends nothing more for the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_let_go_of_after_its_stopped_leaders_term_lands_nothing() {
+    let server = server_with_crd().await;
+    let mut first = start_leasing(&server, "first");
+    first.wait_for_log("successfully acquired lease").await;
+    let mut second = start_leasing(&server, "second");
+    second
+        .wait_for_log("attempting to acquire leader lease")
+        .await;
+    // Only the leader writes: its first write of the object is held.
+    server.inject(
+        kopf_testing::Fault::hold_before_commit()
+            .verb("patch")
+            .name("one")
+            .times(1),
+    );
+    create(&server, "one").await;
+    let held = server
+        .wait_held(kopf_testing::DEADLINE)
+        .await
+        .expect("the leader's write is held");
+    assert!(held.body.contains("\"first\""), "{held:?}");
+
+    first.signal("STOP");
+    second.wait_for_log("successfully acquired lease").await;
+    let handled = wait("the new leader's result", || async {
+        let object = get(&server, "one").await;
+        let annotations = &object["metadata"]["annotations"];
+        let done = object["status"]["create_fn"]["by"] == "second"
+            && !annotations["kopf.zalando.org/last-handled-configuration"].is_null();
+        done.then_some(object)
+    })
+    .await;
+
+    let answered = |server: &FakeApiServer| -> Vec<u16> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| r.verb == "patch" && r.path.ends_with("/one/status"))
+            .map(|r| r.code)
+            .collect()
+    };
+    assert_eq!(answered(&server), [200], "the new leader's result");
+    server.release_held();
+    let codes = wait("the held write's answer", || async {
+        let codes = answered(&server);
+        (codes.len() == 2).then_some(codes)
+    })
+    .await;
+    assert_eq!(codes[1], 409, "the held write is refused: {codes:?}");
+
+    first.signal("CONT");
+    first.wait_for_log("lost leadership").await;
+    assert!(
+        server
+            .wait_quiet_but(&[LEASES], QUIET, kopf_testing::DEADLINE)
+            .await
+    );
+    let object = get(&server, "one").await;
+    assert_eq!(object["status"], handled["status"], "{object}");
+    assert_eq!(
+        object["metadata"]["annotations"], handled["metadata"]["annotations"],
+        "{object}"
+    );
+    assert_eq!(
+        answered(&server).len(),
+        2,
+        "the old leader wrote nothing more: {}",
+        first.log()
+    );
+    for mut replica in [first, second] {
+        replica.signal("TERM");
+        assert_eq!(replica.exit_code().await, 0, "{}", replica.log());
+    }
+    server.stop().await;
+}
+
 /// Two replicas, `first` (priority 20) and `second` (10): the second has paused in favour of
 /// the first, which has handled an object.
 async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
@@ -263,22 +349,12 @@ async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
 /// cluster-wide peering object `default`.
 async fn server_with_peering() -> FakeApiServer {
     let server = server_with_crd().await;
-    for crd in kopf::peering_crds() {
-        post(&server, CRDS, crd).await;
+    for crd in kopf::peering::peering_crds() {
+        server.apply_value(crd).await;
     }
-    let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
-                         "metadata": {"name": "default"}});
-    // The CRD is served once it is established: retried until then.
-    wait("the peering object to be created", || async {
-        let created = post(
-            &server,
-            "/apis/kopf.dev/v1/clusterkopfpeerings",
-            peering.clone(),
-        )
+    server
+        .apply("{apiVersion: kopf.dev/v1, kind: ClusterKopfPeering, metadata: {name: default}}")
         .await;
-        (created["kind"] == "ClusterKopfPeering").then_some(())
-    })
-    .await;
     server
 }
 
@@ -288,8 +364,7 @@ async fn server_with_crd() -> FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let example: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
-    post(&server, CRDS, example).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server
 }
 
@@ -316,10 +391,9 @@ fn start(server: &FakeApiServer, identity: &str, priority: i64) -> OperatorProce
 }
 
 async fn create(server: &FakeApiServer, name: &str) {
-    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                        "metadata": {"name": name}, "spec": {}});
-    let created = post(server, COLLECTION, object).await;
-    assert_eq!(created["metadata"]["name"], name, "{created}");
+    let object = fixtures::kopfexample(name, json!({}));
+    let (status, created) = server.request("POST", COLLECTION, object).await;
+    assert_eq!(status, 201, "{created}");
 }
 
 /// The replica that handled the object, once one has.
@@ -335,32 +409,15 @@ async fn handled_by(server: &FakeApiServer, name: &str) -> String {
 
 /// The object as it is now.
 async fn get(server: &FakeApiServer, name: &str) -> Value {
-    let request = http::Request::get(format!("{COLLECTION}/{name}"))
-        .body(Vec::new())
-        .unwrap();
-    server.client().request(request).await.expect("the object")
+    let path = fixtures::kopfexample_path("default", name);
+    let (status, object) = server.request("GET", &path, None).await;
+    assert_eq!(status, 200, "{object}");
+    object
 }
 
 async fn peering_entries(server: &FakeApiServer) -> serde_json::Map<String, Value> {
-    let request = http::Request::get("/apis/kopf.dev/v1/clusterkopfpeerings/default")
-        .body(Vec::new())
-        .unwrap();
-    let object: Value = server
-        .client()
-        .request(request)
-        .await
-        .expect("the peering object");
+    let path = "/apis/kopf.dev/v1/clusterkopfpeerings/default";
+    let (status, object) = server.request("GET", path, None).await;
+    assert_eq!(status, 200, "the peering object: {object}");
     object["status"].as_object().cloned().unwrap_or_default()
-}
-
-async fn post(server: &FakeApiServer, path: &str, body: Value) -> Value {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(body.to_string().into_bytes())
-        .unwrap();
-    match server.client().request::<Value>(request).await {
-        Ok(created) => created,
-        Err(kube::Error::Api(status)) => json!({"status": status.code}),
-        Err(error) => panic!("POST {path}: {error}"),
-    }
 }

@@ -55,7 +55,7 @@ fn program() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
-    let code = runtime.block_on(kopf::run_with(kopf::Registry::default()));
+    let code = runtime.block_on(kopf::run_with(kopf::registry::Registry::default()));
     drop(runtime);
     let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
         .map(|tasks| {

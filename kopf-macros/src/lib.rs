@@ -168,17 +168,17 @@ pub fn on_probe(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Give the operator's credentials, at the start and again whenever the API server answers
-/// `401 Unauthorized` (Kopf's `@kopf.on.login`). The function returns `kopf::ConnectionInfo`
+/// `401 Unauthorized` (Kopf's `@kopf.on.login`). The function returns `kopf::login::ConnectionInfo`
 /// or `kube::Config`, an `Option` of either (`None`: no credentials from this handler), or a
 /// `kopf::Result` of those. Options: `id`, `errors`, `timeout`, `retries`, `backoff`, `param`,
 /// `crate`; arguments: `logger`, `memo`, `param`, `retry`, `started`, `runtime`.
 ///
 /// ```
 /// #[kopf::on_login(retries = 3)]
-/// async fn login_fn(logger: &kopf::Logger) -> kopf::Result<kopf::ConnectionInfo> {
+/// async fn login_fn(logger: &kopf::Logger) -> kopf::Result<kopf::login::ConnectionInfo> {
 ///     let token = std::env::var("MY_TOKEN")?;
 ///     logger.info("logging in with MY_TOKEN");
-///     Ok(kopf::ConnectionInfo::new("https://cluster.example:6443").token(token))
+///     Ok(kopf::login::ConnectionInfo::new("https://cluster.example:6443").token(token))
 /// }
 /// ```
 #[proc_macro_attribute]
@@ -198,8 +198,10 @@ pub fn on_login(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `warnings`. No `patch`: use `on_mutate` to change the object.
 ///
 /// ```
+/// use kopf::admission::Warnings;
+///
 /// #[kopf::on_validate("kopfexamples", operations = [CREATE, UPDATE])]
-/// fn check_size(spec: &serde_json::Value, warnings: &kopf::Warnings) -> Result<(), kopf::AdmissionError> {
+/// fn check_size(spec: &serde_json::Value, warnings: &Warnings) -> Result<(), kopf::AdmissionError> {
 ///     match spec["size"].as_i64() {
 ///         Some(size) if size > 10 => Err(kopf::AdmissionError::new("spec.size is at most 10").code(422)),
 ///         Some(_) => Ok(()),

@@ -112,7 +112,7 @@ pub(crate) fn expand(args: TokenStream, function: ItemFn) -> TokenStream {
     let private = quote! { ::kopf_testing::__private };
     let registry = match &options.handlers {
         Some(handlers) => quote! { #private::kopf::handlers![#(#handlers),*] },
-        None => quote! { #private::kopf::Registry::collected() },
+        None => quote! { #private::kopf::registry::Registry::collected() },
     };
     let crds = &options.crds;
     let apply = &options.apply;

@@ -44,7 +44,7 @@ pub(crate) enum Resource {
     Named(String, Span),
     NamedIn(String, String, Span),
     Category(LitStr),
-    /// A `Selector` constant such as `kopf::EVERYTHING`.
+    /// A `Selector` constant such as `kopf::resources::EVERYTHING`.
     Constant(syn::Path),
     Typed(syn::Type),
 }
@@ -188,7 +188,7 @@ pub(crate) fn handler(
     if kind == Kind::Login && matches!(output, Output::Unit) {
         errors.at(
             function.sig.ident.span(),
-            "a login handler returns the credentials: `kopf::ConnectionInfo` or `kube::Config`, an `Option` of either, or a `kopf::Result` of those",
+            "a login handler returns the credentials: `kopf::login::ConnectionInfo` or `kube::Config`, an `Option` of either, or a `kopf::Result` of those",
         );
     }
     let handler = match attribute {
@@ -562,7 +562,7 @@ fn resource(
         [] => {
             errors.at(
                 Span::call_site(),
-                "a handler needs a resource: `(\"kopf.dev\", \"v1\", \"kopfexamples\")`, `(\"kopf.dev/v1\", \"kopfexamples\")`, `(\"kopfexamples\")`, a `kube::Resource` type, `kopf::EVERYTHING` or `category = \"all\"`",
+                "a handler needs a resource: `(\"kopf.dev\", \"v1\", \"kopfexamples\")`, `(\"kopf.dev/v1\", \"kopfexamples\")`, `(\"kopfexamples\")`, a `kube::Resource` type, `kopf::resources::EVERYTHING` or `category = \"all\"`",
             );
             None
         }

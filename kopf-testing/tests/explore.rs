@@ -8,11 +8,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf::Operator;
+use kopf::operator::Operator;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD as CRD;
 use kopf_testing::{Explorer, Plan, test_settings};
 use kube::api::{Api, ObjectMeta, PostParams};
-
-const CRD: &str = include_str!("../../examples/crd.yaml");
 
 /// The bug: every run creates another child.
 #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
@@ -49,7 +48,7 @@ async fn careful(name: &str, client: &kube::Client) -> kopf::Result<&'static str
     }
 }
 
-fn explorer(registry: fn() -> kopf::Registry) -> Explorer {
+fn explorer(registry: fn() -> kopf::registry::Registry) -> Explorer {
     Explorer::new(move || Operator::new(registry()).settings(test_settings()))
         .setup(CRD)
         .scenario(|harness| async move {

@@ -138,7 +138,7 @@ impl fmt::Debug for ActivityInvocation {
 }
 
 /// Turns a blocking function into an activity handler function, run on the operator's own
-/// threads (as [`blocking`](crate::blocking) does for resource handlers).
+/// threads (as [`blocking`](crate::registry::blocking) does for resource handlers).
 pub fn blocking_activity<F>(
     function: F,
 ) -> impl Fn(ActivityInvocation) -> HandlerFuture + Clone + Send + Sync + 'static
@@ -206,7 +206,7 @@ impl Drop for SettingsSlot<'_> {
     message = "this activity handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
     note = "borrowed forms: `&mut kopf::Settings` for settings (startup handlers); `&kopf::Memo` for memo; `&kopf::Logger` or `&tracing::Span` for logger; `Option<&serde_json::Value>` for param; `&kube::Client` for client",
-    note = "or take the argument by value: `retry: u32`, `runtime: std::time::Duration`, `activity: kopf::Activity`, `param: MyParam`",
+    note = "or take the argument by value: `retry: u32`, `runtime: std::time::Duration`, `activity: kopf::activities::Activity`, `param: MyParam`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
 pub trait BorrowedActivityArgument<'a, Name>: Sized {
@@ -218,7 +218,7 @@ pub trait BorrowedActivityArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this activity handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: `kopf::Activity` for activity; `kopf::Settings` for settings (a copy); `kopf::Memo` for memo (a handle to the same memo); `kopf::Logger` or `tracing::Span` for logger; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; any `serde::de::DeserializeOwned` type for param; `kube::Client` for client",
+    note = "owned forms: `kopf::activities::Activity` for activity; `kopf::Settings` for settings (a copy); `kopf::Memo` for memo (a handle to the same memo); `kopf::Logger` or `tracing::Span` for logger; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; any `serde::de::DeserializeOwned` type for param; `kube::Client` for client",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
 pub trait OwnedActivityArgument<Name>: Sized {

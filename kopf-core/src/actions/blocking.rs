@@ -12,15 +12,17 @@ use crate::structs::errors::Error;
 ///
 /// Use it wherever a handler function goes, so there is one adapter rather than a
 /// `_blocking` twin of every constructor: `ChangeHandler::on_create(selector, id,
-/// kopf::blocking(f))`, `EventHandler::on_event(selector, id, kopf::blocking(f))`, and so on.
+/// kopf::registry::blocking(f))`, `EventHandler::on_event(selector, id,
+/// kopf::registry::blocking(f))`, and so on.
 ///
 /// ```
-/// use kopf::{ChangeHandler, Registry, Selector};
+/// use kopf::registry::{ChangeHandler, Registry};
+/// use kopf::resources::Selector;
 /// let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
 /// let registry = Registry::new().with(ChangeHandler::on_create(
 ///     examples,
 ///     "create_fn",
-///     kopf::blocking(|invocation| {
+///     kopf::registry::blocking(|invocation| {
 ///         // Blocking calls are fine here: a database driver, a subprocess, a file.
 ///         for _ in 0..10 {
 ///             if invocation.stopped().is_cancelled() {
@@ -34,7 +36,7 @@ use crate::structs::errors::Error;
 /// ```
 ///
 /// A sync handler runs on one of the operator's threads: at most
-/// [`ExecutionSettings::max_blocking_threads`](crate::ExecutionSettings::max_blocking_threads)
+/// [`ExecutionSettings::max_blocking_threads`](crate::settings::ExecutionSettings::max_blocking_threads)
 /// (Kopf's `min(32, cpus + 4)` by default) at once; more calls wait for a free thread. Its
 /// result is awaited asynchronously, then stored, retried and logged as an async handler's.
 /// A panic is a failed attempt, as for an async handler. One still waiting for a thread when
@@ -45,8 +47,8 @@ use crate::structs::errors::Error;
 /// [`stop_reason`](crate::Invocation::stop_reason)). One that does not keeps its thread busy
 /// past its `timeout` and past the operator's grace period: then the operator abandons it with
 /// a warning naming the handler and the object, and `run()` returns
-/// [`OperatorError::Aborted`](crate::OperatorError::Aborted) while the thread finishes on its
-/// own, or ends with the process. This is the one exception to "`run()` leaves no thread
+/// [`OperatorError::Aborted`](crate::operator::OperatorError::Aborted) while the thread finishes on
+/// its own, or ends with the process. This is the one exception to "`run()` leaves no thread
 /// behind"; after a clean stop, every thread of the operator has exited.
 pub fn blocking<F>(
     function: F,

@@ -1,5 +1,6 @@
 //! The handler running now, for the toolkits' free functions (`kopf::info`,
-//! `kopf::adopt_to_current`, ...) that act on its behalf, as Kopf's context variables do.
+//! `kopf::hierarchies::adopt_to_current`, ...) that act on its behalf, as Kopf's context variables
+//! do.
 //!
 //! Invariants:
 //! 1. The context is set only around a handler's attempt: its call and every poll of its

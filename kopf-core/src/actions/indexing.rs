@@ -14,7 +14,7 @@ impl Invocation {
     /// macros ask for it as an argument instead.
     ///
     /// ```
-    /// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// # async fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
     /// let pods = invocation.index::<String, String>("pods_by_app")?;
     /// let count = pods.get("web").map_or(0, |store| store.len());
     /// # Ok(Some(count.into()))

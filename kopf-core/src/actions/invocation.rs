@@ -4,7 +4,8 @@
 //! functions), so they live together.
 //!
 //! ```
-//! use kopf::{ChangeHandler, Registry, Selector};
+//! use kopf::registry::{ChangeHandler, Registry};
+//! use kopf::resources::Selector;
 //! let registry = Registry::new().with(
 //!     ChangeHandler::on_create(Selector::new("kopf.dev", "v1", "kopfexamples"), "create_fn", |invocation| async move {
 //!         let name = invocation.name().to_string();
@@ -422,7 +423,7 @@ impl Invocation {
 
     /// Cancelled when the handler should stop: the operator is exiting, or its timeout passed
     /// ([`stop_reason`](Self::stop_reason) tells which). An async handler can `.await`
-    /// `stopped().cancelled()`; a [sync](crate::blocking) one can poll
+    /// `stopped().cancelled()`; a [sync](crate::registry::blocking) one can poll
     /// `stopped().is_cancelled()`.
     pub fn stopped(&self) -> &CancellationToken {
         self.node.token()
@@ -431,7 +432,7 @@ impl Invocation {
     /// Why [`stopped`](Self::stopped) was cancelled; `None` while it is not.
     ///
     /// ```
-    /// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// # async fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
     /// invocation.stopped().cancelled().await;
     /// match invocation.stop_reason() {
     ///     Some(kopf::StopReason::Timeout) => Err(kopf::PermanentError::new("too slow").into()),
@@ -445,7 +446,7 @@ impl Invocation {
 
     /// The handler's logger: the object's tracing span (resource, namespace, name, handler
     /// id), whose records are also posted as Kubernetes Events when
-    /// [`PostingSettings::loggers`](crate::PostingSettings::loggers) is on. Log with
+    /// [`PostingSettings::loggers`](crate::settings::PostingSettings::loggers) is on. Log with
     /// `invocation.logger().info(...)`, or `tracing::info!(parent: invocation.logger(), ...)`
     /// for the logs alone.
     pub fn logger(&self) -> &Logger {
@@ -462,7 +463,7 @@ impl Invocation {
     /// from the operator's memo (see [`Memo`]).
     ///
     /// ```
-    /// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+    /// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
     /// let memo = invocation.memo();
     /// let seen = memo.update(|values| {
     ///     let seen = values.get("seen").and_then(|v| v.as_u64()).unwrap_or(0) + 1;
@@ -479,7 +480,7 @@ impl Invocation {
 
     /// Registers sub-handlers (Kopf's `@kopf.subhandler`): each gets a progress record of its
     /// own, under the id `<this handler's id>/<its id>`, and this handler finishes when they
-    /// all have. See [`SubHandlers`](crate::SubHandlers).
+    /// all have. See [`SubHandlers`](crate::registry::SubHandlers).
     pub fn subhandlers(&self) -> &crate::actions::invocation::SubHandlers {
         &self.gathered
     }
@@ -497,7 +498,7 @@ impl Invocation {
 
     /// For admission handlers: whether the request is a dry run, so that the handler must not
     /// cause side effects (see
-    /// [`AdmissionHandler::side_effects`](crate::AdmissionHandler::side_effects)).
+    /// [`AdmissionHandler::side_effects`](crate::registry::AdmissionHandler::side_effects)).
     pub fn dryrun(&self) -> bool {
         self.review.as_ref().is_some_and(|review| review.dryrun)
     }
@@ -552,7 +553,8 @@ impl fmt::Debug for Invocation {
 /// `@kopf.subhandler`), each with a progress record of its own under the id `parent/child`.
 ///
 /// ```
-/// # use kopf::{ChangeHandler, Registry, Selector};
+/// # use kopf::registry::{ChangeHandler, Registry};
+/// # use kopf::resources::Selector;
 /// let registry = Registry::new().with(ChangeHandler::on_create(
 ///     Selector::new("kopf.dev", "v1", "kopfexamples"),
 ///     "create_fn",
@@ -578,7 +580,7 @@ impl fmt::Debug for Invocation {
 ///
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
-/// &kopf::SubHandlers` argument of an attributed handler.
+/// &kopf::registry::SubHandlers` argument of an attributed handler.
 ///
 /// It shares its allocation with the patch of the call (one allocation for both, made for
 /// every call): the caller reads both after the call.

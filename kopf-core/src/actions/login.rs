@@ -20,7 +20,7 @@ pub type LoginFuture = Pin<Box<dyn Future<Output = LoginResult> + Send + 'static
 /// A login function as the framework stores it.
 pub type LoginFn = Arc<dyn Fn(Invocation) -> LoginFuture + Send + Sync>;
 
-/// A sync login function, run on the operator's threads (as [`crate::blocking`] does for
+/// A sync login function, run on the operator's threads (as [`crate::registry::blocking`] does for
 /// other handlers). Used by `#[kopf::on_login]` on a plain `fn`.
 #[doc(hidden)]
 pub fn blocking_login<F>(function: F) -> impl Fn(Invocation) -> LoginFuture + Send + Sync + 'static
@@ -49,7 +49,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "a login handler returns credentials, not `{Self}`",
     label = "not credentials",
-    note = "return `kopf::ConnectionInfo` or `kube::Config`, an `Option` of either (`None`: no credentials from this handler), or a `kopf::Result` of those"
+    note = "return `kopf::login::ConnectionInfo` or `kube::Config`, an `Option` of either (`None`: no credentials from this handler), or a `kopf::Result` of those"
 )]
 pub trait LoginOutput {
     /// The credentials, as the framework stores them.

@@ -23,8 +23,8 @@ use crate::clients::posting::Events;
 /// as Kopf cuts it. Events about core `v1` Events are never posted.
 ///
 /// Like [`Events::info`] (of which it is the free-standing form), it posts only when the
-/// settings let it ([`PostingSettings::enabled`](crate::PostingSettings::enabled), and
-/// [`PostingSettings::level`](crate::PostingSettings::level) at INFO or
+/// settings let it ([`PostingSettings::enabled`](crate::settings::PostingSettings::enabled), and
+/// [`PostingSettings::level`](crate::settings::PostingSettings::level) at INFO or
 /// more verbose), never waits, and never fails the handler.
 ///
 /// **Only from within a handler**: an async handler's attempt, or a sync handler's run on its
@@ -33,7 +33,7 @@ use crate::clients::posting::Events;
 /// along and post through it.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
 /// kopf::info(invocation.body(), "Created", "the database is ready");
@@ -57,7 +57,7 @@ pub fn info<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: imp
 /// current handler (Kopf's `kopf.warn`); as [`info`](crate::info) does, but at level WARN.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// if invocation.spec()["replicas"].as_u64() > Some(10) {
 ///     kopf::warn(invocation.body(), "TooMany", "more than 10 replicas requested");
 /// }
@@ -73,7 +73,7 @@ pub fn warn<O: serde::Serialize + ?Sized>(object: &O, reason: &str, message: imp
 /// does, but at level ERROR.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// if let Err(error) = "many".parse::<u32>() {
 ///     kopf::exception(invocation.body(), "InvalidSize", &error);
 /// }
@@ -91,7 +91,7 @@ pub fn exception<O: serde::Serialize + ?Sized>(object: &O, reason: &str, error: 
 /// but whatever the level setting.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// kopf::event(invocation.body(), "Normal", "Scaled", "to 3 replicas");
 /// # Ok(None)
 /// # }

@@ -13,8 +13,8 @@
 //! 1. After [`Connections::close`] returns, no task of a connection is left: each one open
 //!    then was dropped (its socket closed), and one opened later is dropped unpolled.
 //! 2. Closing does not wait for a connection's requests: by then, the run's work has ended.
-//! 3. A client given by the embedder ([`Operator::client`](crate::Operator::client)) is not
-//!    the operator's: its connections run wherever its own executor runs them.
+//! 3. A client given by the embedder ([`Operator::client`](crate::operator::Operator::client)) is
+//!    not the operator's: its connections run wherever its own executor runs them.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,6 +1,6 @@
 //! The operator's one client: every request goes through [`Connection`], which sends it with
-//! the current credentials, counts it in the metrics, and logs in again on `401` through a
-//! [`Relogin`] (the login handlers' engine).
+//! the current credentials, counts it in the metrics, bounds it in time (`clients/timeouts.rs`),
+//! and logs in again on `401` through a [`Relogin`] (the login handlers' engine).
 //!
 //! The operator makes one [`kube::Client`] whose clones reach every part of it (watchers,
 //! workers, the event poster, handlers' `client` argument). Each request goes to the client
@@ -24,6 +24,7 @@ use http::{Request, Response, StatusCode};
 use kube::client::Body;
 
 use crate::aiokits::metrics::{Metrics, RequestKind};
+use crate::clients::timeouts::{Timed, Timeouts};
 use crate::structs::credentials::LoginError;
 
 /// What logs the operator in, and again when the API server answers `401`.
@@ -51,14 +52,14 @@ pub(crate) enum Login {
 }
 
 /// The operator's one client: every request goes through [`Connection`], which sends it
-/// with the current credentials, counts it, and logs in again on `401`. Without login
-/// handlers and without metrics, the fixed client is returned as it is.
+/// with the current credentials, counts it, bounds it in time as `timeouts` say, and logs in
+/// again on `401`.
 pub(crate) async fn client(
     login: Login,
     metrics: Option<Metrics>,
+    timeouts: Timeouts,
 ) -> Result<kube::Client, LoginError> {
     let (authenticator, namespace) = match login {
-        Login::Fixed(client) if metrics.is_none() => return Ok(client),
         Login::Fixed(client) => {
             let namespace = client.default_namespace().to_string();
             (Source::Fixed(client), namespace)
@@ -75,6 +76,7 @@ pub(crate) async fn client(
     let connection = Connection {
         source: Arc::new(authenticator),
         metrics,
+        timeouts,
     };
     Ok(kube::Client::new(connection, namespace))
 }
@@ -89,22 +91,24 @@ enum Source {
 struct Connection {
     source: Arc<Source>,
     metrics: Option<Metrics>,
+    timeouts: Timeouts,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl tower_service::Service<Request<Body>> for Connection {
-    type Response = Response<Body>;
+    type Response = Response<Timed>;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Timed>, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let bounds = self.timeouts.bounds(&request);
         let connection = self.clone();
-        Box::pin(async move { connection.send(request).await })
+        Box::pin(bounds.apply(async move { connection.send(request).await }))
     }
 }
 

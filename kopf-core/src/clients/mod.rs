@@ -1,5 +1,5 @@
 //! Talking to the API server: watching, patching, scanning, posting events, Leases, and the
-//! operator's one client that logs in again on `401`.
+//! operator's one client that logs in again on `401` and bounds every request in time.
 
 pub(crate) mod answers;
 pub(crate) mod auth;
@@ -9,4 +9,5 @@ pub(crate) mod posting;
 pub(crate) mod reading;
 pub(crate) mod scanning;
 pub(crate) mod streaming;
+pub(crate) mod timeouts;
 pub(crate) mod watching;

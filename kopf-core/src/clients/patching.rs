@@ -1,15 +1,79 @@
 //! Writing to objects: the merge patches of handlers (body and `/status`), JSON-patch
-//! operations (the handlers' and the finalizer's) guarded by a `test` of the resourceVersion,
-//! retries on transient failures. A 404 means the object is gone: not an error.
+//! operations (the handlers' and the finalizer's), retries on transient failures. A 404 means
+//! the object is gone: not an error.
+//!
+//! Invariants:
+//! 1. Every request carries the resourceVersion that its writer last knew of the object: the
+//!    JSON patches in a `test`, the merge patches in `metadata.resourceVersion`. The API server
+//!    applies it to that version only, or answers `409 Conflict` (`422` for a failed `test`):
+//!    a request that lands late (held by a slow server past its writer's term) writes nothing
+//!    once another writer has written.
+//! 2. Right before each request leaves (the first, each retry, each read after a conflict),
+//!    the writer's [`Gate`] is asked whether it may still write, and the request must be
+//!    answered by the deadline it gives (the end of the writer's term): it is dropped then,
+//!    unless the term was renewed meanwhile.
+//! 3. A merge patch that meets a newer version (a user's change, another write of this
+//!    operator) is sent again for the newest version, read right then: what the handlers did
+//!    is written whatever else changed, as Kopf writes it. Only the handlers' JSON-patch
+//!    operations, made for the version they saw, are not.
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::ser::{Serialize, SerializeMap as _, Serializer};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::answers::{self, Answer, Wanted};
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
+
+/// How many times in a row a merge patch is sent again after a conflict before the write
+/// fails (and is tried again later): other writers that keep changing the object.
+const CONFLICTS: usize = 3;
+
+/// Whether a writer may still write an object, asked right before each request leaves.
+pub(crate) trait Gate: Send + Sync {
+    /// `Ok` with the instant by which the request must be answered (`None`: no term bounds
+    /// it), or why it may not be sent.
+    fn deadline(&self) -> Result<Option<Instant>, Closed>;
+}
+
+/// The gate of writes that no term bounds: peering's own entries (peering decides the
+/// terms; it is never paused itself).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ungated;
+
+impl Gate for Ungated {
+    fn deadline(&self) -> Result<Option<Instant>, Closed> {
+        Ok(None)
+    }
+}
+
+/// Why a write was not sent on: its writer may not write the object any more (its term
+/// ended, the object is another's to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Closed(pub(crate) &'static str);
+
+/// Why a write did not land, or not whole.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// A request failed or was refused.
+    #[error(transparent)]
+    Request(#[from] kube::Error),
+    /// The gate closed before a request was sent, or before it was answered.
+    #[error("not sent on: {0}")]
+    Closed(Closed),
+}
+
+impl WriteError {
+    /// Whether the server rejected the write for good: the same request would fail again
+    /// (e.g. `422 Invalid` for annotations over 262,144 bytes in all; `400`; `413`).
+    pub(crate) fn rejected_for_good(&self) -> bool {
+        matches!(self, WriteError::Request(error) if rejected_for_good(error))
+    }
+}
 
 /// Where the patches go.
 pub(crate) struct Target<'a> {
@@ -20,6 +84,8 @@ pub(crate) struct Target<'a> {
     /// The writing worker's token: once the operator stops, a failed write is not retried
     /// (the retries could outlast the grace period; the next run writes again).
     pub(crate) stop: &'a CancellationToken,
+    /// Asked before each request.
+    pub(crate) gate: &'a dyn Gate,
 }
 
 impl Target<'_> {
@@ -45,7 +111,7 @@ impl Target<'_> {
     fn merge_patch(
         &self,
         subresource: Option<&str>,
-        merge: &Value,
+        merge: &impl Serialize,
     ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error> {
         use kube::core::request::Error;
         if self.name.is_empty() {
@@ -57,6 +123,52 @@ impl Target<'_> {
             .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
             .body(body)
             .map_err(Error::BuildRequest)
+    }
+}
+
+/// A merge patch as it is sent: guarded by the resourceVersion it is meant for, which it
+/// carries in `metadata.resourceVersion` (none when the version is not known).
+struct Guarded<'a> {
+    merge: &'a Map<String, Value>,
+    version: &'a str,
+}
+
+impl Serialize for Guarded<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.version.is_empty() {
+            return self.merge.serialize(serializer);
+        }
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.merge {
+            if key != "metadata" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        let metadata = Metadata {
+            fields: self.merge.get("metadata").and_then(Value::as_object),
+            version: self.version,
+        };
+        map.serialize_entry("metadata", &metadata)?;
+        map.end()
+    }
+}
+
+/// The `metadata` of a guarded merge patch: the patch's own, and the version.
+struct Metadata<'a> {
+    fields: Option<&'a Map<String, Value>>,
+    version: &'a str,
+}
+
+impl Serialize for Metadata<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.fields.into_iter().flatten() {
+            if key != "resourceVersion" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry("resourceVersion", self.version)?;
+        map.end()
     }
 }
 
@@ -91,16 +203,17 @@ fn pruned(sent: &Value, stored: &Value) -> Vec<String> {
 /// out of `patch`: after an error, it holds what is still to be written.
 ///
 /// The order keeps a handler from being recorded done before its effects are stored: the
-/// `status` first (results), then the handlers' JSON-patch operations (guarded by a `test` of
-/// the resourceVersion, as they were made for that version), then the rest of the merge patch
-/// (the records in annotations), then the finalizer (guarded likewise).
+/// `status` first (results), then the handlers' JSON-patch operations (as they were made for
+/// the object at `resource_version`), then the rest of the merge patch (the records in
+/// annotations), then the finalizer. Each request is guarded by the version that the one
+/// before it made.
 pub(crate) async fn apply(
     target: &Target<'_>,
     patch: &mut Patch,
     finalizer: Option<Value>,
     resource_version: &str,
     backoffs: &[Duration],
-) -> Result<Written, kube::Error> {
+) -> Result<Written, WriteError> {
     let mut written = Written::default();
     let mut finalizer = finalizer;
     // A finalizer leaving (the deletion handlers are done, or no handler needs it) goes
@@ -132,48 +245,49 @@ pub(crate) async fn apply(
             None => return Ok(gone(patch)),
         }
     }
-    // A crash between the status and the records re-runs the handler instead of losing its
-    // result. A watch delivers each version; the caller waits until all have come back.
-    if target.resource.status_subresource
-        && let Some(status) = patch.take_status()
-    {
-        let merge = json!({ "status": status });
-        let request = target.merge_patch(Some("status"), &merge);
-        match retried(backoffs, target.stop, || {
-            send(target, request.as_ref(), Wanted::Status)
-        })
-        .await
-        {
-            Ok(Some(object)) => {
-                written.pruned = pruned(&status, &object.status);
-                written.versions.extend(object.resource_version);
-            }
-            Ok(None) => return Ok(gone(patch)),
-            Err(error) => {
-                patch.merge_raw("status", status);
-                return Err(error);
-            }
-        }
-    }
     let mut version = written
         .versions
         .last()
         .cloned()
         .unwrap_or_else(|| resource_version.to_string());
+    // A crash between the status and the records re-runs the handler instead of losing its
+    // result. A watch delivers each version; the caller waits until all have come back.
+    if target.resource.status_subresource
+        && let Some(status) = patch.take_status()
+    {
+        let merge = Map::from_iter([("status".to_string(), status)]);
+        let sent = merged(
+            target,
+            Some("status"),
+            &merge,
+            &mut version,
+            Wanted::Status,
+            backoffs,
+        );
+        match sent.await {
+            Ok(Some(object)) => {
+                written.pruned = pruned(&merge["status"], &object.status);
+                written.versions.extend(object.resource_version);
+            }
+            Ok(None) => return Ok(gone(patch)),
+            Err(error) => {
+                merge
+                    .into_iter()
+                    .for_each(|(key, value)| patch.merge_raw(&key, value));
+                return Err(error);
+            }
+        }
+        version = written.versions.last().cloned().unwrap_or(version);
+    }
     let operations = patch.take_operations();
     if !operations.is_empty() {
         match guarded(target, &version, &operations, Wanted::Version, backoffs).await {
             Ok(Some(object)) => written.versions.extend(object.resource_version),
             Ok(None) => return Ok(gone(patch)),
-            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                let request = target
-                    .requests()
-                    .get(target.name, &kube::api::GetParams::default());
-                match retried(backoffs, target.stop, || {
-                    send(target, request.as_ref(), Wanted::Version)
-                })
-                .await
-                {
+            Err(WriteError::Request(kube::Error::Api(status)))
+                if status.code == 422 || status.code == 409 =>
+            {
+                match read(target, backoffs).await {
                     Ok(None) => return Ok(gone(patch)),
                     Ok(Some(object)) if object.resource_version.as_ref() != Some(&version) => {
                         tracing::debug!(message = %status.message, "the handlers' JSON-patch operations met a newer version; the handlers run again on it");
@@ -200,31 +314,26 @@ pub(crate) async fn apply(
         version = written.versions.last().cloned().unwrap_or(version);
     }
     if let Some(merge) = patch.take_merge() {
-        let body = Value::Object(merge);
-        let request = target.merge_patch(None, &body);
-        let wanted = match body.get("status") {
+        let wanted = match merge.get("status") {
             Some(_) => Wanted::Status,
             None => Wanted::Version,
         };
-        let sent = retried(backoffs, target.stop, || {
-            send(target, request.as_ref(), wanted)
-        })
-        .await;
-        match sent {
+        let sent = merged(target, None, &merge, &mut version, wanted, backoffs);
+        match sent.await {
             Ok(Some(object)) => {
-                if let Some(status) = body.get("status") {
+                if let Some(status) = merge.get("status") {
                     written.pruned = pruned(status, &object.status);
                 }
                 written.versions.extend(object.resource_version);
             }
             Ok(None) => return Ok(gone(patch)),
             Err(error) => {
-                if let Value::Object(merge) = body {
-                    merge.into_iter().for_each(|(k, v)| patch.merge_raw(&k, v));
-                }
+                merge
+                    .into_iter()
+                    .for_each(|(key, value)| patch.merge_raw(&key, value));
                 // A patch rejected for good must not keep the finalizer on a deleted object
                 // (the deletion would wait for a write that never lands): it is sent anyway.
-                if rejected_for_good(&error)
+                if error.rejected_for_good()
                     && let Some(operation) = finalizer
                     && let Err(also) =
                         guarded(target, &version, &[operation], Wanted::Version, backoffs).await
@@ -280,18 +389,60 @@ async fn guarded(
     operations: &[Value],
     wanted: Wanted,
     backoffs: &[Duration],
-) -> Result<Option<Answer>, kube::Error> {
+) -> Result<Option<Answer>, WriteError> {
     let mut guarded =
         vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
     guarded.extend(operations.iter().cloned());
     let body = serde_json::to_vec(&Value::Array(guarded)).map_err(kube::Error::SerdeError)?;
     let url = target.path(None);
-    retried(backoffs, target.stop, || {
+    retried(target, backoffs, || {
         let request = http::Request::patch(url.as_str())
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
             .body(body.clone())
             .expect("a PATCH request with a static header always builds");
         answers::request(target.client, request, wanted)
+    })
+    .await
+}
+
+/// Sends a merge patch of the object (or of its subresource) guarded by `version`; after a
+/// conflict, reads the object's newest version into `version` and sends the patch again for
+/// it (invariant 3).
+async fn merged(
+    target: &Target<'_>,
+    subresource: Option<&str>,
+    merge: &Map<String, Value>,
+    version: &mut String,
+    wanted: Wanted,
+    backoffs: &[Duration],
+) -> Result<Option<Answer>, WriteError> {
+    let mut conflicts = 0;
+    loop {
+        let request = target.merge_patch(subresource, &Guarded { merge, version });
+        let sent = retried(target, backoffs, || send(target, request.as_ref(), wanted)).await;
+        match sent {
+            Err(WriteError::Request(kube::Error::Api(status)))
+                if status.code == 409 && conflicts < CONFLICTS =>
+            {
+                conflicts += 1;
+                tracing::debug!(message = %status.message, "the object changed since it was read; writing again to its newest version");
+                match read(target, backoffs).await? {
+                    Some(object) => *version = object.resource_version.unwrap_or_default(),
+                    None => return Ok(None),
+                }
+            }
+            sent => return sent,
+        }
+    }
+}
+
+/// Reads the object's resourceVersion; `None` when it is gone.
+async fn read(target: &Target<'_>, backoffs: &[Duration]) -> Result<Option<Answer>, WriteError> {
+    let request = target
+        .requests()
+        .get(target.name, &kube::api::GetParams::default());
+    retried(target, backoffs, || {
+        send(target, request.as_ref(), Wanted::Version)
     })
     .await
 }
@@ -311,32 +462,56 @@ async fn send(
     }
 }
 
-/// Calls `request`, retrying connection errors, 5xx and 429 after the given delays (until
-/// `stop` is cancelled); `Ok(None)` for 404.
+/// Calls `request` if and while the target's gate lets it (invariant 2), retrying connection
+/// errors, 5xx and 429 after the given delays (until the target's worker stops); `Ok(None)`
+/// for 404.
 async fn retried<F, Fut>(
+    target: &Target<'_>,
     backoffs: &[Duration],
-    stop: &CancellationToken,
     mut request: F,
-) -> Result<Option<Answer>, kube::Error>
+) -> Result<Option<Answer>, WriteError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Answer, kube::Error>>,
 {
     let mut attempt = 0;
     loop {
-        match request().await {
+        match within_gate(target.gate, request()).await? {
             Ok(object) => return Ok(Some(object)),
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
             Err(error) if transient(&error) && attempt < backoffs.len() => {
                 tracing::debug!(%error, "a write failed; retrying");
                 tokio::select! {
-                    _ = stop.cancelled() => return Err(error),
+                    _ = target.stop.cancelled() => return Err(error.into()),
                     _ = tokio::time::sleep(backoffs[attempt]) => {}
                 }
                 attempt += 1;
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         }
+    }
+}
+
+/// Sends a request if the gate lets it, and waits for its answer until the gate's deadline,
+/// asking the gate again then (a renewed term goes on); `Err` when it closed first: the
+/// request, if sent, is dropped (the connection closes).
+async fn within_gate<T>(
+    gate: &dyn Gate,
+    request: impl std::future::Future<Output = T>,
+) -> Result<T, WriteError> {
+    let mut deadline = gate.deadline().map_err(WriteError::Closed)?;
+    let request = std::pin::pin!(request);
+    let mut request = request;
+    loop {
+        let Some(until) = deadline else {
+            return Ok(request.await);
+        };
+        tokio::select! {
+            biased;
+            answer = &mut request => return Ok(answer),
+            _ = tokio::time::sleep_until(until) => {}
+        }
+        deadline = gate.deadline().map_err(WriteError::Closed)?;
     }
 }
 
@@ -374,6 +549,7 @@ pub(crate) fn remove_finalizer(finalizers: Option<&Value>, finalizer: &str) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn fields_sent_with_a_value_but_not_stored_were_pruned() {
@@ -398,6 +574,7 @@ mod tests {
             namespace: Some("ns"),
             name: "one",
             stop: &stop,
+            gate: &Ungated,
         };
         let merge = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"x": [1, null]}});
         let params = kube::api::PatchParams::default();
@@ -425,5 +602,219 @@ mod tests {
         }
         let nameless = Target { name: "", ..target };
         assert!(nameless.merge_patch(None, &merge).is_err());
+    }
+
+    #[test]
+    fn merge_patches_carry_the_version_they_were_made_for() {
+        let sent = |merge: Value, version: &str| {
+            let Value::Object(merge) = merge else {
+                unreachable!()
+            };
+            serde_json::to_value(Guarded {
+                merge: &merge,
+                version,
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            sent(json!({"status": {"a": 1}}), "7"),
+            json!({"status": {"a": 1}, "metadata": {"resourceVersion": "7"}})
+        );
+        assert_eq!(
+            sent(
+                json!({"metadata": {"annotations": {"x": "y"}, "resourceVersion": "1"}}),
+                "7"
+            ),
+            json!({"metadata": {"annotations": {"x": "y"}, "resourceVersion": "7"}}),
+            "the version of the write, whatever the patch says"
+        );
+        assert_eq!(
+            sent(json!({"metadata": null, "spec": {"b": 2}}), "7"),
+            json!({"metadata": {"resourceVersion": "7"}, "spec": {"b": 2}})
+        );
+        assert_eq!(
+            sent(json!({"spec": {"b": 2}}), ""),
+            json!({"spec": {"b": 2}}),
+            "no version known: not guarded"
+        );
+    }
+
+    /// A fake API server for the writes: answers each request with what `answer` says of
+    /// it (`None`: never answers), and records them.
+    struct Server {
+        client: kube::Client,
+        sent: Arc<Mutex<Vec<(String, Value)>>>,
+    }
+
+    type Answering = fn(&str, &Value, usize) -> Option<(u16, Value)>;
+
+    impl Server {
+        fn new(answer: Answering) -> Server {
+            let sent: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+            let recorded = sent.clone();
+            let service = crate::clients::auth::tower_service_fn(move |request| {
+                let recorded = recorded.clone();
+                async move {
+                    let line = format!("{} {}", request.method(), request.uri().path());
+                    let bytes = request.into_body().collect_bytes().await?;
+                    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    let count = {
+                        let mut all = recorded.lock().unwrap();
+                        all.push((line.clone(), body.clone()));
+                        all.len()
+                    };
+                    let Some((code, answer)) = answer(&line, &body, count) else {
+                        return std::future::pending().await;
+                    };
+                    let response = http::Response::builder()
+                        .status(code)
+                        .body(kube::client::Body::from(answer.to_string().into_bytes()))?;
+                    Ok(response)
+                }
+            });
+            Server {
+                client: kube::Client::new(service, "default"),
+                sent,
+            }
+        }
+
+        fn sent(&self) -> Vec<(String, Value)> {
+            self.sent.lock().unwrap().clone()
+        }
+    }
+
+    /// A gate that closes at an instant, or when told.
+    struct Term {
+        ends: Mutex<Option<Instant>>,
+    }
+
+    impl Gate for Term {
+        fn deadline(&self) -> Result<Option<Instant>, Closed> {
+            match *self.ends.lock().unwrap() {
+                Some(ends) if Instant::now() < ends => Ok(Some(ends)),
+                _ => Err(Closed("the term ended")),
+            }
+        }
+    }
+
+    fn object(version: &str) -> Value {
+        json!({"metadata": {"name": "one", "resourceVersion": version}, "status": {}})
+    }
+
+    fn conflict() -> Value {
+        json!({"kind": "Status", "code": 409, "reason": "Conflict", "message": "the object has been modified"})
+    }
+
+    /// Writes a result and a record, as a handler's cycle does.
+    async fn write(server: &Server, gate: &dyn Gate) -> Result<Written, WriteError> {
+        let resource = Resource::kopf_examples();
+        let stop = CancellationToken::new();
+        let target = Target {
+            client: &server.client,
+            resource: &resource,
+            namespace: Some("ns"),
+            name: "one",
+            stop: &stop,
+            gate,
+        };
+        let mut patch = Patch::default();
+        patch.merge_raw("status", json!({"create_fn": {"done": true}}));
+        patch.merge_raw("metadata", json!({"annotations": {"record": "done"}}));
+        apply(&target, &mut patch, None, "1", &[Duration::from_millis(1)]).await
+    }
+
+    #[tokio::test]
+    async fn each_request_is_guarded_by_the_version_the_one_before_made() {
+        let server = Server::new(|line, _, count| match line {
+            _ if line.starts_with("PATCH") => Some((200, object(&format!("{}", count + 1)))),
+            _ => None,
+        });
+        let written = write(&server, &Ungated).await.expect("written");
+        assert_eq!(written.versions, ["2", "3"]);
+        let sent = server.sent();
+        assert_eq!(
+            sent[0].0,
+            "PATCH /apis/kopf.dev/v1/namespaces/ns/kopfexamples/one/status"
+        );
+        assert_eq!(sent[0].1["metadata"], json!({"resourceVersion": "1"}));
+        assert_eq!(
+            sent[1].0,
+            "PATCH /apis/kopf.dev/v1/namespaces/ns/kopfexamples/one"
+        );
+        assert_eq!(
+            sent[1].1["metadata"],
+            json!({"annotations": {"record": "done"}, "resourceVersion": "2"})
+        );
+    }
+
+    /// A user changed the object meanwhile: the result is written to the newest version,
+    /// read right then, as Kopf writes it whatever changed.
+    #[tokio::test]
+    async fn a_merge_patch_that_meets_a_newer_version_is_sent_again_for_it() {
+        let server = Server::new(|line, body, _| match line {
+            _ if line.starts_with("GET") => Some((200, object("5"))),
+            _ if body["metadata"]["resourceVersion"] == "1" => Some((409, conflict())),
+            _ if body["metadata"]["resourceVersion"] == "5" => Some((200, object("6"))),
+            _ => Some((200, object("7"))),
+        });
+        let written = write(&server, &Ungated).await.expect("written");
+        assert_eq!(written.versions, ["6", "7"]);
+        let lines: Vec<String> = server.sent().into_iter().map(|(line, _)| line).collect();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[1].starts_with("GET"), "{lines:?}");
+    }
+
+    /// The term ends while the first request waits for its answer: it is dropped at the
+    /// term's end, and nothing more is sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_unanswered_at_the_end_of_the_term_is_dropped() {
+        let server = Server::new(|_, _, _| None);
+        let gate = Term {
+            ends: Mutex::new(Some(Instant::now() + Duration::from_secs(10))),
+        };
+        let started = Instant::now();
+        let error = write(&server, &gate).await.expect_err("not written");
+        assert!(matches!(error, WriteError::Closed(_)), "{error:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        assert_eq!(server.sent().len(), 1);
+    }
+
+    /// A term renewed while a request waits lets it wait on, until the renewed term's end.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_on_while_its_term_is_renewed() {
+        let server = Server::new(|_, _, _| None);
+        let gate = Arc::new(Term {
+            ends: Mutex::new(Some(Instant::now() + Duration::from_secs(10))),
+        });
+        let renewing = {
+            let gate = gate.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                *gate.ends.lock().unwrap() = Some(Instant::now() + Duration::from_secs(10));
+            }
+        };
+        let started = Instant::now();
+        let (written, ()) = tokio::join!(write(&server, &*gate), renewing);
+        assert!(matches!(written, Err(WriteError::Closed(_))));
+        assert_eq!(started.elapsed(), Duration::from_secs(15));
+    }
+
+    /// The term ends between two requests of one write: the second is not sent.
+    #[tokio::test]
+    async fn no_request_leaves_once_the_term_has_ended() {
+        static GATE: Term = Term {
+            ends: Mutex::new(None),
+        };
+        *GATE.ends.lock().unwrap() = Some(Instant::now() + Duration::from_secs(3600));
+        let server = Server::new(|_, _, _| {
+            *GATE.ends.lock().unwrap() = None;
+            Some((200, object("2")))
+        });
+        let error = write(&server, &GATE).await.expect_err("not written whole");
+        assert!(matches!(error, WriteError::Closed(_)), "{error:?}");
+        assert_eq!(server.sent().len(), 1, "the status only");
+        let ended = write(&server, &GATE).await.expect_err("not written");
+        assert!(matches!(ended, WriteError::Closed(_)));
+        assert_eq!(server.sent().len(), 1, "nothing sent once ended");
     }
 }

@@ -2,7 +2,7 @@
 //! and, when the settings ask, from what handlers log through their object's [`Logger`].
 //!
 //! ```
-//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 //! let logger = invocation.logger();
 //! // To the logs; also posted as an Event if `settings.posting.loggers` is on.
 //! logger.info(format_args!("creating {} replicas", invocation.spec()["replicas"]));
@@ -17,7 +17,7 @@
 //! operator running the current handler (they live with the current handler, in `actions`):
 //!
 //! ```
-//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 //! kopf::info(invocation.body(), "Created", "the database is ready");
 //! # Ok(None)
 //! # }
@@ -35,6 +35,10 @@
 //!    still queued and what handlers log while they stop, until they are all gone or
 //!    [`DRAIN_TIMEOUT`] passed, whichever is first.
 //! 3. Events about core `v1` Events are never posted (each would beget another).
+//! 4. Posting is not bound to the operator's term (a Lease leader's, a shard owner's), unlike
+//!    the writes to objects: an Event is a new object that overwrites nothing, says what
+//!    happened (a handler ran within the term), and stays true when it lands late; a leader
+//!    that lost its term still posts what its handlers said before it knew.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -238,7 +242,7 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 /// a failure to post is only logged.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let events = invocation.events();
 /// events.info("Scaled", format_args!("to {} replicas", 3));
 /// if let Err(error) = "x".parse::<u32>() {
@@ -373,7 +377,7 @@ impl fmt::Debug for Events {
 /// their parent go to the logs alone:
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let logger = invocation.logger();
 /// logger.info("starting"); // logs, and may be posted
 /// tracing::debug!(parent: logger, attempt = invocation.retry(), "details"); // logs only
@@ -514,6 +518,7 @@ async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Que
     let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/events"))
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(&body).unwrap_or_default());
+    // Not gated by the operator's term, nor guarded: an Event only adds (invariant 4).
     let result = match request {
         Ok(request) => client.request_text(request).await.map(drop),
         Err(error) => Err(kube::Error::HttpError(error)),

@@ -48,6 +48,9 @@ pub(crate) enum Event {
 pub(crate) struct Selection<'a> {
     /// A label selector, sent as `labelSelector`.
     pub(crate) labels: Option<&'a str>,
+    /// A field selector, sent as `fieldSelector` (e.g. `metadata.name=NAME`, which RBAC
+    /// authorizes as a request for that name).
+    pub(crate) fields: Option<&'a str>,
     /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
     pub(crate) shard: Option<&'a ShardSelector>,
     /// What the reported objects' consumer has yet to finish: a listing asks for its next
@@ -190,6 +193,9 @@ async fn watch_as<K: Object>(
         if let Some(selector) = selection.labels {
             list_params = list_params.labels(selector);
         }
+        if let Some(selector) = selection.fields {
+            list_params = list_params.fields(selector);
+        }
         let mut resource_version: String;
         // The shard selector to apply here, when the listing shows the server ignores it.
         let mut filtering: Option<&ShardSelector>;
@@ -262,6 +268,9 @@ async fn watch_as<K: Object>(
             if let Some(selector) = selection.labels {
                 watch_params = watch_params.labels(selector);
             }
+            if let Some(selector) = selection.fields {
+                watch_params = watch_params.fields(selector);
+            }
             if let Some(timeout) = settings.server_timeout {
                 watch_params = watch_params.timeout(timeout.as_secs().clamp(1, 295) as u32);
             } else {
@@ -279,9 +288,25 @@ async fn watch_as<K: Object>(
                     return Ok(());
                 }
             };
+            // As Kopf, the inactivity timeout bounds the wait for the stream to begin too
+            // (the client's connect timeouts bound it as well: `clients/timeouts.rs`).
+            let opening =
+                tokio::time::timeout(settings.inactivity_timeout, Events::<K>::open(client, http));
             let stream = tokio::select! {
                 _ = token.cancelled() => return Ok(()),
-                stream = Events::<K>::open(client, http) => stream,
+                stream = opening => stream,
+            };
+            let stream = match stream {
+                Err(_) => {
+                    tracing::debug!(
+                        "the watch of {resource} did not begin within the inactivity timeout; watching again"
+                    );
+                    if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(stream) => stream,
             };
             let mut stream = match stream {
                 Ok(stream) => stream,

@@ -13,12 +13,12 @@ use rand::seq::SliceRandom as _;
 ///
 /// Only *due* handlers take part: those not finished yet and not delayed (after a temporary
 /// error) beyond now. They are offered in registration order. Set the lifecycle in
-/// [`ExecutionSettings::lifecycle`](crate::ExecutionSettings::lifecycle), as Kopf's
+/// [`ExecutionSettings::lifecycle`](crate::settings::ExecutionSettings::lifecycle), as Kopf's
 /// `kopf.run(lifecycle=...)` or `kopf.set_default_lifecycle(...)` do:
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// settings.execution.lifecycle = kopf::Lifecycle::AllAtOnce;
+/// settings.execution.lifecycle = kopf::settings::Lifecycle::AllAtOnce;
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -42,7 +42,7 @@ impl Lifecycle {
     /// the positions of those to run, in the order to run them.
     ///
     /// ```
-    /// use kopf::Lifecycle;
+    /// use kopf::settings::Lifecycle;
     ///
     /// let retries = [2, 0, 1, 0];
     /// assert_eq!(Lifecycle::AllAtOnce.plan(&retries), [0, 1, 2, 3]);

@@ -49,17 +49,27 @@ pub struct Settings {
 /// for them.
 ///
 /// Operators with admission handlers need a `server`, or `run()` fails with
-/// [`OperatorError::AdmissionServer`](crate::OperatorError::AdmissionServer). With `managed`,
-/// the operator creates a `ValidatingWebhookConfiguration` and a
+/// [`OperatorError::AdmissionServer`](crate::operator::OperatorError::AdmissionServer). With
+/// `managed`, the operator creates a `ValidatingWebhookConfiguration` and a
 /// `MutatingWebhookConfiguration` of that name, fills them with one webhook per handler
-/// whenever the server's address or certificate changes, and at a graceful stop leaves only
-/// the handlers marked `persistent` in them. Its RBAC needs `create` and `patch` on both
-/// (the `rbac` subcommand's `--admission-managed`). With peering or a Lease, only the
-/// operator that serves writes them.
+/// whenever the server's address or certificate changes (or someone else changed them), and
+/// at a graceful stop leaves only the handlers marked `persistent` in them. Its RBAC needs
+/// `create` and `patch` on both, and `get`, `list` and `watch` on those of that name (the
+/// `rbac` subcommand's `--admission-managed`).
+///
+/// With several replicas, exactly one writes them: the Lease leader, the active peer (never
+/// one paused in favour of another, nor one that has not yet heard its peers), or, when no
+/// replica pauses (assigned shards, shard selectors), the holder of the [`lease`](Self::lease).
+/// The others serve the webhooks too, with the same certificate when it is shared (a
+/// [`WebhookServer::secret`] or files). When the writer stops gracefully while others live, it
+/// hands the configurations over instead of shrinking them: another replica points them at
+/// itself (or at the Service) before this one's server stops; when it dies, the next writer
+/// repairs them within the Lease's duration (or the peering entry's lifetime). The last
+/// replica's stop shrinks them.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// settings.admission.server = Some(kopf::WebhookServer::new().port(9443));
+/// settings.admission.server = Some(kopf::admission::WebhookServer::new().port(9443));
 /// settings.admission.managed = Some("auto.kopf.dev".into());
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -70,6 +80,12 @@ pub struct AdmissionSettings {
     /// The name of the webhook configurations the operator keeps, e.g. `auto.kopf.dev`
     /// (none by default: the configurations are left to the user).
     pub managed: Option<String>,
+    /// The Lease that elects which replica writes the managed configurations when no replica
+    /// pauses for another (with assigned shards or shard selectors). `None` (the default) is
+    /// a Lease named as the configurations, in the shards' namespace (or the client's
+    /// default), with the shards' timings (or client-go's). Unused with a leader Lease (the
+    /// leader writes them) or peering alone (the active operator does).
+    pub lease: Option<LeaseSettings>,
 }
 
 /// Watching (Kopf's `settings.watching`).
@@ -86,7 +102,7 @@ pub struct AdmissionSettings {
 /// // This replica serves the lower half of the hash space; another one, the upper half:
 /// // "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')".
 /// settings.watching.shard_selectors.push((
-///     kopf::Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     kopf::resources::Selector::new("kopf.dev", "v1", "kopfexamples"),
 ///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')".into(),
 /// ));
 /// ```
@@ -99,12 +115,22 @@ pub struct AdmissionSettings {
 /// objects that the operator watches for itself. With peering, operators of the same
 /// priority that have shard selectors keep running instead of pausing (higher priorities
 /// still pause them). An invalid selector is an
-/// [`OperatorError::ShardSelector`](crate::OperatorError::ShardSelector) from `run()`.
+/// [`OperatorError::ShardSelector`](crate::operator::OperatorError::ShardSelector) from `run()`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchingSettings {
-    /// `timeoutSeconds` asked of the server for each watch request (none by default).
+    /// `timeoutSeconds` asked of the server for each watch request: the server ends the
+    /// stream then, and the operator watches again from where it was (none by default: the
+    /// operator asks for 290 s, the longest that kube-rs asks for, at most 295 s).
     pub server_timeout: Option<Duration>,
+    /// A watch stream is ended by the operator after this long, and watched again from where
+    /// it was, as when the server ends it (Kopf's `client_timeout`; none by default).
+    pub client_timeout: Option<Duration>,
+    /// A watch request must be answered (the stream begin) within this long, or it is sent
+    /// again after a backoff (Kopf's `connect_timeout`; none by default: then
+    /// `settings.networking.connect_timeout`, or else `request_timeout`). The inactivity
+    /// timeout bounds the wait as well.
+    pub connect_timeout: Option<Duration>,
     /// A watch stream silent for this long is reconnected (Kopf: 70 s). Bookmarks count as
     /// activity, so a healthy but quiet stream is not cut.
     pub inactivity_timeout: Duration,
@@ -132,6 +158,8 @@ impl Default for WatchingSettings {
     fn default() -> Self {
         WatchingSettings {
             server_timeout: None,
+            client_timeout: None,
+            connect_timeout: None,
             inactivity_timeout: Duration::from_secs(70),
             reconnect_backoff: Duration::from_millis(100),
             list_page_size: 500,
@@ -198,7 +226,7 @@ pub struct ExecutionSettings {
     /// Which due change handlers run in one processing cycle (Kopf's `kopf.run(lifecycle=)`;
     /// [`Lifecycle::Asap`] by default).
     pub lifecycle: Lifecycle,
-    /// At most this many threads run [sync handlers](crate::blocking) at once; more calls
+    /// At most this many threads run [sync handlers](crate::registry::blocking) at once; more calls
     /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
     pub max_blocking_threads: usize,
     /// At most this long: timers' intervals and idle times, daemons' and timers' initial
@@ -291,9 +319,32 @@ impl Default for PersistenceSettings {
 }
 
 /// API calls (Kopf's `settings.networking`).
+///
+/// Every request that the operator sends for itself (reads, writes, Leases, peering, Events,
+/// discovery, lists) must be answered, its body included, within `request_timeout`; one that
+/// is not is cut (its connection closed) and fails like a lost connection: a write is retried
+/// after `error_backoffs`, a list or a Lease's renewal at its next round. Watch streams have
+/// their own timeouts ([`WatchingSettings`]). The requests of handlers through their
+/// `client` argument are bounded too, except watches and streams (logs followed, `exec`,
+/// `attach`, port-forwarding).
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.networking.request_timeout = Some(std::time::Duration::from_secs(30));
+/// settings.networking.connect_timeout = Some(std::time::Duration::from_secs(5));
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NetworkingSettings {
+    /// How long a request may take in all, from sending it to the end of its answer (Kopf:
+    /// 300 s; `None`: no bound). Set it in the settings given to the operator or in a
+    /// startup handler; it applies to the requests sent from then on.
+    pub request_timeout: Option<Duration>,
+    /// How long connecting to the API server (TCP and TLS) may take (Kopf: `None`: only the
+    /// request's own timeout bounds it). It applies to the connections of the clients that the
+    /// operator makes (from the kubeconfig or the cluster, or from login handlers' credentials),
+    /// as they are made; an embedder's client keeps its own.
+    pub connect_timeout: Option<Duration>,
     /// Delays between retries of a failed write (connection errors, 5xx, 429); a
     /// `Retry-After` answer waits at least as long as it says (Kopf: 1, 1, 2, 3, 5, 8, 13, 21 s).
     pub error_backoffs: Vec<Duration>,
@@ -305,6 +356,8 @@ pub struct NetworkingSettings {
 impl Default for NetworkingSettings {
     fn default() -> Self {
         NetworkingSettings {
+            request_timeout: Some(Duration::from_secs(300)),
+            connect_timeout: None,
             max_concurrent_writes: 16,
             error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
                 .into_iter()
@@ -453,7 +506,7 @@ pub struct PeeringSettings {
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// let mut sharding = kopf::ShardingSettings::new(16);
+/// let mut sharding = kopf::settings::ShardingSettings::new(16);
 /// sharding.namespace = Some("operators".into());
 /// settings.peering.sharding = Some(sharding);
 /// ```
@@ -514,13 +567,13 @@ impl ShardingSettings {
 ///
 /// The durations are validated as client-go validates them (`lease_duration >
 /// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
-/// are an [`OperatorError::Lease`](crate::OperatorError::Lease) from `run()`.
+/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
-/// let mut lease = kopf::LeaseSettings::new("my-operator");
+/// let mut lease = kopf::settings::LeaseSettings::new("my-operator");
 /// lease.namespace = Some("operators".into());
-/// lease.on_lost = kopf::LostLeadership::Exit;
+/// lease.on_lost = kopf::settings::LostLeadership::Exit;
 /// settings.peering.lease = Some(lease);
 /// settings.peering.standalone = true; // the Lease alone, no Kopf peering
 /// ```
@@ -572,8 +625,8 @@ pub enum LostLeadership {
     #[default]
     Pause,
     /// Stop the operator: `run()` returns
-    /// [`OperatorError::LostLeadership`](crate::OperatorError::LostLeadership), and the process
-    /// exits non-zero (as kube-controller-manager and controller-runtime do), so that a
+    /// [`OperatorError::LostLeadership`](crate::operator::OperatorError::LostLeadership), and the
+    /// process exits non-zero (as kube-controller-manager and controller-runtime do), so that a
     /// restart begins afresh.
     Exit,
 }

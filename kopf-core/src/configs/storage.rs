@@ -16,10 +16,10 @@
 //!   [`StatusDiffBaseStorage`] and [`MultiDiffBaseStorage`].
 //!
 //! An operator uses the storages of its
-//! [`PersistenceSettings`](crate::PersistenceSettings): annotations (Kopf's default), `status`,
-//! or both. All writes go into a JSON merge-patch being built for the object; nothing here
-//! talks to the API server (the operator sends the `status` part to `/status` when the resource
-//! has a status subresource).
+//! [`PersistenceSettings`](crate::settings::PersistenceSettings): annotations (Kopf's default),
+//! `status`, or both. All writes go into a JSON merge-patch being built for the object; nothing
+//! here talks to the API server (the operator sends the `status` part to `/status` when the
+//! resource has a status subresource).
 //!
 //! # Annotation keys
 //!

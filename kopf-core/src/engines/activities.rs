@@ -1,6 +1,6 @@
 //! What runs the operator's activities: the startup handlers before anything is watched, the
 //! cleanup handlers at the stop, the probe handlers for the liveness endpoint. See
-//! [`ActivityHandler`](crate::ActivityHandler) for what each activity does.
+//! [`ActivityHandler`](crate::registry::ActivityHandler) for what each activity does.
 //!
 //! Invariant: every attempt runs in its own node of the operator's cancellation tree: its
 //! `stopped` token fires when the operator stops or the attempt's timeout passes, and the

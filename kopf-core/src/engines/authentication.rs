@@ -1,5 +1,5 @@
-//! Logging in with the `on_login` handlers (see [`LoginHandler`](crate::LoginHandler) for the
-//! user's view): asked in order until one gives credentials, at the start and again when the
+//! Logging in with the `on_login` handlers (see [`LoginHandler`](crate::registry::LoginHandler) for
+//! the user's view): asked in order until one gives credentials, at the start and again when the
 //! operator's client ([`clients::auth`](crate::clients::auth)) meets `401 Unauthorized`.
 //!
 //! Invariants:
@@ -11,7 +11,7 @@
 //!
 //! Without login handlers, the credentials are kube-client's own (`Client::try_default`, from
 //! the kubeconfig or the in-cluster service account), or the embedder's
-//! [`Operator::client`](crate::Operator::client) as given. Those are not renewed.
+//! [`Operator::client`](crate::operator::Operator::client) as given. Those are not renewed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,6 +27,7 @@ use crate::aiokits::connections::Connections;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::auth::{Relogin, unconnected};
 use crate::clients::posting::{Logger, Poster};
+use crate::clients::timeouts::Timeouts;
 use crate::helpers::sync::lock;
 use crate::intents::login::LoginHandler;
 use crate::structs::credentials::{Credentials, LoginError};
@@ -58,6 +59,8 @@ pub(crate) struct Authenticator {
     connections: Connections,
     memo: Memo,
     default_backoff: Duration,
+    /// How long the clients made from the credentials may take to connect.
+    timeouts: Timeouts,
     /// What login handlers' `client` would be: no client exists before the login.
     unconnected: Arc<kube::Client>,
 }
@@ -69,6 +72,7 @@ impl Authenticator {
         connections: Connections,
         memo: Memo,
         default_backoff: Duration,
+        timeouts: Timeouts,
     ) -> Authenticator {
         let unconnected =
             unconnected("login handlers have no client: the operator's client is what they log in");
@@ -81,6 +85,7 @@ impl Authenticator {
             connections,
             memo,
             default_backoff,
+            timeouts,
             unconnected: Arc::new(unconnected),
         }
     }
@@ -149,7 +154,9 @@ impl Authenticator {
                         let credentials = lock(&slot).take();
                         match credentials {
                             Some(credentials) => {
-                                return credentials.into_client(self.connections.clone()).await;
+                                let connections = self.connections.clone();
+                                let connect_timeout = self.timeouts.connect();
+                                return credentials.into_client(connections, connect_timeout).await;
                             }
                             None => {
                                 logger.info(format_args!(

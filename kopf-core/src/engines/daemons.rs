@@ -1,7 +1,7 @@
 //! What runs daemons and timers: one long-running task, or one periodic task, per (object,
 //! handler), alive while the object exists and passes the handler's filters (Kopf's spawning
-//! handlers). Their declarations are [`DaemonHandler`](crate::DaemonHandler) and
-//! [`TimerHandler`](crate::TimerHandler).
+//! handlers). Their declarations are [`DaemonHandler`](crate::registry::DaemonHandler) and
+//! [`TimerHandler`](crate::registry::TimerHandler).
 //!
 //! Invariants:
 //! 1. At most one task per (object, handler): the object's [`Daemons`] holds it, and only the
@@ -237,41 +237,24 @@ pub(crate) trait DaemonHost: Send + Sync + 'static {
 
     /// Writes a daemon's results and patch to the object `uid`, as its worker writes its
     /// handlers'. On failure (logged), the patch is handed back with the delay before trying
-    /// again.
+    /// again; a write that will not be tried again (rejected for good) is done.
     fn write<'a>(
         &'a self,
         uid: &'a str,
         body: &'a Value,
         patch: Patch,
         node: &'a Tasks,
-    ) -> Pin<Box<dyn Future<Output = Result<(), Unwritten>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<(), Retry>> + Send + 'a>>;
 }
 
-/// A write that failed: what was not written, and when to try again.
+/// What a daemon's or timer's write could not write: the patch, kept to be written with its
+/// next write, and the delay before trying again.
 #[derive(Debug)]
-pub(crate) struct Unwritten {
+pub(crate) struct Retry {
     /// The patch, to be merged into the next write.
     pub(crate) patch: Patch,
-    /// The delay before trying again (Kopf's `error_delays`).
+    /// The delay before trying again.
     pub(crate) delay: Duration,
-    /// The server rejected the write for good (e.g. `422 Invalid`: annotations too long):
-    /// trying it again would fail again. It was reported when rejected.
-    pub(crate) rejected: bool,
-    /// Not sent on purpose (the operator may not act): nothing is to be tried again.
-    pub(crate) dropped: bool,
-}
-
-impl Unwritten {
-    /// Nothing to try again: the patch is dropped on purpose (e.g. the operator may not
-    /// act: the leader writes instead).
-    pub(crate) fn dropped() -> Unwritten {
-        Unwritten {
-            patch: Patch::default(),
-            delay: Duration::ZERO,
-            rejected: false,
-            dropped: true,
-        }
-    }
 }
 
 /// Starts a daemon or timer for the object that `live` shows, as a child of `tasks`.
@@ -514,8 +497,7 @@ impl Runner {
         let uid = body["metadata"]["uid"].as_str().unwrap_or_default();
         match self.host.write(uid, &body, all, &self.node).await {
             Ok(()) => None,
-            Err(Unwritten { rejected: true, .. }) => None,
-            Err(Unwritten { patch, delay, .. }) => {
+            Err(Retry { patch, delay }) => {
                 tracing::warn!(target: "kopf::daemons", handler = %self.work.handler(), object = %self.work.object(), ?delay, "{} '{}' could not write its results and patch; they are kept for its next write.", self.handler.kind(), self.work.handler());
                 let mut unwritten = lock(&self.unwritten);
                 let newer = std::mem::replace(&mut *unwritten, patch);
@@ -608,7 +590,7 @@ mod tests {
             _: &'a Value,
             _: Patch,
             _: &'a Tasks,
-        ) -> Pin<Box<dyn Future<Output = Result<(), Unwritten>> + Send + 'a>> {
+        ) -> Pin<Box<dyn Future<Output = Result<(), Retry>> + Send + 'a>> {
             unreachable!("not polled")
         }
     }

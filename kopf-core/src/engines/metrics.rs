@@ -1,8 +1,9 @@
 //! The metrics endpoint: the operator's Prometheus series in the OpenMetrics text format at the
-//! URL of [`Operator::metrics`](crate::Operator::metrics) (`--metrics URL`). Off by default.
+//! URL of [`Operator::metrics`](crate::operator::Operator::metrics) (`--metrics URL`). Off by
+//! default.
 //!
 //! The endpoint is a node of the operator's task tree: it listens from the start of
-//! [`Operator::run`](crate::Operator::run) until its end.
+//! [`Operator::run`](crate::operator::Operator::run) until its end.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub enum MetricsError {
 }
 
 /// Where the metrics are served, once they are: see
-/// [`Operator::metrics_endpoint`](crate::Operator::metrics_endpoint).
+/// [`Operator::metrics_endpoint`](crate::operator::Operator::metrics_endpoint).
 #[derive(Debug, Clone)]
 pub struct MetricsEndpoint(pub(crate) watch::Receiver<Option<String>>);
 

@@ -2,11 +2,12 @@
 //! toggle, and the [`Fence`] of a Lease leader's term.
 //!
 //! A pause is obeyed by the observer: while paused, nothing is watched and no daemon runs.
-//! A fence is obeyed at every step that acts on objects (a handler about to start, a write
-//! about to be sent): a Lease leader may act only within its term, which ends on its own
-//! monotonic clock a renew deadline after its last successful renewal, whether or not its
-//! elector has run since. So a leader that was stopped (SIGSTOP, a frozen VM) past its term
-//! acts on nothing when it continues, even on the events that waited for it meanwhile.
+//! A fence is obeyed at every step that acts on objects (a handler about to start, each
+//! request of a write about to be sent, which must be answered by the term's end): a Lease
+//! leader may act only within its term, which ends on its own monotonic clock a renew
+//! deadline after its last successful renewal, whether or not its elector has run since. So
+//! a leader that was stopped (SIGSTOP, a frozen VM) past its term acts on nothing when it
+//! continues, even on the events that waited for it meanwhile.
 
 use std::time::Duration;
 
@@ -128,6 +129,23 @@ impl Fence {
             .all(|term| term.borrow().is_some_and(|ends| Instant::now() < ends))
     }
 
+    /// When the fence closes, if it is open now: the earliest end of the current terms
+    /// (`Ok(None)`: it never closes, without Leases). What the operator sends while it may
+    /// act must be answered by then: a request answered later may land outside the term.
+    pub(crate) fn closes_at(&self) -> Result<Option<Instant>, Closed> {
+        let now = Instant::now();
+        let mut closes = None;
+        for term in &self.terms {
+            match *term.borrow() {
+                Some(ends) if now < ends => {
+                    closes = Some(closes.map_or(ends, |earliest: Instant| earliest.min(ends)));
+                }
+                _ => return Err(Closed),
+            }
+        }
+        Ok(closes)
+    }
+
     /// Waits until the fence may have opened or closed: a new term, or the end of one. Never
     /// returns if neither can happen.
     async fn changed(&mut self) {
@@ -141,6 +159,10 @@ impl Fence {
         futures::future::select_all(each).await;
     }
 }
+
+/// A fence is closed: the term of a Lease has ended, or none has begun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Closed;
 
 /// Waits until a new term is published, or this one ends.
 async fn term_changed(term: &mut watch::Receiver<Option<Instant>>) {
@@ -213,11 +235,15 @@ mod tests {
         assert!(!fence.is_open());
         leader.send_replace(Some(Instant::now() + Duration::from_secs(60)));
         assert!(!fence.is_open(), "not an owner yet");
-        owner.send_replace(Some(Instant::now() + Duration::from_millis(200)));
+        let owners = Instant::now() + Duration::from_millis(200);
+        owner.send_replace(Some(owners));
         assert!(!pause.changed().await);
         assert!(fence.is_open());
+        assert_eq!(fence.closes_at(), Ok(Some(owners)), "the earliest end");
         assert!(pause.changed().await, "the owner's term ended");
         assert!(!fence.is_open());
+        assert_eq!(fence.closes_at(), Err(Closed));
+        assert_eq!(Fence::open().closes_at(), Ok(None), "never closes");
     }
 
     #[tokio::test]

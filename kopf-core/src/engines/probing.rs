@@ -1,12 +1,13 @@
 //! The liveness endpoint (Kopf's `--liveness`): an HTTP server that answers with the probe
 //! handlers' results, plus a readiness check.
 //!
-//! - `GET <path>` of the URL runs the [probe handlers](crate::ActivityHandler::on_probe) and
-//!   answers 200 with `{"probe_id": result, ...}` (`null` for a probe that returns nothing),
+//! - `GET <path>` of the URL runs the [probe handlers](crate::registry::ActivityHandler::on_probe)
+//!   and answers 200 with `{"probe_id": result, ...}` (`null` for a probe that returns nothing),
 //!   or 500 with `{"error": ...}` when one fails. As Kopf, results are kept for 10 seconds,
 //!   and probes run one run at a time: requests meanwhile wait for that run's results.
 //! - `GET /readyz` (beyond Kopf) answers 200 `{"ready": true}` once the operator has listed
-//!   every resource it serves, 503 `{"ready": false}` before; unless the liveness path is
+//!   every resource it serves and its managed webhook configurations are in place, 503
+//!   `{"ready": false}` before; unless the liveness path is
 //!   `/readyz` itself. A replica paused in favour of a peer or of a Lease leader is ready too
 //!   (`{"ready": true, "paused": true}`): it stands by as it should, and a Deployment of
 //!   several replicas must not wait for it to lead (as controller-runtime's standbys).

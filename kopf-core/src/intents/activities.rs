@@ -21,20 +21,21 @@ pub(crate) type ActivityFn = Arc<dyn Fn(ActivityInvocation) -> HandlerFuture + S
 ///   Kopf). They may change the operator's [`Settings`](crate::Settings) and its [`Memo`](crate::Memo): what they leave is
 ///   what the operator then runs with. A startup handler that fails for good (a permanent
 ///   error, or its `retries` or `timeout` exhausted) stops the operator before it watched
-///   anything: `run()` returns [`OperatorError::Activity`](crate::OperatorError::Activity) naming the handler. The one
-///   setting they cannot change is
-///   [`ExecutionSettings::max_blocking_threads`](crate::ExecutionSettings::max_blocking_threads):
+///   anything: `run()` returns
+///   [`OperatorError::Activity`](crate::operator::OperatorError::Activity) naming the handler. The
+///   one setting they cannot change is
+///   [`ExecutionSettings::max_blocking_threads`](crate::settings::ExecutionSettings::max_blocking_threads):
 ///   the threads that sync startup handlers run on exist before them. A stop during the startup
 ///   interrupts it (the handlers' `stopped` fires), and cleanup handlers then do not run.
 /// - **Cleanup** handlers run once when the operator stops: after the handlers' grace period,
 ///   one after another, all of them within
-///   [`ProcessSettings::cleanup_timeout`](crate::ProcessSettings::cleanup_timeout). A second
-///   signal aborts them. They do not run if the operator never finished its startup.
-/// - **Probe** handlers run when the [liveness endpoint](crate::Operator::liveness) is asked
-///   (at most once per 10 seconds): their results are its answer.
+///   [`ProcessSettings::cleanup_timeout`](crate::settings::ProcessSettings::cleanup_timeout). A
+///   second signal aborts them. They do not run if the operator never finished its startup.
+/// - **Probe** handlers run when the [liveness endpoint](crate::operator::Operator::liveness) is
+///   asked (at most once per 10 seconds): their results are its answer.
 ///
 /// ```
-/// use kopf::{ActivityHandler, Registry};
+/// use kopf::registry::{ActivityHandler, Registry};
 ///
 /// let registry = Registry::new()
 ///     .with(ActivityHandler::on_startup("configure", |invocation| async move {
@@ -119,8 +120,8 @@ impl ActivityHandler {
     }
 
     /// Runs only on the leader, when a Lease is selected
-    /// ([`PeeringSettings::lease`](crate::PeeringSettings::lease)); for startup and cleanup
-    /// handlers (probes ignore it).
+    /// ([`PeeringSettings::lease`](crate::settings::PeeringSettings::lease)); for startup and
+    /// cleanup handlers (probes ignore it).
     ///
     /// A leader-only startup handler runs after the other startup handlers, each time this
     /// operator acquires the Lease, before it starts serving (client-go's
@@ -131,7 +132,7 @@ impl ActivityHandler {
     /// do, the startup ones after the others.
     ///
     /// ```
-    /// let handler = kopf::ActivityHandler::on_startup("migrate", |_invocation| async {
+    /// let handler = kopf::registry::ActivityHandler::on_startup("migrate", |_invocation| async {
     ///     Ok(None) // one-off work that only one replica may do
     /// })
     /// .leader_only();

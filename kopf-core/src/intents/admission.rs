@@ -3,7 +3,10 @@
 //! registration API; the attribute macros generate the same descriptors.
 //!
 //! ```
-//! use kopf::{AdmissionError, AdmissionHandler, Operation, Registry, Selector};
+//! use kopf::AdmissionError;
+//! use kopf::admission::Operation;
+//! use kopf::registry::{AdmissionHandler, Registry};
+//! use kopf::resources::Selector;
 //!
 //! let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
 //! let registry = Registry::new()

@@ -3,7 +3,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kopf::{DaemonHandler, Registry, Selector, TimerHandler};
+//! use kopf::registry::{DaemonHandler, Registry, TimerHandler};
+//! use kopf::resources::Selector;
 //!
 //! let examples = Selector::new("kopf.dev", "v1", "kopfexamples");
 //! let registry = Registry::new()
@@ -44,8 +45,8 @@ use crate::structs::resources::Selector;
 ///
 /// Stopping: `stopped` is cancelled; the daemon has `cancellation_backoff` (default: a brief
 /// moment) to return on its own; then its future is dropped at its next `.await`. A
-/// [sync daemon](crate::blocking), which cannot be dropped, gets `cancellation_timeout` more
-/// (default: no limit) and is then abandoned with a warning. Deletion waits for all of it:
+/// [sync daemon](crate::registry::blocking), which cannot be dropped, gets `cancellation_timeout`
+/// more (default: no limit) and is then abandoned with a warning. Deletion waits for all of it:
 /// the finalizer stays until the daemon ended or was abandoned.
 #[derive(Clone)]
 pub struct DaemonHandler {

@@ -2,7 +2,8 @@
 //! registration API; the attribute macros generate the same descriptors.
 //!
 //! ```
-//! use kopf::{ChangeHandler, Registry, Selector};
+//! use kopf::registry::{ChangeHandler, Registry};
+//! use kopf::resources::Selector;
 //! let registry = Registry::new().with(
 //!     ChangeHandler::on_create(Selector::new("kopf.dev", "v1", "kopfexamples"), "create_fn", |invocation| async move {
 //!         let name = invocation.name().to_string();

@@ -14,8 +14,9 @@ use crate::structs::resources::Selector;
 /// A handler that builds an index (Kopf's `@kopf.index`): called for every event of the
 /// selected resource; what it returns is kept in the [`Index`](crate::Index) named by its id.
 ///
-/// An index is a mapping from keys to [`Store`](crate::Store)s: a store holds one value from each object
-/// that returned that key. What an index function returns (see [`IntoIndexEntries`]):
+/// An index is a mapping from keys to [`Store`](crate::indexes::Store)s: a store holds one value
+/// from each object that returned that key. What an index function returns (see
+/// [`IntoIndexEntries`]):
 ///
 /// - a map (`BTreeMap<K, V>`, `HashMap<K, V>`), a `Vec<(K, V)>` or one `(K, V)` pair: the
 ///   object's entries, one value under each key; they replace the object's previous entries
@@ -34,12 +35,13 @@ use crate::structs::resources::Selector;
 ///
 /// When the operator starts, handlers of objects (change handlers, event handlers, daemons and
 /// timers) wait until the operator has listed the resources it serves (as
-/// [`Operator::ready`](crate::Operator::ready)) and indexed every listed object of the indexed
-/// ones, so that they see complete indexes, as in Kopf. An operator without indexes waits for
-/// nothing.
+/// [`Operator::ready`](crate::operator::Operator::ready)) and indexed every listed object of the
+/// indexed ones, so that they see complete indexes, as in Kopf. An operator without indexes waits
+/// for nothing.
 ///
 /// ```
-/// use kopf::{IndexHandler, Registry, Selector};
+/// use kopf::registry::{IndexHandler, Registry};
+/// use kopf::resources::Selector;
 /// let registry = Registry::new().with(IndexHandler::new(
 ///     Selector::new("", "v1", "pods"),
 ///     "pods_by_node",

@@ -13,7 +13,8 @@ use crate::structs::errors::Result;
 /// operator's client at the start, and again whenever the API server answers `401`.
 ///
 /// ```
-/// use kopf::{ConnectionInfo, LoginHandler, Registry};
+/// use kopf::login::ConnectionInfo;
+/// use kopf::registry::{LoginHandler, Registry};
 ///
 /// let registry = Registry::new().with(LoginHandler::on_login("login_fn", |_invocation| async {
 ///     let token = std::env::var("MY_TOKEN")?;
@@ -31,9 +32,9 @@ use crate::structs::errors::Result;
 /// Login handlers are asked in registration order until one returns credentials. Their errors
 /// are temporary by default (retried after `backoff`), as in Kopf; a handler that fails for
 /// good is skipped. When none gives credentials at the start, the operator stops with
-/// [`OperatorError::Login`](crate::OperatorError::Login). Without login handlers, the
+/// [`OperatorError::Login`](crate::operator::OperatorError::Login). Without login handlers, the
 /// credentials are kube-client's own (the kubeconfig or the in-cluster service account), or
-/// the [`Operator::client`](crate::Operator::client) given, and are not renewed.
+/// the [`Operator::client`](crate::operator::Operator::client) given, and are not renewed.
 #[derive(Clone)]
 pub struct LoginHandler {
     pub(crate) id: String,

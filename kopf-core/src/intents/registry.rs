@@ -78,7 +78,7 @@ impl Registry {
     /// }
     ///
     /// # async fn main_() -> std::process::ExitCode {
-    /// kopf::run_with(kopf::Registry::collected().crd::<KopfExample>()).await
+    /// kopf::run_with(kopf::registry::Registry::collected().crd::<KopfExample>()).await
     /// # }
     /// ```
     ///
@@ -104,7 +104,8 @@ impl Registry {
     /// handlers declare (`owns = [..]`, `reads = [..]`): the `rbac` subcommand prints it.
     ///
     /// ```
-    /// use kopf::{RbacRule, Registry};
+    /// use kopf::rbac::RbacRule;
+    /// use kopf::registry::Registry;
     ///
     /// let registry = Registry::collected()
     ///     .rbac_rule(RbacRule::new("", ["secrets"], ["get"]).names(["credentials"]));

@@ -2,13 +2,13 @@
 //! namespace and given its labels, before the handler creates them.
 //!
 //! ```
-//! # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+//! # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 //! let mut child = serde_json::json!({
 //!     "apiVersion": "v1",
 //!     "kind": "ConfigMap",
 //!     "data": {"greeting": "hello"},
 //! });
-//! kopf::adopt(&mut child, invocation.body())?;
+//! kopf::hierarchies::adopt(&mut child, invocation.body())?;
 //! // Now owned by the handler's object (and deleted with it by Kubernetes), named
 //! // `<parent's name>-<random suffix>`, in the parent's namespace, with the parent's labels:
 //! // ready to be created with `invocation.client()`.
@@ -54,7 +54,7 @@ use crate::actions::current::Current;
 ///     "kind": "KopfExample",
 ///     "metadata": {"name": "parent"},
 /// });
-/// let error = kopf::adopt(&mut serde_json::json!({}), &manifest).unwrap_err();
+/// let error = kopf::hierarchies::adopt(&mut serde_json::json!({}), &manifest).unwrap_err();
 /// assert_eq!(error, kopf::hierarchies::HierarchyError::IncompleteOwner { field: "metadata.uid" });
 /// assert!(error.to_string().starts_with("the owner has no metadata.uid"));
 /// ```
@@ -90,7 +90,7 @@ pub enum HierarchyError {
     #[error(
         "no handler of an object is running here to adopt the children to: adopt_to_current() \
          works only within a resource handler (not in tasks or threads it spawns); elsewhere, \
-         pass the owner to kopf::adopt()"
+         pass the owner to kopf::hierarchies::adopt()"
     )]
     NoCurrentObject,
 }
@@ -240,11 +240,11 @@ impl<K: kube::Resource<DynamicType = ()>> Owner<AsTyped> for K {
 /// children's namespace, or cluster-scoped.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// use k8s_openapi::api::core::v1::Pod;
 ///
 /// let mut pods = vec![Pod::default(), Pod::default()];
-/// kopf::append_owner_reference(&mut pods, invocation.body())?;
+/// kopf::hierarchies::append_owner_reference(&mut pods, invocation.body())?;
 /// # Ok(None)
 /// # }
 /// ```
@@ -260,10 +260,10 @@ pub fn append_owner_reference<CF, OF>(
 /// removes from their `metadata.ownerReferences` the references with the owner's uid.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let mut child = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
-/// kopf::append_owner_reference(&mut child, invocation.body())?;
-/// kopf::remove_owner_reference(&mut child, invocation.body())?;
+/// kopf::hierarchies::append_owner_reference(&mut child, invocation.body())?;
+/// kopf::hierarchies::remove_owner_reference(&mut child, invocation.body())?;
 /// assert_eq!(child["metadata"]["ownerReferences"], serde_json::json!([]));
 /// # Ok(None)
 /// # }
@@ -281,9 +281,9 @@ pub fn remove_owner_reference<CF, OF>(
 ///
 /// ```
 /// let mut child = serde_json::json!({"metadata": {"labels": {"tier": "cache"}}});
-/// kopf::label(&mut child, [("app", "db"), ("tier", "storage")], false)?;
+/// kopf::hierarchies::label(&mut child, [("app", "db"), ("tier", "storage")], false)?;
 /// assert_eq!(child["metadata"]["labels"], serde_json::json!({"tier": "cache", "app": "db"}));
-/// kopf::label(&mut child, [("tier", "storage")], true)?;
+/// kopf::hierarchies::label(&mut child, [("tier", "storage")], true)?;
 /// assert_eq!(child["metadata"]["labels"]["tier"], "storage");
 /// # Ok::<(), kopf::hierarchies::HierarchyError>(())
 /// ```
@@ -312,7 +312,7 @@ where
 ///
 /// ```
 /// let mut children = [serde_json::json!({}), serde_json::json!({"metadata": {"name": "mine"}})];
-/// kopf::harmonize_naming(&mut children, "parent", false)?;
+/// kopf::hierarchies::harmonize_naming(&mut children, "parent", false)?;
 /// assert_eq!(children[0]["metadata"]["generateName"], "parent-");
 /// assert_eq!(children[1]["metadata"]["name"], "mine");
 /// # Ok::<(), kopf::hierarchies::HierarchyError>(())
@@ -336,7 +336,7 @@ pub fn harmonize_naming<CF>(
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
 /// let mut child = ConfigMap::default();
-/// kopf::adjust_namespace(&mut child, Some("default"), false)?;
+/// kopf::hierarchies::adjust_namespace(&mut child, Some("default"), false)?;
 /// assert_eq!(child.metadata.namespace.as_deref(), Some("default"));
 /// # Ok::<(), kopf::hierarchies::HierarchyError>(())
 /// ```
@@ -357,7 +357,7 @@ pub fn adjust_namespace<CF>(
 /// [`harmonize_naming`] with `strict`): adopting keeps their names.
 ///
 /// ```
-/// # async fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # async fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::api::{Api, PostParams};
 ///
@@ -365,7 +365,7 @@ pub fn adjust_namespace<CF>(
 ///     data: Some([("greeting".to_string(), "hello".to_string())].into()),
 ///     ..ConfigMap::default()
 /// };
-/// kopf::adopt(&mut child, invocation.body())?;
+/// kopf::hierarchies::adopt(&mut child, invocation.body())?;
 /// let namespace = child.metadata.namespace.clone().unwrap_or_default();
 /// let api: Api<ConfigMap> = Api::namespaced(invocation.client().clone(), &namespace);
 /// let created = api.create(&PostParams::default(), &child).await?;
@@ -395,9 +395,9 @@ pub fn adopt<CF, OF>(
 /// [`HierarchyError::NoCurrentObject`]; pass the owner to [`adopt`] there.
 ///
 /// ```
-/// # fn handler(invocation: kopf::Invocation) -> kopf::HandlerResult {
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
 /// let mut child = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
-/// kopf::adopt_to_current(&mut child)?;
+/// kopf::hierarchies::adopt_to_current(&mut child)?;
 /// assert_eq!(child["metadata"]["ownerReferences"][0]["uid"], invocation.uid());
 /// # Ok(None)
 /// # }

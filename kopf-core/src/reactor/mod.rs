@@ -1,7 +1,7 @@
 //! The operator's core, in the order one watch event meets it: observation (watchers per
 //! resource and namespace), queueing (a worker per object), processing (the per-object cycle,
-//! in steps: memories, invocations, causes, progress, sub-handling), the operator's admission
-//! webhooks, and the operator that runs them all.
+//! in steps: memories, invocations, causes, progress, sub-handling, and the writes of what
+//! the handlers did), the operator's admission webhooks, and the operator that runs them all.
 
 pub(crate) mod admission;
 pub(crate) mod causes;
@@ -13,3 +13,4 @@ pub(crate) mod processing;
 pub(crate) mod progress;
 pub(crate) mod queueing;
 pub(crate) mod subhandling;
+pub(crate) mod writing;

@@ -1,9 +1,11 @@
 //! The operator: runs the registry's handlers against a cluster until stopped.
 //!
 //! ```no_run
-//! # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
+//! use kopf::operator::Operator;
+//!
+//! # async fn example(registry: kopf::registry::Registry) -> kopf::Result<()> {
 //! let stop = tokio_util::sync::CancellationToken::new();
-//! let operator = kopf::Operator::new(registry);
+//! let operator = Operator::new(registry);
 //! let ready = operator.ready();
 //! let running = tokio::spawn(operator.run(stop.clone()));
 //! ready.wait().await; // every resource has been listed once
@@ -25,6 +27,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::clients::auth::{self, Login};
 use crate::clients::posting::Poster;
+use crate::clients::timeouts::Timeouts;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
 use crate::engines::authentication::Authenticator;
@@ -35,7 +38,7 @@ use crate::engines::probing::{self, LivenessError, Standby};
 use crate::engines::sharding::Sharder;
 use crate::intents::login::LoginHandler;
 use crate::intents::registry::Registry;
-use crate::reactor::admission::{AdmissionStartError, Admitting, Shared};
+use crate::reactor::admission::{AdmissionStartError, Admitting, Shared, Successors};
 use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
 use crate::structs::credentials::LoginError;
@@ -54,8 +57,8 @@ pub enum OperatorError {
     #[error("invalid namespace patterns: {0}")]
     Namespaces(String),
     /// Some work ignored its cancellation past the grace period: async handlers were aborted,
-    /// and [sync handlers](crate::blocking), which cannot be interrupted, were abandoned to
-    /// finish on their own threads.
+    /// and [sync handlers](crate::registry::blocking), which cannot be interrupted, were abandoned
+    /// to finish on their own threads.
     #[error(
         "the operator stopped, but some work had to be aborted after the grace period of {0:?}"
     )]
@@ -80,34 +83,35 @@ pub enum OperatorError {
         /// What went wrong.
         message: String,
     },
-    /// The Lease settings ([`LeaseSettings`](crate::LeaseSettings)) are invalid, as client-go
-    /// judges them: the lease duration must exceed the renew deadline, which must exceed 1.2 ×
-    /// the retry period, all above zero, and the identity must not be empty.
+    /// The Lease settings ([`LeaseSettings`](crate::settings::LeaseSettings)) are invalid, as
+    /// client-go judges them: the lease duration must exceed the renew deadline, which must exceed
+    /// 1.2 × the retry period, all above zero, and the identity must not be empty.
     #[error("invalid lease settings: {0}")]
     Lease(String),
     /// A shard selector of
-    /// [`WatchingSettings::shard_selectors`](crate::WatchingSettings::shard_selectors) is
+    /// [`WatchingSettings::shard_selectors`](crate::settings::WatchingSettings::shard_selectors) is
     /// invalid: the message names its resource and what is wrong.
     #[error("invalid settings.watching.shard_selectors: {0}")]
     ShardSelector(String),
     /// The assigned shards' settings
-    /// ([`PeeringSettings::sharding`](crate::PeeringSettings::sharding), `--shards`) are
+    /// ([`PeeringSettings::sharding`](crate::settings::PeeringSettings::sharding), `--shards`) are
     /// invalid: the message says what is wrong.
     #[error("invalid sharding settings: {0}")]
     Sharding(String),
     /// The operator lost the leadership of its Lease, and the settings say to exit
-    /// ([`LostLeadership::Exit`](crate::LostLeadership::Exit)): it stopped as at a signal.
+    /// ([`LostLeadership::Exit`](crate::settings::LostLeadership::Exit)): it stopped as at a
+    /// signal.
     #[error("lost the leadership of the lease {lease}")]
     LostLeadership {
         /// The Lease, as `namespace/name`.
         lease: String,
     },
     /// Admission handlers exist, but no webhook server is configured
-    /// ([`AdmissionSettings::server`](crate::AdmissionSettings::server)).
+    /// ([`AdmissionSettings::server`](crate::settings::AdmissionSettings::server)).
     #[error(
         "the admission handlers {handlers} need a webhook server: set \
-         settings.admission.server (e.g. to kopf::WebhookServer::new()) in the operator's \
-         settings or in a startup handler"
+         settings.admission.server (e.g. to kopf::admission::WebhookServer::new()) in the \
+         operator's settings or in a startup handler"
     )]
     AdmissionServer {
         /// The admission handlers' ids.
@@ -118,8 +122,8 @@ pub enum OperatorError {
     #[error("cannot serve the admission webhooks: {0}")]
     Webhooks(#[source] crate::engines::webhooks::WebhookError),
     /// The managed webhook configurations
-    /// ([`AdmissionSettings::managed`](crate::AdmissionSettings::managed)) cannot be kept: an
-    /// invalid name, or no permission to create them.
+    /// ([`AdmissionSettings::managed`](crate::settings::AdmissionSettings::managed)) cannot be
+    /// kept: an invalid name, or no permission to create them.
     #[error("cannot manage the webhook configurations: {0}")]
     ManagedWebhooks(#[source] crate::engines::configurations::ConfigurationError),
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
@@ -173,7 +177,8 @@ enum Scope {
     Namespaces(Vec<String>),
 }
 
-/// Resolves once the operator has listed every resource it serves.
+/// Resolves once the operator has listed every resource it serves and, with managed webhook
+/// configurations, once they are in place.
 #[derive(Debug, Clone)]
 pub struct Ready(watch::Receiver<bool>);
 
@@ -252,8 +257,9 @@ impl Operator {
     /// `run()`. Port 0 picks a free port: see [`metrics_endpoint`](Self::metrics_endpoint).
     ///
     /// ```no_run
-    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
-    /// let operator = kopf::Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
+    /// # use kopf::operator::{Operator, OperatorError};
+    /// # async fn example(registry: kopf::registry::Registry) -> Result<(), OperatorError> {
+    /// let operator = Operator::new(registry).metrics("http://0.0.0.0:9090/metrics");
     /// operator.run_until_signalled().await
     /// # }
     /// ```
@@ -273,9 +279,9 @@ impl Operator {
     /// handler through [`Invocation::memo`](crate::Invocation::memo).
     ///
     /// ```
-    /// # fn example(registry: kopf::Registry) {
+    /// # fn example(registry: kopf::registry::Registry) {
     /// use std::sync::atomic::AtomicUsize;
-    /// let operator = kopf::Operator::new(registry)
+    /// let operator = kopf::operator::Operator::new(registry)
     ///     .memo(kopf::Memo::new().with(AtomicUsize::new(0)).with_value("region", "eu-1"));
     /// # }
     /// ```
@@ -291,7 +297,7 @@ impl Operator {
     }
 
     /// Use this client (default: from the kubeconfig or the in-cluster environment). With
-    /// [login handlers](crate::LoginHandler), their credentials are used instead.
+    /// [login handlers](crate::registry::LoginHandler), their credentials are used instead.
     pub fn client(mut self, client: kube::Client) -> Operator {
         self.client = Some(client);
         self
@@ -309,16 +315,17 @@ impl Operator {
 
     /// Serves the liveness endpoint at this URL, as Kopf's `--liveness`:
     /// `http://host:port/path` (HTTP only). Started after the startup handlers, it answers
-    /// `GET /path` with 200 and the [probe handlers'](crate::ActivityHandler::on_probe)
+    /// `GET /path` with 200 and the [probe handlers'](crate::registry::ActivityHandler::on_probe)
     /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
     /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
     /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
-    /// once) and 503 before. A bad URL, or an address that cannot be bound, is an
-    /// [`OperatorError::Liveness`] from `run()`.
+    /// once, the managed webhook configurations in place) and 503 before. A bad URL, or an
+    /// address that cannot be bound, is an [`OperatorError::Liveness`] from `run()`.
     ///
     /// ```no_run
-    /// # async fn example(registry: kopf::Registry) -> Result<(), kopf::OperatorError> {
-    /// let operator = kopf::Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
+    /// # use kopf::operator::{Operator, OperatorError};
+    /// # async fn example(registry: kopf::registry::Registry) -> Result<(), OperatorError> {
+    /// let operator = Operator::new(registry).liveness("http://0.0.0.0:8080/healthz");
     /// operator.run_until_signalled().await
     /// # }
     /// ```
@@ -327,9 +334,12 @@ impl Operator {
         self
     }
 
-    /// A handle that resolves once the operator has listed everything it serves. An operator
-    /// paused in favour of a peer (see [`PeeringSettings`](crate::PeeringSettings)) lists
-    /// nothing: it gets ready once it resumes.
+    /// A handle that resolves once the operator has listed everything it serves and, with
+    /// [managed webhook configurations](crate::settings::AdmissionSettings::managed), once they are in
+    /// place (written by this replica if it owns them, else found with every webhook): a
+    /// first request right after a start does not meet a webhook of a server gone. An
+    /// operator paused in favour of a peer (see [`PeeringSettings`](crate::settings::PeeringSettings))
+    /// lists nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
     }
@@ -352,8 +362,8 @@ impl Operator {
     /// the operator is alive and its clients are dropped. The connections of the clients
     /// that it made (not of one given with [`client`](Self::client)) are closed then, even
     /// where a handler kept a clone of its client. The one exception: a
-    /// [sync handler](crate::blocking) still running after the grace period is abandoned on
-    /// its thread, which keeps what the handler holds until it returns.
+    /// [sync handler](crate::registry::blocking) still running after the grace period is abandoned
+    /// on its thread, which keeps what the handler holds until it returns.
     pub async fn run(self, stop: CancellationToken) -> Result<(), OperatorError> {
         self.run_until(stop, CancellationToken::new()).await
     }
@@ -417,6 +427,8 @@ impl Operator {
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();
+        // Read by the client as it sends each request: the startup handlers may change them.
+        let timeouts = Timeouts::new(&self.settings);
         let connecting = async {
             if let Some(url) = &self.metrics {
                 let metrics = crate::aiokits::metrics::Metrics::new();
@@ -434,6 +446,7 @@ impl Operator {
                 connections,
                 self.memo.clone(),
                 self.settings.execution.default_backoff,
+                &timeouts,
             )
             .await
         };
@@ -476,6 +489,7 @@ impl Operator {
             let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             return Err(error);
         }
+        timeouts.set(&self.settings);
         // After the startup handlers, which may set them (as in Kopf).
         let shards = match ShardSelectors::parse(&self.settings.watching.shard_selectors) {
             Ok(shards) => Arc::new(shards),
@@ -497,13 +511,15 @@ impl Operator {
                 return Err(error.into());
             }
         }
-        // Filled from the first listings: handlers of objects wait for them.
+        // Set when every resource has been listed once: the indexes are filled then, and
+        // handlers of objects wait for them.
+        let listed = watch::Sender::new(false);
         let indexes = Indexes::new(
             self.registry
                 .indexes
                 .iter()
                 .map(|h| (h.id.clone(), h.empty_index())),
-            self.ready.subscribe(),
+            listed.subscribe(),
         );
         // The objects' memos, also for the admission handlers of existing objects.
         let memos = ObjectMemos::default();
@@ -573,10 +589,51 @@ impl Operator {
         };
         // Set once: this is the only place.
         let _ = standby.set(pause.clone());
-        if let Some(admitting) = &mut admitting {
-            // Written only while not paused: by the operator that serves, within its term.
-            admitting.manage(pause.clone(), &tasks);
+        let mut custody = None;
+        if let Some(admitting) = &mut admitting
+            && let Some(managed) = admitting.managed().map(String::from)
+        {
+            // Written by one replica at a time: see `reactor::admission::owner`.
+            let owner = crate::reactor::admission::owner(
+                &client,
+                &self.settings,
+                &managed,
+                &pause,
+                peering.as_ref(),
+                &tasks,
+            );
+            let (owning, held) = match owner {
+                Ok(owner) => owner,
+                Err(error) => {
+                    let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                    let _ = stop_admission(Some(admitting), &self.settings, &abort).await;
+                    if let Some(elector) = &elector {
+                        elector.stop().await;
+                    }
+                    if let Some(sharder) = &sharder {
+                        sharder.stop().await;
+                    }
+                    return Err(OperatorError::Lease(error));
+                }
+            };
+            custody = held;
+            let successors = Successors {
+                peering: peering.clone(),
+                sharder: sharder.clone(),
+                leader: elector.clone(),
+                custody: custody.clone(),
+                client: Some(client.clone()),
+            };
+            admitting.manage(owning, successors, &tasks);
         }
+        // Ready once everything is listed and the webhook configurations are in place.
+        let in_place = admitting.as_ref().map(Admitting::in_place);
+        tasks.spawn(readiness(
+            listed.subscribe(),
+            in_place,
+            self.ready,
+            tasks.token().clone(),
+        ));
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         let observer = Observer {
             client: client.clone(),
@@ -584,7 +641,7 @@ impl Operator {
             settings: self.settings.clone(),
             patterns,
             tasks: tasks.child(),
-            ready: self.ready,
+            ready: listed,
             pause,
             shards,
             common: Common {
@@ -650,6 +707,14 @@ impl Operator {
         let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
         // After the cleanup handlers, whose writes may pass through the webhooks.
         let admission_stopped = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+        if let Some(custody) = &custody {
+            // Released at the hand-over already, unless that was cut short by a second signal:
+            // then the Lease expires on its own.
+            if !abort.is_cancelled() {
+                custody.release(self.settings.process.cleanup_timeout).await;
+            }
+            custody.stop().await;
+        }
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
             // meet this one's work. A second signal skips it: the Lease expires on its own.
@@ -677,8 +742,36 @@ impl Operator {
     }
 }
 
-/// The admission's stop step: the managed configurations shrink to the persistent webhooks,
-/// then the server stops accepting and its reviews in flight finish.
+/// Marks the operator ready once it has listed everything it serves and its managed webhook
+/// configurations are in place: a test's (or a Service's) first request after a start must
+/// not meet a webhook that points at a server gone.
+async fn readiness(
+    mut listed: watch::Receiver<bool>,
+    in_place: Option<watch::Receiver<bool>>,
+    ready: watch::Sender<bool>,
+    token: CancellationToken,
+) {
+    let both = async {
+        if listed.wait_for(|listed| *listed).await.is_err() {
+            return false;
+        }
+        match in_place {
+            Some(mut in_place) => in_place.wait_for(|in_place| *in_place).await.is_ok(),
+            None => true,
+        }
+    };
+    tokio::select! {
+        _ = token.cancelled() => {}
+        done = both => {
+            if done {
+                ready.send_replace(true);
+            }
+        }
+    }
+}
+
+/// The admission's stop step: the managed configurations are handed over (or shrink to the
+/// persistent webhooks), then the server stops accepting and its reviews in flight finish.
 async fn stop_admission(
     admitting: Option<&Admitting>,
     settings: &Settings,
@@ -790,6 +883,7 @@ pub(crate) async fn connect(
     connections: &Connections,
     memo: Memo,
     default_backoff: Duration,
+    timeouts: &Timeouts,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
@@ -799,19 +893,23 @@ pub(crate) async fn connect(
             connections.clone(),
             memo,
             default_backoff,
+            timeouts.clone(),
         );
         Login::Handlers(Arc::new(authenticator))
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
             None => Login::Fixed(
-                crate::structs::credentials::default_client(connections.clone())
-                    .await
-                    .map_err(OperatorError::Client)?,
+                crate::structs::credentials::default_client(
+                    connections.clone(),
+                    timeouts.connect(),
+                )
+                .await
+                .map_err(OperatorError::Client)?,
             ),
         }
     };
-    auth::client(login, metrics)
+    auth::client(login, metrics, timeouts.clone())
         .await
         .map_err(OperatorError::Login)
 }

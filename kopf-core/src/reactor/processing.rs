@@ -3,8 +3,7 @@
 //! that the lifecycle picks (`progress`; one by default: Kopf's `asap`) with their
 //! sub-handlers (`subhandling`), and the patch that stores their records and results.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,17 +15,16 @@ use crate::actions::delivery::deliver;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{ErrorsMode, Invocation, Options, Reason};
 use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::clients::patching::{self, Target};
+use crate::clients::patching;
 use crate::clients::posting::{Logger, Poster};
 use crate::clients::watching::Event;
 use crate::configs::settings::Settings;
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
-use crate::engines::daemons::{self, Unwritten};
+use crate::engines::daemons;
 use crate::engines::indexing::{self, IndexedEvent};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::Fence;
-use crate::helpers::sync::lock;
 use crate::intents::daemons::Background;
 use crate::intents::handlers::{ChangeHandler, EventHandler};
 use crate::intents::indexing::IndexHandler;
@@ -37,9 +35,9 @@ use crate::reactor::memories::{Memories, Memory};
 use crate::reactor::progress::{self, Records};
 use crate::reactor::queueing::Next;
 use crate::reactor::subhandling::{Cause, SubHandling};
+use crate::reactor::writing::{Unwritten, Writer};
 use crate::structs::bodies::Body;
 use crate::structs::diff;
-use crate::structs::errors;
 use crate::structs::filters;
 use crate::structs::indexes::{Filler, Indexes};
 use crate::structs::memos::{Memo, ObjectMemos};
@@ -90,12 +88,12 @@ pub(crate) struct Processor {
     /// The operator's memo, copied into each object's on first sight.
     memo: Memo,
     memos: ObjectMemos,
-    /// Limits the writes in flight, so that a burst of objects does not open a connection each.
-    writes: Arc<tokio::sync::Semaphore>,
+    /// Open while the operator may act on objects: no handler starts while it is closed.
     fence: Fence,
+    /// With assigned shards: which shards are open here.
     ownership: Option<Arc<Ownership>>,
-    /// The fields of `status` that the server was seen to prune (warned about once).
-    pruned: Mutex<BTreeSet<String>>,
+    /// Writes what the handlers did.
+    writer: Writer,
 }
 
 /// What an event shows of its object: its kind (`None` for a listing), the object, and
@@ -129,12 +127,22 @@ impl Processor {
             .iter()
             .filter_map(|h| h.options.field.clone())
             .collect();
+        let client = Arc::new(client);
+        let resource = Arc::new(resource);
+        let writer = Writer::new(
+            client.clone(),
+            resource.clone(),
+            &settings,
+            common.writes,
+            common.fence.clone(),
+            common.ownership.clone(),
+        );
         Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
             invocations: Invocations {
-                client: Arc::new(client),
-                resource: Arc::new(resource),
+                client,
+                resource,
                 poster: common.poster,
                 indexes: common.indexes.clone(),
             },
@@ -147,10 +155,9 @@ impl Processor {
             memories: Memories::default(),
             memo: common.memo,
             memos: common.memos,
-            writes: common.writes,
             fence: common.fence,
             ownership: common.ownership,
-            pruned: Mutex::default(),
+            writer,
             indexers: registry.indexes_for(selectors).cloned().collect(),
             filler: common.indexes.filler(),
         }
@@ -266,7 +273,7 @@ impl Processor {
             unwritten.merge(patch);
             let finalizer = adding.and_then(|adding| self.finalizer_change(&body, adding));
             let written = self.write(uid, &body, unwritten, finalizer, tasks).await;
-            if matches!(&written, Err(unwritten) if !unwritten.rejected && !unwritten.dropped) {
+            if matches!(&written, Err(unwritten) if unwritten.failed()) {
                 self.memory(uid, |m| m.unwritten_finalizer = adding);
             }
             let wakeup = match self.remember(uid, written, true) {
@@ -325,7 +332,7 @@ impl Processor {
             // Made on the state with the rejected writes laid over: it supersedes them.
             self.memory(uid, |m| m.rejected = None);
         }
-        if matches!(&written, Err(unwritten) if !unwritten.rejected && !unwritten.dropped) {
+        if matches!(&written, Err(unwritten) if unwritten.failed()) {
             // The finalizer's change goes again with the records it was sent with.
             self.memory(uid, |m| m.unwritten_finalizer = adding);
         }
@@ -459,136 +466,36 @@ impl Processor {
     /// object and remembers the versions to wait for; `Ok(Some(delay))` when the object must
     /// be processed again within that delay even without a new event (the handlers' JSON-patch
     /// operations met a newer version: they run again once it comes). On failure, what was
-    /// not written comes back with the delay before trying again, which grows with each
-    /// failure in a row (Kopf's `error_delays`).
+    /// not written comes back with the delay before trying again (see [`Writer::write`]).
     pub(crate) async fn write(
         &self,
         uid: &str,
         body: &Value,
-        mut patch: Patch,
+        patch: Patch,
         finalizer: Option<Value>,
         tasks: &Tasks,
     ) -> Result<Option<Duration>, Unwritten> {
         if patch.is_empty() && finalizer.is_none() {
             return Ok(None);
         }
-        if !self.fence.is_open() {
-            // The results of handlers that ran within the term, written after it: dropped, so
-            // that the leader does them again rather than two operators writing at once.
-            tracing::warn!(target: "kopf::patching", uid, "not patched: the leadership's (or the ring membership's) term has ended; the owner handles the object again");
-            return Err(Unwritten::dropped());
-        }
-        if self.ownership.as_ref().is_some_and(|o| !o.holds(uid)) {
-            tracing::warn!(target: "kopf::patching", uid, "not patched: the object's shard was handed over; its new owner handles the object");
-            return Err(Unwritten::dropped());
-        }
-        // As Kopf's `apply`: any write also removes a touch-dummy left on the object (Kopf
-        // writes one after sleeping for a delayed handler), so none stays once handled.
-        let mut untouch = json!({});
-        self.progress.touch(body, &mut untouch, None);
-        if let Value::Object(untouch) = untouch {
-            for (key, value) in untouch {
-                patch.merge_raw(&key, value);
-            }
-        }
-        let target = Target {
-            client: &self.invocations.client,
-            resource: &self.invocations.resource,
-            namespace: body["metadata"]["namespace"].as_str(),
-            name: body["metadata"]["name"].as_str().unwrap_or_default(),
-            stop: tasks.token(),
+        let failed = || {
+            self.memory(uid, |m| {
+                m.failures += 1;
+                m.failures
+            })
         };
-        let version = body["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default();
-        // Writes during a stop still go out (a handler's last progress); only the abort at
-        // the end of the grace period ends the wait for a permit.
-        let permit = tokio::select! {
-            permit = self.writes.acquire() => permit.ok(),
-            _ = tasks.aborted() => None,
-        };
-        if permit.is_none() {
-            return Err(Unwritten::dropped());
-        }
-        // Boxed: an object waits for its permit far longer than it writes (a burst has every
-        // new object waiting here), and the request's future is most of a write's.
-        match Box::pin(patching::apply(
-            &target,
-            &mut patch,
-            finalizer,
-            version,
-            &self.settings.networking.error_backoffs,
-        ))
-        .await
-        {
-            Ok(written) => {
-                self.warn_pruned(&written.pruned, body);
-                let timeout = self.settings.persistence.consistency_timeout;
-                self.memory(uid, |m| {
-                    m.failures = 0;
-                    if !written.versions.is_empty() && !timeout.is_zero() {
-                        m.awaited = Some(Box::new((written.versions, Instant::now() + timeout)));
-                    }
-                });
-                Ok(written.outdated.then_some(timeout))
+        let written = self
+            .writer
+            .write(uid, body, patch, finalizer, tasks, failed)
+            .await?;
+        let timeout = self.settings.persistence.consistency_timeout;
+        self.memory(uid, |m| {
+            m.failures = 0;
+            if !written.versions.is_empty() && !timeout.is_zero() {
+                m.awaited = Some(Box::new((written.versions, Instant::now() + timeout)));
             }
-            Err(kube::Error::Api(status))
-                if patching::rejected_for_good(&kube::Error::Api(status.clone())) =>
-            {
-                let name = target.name;
-                let namespace = target.namespace;
-                let path = namespace.map_or(name.to_string(), |ns| format!("{ns}/{name}"));
-                let span = tracing::error_span!(target: "kopf::patching", "object", object.name = name, object.namespace = namespace);
-                tracing::error!(target: "kopf::patching", parent: &span, "The server rejected the patch of {path} for good ({} {}: {}). What the handlers did is not stored on the object and is not tried again: the operator remembers it instead (until it restarts), so that the handlers that finished do not run again and a deletion still proceeds. If the annotations are too long (at most 262,144 bytes in all; Kopf issue #1087), keep the diff-base and the progress in `status` (settings.persistence.diffbase_storage and progress_storage), or keep the handled objects smaller.", status.code, status.reason, status.message);
-                Err(Unwritten {
-                    patch,
-                    delay: Duration::ZERO,
-                    rejected: true,
-                    dropped: false,
-                })
-            }
-            Err(error) => {
-                let failures = self.memory(uid, |m| {
-                    m.failures += 1;
-                    m.failures
-                });
-                let delays = &self.settings.queueing.error_delays;
-                let delay = delays
-                    .get(failures - 1)
-                    .or(delays.last())
-                    .copied()
-                    .unwrap_or(Duration::from_secs(1));
-                tracing::error!(target: "kopf::patching", error = %errors::describe(&error), ?delay, "patching the object failed; retrying later");
-                Err(Unwritten {
-                    patch,
-                    delay,
-                    rejected: false,
-                    dropped: false,
-                })
-            }
-        }
-    }
-
-    /// Warns, once per field for this resource, that the server pruned results from `status`
-    /// (a typed CRD whose schema does not declare them): the handlers succeeded, but what they
-    /// returned is not stored.
-    fn warn_pruned(&self, pruned: &[String], body: &Value) {
-        if pruned.is_empty() {
-            return;
-        }
-        let name = body["metadata"]["name"].as_str().unwrap_or_default();
-        let namespace = body["metadata"]["namespace"].as_str().unwrap_or_default();
-        let mut warned = lock(&self.pruned);
-        for field in pruned {
-            if warned.insert(field.clone()) {
-                let resource = &self.invocations.resource;
-                let message = format!(
-                    "status.{field} was not stored: the schema of {resource} prunes it. Declare the field in the CRD's status schema (for a typed CRD, a field `{field}` in its status type), or mark the status `x-kubernetes-preserve-unknown-fields: true`."
-                );
-                let span = tracing::info_span!(target: "kopf::objects", "object", object.name = name, object.namespace = namespace);
-                tracing::warn!(target: "kopf::patching", parent: &span, "{message}");
-            }
-        }
+        });
+        Ok(written.outdated.then_some(timeout))
     }
 
     /// Runs the event handlers for one raw event; their errors are logged and ignored, their

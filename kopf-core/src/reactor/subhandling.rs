@@ -1,6 +1,7 @@
 //! Sub-handlers (Kopf's `@kopf.subhandler`): after a handler's call, the sub-handlers it
 //! registered run in the lifecycle's order, each with a progress record of its own under
-//! `parent/child`, and the parent stands as they do (see [`SubHandlers`](crate::SubHandlers)).
+//! `parent/child`, and the parent stands as they do (see
+//! [`SubHandlers`](crate::registry::SubHandlers)).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -2,12 +2,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 /// How to reach and authenticate to the API server: what an `on_login` handler returns (Kopf's
 /// `kopf.ConnectionInfo`). PEM data is given as text; paths name files read at login.
 ///
 /// ```
-/// let info = kopf::ConnectionInfo::new("https://10.0.0.1:6443")
+/// let info = kopf::login::ConnectionInfo::new("https://10.0.0.1:6443")
 ///     .token("secret-token")
 ///     .ca_data("-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n")
 ///     .default_namespace("operators");
@@ -179,13 +180,20 @@ impl From<kube::Config> for Credentials {
 }
 
 impl Credentials {
-    /// A client for these credentials, whose connections run on `executor`.
+    /// A client for these credentials, whose connections run on `executor`; Kopf-style
+    /// connection info connects within `connect_timeout` (a whole configuration is used as
+    /// it is).
     pub(crate) async fn into_client<E: ConnectionExecutor>(
         self,
         executor: E,
+        connect_timeout: Option<Duration>,
     ) -> std::result::Result<kube::Client, LoginError> {
         let config = match self {
-            Credentials::Info(info) => info.into_config().await?,
+            Credentials::Info(info) => {
+                let mut config = info.into_config().await?;
+                config.connect_timeout = connect_timeout;
+                config
+            }
             Credentials::Config(config) => *config,
         };
         let config = with_user_agent(config);
@@ -231,13 +239,16 @@ impl<E> ConnectionExecutor for E where
 }
 
 /// kube-client's default client (`Client::try_default`: the kubeconfig or the in-cluster
-/// environment), sending the operator's `User-Agent`, its connections run on `executor`.
+/// environment), sending the operator's `User-Agent`, its connections run on `executor` and
+/// made within `connect_timeout` (Kopf's `settings.networking.connect_timeout`).
 pub(crate) async fn default_client<E: ConnectionExecutor>(
     executor: E,
+    connect_timeout: Option<Duration>,
 ) -> kube::Result<kube::Client> {
-    let config = kube::Config::infer()
+    let mut config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
+    config.connect_timeout = connect_timeout;
     client(with_user_agent(config), executor)
 }
 

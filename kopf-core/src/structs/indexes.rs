@@ -156,7 +156,7 @@ impl<K: IndexKey, V> Table<K, V> {
 /// each read sees the index as it is at that moment.
 ///
 /// Handlers get it by the name of its `#[kopf::index]` function, as `&kopf::Index<K, V>` or
-/// `kopf::Index<K, V>`; see [`IndexHandler`](crate::IndexHandler) and, for the plain API,
+/// `kopf::Index<K, V>`; see [`IndexHandler`](crate::registry::IndexHandler) and, for the plain API,
 /// [`Invocation::index`](crate::Invocation::index).
 pub struct Index<K, V> {
     table: Arc<RwLock<Table<K, V>>>,
@@ -281,7 +281,8 @@ impl<K: IndexKey + fmt::Debug, V: IndexValue + fmt::Debug> fmt::Debug for Index<
 }
 
 /// What an index function returns: the object's entries for the index (see
-/// [`IndexHandler`](crate::IndexHandler)). `None` (from [`Option`]) keeps the object's entries as they are.
+/// [`IndexHandler`](crate::registry::IndexHandler)). `None` (from [`Option`]) keeps the object's
+/// entries as they are.
 #[diagnostic::on_unimplemented(
     message = "an index function cannot return `{Self}`",
     label = "not the entries of an index",

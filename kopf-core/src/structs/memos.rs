@@ -1,8 +1,8 @@
 //! Memos: what handlers keep between calls, per object and for the whole operator (Kopf's
 //! `memo`).
 //!
-//! An operator is given one memo ([`Operator::memo`](crate::Operator::memo)). The first time
-//! the operator sees an object, the object gets a memo of its own: a shallow copy of the
+//! An operator is given one memo ([`Operator::memo`](crate::operator::Operator::memo)). The first
+//! time the operator sees an object, the object gets a memo of its own: a shallow copy of the
 //! operator's. The object's memo is kept while the object lives (across its events and its
 //! worker's restarts) and dropped when the object is deleted. Every handler of that object,
 //! event handlers and change handlers alike, gets the same memo

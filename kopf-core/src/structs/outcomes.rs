@@ -1,6 +1,6 @@
 //! Handlers' last outcomes per object, kept in memory when asked for
-//! ([`Operator::outcomes`](crate::Operator::outcomes)): what tests read after the progress
-//! records are purged from the objects at the end of their handling.
+//! ([`Operator::outcomes`](crate::operator::Operator::outcomes)): what tests read after the
+//! progress records are purged from the objects at the end of their handling.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -58,10 +58,11 @@ impl HandlerOutcome {
 }
 
 /// The last outcome of each handler on each object, as the operator's attempts end: a handle
-/// from [`Operator::outcomes`](crate::Operator::outcomes), shared with the running operator.
+/// from [`Operator::outcomes`](crate::operator::Operator::outcomes), shared with the running
+/// operator.
 ///
 /// ```no_run
-/// # async fn example(operator: kopf::Operator) {
+/// # async fn example(operator: kopf::operator::Operator) {
 /// let outcomes = operator.outcomes();
 /// // ... run the operator, create `default/kex` ...
 /// if let Some(outcome) = outcomes.get(Some("default"), "kex", "create_fn") {

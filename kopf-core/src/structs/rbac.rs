@@ -4,7 +4,7 @@
 //! The framework knows what it does itself (it watches and patches the handled resources,
 //! posts events); what handlers do with their `client` it cannot see, so they declare it:
 //! `owns = [..]` and `reads = [..]` on the handler attributes, or [`RbacRule`]s given to
-//! [`Registry::rbac_rule`](crate::Registry::rbac_rule) and the handlers' own setters.
+//! [`Registry::rbac_rule`](crate::registry::Registry::rbac_rule) and the handlers' own setters.
 
 use std::any::TypeId;
 
@@ -27,13 +27,13 @@ pub const READING_VERBS: &[&str] = &["get", "list", "watch"];
 ///
 /// ```
 /// use k8s_openapi::api::apps::v1::Deployment;
-/// use kopf::RbacRule;
+/// use kopf::rbac::RbacRule;
 ///
 /// let owned = RbacRule::owns::<Deployment>(); // get, list, watch, create, update, patch, delete
 /// let scaled = RbacRule::new("apps", ["deployments/scale"], ["get", "update"]);
 /// let one_secret = RbacRule::new("", ["secrets"], ["get"]).names(["operator-credentials"]);
 /// let nodes = RbacRule::new("", ["nodes"], ["list"]).cluster_scoped();
-/// let registry = kopf::Registry::new()
+/// let registry = kopf::registry::Registry::new()
 ///     .rbac_rule(owned)
 ///     .rbac_rule(scaled)
 ///     .rbac_rule(one_secret)

@@ -14,14 +14,14 @@ use std::sync::Arc;
 /// How a handler names the resources it serves.
 ///
 /// ```
-/// use kopf::Selector;
+/// use kopf::resources::Selector;
 ///
 /// let exact = Selector::new("kopf.dev", "v1", "kopfexamples");
 /// let by_short_name = Selector::named("kex");
 /// let in_a_group = Selector::named("kopfexamples.kopf.dev");
 /// let in_a_version = Selector::named_in("kopf.dev/v1", "KopfExample");
 /// let all = Selector::category("all");
-/// let everything = kopf::EVERYTHING;
+/// let everything = kopf::resources::EVERYTHING;
 /// let custom = Selector::matching(|resource| resource.group.ends_with(".example.com"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -76,7 +76,7 @@ impl Selector {
     /// `kopfexamples.v1.kopf.dev` (in a group and version), `pods.v1` (in a version).
     ///
     /// ```
-    /// use kopf::Selector;
+    /// use kopf::resources::Selector;
     ///
     /// assert_eq!(
     ///     Selector::named("kex.v1.kopf.dev"),

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use kopf::activities::Activity;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ActivityHandler, ChangeHandler, Registry};
 use kopf::storage::AnnotationsDiffBaseStorage;
-use kopf::{
-    Activity, ActivityHandler, ChangeHandler, Operator, OperatorError, PermanentError, Registry,
-    TemporaryError,
-};
+use kopf::{PermanentError, TemporaryError};
 use kopf_testing::{DEADLINE, Fault, wait};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

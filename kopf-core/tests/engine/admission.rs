@@ -3,7 +3,8 @@
 //! reviews answered as Python Kopf answers them (`python/admission_reviews.py`).
 
 use base64::Engine as _;
-use kopf::{AdmissionError, Memo, Operation, Patch, Warnings};
+use kopf::admission::{Operation, Warnings};
+use kopf::{AdmissionError, Memo, Patch};
 use serde_json::{Value, json};
 
 use crate::support::server_with_crd;
@@ -75,7 +76,7 @@ async fn echo(
     Err(AdmissionError::new(said.to_string()).code(418).into())
 }
 
-fn registry() -> kopf::Registry {
+fn registry() -> kopf::registry::Registry {
     kopf::handlers![check_size, default_size, protect, echo]
 }
 
@@ -132,8 +133,7 @@ async fn admission_handlers_allow_deny_warn_and_default() {
         None,
     );
     let (status, answer) =
-        kopf::__private::review_admission(&registry, server.client(), memo.clone(), body, None)
-            .await;
+        kopf::testing::review_admission(&registry, server.client(), memo.clone(), body, None).await;
     assert_eq!(status, 200);
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(
@@ -148,8 +148,7 @@ async fn admission_handlers_allow_deny_warn_and_default() {
     // No size: allowed with a warning, and defaulted by the mutating handler.
     let body = review("CREATE", Some(example(json!({}), json!({}))), None);
     let (_, answer) =
-        kopf::__private::review_admission(&registry, server.client(), memo.clone(), body, None)
-            .await;
+        kopf::testing::review_admission(&registry, server.client(), memo.clone(), body, None).await;
     let response = &answer["response"];
     assert_eq!(response["allowed"], true, "{answer}");
     assert_eq!(response["warnings"], json!(["alice left spec.size out"]));
@@ -161,7 +160,7 @@ async fn admission_handlers_allow_deny_warn_and_default() {
 
     // Only the handler of the id in the path: the mutating one alone warns of nothing.
     let body = review("CREATE", Some(example(json!({}), json!({}))), None);
-    let (_, answer) = kopf::__private::review_admission(
+    let (_, answer) = kopf::testing::review_admission(
         &registry,
         server.client(),
         memo.clone(),
@@ -179,7 +178,7 @@ async fn handlers_get_the_arguments_of_the_review_in_the_forms_they_ask_for() {
     let old = example(json!({"size": 1}), json!({"echo": "yes"}));
     let new = example(json!({"size": 2}), json!({"echo": "yes"}));
     let body = review("UPDATE", Some(new), Some(old));
-    let (_, answer) = kopf::__private::review_admission(
+    let (_, answer) = kopf::testing::review_admission(
         &registry(),
         server.client(),
         Memo::new(),
@@ -207,8 +206,7 @@ async fn deletions_reach_validating_handlers_with_the_old_object() {
     let old = example(json!({"size": 1}), json!({"protected": "yes"}));
     let body = review("DELETE", None, Some(old));
     let (status, answer) =
-        kopf::__private::review_admission(&registry, server.client(), Memo::new(), body, None)
-            .await;
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
     assert_eq!(status, 200);
     assert_eq!(
         answer["response"]["status"],
@@ -218,8 +216,7 @@ async fn deletions_reach_validating_handlers_with_the_old_object() {
     let old = example(json!({"size": 1}), json!({}));
     let body = review("DELETE", None, Some(old));
     let (_, answer) =
-        kopf::__private::review_admission(&registry, server.client(), Memo::new(), body, None)
-            .await;
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
     assert_eq!(
         answer["response"],
         json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
@@ -230,7 +227,7 @@ async fn deletions_reach_validating_handlers_with_the_old_object() {
 async fn requests_that_are_no_reviews_get_4xx() {
     let server = server_with_crd().await;
     let registry = registry();
-    let (status, answer) = kopf::__private::review_admission(
+    let (status, answer) = kopf::testing::review_admission(
         &registry,
         server.client(),
         Memo::new(),
@@ -243,7 +240,7 @@ async fn requests_that_are_no_reviews_get_4xx() {
         serde_json::from_slice(&review("CREATE", Some(json!({})), None)).unwrap();
     unknown["request"]["resource"]["resource"] = json!("pods");
     unknown["request"]["resource"]["group"] = json!("");
-    let (status, _) = kopf::__private::review_admission(
+    let (status, _) = kopf::testing::review_admission(
         &registry,
         server.client(),
         Memo::new(),
@@ -350,7 +347,7 @@ async fn reviews_are_answered_as_python_kopf_answers_them() {
     let server = server_with_crd().await;
     let memo = Memo::new().with_value("limit", 10);
     for ((review, id), kopf_answer) in cases.iter().zip(kopf_answers) {
-        let (status, ours) = kopf::__private::review_admission(
+        let (status, ours) = kopf::testing::review_admission(
             &registry(),
             server.client(),
             memo.clone(),
@@ -379,4 +376,83 @@ async fn reviews_are_answered_as_python_kopf_answers_them() {
             "{review}"
         );
     }
+}
+
+/// A filter that panics (`when`, a label's, an annotation's or a value's callable) fails the
+/// review as a call error (HTTP 500, the panic's message said and logged), so that the
+/// webhook's failurePolicy decides: the request is never admitted because a filter broke.
+/// A handler that panics denies the request, as any failing handler does.
+#[tokio::test]
+async fn a_panicking_filter_fails_the_review_and_a_panicking_handler_denies_it() {
+    use kopf::__private::{MetaFilter, ValueFilter};
+    use kopf::registry::AdmissionHandler;
+    use kopf::resources::Selector;
+    let server = server_with_crd().await;
+    let examples = || Selector::new("kopf.dev", "v1", "kopfexamples");
+    let allow = |_| async { Ok(None) };
+    let filtered: [(&str, AdmissionHandler); 4] = [
+        (
+            "when",
+            AdmissionHandler::validating(examples(), "guard", allow)
+                .when(|_| panic!("the when filter broke")),
+        ),
+        (
+            "label",
+            AdmissionHandler::validating(examples(), "guard", allow).label(
+                "tier",
+                MetaFilter::callable(|_| panic!("the label filter broke")),
+            ),
+        ),
+        (
+            "annotation",
+            AdmissionHandler::validating(examples(), "guard", allow).annotation(
+                "note",
+                MetaFilter::callable(|_| panic!("the annotation filter broke")),
+            ),
+        ),
+        (
+            "value",
+            AdmissionHandler::validating(examples(), "guard", allow)
+                .field("spec.size")
+                .value(ValueFilter::callable(|_| panic!("the value filter broke"))),
+        ),
+    ];
+    for (kind, handler) in filtered {
+        // A field filter makes the id `guard/spec.size`, as in Kopf.
+        let id = handler.id().to_string();
+        let registry = kopf::registry::Registry::new().with(handler);
+        let body = review("CREATE", Some(example(json!({"size": 1}), json!({}))), None);
+        for hint in [None, Some(id.as_str())] {
+            let (status, answer) = kopf::testing::review_admission(
+                &registry,
+                server.client(),
+                Memo::new(),
+                body.clone(),
+                hint,
+            )
+            .await;
+            assert_eq!(status, 500, "{kind} ({hint:?}): {answer}");
+            assert_ne!(answer["response"]["allowed"], true, "{kind}: {answer}");
+            let message = answer["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(&format!("the {kind} filter broke")) && message.contains("guard"),
+                "{kind}: {answer}"
+            );
+        }
+    }
+
+    let registry = kopf::registry::Registry::new().with(AdmissionHandler::validating(
+        examples(),
+        "broken",
+        |_| async { panic!("the handler broke") },
+    ));
+    let body = review("CREATE", Some(example(json!({"size": 1}), json!({}))), None);
+    let (status, answer) =
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(answer["response"]["status"]["code"], 500, "{answer}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("the handler broke"), "{answer}");
+    server.stop().await;
 }

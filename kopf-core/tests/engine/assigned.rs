@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{
-    ChangeHandler, DaemonHandler, EventHandler, Index, IndexHandler, Operator, OperatorError,
-    Registry, Settings, ShardingSettings,
-};
-use kopf_testing::{FakeApiServer, wait};
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, DaemonHandler, EventHandler, IndexHandler, Registry};
+use kopf::settings::ShardingSettings;
+use kopf::{Index, Settings};
+use kopf_testing::{FakeApiServer, Fault, wait};
 use serde_json::{Value, json};
 
 use crate::logs::logs;
@@ -535,5 +535,92 @@ async fn sharding_settings_that_cannot_work_stop_the_operator_at_the_start() {
             other => panic!("expected an error about the sharding settings: {other:?}"),
         }
     }
+    server.stop().await;
+}
+
+/// A replica whose create handler returns `{"by": identity}`, its requests named
+/// `identity/kopf-rs`.
+fn returning_who(server: &FakeApiServer, identity: &'static str, ring: &str) -> Operator {
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |_| async move { Ok(Some(json!({"by": identity}))) },
+    ));
+    Operator::new(registry)
+        .settings(settings(identity, ring))
+        .client(crate::leadership::client_as(server, identity))
+}
+
+/// An owner's write that the server holds past the owner's term (its member Lease cannot be
+/// renewed meanwhile) and lets go of only after the replica that took the shard over handled
+/// the object: that replica's result, records and diff-base stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_held_past_the_owners_term_does_not_land_over_the_next_owners() {
+    let ring = "ring-held-write";
+    let server = server(true).await;
+    let client = server.client();
+    let old = Running::ready(returning_who(&server, "old", ring)).await;
+    wait_spread(&client, ring, &["old"]).await;
+
+    server.inject(
+        Fault::hold_before_commit()
+            .verb("patch")
+            .name("one")
+            .user_agent("old/"),
+    );
+    create(&client, "one", json!({})).await;
+    let held = server
+        .wait_held(kopf_testing::DEADLINE)
+        .await
+        .expect("the old owner's write is held");
+    assert!(held.body.contains("\"old\""), "{held:?}");
+
+    // The old owner cannot renew its member Lease: its term ends on its clock, and the
+    // other replica fences it once its Lease has not changed for the lease duration, takes
+    // its shards, and handles the object.
+    server.inject(
+        Fault::respond(500)
+            .verb("update")
+            .resource("leases.coordination.k8s.io")
+            .user_agent("old/"),
+    );
+    let new = Running::ready(returning_who(&server, "new", ring)).await;
+    wait_spread(&client, ring, &["new"]).await;
+    let handled = wait("the new owner's result", || async {
+        crate::support::get(&client, "one").await.filter(|o| {
+            o["status"]["create_fn"]["by"] == "new"
+                && !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+                    .is_null()
+        })
+    })
+    .await;
+
+    server.release_held();
+    // The Leases are renewed all the while; nothing else may happen.
+    let quiet = Duration::from_millis(1500);
+    assert!(
+        server
+            .wait_quiet_but(
+                &["leases.coordination.k8s.io"],
+                quiet,
+                kopf_testing::DEADLINE
+            )
+            .await
+    );
+    let object = crate::support::get(&client, "one")
+        .await
+        .expect("the object");
+    assert_eq!(
+        object["status"], handled["status"],
+        "the new owner's result stays: {object}"
+    );
+    assert_eq!(
+        object["metadata"]["annotations"], handled["metadata"]["annotations"],
+        "the new owner's records and diff-base stay: {object}"
+    );
+    server.clear_faults();
+    let _ = old.stop().await;
+    new.stop().await.expect("a clean stop");
+    drop(client);
     server.stop().await;
 }

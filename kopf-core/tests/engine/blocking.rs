@@ -1,13 +1,15 @@
-//! Sync handlers (`kopf::blocking`): they run on the operator's own threads and their results
-//! are stored as async handlers' are; a cooperative one stops early and is told why; one that
-//! never returns is abandoned after the grace period, and `run()` returns all the same.
+//! Sync handlers (`kopf::registry::blocking`): they run on the operator's own threads and their
+//! results are stored as async handlers' are; a cooperative one stops early and is told why; one
+//! that never returns is abandoned after the grace period, and `run()` returns all the same.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Operator, OperatorError, Registry, StopReason, TemporaryError};
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::{StopReason, TemporaryError};
 use kopf_testing::{OperatorHarness, wait};
 use serde_json::json;
 
@@ -39,7 +41,7 @@ async fn a_sync_handler_runs_on_an_operator_thread_and_its_result_is_stored() {
     let handler = ChangeHandler::on_create(
         examples(),
         "create_fn",
-        kopf::blocking(move |inv| {
+        kopf::registry::blocking(move |inv| {
             flag_on_thread_exit(&flag);
             recorder.record(json!(std::thread::current().name()));
             // Blocking is what sync handlers are for.
@@ -90,7 +92,7 @@ async fn a_cooperative_sync_handler_returns_early_on_stop_and_knows_why() {
     let handler = ChangeHandler::on_create(
         examples(),
         "polling_fn",
-        kopf::blocking(move |inv| {
+        kopf::registry::blocking(move |inv| {
             flag_on_thread_exit(&flag);
             recorder.record(json!("started"));
             while !inv.stopped().is_cancelled() {
@@ -132,7 +134,7 @@ async fn a_sync_handler_that_never_returns_is_abandoned_after_the_grace_period()
     let handler = ChangeHandler::on_create(
         examples(),
         "stuck_fn",
-        kopf::blocking(move |_inv| {
+        kopf::registry::blocking(move |_inv| {
             flag_on_thread_exit(&flag);
             recorder.record(json!("started"));
             // Blocks until the test lets it go: forever, as far as the operator knows.
@@ -175,7 +177,7 @@ async fn a_handler_past_its_timeout_is_stopped_with_the_timeout_as_its_reason() 
     let handler = ChangeHandler::on_create(
         examples(),
         "slow_fn",
-        kopf::blocking(move |inv| {
+        kopf::registry::blocking(move |inv| {
             flag_on_thread_exit(&flag);
             while !inv.stopped().is_cancelled() {
                 std::thread::sleep(Duration::from_millis(10));
@@ -215,7 +217,7 @@ async fn a_sync_handler_still_waiting_for_a_thread_at_the_stop_does_not_start() 
     let handler = ChangeHandler::on_create(
         examples(),
         "polling_fn",
-        kopf::blocking(move |inv| {
+        kopf::registry::blocking(move |inv| {
             recorder.record(json!(inv.name()));
             while !inv.stopped().is_cancelled() {
                 std::thread::sleep(Duration::from_millis(10));

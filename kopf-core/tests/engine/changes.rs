@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, PermanentError, Registry, TemporaryError};
+use kopf::registry::{ChangeHandler, Registry};
+use kopf::{PermanentError, TemporaryError};
 use kopf_testing::OperatorHarness;
 use serde_json::{Value, json};
 
@@ -54,7 +55,7 @@ async fn a_lifecycle_of_create_update_field_and_delete() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
     let client = harness.client();
@@ -142,27 +143,24 @@ async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
-    let client = harness.client();
-    crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
-    )
-    .await;
+    harness
+        .request(
+            "POST",
+            crate::support::COLLECTION,
+            json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
+        )
+        .await;
     wait_object(&harness, "q", "handled", |o| last_handled(o).is_some()).await;
-    crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
-    )
-    .await;
+    harness
+        .request(
+            "POST",
+            crate::support::COLLECTION,
+            json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
+        )
+        .await;
     let talkative = wait_object(&harness, "t", "handled", |o| {
         last_handled(o).is_some() && o["status"]["talkative"] == "done"
     })
@@ -216,7 +214,7 @@ async fn temporary_errors_are_retried_with_the_retry_count_and_kopfs_progress_re
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
     create(&harness.client(), "flaky", json!({})).await;
@@ -297,19 +295,17 @@ async fn permanent_errors_panics_limits_and_timeouts() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
-    let client = harness.client();
     for (name, case) in [("p", "permanent"), ("x", "panic"), ("s", "sleepy")] {
-        crate::support::send(
-            &client,
-            "POST",
-            crate::support::COLLECTION,
-            "application/json",
-            json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
-        )
-        .await;
+        harness
+            .request(
+                "POST",
+                crate::support::COLLECTION,
+                json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
+            )
+            .await;
     }
     // Failed handlers are done: the object is handled, the record purged, the message logged.
     for name in ["p", "x", "s"] {
@@ -349,7 +345,7 @@ async fn a_spec_that_does_not_fit_the_type_is_a_permanent_error_and_others_go_on
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
     let client = harness.client();
@@ -383,7 +379,7 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
                 }
             },
         ))
-        .with(kopf::EventHandler::on_event(
+        .with(kopf::registry::EventHandler::on_event(
             examples(),
             "event_fn",
             move |inv| {
@@ -406,8 +402,11 @@ async fn managed_fields_seen(tweak: fn(&mut kopf::Settings)) -> (Vec<Value>, Vec
     );
     let mut settings = kopf_testing::test_settings();
     tweak(&mut settings);
-    let harness =
-        OperatorHarness::start_on(server, kopf::Operator::new(registry).settings(settings)).await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(settings),
+    )
+    .await;
     let watched = create(&harness.client(), "watched", json!({"field": "b"})).await;
     let mut objects = Vec::new();
     for name in ["listed", "watched"] {
@@ -493,10 +492,10 @@ async fn the_handlers_of_one_cycle_share_one_copy_of_the_change() {
         .with(recording("second"));
     let mut settings = kopf_testing::test_settings();
     // Both handlers in one cycle (Kopf's default, `Asap`, runs one per cycle).
-    settings.execution.lifecycle = kopf::Lifecycle::AllAtOnce;
+    settings.execution.lifecycle = kopf::settings::Lifecycle::AllAtOnce;
     let harness = OperatorHarness::start_on(
         server_with_crd().await,
-        kopf::Operator::new(registry).settings(settings),
+        kopf::operator::Operator::new(registry).settings(settings),
     )
     .await;
     create(&harness.client(), "shared", json!({"field": 1})).await;

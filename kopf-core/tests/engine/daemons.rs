@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use kopf::TemporaryError;
 use kopf::filters::MetaFilter;
-use kopf::{DaemonHandler, EventHandler, Operator, Registry, TemporaryError, TimerHandler};
+use kopf::operator::Operator;
+use kopf::registry::{DaemonHandler, EventHandler, Registry, TimerHandler};
 use kopf_testing::{OperatorHarness, test_settings, wait};
 use serde_json::json;
 
@@ -114,7 +116,7 @@ async fn a_sync_daemon_that_ignores_stopped_is_abandoned_after_its_cancellation_
         DaemonHandler::new(
             examples(),
             "stuck",
-            kopf::blocking(move |_| {
+            kopf::registry::blocking(move |_| {
                 started.store(true, Ordering::SeqCst);
                 while !released.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(10));

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kopf::{
-    Activity, ActivityHandler, ChangeHandler, DaemonHandler, LeaseSettings, LostLeadership,
-    Operator, OperatorError, PermanentError, Registry, Settings,
-};
-use kopf_testing::{Fault, wait};
+use kopf::activities::Activity;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ActivityHandler, ChangeHandler, DaemonHandler, Registry};
+use kopf::settings::{LeaseSettings, LostLeadership};
+use kopf::{PermanentError, Settings};
+use kopf_testing::{Fault, TestClient, wait};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -23,7 +24,7 @@ use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::peering::{recording, wait_lines};
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, server_with_crd};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const RESOURCE: &str = "leases.coordination.k8s.io";
@@ -638,7 +639,10 @@ async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_i
                  "acquireTime": "2000-01-01T00:00:00.000000Z",
                  "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4},
     });
-    let created = send(&client, "POST", LEASES, "application/json", held).await;
+    let created = TestClient::new(client.clone())
+        .request("POST", LEASES, held)
+        .await
+        .1;
     assert_eq!(created["spec"]["holderIdentity"], "vanished", "{created}");
     let duration = Duration::from_secs(3);
     let started = Instant::now();
@@ -659,6 +663,106 @@ async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_i
     );
     assert_eq!(taken["leaseDurationSeconds"], 3);
     running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// A client of the server whose requests say `agent/kopf-rs` as their User-Agent, so that
+/// faults aim at one operator of several.
+pub(crate) fn client_as(server: &kopf_testing::FakeApiServer, agent: &str) -> kube::Client {
+    let mut config = server.config();
+    let agent = http::HeaderValue::from_str(&format!("{agent}/kopf-rs")).expect("a header");
+    config.headers.push((http::header::USER_AGENT, agent));
+    kube::Client::try_from(config).expect("a client of the fake server")
+}
+
+/// An operator whose create handler returns `{"by": who}`.
+fn returning_who(who: &'static str) -> Registry {
+    Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |_| async move { Ok(Some(json!({"by": who}))) },
+    ))
+}
+
+/// A leader's write that the server holds past its term (the leader cannot renew meanwhile)
+/// and lets go of only after the next leader handled the object: the next leader's result,
+/// records and diff-base stay. The old leader's request carries its term's deadline and the
+/// resourceVersion it was made for, so it cannot land once the term is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_held_past_the_leaders_term_does_not_land_over_the_next_leaders() {
+    let name = "lease-held-write";
+    lines_of(name);
+    let server = server_with_crd().await;
+    let client = server.client();
+    let old = Operator::new(returning_who("old"))
+        .settings(settings(name, "old", Duration::from_secs(3)))
+        .client(client_as(&server, "old"));
+    let old = Running::ready(old).await;
+    let new = Operator::new(returning_who("new"))
+        .settings(settings(name, "new", Duration::from_secs(3)))
+        .client(client_as(&server, "new"));
+    let (new, _) = Running::start(new);
+    wait_lines(name, "attempting to acquire leader lease", 2).await;
+
+    server.inject(
+        Fault::hold_before_commit()
+            .verb("patch")
+            .name("one")
+            .user_agent("old/"),
+    );
+    create(&client, "one", json!({})).await;
+    let held = server
+        .wait_held(kopf_testing::DEADLINE)
+        .await
+        .expect("the old leader's write is held");
+    assert!(held.body.contains("\"old\""), "{held:?}");
+
+    // The old leader cannot renew: its term ends on its clock, and the other takes the Lease
+    // once it has not changed for the lease duration, and handles the object.
+    server.inject(
+        Fault::respond(500)
+            .verb("update")
+            .resource(RESOURCE)
+            .user_agent("old/"),
+    );
+    wait_lease(&client, name, "the new leader", |spec| {
+        spec["holderIdentity"] == "new"
+    })
+    .await;
+    let handled = wait("the new leader's result", || async {
+        get(&client, "one").await.filter(|o| {
+            o["status"]["create_fn"]["by"] == "new"
+                && !o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+                    .is_null()
+        })
+    })
+    .await;
+
+    server.release_held();
+    // The Leases are renewed all the while; nothing else may happen.
+    let quiet = Duration::from_millis(1500);
+    assert!(
+        server
+            .wait_quiet_but(
+                &["leases.coordination.k8s.io"],
+                quiet,
+                kopf_testing::DEADLINE
+            )
+            .await
+    );
+    let object = get(&client, "one").await.expect("the object");
+    assert_eq!(
+        object["status"], handled["status"],
+        "the new leader's result stays: {object}"
+    );
+    assert_eq!(
+        object["metadata"]["annotations"], handled["metadata"]["annotations"],
+        "the new leader's records and diff-base stay: {object}"
+    );
+    server.clear_faults();
+    let _ = old.stop().await;
+    new.stop().await.expect("a clean stop");
     drop(client);
     server.stop().await;
 }

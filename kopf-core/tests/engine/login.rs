@@ -5,17 +5,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kopf::{
-    ChangeHandler, ConnectionInfo, LoginHandler, Operator, OperatorError, PermanentError, Registry,
-    TemporaryError,
-};
+use kopf::login::ConnectionInfo;
+use kopf::operator::{Operator, OperatorError};
+use kopf::registry::{ChangeHandler, LoginHandler, Registry};
+use kopf::{PermanentError, TemporaryError};
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD;
 use kopf_testing::{FakeApiServer, Fault, OperatorHarness, test_settings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{create, examples, wait_object};
-
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 
 /// A server that requires `token` (and so serves TLS).
 async fn server_with_token(token: &str) -> FakeApiServer {
@@ -66,7 +65,7 @@ async fn login_credentials_are_used_and_a_401_logs_in_again() {
         2,
         "the refused credentials were replaced at the first 401"
     );
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     let client = harness.client();
 
     create(&client, "one", json!({"field": 1})).await;
@@ -146,7 +145,7 @@ async fn requests_refused_together_log_in_once() {
         ));
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     harness.server().inject(
         Fault::respond(401)
             .verb("get")
@@ -276,7 +275,7 @@ async fn an_on_login_attribute_gives_the_credentials() {
         Operator::new(registry).settings(test_settings()).memo(memo),
     )
     .await;
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     let client = harness.client();
     create(&client, "one", json!({})).await;
     wait_object(&harness, "one", "the object handled", |o| {

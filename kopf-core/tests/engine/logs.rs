@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, EventHandler, PermanentError, Registry, TemporaryError};
+use kopf::registry::{ChangeHandler, EventHandler, Registry};
+use kopf::{PermanentError, TemporaryError};
 use kopf_testing::{DEADLINE, OperatorHarness};
 use serde_json::json;
 
@@ -100,7 +101,7 @@ async fn kopfs_log_lines_for_handlers_and_causes() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
     let client = harness.client();
@@ -159,7 +160,7 @@ async fn limits_and_error_modes_are_logged_in_kopfs_words() {
             ChangeHandler::on_create(examples(), "ignoring_fn", |_| async {
                 Err(kopf::Error::msg("meh"))
             })
-            .errors(kopf::ErrorsMode::Ignored),
+            .errors(kopf::registry::ErrorsMode::Ignored),
         )
         .with(
             ChangeHandler::on_create(examples(), "slow_fn", |_| async {
@@ -178,7 +179,7 @@ async fn limits_and_error_modes_are_logged_in_kopfs_words() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(kopf_testing::test_settings()),
+        kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
     create(&harness.client(), name, json!({})).await;

@@ -3,7 +3,8 @@
 //! stored, and a spec that does not fit its type is a permanent error.
 
 use kopf::diff::Diff;
-use kopf::{Memo, Operator, Patch, Reason};
+use kopf::operator::Operator;
+use kopf::{Memo, Patch, Reason};
 use kopf_testing::OperatorHarness;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -73,7 +74,7 @@ async fn sibling_fn(spec: &Value, memo: &Memo) -> Value {
     json!({"saw": spec})
 }
 
-async fn start(registry: kopf::Registry, calls: &Calls) -> OperatorHarness {
+async fn start(registry: kopf::registry::Registry, calls: &Calls) -> OperatorHarness {
     OperatorHarness::start_on(
         server_with_crd().await,
         Operator::new(registry)
@@ -147,17 +148,16 @@ async fn a_spec_that_does_not_fit_the_argument_type_is_a_permanent_error() {
     let harness = start(kopf::handlers![typed_fn, sibling_fn], &calls).await;
     let client = harness.client();
     for (name, replicas) in [("bad", json!("many")), ("good", json!(3))] {
-        crate::support::send(
-            &client,
-            "POST",
-            crate::support::COLLECTION,
-            "application/json",
-            json!({
-                "metadata": {"name": name, "labels": {"case": "typed"}},
-                "spec": {"replicas": replicas, "image": "nginx"},
-            }),
-        )
-        .await;
+        harness
+            .request(
+                "POST",
+                crate::support::COLLECTION,
+                json!({
+                    "metadata": {"name": name, "labels": {"case": "typed"}},
+                    "spec": {"replicas": replicas, "image": "nginx"},
+                }),
+            )
+            .await;
     }
     for name in ["bad", "good"] {
         wait_object(&harness, name, "handling to finish", |o| {
@@ -212,20 +212,14 @@ async fn borrowing_fn(body: &KopfExample, spec: &Spec, meta: &Value, memo: &Memo
 async fn typed_bodies_and_specs_are_lent_to_handlers() {
     let calls = Calls::default();
     let harness = start(kopf::handlers![borrowing_fn], &calls).await;
-    let client = harness.client();
     let body = json!({
         "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
         "metadata": {"name": "lent", "labels": {"case": "borrowed"}},
         "spec": {"replicas": 4, "image": "nginx"},
     });
-    crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        body,
-    )
-    .await;
+    harness
+        .request("POST", crate::support::COLLECTION, body)
+        .await;
     wait_object(&harness, "lent", "the borrowing handler's result", |o| {
         o["status"]["borrowing"] == "4 replicas"
     })

@@ -27,5 +27,6 @@ mod selectors;
 mod shards;
 mod stopping;
 mod subhandlers;
+mod timeouts;
 mod toolkit;
 mod webhooks;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Operator, Registry, TemporaryError};
+use kopf::TemporaryError;
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, Registry};
 use kopf_testing::{Fault, OperatorHarness, SentRequest, test_settings, wait};
 use serde_json::json;
 

@@ -4,12 +4,12 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
 use kopf_testing::OperatorHarness;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 const ACCOUNT: &str = "kex-operator";
 
 /// A ConfigMap named after the object, owned by it.
@@ -20,7 +20,7 @@ async fn child(name: &str, owner: &serde_json::Value, client: kube::Client) -> k
         "metadata": {"name": format!("{name}-config")},
         "data": {"owner": name},
     });
-    kopf::adopt(&mut config, owner)?;
+    kopf::hierarchies::adopt(&mut config, owner)?;
     let config: ConfigMap = serde_json::from_value(config)?;
     Api::<ConfigMap>::default_namespaced(client)
         .create(&PostParams::default(), &config)
@@ -42,13 +42,14 @@ async fn configure_undeclared(
     child(name, body, client).await
 }
 
-/// The harness with the CRD and the registry's `rbac -n default` output applied, the
+/// The harness with the KOPFEXAMPLE_CRD and the registry's `rbac -n default` output applied, the
 /// operator acting as the ServiceAccount on a server that enforces RBAC.
-async fn start(registry: kopf::Registry) -> OperatorHarness {
-    let rbac = kopf::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
-        .expect("the rbac options are valid");
+async fn start(registry: kopf::registry::Registry) -> OperatorHarness {
+    let rbac =
+        kopf::rbac::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
+            .expect("the rbac options are valid");
     OperatorHarness::builder()
-        .apply(CRD)
+        .apply(KOPFEXAMPLE_CRD)
         .apply(rbac)
         .namespaces(["default"])
         .service_account("default", ACCOUNT)
@@ -115,7 +116,7 @@ async fn the_rbac_output_lets_the_operator_create_its_children_and_nothing_more(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_is_not_declared_is_forbidden() {
     let registry = kopf::handlers![configure_undeclared];
-    let rbac = kopf::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
+    let rbac = kopf::rbac::rbac_manifest(&registry, ["-n", "default"]).expect("valid options");
     assert!(
         rbac.contains("# NOT COVERED: configure_undeclared takes a `client`"),
         "{rbac}"

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use kopf::{OperatorError, Settings};
+use kopf::Settings;
+use kopf::operator::OperatorError;
 use kopf_testing::{FakeApiServer, wait};
 use serde_json::{Value, json};
 

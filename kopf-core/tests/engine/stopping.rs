@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kopf::{
-    ChangeHandler, ConnectionInfo, LoginHandler, Operator, OperatorError, Ready, Registry,
-    Settings, TemporaryError,
-};
+use kopf::login::ConnectionInfo;
+use kopf::operator::{Operator, OperatorError, Ready};
+use kopf::registry::{ChangeHandler, LoginHandler, Registry};
+use kopf::{Settings, TemporaryError};
 use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, wait};
 use serde_json::json;
 use tokio::io::AsyncReadExt as _;

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Registry, SubHandler, TemporaryError};
+use kopf::TemporaryError;
+use kopf::registry::{ChangeHandler, Registry, SubHandler};
 use kopf_testing::{OperatorHarness, test_settings};
 use serde_json::{Value, json};
 
@@ -51,7 +52,7 @@ async fn sub_handlers_run_each_with_its_own_retries_and_the_parent_waits_for_the
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(test_settings()),
+        kopf::operator::Operator::new(registry).settings(test_settings()),
     )
     .await;
     let client = harness.client();
@@ -123,7 +124,7 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
     let server = server_with_crd().await;
     let harness = OperatorHarness::start_on(
         server,
-        kopf::Operator::new(registry).settings(test_settings()),
+        kopf::operator::Operator::new(registry).settings(test_settings()),
     )
     .await;
     let client = harness.client();
@@ -146,20 +147,20 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
     // call's (the parent is called again in each cycle while they are unfinished).
     let parent = harness.outcome("subfail", "create_fn");
     assert!(
-        matches!(&parent, Some(kopf::HandlerOutcome::Failed { message, .. })
+        matches!(&parent, Some(kopf::outcomes::HandlerOutcome::Failed { message, .. })
             if message == "sub-handlers failed: create_fn/flaky"),
         "{parent:?}"
     );
     assert_eq!(
         harness.outcome("subfail", "create_fn/flaky"),
-        Some(kopf::HandlerOutcome::Failed {
+        Some(kopf::outcomes::HandlerOutcome::Failed {
             message: "always broken".into(),
             retries: 2,
         })
     );
     assert_eq!(
         harness.outcome("subfail", "create_fn/fine"),
-        Some(kopf::HandlerOutcome::Succeeded { retries: 1 })
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { retries: 1 })
     );
     harness.stop().await.expect("a clean stop");
 }

@@ -1,7 +1,7 @@
 //! Kopf's toolkits used from handlers: `kopf::info/warn/exception/event` post Events through
 //! the operator running the handler (async and sync handlers alike), visible through the API
-//! and kubectl; `kopf::adopt` and `kopf::adopt_to_current` make children that the server
-//! deletes with their parent.
+//! and kubectl; `kopf::hierarchies::adopt` and `kopf::hierarchies::adopt_to_current` make children
+//! that the server deletes with their parent.
 //!
 //! The kubectl check is skipped loudly without kubectl (and fails under CI).
 
@@ -10,12 +10,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf::{ChangeHandler, Operator, Registry};
+use kopf::operator::Operator;
+use kopf::registry::{ChangeHandler, Registry};
 use kopf_testing::{DEADLINE, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
 use crate::posting::run_until;
-use crate::support::{COLLECTION, create, delete, examples, get, send, server_with_crd};
+use crate::support::{COLLECTION, create, delete, examples, get, server_with_crd};
 
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -64,7 +65,7 @@ fn posting_registry() -> Registry {
         .with(ChangeHandler::on_create(
             examples(),
             "sync_fn",
-            kopf::blocking(|inv| {
+            kopf::registry::blocking(|inv| {
                 kopf::event(inv.body(), "Normal", "FromThread", "posted by a sync handler");
                 Ok(Some(json!("done")))
             }),
@@ -221,7 +222,7 @@ fn adopting_registry() -> Registry {
                     "kind": "ConfigMap",
                     "data": {"parent": inv.name()},
                 });
-                kopf::adopt(&mut child, inv.body())?;
+                kopf::hierarchies::adopt(&mut child, inv.body())?;
                 let namespace = child["metadata"]["namespace"]
                     .as_str()
                     .unwrap_or_default()
@@ -238,10 +239,10 @@ fn adopting_registry() -> Registry {
         .with(ChangeHandler::on_create(
             examples(),
             "adopt_typed",
-            kopf::blocking(|_inv| {
+            kopf::registry::blocking(|_inv| {
                 let mut child = ConfigMap::default();
-                kopf::harmonize_naming(&mut child, "exact", true)?;
-                kopf::adopt_to_current(&mut child)?;
+                kopf::hierarchies::harmonize_naming(&mut child, "exact", true)?;
+                kopf::hierarchies::adopt_to_current(&mut child)?;
                 Ok(Some(serde_json::to_value(child)?))
             }),
         ))
@@ -252,19 +253,19 @@ async fn adopted_children_are_owned_named_placed_labelled_and_collected_with_the
     let operator = Operator::new(adopting_registry()).settings(test_settings());
     let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
     let client = harness.client();
-    let parent = send(
-        &client,
-        "POST",
-        COLLECTION,
-        "application/json",
-        json!({
-            "apiVersion": "kopf.dev/v1",
-            "kind": "KopfExample",
-            "metadata": {"name": "parent", "labels": {"app": "demo"}},
-            "spec": {},
-        }),
-    )
-    .await;
+    let parent = harness
+        .request(
+            "POST",
+            COLLECTION,
+            json!({
+                "apiVersion": "kopf.dev/v1",
+                "kind": "KopfExample",
+                "metadata": {"name": "parent", "labels": {"app": "demo"}},
+                "spec": {},
+            }),
+        )
+        .await
+        .1;
     let uid = parent["metadata"]["uid"].clone();
     let done = wait("both handlers' results", || async {
         get(&client, "parent").await.filter(|o| {

@@ -1,5 +1,5 @@
 //! The `operations = [CREATE, UPDATE]` option of admission handlers: the variants of
-//! `kopf::Operation` it names, each once, at least one.
+//! `kopf::admission::Operation` it names, each once, at least one.
 
 use proc_macro2::TokenStream;
 use syn::Ident;
@@ -7,7 +7,7 @@ use syn::spanned::Spanned as _;
 
 use super::Errors;
 
-/// `[CREATE, UPDATE]` (or strings): the variants of `kopf::Operation`.
+/// `[CREATE, UPDATE]` (or strings): the variants of `kopf::admission::Operation`.
 pub(super) fn operations(value: TokenStream, errors: &mut Errors) -> Option<Vec<Ident>> {
     use syn::parse::Parser as _;
     const EXPECTED: &str = "expected a list of operations: `operations = [CREATE, UPDATE]` (of CREATE, UPDATE, DELETE, CONNECT)";

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use kopf::{Memo, Operator, Registry, Settings};
+use kopf::operator::Operator;
+use kopf::registry::Registry;
+use kopf::{Memo, Settings};
 use serde_json::Value;
 
 use super::apiserver::ApiServer;
@@ -17,7 +19,7 @@ use kopf_fake_apiserver::{FakeApiServer, FakeApiServerBuilder};
 /// # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 /// # #[kube(group = "kopf.dev", version = "v1", kind = "KopfExample", namespaced)]
 /// # struct KopfExampleSpec {}
-/// # async fn example(registry: kopf::Registry) {
+/// # async fn example(registry: kopf::registry::Registry) {
 /// let harness = kopf_testing::OperatorHarness::builder()
 ///     .crd::<KopfExample>()
 ///     .apply("{apiVersion: v1, kind: ConfigMap, metadata: {name: config}}")
@@ -84,7 +86,7 @@ impl HarnessBuilder {
         self
     }
 
-    /// Serve only these namespaces (as `kopf::Operator::namespaces`).
+    /// Serve only these namespaces (as `kopf::operator::Operator::namespaces`).
     pub fn namespaces<S: Into<String>>(mut self, patterns: impl IntoIterator<Item = S>) -> Self {
         self.namespaces = Some(patterns.into_iter().map(Into::into).collect());
         self
@@ -101,8 +103,8 @@ impl HarnessBuilder {
     }
 
     /// Caps timers' intervals and idle times, and daemons' and timers' initial delays, at
-    /// `cap` ([`kopf::ExecutionSettings::interval_cap`]): a timer of `interval = "1h"` runs
-    /// every `cap` in the test, with no change to the handler.
+    /// `cap` ([`kopf::settings::ExecutionSettings::interval_cap`]): a timer of `interval = "1h"`
+    /// runs every `cap` in the test, with no change to the handler.
     pub fn interval_cap(mut self, cap: Duration) -> Self {
         self.settings.execution.interval_cap = Some(cap);
         self

@@ -10,12 +10,12 @@
 //! as a restarted pod would.
 //!
 //! ```no_run
-//! use kopf::Operator;
+//! use kopf::operator::Operator;
 //! use kopf_testing::{Explorer, test_settings};
 //!
-//! # async fn example(registry: fn() -> kopf::Registry) {
+//! # async fn example(registry: fn() -> kopf::registry::Registry) {
 //! let exploration = Explorer::new(move || Operator::new(registry()).settings(test_settings()))
-//!     .setup(include_str!("../../../examples/crd.yaml"))
+//!     .setup(kopf_testing::fixtures::KOPFEXAMPLE_CRD)
 //!     .scenario(|harness| async move {
 //!         harness.apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}").await;
 //!         harness.wait_for("kopfexamples", "default", "kex", |o| !o["status"].is_null()).await;
@@ -36,15 +36,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use kopf::Operator;
+use kopf::operator::Operator;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::operator::OperatorHarness;
 use super::sent::{AGENT, named_as_kopf_rs};
-use super::waiting::DEADLINE;
-use kopf_fake_apiserver::{Committed, FakeApiServer, Fault};
+use kopf_fake_apiserver::{Committed, DEADLINE, FakeApiServer, Fault};
 
 /// Resources whose objects the comparison leaves out: what the operator says, not does.
 pub(super) const UNCOMPARED: [&str; 4] = [
@@ -438,7 +437,7 @@ impl Explorer {
 pub(super) struct Incarnation {
     stop: CancellationToken,
     crash: Option<oneshot::Sender<()>>,
-    ready: kopf::Ready,
+    ready: kopf::operator::Ready,
     done: oneshot::Receiver<Result<(), String>>,
 }
 

@@ -1,12 +1,12 @@
 //! Handlers' outcomes, from the operator's memory: each attempt's end is kept
-//! ([`kopf::Operator::outcomes`]), so a test reads a handler's last outcome even after the
-//! operator purged its progress record from the object at the end of the cycle (or, for a
+//! ([`kopf::operator::Operator::outcomes`]), so a test reads a handler's last outcome even after
+//! the operator purged its progress record from the object at the end of the cycle (or, for a
 //! first attempt that ended it, never wrote one).
 
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
+use kopf_fake_apiserver::{DEADLINE, try_wait};
 
 use super::operator::OperatorHarness;
-use super::waiting::{DEADLINE, wait_or_none};
 
 impl OperatorHarness {
     /// The last outcome of the handler `handler_id` (its id: the function's name, or
@@ -18,7 +18,7 @@ impl OperatorHarness {
     ///
     /// ```no_run
     /// # async fn example(harness: kopf_testing::OperatorHarness) {
-    /// use kopf::HandlerOutcome;
+    /// use kopf::outcomes::HandlerOutcome;
     /// let outcome = harness.wait_for_outcome("kex", "create_fn").await;
     /// assert!(matches!(outcome, HandlerOutcome::Failed { .. }), "{outcome:?}");
     /// # }
@@ -37,7 +37,7 @@ impl OperatorHarness {
     /// failed for good; see [`OperatorHarness::outcome`]) and returns how. Panics after
     /// [`DEADLINE`] with the last outcome seen.
     pub async fn wait_for_outcome(&self, name: &str, handler_id: &str) -> HandlerOutcome {
-        let done = wait_or_none(|| async {
+        let done = try_wait(|| async {
             self.outcome(name, handler_id)
                 .filter(HandlerOutcome::is_final)
         })

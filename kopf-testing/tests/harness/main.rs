@@ -2,11 +2,10 @@
 //! waited for; what the operator sent and logged, kept apart from the test's own requests
 //! and from other tests; the stop and its checks.
 
-use kopf::HandlerOutcome;
+use kopf::outcomes::HandlerOutcome;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD as CRD;
 use kopf_testing::{Fault, OperatorHarness};
 use serde_json::json;
-
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 
 #[derive(
     kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug, schemars::JsonSchema,
@@ -183,7 +182,7 @@ async fn the_harness_works_without_the_attribute() {
 fn logs_need_the_attribute() {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let harness = OperatorHarness::start(kopf::Registry::new()).await;
+        let harness = OperatorHarness::start(kopf::registry::Registry::new()).await;
         harness.logs();
     });
 }
@@ -297,14 +296,9 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
         .await
         .expect("the server starts");
     assert!(server.url().starts_with("https://"), "{}", server.url());
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_norway::from_str(CRD).expect("the CRD parses");
-    kube::Api::all(server.client())
-        .create(&Default::default(), &crd)
-        .await
-        .expect("the CRD is created over TLS");
-    let operator =
-        kopf::Operator::new(kopf::handlers![create_fn]).settings(kopf_testing::test_settings());
+    server.apply(CRD).await; // over TLS, with the token
+    let operator = kopf::operator::Operator::new(kopf::handlers![create_fn])
+        .settings(kopf_testing::test_settings());
     let harness = OperatorHarness::start_on(server, operator).await;
     harness
         .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: secure}}")

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kopf::filters::{MetaFilter, ValueFilter};
-use kopf::{
+use kopf::registry::{
     ActivityHandler, ChangeHandler, DaemonHandler, ErrorsMode, EventHandler, HandlerResult,
-    IndexHandler, Invocation, PermanentError, Registry, Selector, StopReason, SubHandler,
-    TemporaryError, TimerHandler,
+    IndexHandler, Registry, SubHandler, TimerHandler,
 };
+use kopf::resources::Selector;
+use kopf::{Invocation, PermanentError, StopReason, TemporaryError};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 

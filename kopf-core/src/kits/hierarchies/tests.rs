@@ -349,7 +349,7 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     assert!(
         error
             .to_string()
-            .contains("pass the owner to kopf::adopt()")
+            .contains("pass the owner to kopf::hierarchies::adopt()")
     );
     assert_eq!(child, json!({}));
 

@@ -12,7 +12,7 @@ use crate::actions::invocation::Invocation;
 use crate::actions::invocation::Options;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::watching::Event;
-use crate::engines::daemons::{DaemonHost, Unwritten};
+use crate::engines::daemons::{DaemonHost, Retry};
 use crate::engines::ownership::ShardMembers;
 use crate::reactor::invocations::Change;
 use crate::reactor::queueing::{Next, ObjectProcessor};
@@ -122,12 +122,17 @@ impl DaemonHost for Processor {
         body: &'a Value,
         patch: Patch,
         node: &'a Tasks,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Unwritten>> + Send + 'a>>
-    {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Retry>> + Send + 'a>> {
         Box::pin(async move {
-            Processor::write(self, uid, body, patch, None, node)
-                .await
-                .map(|_| ())
+            match Processor::write(self, uid, body, patch, None, node).await {
+                Ok(_) => Ok(()),
+                // Reported when rejected: nothing to keep for a next write.
+                Err(unwritten) if unwritten.rejected => Ok(()),
+                Err(unwritten) => Err(Retry {
+                    patch: unwritten.patch,
+                    delay: unwritten.delay,
+                }),
+            }
         })
     }
 }

@@ -22,7 +22,7 @@ async fn empty_subresource() {}
 async fn admission_options_elsewhere() {}
 
 #[kopf::on_create("kopfexamples")]
-async fn admission_arguments_elsewhere(warnings: &kopf::Warnings, dryrun: bool) {}
+async fn admission_arguments_elsewhere(warnings: &kopf::admission::Warnings, dryrun: bool) {}
 
 #[kopf::on_validate("kopfexamples")]
 async fn change_arguments(reason: kopf::Reason, retry: u32) {}

@@ -13,6 +13,6 @@ async fn daemon_with_a_timers_option() {}
 async fn wrong_stopped(stopped: bool, diff: &kopf::diff::Diff) {}
 
 #[kopf::on_event("kopfexamples")]
-async fn event_with_subhandlers(subhandlers: &kopf::SubHandlers) {}
+async fn event_with_subhandlers(subhandlers: &kopf::registry::SubHandlers) {}
 
 fn main() {}

@@ -1,12 +1,12 @@
 #![allow(unused_variables)]
 
 #[kopf::on_login("kopfexamples")]
-async fn with_a_resource() -> Option<kopf::ConnectionInfo> {
+async fn with_a_resource() -> Option<kopf::login::ConnectionInfo> {
     None
 }
 
 #[kopf::on_login]
-async fn with_an_object(name: &str, client: &kube::Client) -> Option<kopf::ConnectionInfo> {
+async fn with_an_object(name: &str, client: &kube::Client) -> Option<kopf::login::ConnectionInfo> {
     None
 }
 

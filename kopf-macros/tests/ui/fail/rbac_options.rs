@@ -4,7 +4,7 @@
 async fn create_fn() {}
 
 #[kopf::on_login(reads = [Secret])]
-async fn login_fn() -> Option<kopf::ConnectionInfo> {
+async fn login_fn() -> Option<kopf::login::ConnectionInfo> {
     None
 }
 

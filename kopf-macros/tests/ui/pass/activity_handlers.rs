@@ -9,7 +9,7 @@ use serde_json::Value;
 async fn configure(
     settings: &mut kopf::Settings,
     memo: &kopf::Memo,
-    activity: kopf::Activity,
+    activity: kopf::activities::Activity,
     logger: &kopf::Logger,
     retry: u32,
     started: SystemTime,
@@ -52,8 +52,8 @@ fn now() -> Option<Value> {
 
 fn main() {
     let registry = kopf::handlers![configure, sync_startup, farewell, connections, now];
-    let _ = kopf::Operator::new(registry).liveness("http://127.0.0.1:8080/healthz");
-    let leader_only = |handler| matches!(handler, kopf::AnyHandler::Activity(h) if h.is_leader_only());
+    let _ = kopf::operator::Operator::new(registry).liveness("http://127.0.0.1:8080/healthz");
+    let leader_only = |handler| matches!(handler, kopf::registry::AnyHandler::Activity(h) if h.is_leader_only());
     use kopf::__private::Descriptor as _;
     assert!(leader_only(migrate::descriptor()) && leader_only(hand_over::descriptor()));
     assert!(!leader_only(everywhere::descriptor()) && !leader_only(configure::descriptor()));

@@ -24,11 +24,11 @@ use serde_json::Value;
 async fn check_size(
     spec: &Value,
     param: Option<&Value>,
-    warnings: &kopf::Warnings,
-    operation: kopf::Operation,
+    warnings: &kopf::admission::Warnings,
+    operation: kopf::admission::Operation,
 ) -> Result<(), kopf::AdmissionError> {
     let limit = param.and_then(|p| p["limit"].as_i64()).unwrap_or(10);
-    if operation == kopf::Operation::Update {
+    if operation == kopf::admission::Operation::Update {
         warnings.push("updating the size");
     }
     match spec["size"].as_i64() {
@@ -41,7 +41,7 @@ async fn check_size(
 fn sync_check(
     userinfo: &Value,
     headers: &BTreeMap<String, String>,
-    sslpeer: Option<&kopf::PeerCertificate>,
+    sslpeer: Option<&kopf::admission::PeerCertificate>,
     subresource: Option<&str>,
     dryrun: bool,
     old: Option<&Value>,
@@ -65,8 +65,8 @@ async fn owned_arguments(
     userinfo: UserInfo,
     headers: BTreeMap<String, String>,
     sslpeer: Value,
-    warnings: kopf::Warnings,
-    operation: Option<kopf::Operation>,
+    warnings: kopf::admission::Warnings,
+    operation: Option<kopf::admission::Operation>,
     subresource: Option<String>,
 ) {
     let _ = (userinfo.username, headers, sslpeer, warnings, operation, subresource);
@@ -81,7 +81,7 @@ async fn default_size(spec: &Value, patch: &mut kopf::Patch, memo: &kopf::Memo) 
 }
 
 #[kopf::on_mutate("v1", "pods", operations = [DELETE], subresource = "status")]
-fn sync_mutation(patch: &mut kopf::Patch, sslpeer: Option<kopf::PeerCertificate>) {
+fn sync_mutation(patch: &mut kopf::Patch, sslpeer: Option<kopf::admission::PeerCertificate>) {
     if let Some(peer) = sslpeer {
         patch.set("metadata.annotations.seen-by", peer.common_name());
     }

@@ -74,7 +74,7 @@ async fn pods(
     meta: &Value,
     status: Option<Value>,
     client: kube::Client,
-    resource: &kopf::Resource,
+    resource: &kopf::resources::Resource,
 ) {
     let _ = (body, meta, status, client, resource);
 }

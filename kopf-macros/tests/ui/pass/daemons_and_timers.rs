@@ -49,7 +49,7 @@ fn sync_check(runtime: Duration) -> Option<u64> {
 }
 
 #[kopf::on_create("kopfexamples")]
-async fn create_fn(subhandlers: &kopf::SubHandlers, spec: Value) {
+async fn create_fn(subhandlers: &kopf::registry::SubHandlers, spec: Value) {
     for (key, value) in spec.as_object().into_iter().flatten() {
         let value = value.clone();
         subhandlers.add(key.clone(), move |_| {

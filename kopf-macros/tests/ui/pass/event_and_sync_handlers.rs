@@ -37,8 +37,8 @@ fn sync_create(name: &str, patch: &mut Patch, logger: &tracing::Span) -> kopf::R
 #[kopf::on_delete("kopfexamples")]
 fn sync_delete() {}
 
-#[kopf::on_event(kopf::EVERYTHING, id = "everything")]
-async fn everything(resource: &kopf::Resource, name: &str) {
+#[kopf::on_event(kopf::resources::EVERYTHING, id = "everything")]
+async fn everything(resource: &kopf::resources::Resource, name: &str) {
     let _ = (resource, name);
 }
 

@@ -12,7 +12,7 @@ mod nested {
 }
 
 fn main() {
-    let collected = kopf::Registry::collected();
+    let collected = kopf::registry::Registry::collected();
     let explicit = kopf::handlers![create_fn, nested::delete_fn];
     let _ = (collected, explicit);
 }

@@ -13,16 +13,16 @@ async fn from_vault(
     started: SystemTime,
     runtime: Duration,
     param: Option<&Value>,
-) -> kopf::Result<kopf::ConnectionInfo> {
+) -> kopf::Result<kopf::login::ConnectionInfo> {
     logger.info(format_args!("attempt {retry} since {started:?} ({runtime:?}): {param:?}"));
     let token: String = memo.value_as("token").ok_or(kopf::TemporaryError::new("no token yet"))?;
-    Ok(kopf::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
+    Ok(kopf::login::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
 }
 
 #[kopf::on_login]
-fn from_environment(_logger: tracing::Span) -> Option<kopf::ConnectionInfo> {
+fn from_environment(_logger: tracing::Span) -> Option<kopf::login::ConnectionInfo> {
     let token = std::env::var("TOKEN").ok()?;
-    Some(kopf::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
+    Some(kopf::login::ConnectionInfo::new("https://10.0.0.1:6443").token(token))
 }
 
 #[kopf::on_login]

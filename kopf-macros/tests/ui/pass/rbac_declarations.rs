@@ -19,7 +19,7 @@ async fn configure() {}
 
 fn main() {
     let registry = kopf::handlers![create_fn, update_fn, tick_fn, configure];
-    let yaml = kopf::rbac_manifest(&registry, ["-A"]).expect("valid options");
+    let yaml = kopf::rbac::rbac_manifest(&registry, ["-A"]).expect("valid options");
     assert!(yaml.contains("# Declared by create_fn: apps/deployments"));
     assert!(yaml.contains("# Declared by configure: core/secrets: get, list, watch"));
     assert!(!yaml.contains("NOT COVERED"));

@@ -16,7 +16,7 @@ use kube::api::WatchParams;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, client_without_retries, send, wait_for};
+use crate::support::{DEADLINE, client_without_retries, send, wait};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 const LABELLED: &str = "labelSelector=test%3Dproxy";
@@ -150,7 +150,7 @@ async fn a_proxy_serves_the_real_server_and_logs_what_passes() {
         .await
         .unwrap()
         .boxed();
-    wait_for("the watch to be counted", DEADLINE, || async {
+    wait("the watch to be counted", || async {
         (server.stats().open_watches == 1).then_some(())
     })
     .await;
@@ -235,13 +235,13 @@ async fn a_proxy_serves_the_real_server_and_logs_what_passes() {
 
     // Watches end when the test closes them, and connections when it restarts the server.
     server.close_watches();
-    wait_for("the watch to end", DEADLINE, || async {
+    wait("the watch to end", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;
     drop(stream);
     server.restart();
-    wait_for("the connections to close", DEADLINE, || async {
+    wait("the connections to close", || async {
         (server.stats().open_connections == 0).then_some(())
     })
     .await;
@@ -532,7 +532,7 @@ async fn faults_on_lists_and_watches_act_on_the_real_server() {
     assert!(futures::FutureExt::now_or_never(silent.frame()).is_none());
     assert_eq!(server.stats().open_watches, 1);
     drop(silent);
-    wait_for("the silent watch to close", DEADLINE, || async {
+    wait("the silent watch to close", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;

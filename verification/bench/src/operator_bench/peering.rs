@@ -178,7 +178,7 @@ async fn measure(programs: &Programs, setup: &Setup, run: usize) -> Result<Reque
 
 /// Kopf's peering CRDs and the cluster-wide peering object `default`, as `kopf` makes them.
 async fn peering_objects(cluster: &Cluster) -> Result<(), String> {
-    for crd in kopf::peering_crds() {
+    for crd in kopf::peering::peering_crds() {
         cluster
             .send(
                 "POST",

@@ -11,7 +11,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kopf::{ChangeHandler, Invocation, Selector, TemporaryError};
+use kopf::registry::ChangeHandler;
+use kopf::resources::Selector;
+use kopf::{Invocation, TemporaryError};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
