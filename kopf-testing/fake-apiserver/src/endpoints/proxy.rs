@@ -81,6 +81,13 @@ pub(crate) async fn forward(
     body: Bytes,
 ) -> ApiResult<Response<Body>> {
     let credentials = credentials(headers, &shared.access);
+    let unsharded;
+    let path_and_query = if shared.sharded_watches {
+        path_and_query
+    } else {
+        unsharded = without_shard_selector(path_and_query);
+        &unsharded
+    };
     if context.verb == Verb::Watch && context.silent_watch {
         return Ok(silent(shared));
     }
@@ -192,6 +199,24 @@ fn credentials(headers: &HeaderMap, access: &Access) -> Credentials {
         // As on the fake server: without credentials where none are required, the admin.
         None if !access.required() => Credentials::Admin,
         _ => Credentials::Own,
+    }
+}
+
+/// The request without its `shardSelector`: a proxy built without sharded watches stands for
+/// a server without the `ShardedListAndWatch` feature gate, which ignores the parameter (the
+/// real one behind it has the gate on).
+fn without_shard_selector(path_and_query: &str) -> String {
+    let Some((path, query)) = path_and_query.split_once('?') else {
+        return path_and_query.to_string();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some("shardSelector"))
+        .collect();
+    if kept.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", kept.join("&"))
     }
 }
 

@@ -209,12 +209,15 @@ impl FakeApiServerBuilder {
     /// go with the admin's certificate, or with their own token when they carry one (a
     /// ServiceAccount's), so the real server authorizes them as itself.
     ///
+    /// Without [sharded watches](Self::sharded_watches), the proxy leaves the `shardSelector`
+    /// out of the requests it forwards, as a server without the feature gate ignores it.
+    ///
     /// With a [journal](Self::journal), the proxy follows the real server's changes of each
     /// resource from the first request for it on (those only the real server's controllers
     /// touch are not journaled).
     ///
     /// What only an API server of its own can do fails at once, saying so: a state file,
-    /// another history limit or bookmark interval, no sharded watches (at start);
+    /// another history limit or bookmark interval (at start);
     /// [`FakeApiServer::compact`], [`FakeApiServer::recreate`],
     /// [`FakeApiServer::set_bookmark_interval`], [`FakeApiServer::service_account_token`],
     /// and the [`stale_view`](crate::Fault::stale_view) fault. [`RealApiServer::proxy`] puts a
@@ -293,10 +296,6 @@ impl FakeApiServerBuilder {
             (
                 self.bookmark_interval != defaults.bookmark_interval,
                 "a bookmark interval",
-            ),
-            (
-                !self.sharded_watches,
-                "a server without sharded watches (the real one has the feature gate on)",
             ),
         ];
         match refused.iter().find(|(asked, _)| *asked) {

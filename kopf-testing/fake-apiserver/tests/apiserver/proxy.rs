@@ -607,18 +607,6 @@ async fn requests_with_their_own_token_act_as_their_account_and_fake_only_contro
             .message
             .contains("works only on the fake API server")
     );
-    let unsharded = FakeApiServer::builder()
-        .upstream(real.clone())
-        .sharded_watches(false)
-        .start()
-        .await;
-    let error = unsharded
-        .expect_err("no sharded watches is refused")
-        .to_string();
-    assert!(
-        error.contains("works only on the fake API server"),
-        "{error}"
-    );
     let state = FakeApiServer::builder()
         .upstream(real)
         .state_file("/nonexistent/state")
@@ -627,4 +615,74 @@ async fn requests_with_their_own_token_act_as_their_account_and_fake_only_contro
     assert!(state.is_err());
     drop((admin, accounts, reader));
     server.stop().await;
+}
+
+/// A proxy without sharded watches stands for a server without the feature gate: the real
+/// server behind it never sees the `shardSelector`, and every object comes back; a proxy with
+/// them passes it on, and the real server filters.
+#[tokio::test]
+async fn a_proxy_without_sharded_watches_leaves_the_shard_selector_out() {
+    let test = "a_proxy_without_sharded_watches_leaves_the_shard_selector_out";
+    let Some((sharded, real)) = proxy(test, FakeApiServer::builder()).await else {
+        return;
+    };
+    let unsharded = FakeApiServer::builder()
+        .upstream(real)
+        .sharded_watches(false)
+        .start()
+        .await
+        .expect("a proxy without sharded watches starts");
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(sharded.client());
+    for i in 0..8 {
+        let name = format!("shard-{i}");
+        configmaps
+            .create(&PostParams::default(), &configmap(&name, json!({})))
+            .await
+            .unwrap();
+    }
+    // Half of the uids' range: with 8 random uids, all 8 fall in it once in 256 runs, so
+    // a test that must see fewer than 8 uses the half that holds fewer.
+    let ranges = [
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+        "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
+    ];
+    let count = |server: &FakeApiServer, selector: &str| {
+        let path = format!(
+            "{CONFIGMAPS}?{LABELLED}&shardSelector={}",
+            selector
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' => char::from(b).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        );
+        let client = server.client();
+        async move {
+            let request = Request::get(path).body(Vec::new()).unwrap();
+            let list: Value = client.request(request).await.expect("the list is answered");
+            list["items"].as_array().map_or(0, Vec::len)
+        }
+    };
+    let low = count(&sharded, ranges[0]).await;
+    let high = count(&sharded, ranges[1]).await;
+    assert_eq!(
+        low + high,
+        8,
+        "the real server splits the objects between the halves"
+    );
+    let fewer = if low < high { ranges[0] } else { ranges[1] };
+    assert!(count(&sharded, fewer).await < 8);
+    assert_eq!(
+        count(&unsharded, fewer).await,
+        8,
+        "the selector was left out"
+    );
+    let logged = unsharded.requests();
+    assert!(
+        logged.iter().any(|r| r.query.contains("shardSelector")),
+        "the proxy's log shows the request as it came: {logged:#?}"
+    );
+    unsharded.stop().await;
+    sharded.stop().await;
 }
