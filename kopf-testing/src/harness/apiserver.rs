@@ -109,14 +109,14 @@ impl ApiServer {
 
 impl ApiServer {
     /// Marks a test as needing the fake server before any server is started (for what a
-    /// proxy in front of a real one refuses to start with, a server without sharded watches
-    /// say): for [`ApiServer::Real`], says loudly that the test skips because of `what` and
-    /// returns `true`; the test then returns.
+    /// proxy in front of a real one refuses to start with, a state file say): for
+    /// [`ApiServer::Real`], says loudly that the test skips because of `what` and returns
+    /// `true`; the test then returns.
     ///
     /// ```no_run
     /// # async fn example() {
     /// use kopf_testing::ApiServer;
-    /// if ApiServer::from_env().fake_only("a server without sharded watches") {
+    /// if ApiServer::from_env().fake_only("a server restarted from its state file") {
     ///     return;
     /// }
     /// # }

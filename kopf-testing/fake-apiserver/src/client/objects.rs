@@ -100,9 +100,7 @@ impl TestClient {
         let stored = stored.unwrap_or_else(|error| panic!("applying {what} failed: {error}"));
         let stored = serde_json::to_value(stored).expect("objects serialize");
         if resolved.resource.kind == "CustomResourceDefinition" {
-            let established = self.wait_until_established(&name).await;
-            self.wait_until_discovered(&established).await;
-            established
+            self.wait_for_crd(&name).await
         } else {
             stored
         }
@@ -289,6 +287,23 @@ impl TestClient {
         let resolved = self.resolve_name(resource).await?;
         let object = self.api(&resolved, namespace).get_opt(name).await.ok()??;
         Some(serde_json::to_value(object).expect("objects serialize"))
+    }
+
+    /// Waits until the CRD `name` (`plural.group`) is established and discovery serves each
+    /// of its served versions; returns it. A real API server serves a new CRD's resources a
+    /// moment after it is established, and an operator that starts in that moment would not
+    /// find them: wait for this after creating a CRD other than with [`TestClient::apply`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: kopf_fake_apiserver::TestClient) {
+    /// let crd = client.wait_for_crd("kopfexamples.kopf.dev").await;
+    /// assert_eq!(crd["spec"]["group"], "kopf.dev");
+    /// # }
+    /// ```
+    pub async fn wait_for_crd(&self, name: &str) -> Value {
+        let established = self.wait_until_established(name).await;
+        self.wait_until_discovered(&established).await;
+        established
     }
 
     async fn wait_until_established(&self, name: &str) -> Value {
