@@ -17,9 +17,9 @@ use support::kubectl::Kubectl;
 #[tokio::test]
 async fn the_manifests_apply_with_kubectl() {
     let test = "the_manifests_apply_with_kubectl";
-    let server = FakeApiServer::start()
-        .await
-        .expect("the fake API server starts");
+    let server = kopf_testing::ApiServer::from_env()
+        .start(FakeApiServer::builder())
+        .await;
     let Some(kubectl) = Kubectl::for_server(test, &server) else {
         return;
     };
