@@ -15,7 +15,7 @@
 //!   or be cut after some lines, and, with contract-breaking faults allowed, lose, repeat or
 //!   swap one event; `close_watches` and a restart end it;
 //! - with a journal, a resource's changes are followed from its first request on, and a
-//!   write's answer waits until the journal holds it (`endpoints::recording`);
+//!   write's answer waits until the journal holds it (`endpoints::journal`);
 //! - a list's items are shuffled with the fault's seed, and so are the initial events of a
 //!   watch that asks for them with `sendInitialEvents` (those of a watch without it cannot be
 //!   told from the live ones, and keep their order).
@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
 use super::control::{Breach, lock};
-use super::recording::{Followed, Recorder, version};
+use super::journal::{Followed, Journal, version};
 use super::reply::{Body, Cut, full};
 use super::request::{Context, Route, Verb};
 use super::shared::Shared;
@@ -119,15 +119,15 @@ pub(crate) async fn forward(
         };
         return Err(ApiError::stale(subject));
     }
-    let followed = match (&shared.recorder, &context.route) {
-        (Some(recorder), Route::Object(path)) => {
+    let followed = match (&shared.journal, &context.route) {
+        (Some(journal), Route::Object(path)) => {
             let followed = Followed {
                 group: path.group.clone(),
                 version: path.version.clone(),
                 plural: path.plural.clone(),
             };
-            recorder.follow(&followed).await;
-            Some((recorder, followed, recorder.mark()))
+            journal.follow(&followed).await;
+            Some((journal, followed, journal.mark()))
         }
         _ => None,
     };
@@ -146,8 +146,8 @@ pub(crate) async fn forward(
     }
     match context.verb {
         Verb::Create | Verb::Update | Verb::Patch | Verb::Delete if followed.is_some() => {
-            let (recorder, followed, mark) = followed.expect("just matched");
-            journaled(recorder, &followed, context, mark, answer).await
+            let (journal, followed, mark) = followed.expect("just matched");
+            journaled(journal, &followed, context, mark, answer).await
         }
         Verb::Watch => watch(shared, context, answer),
         Verb::List if context.shuffle_seed.is_some() => {
@@ -160,7 +160,7 @@ pub(crate) async fn forward(
 /// A write's answer once the journal holds the version it made (as on the fake server, a
 /// client that saw its write answered finds it in the journal).
 async fn journaled(
-    recorder: &Recorder,
+    journal: &Journal,
     followed: &Followed,
     context: &Context,
     mark: usize,
@@ -179,10 +179,10 @@ async fn journaled(
             if let Route::Object(path) = &context.route {
                 let namespace = path.namespace.as_deref().unwrap_or_default();
                 let name = path.name.as_deref().unwrap_or_default();
-                recorder.deleted(followed, (namespace, name), mark).await;
+                journal.deleted(followed, (namespace, name), mark).await;
             }
         }
-        Ok(object) => recorder.caught_up(followed, version(&object)).await,
+        Ok(object) => journal.caught_up(followed, version(&object)).await,
         Err(_) => {}
     }
     Ok(Response::from_parts(parts, full(bytes)))

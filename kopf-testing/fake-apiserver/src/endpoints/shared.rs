@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::Access;
 use super::control::{Counters, Faults, Stats, fake_only_message, lock};
 use super::holding::Pen;
-use super::recording::Recorder;
+use super::journal::Journal;
 use super::upstream::Upstream;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
@@ -52,7 +52,7 @@ pub(crate) struct Shared {
     /// objects of its own.
     pub(crate) upstream: Option<Upstream>,
     /// The journal of a proxy built with one.
-    pub(crate) recorder: Option<Recorder>,
+    pub(crate) journal: Option<Journal>,
 }
 
 impl Shared {

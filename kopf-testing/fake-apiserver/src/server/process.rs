@@ -23,7 +23,7 @@ use crate::endpoints::control::{
     Counters, Fault, Faults, LoggedRequest, Stats, fake_only_message, lock,
 };
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
-use crate::endpoints::recording::Recorder;
+use crate::endpoints::journal::Journal;
 use crate::endpoints::resources::{recreate, service_account_token};
 use crate::endpoints::shared::{Shared, stats};
 use crate::endpoints::upstream::Upstream;
@@ -355,10 +355,10 @@ impl FakeApiServerBuilder {
             ),
             None => None,
         };
-        let recorder = upstream
+        let journal = upstream
             .as_ref()
             .filter(|_| self.journal)
-            .map(|upstream| Recorder::new(upstream.clone(), tracker.clone(), root.clone()));
+            .map(|upstream| Journal::new(upstream.clone(), tracker.clone(), root.clone()));
         let url = match tls {
             Some(_) => format!("https://{addr}"),
             None => format!("http://{addr}"),
@@ -379,7 +379,7 @@ impl FakeApiServerBuilder {
             url: url.clone(),
             root: root.clone(),
             upstream,
-            recorder,
+            journal,
         });
         tracker.spawn(accept(
             listener,
@@ -729,8 +729,8 @@ impl FakeApiServer {
     /// through this proxy touched, from the first such request on, as its watches told them
     /// (see [`FakeApiServerBuilder::upstream`]).
     pub fn journal(&self) -> Vec<Committed> {
-        if let Some(recorder) = &self.shared.recorder {
-            return recorder
+        if let Some(journal) = &self.shared.journal {
+            return journal
                 .changes()
                 .into_iter()
                 .map(|change| Committed {

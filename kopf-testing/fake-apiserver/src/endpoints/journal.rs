@@ -67,7 +67,7 @@ pub(crate) struct Recorded {
 
 /// The journal and the watches that fill it.
 #[derive(Debug)]
-pub(crate) struct Recorder {
+pub(crate) struct Journal {
     upstream: Upstream,
     tracker: TaskTracker,
     stopped: CancellationToken,
@@ -76,13 +76,13 @@ pub(crate) struct Recorder {
     changes: Arc<Mutex<Vec<Recorded>>>,
 }
 
-impl Recorder {
+impl Journal {
     pub(crate) fn new(
         upstream: Upstream,
         tracker: TaskTracker,
         stopped: CancellationToken,
     ) -> Self {
-        Recorder {
+        Journal {
             upstream,
             tracker,
             stopped,
@@ -137,8 +137,8 @@ impl Recorder {
     }
 }
 
-impl Recorder {
-    /// How many changes are recorded now: a mark for [`Recorder::deleted`].
+impl Journal {
+    /// How many changes are recorded now: a mark for [`Journal::deleted`].
     pub(crate) fn mark(&self) -> usize {
         lock(&self.changes).len()
     }
