@@ -53,11 +53,8 @@ fn replica(server: &FakeApiServer, identity: &str, ring: &str, calls: &Calls) ->
 }
 
 async fn server(sharded_watches: bool) -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .sharded_watches(sharded_watches)
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server =
+        crate::support::apiserver(FakeApiServer::builder().sharded_watches(sharded_watches)).await;
     install_crd(&server).await;
     server
 }

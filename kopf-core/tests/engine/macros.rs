@@ -153,6 +153,7 @@ async fn a_spec_that_does_not_fit_the_argument_type_is_a_permanent_error() {
                 "POST",
                 crate::support::COLLECTION,
                 json!({
+                    "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
                     "metadata": {"name": name, "labels": {"case": "typed"}},
                     "spec": {"replicas": replicas, "image": "nginx"},
                 }),

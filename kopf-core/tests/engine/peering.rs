@@ -55,6 +55,7 @@ pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     let created = post(client, path, crd).await;
     assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
+    crate::support::wait_served(client, group, "v1", &format!("{singular}s")).await;
 }
 
 pub(crate) const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";

@@ -370,7 +370,7 @@ async fn handle_three(lifecycle: Lifecycle, labels: Value) -> (Vec<String>, usiz
         .request(
             "POST",
             crate::support::COLLECTION,
-            json!({"metadata": {"name": "three", "labels": labels}, "spec": {}}),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "three", "labels": labels}, "spec": {}}),
         )
         .await;
     let handled = wait_until(&server, "three", "the creation handled", |o| {

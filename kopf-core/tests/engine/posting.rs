@@ -271,10 +271,7 @@ async fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
             Ok(None)
         },
     ));
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = crate::support::apiserver(FakeApiServer::builder()).await;
     let mut uid = Value::Null;
     run_until(
         &server,

@@ -87,9 +87,7 @@ async fn the_rbac_output_lets_the_operator_create_its_children_and_nothing_more(
     assert!(refused.is_empty(), "the operator was refused: {refused:#?}");
 
     // As the operator's ServiceAccount, outside its rules:
-    let operator = harness
-        .server()
-        .client_as_service_account("default", ACCOUNT);
+    let operator = kopf_testing::service_account_client(harness.server(), "default", ACCOUNT).await;
     let secrets = Api::<Secret>::default_namespaced(operator.clone());
     let status = forbidden(secrets.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(

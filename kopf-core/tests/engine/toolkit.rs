@@ -316,11 +316,20 @@ async fn adopted_children_are_owned_named_placed_labelled_and_collected_with_the
     .await;
 
     delete(&client, "parent").await;
-    wait("the child to be collected with its parent", || async {
-        let children = list(&client, CONFIGMAPS).await;
-        (!children.iter().any(|c| c["metadata"]["name"] == *name)).then_some(())
-    })
-    .await;
+    // A real API server's garbage collector learns of a new custom resource's kind only at
+    // its next rescan of discovery (every 30 s), so this waits longer than other waits.
+    let collected = async {
+        loop {
+            let children = list(&client, CONFIGMAPS).await;
+            if !children.iter().any(|c| c["metadata"]["name"] == *name) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(4 * kopf_testing::DEADLINE, collected)
+        .await
+        .expect("the child is collected with its parent");
     harness.stop().await.expect("a clean stop");
 }
 

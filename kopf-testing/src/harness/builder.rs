@@ -10,9 +10,10 @@ use kopf::registry::Registry;
 use kopf::{Memo, Settings};
 use serde_json::Value;
 
+use super::apiserver::ApiServer;
 use super::logs::LogCapture;
 use super::operator::OperatorHarness;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, FakeApiServerBuilder};
 
 /// Starts an [`OperatorHarness`] with more than a registry; from [`OperatorHarness::builder`].
 ///
@@ -37,6 +38,7 @@ pub struct HarnessBuilder {
     namespaces: Option<Vec<String>>,
     logs: Option<LogCapture>,
     service_account: Option<(String, String)>,
+    apiserver: ApiServer,
 }
 
 #[derive(Debug)]
@@ -54,6 +56,7 @@ impl Default for HarnessBuilder {
             namespaces: None,
             logs: None,
             service_account: None,
+            apiserver: ApiServer::from_env(),
         }
     }
 }
@@ -111,23 +114,60 @@ impl HarnessBuilder {
         self
     }
 
+    /// The API server to run on (default: the one `KOPF_TESTING_APISERVER` names, the fake
+    /// one unless it says `real`); see [`ApiServer`].
+    pub fn apiserver(mut self, apiserver: ApiServer) -> Self {
+        self.apiserver = apiserver;
+        self
+    }
+
+    /// Runs on a real kube-apiserver, started for this harness, with the fake server in front
+    /// of it as a proxy: as [`apiserver`](Self::apiserver)`(ApiServer::Real)`.
+    pub fn real_apiserver(self) -> Self {
+        self.apiserver(ApiServer::Real)
+    }
+
     /// Captures the operator's logs for [`OperatorHarness::logs`].
     pub(crate) fn logs(mut self, logs: LogCapture) -> Self {
         self.logs = Some(logs);
         self
     }
 
-    /// Starts a fresh fake API server, applies the CRDs and objects, then starts the operator
-    /// with these handlers and waits until it is ready.
+    /// Starts a fresh API server (the fake one, or a real one with the fake one in front:
+    /// see [`apiserver`](Self::apiserver)), applies the CRDs and objects, then starts the
+    /// operator with these handlers and waits until it is ready.
+    ///
+    /// # Panics
+    ///
+    /// When the server or the operator does not start, or an object is refused.
     pub async fn start(self, registry: Registry) -> OperatorHarness {
+        let server = self.apiserver.start(self.server_builder()).await;
+        self.start_on(server, registry).await
+    }
+
+    /// As [`start`](Self::start), but where the real API server is asked for and none can run
+    /// on this machine, says so loudly (naming `test`) and gives `None` (under CI, panics).
+    pub(crate) async fn start_or_skip(
+        self,
+        registry: Registry,
+        test: &str,
+    ) -> Option<OperatorHarness> {
+        let server = self
+            .apiserver
+            .start_or_skip(self.server_builder(), test)
+            .await?;
+        Some(self.start_on(server, registry).await)
+    }
+
+    fn server_builder(&self) -> FakeApiServerBuilder {
         let mut server = FakeApiServer::builder();
         if self.service_account.is_some() {
             server = server.enforce_rbac();
         }
-        let server = server
-            .start_on_own_runtime()
-            .await
-            .expect("the fake API server starts");
+        server
+    }
+
+    async fn start_on(self, server: FakeApiServer, registry: Registry) -> OperatorHarness {
         let mut harness = OperatorHarness::without_operator(server, self.logs);
         harness.service_account = self.service_account;
         for prepared in self.objects {

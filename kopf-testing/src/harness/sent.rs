@@ -177,7 +177,9 @@ impl OperatorClient {
         account: Option<&(String, String)>,
     ) -> (OperatorClient, kube::Client) {
         let mut config = match account {
-            Some((namespace, name)) => server.service_account_config(namespace, name),
+            Some((namespace, name)) => {
+                super::apiserver::service_account_config(server, namespace, name).await
+            }
             None => kube::Config::from_custom_kubeconfig(
                 server.kubeconfig(),
                 &kube::config::KubeConfigOptions::default(),

@@ -1,5 +1,6 @@
-//! One HTTP request, from arrival to answer: authentication and authorization, faults, counting, routing, and
-//! turning errors into `Status` objects.
+//! One HTTP request, from arrival to answer: authentication and authorization, faults, counting, routing (to the
+//! server's own endpoints, or through the proxy to a real server behind it), and turning
+//! errors into `Status` objects.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use hyper::body::Incoming;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
 use super::holding::{HeldWrite, Release};
+use super::proxy;
 use super::recording::Recorded;
 use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
@@ -111,14 +113,20 @@ pub(crate) async fn handle(
         shared.counters.count(verb.as_str(), &resource);
     }
 
+    // A proxy in front of a real server forwards everything but its own control API, and
+    // leaves authentication to the upstream.
+    let proxied = shared.upstream.as_ref().filter(|_| !is_control);
+    let mut failed_upstream = false;
     let result = async {
-        context.requester = access::check(
-            &shared.access,
-            &shared.state,
-            &parts,
-            &context.route,
-            verb.as_str(),
-        )?;
+        if proxied.is_none() {
+            context.requester = access::check(
+                &shared.access,
+                &shared.state,
+                &parts,
+                &context.route,
+                verb.as_str(),
+            )?;
+        }
         if !is_control {
             let facts = RequestFacts {
                 verb: verb.as_str(),
@@ -180,11 +188,33 @@ pub(crate) async fn handle(
             }
         }
         let write_after = (aftermath.hold == Some(true)).then(|| held(true));
-        let dispatched = dispatch(&shared, &context, body).await;
-        // Nothing is answered (not even an error after a write, such as an injected
-        // conflict's) before the state file holds what the answer may show.
-        shared.saved().await?;
-        let mut reply = dispatched?;
+        let mut response = match proxied {
+            Some(upstream) => {
+                let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let response = proxy::forward(
+                    &shared,
+                    upstream,
+                    &context,
+                    &parts.headers,
+                    path_and_query,
+                    body,
+                )
+                .await?;
+                if !response.status().is_success() {
+                    // A write that failed upstream was not made: it gets its real answer.
+                    failed_upstream = true;
+                    return Ok(response);
+                }
+                response
+            }
+            None => {
+                let dispatched = dispatch(&shared, &context, body).await;
+                // Nothing is answered (not even an error after a write, such as an injected
+                // conflict's) before the state file holds what the answer may show.
+                shared.saved().await?;
+                respond(dispatched?)
+            }
+        };
         if let Some(write) = write_after
             && shared.pen.hold(write, &shared.root).await == Release::Cut
         {
@@ -195,21 +225,22 @@ pub(crate) async fn handle(
             return Err(ApiError::injected(code, None));
         }
         if let Some(bytes) = aftermath.cut_list {
-            let whole = reply.body.collect().await.map_err(|_| {
+            let (head, body) = response.into_parts();
+            let whole = body.collect().await.map_err(|_| {
                 ApiError::internal("a list's body could not be read to cut it short")
             })?;
             let whole = whole.to_bytes();
             let sent = bytes.map_or(whole.len() / 2, |b| b as usize);
-            reply.body = CutBody::new(&whole, sent).boxed_unsync();
+            response = Response::from_parts(head, CutBody::new(&whole, sent).boxed_unsync());
         }
-        Ok(reply)
+        Ok(response)
     }
     .await;
 
     // A write that failed on its own was not committed: it gets its real answer.
-    let cut = (aftermath.reset && result.is_ok()) || aftermath.cut_held;
+    let cut = (aftermath.reset && result.is_ok() && !failed_upstream) || aftermath.cut_held;
     let response = match result {
-        Ok(reply) => respond(reply),
+        Ok(response) => response,
         Err(error) => error_response(&error),
     };
     if !is_control && let Some(recorder) = &shared.recorder {
@@ -303,6 +334,9 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         )),
         // Served here rather than by the control API, which sits below the resources' endpoints.
         Route::Control(path) if path == "recreate" && context.method == Method::POST => {
+            shared
+                .fake_only("re-creating an object")
+                .map_err(ApiError::bad_request)?;
             let object = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("not an object to re-create: {e}")))?;
             let created = recreate(shared, object)?;

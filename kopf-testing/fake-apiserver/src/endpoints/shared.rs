@@ -10,9 +10,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
-use super::control::{Counters, Faults, Stats, lock};
+use super::control::{Counters, Faults, Stats, fake_only_message, lock};
 use super::holding::Pen;
+use super::journal::Journal;
 use super::recording::Recorder;
+use super::upstream::Upstream;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::persist::Durability;
@@ -51,6 +53,11 @@ pub(crate) struct Shared {
     pub(crate) body_timeout: Duration,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
+    /// The real API server this one is a proxy in front of, if it is one: it then serves no
+    /// objects of its own.
+    pub(crate) upstream: Option<Upstream>,
+    /// The journal of a proxy built with one.
+    pub(crate) journal: Option<Journal>,
 }
 
 impl Shared {
@@ -107,6 +114,15 @@ impl Shared {
     fn renew(&self, slot: &Mutex<CancellationToken>) {
         let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
         old.cancel();
+    }
+
+    /// Fails when the server is a proxy in front of a real API server, where `what` cannot be
+    /// done; the error says so.
+    pub(crate) fn fake_only(&self, what: &str) -> Result<(), String> {
+        match &self.upstream {
+            None => Ok(()),
+            Some(upstream) => Err(fake_only_message(what, upstream.url())),
+        }
     }
 
     /// Ends every open watch stream now.

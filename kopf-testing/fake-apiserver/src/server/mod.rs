@@ -7,4 +7,5 @@ mod saving;
 mod slots;
 mod tls;
 
+pub(crate) use process::Behind;
 pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

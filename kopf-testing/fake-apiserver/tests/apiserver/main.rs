@@ -19,6 +19,7 @@ mod kubelet;
 mod limits;
 mod lists;
 mod metadata;
+mod proxy;
 mod python;
 mod python_tls;
 mod random_requests;

@@ -278,9 +278,11 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         meta["continue"] = json!("");
     }
     // The real server keeps `shardInfo` only on full lists: its metadata-only lists and
-    // tables copy the other list fields but not this one.
+    // tables copy the other list fields but not this one, and (Kubernetes 1.36) lists of
+    // custom resources, filtered all the same, are unstructured ones without the field.
     if let Some(info) = shard_info
         && context.format == Format::Json
+        && !target.def.is_custom()
     {
         meta["shardInfo"] = info;
     }
