@@ -161,17 +161,20 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
         }
     };
     let connections = Connections::default();
-    let connect_timeout = Settings::default().networking.connect_timeout;
-    let client =
-        match crate::structs::credentials::default_client(connections.clone(), connect_timeout)
-            .await
-        {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let networking = Settings::default().networking;
+    let client = match crate::structs::credentials::default_client(
+        connections.clone(),
+        networking.connect_timeout,
+        networking.trust_env,
+    )
+    .await
+    {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut settings = Settings::default();
     settings.peering.name = target.peering;
     let identity = target.id.unwrap_or_else(peering::manual_identity);

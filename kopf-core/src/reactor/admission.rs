@@ -129,7 +129,7 @@ impl Admitting {
         let (memo, memos, indexes) = (shared.memo, shared.memos, shared.indexes);
         let reviewed = discovered.clone();
         let reviewing = client.clone();
-        let threads = settings.execution.max_blocking_threads;
+        let threads = settings.execution.workers();
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
         let webhooks = Webhooks::start(server, threads, |tree| {
             // The reviews' handlers are counted and recorded as the operator's others are.

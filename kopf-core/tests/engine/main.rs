@@ -24,6 +24,7 @@ mod rbac;
 mod reliability;
 mod robustness;
 mod selectors;
+mod settings;
 mod shards;
 mod stopping;
 mod subhandlers;

@@ -26,7 +26,19 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
 
 /// Establishes the KopfExample CRD on the server.
 pub(crate) async fn install_crd(server: &FakeApiServer) {
-    let crd = json!({
+    send(
+        &server.client(),
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        kopfexample_crd(),
+    )
+    .await;
+}
+
+/// The KopfExample CRD (namespaced, with a status subresource).
+pub(crate) fn kopfexample_crd() -> Value {
+    json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": "kopfexamples.kopf.dev"},
@@ -43,15 +55,7 @@ pub(crate) async fn install_crd(server: &FakeApiServer) {
                 }}},
             }],
         },
-    });
-    send(
-        &server.client(),
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await;
+    })
 }
 
 /// Sends a request and returns the answer's JSON (errors as their Status).

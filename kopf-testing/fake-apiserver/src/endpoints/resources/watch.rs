@@ -47,7 +47,9 @@ pub(crate) fn watch(
     let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
     let query = &context.query;
     let send_initial = query.flag("sendInitialEvents");
-    let requested = query.get("resourceVersion");
+    // An empty version is an unset one, as the real server takes it (kube-rs always sends
+    // the parameter, empty for a watch from the current state).
+    let requested = query.get("resourceVersion").filter(|rv| !rv.is_empty());
     let bookmarks = query.flag("allowWatchBookmarks");
     let timeout = query.number("timeoutSeconds").map(Duration::from_secs);
     let requested_rv = match requested {
