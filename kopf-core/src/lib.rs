@@ -63,7 +63,7 @@ mod reactor;
 mod structs;
 
 // The root: what handler code writes every day.
-pub use actions::invocation::{Invocation, Reason};
+pub use actions::invocation::{Invocation, Reason, register};
 pub use actions::posting::{event, exception, info, warn};
 pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};
@@ -177,7 +177,8 @@ pub mod registry {
 
     pub use crate::actions::blocking::blocking;
     pub use crate::actions::invocation::{
-        ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, SubHandler, SubHandlers, WhenFn,
+        ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, NoChangeHandler, SubHandler,
+        SubHandlers, WhenFn,
     };
     pub use crate::intents::activities::ActivityHandler;
     pub use crate::intents::admission::{AdmissionHandler, AdmissionKind};

@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::actions::invocation::Invocation;
+use crate::actions::invocation::{Invocation, SubHandlers};
 use crate::clients::posting::Events;
 use crate::structs::bodies::Body;
 
@@ -27,14 +27,20 @@ pub(crate) struct Current {
     pub(crate) events: Events,
     /// The handler's object (Kopf's default owner).
     pub(crate) body: Arc<Body>,
+    /// Where a change handler's sub-handlers go ([`register`](crate::register)); `None` for
+    /// the other kinds of handlers, which have none.
+    pub(crate) subhandlers: Option<SubHandlers>,
 }
 
 impl Current {
     /// The context of a handler about to be invoked.
     pub(crate) fn of(invocation: &Invocation) -> Current {
+        // Only change handlers have sub-handlers: a reason, and no review under way.
+        let changing = invocation.reason.is_some() && invocation.review.is_none();
         Current {
             events: invocation.events.clone(),
             body: invocation.body.clone(),
+            subhandlers: changing.then(|| invocation.gathered.clone()),
         }
     }
 
@@ -70,6 +76,7 @@ mod tests {
         Current {
             events: Poster::disabled().events(&body, &Resource::default()),
             body,
+            subhandlers: None,
         }
     }
 

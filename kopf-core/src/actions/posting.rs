@@ -193,6 +193,7 @@ mod tests {
         let current = Current {
             events: poster.events(&body, &resource),
             body,
+            subhandlers: None,
         };
         (current, receiver)
     }

@@ -357,6 +357,7 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     let current = Current {
         events: Poster::disabled().events(&body, &Resource::default()),
         body,
+        subhandlers: None,
     };
     let adopted = current
         .clone()
@@ -504,6 +505,7 @@ async fn the_current_object_is_the_owner_that_kopf_infers() {
     let current = Current {
         events: Poster::disabled().events(&body, &Resource::default()),
         body,
+        subhandlers: None,
     };
     let (reference, labels, name, namespace) = current
         .enter(|| async {
