@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::actions::invocation::{Invocation, SubHandlers};
+use crate::actions::invocation::{Invocation, SubHandler, SubHandlers};
 use crate::clients::posting::Events;
 use crate::structs::bodies::Body;
 
@@ -64,6 +64,61 @@ impl Current {
         CURRENT.try_with(f).ok()
     }
 }
+
+/// Registers a sub-handler of the change handler running now (Kopf's
+/// `kopf.register(fn, id=...)`): the same as
+/// [`SubHandlers::register`](crate::registry::SubHandlers::register) on its `subhandlers`, from anywhere in the handler's call,
+/// without passing them along.
+///
+/// ```
+/// # use kopf::registry::{ChangeHandler, Registry, SubHandler};
+/// # use kopf::resources::Selector;
+/// fn plan(items: &[&str]) -> Result<(), kopf::registry::NoChangeHandler> {
+///     for item in items {
+///         let item = item.to_string();
+///         kopf::register(SubHandler::new(format!("item-{item}"), move |child| {
+///             let item = item.clone();
+///             async move {
+///                 child.logger().info(format_args!("handling {item}"));
+///                 Ok(None)
+///             }
+///         }))?;
+///     }
+///     Ok(())
+/// }
+///
+/// let registry = Registry::new().with(ChangeHandler::on_create(
+///     Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     "create_fn",
+///     |_invocation| async move {
+///         plan(&["a", "b"])?;
+///         Ok(None)
+///     },
+/// ));
+/// ```
+///
+/// # Errors
+///
+/// [`NoChangeHandler`] where no change handler is running on this task or thread (Kopf's
+/// `LookupError`): outside of handlers, in tasks or threads a handler started, or in other
+/// kinds of handlers (events, daemons, timers, admission), which have no sub-handlers.
+pub fn register(handler: SubHandler) -> Result<(), NoChangeHandler> {
+    let subhandlers = Current::with(|current| current.subhandlers.clone())
+        .flatten()
+        .ok_or(NoChangeHandler)?;
+    subhandlers.register(handler);
+    Ok(())
+}
+
+/// [`register`](crate::register) was called where no change handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kopf::register() was called where no change handler runs: sub-handlers belong to the \
+     create/update/delete/resume handler whose call registers them (not to tasks or threads \
+     it started, nor to event handlers, daemons, timers or admission handlers); there, use \
+     invocation.subhandlers()"
+)]
+pub struct NoChangeHandler;
 
 #[cfg(test)]
 mod tests {

@@ -108,6 +108,9 @@ pub(crate) struct Options {
     pub(crate) new: Option<ValueFilter>,
     /// What the handler touches through its own API calls, for the `rbac` subcommand.
     pub(crate) rbac: crate::structs::rbac::RbacNeeds,
+    /// The path of the attributed function behind the handler (see `intents::registry::
+    /// Registered`); `None` when declared in code.
+    pub(crate) origin: Option<&'static str>,
 }
 
 pub(crate) fn boxed<F, Fut>(function: F) -> HandlerFn
@@ -211,6 +214,15 @@ macro_rules! rbac_setters {
             self.options.rbac.takes_client = true;
             self
         }
+
+        /// Names the attributed function behind the handler (set by the attributes): one
+        /// function stacked under several attributes is called once per cause, as Kopf
+        /// deduplicates by function and id.
+        #[doc(hidden)]
+        pub fn origin(mut self, function: &'static str) -> Self {
+            self.options.origin = Some(function);
+            self
+        }
     };
 }
 
@@ -281,6 +293,9 @@ pub struct Invocation {
     pub(crate) counted_as: Option<String>,
     /// For admission handlers: what the review says besides the object.
     pub(crate) review: Option<Arc<crate::structs::reviews::Review>>,
+    /// For login handlers: the operator's settings (Kopf gives them to activities, and login
+    /// handlers are activities there).
+    pub(crate) settings: Option<Arc<crate::configs::settings::Settings>>,
 }
 
 impl Invocation {
@@ -359,9 +374,17 @@ impl Invocation {
         self.reason
     }
 
-    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing.
+    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing
+    /// (Kopf's `type`).
     pub fn event_type(&self) -> Option<&str> {
         self.event_type.as_deref()
+    }
+
+    /// For event handlers: the raw watch event, as Kopf gives it (`event`):
+    /// `{"type": "ADDED" | "MODIFIED" | "DELETED" | null, "object": {...}}`, the type `null`
+    /// for the objects of the initial listing. Made anew on each call: the object is copied.
+    pub fn event(&self) -> Value {
+        serde_json::json!({"type": self.event_type, "object": self.body.whole()})
     }
 
     /// What changed since the object was last handled (narrowed to the handler's field).
@@ -644,61 +667,6 @@ impl fmt::Debug for SubHandlers {
         f.debug_tuple("SubHandlers").field(&ids).finish()
     }
 }
-
-/// Registers a sub-handler of the change handler running now (Kopf's
-/// `kopf.register(fn, id=...)`): the same as
-/// [`SubHandlers::register`] on its `subhandlers`, from anywhere in the handler's call,
-/// without passing them along.
-///
-/// ```
-/// # use kopf::registry::{ChangeHandler, Registry, SubHandler};
-/// # use kopf::resources::Selector;
-/// fn plan(items: &[&str]) -> Result<(), kopf::registry::NoChangeHandler> {
-///     for item in items {
-///         let item = item.to_string();
-///         kopf::register(SubHandler::new(format!("item-{item}"), move |child| {
-///             let item = item.clone();
-///             async move {
-///                 child.logger().info(format_args!("handling {item}"));
-///                 Ok(None)
-///             }
-///         }))?;
-///     }
-///     Ok(())
-/// }
-///
-/// let registry = Registry::new().with(ChangeHandler::on_create(
-///     Selector::new("kopf.dev", "v1", "kopfexamples"),
-///     "create_fn",
-///     |_invocation| async move {
-///         plan(&["a", "b"])?;
-///         Ok(None)
-///     },
-/// ));
-/// ```
-///
-/// # Errors
-///
-/// [`NoChangeHandler`] where no change handler is running on this task or thread (Kopf's
-/// `LookupError`): outside of handlers, in tasks or threads a handler started, or in other
-/// kinds of handlers (events, daemons, timers, admission), which have no sub-handlers.
-pub fn register(handler: SubHandler) -> Result<(), NoChangeHandler> {
-    let subhandlers = crate::actions::current::Current::with(|current| current.subhandlers.clone())
-        .flatten()
-        .ok_or(NoChangeHandler)?;
-    subhandlers.register(handler);
-    Ok(())
-}
-
-/// [`register`](crate::register) was called where no change handler runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "kopf::register() was called where no change handler runs: sub-handlers belong to the \
-     create/update/delete/resume handler whose call registers them (not to tasks or threads \
-     it started, nor to event handlers, daemons, timers or admission handlers); there, use \
-     invocation.subhandlers()"
-)]
-pub struct NoChangeHandler;
 
 /// A sub-handler with its options, for [`SubHandlers::register`].
 #[derive(Clone)]

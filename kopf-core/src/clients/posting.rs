@@ -26,7 +26,7 @@
 //! Events are queued without waiting and posted in the background by the operator's poster
 //! ([`poster`]), one object's in order, failed posts retried with Kopf's backoffs
 //! (`posting.default_backoffs`, or `posting.logging_backoffs` for log records). They look as
-//! Kopf's: `generateName` from [`PostingSettings::event_name_prefix`], the object in
+//! Kopf's: `generateName` from [`PostingSettings::event_name_prefix`](crate::settings::PostingSettings::event_name_prefix), the object in
 //! `involvedObject`, `reportingComponent`, `source.component`, three timestamps of now, a
 //! message cut to 1024 characters.
 //!
@@ -42,21 +42,22 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+#[cfg(test)]
+use serde_json::json;
+use serde_json::{Map, Value};
 use tracing::Level;
 
+#[cfg(test)]
 use crate::configs::settings::PostingSettings;
 use crate::structs::bodies::Body;
 use crate::structs::resources::Resource;
 
 pub(crate) mod poster;
 
+use poster::Origin;
 pub(crate) use poster::Poster;
-use poster::{Origin, Queued};
-
-/// Kopf's `MAX_MESSAGE_LENGTH` (in characters) and `CUT_MESSAGE_INFIX`.
-const MAX_MESSAGE_LENGTH: usize = 1024;
-const CUT_MESSAGE_INFIX: &str = "...";
+#[cfg(test)]
+use poster::Queued;
 
 impl Poster {
     /// Events about an object of this resource.
@@ -157,10 +158,10 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 /// moved into tasks and threads of the handler's own, as the free functions
 /// ([`info`](crate::info), ...) can be called there.
 ///
-/// Nothing is posted when [`PostingSettings::enabled`] is off, or below
-/// [`PostingSettings::level`] (`info` needs the level at INFO or more verbose, `warn` at WARN,
+/// Nothing is posted when [`PostingSettings::enabled`](crate::settings::PostingSettings::enabled) is off, or below
+/// [`PostingSettings::level`](crate::settings::PostingSettings::level) (`info` needs the level at INFO or more verbose, `warn` at WARN,
 /// `exception` at ERROR). Posting happens in the background: these methods never wait. A
-/// failed post is retried after each of [`PostingSettings::default_backoffs`] (or the
+/// failed post is retried after each of [`PostingSettings::default_backoffs`](crate::settings::PostingSettings::default_backoffs) (or the
 /// backoffs given with [`with_backoffs`](Self::with_backoffs), Kopf's `backoffs=`), then
 /// logged and dropped.
 ///
@@ -210,7 +211,7 @@ impl Events {
     }
 
     /// These events, whose failed posts are retried after these delays instead of
-    /// [`PostingSettings::default_backoffs`] (Kopf's `kopf.info(..., backoffs=...)`); none, for
+    /// [`PostingSettings::default_backoffs`](crate::settings::PostingSettings::default_backoffs) (Kopf's `kopf.info(..., backoffs=...)`); none, for
     /// no retry at all.
     ///
     /// ```
@@ -340,7 +341,7 @@ impl fmt::Debug for Events {
 
 /// A handler's logger: its object's tracing span (resource, namespace, name, handler id),
 /// whose records are also posted as Kubernetes Events of the object when
-/// [`PostingSettings::loggers`] is on (off by default, as in Kopf 1.44+), with reason
+/// [`PostingSettings::loggers`](crate::settings::PostingSettings::loggers) is on (off by default, as in Kopf 1.44+), with reason
 /// `Logging` and a type by level (`Normal` for INFO, `Warning`, `Error`).
 ///
 /// Only records made through these methods are posted; `tracing` macros with the logger as
@@ -447,49 +448,6 @@ impl From<&Logger> for Option<tracing::Id> {
     }
 }
 
-/// The Event as Kopf posts it (`kopf/_cogs/clients/events.py`).
-pub(super) fn event_body(
-    settings: &PostingSettings,
-    queued: &Queued,
-    namespace: &str,
-    now: time::OffsetDateTime,
-) -> Value {
-    let mut involved = queued.subject.clone();
-    involved.insert("namespace".into(), namespace.into());
-    let now = crate::configs::storage::timestamps::format_iso8601(now);
-    json!({
-        "metadata": {
-            "namespace": namespace,
-            "generateName": settings.event_name_prefix,
-        },
-        "action": "Action?",
-        "type": queued.kind,
-        "reason": queued.reason,
-        "message": cut(&queued.message),
-        "reportingComponent": settings.reporting_component,
-        "reportingInstance": settings.reporting_instance,
-        "source": {"component": settings.reporting_component},
-        "involvedObject": involved,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "eventTime": now,
-    })
-}
-
-/// Kopf's cut of long messages: the first 511 and the last 510 characters around `...`.
-fn cut(message: &str) -> String {
-    let length = message.chars().count();
-    if length <= MAX_MESSAGE_LENGTH {
-        return message.to_string();
-    }
-    let infix = CUT_MESSAGE_INFIX.len();
-    let head = MAX_MESSAGE_LENGTH / 2 - infix / 2;
-    let tail = MAX_MESSAGE_LENGTH / 2 - (infix - infix / 2);
-    let prefix: String = message.chars().take(head).collect();
-    let suffix: String = message.chars().skip(length - tail).collect();
-    format!("{prefix}{CUT_MESSAGE_INFIX}{suffix}")
-}
-
 /// A poster whose queue a test reads, for the tests of what posts through it.
 #[cfg(test)]
 pub(crate) fn test_poster(level: Level) -> (Poster, tokio::sync::mpsc::UnboundedReceiver<Queued>) {
@@ -509,6 +467,7 @@ pub(crate) fn drain(receiver: &mut tokio::sync::mpsc::UnboundedReceiver<Queued>)
 
 #[cfg(test)]
 mod tests {
+    use super::poster::{cut, event_body};
     use super::*;
 
     /// An invocation's logger is made without a span, then given its handler's: it and its

@@ -28,7 +28,8 @@ pub(crate) async fn list_namespaces(
     settings: &WatchingSettings,
 ) -> Result<Vec<Value>, kube::Error> {
     let request = kube::core::Request::new("/api/v1/namespaces");
-    let (labels, fields) = watching::server_selectors(settings, &Resource::namespaces(), None);
+    let (labels, fields) =
+        watching::server_selectors(settings, &Resource::namespaces(), None, None);
     let mut params = ListParams {
         limit: settings.chunk_size,
         label_selector: labels,

@@ -49,6 +49,9 @@ pub(crate) struct Selection<'a> {
     /// The handlers' own label selector, sent as `labelSelector` (with those of
     /// [`WatchingSettings::label_selectors`] that match the resource).
     pub(crate) labels: Option<&'a str>,
+    /// A field selector, sent as `fieldSelector` (e.g. `metadata.name=NAME`, which RBAC
+    /// authorizes as a request for that name).
+    pub(crate) fields: Option<&'a str>,
     /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
     pub(crate) shard: Option<&'a ShardSelector>,
     /// What the reported objects' consumer has yet to finish: a listing asks for its next
@@ -183,7 +186,7 @@ async fn watch_as<K: Object>(
     mut report: impl FnMut(Event),
 ) -> Result<(), WatchError> {
     let request = kube::core::Request::new(resource.collection_path(namespace));
-    let (labels, fields) = server_selectors(settings, resource, selection.labels);
+    let (labels, fields) = server_selectors(settings, resource, selection.labels, selection.fields);
     let mut failures = 0u32;
     let mut told_filtering = false;
     'relist: loop {
@@ -428,12 +431,13 @@ fn ends_initial_events(annotations: &std::collections::BTreeMap<String, String>)
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// The label and field selectors sent for a resource: every entry of the settings that
-/// matches it, and the handlers' own label selector (`handlers`), each joined as Kopf joins
-/// them (sorted, without duplicates, with commas); `None` for none.
+/// matches it, and the caller's own (`labels`, `fields`), each joined as Kopf joins them
+/// (sorted, without duplicates, with commas); `None` for none.
 pub(crate) fn server_selectors(
     settings: &WatchingSettings,
     resource: &Resource,
-    handlers: Option<&str>,
+    labels: Option<&str>,
+    fields: Option<&str>,
 ) -> (Option<String>, Option<String>) {
     let joined = |entries: &[(crate::structs::resources::Selector, String)],
                   extra: Option<&str>| {
@@ -447,8 +451,8 @@ pub(crate) fn server_selectors(
         (!parts.is_empty()).then(|| parts.into_iter().collect::<Vec<_>>().join(","))
     };
     (
-        joined(&settings.label_selectors, handlers),
-        joined(&settings.field_selectors, None),
+        joined(&settings.label_selectors, labels),
+        joined(&settings.field_selectors, fields),
     )
 }
 

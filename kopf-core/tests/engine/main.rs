@@ -26,6 +26,7 @@ mod robustness;
 mod selectors;
 mod settings;
 mod shards;
+mod stacking;
 mod stopping;
 mod subhandlers;
 mod timeouts;

@@ -12,7 +12,7 @@ use kopf_testing::fake_apiserver::LoggedRequest;
 use kopf_testing::{OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
-use crate::support::{Calls, create, examples, get, patch, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, patch, server_with_crd};
 
 /// The operator's requests for KopfExamples with this verb.
 fn requests(harness: &OperatorHarness, verb: &str) -> Vec<LoggedRequest> {
@@ -65,14 +65,7 @@ async fn label_and_field_selectors_of_the_settings_are_sent_to_the_server() {
     let client = server.client();
     let collection = crate::support::COLLECTION;
     for (name, tier) in [("gold", "gold"), ("silver", "silver"), ("hidden", "gold")] {
-        send(
-            &client,
-            "POST",
-            collection,
-            "application/json",
-            labelled(name, tier),
-        )
-        .await;
+        send(&client, collection, labelled(name, tier)).await;
     }
     let calls = Calls::default();
     let mut settings = test_settings();
@@ -92,22 +85,8 @@ async fn label_and_field_selectors_of_the_settings_are_sent_to_the_server() {
     let operator = Operator::new(recording(&calls)).settings(settings);
     let harness = OperatorHarness::start_on(server, operator).await;
     calls.wait_len(1).await;
-    send(
-        &client,
-        "POST",
-        collection,
-        "application/json",
-        labelled("later", "gold"),
-    )
-    .await;
-    send(
-        &client,
-        "POST",
-        collection,
-        "application/json",
-        labelled("ignored", "bronze"),
-    )
-    .await;
+    send(&client, collection, labelled("later", "gold")).await;
+    send(&client, collection, labelled("ignored", "bronze")).await;
     calls.wait_len(2).await;
     crate::support::settle(harness.server()).await;
     assert_eq!(calls.all(), [json!("gold"), json!("later")]);
@@ -287,22 +266,12 @@ async fn initial_streaming_works_with_a_real_api_server() {
         return;
     };
     let client = server.client().await;
-    let crd = crate::support::kopfexample_crd();
-    send(
-        &client,
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await;
-    wait("the CRD to be served", || async {
-        let request = http::Request::get(crate::support::COLLECTION)
-            .body(Vec::new())
-            .unwrap();
-        client.request::<Value>(request).await.ok()
-    })
-    .await;
+    // Applied and established, so that its collection is served.
+    server
+        .test_client()
+        .await
+        .apply(kopf_testing::fixtures::KOPFEXAMPLE_CRD)
+        .await;
     let operator = |registry: Registry| {
         Operator::new(registry)
             .settings(streaming_settings())
@@ -311,6 +280,15 @@ async fn initial_streaming_works_with_a_real_api_server() {
     initial_streaming_scenario(client.clone(), operator).await;
     drop(client);
     server.stop().await;
+}
+
+/// Posts an object as JSON (the answer is not needed).
+async fn send(client: &kube::Client, path: &str, body: Value) {
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("JSON"))
+        .expect("a request");
+    client.request_text(request).await.expect("posted");
 }
 
 /// Kopf's `settings.execution.max_workers`, set by a startup handler: the operator's threads

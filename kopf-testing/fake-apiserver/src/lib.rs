@@ -6,10 +6,21 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let server = kopf_fake_apiserver::FakeApiServer::start().await?;
+//! use kopf_fake_apiserver::{FakeApiServer, fixtures};
+//!
+//! let server = FakeApiServer::start().await?;
 //! let client = server.client(); // a kube::Client for it
+//! server.apply(fixtures::KOPFEXAMPLE_CRD).await; // waits until the CRD is established
+//! let (status, _) = server.request("GET", fixtures::KOPFEXAMPLES, None).await;
+//! assert_eq!(status, 200);
 //! # Ok(()) }
 //! ```
+//!
+//! Tests talk to it (or to a real kube-apiserver) through a [`TestClient`]: requests
+//! answered with their status and JSON, objects applied from YAML and waited for by the names
+//! kubectl knows, all with one generous [`DEADLINE`]; `FakeApiServer` has the same helpers
+//! (`server.apply(..)`, `server.request(..)`, `server.wait_for(..)`). [`fixtures`] holds what
+//! tests share: Kopf's `KopfExample` resource, its CRD and objects.
 //!
 //! It calls the admission webhooks that Validating- and MutatingWebhookConfigurations register,
 //! as kube-apiserver does: on creations, updates, patches (of objects and of their `status`,
@@ -82,6 +93,10 @@
 //! - `server`: the process: the listener and its connections (with their TLS handshake and
 //!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
 //!   and the task that saves every write to the state file before it is answered.
+//! - `client`: the test's side, which knows the server only as a URL and a `kube::Client`:
+//!   [`TestClient`] (requests, objects, waits; for any API server, this one or a real one),
+//!   and the same helpers on `FakeApiServer`.
+//! - `fixtures`: what tests share: Kopf's `KopfExample` CRD and objects.
 //!
 //! A request's path: `server::listener` accepts the connection (`server::tls` shakes hands
 //! first on a TLS server) and hands each request to
@@ -101,12 +116,17 @@
 //! `Reply`, or a `Status` error, sent once the state file (if any) holds what it shows; the
 //! router logs it.
 
+mod client;
 mod endpoints;
+pub mod fixtures;
 mod real;
 mod semantics;
 mod server;
 mod storage;
 
+pub use client::{
+    Answer, ApiRequest, DEADLINE, PatchType, RequestError, TestClient, try_wait, wait,
+};
 pub use endpoints::control::{Breach, Fault, FaultAction, LoggedRequest, Stats};
 pub use endpoints::holding::HeldWrite;
 pub use real::{LAUNCHER_VARIABLE, RealApiServer, RealApiServerError};

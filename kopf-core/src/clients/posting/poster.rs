@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -494,7 +494,7 @@ impl Worker {
             .filter(|ns| !ns.is_empty())
             .unwrap_or_else(|| self.client.default_namespace())
             .to_string();
-        let body = super::event_body(
+        let body = event_body(
             &settings.posting,
             &queued,
             &namespace,
@@ -535,6 +535,53 @@ impl Worker {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// Kopf's `MAX_MESSAGE_LENGTH` (in characters) and `CUT_MESSAGE_INFIX`.
+pub(crate) const MAX_MESSAGE_LENGTH: usize = 1024;
+pub(crate) const CUT_MESSAGE_INFIX: &str = "...";
+
+/// The Event as Kopf posts it (`kopf/_cogs/clients/events.py`).
+pub(crate) fn event_body(
+    settings: &PostingSettings,
+    queued: &Queued,
+    namespace: &str,
+    now: time::OffsetDateTime,
+) -> Value {
+    let mut involved = queued.subject.clone();
+    involved.insert("namespace".into(), namespace.into());
+    let now = crate::configs::storage::timestamps::format_iso8601(now);
+    json!({
+        "metadata": {
+            "namespace": namespace,
+            "generateName": settings.event_name_prefix,
+        },
+        "action": "Action?",
+        "type": queued.kind,
+        "reason": queued.reason,
+        "message": cut(&queued.message),
+        "reportingComponent": settings.reporting_component,
+        "reportingInstance": settings.reporting_instance,
+        "source": {"component": settings.reporting_component},
+        "involvedObject": involved,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "eventTime": now,
+    })
+}
+
+/// Kopf's cut of long messages: the first 511 and the last 510 characters around `...`.
+pub(crate) fn cut(message: &str) -> String {
+    let length = message.chars().count();
+    if length <= MAX_MESSAGE_LENGTH {
+        return message.to_string();
+    }
+    let infix = CUT_MESSAGE_INFIX.len();
+    let head = MAX_MESSAGE_LENGTH / 2 - infix / 2;
+    let tail = MAX_MESSAGE_LENGTH / 2 - (infix - infix / 2);
+    let prefix: String = message.chars().take(head).collect();
+    let suffix: String = message.chars().skip(length - tail).collect();
+    format!("{prefix}{CUT_MESSAGE_INFIX}{suffix}")
 }
 
 /// Events posted from anywhere in a program (`kopf::info` outside a handler) go to the poster

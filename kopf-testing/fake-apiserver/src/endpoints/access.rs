@@ -33,7 +33,7 @@ use http::header;
 use rand::Rng as _;
 
 use super::control::lock;
-use super::request::Route;
+use super::request::{Query, Route};
 use crate::semantics::authorization::{self, Attributes, Identity};
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::semantics::tokens::{ISSUER, Rejection, Signer};
@@ -156,15 +156,32 @@ fn authorize(
     } else {
         path.namespace.as_deref()
     };
+    // As kube-apiserver's RequestInfo: a list or watch selecting one name by field is a
+    // request for that name, which `resourceNames` may allow.
+    let selected = match (verb, &path.name) {
+        ("list" | "watch", None) => selected_name(request.uri.query()),
+        _ => None,
+    };
     let attributes = Attributes {
         verb,
         group: &path.group,
         resource: &path.plural,
         subresource: path.subresource.as_deref(),
         namespace,
-        name: path.name.as_deref(),
+        name: path.name.as_deref().or(selected.as_deref()),
     };
     authorization::authorize(state, who, &attributes)
+}
+
+/// The name that a query's `fieldSelector` selects alone (`metadata.name=NAME` or `==`), as
+/// kube-apiserver reads it for authorization.
+fn selected_name(query: Option<&str>) -> Option<String> {
+    let query = Query::parse(query);
+    let selector = query.get("fieldSelector")?;
+    let name = selector
+        .strip_prefix("metadata.name==")
+        .or_else(|| selector.strip_prefix("metadata.name="))?;
+    (!name.is_empty() && !name.contains(',')).then(|| name.to_string())
 }
 
 /// The user the admin acts as, when the request impersonates one.

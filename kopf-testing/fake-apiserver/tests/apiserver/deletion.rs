@@ -5,7 +5,7 @@
 //! `Either<K, Status>`), kubectl and the Python client.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, fixtures};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
@@ -13,41 +13,12 @@ use crate::support::{self, DEADLINE};
 
 /// The KopfExample CRD, established.
 async fn with_kopf_examples(server: &FakeApiServer) -> Api<DynamicObject> {
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "kopfexamples", "singular": "kopfexample", "kind": "KopfExample"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    });
-    let crds: Api<DynamicObject> = Api::all_with(
-        server.client(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .expect("the CRD is created");
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample"),
         "kopfexamples",
     );
-    let examples = Api::namespaced_with(server.client(), "default", &resource);
-    support::wait_for("the CRD to be served", DEADLINE, || async {
-        examples.list(&Default::default()).await.ok()
-    })
-    .await;
-    examples
+    Api::namespaced_with(server.client(), "default", &resource)
 }
 
 fn kopf_example(name: &str, finalizers: &[&str]) -> DynamicObject {

@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, wait_for};
+use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, wait};
 
 /// A custom resource with a status subresource, served once its CRD is created.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -236,7 +236,7 @@ async fn reflector_survives_dropped_watches_restarts_and_expired_versions() {
 
     // The server drops every connection, as a restarted API server would.
     server.restart();
-    wait_for("the client to reconnect", DEADLINE, || async {
+    wait("the client to reconnect", || async {
         client.apiserver_version().await.ok()
     })
     .await;
@@ -252,7 +252,7 @@ async fn reflector_survives_dropped_watches_restarts_and_expired_versions() {
     // resourceVersion expires (410) and it relists.
     server.inject(Fault::respond(500).verb("watch").resource("configmaps"));
     server.close_watches();
-    wait_for("a failed watch", DEADLINE, || async {
+    wait("a failed watch", || async {
         server
             .requests()
             .iter()
@@ -517,7 +517,7 @@ async fn namespaces_are_created_listed_and_deleted_with_their_contents() {
         .delete("kube-rt", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the namespace to be gone", DEADLINE, || async {
+    wait("the namespace to be gone", || async {
         namespaces
             .get_opt("kube-rt")
             .await
@@ -871,7 +871,7 @@ impl Reconciled {
             .collect()
     }
 
-    /// Waits like `wait_for`, but tells what the reconciler did when the deadline passes.
+    /// Waits like `wait`, but tells what the reconciler did when the deadline passes.
     async fn wait<F, Fut>(&self, what: &str, mut condition: F)
     where
         F: FnMut() -> Fut,
@@ -1226,7 +1226,7 @@ async fn connections_close_with_their_clients_and_the_server() {
     let task = tokio::spawn(
         watcher(api.clone(), watcher::Config::default()).for_each(|_| futures::future::ready(())),
     );
-    wait_for("an open watch", DEADLINE, || async {
+    wait("an open watch", || async {
         (server.stats().open_watches == 1).then_some(())
     })
     .await;
@@ -1235,7 +1235,7 @@ async fn connections_close_with_their_clients_and_the_server() {
     task.abort();
     let _ = task.await;
     drop((api, client));
-    wait_for("all connections to close", DEADLINE, || async {
+    wait("all connections to close", || async {
         let stats = server.stats();
         (stats.open_connections == 0 && stats.open_watches == 0).then_some(())
     })

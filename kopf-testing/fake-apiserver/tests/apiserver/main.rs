@@ -6,6 +6,7 @@ mod api;
 mod authentication;
 mod binary;
 mod catalog;
+mod client;
 mod deletion;
 mod durability;
 mod faults;
