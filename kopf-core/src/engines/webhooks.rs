@@ -29,9 +29,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::serving::{self, PeerCertificate};
+use crate::aiokits::serving::{self, Limits, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::tls::TlsError;
+use crate::configs::settings::ServingSettings;
 use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
 use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
@@ -99,12 +100,14 @@ impl std::fmt::Debug for Webhooks {
 }
 
 impl Webhooks {
-    /// Listens, makes or reads the certificate, publishes the client config and serves with
-    /// the review that `review` makes: it gets the server's own tree (with at most
-    /// `max_threads` threads for sync handlers), where the reviews' work must run. The
-    /// `client` reads and writes the Secret of a shared certificate (required with one).
+    /// Listens, makes or reads the certificate, publishes the client config and serves (within
+    /// the bounds of `serving`) with the review that `review` makes: it gets the server's own
+    /// tree (with at most `max_threads` threads for sync handlers), where the reviews' work
+    /// must run. The `client` reads and writes the Secret of a shared certificate (required
+    /// with one).
     pub(crate) async fn start(
         server: &WebhookServer,
+        serving: &ServingSettings,
         max_threads: usize,
         client: Option<&kube::Client>,
         review: impl FnOnce(Tasks) -> Review,
@@ -134,9 +137,14 @@ impl Webhooks {
         }
         let receiver = config.subscribe();
         let prefix: Arc<str> = server.path_prefix().into();
-        serving::serve_tls(listener, tree.child(), tls.subscribe(), move |request| {
-            answer(request, prefix.clone(), review.clone())
-        });
+        let limits = Limits::of("the admission webhook server", serving);
+        serving::serve_tls(
+            listener,
+            tree.child(),
+            limits,
+            tls.subscribe(),
+            move |request| answer(request, prefix.clone(), review.clone()),
+        );
         let reloading = Reloading {
             server: server.clone(),
             port: address.port(),

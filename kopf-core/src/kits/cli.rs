@@ -630,7 +630,7 @@ struct RbacArgs {
     lease: Option<LeaseName>,
     /// The operator runs with assigned shards (`run --shards N`; N is accepted and not
     /// needed): a Role in the ServiceAccount's namespace (the pod's, where the operator keeps
-    /// the shards' Leases) to get, list, create, update and delete Leases.
+    /// the shards' Leases) to get, list, watch, create, update and delete Leases.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
     shards: Option<u32>,
     /// The name of the managed webhook configurations (`settings.admission.managed`, e.g.

@@ -386,7 +386,7 @@ pub(crate) fn rbac_documents(
             "rules": [rule(
                 "coordination.k8s.io",
                 &["leases"],
-                &["get", "list", "create", "update", "delete"],
+                &["get", "list", "watch", "create", "update", "delete"],
             )],
         }));
         documents.push(json!({

@@ -158,7 +158,7 @@ impl Admitting {
         let reviewing = client.clone();
         let threads = settings.execution.workers();
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
-        let webhooks = Webhooks::start(server, threads, Some(&client), |tree| {
+        let webhooks = Webhooks::start(server, &settings.serving, threads, Some(&client), |tree| {
             // The reviews' handlers are counted and recorded as the operator's others are.
             if let Some(metrics) = metrics {
                 tree.measure(metrics);

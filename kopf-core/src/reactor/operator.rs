@@ -475,9 +475,16 @@ impl Operator {
                 tasks.measure(metrics.clone());
                 let url = crate::engines::metrics::MetricsUrl::parse(url)
                     .map_err(OperatorError::Metrics)?;
-                crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
-                    .await
-                    .map_err(OperatorError::Metrics)?;
+                let serving = &self.settings.serving;
+                crate::engines::metrics::serve(
+                    metrics,
+                    &url,
+                    serving,
+                    &tasks,
+                    &self.metrics_endpoint,
+                )
+                .await
+                .map_err(OperatorError::Metrics)?;
             }
             connect(
                 explicit,
@@ -520,7 +527,8 @@ impl Operator {
             Ok(true) => match &self.liveness {
                 Some(url) => {
                     let ready = self.ready.subscribe();
-                    probing::serve(url, &activities, ready, standby.clone(), &tasks)
+                    let serving = &self.settings.serving;
+                    probing::serve(url, serving, &activities, ready, standby.clone(), &tasks)
                         .await
                         .map_err(OperatorError::from)
                 }
@@ -757,10 +765,14 @@ impl Operator {
         }
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
-            // meet this one's work. A second signal skips it: the Lease expires on its own.
-            tokio::select! {
-                _ = elector.release(self.settings.process.cleanup_timeout) => {}
-                _ = abort.cancelled() => {}
+            // meet this one's work. Not when work was abandoned at the grace period (it may
+            // still run), nor at a second signal: the Lease then expires on its own, after
+            // this leader's term (as the shards above).
+            if stopped.is_ok() {
+                tokio::select! {
+                    _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                    _ = abort.cancelled() => {}
+                }
             }
             elector.stop().await;
         }

@@ -121,7 +121,9 @@ fn url_of(config: &ClientConfig) -> String {
 #[tokio::test]
 async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_errors() {
     let server = WebhookServer::new().addr(LOCALHOST).path("/hooks");
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let url = url_of(&config);
     assert_eq!(
@@ -177,7 +179,9 @@ async fn a_generated_certificate_is_announced_with_its_own_ca_whatever_cadata_sa
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .cadata(other.ca_pem.clone());
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let ca = config.ca_bundle.clone().unwrap();
     assert_ne!(
@@ -204,7 +208,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .certificate(&missing, dir.path().join("tls.key"));
-    let shown = Webhooks::start(&server, 1, None, |_| echo())
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -214,7 +218,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let taken = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let port = taken.local_addr().unwrap().port();
     let server = WebhookServer::new().addr(LOCALHOST).port(port);
-    let shown = Webhooks::start(&server, 1, None, |_| echo())
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -241,7 +245,7 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, None, move |_| slow)
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, move |_| slow)
         .await
         .unwrap();
     let config = webhooks.client_config().borrow().clone();
@@ -303,7 +307,9 @@ async fn rewritten_certificate_files_are_served_and_announced() {
         .certificate(&certfile, &pkeyfile)
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let mut configs = webhooks.client_config();
     let first = configs.borrow_and_update().clone();
     assert_eq!(first.ca_bundle.as_deref(), Some(ca.as_str()));
@@ -347,7 +353,9 @@ async fn with_client_verification_only_certificates_of_the_given_ca_are_served()
     let cafile = dir.path().join("clients.crt");
     std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
     let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
 
@@ -382,9 +390,11 @@ async fn a_review_that_outlives_the_grace_period_is_aborted() {
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, None, move |_| stuck)
-        .await
-        .unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, move |_| {
+        stuck
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let never = CancellationToken::new();
@@ -411,7 +421,9 @@ async fn a_generated_certificate_is_renewed_before_it_expires_on_the_same_ca() {
         .addr(LOCALHOST)
         .certificate_validity(validity);
     let started = std::time::Instant::now();
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.clone().unwrap());
     call(&url, &ca, "POST", json!({}))
@@ -450,7 +462,9 @@ async fn a_changed_client_ca_file_is_read_again() {
         .addr(LOCALHOST)
         .verify_clients(&cafile)
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, |_| echo())
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let client_of = |identity: &Identity| Identity {

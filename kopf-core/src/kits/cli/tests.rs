@@ -362,7 +362,7 @@ fn crd_and_rbac_subcommands() {
         assert_eq!(
             sharded[3]["rules"],
             serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                "verbs": ["get", "list", "create", "update", "delete"]}])
+                "verbs": ["get", "list", "watch", "create", "update", "delete"]}])
         );
         assert_eq!(sharded[4]["roleRef"]["name"], "kopf-operator-shards");
     }

@@ -157,7 +157,7 @@ pub(crate) async fn handle(
                 }
             }
         }
-        let body = read_body(body).await?;
+        let body = read_body(body, shared.body_timeout).await?;
         let held = |committed: bool| HeldWrite {
             verb: verb.as_str().to_string(),
             resource: resource.clone(),
@@ -227,8 +227,14 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
-async fn read_body(body: Incoming) -> ApiResult<Bytes> {
-    match Limited::new(body, MAX_BODY).collect().await {
+/// The request's body, within `timeout`: a client that trickles it holds the connection no
+/// longer.
+async fn read_body(body: Incoming, timeout: Duration) -> ApiResult<Bytes> {
+    let read = tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await;
+    let Ok(read) = read else {
+        return Err(ApiError::body_timeout(timeout));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large()),
         Err(error) => Err(ApiError::bad_request(format!(

@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) host: String,
     /// `https://host:port` (or `http://`), for documents that link to the server.
     pub(crate) url: String,
+    /// How long a request's body may take to arrive.
+    pub(crate) body_timeout: Duration,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
 }

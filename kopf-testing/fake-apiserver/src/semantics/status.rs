@@ -196,6 +196,15 @@ impl ApiError {
         )
     }
 
+    /// A request whose body did not arrive within `timeout`.
+    pub(crate) fn body_timeout(timeout: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("the request's body did not arrive within {timeout:?}"),
+        )
+    }
+
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
     }

@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::listener::accept;
+use super::listener::{Limits, accept};
 use super::saving::save_continuously;
 use super::tls::Tls;
 use crate::endpoints::access::Access;
@@ -41,6 +41,9 @@ pub struct FakeApiServerBuilder {
     contract_breaking: bool,
     enforce_rbac: bool,
     sharded_watches: bool,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -58,6 +61,9 @@ impl Default for FakeApiServerBuilder {
             contract_breaking: false,
             enforce_rbac: false,
             sharded_watches: true,
+            header_timeout: Duration::from_secs(32),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 1024,
         }
     }
 }
@@ -200,6 +206,29 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// How long a client has for its TLS handshake and for each request's line and headers;
+    /// an idle keep-alive connection is closed after as long (default 32 s, kube-apiserver's
+    /// `ReadHeaderTimeout`).
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's body once its headers came; then the
+    /// request fails with `408 Timeout` (default 60 s, kube-apiserver's request timeout).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// The most connections kept open (default 1024). A connection beyond it takes the place
+    /// of the one that has waited longest for a request (a slow or idle client), or is closed
+    /// at once when every connection is busy with one (a watch, say).
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
     /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
     /// connections are then not counted among the caller's runtime's tasks (useful when a test
     /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
@@ -301,12 +330,18 @@ impl FakeApiServerBuilder {
             watches: Mutex::new(root.child_token()),
             host: addr.to_string(),
             url: url.clone(),
+            body_timeout: self.body_timeout,
             root: root.clone(),
         });
+        let limits = Limits {
+            header_timeout: self.header_timeout,
+            max_connections: self.max_connections,
+        };
         tracker.spawn(accept(
             listener,
             tls.clone(),
             shared.clone(),
+            limits,
             tracker.clone(),
             root.clone(),
         ));
