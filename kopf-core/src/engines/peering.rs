@@ -762,7 +762,7 @@ async fn served_namespaces(
     if let Some(names) = patterns.and_then(NamespacePatterns::is_exact) {
         return Ok(names);
     }
-    let listed = scanning::list_namespaces(client, settings.watching.list_page_size).await?;
+    let listed = scanning::list_namespaces(client, &settings.watching).await?;
     Ok(listed
         .iter()
         .filter_map(|namespace| namespace["metadata"]["name"].as_str())

@@ -158,7 +158,7 @@ impl Admitting {
         let (memo, memos, indexes) = (shared.memo, shared.memos, shared.indexes);
         let reviewed = discovered.clone();
         let reviewing = client.clone();
-        let threads = settings.execution.max_blocking_threads;
+        let threads = settings.execution.workers();
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
         let cluster = shared.cluster.as_ref();
         let webhooks = Webhooks::start(

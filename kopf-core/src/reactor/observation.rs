@@ -256,7 +256,7 @@ impl Observer {
         loop {
             let listed = tokio::select! {
                 _ = token.cancelled() => return None,
-                listed = scanning::list_namespaces(&self.client, self.settings.watching.list_page_size) => listed,
+                listed = scanning::list_namespaces(&self.client, &self.settings.watching) => listed,
             };
             match listed {
                 Ok(namespaces) => {

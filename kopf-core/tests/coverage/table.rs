@@ -52,7 +52,7 @@ surface! {
     "kopf.Memo" => path(kopf::Memo);
     "kopf.Meta" => different("a Python type of a body's view: `meta: &Value`");
     "kopf.MultiDiffBaseStorage" => path(kopf::storage::MultiDiffBaseStorage);
-    "kopf.MultiProgressStorage" => pending("settings") path(kopf::storage::MultiProgressStorage);
+    "kopf.MultiProgressStorage" => path(kopf::storage::MultiProgressStorage);
     "kopf.ObjectLogger" => path(kopf::Logger);
     "kopf.ObjectReference" => different("k8s-openapi's `ObjectReference`");
     "kopf.Operation" => path(kopf::admission::Operation);
@@ -80,7 +80,7 @@ surface! {
     "kopf.SyncDaemonStopperChecker" => path(kopf::Stopped);
     "kopf.TemporaryError" => path(kopf::TemporaryError);
     "kopf.UserInfo" => different("a Python type: `userinfo: &Value`, or any `DeserializeOwned` type");
-    "kopf.WebhookAutoServer" => pending("webkinds") path(kopf::admission::WebhookAutoServer);
+    "kopf.WebhookAutoServer" => value(kopf::admission::WebhookServer::auto);
     "kopf.WebhookAutoTunnel" => different("tunnels run ngrok, a program downloaded at run time; serve with `WebhookServer` behind one's own tunnel");
     "kopf.WebhookClientConfig" => different("a Python type of the configuration's `clientConfig`, written by the operator");
     "kopf.WebhookClientConfigService" => path(kopf::admission::WebhookService);
@@ -119,7 +119,7 @@ surface! {
     "kopf.not_" => different("combine `when` predicates and filter closures with `!`");
     "kopf.on" => different("no `on` module: the decorators are attributes at the crate's root, `kopf.on.create` is `#[kopf::on_create]`");
     "kopf.operator" => path(kopf::operator::Operator);
-    "kopf.register" => pending("settings") value(kopf::register);
+    "kopf.register" => value(kopf::register);
     "kopf.remove_owner_reference" => path(kopf::hierarchies::remove_owner_reference);
     "kopf.run" => path(kopf::run);
     "kopf.run_tasks" => different("asyncio tasks: `Operator::run` is a future for one's own tokio runtime");
@@ -687,10 +687,10 @@ surface! {
     "settings.posting.enabled" => field(posting.enabled);
     "settings.posting.loggers" => field(posting.loggers);
     "settings.posting.level" => field(posting.level);
-    "settings.posting.default_backoffs" => pending("settings") field(posting.default_backoffs);
-    "settings.posting.logging_backoffs" => pending("settings") field(posting.logging_backoffs);
-    "settings.posting.worker_limit" => pending("settings") field(posting.worker_limit);
-    "settings.posting.idle_timeout" => pending("settings") field(posting.idle_timeout);
+    "settings.posting.default_backoffs" => field(posting.default_backoffs);
+    "settings.posting.logging_backoffs" => field(posting.logging_backoffs);
+    "settings.posting.worker_limit" => field(posting.worker_limit);
+    "settings.posting.idle_timeout" => field(posting.idle_timeout);
     "settings.posting.reporting_component" => field(posting.reporting_component);
     "settings.posting.reporting_instance" => field(posting.reporting_instance);
     "settings.posting.event_name_prefix" => field(posting.event_name_prefix);
@@ -701,16 +701,16 @@ surface! {
     "settings.peering.mandatory" => field(peering.mandatory);
     "settings.peering.standalone" => field(peering.standalone);
     "settings.peering.clusterwide" => field(peering.clusterwide);
-    "settings.peering.namespaced" => pending("settings") field(peering.namespaced);
+    "settings.peering.namespaced" => value(|s: &kopf::Settings| s.peering.namespaced());
     "settings.watching.server_timeout" => field(watching.server_timeout);
     "settings.watching.client_timeout" => field(watching.client_timeout);
     "settings.watching.connect_timeout" => field(watching.connect_timeout);
     "settings.watching.reconnect_backoff" => field(watching.reconnect_backoff);
     "settings.watching.inactivity_timeout" => field(watching.inactivity_timeout);
-    "settings.watching.chunk_size" => pending("settings") field(watching.chunk_size);
-    "settings.watching.initial_streaming" => pending("settings") field(watching.initial_streaming);
-    "settings.watching.label_selectors" => pending("settings") field(watching.label_selectors);
-    "settings.watching.field_selectors" => pending("settings") field(watching.field_selectors);
+    "settings.watching.chunk_size" => field(watching.chunk_size);
+    "settings.watching.initial_streaming" => field(watching.initial_streaming);
+    "settings.watching.label_selectors" => field(watching.label_selectors);
+    "settings.watching.field_selectors" => field(watching.field_selectors);
     "settings.watching.shard_selectors" => field(watching.shard_selectors);
     "settings.queueing.worker_limit" => field(queueing.worker_limit);
     "settings.queueing.idle_timeout" => field(queueing.idle_timeout);
@@ -721,21 +721,24 @@ surface! {
     "settings.admission.server" => field(admission.server);
     "settings.admission.managed" => field(admission.managed);
     "settings.execution.default_backoff" => field(execution.default_backoff);
-    "settings.execution.executor" => different("sync handlers run on the operator's own threads: `execution.max_blocking_threads`");
-    "settings.execution.max_workers" => field(execution.max_blocking_threads);
-    "settings.background.cancellation_polling" => pending("settings") field(background.cancellation_polling);
-    "settings.background.instant_exit_timeout" => pending("settings") field(background.instant_exit_timeout);
-    "settings.background.instant_exit_zero_time_cycles" => pending("settings") field(background.instant_exit_zero_time_cycles);
+    "settings.execution.executor" => different("sync handlers run on the operator's own threads: `execution.max_workers`");
+    "settings.execution.max_workers" => field(execution.max_workers);
+    "settings.background.cancellation_polling" => different("kopf-rs does not poll stopping daemons: an object's worker is woken when its daemons end (the field exists, deprecated, with no effect)");
+    "settings.background.instant_exit_timeout" => different("a stopped daemon gets its cancellation_backoff and is then dropped (the field exists, deprecated, with no effect)");
+    "settings.background.instant_exit_zero_time_cycles" => different("there are no zero-time cycles to count (the field exists, deprecated, with no effect)");
     "settings.networking.request_timeout" => field(networking.request_timeout);
     "settings.networking.connect_timeout" => field(networking.connect_timeout);
     "settings.networking.error_backoffs" => field(networking.error_backoffs);
-    "settings.networking.enforce_retry_after" => pending("settings") field(networking.enforce_retry_after);
-    "settings.networking.trust_env" => pending("settings") field(networking.trust_env);
+    "settings.networking.enforce_retry_after" => field(networking.enforce_retry_after);
+    "settings.networking.trust_env" => field(networking.trust_env);
     "settings.persistence.finalizer" => field(persistence.finalizer);
     "settings.persistence.progress_storage" => field(persistence.progress_storage);
     "settings.persistence.diffbase_storage" => field(persistence.diffbase_storage);
     "settings.persistence.consistency_timeout" => field(persistence.consistency_timeout);
-    "settings.batching" => pending("settings") field(batching);
+    "settings.batching" => value(|s: &mut kopf::Settings| {
+        #[allow(deprecated, reason = "Kopf's deprecated alias, checked to exist")]
+        let _ = s.batching();
+    });
 
     // The command line: `kopf run`, `kopf freeze`, `kopf resume`.
     "kopf run --verbose" => cli("run", "--verbose");

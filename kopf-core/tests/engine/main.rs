@@ -25,6 +25,7 @@ mod reliability;
 mod robustness;
 mod selectors;
 mod serving;
+mod settings;
 mod shards;
 mod stacking;
 mod stopping;

@@ -50,7 +50,9 @@ pub(crate) fn watch(
     let send_initial = query.flag("sendInitialEvents");
     // `sendInitialEvents=false`: the watch starts from now, with no initial events.
     let no_initial = query.get("sendInitialEvents").is_some() && !send_initial;
-    let requested = query.get("resourceVersion");
+    // An empty version is an unset one, as the real server takes it (kube-rs always sends
+    // the parameter, empty for a watch from the current state).
+    let requested = query.get("resourceVersion").filter(|rv| !rv.is_empty());
     let bookmarks = query.flag("allowWatchBookmarks");
     let timeout = query.number("timeoutSeconds").map(Duration::from_secs);
     let requested_rv = match requested {
