@@ -217,6 +217,7 @@ impl Authenticator {
             gathered: Default::default(),
             counted_as: None,
             review: None,
+            live: None,
         }
     }
 }
