@@ -176,12 +176,14 @@ impl Processor {
     /// A label selector to send to the server: when every handler of this resource filters
     /// on the same plain labels, objects without them need not be watched at all.
     ///
-    /// Never with daemons or timers: an object whose labels stop matching leaves such a watch
-    /// as if deleted, and is forgotten; its daemons would be stopped as for a deletion, and
-    /// one that returned for good would start again when the object comes back, where Kopf
-    /// stops them for the filters' mismatch and remembers.
+    /// Never with daemons or timers, nor with deletion handlers that need a finalizer: an
+    /// object whose labels stop matching leaves such a watch as if deleted, and is forgotten.
+    /// Its daemons would be stopped as for a deletion, and one that returned for good would
+    /// start again when the object comes back, where Kopf stops them for the filters' mismatch
+    /// and remembers; the finalizer would stay on it, where Kopf takes it off, and its
+    /// deletion would wait for an operator that no longer sees it.
     pub(crate) fn label_selector(&self) -> Option<String> {
-        if !self.background.is_empty() {
+        if !self.background.is_empty() || self.changes.iter().any(|h| h.requires_finalizer()) {
             return None;
         }
         let mut all = self
@@ -727,13 +729,14 @@ impl Processor {
             .filter(|h| self.change_could_match(h, body, &essences))
             .collect();
         let background = self.matching_background(body, tasks);
-        if !self.background.is_empty() {
+        if !self.background.is_empty() || self.changes.iter().any(|h| h.requires_finalizer()) {
             let essence = self.idle_timers.then(|| self.essence(body));
             self.memory(uid, |m| m.daemons.observe(body, essence, &background));
         }
-        if matching.is_empty() && background.is_empty() {
+        if matching.is_empty() && background.is_empty() && !has_finalizer {
             // Kopf's prematch: nothing here concerns this object; leave it as it is (but stop
-            // the daemons whose filters it no longer passes).
+            // the daemons whose filters it no longer passes). With our finalizer, it concerns
+            // us: the finalizer goes below, as in Kopf, once nothing needs it.
             self.spawn(uid, body, &[], tasks);
             return cycle;
         }

@@ -538,3 +538,41 @@ async fn a_daemon_matching_again_while_it_still_stops_starts_once_it_ended() {
     release.notify_one();
     harness.stop().await.expect("a clean stop");
 }
+
+/// An object whose labels stop matching leaves a label-selected watch as if deleted: if it
+/// held the finalizer of a deletion handler, nobody would take it off, and its deletion would
+/// hang. As in Kopf, the finalizer goes when the object no longer matches: no label selector
+/// is sent where a deletion handler needs a finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_stops_matching_a_deletion_handler_loses_its_finalizer() {
+    let registry = Registry::new().with(
+        ChangeHandler::on_delete(examples(), "web_deleted", |_| async { Ok(None) })
+            .label("app", "web".into()),
+    );
+    let harness = harness(registry).await;
+    let client = harness.client();
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: web, labels: {app: web}}}")
+        .await;
+    wait_object(&harness, "web", "the finalizer", |o| {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    })
+    .await;
+    patch(
+        &client,
+        "web",
+        json!({"metadata": {"labels": {"app": "db"}}}),
+    )
+    .await;
+    wait_object(&harness, "web", "the finalizer removed", |o| {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    })
+    .await;
+    delete(&client, "web").await;
+    wait_gone(&harness, "web").await;
+    harness.stop().await.expect("a clean stop");
+}
