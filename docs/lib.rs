@@ -39,7 +39,3 @@ chapters! {
     migrating => "migrating.md",
     troubleshooting => "troubleshooting.md",
 }
-
-/// The CRD of Kopf's example resource, `kopfexamples.kopf.dev/v1` (`examples/crd.yaml`), which
-/// the book's runnable snippets install on their fake API server.
-pub const KOPFEXAMPLE_CRD: &str = include_str!("../examples/crd.yaml");

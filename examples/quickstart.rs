@@ -12,17 +12,16 @@
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use kopf::Memo;
 use kopf::diff::Diff;
 use kopf::operator::Operator;
-use kopf_testing::FakeApiServer;
+use kopf_testing::{FakeApiServer, fixtures};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const EXAMPLES: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+/// The object the scenario creates, changes and deletes.
+const NAME: &str = "kopf-example-1";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -46,8 +45,7 @@ async fn main() -> ExitCode {
 async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>> {
     let server = FakeApiServer::start().await?;
     println!("fake Kubernetes API server: {}", server.url());
-    let client = server.client();
-    send(&client, "POST", CRD, crd()).await?;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await; // Kopf's `examples/crd.yaml`
     println!("created the CRD kopfexamples.kopf.dev");
 
     let memo = Memo::new().with(Seen::default());
@@ -58,7 +56,7 @@ async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>
     let ready = operator.ready();
     let stop = CancellationToken::new();
     let scenario = async {
-        let result = scenario(&client, &ready, keep_running, &server).await;
+        let result = scenario(&server, &ready, keep_running).await;
         stop.cancel();
         result
     };
@@ -70,7 +68,6 @@ async fn quickstart(keep_running: bool) -> Result<(), Box<dyn std::error::Error>
     for line in seen(&memo).0.lock().expect("not poisoned").iter() {
         println!("  {line}");
     }
-    drop(client);
     server.stop().await;
     println!("\nthe operator stopped and left nothing behind.");
     Ok(())
@@ -130,47 +127,48 @@ fn shown(value: Option<&Value>) -> String {
     value.map_or_else(|| "(absent)".to_string(), Value::to_string)
 }
 
+/// Creates, changes and deletes an object, each time waiting until the operator handled it.
 async fn scenario(
-    client: &kube::Client,
+    server: &FakeApiServer,
     ready: &kopf::operator::Ready,
     keep_running: bool,
-    server: &FakeApiServer,
 ) -> Result<(), Box<dyn std::error::Error>> {
     ready.wait().await;
     println!("the operator is ready\n");
 
-    let object = json!({
-        "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-        "metadata": {"name": "kopf-example-1", "labels": {"somelabel": "somevalue"}},
-        "spec": {"duration": "1m", "field": "value", "items": ["item1", "item2"]},
-    });
-    send(client, "POST", EXAMPLES, object).await?;
-    println!("created kopf-example-1");
+    server
+        .apply(
+            "
+            apiVersion: kopf.dev/v1
+            kind: KopfExample
+            metadata:
+              name: kopf-example-1
+              labels: {somelabel: somevalue}
+            spec:
+              duration: 1m
+              field: value
+              items: [item1, item2]
+            ",
+        )
+        .await;
+    println!("created {NAME}");
     // Handled once the creation's diff-base is stored (after every create-time handler): a
     // change before that would be part of the creation rather than an update.
-    let created = wait_for(client, "kopf-example-1", |o| {
-        !o["status"]["create_fn"].is_null()
-            && o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
-                .is_string()
-    })
-    .await?;
+    let created = server
+        .wait_for("kopfexamples", "default", NAME, |o| {
+            !o["status"]["create_fn"].is_null() && last_handled(o).is_some()
+        })
+        .await;
     println!("  status.create_fn = {}", created["status"]["create_fn"]);
 
     let change = json!({"spec": {"field": "changed"}});
-    send(
-        client,
-        "PATCH",
-        &format!("{EXAMPLES}/kopf-example-1"),
-        change,
-    )
-    .await?;
+    server.patch("kopfexamples", "default", NAME, change).await;
     println!("changed spec.field");
-    wait_for(client, "kopf-example-1", |o| {
-        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
-            .as_str()
-            .is_some_and(|c| c.contains("changed"))
-    })
-    .await?;
+    server
+        .wait_for("kopfexamples", "default", NAME, |o| {
+            last_handled(o).is_some_and(|handled| handled.contains("changed"))
+        })
+        .await;
 
     if keep_running {
         let kubeconfig = std::env::temp_dir().join("kopf-quickstart.kubeconfig");
@@ -183,89 +181,16 @@ async fn scenario(
         tokio::signal::ctrl_c().await?;
     }
 
-    send(
-        client,
-        "DELETE",
-        &format!("{EXAMPLES}/kopf-example-1"),
-        json!({}),
-    )
-    .await?;
-    println!("deleted kopf-example-1");
-    for _ in 0..500 {
-        if get(client, "kopf-example-1").await.is_none() {
-            println!("  gone (the delete handler ran, the finalizer was removed)");
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Err("the object was not deleted in time".into())
+    server.delete("kopfexamples", "default", NAME).await;
+    println!("deleted {NAME}");
+    server
+        .wait_for_deletion("kopfexamples", "default", NAME)
+        .await;
+    println!("  gone (the delete handler ran, the finalizer was removed)");
+    Ok(())
 }
 
-async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: Value,
-) -> Result<Value, kube::Error> {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(serde_json::to_vec(&body).expect("JSON serializes"))
-        .expect("a valid request");
-    client.request(request).await
-}
-
-async fn get(client: &kube::Client, name: &str) -> Option<Value> {
-    let request = http::Request::get(format!("{EXAMPLES}/{name}"))
-        .body(Vec::new())
-        .expect("a valid request");
-    client.request(request).await.ok()
-}
-
-async fn wait_for(
-    client: &kube::Client,
-    name: &str,
-    condition: impl Fn(&Value) -> bool,
-) -> Result<Value, Box<dyn std::error::Error>> {
-    for _ in 0..500 {
-        if let Some(object) = get(client, name).await.filter(|o| condition(o)) {
-            return Ok(object);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Err(format!("{name} did not reach the expected state in time").into())
-}
-
-/// Kopf's classic example CRD.
-fn crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "scope": "Namespaced",
-            "group": "kopf.dev",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample",
-                      "shortNames": ["kopfexes", "kopfex", "kexes", "kex"]},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }}},
-                "additionalPrinterColumns": [
-                    {"name": "Duration", "type": "string", "priority": 0, "jsonPath": ".spec.duration"},
-                    {"name": "Children", "type": "string", "priority": 0, "jsonPath": ".status.create_fn.children"},
-                    {"name": "Message", "type": "string", "priority": 0, "jsonPath": ".status.create_fn.message"},
-                ],
-            }],
-        },
-    })
+/// The state Kopf last handled, as stored on the object.
+fn last_handled(object: &Value) -> Option<&str> {
+    object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].as_str()
 }

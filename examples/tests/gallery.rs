@@ -5,12 +5,10 @@
 
 use kopf_examples::gallery::{children, errors, filters, typed};
 use kopf_testing::OperatorHarness;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD;
 use serde_json::json;
 
-/// Kopf's classic `KopfExample` CRD.
-const CRD: &str = include_str!("../crd.yaml");
-
-#[kopf_testing::test(handlers = [children::create_fn], apply = CRD)]
+#[kopf_testing::test(handlers = [children::create_fn], apply = KOPFEXAMPLE_CRD)]
 async fn a_parent_creates_its_child_and_takes_it_along_when_deleted(harness: OperatorHarness) {
     let parent = harness
         .apply(
@@ -56,7 +54,7 @@ async fn a_parent_creates_its_child_and_takes_it_along_when_deleted(harness: Ope
         filters::create_when_good_enough,
         filters::update_to_value,
     ],
-    apply = CRD,
+    apply = KOPFEXAMPLE_CRD,
 )]
 async fn filters_choose_the_handlers_of_each_object(harness: OperatorHarness) {
     harness
@@ -145,7 +143,7 @@ async fn filters_choose_the_handlers_of_each_object(harness: OperatorHarness) {
         errors::eventual_failure_with_tracebacks,
         errors::instant_failure_with_traceback,
     ],
-    apply = CRD,
+    apply = KOPFEXAMPLE_CRD,
 )]
 async fn errors_are_retried_or_final_as_their_kind_says(harness: OperatorHarness) {
     harness

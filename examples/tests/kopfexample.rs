@@ -27,7 +27,7 @@ mod support;
 
 use std::process::{ExitCode, Stdio};
 
-use kopf_testing::{FakeApiServer, wait};
+use kopf_testing::{ApiRequest, FakeApiServer, PatchType, TestClient, fixtures, wait};
 use serde_json::{Value, json};
 use support::{OperatorProcess, child_command, kubeconfig_for};
 
@@ -35,7 +35,7 @@ use support::{OperatorProcess, child_command, kubeconfig_for};
 const CHILD: &str = "KOPF_EXAMPLES_KOPFEXAMPLE_CHILD";
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+const COLLECTION: &str = fixtures::KOPFEXAMPLES;
 /// `metadata.name` in `examples/obj.yaml`.
 const NAME: &str = "kopf-example-1";
 
@@ -104,7 +104,7 @@ fn help_lists_the_options() {
 
 async fn the_operator_handles_an_object_from_creation_to_deletion() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = server.test_client();
     let kubeconfig = kubeconfig_for(&server);
     let port = free_port();
     let liveness = format!("http://127.0.0.1:{port}/healthz");
@@ -136,31 +136,18 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
         .wait_for_log("Handler 'create_fn' succeeded.")
         .await;
 
-    send(
-        &client,
-        "PATCH",
-        &format!("{COLLECTION}/{NAME}"),
-        "application/merge-patch+json",
-        json!({"spec": {"field": "changed"}}).to_string(),
-    )
-    .await;
-    wait("status.updated", || async {
-        let object = get(&client, NAME).await?;
-        (object["status"]["updated"] == true).then_some(())
-    })
-    .await;
-
-    let request = http::Request::delete(format!("{COLLECTION}/{NAME}"))
-        .body(Vec::new())
-        .unwrap();
+    let change = json!({"spec": {"field": "changed"}});
+    client.patch("kopfexamples", "default", NAME, change).await;
     client
-        .request_text(request)
-        .await
-        .expect("the deletion is requested");
-    wait("the object to be gone", || async {
-        get(&client, NAME).await.is_none().then_some(())
-    })
-    .await;
+        .wait_for("kopfexamples", "default", NAME, |o| {
+            o["status"]["updated"] == true
+        })
+        .await;
+
+    client.delete("kopfexamples", "default", NAME).await;
+    client
+        .wait_for_deletion("kopfexamples", "default", NAME)
+        .await;
     operator.wait_for_log("Deletion is processed").await;
     let log = operator.log();
     assert!(log.contains("Creating kopf-example-1 with spec"), "{log}");
@@ -190,7 +177,7 @@ async fn the_operator_handles_an_object_from_creation_to_deletion() {
 /// priority pauses while the freeze's entry lives, and resumes when `resume` removes it.
 async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = server.test_client();
     // Kopf's peering CRDs, as the `crd` subcommand prints them, and the `default` object.
     let printed = child_command(CHILD, &["crd"])
         .stdin(Stdio::null())
@@ -261,7 +248,7 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
 /// in the operator's identity), serves once it leads, and releases the Lease on SIGTERM.
 async fn a_lease_elects_the_leader_and_is_released_on_sigterm() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = server.test_client();
     let kubeconfig = kubeconfig_for(&server);
     let mut operator = {
         let args = [
@@ -305,9 +292,9 @@ async fn server_with_crd() -> FakeApiServer {
         .await
         .expect("the server starts");
     apply(
-        &server.client(),
+        &server.test_client(),
         &format!("{CRDS}/kopfexamples.kopf.dev"),
-        include_str!("../crd.yaml"),
+        fixtures::KOPFEXAMPLE_CRD,
     )
     .await;
     server
@@ -316,21 +303,20 @@ async fn server_with_crd() -> FakeApiServer {
 /// Applies `examples/obj.yaml` and waits until its creation is handled: the create handler's
 /// result stored, and the diff-base that ends the creation (after the field handler, in a
 /// later cycle). A change made before that would be part of the creation, not an update.
-async fn create_example_and_wait_for_its_handling(client: &kube::Client) {
+async fn create_example_and_wait_for_its_handling(client: &TestClient) {
     apply(
         client,
         &format!("{COLLECTION}/{NAME}"),
         include_str!("../obj.yaml"),
     )
     .await;
-    wait("the creation to be handled", || async {
-        let object = get(client, NAME).await?;
-        let handled =
-            &object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"];
-        (object["status"]["create_fn"]["message"] == "hello world" && handled.is_string())
-            .then_some(())
-    })
-    .await;
+    client
+        .wait_for("kopfexamples", "default", NAME, |object| {
+            let handled =
+                &object["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"];
+            object["status"]["create_fn"]["message"] == "hello world" && handled.is_string()
+        })
+        .await;
 }
 
 /// A port free on 127.0.0.1 (for the liveness endpoint, which takes a URL).
@@ -354,43 +340,18 @@ async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// Server-side apply of a YAML manifest, as `kubectl apply --server-side`.
-async fn apply(client: &kube::Client, path: &str, yaml: &str) -> Value {
-    send(
-        client,
-        "PATCH",
-        &format!("{path}?fieldManager=test"),
-        "application/apply-patch+yaml",
-        yaml.to_string(),
-    )
-    .await
+/// Server-side apply of a YAML manifest, as `kubectl apply --server-side`: YAML, as it is.
+async fn apply(client: &TestClient, path: &str, yaml: &str) -> Value {
+    let request = ApiRequest::new("PATCH", format!("{path}?fieldManager=test"))
+        .patch_type(PatchType::Apply)
+        .bytes(yaml);
+    let answer = client.send(request).await;
+    assert!(answer.status.is_success(), "{path}: {}", answer.json());
+    answer.json()
 }
 
-async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: String,
-) -> Value {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body.into_bytes())
-        .unwrap();
-    let text = client
-        .request_text(request)
-        .await
-        .unwrap_or_else(|error| panic!("{method} {path} succeeds: {error}"));
-    serde_json::from_str(&text).expect("a JSON answer")
-}
-
-async fn get(client: &kube::Client, name: &str) -> Option<Value> {
-    get_path(client, &format!("{COLLECTION}/{name}")).await
-}
-
-async fn get_path(client: &kube::Client, path: &str) -> Option<Value> {
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    client.request::<Value>(request).await.ok()
+/// The object at `path`, if there is one.
+async fn get_path(client: &TestClient, path: &str) -> Option<Value> {
+    let (status, object) = client.request("GET", path, None).await;
+    status.is_success().then_some(object)
 }

@@ -26,7 +26,7 @@ use kopf::operator::Operator;
 use kopf::registry::{ChangeHandler, Registry};
 use kopf::resources::Selector;
 use kopf::settings::LeaseSettings;
-use kopf_testing::{FakeApiServer, test_settings, wait};
+use kopf_testing::{FakeApiServer, fixtures, test_settings, wait};
 use serde_json::{Value, json};
 use support::{OperatorProcess, spawn_against};
 
@@ -45,8 +45,7 @@ const QUIET: Duration = Duration::from_millis(1500);
 const PEERINGS: &str = "clusterkopfpeerings.kopf.dev";
 /// The Lease, as the server's counters name it: renewed by the leader even when idle.
 const LEASES: &str = "leases.coordination.k8s.io";
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+const COLLECTION: &str = fixtures::KOPFEXAMPLES;
 
 /// Not a scenario: a replica's process. Started by the scenarios (with [`CHILD`] set) to run
 /// the operator and exit with its exit code; a no-op otherwise.
@@ -351,21 +350,11 @@ async fn two_replicas() -> (FakeApiServer, OperatorProcess, OperatorProcess) {
 async fn server_with_peering() -> FakeApiServer {
     let server = server_with_crd().await;
     for crd in kopf::peering::peering_crds() {
-        post(&server, CRDS, crd).await;
+        server.apply_value(crd).await;
     }
-    let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
-                         "metadata": {"name": "default"}});
-    // The CRD is served once it is established: retried until then.
-    wait("the peering object to be created", || async {
-        let created = post(
-            &server,
-            "/apis/kopf.dev/v1/clusterkopfpeerings",
-            peering.clone(),
-        )
+    server
+        .apply("{apiVersion: kopf.dev/v1, kind: ClusterKopfPeering, metadata: {name: default}}")
         .await;
-        (created["kind"] == "ClusterKopfPeering").then_some(())
-    })
-    .await;
     server
 }
 
@@ -375,8 +364,7 @@ async fn server_with_crd() -> FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let example: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
-    post(&server, CRDS, example).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server
 }
 
@@ -403,10 +391,9 @@ fn start(server: &FakeApiServer, identity: &str, priority: i64) -> OperatorProce
 }
 
 async fn create(server: &FakeApiServer, name: &str) {
-    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                        "metadata": {"name": name}, "spec": {}});
-    let created = post(server, COLLECTION, object).await;
-    assert_eq!(created["metadata"]["name"], name, "{created}");
+    let object = fixtures::kopfexample(name, json!({}));
+    let (status, created) = server.request("POST", COLLECTION, object).await;
+    assert_eq!(status, 201, "{created}");
 }
 
 /// The replica that handled the object, once one has.
@@ -422,32 +409,15 @@ async fn handled_by(server: &FakeApiServer, name: &str) -> String {
 
 /// The object as it is now.
 async fn get(server: &FakeApiServer, name: &str) -> Value {
-    let request = http::Request::get(format!("{COLLECTION}/{name}"))
-        .body(Vec::new())
-        .unwrap();
-    server.client().request(request).await.expect("the object")
+    let path = fixtures::kopfexample_path("default", name);
+    let (status, object) = server.request("GET", &path, None).await;
+    assert_eq!(status, 200, "{object}");
+    object
 }
 
 async fn peering_entries(server: &FakeApiServer) -> serde_json::Map<String, Value> {
-    let request = http::Request::get("/apis/kopf.dev/v1/clusterkopfpeerings/default")
-        .body(Vec::new())
-        .unwrap();
-    let object: Value = server
-        .client()
-        .request(request)
-        .await
-        .expect("the peering object");
+    let path = "/apis/kopf.dev/v1/clusterkopfpeerings/default";
+    let (status, object) = server.request("GET", path, None).await;
+    assert_eq!(status, 200, "the peering object: {object}");
     object["status"].as_object().cloned().unwrap_or_default()
-}
-
-async fn post(server: &FakeApiServer, path: &str, body: Value) -> Value {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(body.to_string().into_bytes())
-        .unwrap();
-    match server.client().request::<Value>(request).await {
-        Ok(created) => created,
-        Err(kube::Error::Api(status)) => json!({"status": status.code}),
-        Err(error) => panic!("POST {path}: {error}"),
-    }
 }

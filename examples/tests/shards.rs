@@ -33,7 +33,7 @@ use kopf::operator::Operator;
 use kopf::registry::{ChangeHandler, DaemonHandler, Registry};
 use kopf::resources::Selector;
 use kopf::settings::ShardingSettings;
-use kopf_testing::{FakeApiServer, Fault, test_settings, wait};
+use kopf_testing::{FakeApiServer, Fault, fixtures, test_settings, wait};
 use serde_json::{Value, json};
 use shard_probe::{CONFLICT, OVERLAP};
 use support::{OperatorProcess, spawn_against};
@@ -49,8 +49,7 @@ const SHARDS: u32 = 8;
 /// The ring's name: the prefix of its Leases.
 const RING: &str = "kopf-shards";
 
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+const COLLECTION: &str = fixtures::KOPFEXAMPLES;
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 
 /// One scenario at a time.
@@ -160,8 +159,7 @@ impl Ring {
             .start_on_own_runtime()
             .await
             .expect("the server starts");
-        let crd: Value = serde_norway::from_str(include_str!("../crd.yaml")).expect("crd.yaml");
-        post(&server, CRDS, crd).await;
+        server.apply(fixtures::KOPFEXAMPLE_CRD).await;
         Ring {
             server,
             replicas: BTreeMap::new(),
@@ -202,10 +200,9 @@ impl Ring {
     async fn create(&mut self, prefix: &str, count: usize, spec: Value) {
         for i in 0..count {
             let name = format!("{prefix}-{i}");
-            let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                                "metadata": {"name": name}, "spec": spec});
-            let created = post(&self.server, COLLECTION, object).await;
-            assert_eq!(created["metadata"]["name"], name, "{created}");
+            let object = fixtures::kopfexample(&name, spec.clone());
+            let (status, created) = self.server.request("POST", COLLECTION, object).await;
+            assert_eq!(status, 201, "{created}");
             self.objects.insert(name);
         }
     }
@@ -406,34 +403,14 @@ async fn shard_holders(server: &FakeApiServer) -> BTreeMap<u32, String> {
 
 async fn configmap(server: &FakeApiServer, name: &str) -> Option<Value> {
     let path = format!("{}/{name}", shard_probe::CONFIGMAPS);
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    server.client().request::<Value>(request).await.ok()
+    let (status, configmap) = server.request("GET", &path, None).await;
+    status.is_success().then_some(configmap)
 }
 
 async fn list(server: &FakeApiServer, path: &str) -> Vec<Value> {
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    let list: Value = server.client().request(request).await.expect("a list");
+    let (status, list) = server.request("GET", path, None).await;
+    assert_eq!(status, 200, "a list: {list}");
     list["items"].as_array().cloned().unwrap_or_default()
-}
-
-async fn post(server: &FakeApiServer, path: &str, body: Value) -> Value {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(body.to_string().into_bytes())
-        .unwrap();
-    server
-        .client()
-        .request::<Value>(request)
-        .await
-        .unwrap_or_else(|error| panic!("POST {path}: {error}"))
-}
-
-async fn merge_patch(server: &FakeApiServer, path: &str, body: Value) {
-    let request = http::Request::patch(path)
-        .header("content-type", "application/merge-patch+json")
-        .body(body.to_string().into_bytes())
-        .unwrap();
-    let _: Value = server.client().request(request).await.expect("patched");
 }
 
 // The scenarios.
@@ -649,9 +626,9 @@ async fn a_drain_that_times_out_keeps_the_shard_until_the_handler_ends() {
     let mut gated = 0;
     while covered.len() < SHARDS as usize {
         let name = format!("gated-{gated}");
-        let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                            "metadata": {"name": name}, "spec": {"gated": true}});
-        let created = post(&ring.server, COLLECTION, object).await;
+        let object = fixtures::kopfexample(&name, json!({"gated": true}));
+        let (status, created) = ring.server.request("POST", COLLECTION, object).await;
+        assert_eq!(status, 201, "{created}");
         covered.insert(shard_of(created["metadata"]["uid"].as_str().unwrap()));
         ring.objects.insert(name);
         gated += 1;
@@ -669,12 +646,10 @@ async fn a_drain_that_times_out_keeps_the_shard_until_the_handler_ends() {
     let held = shard_holders(&ring.server).await;
     assert!(held.values().all(|h| h == "r1"), "nothing handed: {held:?}");
     for name in ring.objects.clone() {
-        merge_patch(
-            &ring.server,
-            &format!("{COLLECTION}/{name}"),
-            json!({"spec": {"release": true}}),
-        )
-        .await;
+        let release = json!({"spec": {"release": true}});
+        ring.server
+            .patch("kopfexamples", "default", &name, release)
+            .await;
     }
     ring.wait_settled(&["r1", "r2"]).await;
     ring.check().await;

@@ -22,14 +22,12 @@ mod support;
 
 use std::time::Duration;
 
-use kopf_testing::{FakeApiServer, wait};
-use serde_json::{Value, json};
+use kopf_testing::{FakeApiServer, fixtures, wait};
+use serde_json::json;
 use support::{OperatorProcess, spawn_against};
 
 /// Set in the environment of the child process: run the operator there.
 const CHILD: &str = "KOPF_EXAMPLES_STOPPABLE_CHILD";
-
-const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
 
 /// Not a scenario: the operator's process. Started by the scenarios (with [`CHILD`] set) to
 /// run the example's operator and exit with its exit code; a no-op otherwise.
@@ -45,22 +43,19 @@ async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
     let server = server_with_crd().await;
     let mut operator = start(&server, Duration::from_secs(60));
     operator.wait_until_watching(&server).await;
-    let client = server.client();
-    send(
-        &client,
-        "POST",
-        COLLECTION,
-        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-               "metadata": {"name": "busy"}, "spec": {"duration": 3600}}),
-    )
-    .await;
+    server
+        .apply_value(fixtures::kopfexample("busy", json!({"duration": 3600})))
+        .await;
     operator.wait_for_log("working").await;
 
     operator.signal("TERM");
 
     // 0, not 1: the stop needed no grace period (an abort would exit with 1).
     assert_eq!(operator.exit_code().await, 0, "{}", operator.log());
-    let object = get(&client, "busy").await.expect("the object exists");
+    let object = server
+        .get("kopfexamples", "default", "busy")
+        .await
+        .expect("the object exists");
     // Interrupted by the exit, the attempt is not counted (as Kopf records nothing of a
     // cancelled handler): no progress and no diff-base, so the next run handles it afresh.
     let annotations = &object["metadata"]["annotations"];
@@ -74,7 +69,6 @@ async fn sigterm_stops_the_operator_cleanly_with_exit_code_0() {
         "the handler was told why: {}",
         operator.log()
     );
-    drop(client);
     wait("the operator's watches to close", || async {
         (server.stats().open_watches == 0).then_some(())
     })
@@ -91,15 +85,12 @@ async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
     let server = server_with_crd().await;
     let mut operator = start(&server, Duration::from_secs(60));
     operator.wait_until_watching(&server).await;
-    let client = server.client();
-    send(
-        &client,
-        "POST",
-        COLLECTION,
-        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-               "metadata": {"name": "stubborn"}, "spec": {"duration": 3600, "ignoreStop": true}}),
-    )
-    .await;
+    server
+        .apply_value(fixtures::kopfexample(
+            "stubborn",
+            json!({"duration": 3600, "ignoreStop": true}),
+        ))
+        .await;
     operator.wait_for_log("working").await;
 
     operator.signal("INT");
@@ -113,7 +104,6 @@ async fn a_second_sigint_during_a_slow_stop_exits_at_once_with_130() {
 
     // Within the test's deadline, well before the grace period of 60 s.
     assert_eq!(operator.exit_code().await, 130, "{}", operator.log());
-    drop(client);
     wait("every connection to close", || async {
         (server.stats().open_connections == 0).then_some(())
     })
@@ -126,15 +116,12 @@ async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_proces
     let server = server_with_crd().await;
     let mut operator = start(&server, Duration::from_secs(1));
     operator.wait_until_watching(&server).await;
-    let client = server.client();
-    send(
-        &client,
-        "POST",
-        COLLECTION,
-        json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "stuck"},
-               "spec": {"duration": 3600, "blocking": true, "ignoreStop": true}}),
-    )
-    .await;
+    server
+        .apply_value(fixtures::kopfexample(
+            "stuck",
+            json!({"duration": 3600, "blocking": true, "ignoreStop": true}),
+        ))
+        .await;
     operator.wait_for_log("working on a thread").await;
 
     operator.signal("TERM");
@@ -151,7 +138,6 @@ async fn a_stuck_sync_handler_is_abandoned_after_the_grace_period_and_the_proces
         log.contains("some work had to be aborted after the grace period"),
         "{log}"
     );
-    drop(client);
     wait("every connection to close", || async {
         (server.stats().open_connections == 0).then_some(())
     })
@@ -176,46 +162,6 @@ async fn server_with_crd() -> FakeApiServer {
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }}},
-            }],
-        },
-    });
-    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    send(&server.client(), "POST", path, crd).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server
-}
-
-async fn send(client: &kube::Client, method: &str, path: &str, body: Value) -> Value {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    let text = client
-        .request_text(request)
-        .await
-        .expect("the request succeeds");
-    serde_json::from_str(&text).expect("a JSON answer")
-}
-
-async fn get(client: &kube::Client, name: &str) -> Option<Value> {
-    let request = http::Request::get(format!("{COLLECTION}/{name}"))
-        .body(Vec::new())
-        .unwrap();
-    client.request::<Value>(request).await.ok()
 }

@@ -1,13 +1,14 @@
 //! Running an operator against a fake API server in a test, as Kopf's `KopfRunner` does: one
-//! call starts a fresh server and the operator; helpers create objects, wait for conditions on
-//! them with a deadline, show what the operator sent and logged; [`OperatorHarness::stop`]
-//! stops the operator and checks that it left nothing behind.
+//! call starts a fresh server and the operator; helpers (those of the fake server's
+//! `TestClient`) create objects, wait for conditions on them with a deadline; others show what
+//! the operator sent and logged; [`OperatorHarness::stop`] stops the operator and checks that
+//! it left nothing behind.
 //!
 //! ```no_run
 //! # async fn example(registry: kopf::registry::Registry) {
 //! use kopf_testing::OperatorHarness;
 //! let harness = OperatorHarness::start(registry).await;
-//! harness.apply(include_str!("../../examples/crd.yaml")).await; // waits until Established
+//! harness.apply(kopf_testing::fixtures::KOPFEXAMPLE_CRD).await; // waits until Established
 //! harness.apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}").await;
 //! let object = harness
 //!     .wait_for("kopfexamples", "default", "kex", |o| !o["status"].is_null())
@@ -22,13 +23,12 @@
 mod builder;
 mod campaign;
 mod explore;
+mod locks;
 mod logs;
 mod objects;
 mod operator;
 mod outcomes;
-mod resolutions;
 mod sent;
-mod waiting;
 
 pub use builder::{HarnessBuilder, test_settings};
 pub use campaign::{Mutation, Mutations};
@@ -36,4 +36,3 @@ pub use explore::{BadPlan, Exploration, Explorer, Outcome, Plan};
 pub(crate) use logs::LogCapture;
 pub use operator::OperatorHarness;
 pub use sent::SentRequest;
-pub use waiting::{DEADLINE, wait};

@@ -8,6 +8,11 @@
 //! Kopf work against it. Tests can count requests, inject faults, close watches, compact the
 //! history, and restart it.
 //!
+//! A test talks to the server through a [`TestClient`] (`server.test_client()`, or the same
+//! helpers on the server itself): requests answered with their status and JSON, objects
+//! applied from YAML and waited for with one generous [`DEADLINE`]. [`fixtures`] holds Kopf's
+//! `KopfExample` CRD and objects.
+//!
 //! [`OperatorHarness`] runs an operator against such a server in a test, as Kopf's
 //! `KopfRunner` does: it applies objects, waits for conditions on them, shows what the
 //! operator sent and logged, and checks that it stops cleanly. [`macro@test`] sets it up
@@ -19,7 +24,7 @@
 //!     "done"
 //! }
 //!
-//! #[kopf_testing::test(handlers = [create_fn], apply = include_str!("../../examples/crd.yaml"))]
+//! #[kopf_testing::test(handlers = [create_fn], apply = kopf_testing::fixtures::KOPFEXAMPLE_CRD)]
 //! async fn creation_is_handled(harness: kopf_testing::OperatorHarness) {
 //!     harness.apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}").await;
 //!     harness.wait_for("kopfexamples", "default", "kex", |o| o["status"]["create_fn"] == "done").await;
@@ -32,13 +37,15 @@ mod harness;
 mod runner;
 
 pub use harness::{
-    BadPlan, DEADLINE, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness,
-    Outcome, Plan, SentRequest, test_settings, wait,
+    BadPlan, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness, Outcome,
+    Plan, SentRequest, test_settings,
 };
 pub use kopf_fake_apiserver as fake_apiserver;
+pub use kopf_fake_apiserver::fixtures;
 pub use kopf_fake_apiserver::{
-    Breach, Committed, FakeApiServer, FakeApiServerBuilder, Fault, FaultAction, HeldWrite,
-    LoggedRequest, RecreateError, Stats,
+    Answer, ApiRequest, Breach, Committed, DEADLINE, FakeApiServer, FakeApiServerBuilder, Fault,
+    FaultAction, HeldWrite, LoggedRequest, PatchType, RealApiServer, RealApiServerError,
+    RecreateError, RequestError, Stats, TestClient, try_wait, wait,
 };
 
 /// Runs an `async fn` test with an [`OperatorHarness`]: a fresh fake API server and an

@@ -6,8 +6,9 @@ use std::cell::RefCell;
 use std::future::Future;
 
 use kopf::registry::Registry;
+use kopf_fake_apiserver::DEADLINE;
 
-use crate::harness::{DEADLINE, HarnessBuilder, LogCapture, OperatorHarness};
+use crate::harness::{HarnessBuilder, LogCapture, OperatorHarness};
 
 thread_local! {
     /// The capture that is the default subscriber of this runtime thread, while it lives.

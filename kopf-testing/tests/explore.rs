@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kopf::operator::Operator;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD as CRD;
 use kopf_testing::{Explorer, Plan, test_settings};
 use kube::api::{Api, ObjectMeta, PostParams};
-
-const CRD: &str = include_str!("../../examples/crd.yaml");
 
 /// The bug: every run creates another child.
 #[kopf::on_create("kopf.dev", "v1", "kopfexamples")]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use kopf::registry::HandlerResult;
 use kopf::{Invocation, TemporaryError};
+use kopf_testing::{ApiRequest, RequestError, TestClient, fixtures};
 use serde_json::{Value, json};
 
 /// Printed by a replica that caught another one handling the same object at once.
@@ -33,7 +34,7 @@ const WINDING_DOWN: Duration = Duration::from_millis(300);
 /// The create handler: counts this run in `created-<name>`, then, for a gated object, waits
 /// until the test releases it.
 pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
-    let client = kopf.client().clone();
+    let client = TestClient::new(kopf.client().clone());
     let name = kopf.name().to_string();
     let probe = format!("created-{name}");
     let current = read(&client, &probe)
@@ -43,7 +44,7 @@ pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
         None => {
             let body = json!({"metadata": {"name": probe},
                               "data": {"count": "1", "by": me, "history": me}});
-            send(&client, http::Method::POST, CONFIGMAPS.to_string(), body).await
+            write(&client, "POST", CONFIGMAPS.to_string(), body).await
         }
         Some(mut cm) => {
             let count: u64 = cm["data"]["count"]
@@ -57,19 +58,13 @@ pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
                 .to_string();
             cm["data"] = json!({"count": (count + 1).to_string(), "by": me,
                                 "history": format!("{history},{me}")});
-            send(
-                &client,
-                http::Method::PUT,
-                format!("{CONFIGMAPS}/{probe}"),
-                cm,
-            )
-            .await
+            write(&client, "PUT", format!("{CONFIGMAPS}/{probe}"), cm).await
         }
     };
     match written {
         Ok(_) => eprintln!("PROBE-CREATED {name} {me}"),
         // Never retried: whoever else wrote meanwhile ran the same handler at the same time.
-        Err(kube::Error::Api(status)) if status.code == 409 => {
+        Err(RequestError::Refused { status, .. }) if status == 409 => {
             eprintln!("{CONFLICT} {name} {me}: the create handler's count was written meanwhile");
         }
         Err(error) => {
@@ -89,7 +84,7 @@ pub(crate) async fn create(kopf: Invocation, me: String) -> HandlerResult {
 
 /// The daemon: marks `daemon-<name>` as this replica's every [`PACE`] until stopped.
 pub(crate) async fn daemon(kopf: Invocation, me: String) -> HandlerResult {
-    let client = kopf.client().clone();
+    let client = TestClient::new(kopf.client().clone());
     let name = kopf.name().to_string();
     let mut marked = false;
     while !kopf.stopped().is_cancelled() {
@@ -119,7 +114,7 @@ pub(crate) async fn daemon(kopf: Invocation, me: String) -> HandlerResult {
 /// A look at the daemon's ConfigMap and, unless `stopped` meanwhile, a mark: `false` if
 /// another replica's daemon was caught at it (then this one ends).
 async fn look_and_mark(
-    client: &kube::Client,
+    client: &TestClient,
     name: &str,
     me: &str,
     marked: &mut bool,
@@ -144,7 +139,7 @@ async fn look_and_mark(
     }
     match mark(client, &probe, current, me).await {
         Ok(()) => *marked = true,
-        Err(kube::Error::Api(status)) if status.code == 409 => {
+        Err(RequestError::Refused { status, .. }) if status == 409 => {
             eprintln!("{CONFLICT} {name} {me}: the daemon's mark was written meanwhile");
             return false;
         }
@@ -155,16 +150,16 @@ async fn look_and_mark(
 
 /// One mark of the daemon's ConfigMap, guarded by the version read.
 async fn mark(
-    client: &kube::Client,
+    client: &TestClient,
     probe: &str,
     current: Option<Value>,
     me: &str,
-) -> Result<(), kube::Error> {
+) -> Result<(), RequestError> {
     match current {
         None => {
             let body = json!({"metadata": {"name": probe},
                               "data": {"holder": me, "marks": "1", "history": me}});
-            send(client, http::Method::POST, CONFIGMAPS.to_string(), body).await?;
+            write(client, "POST", CONFIGMAPS.to_string(), body).await?;
         }
         Some(mut cm) => {
             let marks: u64 = cm["data"]["marks"]
@@ -180,44 +175,37 @@ async fn mark(
             cm["data"] = json!({"holder": me, "marks": (marks + 1).to_string(),
                                 "history": history});
             let path = format!("{CONFIGMAPS}/{probe}");
-            send(client, http::Method::PUT, path, cm).await?;
+            write(client, "PUT", path, cm).await?;
         }
     }
     Ok(())
 }
 
 /// The ConfigMap, `None` if there is none.
-async fn read(client: &kube::Client, name: &str) -> Result<Option<Value>, kube::Error> {
-    let request = http::Request::get(format!("{CONFIGMAPS}/{name}"))
-        .body(Vec::new())
-        .expect("a GET builds");
-    match client.request::<Value>(request).await {
-        Ok(cm) => Ok(Some(cm)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(error) => Err(error),
+async fn read(client: &TestClient, name: &str) -> Result<Option<Value>, RequestError> {
+    let answer = client
+        .try_send(ApiRequest::new("GET", format!("{CONFIGMAPS}/{name}")))
+        .await?;
+    if answer.status == 404 {
+        return Ok(None);
     }
+    Ok(Some(answer.success()?.json()))
 }
 
-async fn read_object(client: &kube::Client, name: &str) -> Option<Value> {
-    let path = format!("/apis/kopf.dev/v1/namespaces/default/kopfexamples/{name}");
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .expect("a GET builds");
-    client.request::<Value>(request).await.ok()
+async fn read_object(client: &TestClient, name: &str) -> Option<Value> {
+    let path = fixtures::kopfexample_path("default", name);
+    let (status, object) = client.try_request("GET", &path, None).await.ok()?;
+    status.is_success().then_some(object)
 }
 
-/// A POST or a PUT (which carries the version read in its `metadata.resourceVersion`).
-async fn send(
-    client: &kube::Client,
-    method: http::Method,
+/// A write (a POST, or a PUT carrying the version read in its `metadata.resourceVersion`),
+/// never retried; an answer that is not a success is an error.
+async fn write(
+    client: &TestClient,
+    method: &str,
     path: String,
     body: Value,
-) -> Result<Value, kube::Error> {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(body.to_string().into_bytes())
-        .expect("a request builds");
-    client.request::<Value>(request).await
+) -> Result<Value, RequestError> {
+    let request = ApiRequest::new(method, path).json(body);
+    Ok(client.try_send(request).await?.success()?.json())
 }

@@ -580,10 +580,28 @@ fn timedelta(duration: Duration) -> String {
 /// callable) on an object. A panic is caught as a handler's is: logged as an error naming the
 /// handler and the object, and taken as a mismatch, so that only this handler is skipped for
 /// this state of the object; the object's other handlers and later events, and the other
-/// objects, are processed as usual.
+/// objects, are processed as usual. Admission reviews do not skip: see [`checked_filter`].
 pub(crate) fn filter(id: &str, object: &Value, check: impl FnOnce() -> bool) -> bool {
+    checked_filter(
+        id,
+        object,
+        "the handler is skipped for this state of the object",
+        check,
+    )
+    .unwrap_or(false)
+}
+
+/// Evaluates a user's filter of the handler `id` on an object: whether it passes, or, when it
+/// panics, the panic's message (logged as an error naming the handler, the object and
+/// `consequence`: what the caller does about it).
+pub(crate) fn checked_filter(
+    id: &str,
+    object: &Value,
+    consequence: &str,
+    check: impl FnOnce() -> bool,
+) -> Result<bool, String> {
     match std::panic::catch_unwind(AssertUnwindSafe(check)) {
-        Ok(passes) => passes,
+        Ok(passes) => Ok(passes),
         Err(panic) => {
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             let namespace = object["metadata"]["namespace"].as_str();
@@ -591,9 +609,10 @@ pub(crate) fn filter(id: &str, object: &Value, check: impl FnOnce() -> bool) -> 
                 Some(namespace) => format!("{namespace}/{name}"),
                 None => name.to_string(),
             };
+            let message = panic_message(&panic);
             let span = tracing::error_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = name, object.namespace = namespace);
-            tracing::error!(target: "kopf::handler", parent: &span, "The filter of handler '{id}' panicked on {path}: {}; the handler is skipped for this state of the object; fix the filter so that it returns instead", panic_message(&panic));
-            false
+            tracing::error!(target: "kopf::handler", parent: &span, "The filter of handler '{id}' panicked on {path}: {message}; {consequence}; fix the filter so that it returns instead");
+            Err(message)
         }
     }
 }

@@ -48,6 +48,9 @@ pub(crate) enum Event {
 pub(crate) struct Selection<'a> {
     /// A label selector, sent as `labelSelector`.
     pub(crate) labels: Option<&'a str>,
+    /// A field selector, sent as `fieldSelector` (e.g. `metadata.name=NAME`, which RBAC
+    /// authorizes as a request for that name).
+    pub(crate) fields: Option<&'a str>,
     /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
     pub(crate) shard: Option<&'a ShardSelector>,
     /// What the reported objects' consumer has yet to finish: a listing asks for its next
@@ -190,6 +193,9 @@ async fn watch_as<K: Object>(
         if let Some(selector) = selection.labels {
             list_params = list_params.labels(selector);
         }
+        if let Some(selector) = selection.fields {
+            list_params = list_params.fields(selector);
+        }
         let mut resource_version: String;
         // The shard selector to apply here, when the listing shows the server ignores it.
         let mut filtering: Option<&ShardSelector>;
@@ -261,6 +267,9 @@ async fn watch_as<K: Object>(
             };
             if let Some(selector) = selection.labels {
                 watch_params = watch_params.labels(selector);
+            }
+            if let Some(selector) = selection.fields {
+                watch_params = watch_params.fields(selector);
             }
             if let Some(timeout) = settings.server_timeout {
                 watch_params = watch_params.timeout(timeout.as_secs().clamp(1, 295) as u32);

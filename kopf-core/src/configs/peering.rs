@@ -116,11 +116,14 @@ pub(crate) struct Judgement {
     pub(crate) higher: Vec<Peer>,
     /// Live peers of the same priority: all of them pause, this one included.
     pub(crate) same: Vec<Peer>,
+    /// Live peers of a lower priority: they pause in favour of this one (no concern of its
+    /// decision, but they may take over what it keeps when it leaves).
+    pub(crate) lower: Vec<Peer>,
 }
 
 impl Judgement {
     /// Judges the `status` of a peering object for the operator `id` of this `priority`.
-    /// Its own entry is never a peer; lower priorities are ignored.
+    /// Its own entry is never a peer; lower priorities pause nobody.
     pub(crate) fn of(status: &Value, id: &str, priority: i64, now: OffsetDateTime) -> Judgement {
         let mut judgement = Judgement::default();
         for peer in Peer::all(status, now) {
@@ -132,9 +135,16 @@ impl Judgement {
                 judgement.higher.push(peer);
             } else if peer.priority == priority {
                 judgement.same.push(peer);
+            } else {
+                judgement.lower.push(peer);
             }
         }
         judgement
+    }
+
+    /// Whether any other operator lives in this peering object, whatever its priority.
+    pub(crate) fn others_alive(&self) -> bool {
+        !(self.higher.is_empty() && self.same.is_empty() && self.lower.is_empty())
     }
 
     /// When the earliest of the peers that pause this operator expires: then it looks again.
@@ -247,6 +257,14 @@ mod tests {
         );
         assert!(alone.higher.is_empty() && alone.same.is_empty());
         assert_eq!(alone.recheck_at(), None);
+        assert!(alone.others_alive(), "a lower peer may take over");
+        let dead_only = Judgement::of(
+            &json!({"me": entry(10, 0), "x": entry(1, 60)}),
+            "me",
+            10,
+            NOW,
+        );
+        assert!(!dead_only.others_alive());
     }
 
     #[test]

@@ -52,10 +52,20 @@ pub struct Settings {
 /// [`OperatorError::AdmissionServer`](crate::operator::OperatorError::AdmissionServer). With
 /// `managed`, the operator creates a `ValidatingWebhookConfiguration` and a
 /// `MutatingWebhookConfiguration` of that name, fills them with one webhook per handler
-/// whenever the server's address or certificate changes, and at a graceful stop leaves only
-/// the handlers marked `persistent` in them. Its RBAC needs `create` and `patch` on both
-/// (the `rbac` subcommand's `--admission-managed`). With peering or a Lease, only the
-/// operator that serves writes them.
+/// whenever the server's address or certificate changes (or someone else changed them), and
+/// at a graceful stop leaves only the handlers marked `persistent` in them. Its RBAC needs
+/// `create` and `patch` on both, and `get`, `list` and `watch` on those of that name (the
+/// `rbac` subcommand's `--admission-managed`).
+///
+/// With several replicas, exactly one writes them: the Lease leader, the active peer (never
+/// one paused in favour of another, nor one that has not yet heard its peers), or, when no
+/// replica pauses (assigned shards, shard selectors), the holder of the [`lease`](Self::lease).
+/// The others serve the webhooks too, with the same certificate when it is shared (a
+/// [`WebhookServer::secret`] or files). When the writer stops gracefully while others live, it
+/// hands the configurations over instead of shrinking them: another replica points them at
+/// itself (or at the Service) before this one's server stops; when it dies, the next writer
+/// repairs them within the Lease's duration (or the peering entry's lifetime). The last
+/// replica's stop shrinks them.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
@@ -70,6 +80,12 @@ pub struct AdmissionSettings {
     /// The name of the webhook configurations the operator keeps, e.g. `auto.kopf.dev`
     /// (none by default: the configurations are left to the user).
     pub managed: Option<String>,
+    /// The Lease that elects which replica writes the managed configurations when no replica
+    /// pauses for another (with assigned shards or shard selectors). `None` (the default) is
+    /// a Lease named as the configurations, in the shards' namespace (or the client's
+    /// default), with the shards' timings (or client-go's). Unused with a leader Lease (the
+    /// leader writes them) or peering alone (the active operator does).
+    pub lease: Option<LeaseSettings>,
 }
 
 /// Watching (Kopf's `settings.watching`).

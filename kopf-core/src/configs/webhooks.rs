@@ -19,7 +19,15 @@ use serde_json::{Value, json};
 /// given, it makes a CA and a serving certificate at every start, for the host, the address
 /// and the extra names, and tells the cluster to trust that CA (`caBundle`). With
 /// [`certificate`](Self::certificate) files, it serves them and reloads them when they
-/// change (checked every [`reload_interval`](Self::reload_interval)).
+/// change (checked every [`reload_interval`](Self::reload_interval)). With a
+/// [`secret`](Self::secret), replicas share one certificate: the first makes it and keeps it
+/// in the Secret, the others read it from there.
+///
+/// Generated certificates are renewed before they expire (when a third of their
+/// [`certificate_validity`](Self::certificate_validity) is left), on the same CA, so the
+/// cluster's trust does not change; the CA itself (valid ten times as long) is renewed by
+/// publishing the next CA long before it signs anything. The verification CA of client
+/// certificates ([`verify_clients`](Self::verify_clients)) is read again when it changes.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
@@ -57,10 +65,34 @@ pub struct WebhookServer {
     pub service: Option<WebhookService>,
     /// How often the certificate files are checked for changes (Kopf: 60 s).
     pub reload_interval: Duration,
-    /// Require a client certificate issued by a CA of this PEM file, read at the start
-    /// (Kopf's `verify_cafile`); `None` (the default) takes any client certificate, or none, and passes
-    /// it on to the handlers unverified.
+    /// Require a client certificate issued by a CA of this PEM file, read at the start and
+    /// again every reload interval (Kopf's `verify_cafile`); `None` (the default) takes any
+    /// client certificate, or none, and passes it on to the handlers unverified.
     pub verify_cafile: Option<PathBuf>,
+    /// Keep the certificate in this Secret, shared by every replica of the operator; `None`
+    /// (the default) keeps it in memory, one per process. Ignored with certificate files.
+    pub secret: Option<WebhookSecret>,
+    /// How long generated serving certificates are valid (365 days by default; their CA ten
+    /// times as long); they are renewed when a third of it is left.
+    pub certificate_validity: Duration,
+}
+
+/// A Secret that keeps the webhook server's certificate for every replica of the operator.
+///
+/// If it is missing, the first replica makes a CA and a serving certificate and creates it
+/// (type `kubernetes.io/tls`: `tls.crt`, `tls.key`, plus `ca.crt`, the CAs to trust, and
+/// `ca.key`, the key that signs); the others read it. Whichever replica sees a certificate due
+/// for renewal renews it in the Secret (guarded by its resourceVersion), and every replica
+/// serves what the Secret holds within a reload interval. A Secret made by someone else (e.g.
+/// cert-manager, without `ca.key`) is served as it is and never renewed here: `tls.crt` and
+/// `tls.key`, with `ca.crt` (or the certificate itself) as what the cluster trusts. RBAC:
+/// `get`, `create` and `update` on that Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSecret {
+    /// The Secret's namespace; empty is the client's default namespace (the pod's own).
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
 }
 
 /// A serving certificate and its key, as PEM files.
@@ -99,6 +131,8 @@ impl Default for WebhookServer {
             service: None,
             reload_interval: Duration::from_secs(60),
             verify_cafile: None,
+            secret: None,
+            certificate_validity: Duration::from_secs(365 * 24 * 3600),
         }
     }
 }
@@ -190,7 +224,28 @@ impl WebhookServer {
         self
     }
 
-    /// Check the certificate files for changes this often.
+    /// Keep the certificate in this Secret, shared by every replica (see [`WebhookSecret`]).
+    ///
+    /// ```
+    /// let server = kopf::admission::WebhookServer::service("operators", "my-operator")
+    ///     .secret("operators", "my-operator-webhook-tls");
+    /// ```
+    pub fn secret(mut self, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        self.secret = Some(WebhookSecret {
+            namespace: namespace.into(),
+            name: name.into(),
+        });
+        self
+    }
+
+    /// Generated serving certificates are valid this long (their CA ten times as long), and
+    /// renewed when a third of it is left.
+    pub fn certificate_validity(mut self, validity: Duration) -> WebhookServer {
+        self.certificate_validity = validity;
+        self
+    }
+
+    /// Check the certificate files (or Secret, or client CA file) for changes this often.
     pub fn reload_interval(mut self, interval: Duration) -> WebhookServer {
         self.reload_interval = interval;
         self

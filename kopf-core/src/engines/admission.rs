@@ -10,7 +10,8 @@
 //!    (`404` when no admission handler serves it, `409` when it is ambiguous).
 //! 3. The handlers: only the one of the id in the URL path, if any; mutating handlers skip
 //!    `DELETE` unless it is their only operation; then their filters (subresource, labels,
-//!    annotations, field and value, `when`).
+//!    annotations, field and value, `when`). A filter that panics fails the review with a
+//!    `500` (as an exception does in Kopf), so the webhook's failurePolicy decides.
 //! 4. Each runs once with errors treated as permanent, never retried; any failure denies.
 //! 5. [`response::build`]: the first error of the best rank explains the denial; the mutating
 //!    handlers' patch becomes a base64 JSON patch.
@@ -31,7 +32,7 @@ use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::{Logger, Poster};
 use crate::helpers::sync::lock;
 use crate::intents::admission::{AdmissionHandler, AdmissionKind};
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registry, deduplicated};
 use crate::structs::bodies::Body;
 use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::diff;
@@ -213,12 +214,15 @@ impl Admission {
             memo: &memo,
             mutations: &mutations,
         };
-        let selected: Vec<&AdmissionHandler> = self
-            .inner
-            .handlers
-            .iter()
-            .filter(|handler| calls.selects(handler, call.handler_id.as_deref()))
-            .collect();
+        let mut selected: Vec<&AdmissionHandler> = Vec::new();
+        for handler in &self.inner.handlers {
+            if calls.selects(handler, call.handler_id.as_deref())? {
+                selected.push(handler);
+            }
+        }
+        // As Kopf: one function stacked under several admission attributes that all select
+        // the request is called once for it.
+        let selected = deduplicated(selected, |handler| *handler);
         if let Some(id) = &call.handler_id
             && !self.inner.handlers.iter().any(|handler| handler.id == *id)
         {
@@ -315,30 +319,47 @@ struct Calls<'a> {
 }
 
 impl Calls<'_> {
-    /// Whether the handler judges this review (Kopf's `WebhooksRegistry.iter_handlers`).
-    fn selects(&self, handler: &AdmissionHandler, hint: Option<&str>) -> bool {
-        hint.is_none_or(|id| id == handler.id)
+    /// Whether the handler judges this review (Kopf's `WebhooksRegistry.iter_handlers`); a
+    /// filter that panics fails the whole review (as an exception does in Kopf), so that the
+    /// webhook's failurePolicy decides rather than the handler being skipped and the request
+    /// admitted.
+    fn selects(
+        &self,
+        handler: &AdmissionHandler,
+        hint: Option<&str>,
+    ) -> Result<bool, RequestError> {
+        Ok(hint.is_none_or(|id| id == handler.id)
             && handler.selector.check(self.resource)
             && handler.serves_operation(self.request.operation)
             && handler.serves_subresource(self.request.subresource.as_deref())
-            && self.passes_filters(handler)
+            && self.passes_filters(handler)?)
     }
 
-    fn passes_filters(&self, handler: &AdmissionHandler) -> bool {
+    fn passes_filters(&self, handler: &AdmissionHandler) -> Result<bool, RequestError> {
         let options = &handler.options;
         let body = &**self.body;
-        execution::filter(&handler.id, body, || {
+        let checked = |check: &dyn Fn() -> bool| {
+            execution::checked_filter(&handler.id, body, "the admission review fails", check)
+                .map_err(|message| RequestError {
+                    status: http::StatusCode::INTERNAL_SERVER_ERROR,
+                    message: format!(
+                        "the filter of the admission handler {:?} panicked: {message}",
+                        handler.id
+                    ),
+                })
+        };
+        let passes = checked(&|| {
             match_metadata(&options.labels, &options.annotations, body)
                 && options
                     .field
                     .as_ref()
                     .is_none_or(|field| match_field_value(field, options.value.as_ref(), body))
-        }) && match &options.when {
-            Some(when) => {
-                execution::filter(&handler.id, body, || when(&self.invocation(handler, None)))
-            }
-            None => true,
-        }
+        })?;
+        Ok(passes
+            && match &options.when {
+                Some(when) => checked(&|| when(&self.invocation(handler, None)))?,
+                None => true,
+            })
     }
 
     /// The invocation of a handler; its patch goes to `gathered` (a throwaway when `None`).
@@ -371,6 +392,7 @@ impl Calls<'_> {
             counted_as: None,
             review: Some(self.review.clone()),
             live: None,
+            settings: None,
         }
     }
 

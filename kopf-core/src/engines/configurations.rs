@@ -3,30 +3,43 @@
 //! setting says, whose webhooks the operator derives from its admission handlers.
 //!
 //! Invariants:
-//! 1. The configurations are written only while the operator is not paused: with peering or a
-//!    Lease, only the operator that serves (the leader) writes them, within its term. It
-//!    writes them again whenever it resumes, since the previous leader's server is gone.
-//! 2. Each write creates the objects if they are missing (`409` ignored), then merge-patches `{"webhooks":
-//!    [...]}`, which replaces the whole list: foreign entries are lost, as in Kopf. A `403`
-//!    of either ends the operator with an error naming the RBAC it needs: retrying would not
-//!    grant it.
-//! 3. The list is written again when the server's client config changes (a new certificate)
-//!    or the discovered resources change (the rules name them), and only when it differs from
-//!    what this operator wrote last.
-//! 4. At a graceful stop ([`Configurations::shrink`]), if this operator wrote the lists (or
-//!    began to: a write cut short counts) and still may write, they are patched down to the
-//!    handlers marked `persistent`; the objects themselves stay.
+//! 1. The configurations are written only while this replica owns them (its [`Pause`] says
+//!    so): the Lease leader within its term, the active peer once it has heard its peers, or
+//!    the holder of the configurations' own Lease. It writes them again whenever it comes to
+//!    own them, since the previous owner's server may be gone.
+//! 2. Each write creates the objects if they are missing (`409` ignored), then merge-patches
+//!    `{"webhooks": [...]}`, which replaces the whole list: foreign entries are lost, as in
+//!    Kopf. A `403` of either ends the operator with an error naming the RBAC it needs:
+//!    retrying would not grant it.
+//! 3. Every replica watches both objects (by name). The owner writes a list again when it
+//!    differs from what it would write: its server's client config changed (a new
+//!    certificate), the discovered resources changed (the rules name them), or someone else
+//!    changed or deleted the object (a repair). A state older than the owner's own last write
+//!    is not a change.
+//! 4. They are in place ([`Configurations::in_place`], a part of the operator's readiness)
+//!    once the owner finds them as it would write them, or a replica that does not own them
+//!    finds every webhook in them.
+//! 5. At a graceful stop ([`Configurations::hand_over`]), an owner that wrote them (or began
+//!    to: a write cut short counts) hands them over when other replicas may live: it gives up
+//!    its Lease, if any, and serves until a successor has pointed them elsewhere (or, behind a
+//!    Service, has taken the Lease), within the cleanup timeout. When it knows it is alone, or
+//!    no successor comes, it patches them down to the handlers marked `persistent`; the
+//!    objects themselves stay.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::Tasks;
-use crate::configs::webhooks::ClientConfig;
+use crate::clients::watching::{self, Event, Selection};
+use crate::configs::settings::WatchingSettings;
+use crate::configs::webhooks::{ClientConfig, Target};
 use crate::engines::pausing::Pause;
 use crate::helpers::sync::lock;
 use crate::intents::admission::{AdmissionHandler, AdmissionKind};
@@ -34,6 +47,12 @@ use crate::structs::resources::Resource;
 
 /// Kubernetes' maximum, so that slow handlers are not cut short.
 const TIMEOUT_SECONDS: u64 = 30;
+
+/// The shortest time between two repairs, should another writer insist.
+const REPAIR_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a stopping owner looks whether a successor has taken over.
+const HANDOVER_POLL: Duration = Duration::from_millis(200);
 
 /// Why the managed configurations cannot be kept.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -106,6 +125,17 @@ impl Kind {
         match name {
             Some(name) => format!("{collection}/{name}"),
             None => collection,
+        }
+    }
+
+    fn resource(&self) -> Resource {
+        Resource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            plural: self.plural.into(),
+            kind: self.name.into(),
+            namespaced: false,
+            ..Resource::default()
         }
     }
 }
@@ -194,6 +224,71 @@ pub(crate) fn webhook_name(id: &str, managed: &str) -> String {
     format!("{name}.{managed}")
 }
 
+/// Whether the webhooks as stored hold what was written: the same entries in the same order,
+/// each with every field written (the API server adds its defaults to them).
+fn holds(stored: &Value, written: &[Value]) -> bool {
+    let stored = stored.as_array().map_or(&[][..], Vec::as_slice);
+    stored.len() == written.len()
+        && stored
+            .iter()
+            .zip(written)
+            .all(|(stored, written)| contains(stored, written))
+}
+
+/// Whether `stored` has every field of `written`, recursively (lists element by element).
+fn contains(stored: &Value, written: &Value) -> bool {
+    match (stored, written) {
+        (Value::Object(stored), Value::Object(written)) => written
+            .iter()
+            .all(|(key, value)| stored.get(key).is_some_and(|s| contains(s, value))),
+        (Value::Array(stored), Value::Array(written)) => {
+            stored.len() == written.len() && stored.iter().zip(written).all(|(s, w)| contains(s, w))
+        }
+        (stored, written) => stored == written,
+    }
+}
+
+/// What this replica knows of one configuration object from its watch.
+#[derive(Debug, Clone, Default, PartialEq)]
+enum Seen {
+    /// Not listed yet (or not watchable: no RBAC to watch).
+    #[default]
+    Unknown,
+    /// Missing.
+    Missing,
+    /// As stored, with its resourceVersion when it is a number.
+    Stored(Value),
+}
+
+impl Seen {
+    /// Its resourceVersion, when it is a number (as etcd's are).
+    fn version(&self) -> Option<u64> {
+        match self {
+            Seen::Stored(object) => object["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse().ok()),
+            _ => None,
+        }
+    }
+}
+
+/// A list as this replica last wrote it, and the resourceVersion the write got (when it is a
+/// number).
+type Written = (Vec<Value>, Option<u64>);
+
+/// What a stopping owner asks about the replicas around it, to hand the configurations over.
+pub(crate) trait Succession: Send + Sync {
+    /// Whether other replicas lived when last seen; `None` when this one cannot know.
+    fn others_alive(&self) -> Option<bool>;
+    /// Gives up the Lease that made this replica the owner, if any, so that a successor
+    /// may take it (within `timeout`).
+    fn release(&self, timeout: Duration) -> BoxFuture<'_, ()>;
+    /// Whether a successor holds that Lease now; `None` when ownership is no Lease's.
+    fn successor(&self) -> BoxFuture<'_, Option<bool>>;
+    /// How long a live successor takes at most to take a released Lease.
+    fn takeover(&self) -> Duration;
+}
+
 /// The managed configurations of a running operator.
 #[derive(Debug)]
 pub(crate) struct Configurations {
@@ -206,13 +301,21 @@ struct Inner {
     managed: String,
     config: watch::Receiver<ClientConfig>,
     resources: watch::Receiver<Vec<Resource>>,
-    pause: Pause,
-    /// The lists as last written, validating then mutating; `None` until written.
-    written: Mutex<Option<[Vec<Value>; 2]>>,
+    /// The lists as last written, validating then mutating, with the resourceVersions the
+    /// writes got; `None` until written since this replica last came to own them.
+    written: Mutex<[Option<Written>; 2]>,
+    /// The objects as the watches last saw them, validating then mutating.
+    seen: watch::Sender<[Seen; 2]>,
     /// Whether a list may have been written since this operator last resumed, even if the
     /// write did not finish (one kind patched, the other failed or cancelled): then the stop
-    /// shrinks them, so that no webhook is left pointing at a server that is gone.
+    /// hands them over or shrinks them, so that no webhook is left pointing at a server that
+    /// is gone.
     touched: AtomicBool,
+    /// Whether this replica owned them when the task that keeps them last looked (at the
+    /// stop: when that task ended; the pause may close later, as a term ends unrenewed).
+    owning: AtomicBool,
+    /// Whether they are in place (see the invariants); once true, it stays so.
+    in_place: watch::Sender<bool>,
     backoffs: Vec<Duration>,
     /// Set when the operator must stop (for lack of RBAC).
     failure: watch::Sender<Option<ConfigurationError>>,
@@ -234,15 +337,17 @@ pub(crate) struct Managed {
     pub(crate) handlers: Vec<AdmissionHandler>,
     /// The configurations' name.
     pub(crate) managed: String,
-    /// Whether the operator is paused (then it writes nothing).
+    /// Paused while this replica does not own them (then it writes nothing).
     pub(crate) pause: Pause,
     /// Delays between retries of failed writes.
     pub(crate) backoffs: Vec<Duration>,
+    /// How the objects are watched.
+    pub(crate) watching: WatchingSettings,
 }
 
 impl Configurations {
     /// Starts keeping the configurations, for the server's client config and the discovered
-    /// resources, in a task of `tasks`.
+    /// resources, and watching them, in tasks of `tasks`.
     pub(crate) fn start(
         managed: Managed,
         config: watch::Receiver<ClientConfig>,
@@ -255,12 +360,22 @@ impl Configurations {
             managed: managed.managed,
             config,
             resources,
-            pause: managed.pause.clone(),
-            written: Mutex::new(None),
+            written: Mutex::new([None, None]),
+            seen: watch::Sender::new([Seen::Unknown, Seen::Unknown]),
             touched: AtomicBool::new(false),
+            owning: AtomicBool::new(false),
+            in_place: watch::Sender::new(false),
             backoffs: managed.backoffs,
             failure: watch::Sender::new(None),
         });
+        for (index, kind) in KINDS.into_iter().enumerate() {
+            let watching = managed.watching.clone();
+            tasks.spawn(
+                inner
+                    .clone()
+                    .watch(index, kind, watching, tasks.token().clone()),
+            );
+        }
         tasks.spawn(inner.clone().keep(managed.pause, tasks.token().clone()));
         Configurations { inner }
     }
@@ -279,71 +394,239 @@ impl Configurations {
         }
     }
 
-    /// Patches the lists down to the persistent handlers' webhooks, if this operator wrote
-    /// them (or began to) and may still write: a step of the graceful stop, before the
-    /// server stops. The task that keeps them must be stopped first.
-    pub(crate) async fn shrink(&self, timeout: Duration) {
+    /// Whether the configurations are in place, now and as it changes (see the invariants).
+    pub(crate) fn in_place(&self) -> watch::Receiver<bool> {
+        self.inner.in_place.subscribe()
+    }
+
+    /// A step of the graceful stop, before the server stops (the tasks that keep them must
+    /// have been stopped): if this replica owns the configurations and wrote them (or began
+    /// to), it hands them over to a successor when other replicas may live, else (or when no
+    /// successor comes within `timeout`) patches them down to the persistent handlers'
+    /// webhooks. Each request within `timeout`.
+    pub(crate) async fn hand_over(&self, succession: &dyn Succession, timeout: Duration) {
         let inner = &self.inner;
-        if !inner.touched.load(Ordering::SeqCst) || inner.pause.is_paused() {
+        if !inner.touched.load(Ordering::SeqCst) || !inner.owning.load(Ordering::SeqCst) {
+            succession.release(timeout).await;
             return;
         }
-        let config = inner.config.borrow().clone();
-        let resources = inner.resources.borrow().clone();
-        tracing::info!(target: "kopf::admission", "removing the non-persistent webhooks from {}", inner.managed);
-        for kind in KINDS {
-            let webhooks = webhooks(
-                &inner.handlers,
-                kind.admission,
-                &resources,
-                &inner.managed,
-                &config,
-                true,
-            );
-            match tokio::time::timeout(timeout, inner.patch(kind, webhooks)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    tracing::warn!(target: "kopf::admission", %error, "cannot remove the non-persistent webhooks from the {} {}", kind.name, inner.managed);
-                }
-                Err(_) => {
-                    tracing::warn!(target: "kopf::admission", "removing the non-persistent webhooks from the {} {} took over {timeout:?}: left as they are", kind.name, inner.managed);
-                }
-            }
+        let others = succession.others_alive();
+        if others == Some(false) {
+            inner.shrink(timeout).await;
+            succession.release(timeout).await;
+            return;
         }
+        succession.release(timeout).await;
+        tracing::info!(target: "kopf::admission", "handing the webhook configurations {} over to another replica", inner.managed);
+        let started = Instant::now();
+        // A successor that takes a released Lease does so within its retry period; a peer
+        // known to live may take longer (it resumes, then writes).
+        let arrival = match others {
+            Some(true) => timeout,
+            _ => succession.takeover().min(timeout),
+        };
+        let service = matches!(inner.config.borrow().target, Target::Service { .. });
+        let mut succeeded = false;
+        loop {
+            let successor = succession.successor().await;
+            succeeded |= successor == Some(true);
+            // Behind a Service, every replica writes the same: a successor is enough. With a
+            // URL of its own, it must have pointed them at itself.
+            let handed = if service {
+                succeeded || (successor.is_none() && others == Some(true))
+            } else {
+                inner.elsewhere(timeout).await
+            };
+            if handed {
+                tracing::info!(target: "kopf::admission", "another replica keeps the webhook configurations {} now", inner.managed);
+                return;
+            }
+            let waited = started.elapsed();
+            if waited >= timeout || (!succeeded && others != Some(true) && waited >= arrival) {
+                break;
+            }
+            tokio::time::sleep(HANDOVER_POLL).await;
+        }
+        if succeeded {
+            // It writes them soon: shrinking them now would only switch validation off.
+            tracing::warn!(target: "kopf::admission", "another replica took the webhook configurations {} over but has not written them within {timeout:?}: left as they are", inner.managed);
+            return;
+        }
+        tracing::info!(target: "kopf::admission", "no other replica took the webhook configurations {} over", inner.managed);
+        inner.shrink(timeout).await;
     }
 }
 
 impl Inner {
-    /// Writes the lists whenever they change and the operator may write, until cancelled.
+    /// The lists this replica would write now.
+    fn desired(&self, persistent_only: bool) -> [Vec<Value>; 2] {
+        let config = self.config.borrow().clone();
+        let resources = self.resources.borrow().clone();
+        KINDS.map(|kind| {
+            webhooks(
+                &self.handlers,
+                kind.admission,
+                &resources,
+                &self.managed,
+                &config,
+                persistent_only,
+            )
+        })
+    }
+
+    /// Patches the lists down to the persistent handlers' webhooks.
+    async fn shrink(&self, timeout: Duration) {
+        tracing::info!(target: "kopf::admission", "removing the non-persistent webhooks from {}", self.managed);
+        for (kind, webhooks) in KINDS.into_iter().zip(self.desired(true)) {
+            match tokio::time::timeout(timeout, self.patch(kind, webhooks)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(target: "kopf::admission", %error, "cannot remove the non-persistent webhooks from the {} {}", kind.name, self.managed);
+                }
+                Err(_) => {
+                    tracing::warn!(target: "kopf::admission", "removing the non-persistent webhooks from the {} {} took over {timeout:?}: left as they are", kind.name, self.managed);
+                }
+            }
+        }
+    }
+
+    /// Whether the configurations (as a GET finds them) point elsewhere than this replica's
+    /// server, both of them: a successor has written them.
+    async fn elsewhere(&self, timeout: Duration) -> bool {
+        let config = self.config.borrow().clone();
+        let ours: Vec<Value> = self
+            .handlers
+            .iter()
+            .map(|handler| config.for_handler(handler.id()))
+            .collect();
+        let mut found = 0;
+        for kind in KINDS {
+            let request = http::Request::get(kind.path(Some(&self.managed))).body(Vec::new());
+            let Ok(request) = request else { return false };
+            let read = tokio::time::timeout(timeout, self.client.request::<Value>(request)).await;
+            let Ok(Ok(object)) = read else { return false };
+            let webhooks = object["webhooks"].as_array().map_or(&[][..], Vec::as_slice);
+            let at_us = webhooks.iter().any(|webhook| {
+                ours.iter()
+                    .any(|our| contains(&webhook["clientConfig"], our))
+            });
+            if at_us {
+                return false;
+            }
+            found += webhooks.len();
+        }
+        found > 0
+    }
+
+    /// Watches one configuration object by name, until cancelled.
+    async fn watch(
+        self: Arc<Self>,
+        index: usize,
+        kind: Kind,
+        settings: WatchingSettings,
+        token: CancellationToken,
+    ) {
+        let resource = kind.resource();
+        let fields = format!("metadata.name={}", self.managed);
+        let selection = Selection {
+            fields: Some(&fields),
+            ..Selection::default()
+        };
+        let mut listed: Option<Value> = None;
+        let watched = watching::watch(
+            &self.client,
+            &resource,
+            None,
+            selection,
+            &settings,
+            &token,
+            |event| {
+                let seen = match event {
+                    Event::Listed(object) => {
+                        listed = Some(object.value().clone());
+                        return;
+                    }
+                    Event::ListingDone => match listed.take() {
+                        Some(object) => Seen::Stored(object),
+                        None => Seen::Missing,
+                    },
+                    Event::Changed("DELETED", _) | Event::Vanished(_) => Seen::Missing,
+                    Event::Changed(_, object) => Seen::Stored(object.value().clone()),
+                };
+                self.seen.send_modify(|all| all[index] = seen);
+            },
+        )
+        .await;
+        if let Err(error) = watched {
+            tracing::warn!(target: "kopf::admission", %error, "the {} {} is not watched any more: changes by others are not repaired", kind.name, self.managed);
+            self.seen.send_modify(|all| all[index] = Seen::Unknown);
+            token.cancelled().await;
+        }
+    }
+
+    /// Writes the lists whenever they differ from what this replica would write and it owns
+    /// them; tells when they are in place; until cancelled.
     async fn keep(self: Arc<Self>, mut pause: Pause, token: CancellationToken) {
         let mut config = self.config.clone();
         let mut resources = self.resources.clone();
+        let mut seen = self.seen.subscribe();
         let mut failures = 0usize;
         let mut created = false;
+        let mut last_repair: Option<Instant> = None;
         let (mut config_open, mut resources_open) = (true, true);
         loop {
+            let desired = self.desired(false);
+            let state = seen.borrow_and_update().clone();
+            self.owning.store(!pause.is_paused(), Ordering::SeqCst);
             if !pause.is_paused() {
-                match self.write(&mut created).await {
-                    Ok(()) => failures = 0,
-                    Err(Failure::Fatal(error)) => {
-                        tracing::error!(target: "kopf::admission", "{error}");
-                        self.failure.send_replace(Some(error));
-                        return;
+                // Its owner now: the stop hands them over or shrinks them, whoever wrote them.
+                self.touched.store(true, Ordering::SeqCst);
+                let stale = self.stale(&desired, &state);
+                if stale.iter().any(|s| *s) {
+                    if self.repairs(&desired, stale, &state) {
+                        // Not faster than once a second, should another writer insist.
+                        if let Some(last) = last_repair
+                            && last.elapsed() < REPAIR_INTERVAL
+                        {
+                            tokio::select! {
+                                _ = tokio::time::sleep_until(last + REPAIR_INTERVAL) => continue,
+                                _ = token.cancelled() => return,
+                            }
+                        }
+                        last_repair = Some(Instant::now());
                     }
-                    Err(Failure::Transient(error)) => {
-                        let delay = self
-                            .backoffs
-                            .get(failures)
-                            .or(self.backoffs.last())
-                            .copied()
-                            .unwrap_or(Duration::from_secs(1));
-                        failures += 1;
-                        tracing::warn!(target: "kopf::admission", %error, "cannot write the webhook configurations {}; retrying in {delay:?}", self.managed);
-                        tokio::select! {
-                            _ = tokio::time::sleep(delay) => continue,
-                            _ = token.cancelled() => return,
+                    match self.write(&desired, stale, &state, &mut created).await {
+                        Ok(()) => failures = 0,
+                        Err(Failure::Fatal(error)) => {
+                            tracing::error!(target: "kopf::admission", "{error}");
+                            self.failure.send_replace(Some(error));
+                            return;
+                        }
+                        Err(Failure::Transient(error)) => {
+                            let delay = self
+                                .backoffs
+                                .get(failures)
+                                .or(self.backoffs.last())
+                                .copied()
+                                .unwrap_or(Duration::from_secs(1));
+                            failures += 1;
+                            tracing::warn!(target: "kopf::admission", %error, "cannot write the webhook configurations {}; retrying in {delay:?}", self.managed);
+                            tokio::select! {
+                                _ = tokio::time::sleep(delay) => continue,
+                                _ = token.cancelled() => return,
+                            }
                         }
                     }
                 }
+                self.in_place
+                    .send_if_modified(|in_place| !std::mem::replace(in_place, true));
+            } else if state
+                .iter()
+                .zip(&desired)
+                .all(|(seen, desired)| complete(seen, desired))
+            {
+                self.in_place
+                    .send_if_modified(|in_place| !std::mem::replace(in_place, true));
             }
             // A sender gone (a server whose certificate never changes, a discovery that is
             // done) means no more changes from it, not the end.
@@ -353,10 +636,12 @@ impl Inner {
                 changed = resources.changed(), if resources_open => {
                     resources_open = changed.is_ok();
                 }
+                _ = seen.changed() => {}
                 now_paused = pause.changed() => {
+                    self.owning.store(!now_paused, Ordering::SeqCst);
                     if !now_paused {
-                        // Another leader may have written its own server's address meanwhile.
-                        *lock(&self.written) = None;
+                        // Another owner may have written its own server's address meanwhile.
+                        *lock(&self.written) = [None, None];
                         self.touched.store(false, Ordering::SeqCst);
                         created = false;
                     }
@@ -365,22 +650,50 @@ impl Inner {
         }
     }
 
-    /// Creates the configurations if needed and patches what changed since the last write.
-    async fn write(&self, created: &mut bool) -> Result<(), Failure> {
-        let config = self.config.borrow().clone();
-        let resources = self.resources.borrow().clone();
-        let lists = KINDS.map(|kind| {
-            webhooks(
-                &self.handlers,
-                kind.admission,
-                &resources,
-                &self.managed,
-                &config,
-                false,
-            )
-        });
-        if lock(&self.written).as_ref() == Some(&lists) {
-            return Ok(());
+    /// Which lists differ from what this replica would write: as the watch saw them, unless
+    /// that state is older than this replica's own last write (then as written).
+    fn stale(&self, desired: &[Vec<Value>; 2], state: &[Seen; 2]) -> [bool; 2] {
+        let written = lock(&self.written);
+        [0, 1].map(|index| {
+            let ours = written[index].as_ref();
+            let older = match (
+                state[index].version(),
+                ours.and_then(|(_, version)| *version),
+            ) {
+                (Some(seen), Some(wrote)) => seen < wrote,
+                _ => false,
+            };
+            match &state[index] {
+                Seen::Stored(object) if !older => !holds(&object["webhooks"], &desired[index]),
+                Seen::Missing if !older => true,
+                _ => ours.is_none_or(|(lists, _)| *lists != desired[index]),
+            }
+        })
+    }
+
+    /// Whether writing the stale lists repairs what someone else changed: this replica wrote
+    /// them as it would now, and the watch saw them otherwise since.
+    fn repairs(&self, desired: &[Vec<Value>; 2], stale: [bool; 2], state: &[Seen; 2]) -> bool {
+        let ours = lock(&self.written);
+        (0..2).any(|index| {
+            stale[index]
+                && matches!(&state[index], Seen::Stored(_) | Seen::Missing)
+                && ours[index]
+                    .as_ref()
+                    .is_some_and(|(lists, _)| *lists == desired[index])
+        })
+    }
+
+    /// Creates the configurations if needed and patches the lists that differ.
+    async fn write(
+        &self,
+        desired: &[Vec<Value>; 2],
+        stale: [bool; 2],
+        state: &[Seen; 2],
+        created: &mut bool,
+    ) -> Result<(), Failure> {
+        if state.contains(&Seen::Missing) {
+            *created = false;
         }
         if !*created {
             for kind in KINDS {
@@ -388,11 +701,23 @@ impl Inner {
             }
             *created = true;
         }
-        tracing::info!(target: "kopf::admission", "configuring the webhooks of {}", self.managed);
+        if self.repairs(desired, stale, state) {
+            tracing::info!(target: "kopf::admission", "the webhook configurations {} were changed by someone else: writing them again", self.managed);
+        } else {
+            tracing::info!(target: "kopf::admission", "configuring the webhooks of {}", self.managed);
+        }
         self.touched.store(true, Ordering::SeqCst);
-        for (kind, webhooks) in KINDS.into_iter().zip(lists.clone()) {
-            match self.patch(kind, webhooks).await {
-                Ok(()) => {}
+        for (index, kind) in KINDS.into_iter().enumerate() {
+            if !stale[index] {
+                continue;
+            }
+            match self.patch(kind, desired[index].clone()).await {
+                Ok(written) => {
+                    let version = written["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|v| v.parse().ok());
+                    lock(&self.written)[index] = Some((desired[index].clone(), version));
+                }
                 Err(kube::Error::Api(status)) if status.code == 403 => {
                     return Err(Failure::Fatal(ConfigurationError::Forbidden {
                         verb: "patch",
@@ -409,7 +734,6 @@ impl Inner {
                 }
             }
         }
-        *lock(&self.written) = Some(lists);
         Ok(())
     }
 
@@ -441,15 +765,27 @@ impl Inner {
         }
     }
 
-    /// Replaces one configuration's webhooks.
-    async fn patch(&self, kind: Kind, webhooks: Vec<Value>) -> Result<(), kube::Error> {
+    /// Replaces one configuration's webhooks; the object as stored after.
+    async fn patch(&self, kind: Kind, webhooks: Vec<Value>) -> Result<Value, kube::Error> {
         let body = json!({"webhooks": webhooks});
         let request = http::Request::patch(kind.path(Some(&self.managed)))
             .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
             .body(serde_json::to_vec(&body).unwrap_or_default())
             .map_err(kube::Error::HttpError)?;
-        self.client.request::<Value>(request).await.map(|_| ())
+        self.client.request::<Value>(request).await
     }
+}
+
+/// Whether a configuration, as seen, has a webhook of every name of the list (whoever wrote
+/// them, wherever they point).
+fn complete(seen: &Seen, desired: &[Value]) -> bool {
+    let Seen::Stored(object) = seen else {
+        return false;
+    };
+    let stored = object["webhooks"].as_array().map_or(&[][..], Vec::as_slice);
+    desired
+        .iter()
+        .all(|webhook| stored.iter().any(|s| s["name"] == webhook["name"]))
 }
 
 /// Why a write failed.
@@ -499,6 +835,37 @@ mod tests {
         AdmissionHandler::validating(Selector::named("kopfexamples.kopf.dev"), id, |_| async {
             Ok(None)
         })
+    }
+
+    #[test]
+    fn stored_webhooks_hold_what_was_written_with_the_servers_defaults_added() {
+        let written = webhooks(
+            &[validating("check")],
+            AdmissionKind::Validating,
+            &resources(),
+            "a.b",
+            &config(),
+            false,
+        );
+        let mut stored = json!(written.clone());
+        stored[0]["namespaceSelector"] = json!({});
+        stored[0]["objectSelector"] = json!({});
+        assert!(holds(&stored, &written), "defaults added");
+        let mut moved = stored.clone();
+        moved[0]["clientConfig"]["url"] = json!("https://127.0.0.1:1/check");
+        assert!(!holds(&moved, &written), "pointing elsewhere");
+        assert!(!holds(&json!([]), &written), "emptied");
+        assert!(!holds(&Value::Null, &written), "no list");
+        let mut more = stored.clone();
+        more.as_array_mut()
+            .unwrap()
+            .push(json!({"name": "foreign.a.b"}));
+        assert!(!holds(&more, &written), "a foreign entry");
+        assert!(complete(
+            &Seen::Stored(json!({"webhooks": moved})),
+            &written
+        ));
+        assert!(!complete(&Seen::Missing, &written));
     }
 
     #[test]

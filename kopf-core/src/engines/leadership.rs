@@ -166,6 +166,16 @@ impl Elector {
         self.leading.load(Ordering::SeqCst)
     }
 
+    /// This candidate's identity, as the Lease's holder.
+    pub(crate) fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// How often candidates try to acquire the Lease.
+    pub(crate) fn retry_period(&self) -> Duration {
+        self.settings.retry_period
+    }
+
     /// The Lease as `namespace/name`, for logs and errors.
     pub(crate) fn lease(&self) -> String {
         format!("{}/{}", self.namespace, self.settings.name)

@@ -1,11 +1,13 @@
 //! What runs each kind of handler outside the per-object cycle: activities, admission reviews,
 //! daemons and timers, indexes, login, peering, the liveness and metrics endpoints, the
-//! admission webhook server and its managed configurations.
+//! admission webhook server and its managed configurations (and their custody among
+//! replicas).
 
 pub(crate) mod activities;
 pub(crate) mod admission;
 pub(crate) mod authentication;
 pub(crate) mod configurations;
+pub(crate) mod custody;
 pub(crate) mod daemons;
 pub(crate) mod indexing;
 pub(crate) mod leadership;

@@ -158,6 +158,11 @@ pub(crate) struct Peering {
     /// The peering objects kept now, by [`Place::key`].
     places: Mutex<BTreeMap<String, Kept>>,
     toggles: Toggles,
+    /// What each peering object said last, by [`Place::key`]: `None` until it was judged
+    /// once (or found missing), else whether another operator lives in it.
+    heard: Mutex<BTreeMap<String, Option<bool>>>,
+    /// Paused while a peering object has not been judged yet.
+    unsettled: watch::Sender<bool>,
 }
 
 /// A peering object kept: its watcher and keeper run in `node`.
@@ -193,6 +198,8 @@ impl Peering {
             begun: AtomicBool::new(false),
             places: Mutex::new(BTreeMap::new()),
             toggles: Toggles::new(peering.mandatory),
+            heard: Mutex::new(BTreeMap::new()),
+            unsettled: watch::Sender::new(false),
         });
         let pause = Pause::following(engine.toggles.paused.subscribe());
         let token = tasks.token().clone();
@@ -261,6 +268,7 @@ impl Peering {
             return;
         }
         self.toggles.add(&key, self.settings.mandatory);
+        self.hear(&key, None);
         let node = tasks.child();
         let (states, receiver) = watch::channel(None);
         let token = node.token();
@@ -292,6 +300,7 @@ impl Peering {
             kept.node.cancel(StopReason::NamespaceDeleted);
             let was_paused = *self.toggles.paused.borrow();
             self.toggles.remove(&kept.place.key());
+            self.forget(&kept.place.key());
             if was_paused && !*self.toggles.paused.borrow() {
                 tracing::info!(target: "kopf::peering", peering = ?name, "Resuming operations after the pause: the peering {} is gone.", kept.place);
             }
@@ -337,6 +346,53 @@ impl Peering {
             .values()
             .map(|kept| kept.place.clone())
             .collect()
+    }
+
+    /// Paused until every peering object has been judged once (or found missing): until then
+    /// this operator cannot know whether a peer of a higher priority lives, so it must not
+    /// write what only the active operator writes (the webhook configurations), even though
+    /// a peering that is not mandatory lets it serve meanwhile, as in Kopf.
+    pub(crate) fn settling(&self) -> Pause {
+        Pause::following(self.unsettled.subscribe())
+    }
+
+    /// Whether another operator lived in any peering object when it was last judged (a peer
+    /// killed recently lives until its entry expires); `false` before any judgement.
+    pub(crate) fn others_alive(&self) -> bool {
+        lock(&self.heard).values().any(|alive| *alive == Some(true))
+    }
+
+    /// Records what a peering object said (`None`: nothing yet).
+    fn hear(&self, key: &str, alive: Option<bool>) {
+        let mut heard = lock(&self.heard);
+        heard.insert(key.to_string(), alive);
+        self.settle(&heard);
+    }
+
+    /// Says whether a peering object is still unheard, if that changed.
+    fn settle(&self, heard: &BTreeMap<String, Option<bool>>) {
+        let unsettled = heard.values().any(Option::is_none);
+        self.unsettled.send_if_modified(|current| {
+            let changed = *current != unsettled;
+            *current = unsettled;
+            changed
+        });
+    }
+
+    /// Forgets a peering object no longer kept.
+    fn forget(&self, key: &str) {
+        let mut heard = lock(&self.heard);
+        heard.remove(key);
+        self.settle(&heard);
+    }
+
+    /// Marks a peering object as judged with no peers, unless it was judged already: it is
+    /// missing, or it will not be watched any more.
+    fn hear_nothing(&self, key: &str) {
+        let judged = lock(&self.heard).get(key).copied().flatten().is_some();
+        if !judged {
+            self.hear(key, Some(false));
+        }
     }
 
     /// Removes this operator's entry from every peering object (a `null` merge patch), within
@@ -394,6 +450,8 @@ impl Peering {
         .await;
         if let Err(error) = watched {
             tracing::warn!(target: "kopf::peering", peering = ?name, %error, "the peering object {place} is not watched any more");
+            // Nothing more will be heard of it: as far as this operator knows, no peers.
+            self.hear_nothing(&place.key());
             token.cancelled().await;
         }
     }
@@ -440,6 +498,9 @@ impl Peering {
                     );
                     let found = self.write(place, touch, &token).await;
                     missing = !found;
+                    if missing {
+                        self.hear_nothing(&place.key());
+                    }
                     if !self.settings.stealth || !found {
                         let result = if found { "ok" } else { "not found" };
                         tracing::debug!(target: "kopf::peering", peering = ?self.settings.name, "Keep-alive in {:?} {place}: {result}.", self.settings.name);
@@ -476,6 +537,7 @@ impl Peering {
             self.write(place, peering::removal(dead), token).await;
         }
         let key = place.key();
+        self.hear(&key, Some(judgement.others_alive()));
         let was_paused = self.toggles.get(&key);
         if !judgement.higher.is_empty() {
             self.toggles.set(&key, true);

@@ -6,7 +6,8 @@
 //!   or 500 with `{"error": ...}` when one fails. As Kopf, results are kept for 10 seconds,
 //!   and probes run one run at a time: requests meanwhile wait for that run's results.
 //! - `GET /readyz` (beyond Kopf) answers 200 `{"ready": true}` once the operator has listed
-//!   every resource it serves, 503 `{"ready": false}` before; unless the liveness path is
+//!   every resource it serves and its managed webhook configurations are in place, 503
+//!   `{"ready": false}` before; unless the liveness path is
 //!   `/readyz` itself. A replica paused in favour of a peer or of a Lease leader is ready too
 //!   (`{"ready": true, "paused": true}`): it stands by as it should, and a Deployment of
 //!   several replicas must not wait for it to lead (as controller-runtime's standbys).

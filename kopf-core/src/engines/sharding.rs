@@ -190,6 +190,15 @@ impl Sharder {
         Pause::never().fenced(self.fence())
     }
 
+    /// Whether another member of the ring lived when its Leases were last looked at.
+    pub(crate) fn others_alive(&self) -> bool {
+        let now = Instant::now();
+        lock(&self.observed).values().any(|seen| {
+            sharding::holder(&seen.lease).is_some()
+                && now - seen.changed_at < self.settings.lease_duration
+        })
+    }
+
     /// The ring's Leases, for logs.
     fn place(&self) -> String {
         format!("{}/{}", self.ring.namespace, self.ring.name)

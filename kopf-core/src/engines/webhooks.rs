@@ -8,10 +8,12 @@
 //!    It is stopped explicitly ([`Webhooks::stop`]), after the managed configurations shrank:
 //!    it stops accepting, reviews in flight finish, then it is gone.
 //! 2. The client config is published before [`Webhooks::start`] returns, and again whenever
-//!    the certificate changes: given PEM files are read again every reload interval (without
-//!    blocking the runtime), and a change that makes a valid certificate serves new
-//!    connections at once, on the same port. An invalid change (e.g. a file half-written)
-//!    is logged and retried at the next check; the old certificate serves meanwhile.
+//!    what clients must trust changes: given PEM files (and a shared Secret) are read again
+//!    every reload interval (without blocking the runtime), generated certificates are
+//!    renewed when due, and a change that makes a valid certificate serves new connections at
+//!    once, on the same port. An invalid change (e.g. a file half-written) is logged and
+//!    retried at the next check; the old certificate serves meanwhile
+//!    ([`certificates`](self::certificates)).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -29,9 +31,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::serving::{self, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::aiokits::tls::{Identity, Pem, TlsError};
+use crate::aiokits::tls::TlsError;
 use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
 use crate::engines::admission::{WebhookRequest, WebhookResponse};
+
+mod certificates;
+
+use certificates::{CertificateError, Certificates};
 
 /// The largest AdmissionReview accepted: two objects (old and new) of the API's largest size
 /// (1.5 MiB each, etcd's default limit), with room to spare.
@@ -52,6 +58,25 @@ pub enum WebhookError {
     /// The certificate cannot be made, read or served.
     #[error(transparent)]
     Tls(TlsError),
+    /// The Secret that keeps the certificate cannot be read or written.
+    #[error("cannot keep the webhook certificate in the Secret {secret}: {message}")]
+    Secret {
+        /// The Secret, as `namespace/name`.
+        secret: String,
+        /// What went wrong, and what to do.
+        message: String,
+    },
+}
+
+impl From<CertificateError> for WebhookError {
+    fn from(error: CertificateError) -> Self {
+        match error {
+            CertificateError::Tls(error) => WebhookError::Tls(error),
+            CertificateError::Secret { secret, message } => {
+                WebhookError::Secret { secret, message }
+            }
+        }
+    }
 }
 
 /// What answers the calls: the admission review.
@@ -76,10 +101,12 @@ impl std::fmt::Debug for Webhooks {
 impl Webhooks {
     /// Listens, makes or reads the certificate, publishes the client config and serves with
     /// the review that `review` makes: it gets the server's own tree (with at most
-    /// `max_threads` threads for sync handlers), where the reviews' work must run.
+    /// `max_threads` threads for sync handlers), where the reviews' work must run. The
+    /// `client` reads and writes the Secret of a shared certificate (required with one).
     pub(crate) async fn start(
         server: &WebhookServer,
         max_threads: usize,
+        client: Option<&kube::Client>,
         review: impl FnOnce(Tasks) -> Review,
     ) -> Result<Webhooks, WebhookError> {
         let listener = listen(server).await?;
@@ -89,29 +116,10 @@ impl Webhooks {
                 address: shown_address(server),
                 source,
             })?;
-        let (identity, files) = match &server.certificate {
-            // The cluster must trust the CA made with it, whatever `cadata` or `cafile` say
-            // (as Kopf): no other CA can have issued a certificate made just now.
-            None => {
-                let identity =
-                    Identity::generate(&server.subject_names()).map_err(WebhookError::Tls)?;
-                (identity, None)
-            }
-            Some(_) => {
-                let files = CertificateState::read(server)
-                    .await
-                    .map_err(WebhookError::Tls)?;
-                (files.identity(server)?, Some(files))
-            }
-        };
-        let clients = match &server.verify_cafile {
-            Some(cafile) => Some(Pem::read(cafile).await.map_err(WebhookError::Tls)?),
-            None => None,
-        };
-        let ca_bundle = Some(identity.ca_pem.clone());
-        let served = identity.server_config(clients.as_ref());
-        let tls = watch::Sender::new(served.map_err(WebhookError::Tls)?);
-        let config = watch::Sender::new(server.client_config(address.port(), ca_bundle));
+        let certificates = Certificates::load(server, client).await?;
+        let (served, ca_bundle) = certificates.served()?;
+        let tls = watch::Sender::new(served);
+        let config = watch::Sender::new(server.client_config(address.port(), Some(ca_bundle)));
         let tree = Tasks::root(max_threads);
         let review = review(tree.child());
         match &config.borrow().target {
@@ -129,17 +137,14 @@ impl Webhooks {
         serving::serve_tls(listener, tree.child(), tls.subscribe(), move |request| {
             answer(request, prefix.clone(), review.clone())
         });
-        if let Some(files) = files {
-            let reloading = Reloading {
-                server: server.clone(),
-                port: address.port(),
-                files,
-                clients,
-                tls,
-                config,
-            };
-            tree.spawn(reloading.run(tree.token().clone()));
-        }
+        let reloading = Reloading {
+            server: server.clone(),
+            port: address.port(),
+            certificates,
+            tls,
+            config,
+        };
+        tree.spawn(reloading.run(tree.token().clone()));
         Ok(Webhooks {
             tree,
             config: receiver,
@@ -302,87 +307,44 @@ fn respond(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
     response
 }
 
-/// The contents of the certificate files, as last read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CertificateState {
-    cert: Pem,
-    key: Pem,
-    ca: Option<Pem>,
-}
-
-impl CertificateState {
-    async fn read(server: &WebhookServer) -> Result<CertificateState, TlsError> {
-        let Some(files) = &server.certificate else {
-            unreachable!("only read for given certificate files");
-        };
-        let cert = Pem::read(&files.certfile).await?;
-        let key = Pem::read(&files.pkeyfile).await?;
-        let ca = match &server.cafile {
-            Some(cafile) => Some(Pem::read(cafile).await?),
-            None => None,
-        };
-        Ok(CertificateState { cert, key, ca })
-    }
-
-    /// The identity these files make; the cluster trusts the given CA data, or the CA file,
-    /// or the certificate file itself.
-    fn identity(&self, server: &WebhookServer) -> Result<Identity, WebhookError> {
-        let ca_pem = match (&server.cadata, &self.ca) {
-            (Some(cadata), _) => cadata.clone(),
-            (None, Some(ca)) => String::from_utf8_lossy(&ca.text).into_owned(),
-            (None, None) => String::from_utf8_lossy(&self.cert.text).into_owned(),
-        };
-        Identity::from_pem(&self.cert, &self.key, ca_pem).map_err(WebhookError::Tls)
-    }
-}
-
-/// Reads the certificate files again every reload interval, and serves and announces what
-/// changed.
+/// Looks at the certificates again when due (the reload interval, or a renewal), and serves
+/// and announces what changed.
 struct Reloading {
     server: WebhookServer,
     port: u16,
-    files: CertificateState,
-    /// The CAs that client certificates must be issued by, if any.
-    clients: Option<Pem>,
+    certificates: Certificates,
     tls: watch::Sender<Arc<rustls::ServerConfig>>,
     config: watch::Sender<ClientConfig>,
 }
 
 impl Reloading {
     async fn run(mut self, token: CancellationToken) {
-        let interval = self.server.reload_interval.max(Duration::from_millis(10));
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(self.certificates.next_look()) => {}
                 _ = token.cancelled() => return,
             }
-            let files = match CertificateState::read(&self.server).await {
-                Ok(files) => files,
-                Err(error) => {
-                    tracing::warn!(target: "kopf::admission", %error, "cannot read the webhook certificate again; serving the previous one");
-                    continue;
-                }
+            let refreshed = tokio::select! {
+                refreshed = self.certificates.refresh() => refreshed,
+                _ = token.cancelled() => return,
             };
-            if files == self.files {
-                continue;
-            }
-            let served = files.identity(&self.server).and_then(|identity| {
-                let ca_pem = identity.ca_pem.clone();
-                let config = identity
-                    .server_config(self.clients.as_ref())
-                    .map_err(WebhookError::Tls)?;
-                Ok((config, ca_pem))
-            });
-            match served {
-                Ok((config, ca_pem)) => {
+            match refreshed
+                .and_then(|changed| changed.then(|| self.certificates.served()).transpose())
+            {
+                Ok(None) => {}
+                Ok(Some((served, ca_pem))) => {
                     tracing::info!(target: "kopf::admission", "the webhook certificate changed: serving the new one");
-                    self.files = files;
-                    self.tls.send_replace(config);
-                    self.config
-                        .send_replace(self.server.client_config(self.port, Some(ca_pem)));
+                    self.tls.send_replace(served);
+                    let config = self.server.client_config(self.port, Some(ca_pem));
+                    self.config.send_if_modified(|current| {
+                        let changed = *current != config;
+                        *current = config;
+                        changed
+                    });
                 }
                 Err(error) => {
-                    tracing::warn!(target: "kopf::admission", %error, "the webhook certificate changed but cannot be served; serving the previous one");
+                    let error = WebhookError::from(error);
+                    tracing::warn!(target: "kopf::admission", %error, "cannot read the webhook certificate again; serving the previous one");
                 }
             }
         }

@@ -245,6 +245,7 @@ fn rbac(
         lease,
         admission_managed,
         shards,
+        webhook_secret,
     } = args;
     let run = RunArgs {
         namespaces,
@@ -259,9 +260,16 @@ fn rbac(
             .unwrap_or_else(|| service_account_namespace.clone()),
         name: lease.name,
     });
+    let webhook_secret = webhook_secret.map(|secret| manifests::SecretRef {
+        namespace: secret
+            .namespace
+            .unwrap_or_else(|| service_account_namespace.clone()),
+        name: secret.name,
+    });
     let options = manifests::RbacOptions {
         namespaces: options.namespaces,
         lease,
+        webhook_secret,
         service_account,
         service_account_namespace,
         with_service_account: !no_service_account,
@@ -336,8 +344,10 @@ Environment variables (as Kopf's CLI; the command line wins):
   KOPF_RUN_METRICS         as --metrics
   KOPF_RUN_LEASE           as --lease
   KOPF_RUN_SHARDS          as --shards
-  KOPF_RUN_WEBHOOK_SERVER, KOPF_RUN_WEBHOOK_HOST, KOPF_RUN_ADMISSION_MANAGED
-                           as --webhook-server, --webhook-host, --admission-managed
+  KOPF_RUN_WEBHOOK_SERVER, KOPF_RUN_WEBHOOK_HOST, KOPF_RUN_WEBHOOK_SECRET,
+  KOPF_RUN_ADMISSION_MANAGED
+                           as --webhook-server, --webhook-host, --webhook-secret,
+                           --admission-managed
   RUST_LOG                 a tracing filter, used when none of -v, -d, -q is given
   KUBECONFIG               the kubeconfig files (else ~/.kube/config, else in-cluster)";
 
@@ -474,6 +484,11 @@ struct RbacArgs {
     /// configurations and patches those of this name.
     #[arg(long, value_name = "NAME")]
     admission_managed: Option<String>,
+    /// The Secret that keeps the webhook certificate (`run --webhook-secret`): a Role in its
+    /// namespace (without one, the ServiceAccount's) to create Secrets, and to get and update
+    /// that one.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = secret_name)]
+    webhook_secret: Option<LeaseName>,
 }
 
 /// The logging options of every subcommand (Kopf's `logging_options`).
@@ -572,6 +587,12 @@ struct RunArgs {
     /// the address: 127.0.0.1 for 0.0.0.0, ::1 for ::]. Not Kopf's.
     #[arg(long, value_name = "HOST", requires = "webhook_server")]
     webhook_host: Option<String>,
+    /// Keep the webhook certificate in this Secret (in NAMESPACE, else the client's default
+    /// namespace, the pod's own), shared by every replica: the first makes it, the others read
+    /// it, and it is renewed there before it expires (`WebhookServer::secret`). Not Kopf's:
+    /// `rbac --webhook-secret` grants it.
+    #[arg(long, value_name = "[NAMESPACE/]NAME", requires = "webhook_server", value_parser = secret_name)]
+    webhook_secret: Option<LeaseName>,
     /// Keep the ValidatingWebhookConfiguration and MutatingWebhookConfiguration of this
     /// name (e.g. auto.kopf.dev) filled with the admission handlers' webhooks
     /// (`settings.admission.managed`). Not Kopf's: `rbac --admission-managed` grants it.
@@ -588,6 +609,11 @@ struct RunArgs {
 struct LeaseName {
     namespace: Option<String>,
     name: String,
+}
+
+/// The Secret of `--webhook-secret`: `[NAMESPACE/]NAME`, as a Lease's.
+fn secret_name(text: &str) -> Result<LeaseName, String> {
+    LeaseName::parse(text).map_err(|error| error.replace("is not a Lease", "is not a Secret"))
 }
 
 impl LeaseName {
@@ -796,8 +822,28 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         Some(url) => {
             let server = WebhookServer::from_url(&url)
                 .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error))?;
-            match args.webhook_host.or_else(|| env("KOPF_RUN_WEBHOOK_HOST")) {
-                Some(host) => Some(server.host(host)),
+            let server = match args.webhook_host.or_else(|| env("KOPF_RUN_WEBHOOK_HOST")) {
+                Some(host) => server.host(host),
+                None => server,
+            };
+            let secret = match args.webhook_secret {
+                Some(secret) => Some(secret),
+                None => env("KOPF_RUN_WEBHOOK_SECRET")
+                    .map(|value| {
+                        secret_name(&value).map_err(|error| {
+                            usage(
+                                clap::error::ErrorKind::InvalidValue,
+                                format!("KOPF_RUN_WEBHOOK_SECRET: {error}"),
+                            )
+                        })
+                    })
+                    .transpose()?,
+            };
+            match secret {
+                // No namespace: the client's default, resolved when the server starts.
+                Some(secret) => {
+                    Some(server.secret(secret.namespace.unwrap_or_default(), secret.name))
+                }
                 None => Some(server),
             }
         }

@@ -18,8 +18,11 @@
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
 //!   otherwise (as Kopf's `deployment-rbac.yaml`);
 //! - with `--admission-managed NAME` (as `settings.admission.managed`), the ClusterRole
-//!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations` and
-//!   patches those of that name (Kopf's `create, patch`, the patch limited to the name).
+//!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations`, and
+//!   patches, gets, lists and watches those of that name (Kopf's `create, patch`; the watch,
+//!   by a field selector on the name, lets the replica that owns them repair them);
+//! - with `--webhook-secret [NAMESPACE/]NAME`, a Role in that namespace creates Secrets and
+//!   gets and updates that one (the webhook certificate that replicas share).
 //!
 //! The CRDs are those declared with [`Registry::crd`], then Kopf's two peering CRDs
 //! (`peering.yaml`): `clusterkopfpeerings.kopf.dev` (Cluster) and `kopfpeerings.kopf.dev`
@@ -44,7 +47,8 @@ const RBAC_HEADER: &str = "\
 # `reads = [..]` on handlers, `Registry::rbac_rule(..)`.
 # Not covered: any other API call a handler makes with its `client` (declare it); the
 # managed webhook configurations unless `--admission-managed` is given; a Lease unless
-# `--lease` is given; the Leases of assigned shards unless `--shards` is given.
+# `--lease` is given; the Leases of assigned shards unless `--shards` is given; the
+# webhook certificate's Secret unless `--webhook-secret` is given.
 # Resources given by a name that discovery resolves (a short name, a kind, no group) are
 # printed as given: check their apiGroups and resources before applying.
 ";
@@ -70,6 +74,15 @@ pub(crate) struct RbacOptions {
     /// Whether the operator runs with assigned shards (`run --shards N`): the Leases of its
     /// ring, in the ServiceAccount's namespace.
     pub(crate) shards: bool,
+    /// The Secret that keeps the webhook certificate, if any.
+    pub(crate) webhook_secret: Option<SecretRef>,
+}
+
+/// A Secret by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SecretRef {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 /// A Lease by namespace and name.
@@ -233,7 +246,8 @@ pub(crate) fn rbac_documents(
             "validatingwebhookconfigurations",
             "mutatingwebhookconfigurations",
         ];
-        // Creating cannot be limited to a name; patching can.
+        // Creating cannot be limited to a name; patching can, and so can watching by a field
+        // selector on the name.
         cluster.push(rule(
             "admissionregistration.k8s.io",
             &configurations,
@@ -243,7 +257,7 @@ pub(crate) fn rbac_documents(
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": configurations,
             "resourceNames": [managed],
-            "verbs": ["patch"],
+            "verbs": ["get", "list", "watch", "patch"],
         }));
     }
     let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
@@ -332,6 +346,31 @@ pub(crate) fn rbac_documents(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": {"name": role, "namespace": lease.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subject,
+        }));
+    }
+    if let Some(secret) = &options.webhook_secret {
+        // Creating cannot be limited to a name; reading and renewing can.
+        let role = format!("{name}-webhook-secret");
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": role, "namespace": secret.namespace},
+            "rules": [
+                rule("", &["secrets"], &["create"]),
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "resourceNames": [secret.name],
+                    "verbs": ["get", "update"],
+                },
+            ],
+        }));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role, "namespace": secret.namespace},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
             "subjects": subject,
         }));
@@ -452,7 +491,33 @@ mod tests {
             lease: None,
             admission_managed: None,
             shards: false,
+            webhook_secret: None,
         }
+    }
+
+    #[test]
+    fn the_webhook_secret_is_created_and_read_and_renewed_by_name() {
+        let shared = RbacOptions {
+            webhook_secret: Some(SecretRef {
+                namespace: "operators".into(),
+                name: "webhook-tls".into(),
+            }),
+            ..options(None)
+        };
+        let documents = rbac_documents(&registry(), &shared).unwrap();
+        let role = documents
+            .iter()
+            .find(|d| d["kind"] == "Role")
+            .expect("a Role");
+        assert_eq!(role["metadata"]["namespace"], "operators");
+        assert_eq!(
+            role["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["webhook-tls"],
+                 "verbs": ["get", "update"]},
+            ])
+        );
     }
 
     /// Parses the printed YAML back into documents.
@@ -524,7 +589,7 @@ mod tests {
         })));
         assert!(rules.contains(&json!({
             "apiGroups": ["admissionregistration.k8s.io"], "resources": configurations,
-            "resourceNames": ["auto.kopf.dev"], "verbs": ["patch"],
+            "resourceNames": ["auto.kopf.dev"], "verbs": ["get", "list", "watch", "patch"],
         })));
         let without = rbac_documents(&registry(), &options(None)).unwrap();
         assert!(

@@ -4,8 +4,14 @@
 //!
 //! The order of the stop (the shutdown contract, DESIGN §5): the server answers while the
 //! handlers finish and the cleanup handlers run (their own writes may pass through its
-//! webhooks); then the managed configurations shrink to the persistent webhooks; then the
-//! server stops accepting, the reviews in flight finish, and nothing of it is left.
+//! webhooks); then the managed configurations are handed over to another replica, or, on the
+//! last one, shrink to the persistent webhooks; then the server stops accepting, the reviews
+//! in flight finish, and nothing of it is left.
+//!
+//! Which replica writes the configurations ([`Successors`] for the stop): the Lease leader;
+//! else, when no replica pauses for another (assigned shards, shard selectors), the holder of
+//! the configurations' own Lease ([`Custody`]); else the peer that does not pause, once it has
+//! heard its peers; a lone operator otherwise.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,13 +20,22 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use futures::future::BoxFuture;
+
 use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::Poster;
 use crate::clients::scanning::{self, Groups};
+use crate::configs::leadership::jittered;
 use crate::configs::settings::Settings;
 use crate::engines::admission::Admission;
-use crate::engines::configurations::{self, ConfigurationError, Configurations, Managed};
+use crate::engines::configurations::{
+    self, ConfigurationError, Configurations, Managed, Succession,
+};
+use crate::engines::custody::{self, Custody};
+use crate::engines::leadership::Elector;
 use crate::engines::pausing::Pause;
+use crate::engines::peering::Peering;
+use crate::engines::sharding::Sharder;
 use crate::engines::webhooks::{Review, WebhookError, Webhooks};
 use crate::intents::registry::Registry;
 use crate::structs::indexes::Indexes;
@@ -59,6 +74,8 @@ pub(crate) struct Admitting {
     /// What the managed configurations are made of, until they are kept.
     managed: Option<(Managed, watch::Receiver<Vec<Resource>>)>,
     configurations: Option<Configurations>,
+    /// Who may take the configurations over at the stop.
+    successors: Option<Successors>,
 }
 
 impl std::fmt::Debug for Admitting {
@@ -91,6 +108,16 @@ impl Admitting {
         };
         if let Some(managed) = &settings.admission.managed {
             configurations::check_name(managed).map_err(AdmissionStartError::Configurations)?;
+        }
+        let replicated = !settings.peering.standalone
+            || settings.peering.lease.is_some()
+            || settings.peering.sharding.is_some();
+        if let Some(service) = &server.service
+            && replicated
+            && server.certificate.is_none()
+            && server.secret.is_none()
+        {
+            tracing::warn!(target: "kopf::admission", "the webhooks are served behind the Service {}/{} with a certificate made by this replica alone: other replicas behind it make their own, which the cluster does not trust; share one with WebhookServer::secret(..) or certificate files", service.namespace, service.name);
         }
         let selectors: Vec<Selector> = registry
             .admissions
@@ -131,7 +158,7 @@ impl Admitting {
         let reviewing = client.clone();
         let threads = settings.execution.max_blocking_threads;
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
-        let webhooks = Webhooks::start(server, threads, |tree| {
+        let webhooks = Webhooks::start(server, threads, Some(&client), |tree| {
             // The reviews' handlers are counted and recorded as the operator's others are.
             if let Some(metrics) = metrics {
                 tree.measure(metrics);
@@ -161,23 +188,43 @@ impl Admitting {
             managed,
             pause: Pause::never(),
             backoffs: settings.networking.error_backoffs.clone(),
+            watching: settings.watching.clone(),
         });
         Ok(Some(Admitting {
             webhooks,
             managed: managed.map(|managed| (managed, discovered)),
             configurations: None,
+            successors: None,
         }))
     }
 
-    /// Starts keeping the managed configurations (if the settings ask for them) in a task of
-    /// `tasks`, written only while the operator is not paused.
-    pub(crate) fn manage(&mut self, pause: Pause, tasks: &Tasks) {
+    /// The name of the managed configurations, if the settings ask for them.
+    pub(crate) fn managed(&self) -> Option<&str> {
+        self.managed
+            .as_ref()
+            .map(|(managed, _)| managed.managed.as_str())
+    }
+
+    /// Starts keeping the managed configurations (if the settings ask for them) in tasks of
+    /// `tasks`, written only while `pause` says this replica owns them; `successors` may take
+    /// them over at the stop.
+    pub(crate) fn manage(&mut self, pause: Pause, successors: Successors, tasks: &Tasks) {
         let Some((mut managed, resources)) = self.managed.take() else {
             return;
         };
         managed.pause = pause;
         let config = self.webhooks.client_config();
         self.configurations = Some(Configurations::start(managed, config, resources, tasks));
+        self.successors = Some(successors);
+    }
+
+    /// Whether the managed configurations are in place (always, when there are none), now
+    /// and as it changes: a part of the operator's readiness.
+    pub(crate) fn in_place(&self) -> watch::Receiver<bool> {
+        match &self.configurations {
+            Some(configurations) => configurations.in_place(),
+            None => watch::Sender::new(true).subscribe(),
+        }
     }
 
     /// Resolves when the managed configurations cannot be kept; never otherwise.
@@ -188,22 +235,157 @@ impl Admitting {
         }
     }
 
-    /// The stop step: the managed configurations shrink to the persistent webhooks (each
-    /// write within `timeout`), then the server stops accepting and the reviews in flight
-    /// finish (within `grace`, or until `abort`): `false` if reviews had to be aborted.
+    /// The stop step: the managed configurations are handed over to another replica or
+    /// shrink to the persistent webhooks (within `timeout`), then the server stops accepting
+    /// and the reviews in flight finish (within `grace`, or until `abort`): `false` if
+    /// reviews had to be aborted.
     pub(crate) async fn stop(
         &self,
         timeout: Duration,
         grace: Duration,
         abort: &CancellationToken,
     ) -> bool {
-        if let Some(configurations) = &self.configurations {
+        if let (Some(configurations), Some(successors)) = (&self.configurations, &self.successors) {
             tokio::select! {
-                _ = configurations.shrink(timeout) => {}
+                _ = configurations.hand_over(successors, timeout) => {}
                 _ = abort.cancelled() => {}
             }
         }
         self.webhooks.stop(grace, abort).await
+    }
+}
+
+/// Whether this replica owns the managed webhook configurations: the pause under which it
+/// writes them (paused while it does not own them, or `pause`, the operator's, says so), and
+/// the custody it campaigns for when no replica pauses for another. With a leader Lease, the
+/// leader owns them (the operator's pause follows its term); with peering, the active peer
+/// once it has heard its peers; with assigned shards or shard selectors, the holder of the
+/// configurations' own Lease (`settings.admission.lease`, or one derived from the shards'); a
+/// lone operator otherwise. An error when that Lease's settings are invalid.
+pub(crate) fn owner(
+    client: &kube::Client,
+    settings: &Settings,
+    managed: &str,
+    pause: &Pause,
+    peering: Option<&Arc<Peering>>,
+    tasks: &Tasks,
+) -> Result<(Pause, Option<Arc<Custody>>), String> {
+    if settings.peering.lease.is_some() {
+        return Ok((pause.clone(), None));
+    }
+    let mut owning = pause.clone();
+    if let Some(peering) = peering {
+        owning = owning.or(peering.settling());
+    }
+    let sharded =
+        settings.peering.sharding.is_some() || !settings.watching.shard_selectors.is_empty();
+    if !sharded {
+        return Ok((owning, None));
+    }
+    let lease = settings
+        .admission
+        .lease
+        .clone()
+        .unwrap_or_else(|| derived_lease(settings, managed));
+    let identity = lease
+        .identity
+        .clone()
+        .or_else(|| settings.peering.sharding.as_ref()?.identity.clone())
+        .unwrap_or_else(crate::engines::peering::identity);
+    let what = format!("the webhook configurations {managed}");
+    let custody = Custody::start(
+        client,
+        lease,
+        identity,
+        what,
+        owning.clone(),
+        tasks.token().clone(),
+    )?;
+    Ok((owning.or(custody.pause()), Some(custody)))
+}
+
+/// The configurations' own Lease when the settings give none: named as them, in the shards'
+/// namespace, with the shards' timings when client-go accepts them (else its own).
+fn derived_lease(settings: &Settings, managed: &str) -> crate::configs::settings::LeaseSettings {
+    let mut lease = crate::configs::settings::LeaseSettings::new(managed);
+    if let Some(sharding) = &settings.peering.sharding {
+        lease.namespace = sharding.namespace.clone();
+        let mut timed = lease.clone();
+        timed.lease_duration = sharding.lease_duration;
+        timed.renew_deadline = sharding.renew_deadline;
+        timed.retry_period = sharding.retry_period;
+        if crate::configs::leadership::validate(&timed, "-").is_ok() {
+            lease = timed;
+        }
+    }
+    lease
+}
+
+/// The replicas that may take the webhook configurations over from this one, as its peering,
+/// assigned shards and Leases know them.
+#[derive(Default)]
+pub(crate) struct Successors {
+    /// Kopf's peering, whose live entries are replicas.
+    pub(crate) peering: Option<Arc<Peering>>,
+    /// The ring of assigned shards, whose live members are replicas.
+    pub(crate) sharder: Option<Arc<Sharder>>,
+    /// The leader's Lease, when the leader owns the configurations.
+    pub(crate) leader: Option<Arc<Elector>>,
+    /// The configurations' own Lease, when no replica pauses for another.
+    pub(crate) custody: Option<Arc<Custody>>,
+    /// The operator's client.
+    pub(crate) client: Option<kube::Client>,
+}
+
+impl Succession for Successors {
+    fn others_alive(&self) -> Option<bool> {
+        let known: Vec<bool> = [
+            self.peering.as_ref().map(|p| p.others_alive()),
+            self.sharder.as_ref().map(|s| s.others_alive()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match (known.iter().any(|alive| *alive), known.is_empty()) {
+            (true, _) => Some(true),
+            (false, false) => Some(false),
+            // A Lease's candidates are known to nobody; without any, this one is alone.
+            (false, true) if self.leader.is_some() || self.custody.is_some() => None,
+            (false, true) => Some(false),
+        }
+    }
+
+    fn release(&self, timeout: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(custody) = &self.custody {
+                custody.release(timeout).await;
+            }
+            if let Some(leader) = &self.leader {
+                leader.release(timeout).await;
+            }
+        })
+    }
+
+    fn successor(&self) -> BoxFuture<'_, Option<bool>> {
+        Box::pin(async move {
+            if let Some(custody) = &self.custody {
+                return Some(custody.taken_by_another().await);
+            }
+            let (Some(leader), Some(client)) = (&self.leader, &self.client) else {
+                return None;
+            };
+            let lease = leader.lease();
+            let (namespace, name) = lease.split_once('/').unwrap_or_default();
+            Some(custody::holder_other_than(client, namespace, name, leader.identity()).await)
+        })
+    }
+
+    fn takeover(&self) -> Duration {
+        match (&self.custody, &self.leader) {
+            (Some(custody), _) => custody.takeover(),
+            (None, Some(leader)) => jittered(leader.retry_period(), 1.0) + Duration::from_secs(1),
+            (None, None) => Duration::ZERO,
+        }
     }
 }
 

@@ -68,6 +68,7 @@ impl Invocations {
             counted_as: None,
             review: None,
             live: None,
+            settings: None,
         }
     }
 }

@@ -500,6 +500,7 @@ impl Observer {
                     labels: label_selector.as_deref(),
                     shard: shard.as_ref(),
                     backlog: Some(backlog),
+                    ..Selection::default()
                 };
                 let watched = watching::watch(
                     &client,

@@ -30,15 +30,16 @@ use crate::clients::posting::Poster;
 use crate::clients::timeouts::Timeouts;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
-use crate::engines::authentication::Authenticator;
+use crate::engines::authentication::{Authenticator, Given};
 use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
 use crate::engines::probing::{self, LivenessError, Standby};
 use crate::engines::sharding::Sharder;
+use crate::intents::indexing::IndexHandler;
 use crate::intents::login::LoginHandler;
-use crate::intents::registry::Registry;
-use crate::reactor::admission::{AdmissionStartError, Admitting, Shared};
+use crate::intents::registry::{Registry, deduplicated};
+use crate::reactor::admission::{AdmissionStartError, Admitting, Shared, Successors};
 use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
 use crate::structs::credentials::LoginError;
@@ -177,7 +178,8 @@ enum Scope {
     Namespaces(Vec<String>),
 }
 
-/// Resolves once the operator has listed every resource it serves.
+/// Resolves once the operator has listed every resource it serves and, with managed webhook
+/// configurations, once they are in place.
 #[derive(Debug, Clone)]
 pub struct Ready(watch::Receiver<bool>);
 
@@ -318,8 +320,8 @@ impl Operator {
     /// results as JSON, `{"probe_id": result, ...}` (run at most once per 10 seconds, one run
     /// at a time), or with 500 when a probe fails. Beyond Kopf, `GET /readyz` on the same host
     /// and port answers 200 once the operator is [ready](Self::ready) (every resource listed
-    /// once) and 503 before. A bad URL, or an address that cannot be bound, is an
-    /// [`OperatorError::Liveness`] from `run()`.
+    /// once, the managed webhook configurations in place) and 503 before. A bad URL, or an
+    /// address that cannot be bound, is an [`OperatorError::Liveness`] from `run()`.
     ///
     /// ```no_run
     /// # use kopf::operator::{Operator, OperatorError};
@@ -333,9 +335,12 @@ impl Operator {
         self
     }
 
-    /// A handle that resolves once the operator has listed everything it serves. An operator
-    /// paused in favour of a peer (see [`PeeringSettings`](crate::settings::PeeringSettings)) lists
-    /// nothing: it gets ready once it resumes.
+    /// A handle that resolves once the operator has listed everything it serves and, with
+    /// [managed webhook configurations](crate::settings::AdmissionSettings::managed), once they are in
+    /// place (written by this replica if it owns them, else found with every webhook): a
+    /// first request right after a start does not meet a webhook of a server gone. An
+    /// operator paused in favour of a peer (see [`PeeringSettings`](crate::settings::PeeringSettings))
+    /// lists nothing: it gets ready once it resumes.
     pub fn ready(&self) -> Ready {
         Ready(self.ready.subscribe())
     }
@@ -420,6 +425,22 @@ impl Operator {
         if let Some(outcomes) = self.outcomes.get() {
             tasks.record_outcomes(outcomes.clone());
         }
+        // What activities and login handlers share: the settings, which startup handlers
+        // change; the indexes, empty until the resources are listed (as in Kopf, activities get
+        // them as they are: startup handlers see them empty, probes see them live).
+        let shared_settings = Arc::new(std::sync::Mutex::new(self.settings.clone()));
+        // Set when every resource has been listed once: the indexes are filled then, and
+        // handlers of objects wait for them.
+        let listed = watch::Sender::new(false);
+        let indexes = {
+            let all: Vec<&IndexHandler> = self.registry.indexes.iter().collect();
+            // A function stacked on several resources fills one index.
+            let all = deduplicated(all, |handler| *handler);
+            Indexes::new(
+                all.into_iter().map(|h| (h.id.clone(), h.empty_index())),
+                listed.subscribe(),
+            )
+        };
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();
@@ -440,9 +461,12 @@ impl Operator {
                 self.registry.logins.clone(),
                 &tasks,
                 connections,
-                self.memo.clone(),
-                self.settings.execution.default_backoff,
                 &timeouts,
+                Given {
+                    memo: self.memo.clone(),
+                    settings: shared_settings.clone(),
+                    indexes: indexes.clone(),
+                },
             )
             .await
         };
@@ -462,8 +486,9 @@ impl Operator {
         let activities = Activities::new(
             self.registry.clone(),
             client.clone(),
-            &self.settings,
+            shared_settings,
             self.memo.clone(),
+            indexes.clone(),
         );
         let standby = Standby::default();
         let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
@@ -507,14 +532,6 @@ impl Operator {
                 return Err(error.into());
             }
         }
-        // Filled from the first listings: handlers of objects wait for them.
-        let indexes = Indexes::new(
-            self.registry
-                .indexes
-                .iter()
-                .map(|h| (h.id.clone(), h.empty_index())),
-            self.ready.subscribe(),
-        );
         // The objects' memos, also for the admission handlers of existing objects.
         let memos = ObjectMemos::default();
         // After the startup handlers, which may set the server (as in Kopf).
@@ -583,10 +600,51 @@ impl Operator {
         };
         // Set once: this is the only place.
         let _ = standby.set(pause.clone());
-        if let Some(admitting) = &mut admitting {
-            // Written only while not paused: by the operator that serves, within its term.
-            admitting.manage(pause.clone(), &tasks);
+        let mut custody = None;
+        if let Some(admitting) = &mut admitting
+            && let Some(managed) = admitting.managed().map(String::from)
+        {
+            // Written by one replica at a time: see `reactor::admission::owner`.
+            let owner = crate::reactor::admission::owner(
+                &client,
+                &self.settings,
+                &managed,
+                &pause,
+                peering.as_ref(),
+                &tasks,
+            );
+            let (owning, held) = match owner {
+                Ok(owner) => owner,
+                Err(error) => {
+                    let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+                    let _ = stop_admission(Some(admitting), &self.settings, &abort).await;
+                    if let Some(elector) = &elector {
+                        elector.stop().await;
+                    }
+                    if let Some(sharder) = &sharder {
+                        sharder.stop().await;
+                    }
+                    return Err(OperatorError::Lease(error));
+                }
+            };
+            custody = held;
+            let successors = Successors {
+                peering: peering.clone(),
+                sharder: sharder.clone(),
+                leader: elector.clone(),
+                custody: custody.clone(),
+                client: Some(client.clone()),
+            };
+            admitting.manage(owning, successors, &tasks);
         }
+        // Ready once everything is listed and the webhook configurations are in place.
+        let in_place = admitting.as_ref().map(Admitting::in_place);
+        tasks.spawn(readiness(
+            listed.subscribe(),
+            in_place,
+            self.ready,
+            tasks.token().clone(),
+        ));
         let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         let observer = Observer {
             client: client.clone(),
@@ -594,7 +652,7 @@ impl Operator {
             settings: self.settings.clone(),
             patterns,
             tasks: tasks.child(),
-            ready: self.ready,
+            ready: listed,
             pause,
             shards,
             common: Common {
@@ -660,6 +718,14 @@ impl Operator {
         let cleaned = activities.clean_up(&self.settings, &abort, leading).await;
         // After the cleanup handlers, whose writes may pass through the webhooks.
         let admission_stopped = stop_admission(admitting.as_ref(), &self.settings, &abort).await;
+        if let Some(custody) = &custody {
+            // Released at the hand-over already, unless that was cut short by a second signal:
+            // then the Lease expires on its own.
+            if !abort.is_cancelled() {
+                custody.release(self.settings.process.cleanup_timeout).await;
+            }
+            custody.stop().await;
+        }
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
             // meet this one's work. A second signal skips it: the Lease expires on its own.
@@ -687,8 +753,36 @@ impl Operator {
     }
 }
 
-/// The admission's stop step: the managed configurations shrink to the persistent webhooks,
-/// then the server stops accepting and its reviews in flight finish.
+/// Marks the operator ready once it has listed everything it serves and its managed webhook
+/// configurations are in place: a test's (or a Service's) first request after a start must
+/// not meet a webhook that points at a server gone.
+async fn readiness(
+    mut listed: watch::Receiver<bool>,
+    in_place: Option<watch::Receiver<bool>>,
+    ready: watch::Sender<bool>,
+    token: CancellationToken,
+) {
+    let both = async {
+        if listed.wait_for(|listed| *listed).await.is_err() {
+            return false;
+        }
+        match in_place {
+            Some(mut in_place) => in_place.wait_for(|in_place| *in_place).await.is_ok(),
+            None => true,
+        }
+    };
+    tokio::select! {
+        _ = token.cancelled() => {}
+        done = both => {
+            if done {
+                ready.send_replace(true);
+            }
+        }
+    }
+}
+
+/// The admission's stop step: the managed configurations are handed over (or shrink to the
+/// persistent webhooks), then the server stops accepting and its reviews in flight finish.
 async fn stop_admission(
     admitting: Option<&Admitting>,
     settings: &Settings,
@@ -798,9 +892,8 @@ pub(crate) async fn connect(
     logins: Vec<LoginHandler>,
     tasks: &Tasks,
     connections: &Connections,
-    memo: Memo,
-    default_backoff: Duration,
     timeouts: &Timeouts,
+    given: Given,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
@@ -808,9 +901,8 @@ pub(crate) async fn connect(
             logins,
             tasks.child(),
             connections.clone(),
-            memo,
-            default_backoff,
             timeouts.clone(),
+            given,
         );
         Login::Handlers(Arc::new(authenticator))
     } else {

@@ -377,3 +377,82 @@ async fn reviews_are_answered_as_python_kopf_answers_them() {
         );
     }
 }
+
+/// A filter that panics (`when`, a label's, an annotation's or a value's callable) fails the
+/// review as a call error (HTTP 500, the panic's message said and logged), so that the
+/// webhook's failurePolicy decides: the request is never admitted because a filter broke.
+/// A handler that panics denies the request, as any failing handler does.
+#[tokio::test]
+async fn a_panicking_filter_fails_the_review_and_a_panicking_handler_denies_it() {
+    use kopf::__private::{MetaFilter, ValueFilter};
+    use kopf::registry::AdmissionHandler;
+    use kopf::resources::Selector;
+    let server = server_with_crd().await;
+    let examples = || Selector::new("kopf.dev", "v1", "kopfexamples");
+    let allow = |_| async { Ok(None) };
+    let filtered: [(&str, AdmissionHandler); 4] = [
+        (
+            "when",
+            AdmissionHandler::validating(examples(), "guard", allow)
+                .when(|_| panic!("the when filter broke")),
+        ),
+        (
+            "label",
+            AdmissionHandler::validating(examples(), "guard", allow).label(
+                "tier",
+                MetaFilter::callable(|_| panic!("the label filter broke")),
+            ),
+        ),
+        (
+            "annotation",
+            AdmissionHandler::validating(examples(), "guard", allow).annotation(
+                "note",
+                MetaFilter::callable(|_| panic!("the annotation filter broke")),
+            ),
+        ),
+        (
+            "value",
+            AdmissionHandler::validating(examples(), "guard", allow)
+                .field("spec.size")
+                .value(ValueFilter::callable(|_| panic!("the value filter broke"))),
+        ),
+    ];
+    for (kind, handler) in filtered {
+        // A field filter makes the id `guard/spec.size`, as in Kopf.
+        let id = handler.id().to_string();
+        let registry = kopf::registry::Registry::new().with(handler);
+        let body = review("CREATE", Some(example(json!({"size": 1}), json!({}))), None);
+        for hint in [None, Some(id.as_str())] {
+            let (status, answer) = kopf::testing::review_admission(
+                &registry,
+                server.client(),
+                Memo::new(),
+                body.clone(),
+                hint,
+            )
+            .await;
+            assert_eq!(status, 500, "{kind} ({hint:?}): {answer}");
+            assert_ne!(answer["response"]["allowed"], true, "{kind}: {answer}");
+            let message = answer["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(&format!("the {kind} filter broke")) && message.contains("guard"),
+                "{kind}: {answer}"
+            );
+        }
+    }
+
+    let registry = kopf::registry::Registry::new().with(AdmissionHandler::validating(
+        examples(),
+        "broken",
+        |_| async { panic!("the handler broke") },
+    ));
+    let body = review("CREATE", Some(example(json!({"size": 1}), json!({}))), None);
+    let (status, answer) =
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(answer["response"]["status"]["code"], 500, "{answer}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("the handler broke"), "{answer}");
+    server.stop().await;
+}

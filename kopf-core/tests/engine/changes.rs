@@ -146,24 +146,21 @@ async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
         kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
-    let client = harness.client();
-    crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
-    )
-    .await;
+    harness
+        .request(
+            "POST",
+            crate::support::COLLECTION,
+            json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
+        )
+        .await;
     wait_object(&harness, "q", "handled", |o| last_handled(o).is_some()).await;
-    crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
-    )
-    .await;
+    harness
+        .request(
+            "POST",
+            crate::support::COLLECTION,
+            json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
+        )
+        .await;
     let talkative = wait_object(&harness, "t", "handled", |o| {
         last_handled(o).is_some() && o["status"]["talkative"] == "done"
     })
@@ -301,16 +298,14 @@ async fn permanent_errors_panics_limits_and_timeouts() {
         kopf::operator::Operator::new(registry).settings(kopf_testing::test_settings()),
     )
     .await;
-    let client = harness.client();
     for (name, case) in [("p", "permanent"), ("x", "panic"), ("s", "sleepy")] {
-        crate::support::send(
-            &client,
-            "POST",
-            crate::support::COLLECTION,
-            "application/json",
-            json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
-        )
-        .await;
+        harness
+            .request(
+                "POST",
+                crate::support::COLLECTION,
+                json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
+            )
+            .await;
     }
     // Failed handlers are done: the object is handled, the record purged, the message logged.
     for name in ["p", "x", "s"] {

@@ -450,14 +450,15 @@ async fn a_field_of_a_daemon_outside_the_spec_is_compared_between_states() {
         o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
     })
     .await;
-    crate::support::send(
-        &client,
-        "PATCH",
-        &format!("{}/one/status", crate::support::COLLECTION),
-        "application/merge-patch+json",
-        json!({"status": {"phase": "Running"}}),
-    )
-    .await;
+    let (status, answer) = harness
+        .server()
+        .request(
+            "PATCH",
+            &format!("{}/one/status", crate::support::COLLECTION),
+            json!({"status": {"phase": "Running"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
     let all = calls.wait_len(1).await;
     // As Kopf's diff: the essence had no status before, and now has the phase in one.
     assert_eq!(

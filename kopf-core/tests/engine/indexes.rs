@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use kopf::operator::Operator;
 use kopf::{Index, Memo};
-use kopf_testing::{OperatorHarness, wait};
+use kopf_testing::{OperatorHarness, TestClient, wait};
 use serde_json::{Value, json};
 
-use crate::support::{create, patch, send, server_with_crd, wait_object};
+use crate::support::{create, patch, server_with_crd, wait_object};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
@@ -73,13 +73,19 @@ async fn create_pod(client: &kube::Client, name: &str, app: &str) {
         "metadata": {"name": name, "labels": {"app": app}},
         "spec": {"containers": [{"name": "main", "image": "nginx"}]},
     });
-    let created = send(client, "POST", PODS, "application/json", pod).await;
+    let created = TestClient::new(client.clone())
+        .request("POST", PODS, pod)
+        .await
+        .1;
     assert_eq!(created["metadata"]["name"], name, "{created}");
 }
 
 async fn patch_pod(client: &kube::Client, name: &str, body: Value) {
     let path = format!("{PODS}/{name}");
-    let patched = send(client, "PATCH", &path, "application/merge-patch+json", body).await;
+    let patched = TestClient::new(client.clone())
+        .request("PATCH", &path, body)
+        .await
+        .1;
     assert_eq!(patched["metadata"]["name"], name, "{patched}");
 }
 
@@ -158,15 +164,10 @@ async fn handlers_read_indexes_filled_before_they_run_and_kept_up_to_date() {
     );
 
     // A deleted pod leaves the index.
-    let deleted = send(
-        &client,
-        "DELETE",
-        &format!("{PODS}/db-1"),
-        "application/json",
-        json!({}),
-    )
-    .await;
-    assert!(deleted.get("error").is_none(), "{deleted}");
+    let (status, deleted) = harness
+        .request("DELETE", &format!("{PODS}/db-1"), json!({}))
+        .await;
+    assert!(status.is_success(), "{deleted}");
     wait_index(&index, "db", &["db-2", "web-1"]).await;
 
     // The sync update handler reads the same index.
@@ -193,7 +194,7 @@ async fn an_index_missing_from_the_registry_is_a_permanent_error_of_the_handler(
     let client = harness.client();
     create(&client, "lonely", json!({"app": "web"})).await;
     let message = wait("the handler's failure to be posted", || async {
-        let events = send(&client, "GET", EVENTS, "application/json", Value::Null).await;
+        let events = harness.request("GET", EVENTS, None).await.1;
         let messages = events["items"].as_array().cloned().unwrap_or_default();
         messages
             .iter()

@@ -17,14 +17,14 @@ use std::time::Duration;
 use kopf::TemporaryError;
 use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ChangeHandler, EventHandler, Registry};
-use kopf_testing::FakeApiServer;
+use kopf_testing::{FakeApiServer, TestClient};
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use crate::peering::{create_peering_crd, status_at, wait_lines};
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, patch, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, patch, server_with_crd};
 
 /// Kopf takes seconds to start and to settle its handlers: be generous.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -998,7 +998,9 @@ async fn kopf_and_kopf_rs_pause_in_favour_of_the_higher_priority() {
     let collection = "/apis/kopf.dev/v1/namespaces/default/kopfpeerings";
     let object =
         json!({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": name}});
-    send(&client, "POST", collection, "application/json", object).await;
+    TestClient::new(client.clone())
+        .request("POST", collection, object)
+        .await;
     let path = format!("{collection}/{name}");
 
     // Kopf first, with the higher priority; kopf-rs pauses in its favour.

@@ -14,7 +14,7 @@ use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ActivityHandler, ChangeHandler, DaemonHandler, Registry};
 use kopf::settings::{LeaseSettings, LostLeadership};
 use kopf::{PermanentError, Settings};
-use kopf_testing::{Fault, wait};
+use kopf_testing::{Fault, TestClient, wait};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -24,7 +24,7 @@ use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::peering::{recording, wait_lines};
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, server_with_crd};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const RESOURCE: &str = "leases.coordination.k8s.io";
@@ -639,7 +639,10 @@ async fn a_lease_held_by_another_is_taken_only_after_it_was_seen_unchanged_for_i
                  "acquireTime": "2000-01-01T00:00:00.000000Z",
                  "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4},
     });
-    let created = send(&client, "POST", LEASES, "application/json", held).await;
+    let created = TestClient::new(client.clone())
+        .request("POST", LEASES, held)
+        .await
+        .1;
     assert_eq!(created["spec"]["holderIdentity"], "vanished", "{created}");
     let duration = Duration::from_secs(3);
     let started = Instant::now();

@@ -9,13 +9,12 @@ use kopf::login::ConnectionInfo;
 use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ChangeHandler, LoginHandler, Registry};
 use kopf::{PermanentError, TemporaryError};
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD;
 use kopf_testing::{FakeApiServer, Fault, OperatorHarness, test_settings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{create, examples, wait_object};
-
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 
 /// A server that requires `token` (and so serves TLS).
 async fn server_with_token(token: &str) -> FakeApiServer {
@@ -66,7 +65,7 @@ async fn login_credentials_are_used_and_a_401_logs_in_again() {
         2,
         "the refused credentials were replaced at the first 401"
     );
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     let client = harness.client();
 
     create(&client, "one", json!({"field": 1})).await;
@@ -146,7 +145,7 @@ async fn requests_refused_together_log_in_once() {
         ));
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     harness.server().inject(
         Fault::respond(401)
             .verb("get")
@@ -276,7 +275,7 @@ async fn an_on_login_attribute_gives_the_credentials() {
         Operator::new(registry).settings(test_settings()).memo(memo),
     )
     .await;
-    harness.apply(CRD).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
     let client = harness.client();
     create(&client, "one", json!({})).await;
     wait_object(&harness, "one", "the object handled", |o| {
@@ -324,4 +323,76 @@ async fn a_logged_in_operator_leaves_no_connection_open_when_it_stops() {
     })
     .await;
     server.stop().await;
+}
+
+/// The examples' names (all under one key), which the login handler below reads.
+#[kopf::index("kopf.dev", "v1", "kopfexamples")]
+fn login_names(name: String) -> (String, String) {
+    ("all".to_string(), name)
+}
+
+/// Changes a setting that the login handler then reads at its re-logins.
+#[kopf::on_startup]
+async fn set_instance(settings: &mut kopf::Settings) {
+    settings.posting.reporting_instance = "after-startup".to_string();
+}
+
+/// Logs in with the connection in the operator's memo; records the settings and the index it
+/// was given.
+#[kopf::on_login]
+async fn attributed_login(
+    settings: &kopf::Settings,
+    login_names: &kopf::Index<String, String>,
+    memo: &kopf::Memo,
+) -> Option<ConnectionInfo> {
+    let seen = memo.get::<crate::support::Calls>()?;
+    seen.record(json!({
+        "instance": settings.posting.reporting_instance,
+        "indexed": login_names.get("all").map_or(0, |store| store.len()),
+    }));
+    memo.get::<ConnectionInfo>().map(|info| (*info).clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_handlers_get_the_settings_and_the_indexes_as_they_are() {
+    let server = server_with_token("secret").await;
+    let logins = crate::support::Calls::default();
+    let memo = kopf::Memo::new()
+        .with(connection(&server).token("secret"))
+        .with(logins.clone());
+    let registry =
+        kopf::handlers![login_names, set_instance, attributed_login].with(reading_create_handler());
+    let operator = Operator::new(registry).settings(test_settings()).memo(memo);
+    let harness = OperatorHarness::start_on(server, operator).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
+    let client = harness.client();
+    create(&client, "one", json!({"field": 1})).await;
+    wait_object(&harness, "one", "the first object handled", |o| {
+        o["status"]["create_fn"]["read"] == "default"
+    })
+    .await;
+    // The handler's own request is refused once: the re-login sees the settings that the
+    // startup handler left, and the index as it is.
+    harness.server().inject(
+        Fault::respond(401)
+            .verb("get")
+            .resource("namespaces")
+            .times(1),
+    );
+    create(&client, "two", json!({"field": 2})).await;
+    wait_object(&harness, "two", "the second object handled", |o| {
+        o["status"]["create_fn"]["read"] == "default"
+    })
+    .await;
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+    assert_eq!(
+        logins.all(),
+        [
+            // The first login comes before anything else: the settings as given, no index
+            // filled yet.
+            json!({"instance": test_settings().posting.reporting_instance, "indexed": 0}),
+            json!({"instance": "after-startup", "indexed": 2}),
+        ]
+    );
 }

@@ -9,13 +9,13 @@ use std::time::Duration;
 use kopf::Settings;
 use kopf::operator::Operator;
 use kopf::registry::{ChangeHandler, DaemonHandler, Registry};
-use kopf_testing::{FakeApiServer, wait};
+use kopf_testing::{FakeApiServer, TestClient, wait};
 use serde_json::{Value, json};
 
 use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, send, server_with_crd};
+use crate::support::{Calls, create, examples, get, server_with_crd};
 
 /// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
 /// `name`.
@@ -24,7 +24,7 @@ pub(crate) async fn server_with_peering(name: &str) -> FakeApiServer {
     let client = server.client();
     create_peering_crd(&client, "kopf.dev", "Cluster").await;
     let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
-    let created = send(&client, "POST", PEERINGS, "application/json", object).await;
+    let created = post(&client, PEERINGS, object).await;
     assert_eq!(created["metadata"]["name"], name, "{created}");
     server
 }
@@ -53,7 +53,7 @@ pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope
         },
     });
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    let created = send(client, "POST", path, "application/json", crd).await;
+    let created = post(client, path, crd).await;
     assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
 }
 
@@ -326,7 +326,7 @@ async fn without_the_crd_an_operator_is_standalone_and_a_mandatory_one_waits_for
         "still paused: no peering object yet"
     );
     let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}});
-    send(&client, "POST", PEERINGS, "application/json", object).await;
+    post(&client, PEERINGS, object).await;
     assert_eq!(paused_calls.wait_len(1).await, [json!("waiting")]);
     wait("ready once listed", || async {
         ready.is_ready().then_some(())
@@ -353,14 +353,7 @@ async fn a_standalone_operator_ignores_the_peering_objects() {
     let lastseen = lastseen(time::Duration::ZERO);
     let peer =
         json!({"status": {"other": {"priority": 1000, "lifetime": 3600, "lastseen": lastseen}}});
-    send(
-        &client,
-        "PATCH",
-        &format!("{PEERINGS}/{name}"),
-        "application/merge-patch+json",
-        peer,
-    )
-    .await;
+    server.patch("clusterkopfpeerings", None, name, peer).await;
     let running = Running::ready(recording(&server, &calls, standalone)).await;
     create(&client, "served", json!({})).await;
     calls.wait_len(1).await;
@@ -387,17 +380,19 @@ async fn a_paused_operator_looks_again_when_its_blocker_expires() {
     lines_of(name);
     let server = server_with_peering(name).await;
     let client = server.client();
-    let path = format!("{PEERINGS}/{name}");
     let frozen = |lifetime: u64| json!({"status": {"frozen": {"priority": 100, "lifetime": lifetime, "lastseen": lastseen(time::Duration::ZERO)}}});
-    let merge = "application/merge-patch+json";
-    send(&client, "PATCH", &path, merge, frozen(3600)).await;
+    server
+        .patch("clusterkopfpeerings", None, name, frozen(3600))
+        .await;
     let calls = Calls::default();
     let (running, _) = Running::start(recording(&server, &calls, settings(name, 0)));
     wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
     create(&client, "later", json!({})).await;
     // The blocker now expires soon: the paused operator touches itself then, sees it dead,
     // removes it and resumes.
-    send(&client, "PATCH", &path, merge, frozen(2)).await;
+    server
+        .patch("clusterkopfpeerings", None, name, frozen(2))
+        .await;
     assert_eq!(calls.wait_len(1).await, [json!("later")]);
     wait_lines(name, "Resuming operations after the pause", 1).await;
     wait("the dead entry removed", || async {
@@ -426,14 +421,7 @@ async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
             "metadata": {"name": name}, "status": {"ghost": ghost},
         });
         let created = wait("the peering object created", || async {
-            let created = send(
-                &client,
-                "POST",
-                &collection,
-                "application/json",
-                object.clone(),
-            )
-            .await;
+            let created = post(&client, &collection, object.clone()).await;
             (created["metadata"]["name"] == name).then_some(created)
         })
         .await;
@@ -487,7 +475,7 @@ async fn namespaced_peering_follows_the_namespaces_that_come_and_go() {
     let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
                         "metadata": {"name": name}, "status": {"boss": boss}});
     wait("the peering object created", || async {
-        let created = send(&client, "POST", team_a, "application/json", object.clone()).await;
+        let created = post(&client, team_a, object.clone()).await;
         (created["metadata"]["name"] == name).then_some(())
     })
     .await;
@@ -523,6 +511,10 @@ fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
+/// `POST path` with this body: the answer (the object, or the error's `Status`).
 async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
-    send(client, "POST", path, "application/json", body).await
+    TestClient::new(client.clone())
+        .request("POST", path, body)
+        .await
+        .1
 }

@@ -12,7 +12,7 @@ use kopf::storage::{
     AnnotationsDiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage, StatusProgressStorage,
 };
 use kopf::{Settings, TemporaryError};
-use kopf_testing::{FakeApiServer, test_settings, wait};
+use kopf_testing::{FakeApiServer, TestClient, test_settings, wait};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -366,14 +366,13 @@ async fn handle_three(lifecycle: Lifecycle, labels: Value) -> (Vec<String>, usiz
     settings.execution.lifecycle = lifecycle;
     let server = server_with_crd().await;
     let operator = Running::start(&server, three_handlers(&calls), settings).await;
-    crate::support::send(
-        &server.client(),
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        json!({"metadata": {"name": "three", "labels": labels}, "spec": {}}),
-    )
-    .await;
+    TestClient::new(server.client())
+        .request(
+            "POST",
+            crate::support::COLLECTION,
+            json!({"metadata": {"name": "three", "labels": labels}, "spec": {}}),
+        )
+        .await;
     let handled = wait_until(&server, "three", "the creation handled", |o| {
         o["metadata"]["annotations"][LAST_HANDLED].is_string()
     })

@@ -9,13 +9,12 @@ use kopf::operator::Operator;
 use kopf::registry::{ChangeHandler, EventHandler, Registry};
 use kopf::resources::Selector;
 use kopf::{Memo, Settings};
-use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, test_settings, wait};
+use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, TestClient, test_settings, wait};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    Calls, create, delete, examples, get, metrics, metrics_url, patch, send, server_with_crd,
-    wait_object,
+    Calls, create, delete, examples, get, metrics, metrics_url, patch, server_with_crd, wait_object,
 };
 
 const EVENTS: &str = "/api/v1/namespaces/default/events";
@@ -281,14 +280,10 @@ async fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
         &server,
         Operator::new(registry).settings(test_settings()),
         async |client| {
-            let created = send(
-                client,
-                "POST",
-                "/api/v1/namespaces",
-                "application/json",
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched"}}),
-            )
-            .await;
+            let created = TestClient::new(client.clone())
+        .request("POST", "/api/v1/namespaces", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched"}}))
+        .await
+        .1;
             uid = created["metadata"]["uid"].clone();
             wait("the event", || async {
                 (!events(client).await.is_empty()).then_some(())

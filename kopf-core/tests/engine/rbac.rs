@@ -6,10 +6,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kopf::outcomes::HandlerOutcome;
 use kopf_testing::OperatorHarness;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 const ACCOUNT: &str = "kex-operator";
 
 /// A ConfigMap named after the object, owned by it.
@@ -42,14 +42,14 @@ async fn configure_undeclared(
     child(name, body, client).await
 }
 
-/// The harness with the CRD and the registry's `rbac -n default` output applied, the
+/// The harness with the KOPFEXAMPLE_CRD and the registry's `rbac -n default` output applied, the
 /// operator acting as the ServiceAccount on a server that enforces RBAC.
 async fn start(registry: kopf::registry::Registry) -> OperatorHarness {
     let rbac =
         kopf::rbac::rbac_manifest(&registry, ["-n", "default", "--service-account", ACCOUNT])
             .expect("the rbac options are valid");
     OperatorHarness::builder()
-        .apply(CRD)
+        .apply(KOPFEXAMPLE_CRD)
         .apply(rbac)
         .namespaces(["default"])
         .service_account("default", ACCOUNT)

@@ -202,14 +202,10 @@ async fn a_panicking_filter_skips_its_handler_and_stops_nothing_else() {
     for (name, kind) in [("filter-bad", "boom"), ("filter-good", "fine")] {
         let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
             "metadata": {"name": name, "labels": {"kind": kind}}, "spec": {"v": 1}});
-        let created = crate::support::send(
-            &client,
-            "POST",
-            crate::support::COLLECTION,
-            "application/json",
-            body,
-        )
-        .await;
+        let created = harness
+            .request("POST", crate::support::COLLECTION, body)
+            .await
+            .1;
         assert!(created["metadata"]["uid"].is_string(), "{created}");
     }
     for name in ["filter-bad", "filter-good"] {
@@ -307,14 +303,10 @@ async fn a_retry_count_at_its_maximum_saturates() {
         "metadata": {"name": "retried-a-lot",
             "annotations": {"kopf.zalando.org/create_fn": record.to_string()}},
         "spec": {"v": 1}});
-    let created = crate::support::send(
-        &client,
-        "POST",
-        crate::support::COLLECTION,
-        "application/json",
-        body,
-    )
-    .await;
+    let created = harness
+        .request("POST", crate::support::COLLECTION, body)
+        .await
+        .1;
     assert!(created["metadata"]["uid"].is_string(), "{created}");
     let handled = wait_for(&client, "retried-a-lot", "the creation handled", |o| {
         o["metadata"]["annotations"][LAST_HANDLED].is_string()
@@ -540,14 +532,10 @@ async fn a_relist_forgets_the_objects_deleted_while_unwatched() {
     ] {
         let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
             "metadata": {"name": name, "labels": labels}, "spec": {}});
-        let created = crate::support::send(
-            &client,
-            "POST",
-            crate::support::COLLECTION,
-            "application/json",
-            body,
-        )
-        .await;
+        let created = harness
+            .request("POST", crate::support::COLLECTION, body)
+            .await
+            .1;
         assert!(created["metadata"]["uid"].is_string(), "{created}");
     }
     let names = || -> Vec<String> {

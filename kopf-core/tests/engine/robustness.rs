@@ -9,43 +9,15 @@ use kopf::filters::{MetaFilter, ValueFilter};
 use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ChangeHandler, ErrorsMode, EventHandler, Registry};
 use kopf::{Invocation, PermanentError, TemporaryError};
-use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
+use kopf_testing::{
+    DEADLINE, FakeApiServer, Fault, OperatorHarness, TestClient, fixtures, test_settings, wait,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{
-    COLLECTION, Calls, create, delete, examples, get, lists, patch, send, settle,
-};
+use crate::support::{COLLECTION, Calls, create, delete, examples, get, lists, patch, settle};
 
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
-
-/// The KopfExample CRD with this schema of its objects.
-fn crd(schema: Value) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": schema},
-            }],
-        },
-    })
-}
-
-/// The schema of `support::server_with_crd`: `spec` and `status` are objects.
-fn usual_schema() -> Value {
-    json!({"type": "object", "properties": {
-        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-    }})
-}
 
 async fn server_with(schema: Option<Value>) -> FakeApiServer {
     let server = FakeApiServer::builder()
@@ -53,50 +25,40 @@ async fn server_with(schema: Option<Value>) -> FakeApiServer {
         .await
         .expect("the server starts");
     if let Some(schema) = schema {
-        let created = send(
-            &server.client(),
-            "POST",
-            CRDS,
-            "application/json",
-            crd(schema),
-        )
-        .await;
-        assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
+        server
+            .apply_value(fixtures::kopfexample_crd_with_schema(schema))
+            .await;
     }
     server
-}
-
-fn collection_in(namespace: &str) -> String {
-    format!("/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples")
 }
 
 /// Creates namespaces (the server stores objects only in existing ones).
 async fn create_namespaces(client: &kube::Client, names: &[&str]) {
     for name in names {
-        let created = send(
-            client,
-            "POST",
-            "/api/v1/namespaces",
-            "application/json",
-            json!({"metadata": {"name": name}}),
-        )
-        .await;
-        assert_eq!(created["metadata"]["name"], *name, "{created}");
+        let namespace = json!({"metadata": {"name": name}});
+        let (status, created) = TestClient::new(client.clone())
+            .request("POST", "/api/v1/namespaces", namespace)
+            .await;
+        assert_eq!(status, 201, "{created}");
     }
 }
 
 /// Creates an object from a whole body (metadata included) in the default namespace.
 async fn create_body(client: &kube::Client, body: Value) -> Value {
-    let created = send(client, "POST", COLLECTION, "application/json", body).await;
-    assert!(created["metadata"]["uid"].is_string(), "{created}");
+    let (status, created) = TestClient::new(client.clone())
+        .request("POST", COLLECTION, body)
+        .await;
+    assert_eq!(status, 201, "{created}");
     created
 }
 
 async fn get_in(client: &kube::Client, namespace: &str, name: &str) -> Option<Value> {
-    let request = http::Request::get(format!("{}/{name}", collection_in(namespace)))
-        .body(Vec::new())
-        .unwrap();
-    client.request::<Value>(request).await.ok()
+    let path = fixtures::kopfexample_path(namespace, name);
+    let (status, object) = TestClient::new(client.clone())
+        .try_request("GET", &path, None)
+        .await
+        .ok()?;
+    status.is_success().then_some(object)
 }
 
 fn last_handled(object: &Value) -> Option<Value> {
@@ -182,7 +144,7 @@ impl Running {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_operator_resumes_handled_objects_and_does_not_create_them_again() {
     let calls = Calls::default();
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
 
     let first = Running::start(
@@ -261,7 +223,7 @@ async fn a_restarted_operator_resumes_handled_objects_and_does_not_create_them_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_changes_nothing_is_not_waited_for() {
     let calls = Calls::default();
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
     // Each returns the same result every time: stored again, it changes nothing.
     fn same_result(
@@ -320,7 +282,7 @@ async fn a_write_that_changes_nothing_is_not_waited_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn field_handlers_are_called_after_a_restart_only_if_their_field_changed() {
     let calls = Calls::default();
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
     let field_handlers = |calls: &Calls| {
         Registry::new()
@@ -407,7 +369,7 @@ async fn field_handlers_are_called_after_a_restart_only_if_their_field_changed()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_the_result_and_the_record_re_runs_the_handler() {
     let calls = Calls::default();
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
     let registry = |calls: &Calls| {
         let calls = calls.clone();
@@ -493,7 +455,7 @@ async fn the_progress_of_a_half_finished_handler_survives_a_restart() {
             }
         })
     };
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
     let first = Running::start(
         &server,
@@ -577,7 +539,7 @@ async fn dropped_watches_and_expired_histories_lose_no_change() {
             "update_fn",
             recording(&calls, "update"),
         ));
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
     let client = harness.client();
@@ -694,27 +656,15 @@ async fn a_crd_created_later_is_served_and_a_deleted_one_stops_its_watchers() {
     })
     .await;
 
-    send(
-        &client,
-        "POST",
-        CRDS,
-        "application/json",
-        crd(usual_schema()),
-    )
-    .await;
+    harness.apply(fixtures::KOPFEXAMPLE_CRD).await;
     create(&client, "early", json!({})).await;
     wait_handled(&client, "early", json!({})).await;
     assert_eq!(harness.server().stats().open_watches, 2);
 
     // The CRD goes (and its objects with it): the watcher stops, the operator does not.
-    send(
-        &client,
-        "DELETE",
-        &format!("{CRDS}/kopfexamples.kopf.dev"),
-        "application/json",
-        json!({}),
-    )
-    .await;
+    harness
+        .delete("customresourcedefinitions", None, "kopfexamples.kopf.dev")
+        .await;
     let server = harness.server();
     wait("the watch to close", || async {
         (server.stats().open_watches == 1).then_some(())
@@ -741,14 +691,7 @@ async fn a_crd_created_later_is_served_and_a_deleted_one_stops_its_watchers() {
     );
 
     // It comes back: objects are handled again.
-    send(
-        &client,
-        "POST",
-        CRDS,
-        "application/json",
-        crd(usual_schema()),
-    )
-    .await;
+    harness.apply(fixtures::KOPFEXAMPLE_CRD).await;
     create(&client, "again", json!({})).await;
     wait_handled(&client, "again", json!({})).await;
     settle(harness.server()).await;
@@ -768,7 +711,7 @@ async fn only_the_namespaces_that_the_patterns_select_are_served() {
         "create_fn",
         recording(&calls, "create"),
     ));
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     create_namespaces(&server.client(), &["ns-skip", "other", "ns1", "ns-a"]).await;
     // Kopf's patterns: any pattern may serve a namespace; within one, `!` excludes from what its
     // first glob matched. (`["ns1", "ns-*", "!ns-skip"]` would serve everything, as in Kopf:
@@ -781,15 +724,10 @@ async fn only_the_namespaces_that_the_patterns_select_are_served() {
     // The ones to skip first: when the served ones are handled, the others had their chance.
     for namespace in ["ns-skip", "other", "ns1", "ns-a"] {
         let body = json!({"metadata": {"name": "obj"}, "spec": {"ns": namespace}});
-        let created = send(
-            &client,
-            "POST",
-            &collection_in(namespace),
-            "application/json",
-            body,
-        )
-        .await;
-        assert!(created["metadata"]["uid"].is_string(), "{created}");
+        let (status, created) = harness
+            .request("POST", &fixtures::kopfexamples_in(namespace), body)
+            .await;
+        assert_eq!(status, 201, "{created}");
     }
     for namespace in ["ns1", "ns-a"] {
         wait(&format!("obj in {namespace} handled"), || async {
@@ -835,7 +773,7 @@ async fn exact_namespaces_are_watched_each_on_its_own() {
         "create_fn",
         recording(&calls, "create"),
     ));
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     create_namespaces(&server.client(), &["ns1", "ns2", "ns3"]).await;
     let operator = Operator::new(registry)
         .settings(test_settings())
@@ -844,14 +782,9 @@ async fn exact_namespaces_are_watched_each_on_its_own() {
     let client = harness.client();
     for namespace in ["ns3", "ns1", "ns2"] {
         let body = json!({"metadata": {"name": "obj"}, "spec": {}});
-        send(
-            &client,
-            "POST",
-            &collection_in(namespace),
-            "application/json",
-            body,
-        )
-        .await;
+        harness
+            .request("POST", &fixtures::kopfexamples_in(namespace), body)
+            .await;
     }
     for namespace in ["ns1", "ns2"] {
         wait(&format!("obj in {namespace} handled"), || async {
@@ -915,7 +848,7 @@ async fn label_annotation_and_when_filters_choose_the_handlers() {
                 .label("app", "web".into())
                 .when(|inv| inv.spec()["enabled"] == false),
         );
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
     let client = harness.client();
@@ -1005,7 +938,7 @@ async fn field_filters_on_values_old_and_new() {
             .old(ValueFilter::Absent)
             .new_value(ValueFilter::Present),
         );
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
     let client = harness.client();
@@ -1081,7 +1014,7 @@ async fn optional_delete_handlers_do_not_block_deletion() {
             ChangeHandler::on_delete(examples(), "guard_fn", recording(&calls, "guard"))
                 .label("guarded", MetaFilter::Present),
         );
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
     let client = harness.client();
@@ -1198,7 +1131,7 @@ async fn errors_modes_retries_and_timeouts_limit_the_attempts() {
             })
             .timeout(Duration::from_millis(1000)),
         );
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
     let client = harness.client();
@@ -1290,7 +1223,7 @@ async fn event_handlers_see_every_raw_event_in_order_and_their_errors_are_ignore
             })
             .label("watched", MetaFilter::Present),
         );
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let client = server.client();
     create(&client, "listed", json!({"v": 0})).await;
     let harness =
@@ -1380,7 +1313,7 @@ async fn a_worker_with_a_retry_pending_outlives_its_idle_timeout_and_retries_on_
     ));
     let mut settings = test_settings();
     settings.queueing.idle_timeout = Duration::from_millis(100);
-    let server = server_with(Some(usual_schema())).await;
+    let server = server_with(Some(fixtures::kopfexample_schema())).await;
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(settings)).await;
     let client = harness.client();

@@ -8,42 +8,29 @@ use kopf::filters::MetaFilter;
 use kopf::operator::Operator;
 use kopf::registry::{ChangeHandler, EventHandler, HandlerResult, Registry};
 use kopf::resources::{EVERYTHING, Selector};
-use kopf_testing::{DEADLINE, FakeApiServer, Fault, OperatorHarness, test_settings, wait};
+use kopf_testing::{
+    DEADLINE, FakeApiServer, Fault, OperatorHarness, TestClient, fixtures, test_settings, wait,
+};
 use serde_json::{Value, json};
 
-use crate::support::{Calls, send};
+use crate::support::Calls;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// A namespaced CRD `plural.group` (version `v1`, with a status subresource).
 fn crd(group: &str, kind: &str, short_names: &[&str], categories: &[&str]) -> Value {
-    let plural = format!("{}s", kind.to_lowercase());
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": kind, "plural": plural, "singular": kind.to_lowercase(),
-                "shortNames": short_names, "categories": categories,
-            },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }}},
-            }],
-        },
-    })
+    let mut crd = fixtures::free_form_crd(group, kind);
+    crd["spec"]["names"]["shortNames"] = json!(short_names);
+    crd["spec"]["names"]["categories"] = json!(categories);
+    crd
 }
 
+/// Creates the CRD (without waiting for it to be established).
 async fn add_crd(client: &kube::Client, crd: Value) {
-    let created = send(client, "POST", CRDS, "application/json", crd).await;
-    assert!(created["error"].is_null(), "the CRD is created: {created}");
+    let (status, created) = TestClient::new(client.clone())
+        .request("POST", CRDS, crd)
+        .await;
+    assert_eq!(status, 201, "the CRD is created: {created}");
 }
 
 /// A server with widgets (`a.example`, short name `wdg`, category `gadgets`), gizmos
@@ -68,8 +55,10 @@ async fn create(client: &kube::Client, group: &str, kind: &str, name: &str, labe
         "apiVersion": format!("{group}/v1"), "kind": kind,
         "metadata": {"name": name, "labels": labels}, "spec": {},
     });
-    let created = send(client, "POST", &path, "application/json", body).await;
-    assert!(created["error"].is_null(), "{name} is created: {created}");
+    let (status, created) = TestClient::new(client.clone())
+        .request("POST", &path, body)
+        .await;
+    assert_eq!(status, 201, "{name} is created: {created}");
 }
 
 /// A handler recording what it saw: its id, the object's kind and name, the resource.
@@ -152,8 +141,8 @@ async fn a_category_serves_every_crd_in_it_including_one_created_later() {
         let path = "/apis/c.example/v1/namespaces/default/doohickeys";
         let body =
             json!({"apiVersion": "c.example/v1", "kind": "Doohickey", "metadata": {"name": "d1"}});
-        let created = send(&client, "POST", path, "application/json", body).await;
-        created["error"].is_null().then_some(created)
+        let (status, created) = harness.request("POST", path, body).await;
+        status.is_success().then_some(created)
     })
     .await;
     assert_eq!(created["metadata"]["name"], "d1");
@@ -300,15 +289,10 @@ async fn everything_serves_crds_and_builtins_but_not_events() {
     create(&client, "a.example", "Widget", "w2", json!({})).await;
     for (name, labels) in [("cm1", json!({"selected": "yes"})), ("cm2", json!({}))] {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {}});
-        let created = send(
-            &client,
-            "POST",
-            "/api/v1/namespaces/default/configmaps",
-            "application/json",
-            body,
-        )
-        .await;
-        assert!(created["error"].is_null(), "{created}");
+        let (status, created) = harness
+            .request("POST", "/api/v1/namespaces/default/configmaps", body)
+            .await;
+        assert_eq!(status, 201, "{created}");
     }
     wait_seen(&calls, &[("event_fn", "w1"), ("event_fn", "cm1")]).await;
     settle(harness.server()).await;
@@ -362,14 +346,10 @@ async fn server_with_widgets_in(namespaces: &[&str]) -> FakeApiServer {
 
 async fn create_namespace(client: &kube::Client, name: &str) {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-    let created = send(
-        client,
-        "POST",
-        "/api/v1/namespaces",
-        "application/json",
-        body,
-    )
-    .await;
+    let created = TestClient::new(client.clone())
+        .request("POST", "/api/v1/namespaces", body)
+        .await
+        .1;
     assert_eq!(created["metadata"]["name"], name, "{created}");
 }
 
@@ -377,7 +357,10 @@ async fn create_namespace(client: &kube::Client, name: &str) {
 async fn create_widget_in(client: &kube::Client, namespace: &str, name: &str) {
     let path = format!("/apis/a.example/v1/namespaces/{namespace}/widgets");
     let body = json!({"apiVersion": "a.example/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}});
-    let created = send(client, "POST", &path, "application/json", body).await;
+    let created = TestClient::new(client.clone())
+        .request("POST", &path, body)
+        .await
+        .1;
     assert!(created["metadata"]["uid"].is_string(), "{created}");
 }
 
@@ -480,25 +463,15 @@ async fn namespace_globs_are_watched_per_namespace_as_namespaces_come_and_go() {
     wait_open_watches(server, 5, "a fifth watch, in team-new").await;
 
     // The namespace is deleted: its watcher stops.
-    let deleted = send(
-        &client,
-        "DELETE",
-        "/api/v1/namespaces/team-new",
-        "application/json",
-        json!({}),
-    )
-    .await;
-    assert!(deleted["error"].is_null(), "{deleted}");
-    wait("team-new to be gone", || async {
-        let got = send(
-            &client,
-            "GET",
-            "/api/v1/namespaces/team-new",
-            "application/json",
-            json!(null),
-        )
+    let (status, deleted) = harness
+        .request("DELETE", "/api/v1/namespaces/team-new", json!({}))
         .await;
-        (got["kind"] != "Namespace").then_some(())
+    assert!(status.is_success(), "{deleted}");
+    wait("team-new to be gone", || async {
+        let (status, _) = harness
+            .request("GET", "/api/v1/namespaces/team-new", None)
+            .await;
+        (status == 404).then_some(())
     })
     .await;
     wait_open_watches(server, 4, "the watch in team-new to close").await;

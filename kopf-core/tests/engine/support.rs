@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kopf::resources::Selector;
-use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, wait};
+use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, TestClient, fixtures, wait};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-pub(crate) const COLLECTION: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+pub(crate) const COLLECTION: &str = fixtures::KOPFEXAMPLES;
 
 pub(crate) fn examples() -> Selector {
     Selector::new("kopf.dev", "v1", "kopfexamples")
@@ -26,87 +26,45 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
 
 /// Establishes the KopfExample CRD on the server.
 pub(crate) async fn install_crd(server: &FakeApiServer) {
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }}},
-            }],
-        },
-    });
-    send(
-        &server.client(),
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        crd,
-    )
-    .await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
 }
 
-/// Sends a request and returns the answer's JSON (errors as their Status).
-pub(crate) async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Value,
-) -> Value {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    client
-        .request_text(request)
-        .await
-        .map(|text| serde_json::from_str(&text).unwrap())
-        .unwrap_or_else(|e| json!({"error": e.to_string()}))
-}
-
+/// Creates the KopfExample `name` in `default`; returns the answer (the object, or the error's
+/// `Status`).
 pub(crate) async fn create(client: &kube::Client, name: &str, spec: Value) -> Value {
-    let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": spec});
-    send(client, "POST", COLLECTION, "application/json", body).await
+    let object = fixtures::kopfexample(name, spec);
+    TestClient::new(client.clone())
+        .request("POST", COLLECTION, object)
+        .await
+        .1
 }
 
+/// Merge-patches the KopfExample `name` in `default`; returns the answer.
 pub(crate) async fn patch(client: &kube::Client, name: &str, body: Value) -> Value {
-    send(
-        client,
-        "PATCH",
-        &format!("{COLLECTION}/{name}"),
-        "application/merge-patch+json",
-        body,
-    )
-    .await
+    let path = fixtures::kopfexample_path("default", name);
+    TestClient::new(client.clone())
+        .request("PATCH", &path, body)
+        .await
+        .1
 }
 
+/// Deletes the KopfExample `name` in `default`; returns the answer.
 pub(crate) async fn delete(client: &kube::Client, name: &str) -> Value {
-    send(
-        client,
-        "DELETE",
-        &format!("{COLLECTION}/{name}"),
-        "application/json",
-        json!({}),
-    )
-    .await
+    let path = fixtures::kopfexample_path("default", name);
+    TestClient::new(client.clone())
+        .request("DELETE", &path, json!({}))
+        .await
+        .1
 }
 
+/// The KopfExample `name` in `default`, if it is there.
 pub(crate) async fn get(client: &kube::Client, name: &str) -> Option<Value> {
-    let request = http::Request::get(format!("{COLLECTION}/{name}"))
-        .body(Vec::new())
-        .unwrap();
-    client.request::<Value>(request).await.ok()
+    let path = fixtures::kopfexample_path("default", name);
+    let (status, object) = TestClient::new(client.clone())
+        .try_request("GET", &path, None)
+        .await
+        .ok()?;
+    status.is_success().then_some(object)
 }
 
 /// Waits until the object satisfies `condition`; returns it.

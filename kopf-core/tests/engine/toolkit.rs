@@ -16,7 +16,7 @@ use kopf_testing::{DEADLINE, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
 use crate::posting::run_until;
-use crate::support::{COLLECTION, create, delete, examples, get, send, server_with_crd};
+use crate::support::{COLLECTION, create, delete, examples, get, server_with_crd};
 
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -253,19 +253,19 @@ async fn adopted_children_are_owned_named_placed_labelled_and_collected_with_the
     let operator = Operator::new(adopting_registry()).settings(test_settings());
     let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
     let client = harness.client();
-    let parent = send(
-        &client,
-        "POST",
-        COLLECTION,
-        "application/json",
-        json!({
-            "apiVersion": "kopf.dev/v1",
-            "kind": "KopfExample",
-            "metadata": {"name": "parent", "labels": {"app": "demo"}},
-            "spec": {},
-        }),
-    )
-    .await;
+    let parent = harness
+        .request(
+            "POST",
+            COLLECTION,
+            json!({
+                "apiVersion": "kopf.dev/v1",
+                "kind": "KopfExample",
+                "metadata": {"name": "parent", "labels": {"app": "demo"}},
+                "spec": {},
+            }),
+        )
+        .await
+        .1;
     let uid = parent["metadata"]["uid"].clone();
     let done = wait("both handlers' results", || async {
         get(&client, "parent").await.filter(|o| {

@@ -15,12 +15,12 @@ use kopf::AdmissionError;
 use kopf::admission::Operation;
 use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{AdmissionHandler, Registry};
-use kopf_testing::{OperatorHarness, wait};
+use kopf_testing::{OperatorHarness, TestClient, wait};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
-use crate::support::{examples, install_crd, send, server_with_crd};
+use crate::support::{examples, install_crd, server_with_crd};
 
 const MANAGED: &str = "auto.kopf.dev";
 const VALIDATING: &str =
@@ -68,14 +68,14 @@ fn settings(server: kopf::admission::WebhookServer) -> kopf::Settings {
 /// The configuration at `path` once its webhooks satisfy `condition` (the last one seen, in
 /// the panic, if they do not in time).
 async fn configuration(
-    client: &kube::Client,
+    client: &TestClient,
     path: &str,
     condition: impl Fn(&Value) -> bool,
 ) -> Value {
     let last = std::sync::Mutex::new(Value::Null);
     let found = tokio::time::timeout(kopf_testing::DEADLINE, async {
         loop {
-            let object = send(client, "GET", path, "application/json", json!(null)).await;
+            let object = client.request("GET", path, None).await.1;
             if condition(&object["webhooks"]) {
                 return object;
             }
@@ -207,7 +207,7 @@ fn review(uid: &str, spec: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn managed_configurations_appear_at_the_start_and_their_urls_answer_over_https() {
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(registry()).settings(settings(
         kopf::admission::WebhookServer::new()
             .addr(LOCALHOST)
@@ -298,7 +298,7 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
     // configurations after it stopped.
     let tasks_before = crate::stopping::alive_tasks();
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let operator = Operator::new(registry())
         .client(server.client())
@@ -321,13 +321,13 @@ async fn at_the_stop_the_configurations_shrink_to_the_persistent_webhooks() {
         .expect("a review");
 
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
         "the persistent one stays: {validating:#}"
     );
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert_eq!(
         mutating["metadata"]["name"], MANAGED,
         "the configuration itself stays"
@@ -387,7 +387,7 @@ async fn a_rotated_certificate_is_served_and_patched_into_the_ca_bundles() {
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(100));
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let harness = OperatorHarness::start_on(
         server,
         Operator::new(registry()).settings(settings(webhook_server)),
@@ -488,7 +488,7 @@ async fn a_review_in_flight_finishes_after_the_configurations_shrank_and_before_
         })
     };
     let server = server_with_crd().await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let operator = Operator::new(Registry::new().with(handler)).settings(settings(
         kopf::admission::WebhookServer::new().addr(LOCALHOST),
     ));
@@ -549,28 +549,11 @@ async fn server_with_edited_rbac(
     install_crd(&server).await;
     let options = ["-A", "--service-account", ACCOUNT].iter().chain(args);
     let rbac = kopf::rbac::rbac_manifest(&registry(), options).expect("valid rbac options");
-    let client = server.client();
+    let client = TestClient::new(server.client());
     for document in serde_norway::Deserializer::from_str(&rbac) {
         let mut document: Value = serde::Deserialize::deserialize(document).expect("YAML");
         edit(&mut document);
-        let kind = document["kind"].as_str().expect("a kind");
-        let collection = match (kind, document["metadata"]["namespace"].as_str()) {
-            ("ServiceAccount", Some(ns)) => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
-            ("ClusterRole" | "ClusterRoleBinding", None) => format!(
-                "/apis/rbac.authorization.k8s.io/v1/{}s",
-                kind.to_lowercase()
-            ),
-            other => panic!("unexpected in the rbac output: {other:?}"),
-        };
-        let created = send(
-            &client,
-            "POST",
-            &collection,
-            "application/json",
-            document.clone(),
-        )
-        .await;
-        assert_eq!(created["kind"], kind, "{created:#}");
+        client.apply_value(document).await;
     }
     server
 }
@@ -587,7 +570,7 @@ fn operator_as_account(server: &kopf_testing::FakeApiServer) -> Operator {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_configurations() {
     let server = server_with_rbac(&["--admission-managed", MANAGED]).await;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(operator_as_account(&server).run(stop.clone()));
     configuration(&client, VALIDATING, |w| {
@@ -599,7 +582,7 @@ async fn the_rbac_output_with_the_managed_name_lets_the_operator_keep_its_config
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let mutating = send(&client, "GET", MUTATING, "application/json", json!(null)).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
     assert!(
         mutating["webhooks"].as_array().is_none_or(Vec::is_empty),
         "shrunk at the stop, which patching by name allows: {mutating:#}"
@@ -640,7 +623,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
             .verb("patch")
             .resource("mutatingwebhookconfigurations.admissionregistration.k8s.io"),
     );
-    let client = server.client();
+    let client = TestClient::new(server.client());
     let stop = tokio_util::sync::CancellationToken::new();
     let registry = registry().with(AdmissionHandler::validating(
         examples(),
@@ -658,7 +641,7 @@ async fn a_first_write_cut_short_is_still_shrunk_at_the_stop() {
     })
     .await;
     stop_cleanly(&stop, running).await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         names(&validating),
         [json!("check-size.auto.kopf.dev")],
@@ -712,8 +695,8 @@ fn candidate(identity: &str, port: u16) -> kopf::Settings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_them_at_itself() {
-    let server = server_with_crd().await;
-    let client = server.client();
+    let server = journaled_server().await;
+    let client = TestClient::new(server.client());
     let (port_a, port_b) = (
         crate::activities::free_port(),
         crate::activities::free_port(),
@@ -740,21 +723,35 @@ async fn only_the_leader_writes_the_configurations_and_the_next_leader_points_th
             .ok()
     })
     .await;
-    let validating = send(&client, "GET", VALIDATING, "application/json", json!(null)).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
     assert_eq!(
         url(&validating),
         json!(url_of(port_a)),
         "the candidate does not write"
     );
 
-    // The leader's graceful stop shrinks the lists, then releases the Lease: the next leader
-    // points the webhooks at its own server, trusted by its own CA.
+    // The leader's graceful stop hands the lists over: it releases the Lease and serves until
+    // the next leader has pointed the webhooks at its own server, trusted by its own CA; they
+    // never shrink meanwhile.
+    let handed_from = server.journal().len();
     stop_a.cancel();
     running_a.await.unwrap().expect("a clean stop");
-    let validating = configuration(&client, VALIDATING, |w| {
-        w[0]["clientConfig"]["url"] == url_of(port_b)
-    })
-    .await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    assert_eq!(
+        url(&validating),
+        json!(url_of(port_b)),
+        "handed over before the stop ended"
+    );
+    for change in &server.journal()[handed_from..] {
+        if change.resource == MUTATINGS {
+            assert_eq!(
+                names(&change.object).len(),
+                1,
+                "never shrunk: {:#}",
+                change.object
+            );
+        }
+    }
     let mutating = configuration(&client, MUTATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
@@ -786,7 +783,7 @@ async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
     settings.scanning.interval = Duration::from_millis(200);
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry()).settings(settings)).await;
-    let client = harness.client();
+    let client = harness.test_client().clone();
     let validating = configuration(&client, VALIDATING, |w| {
         w.as_array().is_some_and(|w| w.len() == 1)
     })
@@ -821,4 +818,489 @@ async fn a_resource_served_later_gets_its_rules_in_the_configurations() {
     );
     drop(client);
     harness.stop().await.expect("a clean stop");
+}
+
+/// The configurations' resources, as the server's journal and counters name them.
+const VALIDATINGS: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
+const MUTATINGS: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+const LEASES: &str = "leases.coordination.k8s.io";
+const CLUSTER_PEERINGS: &str = "clusterkopfpeerings.kopf.dev";
+
+/// A server with the KopfExample CRD that keeps a journal of every change.
+async fn journaled_server() -> kopf_testing::FakeApiServer {
+    let server = kopf_testing::FakeApiServer::builder()
+        .journal()
+        .start_on_own_runtime()
+        .await
+        .expect("the server starts");
+    install_crd(&server).await;
+    server
+}
+
+/// Every state of the configurations of this resource in the journal, in order.
+fn states(server: &kopf_testing::FakeApiServer, resource: &str) -> Vec<Value> {
+    server
+        .journal()
+        .into_iter()
+        .filter(|change| change.resource == resource)
+        .map(|change| change.object)
+        .collect()
+}
+
+/// The ports that a configuration's webhooks point at.
+fn ports(configuration: &Value) -> Vec<u16> {
+    configuration["webhooks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|webhook| webhook["clientConfig"]["url"].as_str())
+        .filter_map(|url| url.parse::<http::Uri>().ok()?.port_u16())
+        .collect()
+}
+
+/// Starts an operator of the registry with these settings; its stop token and task.
+fn start(
+    server: &kopf_testing::FakeApiServer,
+    settings: kopf::Settings,
+) -> (
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<Result<(), OperatorError>>,
+) {
+    let operator = Operator::new(registry())
+        .client(server.client())
+        .settings(settings);
+    let stop = tokio_util::sync::CancellationToken::new();
+    (stop.clone(), tokio::spawn(operator.run(stop)))
+}
+
+/// Waits until something listens on the port (the operator's webhook server).
+async fn listening(port: u16) {
+    wait("the webhook server to listen", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+    })
+    .await;
+}
+
+/// Settings for an operator of this priority in the peering `webhook-peers`, serving at this
+/// port.
+fn peer(priority: i64, port: u16) -> kopf::Settings {
+    let mut settings = settings(
+        kopf::admission::WebhookServer::new()
+            .addr(LOCALHOST)
+            .port(port),
+    );
+    settings.peering.name = "webhook-peers".into();
+    settings.peering.priority = priority;
+    settings.peering.lifetime = Duration::from_secs(5);
+    settings
+}
+
+/// With Kopf's peering, a replica paused in favour of another never writes the
+/// configurations, not even before it has heard its peers (here its first listing of the
+/// peering object is slow); the active one repairs them when someone else changes them; a
+/// paused replica's stop leaves them alone; the active one's graceful stop hands them over to
+/// the next one without ever shrinking them, and the last one's stop shrinks them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_peer_never_writes_the_configurations_and_the_active_one_repairs_them() {
+    let server = journaled_server().await;
+    let client = TestClient::new(server.client());
+    crate::peering::create_peering_crd(client.client(), "kopf.dev", "Cluster").await;
+    let object = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+                        "metadata": {"name": "webhook-peers"}});
+    let created = client
+        .request("POST", crate::peering::PEERINGS, object)
+        .await
+        .1;
+    assert_eq!(created["metadata"]["name"], "webhook-peers", "{created}");
+    let (port_a, port_b, port_c) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let (stop_a, running_a) = start(&server, peer(100, port_a));
+    configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/check_size")
+    })
+    .await;
+
+    // The lower one hears of the higher one late: its first listing is slow.
+    server.inject(
+        kopf_testing::Fault::delay(Duration::from_millis(1500))
+            .verb("list")
+            .resource(CLUSTER_PEERINGS),
+    );
+    let (stop_b, running_b) = start(&server, peer(50, port_b));
+    listening(port_b).await;
+    crate::peering::wait_lines("webhook-peers", "Pausing operations in favour of", 1).await;
+    server.clear_faults();
+    assert!(
+        server
+            .wait_quiet_but(
+                &[CLUSTER_PEERINGS, LEASES],
+                Duration::from_millis(1500),
+                kopf_testing::DEADLINE
+            )
+            .await
+    );
+    for resource in [VALIDATINGS, MUTATINGS] {
+        for state in states(&server, resource) {
+            assert!(
+                !ports(&state).contains(&port_b),
+                "the paused replica wrote the configuration: {state:#}"
+            );
+        }
+    }
+
+    // Someone empties the list: the active replica writes it again.
+    let emptied = client
+        .request("PATCH", VALIDATING, json!({"webhooks": []}))
+        .await
+        .1;
+    assert_eq!(names(&emptied), Vec::<Value>::new(), "{emptied:#}");
+    configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/check_size")
+    })
+    .await;
+
+    // The paused replica's stop leaves them as they are.
+    stop_cleanly(&stop_b, running_b).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    assert_eq!(ports(&validating), [port_a], "{validating:#}");
+
+    // The active replica's stop hands them over to the next one, which points them at itself.
+    let (stop_c, running_c) = start(&server, peer(50, port_c));
+    listening(port_c).await;
+    crate::peering::wait_lines("webhook-peers", "Pausing operations in favour of", 2).await;
+    let handed_from = server.journal().len();
+    stop_cleanly(&stop_a, running_a).await;
+    let mutating = configuration(&client, MUTATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_c}/default/size")
+    })
+    .await;
+    assert_eq!(ports(&mutating), [port_c]);
+    let changes: Vec<Value> = server.journal()[handed_from..]
+        .iter()
+        .filter(|change| change.resource == MUTATINGS)
+        .map(|change| change.object.clone())
+        .collect();
+    for state in &changes {
+        assert_eq!(
+            names(state),
+            [json!("default.size.auto.kopf.dev")],
+            "never shrunk while another replica takes over: {changes:#?}"
+        );
+    }
+
+    // The last one's stop shrinks them.
+    stop_cleanly(&stop_c, running_c).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
+    assert_eq!(names(&mutating), Vec::<Value>::new(), "{mutating:#}");
+    server.stop().await;
+}
+
+/// An operator is ready (`/readyz`, `Operator::ready()`, hence the harness and the explorer)
+/// only once its webhook configurations are written: a request right after it meets its own webhooks, even when the
+/// API server is slow to store them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_is_ready_only_once_its_configurations_are_written() {
+    let server = server_with_crd().await;
+    let client = TestClient::new(server.client());
+    let port = crate::activities::free_port();
+    server.inject(
+        kopf_testing::Fault::delay(Duration::from_secs(2))
+            .verb("patch")
+            .resource(VALIDATINGS),
+    );
+    let probes = crate::activities::free_port();
+    let operator = Operator::new(registry())
+        .client(server.client())
+        .settings(settings(
+            kopf::admission::WebhookServer::new()
+                .addr(LOCALHOST)
+                .port(port),
+        ))
+        .liveness(format!("http://127.0.0.1:{probes}/healthz"));
+    let ready = operator.ready();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(operator.run(stop.clone()));
+    // The readiness endpoint says so only once they are written, as the handle does.
+    wait("/readyz to answer 200", || async {
+        let (status, _) = crate::activities::http_get(probes, "/readyz").await.ok()?;
+        (status == 200).then_some(())
+    })
+    .await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    assert_eq!(
+        ports(&validating),
+        [port],
+        "written before /readyz: {validating:#}"
+    );
+    tokio::time::timeout(kopf_testing::DEADLINE, ready.wait())
+        .await
+        .expect("ready in time");
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    assert_eq!(
+        ports(&validating),
+        [port],
+        "written before ready: {validating:#}"
+    );
+    let mutating = client.request("GET", MUTATING, None).await.1;
+    assert_eq!(
+        ports(&mutating),
+        [port],
+        "written before ready: {mutating:#}"
+    );
+    stop_cleanly(&stop, running).await;
+    server.stop().await;
+}
+
+/// Settings for a replica with assigned shards (4, short timings) serving at this port.
+fn sharded(identity: &str, port: u16) -> kopf::Settings {
+    let mut settings = settings(
+        kopf::admission::WebhookServer::new()
+            .addr(LOCALHOST)
+            .port(port),
+    );
+    settings.peering.standalone = true;
+    let mut sharding = kopf::settings::ShardingSettings::new(4);
+    sharding.identity = Some(identity.into());
+    sharding.namespace = Some("default".into());
+    sharding.lease_duration = Duration::from_secs(3);
+    sharding.renew_deadline = Duration::from_secs(2);
+    sharding.retry_period = Duration::from_millis(500);
+    settings.peering.sharding = Some(sharding);
+    settings
+}
+
+/// With assigned shards no replica pauses, yet only one writes the configurations: the
+/// holder of their Lease. Its graceful stop hands them over to the other, which points them at
+/// itself, and they never shrink meanwhile; the last one's stop shrinks them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replicas_write_the_configurations_one_at_a_time_and_hand_them_over() {
+    let server = journaled_server().await;
+    let client = TestClient::new(server.client());
+    let (port_a, port_b) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let (stop_a, running_a) = start(&server, sharded("a", port_a));
+    configuration(&client, MUTATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/default/size")
+    })
+    .await;
+    let (stop_b, running_b) = start(&server, sharded("b", port_b));
+    listening(port_b).await;
+    // Both serve their shards: each has joined the ring.
+    wait("both members in the ring", || async {
+        let leases = client
+            .request(
+                "GET",
+                "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                None,
+            )
+            .await
+            .1;
+        let members = leases["items"].as_array().map_or(0, |items| {
+            items
+                .iter()
+                .filter(|l| {
+                    l["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("member"))
+                })
+                .count()
+        });
+        (members == 2).then_some(())
+    })
+    .await;
+    assert!(
+        server
+            .wait_quiet_but(
+                &[LEASES],
+                Duration::from_millis(1500),
+                kopf_testing::DEADLINE
+            )
+            .await
+    );
+    for resource in [VALIDATINGS, MUTATINGS] {
+        for state in states(&server, resource) {
+            assert!(
+                !ports(&state).contains(&port_b),
+                "the second replica wrote too: {state:#}"
+            );
+        }
+    }
+
+    let handed_from = server.journal().len();
+    stop_cleanly(&stop_a, running_a).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    assert_eq!(
+        ports(&validating),
+        [port_b],
+        "handed over before the stop ended: {validating:#}"
+    );
+    let changes: Vec<Value> = server.journal()[handed_from..]
+        .iter()
+        .filter(|change| change.resource == MUTATINGS)
+        .map(|change| change.object.clone())
+        .collect();
+    assert!(!changes.is_empty());
+    for state in &changes {
+        assert_eq!(names(state).len(), 1, "never shrunk: {changes:#?}");
+    }
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let (status, _) = post(&url_of(&validating), &ca, &review("u-1", json!({})))
+        .await
+        .expect("the new owner answers");
+    assert_eq!(status, 200);
+
+    stop_cleanly(&stop_b, running_b).await;
+    let mutating = client.request("GET", MUTATING, None).await.1;
+    assert_eq!(
+        names(&mutating),
+        Vec::<Value>::new(),
+        "the last one shrank them"
+    );
+    server.stop().await;
+}
+
+/// Replicas that keep their certificate in one Secret serve the same one: the first makes it,
+/// the other reads it, so whichever writes the configurations, their caBundle trusts every
+/// replica (as behind a Service). Generated certificates are renewed in the Secret before they
+/// expire (here after 3 s), and every replica serves the renewed one, still trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_certificate_of_a_secret_and_its_renewals() {
+    let server = journaled_server().await;
+    let client = TestClient::new(server.client());
+    let (port_a, port_b) = (
+        crate::activities::free_port(),
+        crate::activities::free_port(),
+    );
+    let shared = |identity: &str, port: u16| {
+        let mut settings = sharded(identity, port);
+        let validity = Duration::from_secs(3);
+        settings.admission.server = Some(
+            kopf::admission::WebhookServer::new()
+                .addr(LOCALHOST)
+                .port(port)
+                .secret("default", "webhook-tls")
+                .certificate_validity(validity)
+                .reload_interval(Duration::from_millis(200)),
+        );
+        settings
+    };
+    let started = std::time::Instant::now();
+    let (stop_a, running_a) = start(&server, shared("a", port_a));
+    let validating = configuration(&client, VALIDATING, |w| {
+        w[0]["clientConfig"]["url"] == format!("https://127.0.0.1:{port_a}/check_size")
+    })
+    .await;
+    let (stop_b, running_b) = start(&server, shared("b", port_b));
+    listening(port_b).await;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    for port in [port_a, port_b] {
+        let url = format!("https://127.0.0.1:{port}/check_size");
+        let (status, _) = post(&url, &ca, &review("u-1", json!({})))
+            .await
+            .unwrap_or_else(|error| panic!("the replica at {port} is trusted: {error}"));
+        assert_eq!(status, 200);
+    }
+    let secret = client
+        .request(
+            "GET",
+            "/api/v1/namespaces/default/secrets/webhook-tls",
+            None,
+        )
+        .await
+        .1;
+    assert_eq!(secret["type"], "kubernetes.io/tls", "{secret:#}");
+    for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
+        assert!(secret["data"][key].is_string(), "{key} in {secret:#}");
+    }
+
+    // Past the first serving certificate's end: renewed in the Secret, served by both, and
+    // trusted by what the configurations say.
+    tokio::time::sleep_until((started + Duration::from_secs(5)).into()).await;
+    let validating = client.request("GET", VALIDATING, None).await.1;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    for port in [port_a, port_b] {
+        let url = format!("https://127.0.0.1:{port}/check_size");
+        let (status, _) = post(&url, &ca, &review("u-2", json!({})))
+            .await
+            .unwrap_or_else(|error| {
+                panic!("the replica at {port} serves a renewed certificate: {error}")
+            });
+        assert_eq!(status, 200);
+    }
+    let renewals = server
+        .journal()
+        .into_iter()
+        .filter(|change| change.resource == "secrets" && change.event == "MODIFIED")
+        .count();
+    assert!(renewals >= 1, "renewed in the Secret");
+    let created = server
+        .journal()
+        .into_iter()
+        .filter(|change| change.resource == "secrets" && change.event == "ADDED")
+        .count();
+    assert_eq!(created, 1, "made once, by the first replica");
+
+    stop_cleanly(&stop_b, running_b).await;
+    stop_cleanly(&stop_a, running_a).await;
+    server.stop().await;
+}
+
+/// The `rbac` output with `--webhook-secret` lets the operator, as its ServiceAccount, make
+/// the shared certificate's Secret and keep the configurations trusting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_with_the_webhook_secret_lets_the_operator_keep_its_certificate() {
+    let server = server_with_rbac(&[
+        "--admission-managed",
+        MANAGED,
+        "--webhook-secret",
+        "default/webhook-tls",
+    ])
+    .await;
+    let client = TestClient::new(server.client());
+    let mut settings = settings(
+        kopf::admission::WebhookServer::new()
+            .addr(LOCALHOST)
+            .secret("default", "webhook-tls"),
+    );
+    settings.peering.standalone = true;
+    let operator = Operator::new(registry())
+        .client(server.client_as_service_account("default", ACCOUNT))
+        .settings(settings);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(operator.run(stop.clone()));
+    let validating = configuration(&client, VALIDATING, |w| {
+        w.as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    let secret = client
+        .request(
+            "GET",
+            "/api/v1/namespaces/default/secrets/webhook-tls",
+            None,
+        )
+        .await
+        .1;
+    let ca = ca_bundle(&validating["webhooks"][0]);
+    let kept = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["ca.crt"].as_str().expect("ca.crt"))
+        .unwrap();
+    assert_eq!(
+        ca.as_bytes(),
+        kept,
+        "the configurations trust the Secret's CA"
+    );
+    let (status, _) = post(&url_of(&validating), &ca, &review("u-1", json!({})))
+        .await
+        .expect("the webhook answers");
+    assert_eq!(status, 200);
+    stop_cleanly(&stop, running).await;
+    server.stop().await;
 }

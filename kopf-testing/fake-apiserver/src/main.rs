@@ -1,7 +1,7 @@
 //! `kopf-fake-apiserver`: the fake Kubernetes API server as a process, for kubectl, operators
 //! in other languages, and a development cluster that survives restarts and crashes
-//! (`--state-file`). Plain HTTP by default; HTTPS with `--tls`, and always when clients are
-//! to send tokens.
+//! (`--state-file`). HTTPS with an admin token by default, as a real cluster; plain HTTP
+//! without credentials only when asked (`--insecure-http`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,33 +13,45 @@ use kopf_fake_apiserver::FakeApiServer;
 /// A fake Kubernetes API server in memory, for tests and local development.
 ///
 /// It prints `listening on URL` (then any ServiceAccount tokens asked for) and serves until
-/// SIGINT or SIGTERM. With --tls (implied by --token and --service-account, since kubectl
-/// sends tokens only over TLS) it serves HTTPS with a CA made at start; the kubeconfig it
-/// writes trusts that CA, and --ca-file writes the CA for other clients.
+/// SIGINT or SIGTERM. As a real cluster, it serves HTTPS only, with a CA made at start, and
+/// requires credentials: the admin's token (--token, or one made at start). The kubeconfig it
+/// writes (--kubeconfig) trusts that CA and carries that token; --ca-file writes the CA for
+/// other clients. A request without credentials is system:anonymous, who may read /healthz,
+/// /livez, /readyz and /version only. With --insecure-http it serves plain HTTP instead, where
+/// kubectl sends no credentials, and every request acts as the admin.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Args {
     /// The address to listen on; port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:0")]
     bind: SocketAddr,
-    /// Write a kubeconfig for this server to this path (for kubectl: KUBECONFIG=PATH).
+    /// Write a kubeconfig for this server to this path (for kubectl: KUBECONFIG=PATH), readable
+    /// by its owner only: it trusts the server's CA and carries the admin's token.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Serve HTTPS with a certificate for localhost, 127.0.0.1 and ::1, signed by a CA made
-    /// at start (trusted by the kubeconfig written; see --ca-file).
-    #[arg(long)]
+    /// Serve HTTPS (the default; kept for the scripts that ask for it).
+    #[arg(long, conflicts_with = "insecure_http")]
+    #[allow(
+        dead_code,
+        reason = "accepted for scripts written when plain HTTP was the default; HTTPS is now"
+    )]
     tls: bool,
+    /// Serve plain HTTP, with no credentials required: every request acts as the admin, as on
+    /// kube-apiserver's old insecure port. For clients that cannot do TLS, and for measurements
+    /// that leave TLS out.
+    #[arg(long, conflicts_with_all = ["ca_file", "token", "enforce_rbac"])]
+    insecure_http: bool,
     /// Write the CA certificate (PEM) to this path, for clients given a CA file
-    /// (curl --cacert); implies --tls.
+    /// (curl --cacert), readable by its owner only.
     #[arg(long, value_name = "PATH")]
     ca_file: Option<PathBuf>,
-    /// Require this bearer token from clients (401 Unauthorized otherwise, on every path but
-    /// /healthz, /livez, /readyz and /version, the /_fake/ control API included); implies
-    /// --tls, as kubectl sends no token over plain HTTP.
+    /// The admin's bearer token (one is made at start otherwise); requests with another token
+    /// are 401 Unauthorized, on every path.
     #[arg(long)]
     token: Option<String>,
-    /// Keep the objects in this file: loaded at start, and every write saved (fsync'd) before
-    /// it is answered, so that neither a restart nor a crash loses an answered write.
+    /// Keep the objects in this file (readable by its owner only): loaded at start, and every
+    /// write saved (fsync'd) before it is answered, so that neither a restart nor a crash loses
+    /// an answered write.
     #[arg(long)]
     state_file: Option<PathBuf>,
     /// How many changes the watch history keeps for replay.
@@ -58,11 +70,12 @@ struct Args {
     #[arg(long)]
     no_sharded_watches: bool,
     /// Check the requests of ServiceAccounts' tokens against the stored Roles, ClusterRoles
-    /// and their bindings (403 Forbidden otherwise); the admin token keeps full access.
+    /// and their bindings (403 Forbidden otherwise); the admin's token keeps full access.
     #[arg(long)]
     enforce_rbac: bool,
-    /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL;
-    /// implies --tls, as kubectl sends no token over plain HTTP.
+    /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL: a
+    /// signed token valid for a year, or until the account is deleted or the server stops. The
+    /// account (and its namespace) is created if missing.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     service_account: Vec<String>,
 }
@@ -81,14 +94,20 @@ async fn main() -> std::process::ExitCode {
         .history_limit(args.history_limit)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval))
         .sharded_watches(!args.no_sharded_watches);
-    if args.tls || args.ca_file.is_some() || !args.service_account.is_empty() {
-        builder = builder.tls();
+    if !args.insecure_http {
+        // A real cluster requires credentials: the token given, or one nobody can guess.
+        let token = args.token.clone().unwrap_or_else(random_token);
+        builder = builder.tls().token(token);
+        if args.kubeconfig.is_none() && args.token.is_none() {
+            eprintln!(
+                "kopf-fake-apiserver: the admin's token is made at start and written only to \
+                 the kubeconfig: pass --kubeconfig PATH (or --token TOKEN) to reach more than \
+                 /healthz and /version"
+            );
+        }
     }
     if args.contract_breaking_faults {
         builder = builder.contract_breaking_faults();
-    }
-    if let Some(token) = args.token {
-        builder = builder.token(token);
     }
     if let Some(path) = args.state_file {
         builder = builder.state_file(path);
@@ -127,8 +146,8 @@ async fn main() -> std::process::ExitCode {
         server.stop().await;
         return std::process::ExitCode::FAILURE;
     }
-    if let (Some(path), Some(ca)) = (&args.ca_file, server.ca_pem())
-        && let Err(error) = std::fs::write(path, ca)
+    if let Some(path) = &args.ca_file
+        && let Err(error) = server.write_ca_file(path)
     {
         eprintln!(
             "kopf-fake-apiserver: cannot write the CA certificate to {}: {error}",
@@ -145,6 +164,13 @@ async fn main() -> std::process::ExitCode {
     wait_for_signal().await;
     server.stop().await;
     std::process::ExitCode::SUCCESS
+}
+
+/// A token nobody can guess: 128 random bits, in hex.
+fn random_token() -> String {
+    use rand::Rng as _;
+    let bits: u128 = rand::rng().random();
+    format!("{bits:032x}")
 }
 
 async fn wait_for_signal() {

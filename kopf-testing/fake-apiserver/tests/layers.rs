@@ -1,6 +1,7 @@
 //! The crate's architecture holds: the fake API server's folders are layers (storage and
-//! history, API semantics, HTTP endpoints, the server process), each layer imports only the
-//! layers below it, and no modules import each other.
+//! history, API semantics, HTTP endpoints, the server process, then the test's client and the
+//! shared fixtures above it), each layer imports only the layers below it, and no modules
+//! import each other.
 
 use layering::{Layers, ModuleGraph};
 
@@ -14,6 +15,8 @@ const LAYERS: &[&str] = &[
     "endpoints::router",
     "server",
     "real",
+    "client",
+    "fixtures",
 ];
 
 #[test]

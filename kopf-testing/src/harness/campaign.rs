@@ -15,8 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::explore::{Explorer, Incarnation, UNCOMPARED, differences, final_state};
 use super::operator::OperatorHarness;
-use super::waiting::DEADLINE;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{DEADLINE, FakeApiServer};
 
 /// One field changed, and what the oracles said.
 #[derive(Debug, Clone)]

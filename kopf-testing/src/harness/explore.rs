@@ -15,7 +15,7 @@
 //!
 //! # async fn example(registry: fn() -> kopf::registry::Registry) {
 //! let exploration = Explorer::new(move || Operator::new(registry()).settings(test_settings()))
-//!     .setup(include_str!("../../../examples/crd.yaml"))
+//!     .setup(kopf_testing::fixtures::KOPFEXAMPLE_CRD)
 //!     .scenario(|harness| async move {
 //!         harness.apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}").await;
 //!         harness.wait_for("kopfexamples", "default", "kex", |o| !o["status"].is_null()).await;
@@ -43,8 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::operator::OperatorHarness;
 use super::sent::{AGENT, named_as_kopf_rs};
-use super::waiting::DEADLINE;
-use kopf_fake_apiserver::{Committed, FakeApiServer, Fault};
+use kopf_fake_apiserver::{Committed, DEADLINE, FakeApiServer, Fault};
 
 /// Resources whose objects the comparison leaves out: what the operator says, not does.
 pub(super) const UNCOMPARED: [&str; 4] = [

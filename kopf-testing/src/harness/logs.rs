@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing_subscriber::fmt::MakeWriter;
 
-use super::waiting::lock;
+use super::locks::lock;
 
 /// The lines logged on the threads of one test's runtime.
 #[derive(Debug, Clone, Default)]

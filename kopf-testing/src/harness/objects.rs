@@ -1,150 +1,78 @@
-//! Objects in a test: apply YAML, create typed values, get, patch, delete, and wait for an
-//! object to reach a state or to be gone. Resources are named as kubectl names them (plural,
-//! singular, kind, or `plural.group`), resolved through the server's discovery.
+//! Objects in a test, through the harness's [`TestClient`](crate::TestClient): apply YAML, create typed values,
+//! get, patch, delete, send requests, and wait for an object to reach a state or to be gone.
+//! Resources are named as kubectl names them (plural, singular, kind, or `plural.group`).
 //!
-//! The helpers panic with a message naming the object: they are for tests, where a failed
-//! step should fail the test and say why.
+//! The helpers panic with a message naming the object or the request: they are for tests,
+//! where a failed step should fail the test and say why.
 
-use std::cell::RefCell;
-
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::Scope;
+use http::StatusCode;
+use kopf_fake_apiserver::{Answer, ApiRequest};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize as _, Serialize};
 use serde_json::Value;
 
 use super::operator::OperatorHarness;
-use super::resolutions::Resolved;
-use super::waiting::{DEADLINE, lock, wait_or_none};
 
 impl OperatorHarness {
     /// Creates, or replaces if they exist, the objects of one or more YAML (or JSON)
     /// documents separated by `---`; returns them as stored. Namespaced objects without a
-    /// namespace go to `default`. For a CRD, waits until it is established. The lines'
-    /// common indentation is removed first, so YAML can be indented along with the test.
-    ///
-    /// # Panics
-    ///
-    /// When the YAML does not parse, a kind is not served, or the server rejects an object.
-    pub async fn apply(&self, yaml: &str) -> Vec<Value> {
-        let mut applied = Vec::new();
-        let yaml = dedent(yaml);
-        for document in serde_norway::Deserializer::from_str(&yaml) {
-            let object = Value::deserialize(document)
-                .unwrap_or_else(|error| panic!("the YAML to apply does not parse: {error}"));
-            if !object.is_null() {
-                applied.push(self.apply_value(object).await);
-            }
-        }
-        applied
+    /// namespace go to `default`. For a CRD, waits until it is established. See
+    /// [`TestClient::apply`](crate::TestClient::apply).
+    pub async fn apply(&self, documents: &str) -> Vec<Value> {
+        self.test_client.apply(documents).await
     }
 
     /// Creates, or replaces if it exists, one object given as JSON; returns it as stored.
-    /// See [`OperatorHarness::apply`].
-    pub async fn apply_value(&self, mut object: Value) -> Value {
-        let api_version = object["apiVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let kind = object["kind"].as_str().unwrap_or_default().to_string();
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert!(
-            !api_version.is_empty() && !kind.is_empty() && !name.is_empty(),
-            "an object to apply needs apiVersion, kind and metadata.name: {object}"
-        );
-        let resolved = self.resolve_kind(&api_version, &kind).await;
-        let namespace = object["metadata"]["namespace"].as_str().map(String::from);
-        let api = self.api(&resolved, namespace.as_deref());
-        let what = describe(&kind, namespace.as_deref(), &name);
-        let existing = api
-            .get_opt(&name)
-            .await
-            .unwrap_or_else(|error| panic!("reading {what} failed: {error}"));
-        let stored = match existing {
-            None => {
-                let dynamic = to_dynamic(object, &what);
-                api.create(&PostParams::default(), &dynamic).await
-            }
-            Some(existing) => {
-                object["metadata"]["resourceVersion"] =
-                    existing.metadata.resource_version.clone().into();
-                let dynamic = to_dynamic(object, &what);
-                api.replace(&name, &PostParams::default(), &dynamic).await
-            }
-        };
-        let stored = stored.unwrap_or_else(|error| panic!("applying {what} failed: {error}"));
-        let stored = serde_json::to_value(stored).expect("objects serialize");
-        if resolved.resource.kind == "CustomResourceDefinition" {
-            self.wait_until_established(&name).await
-        } else {
-            stored
-        }
+    /// See [`TestClient::apply_value`](crate::TestClient::apply_value).
+    pub async fn apply_value(&self, object: Value) -> Value {
+        self.test_client.apply_value(object).await
     }
 
     /// Creates a typed object, e.g. of a `#[derive(kube::CustomResource)]` type (in the
-    /// `default` namespace unless it names one); returns it as stored.
-    ///
-    /// # Panics
-    ///
-    /// When the kind is not served or the server rejects the object (one that exists
-    /// already, too).
+    /// `default` namespace unless it names one); returns it as stored. See
+    /// [`TestClient::create`](crate::TestClient::create).
     pub async fn create<K>(&self, object: &K) -> K
     where
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let mut value = serde_json::to_value(object).expect("objects serialize");
-        value["apiVersion"] = K::api_version(&()).into();
-        value["kind"] = K::kind(&()).into();
-        let resolved = self.resolve_kind(&K::api_version(&()), &K::kind(&())).await;
-        let meta = object.meta();
-        let name = meta.name.as_deref().unwrap_or_default();
-        let what = describe(&K::kind(&()), meta.namespace.as_deref(), name);
-        let api = self.api(&resolved, meta.namespace.as_deref());
-        let stored = api
-            .create(&PostParams::default(), &to_dynamic(value, &what))
-            .await
-            .unwrap_or_else(|error| panic!("creating {what} failed: {error}"));
-        let stored = serde_json::to_value(stored).expect("objects serialize");
-        serde_json::from_value(stored)
-            .unwrap_or_else(|error| panic!("{what} as stored does not fit its type: {error}"))
+        self.test_client.create(object).await
     }
 
-    /// Installs the CRD of a typed custom resource (`kube::CustomResourceExt`, as
-    /// `#[derive(kube::CustomResource)]` implements it) and waits until it is established.
+    /// Installs the CRD of a typed custom resource and waits until it is established. See
+    /// [`TestClient::apply_crd`](crate::TestClient::apply_crd).
     pub async fn apply_crd<K: kube::CustomResourceExt>(&self) -> Value {
-        self.apply_value(serde_json::to_value(K::crd()).expect("CRDs serialize"))
-            .await
+        self.test_client.apply_crd::<K>().await
     }
 
-    /// The object now, or `None` if there is none. `resource` is named as in kubectl
-    /// (`kopfexamples`, `kopfexample`, `KopfExample`, `kopfexamples.kopf.dev`, `configmaps`);
-    /// `namespace` is a name, or `None` for `default` (ignored for cluster-wide resources).
+    /// Sends `method path` with a JSON body (a merge patch for PATCH); returns the answer's
+    /// status and JSON. See [`TestClient::request`](crate::TestClient::request).
+    pub async fn request(
+        &self,
+        method: impl AsRef<str>,
+        path: &str,
+        body: impl Into<Option<Value>>,
+    ) -> (StatusCode, Value) {
+        self.test_client.request(method, path, body).await
+    }
+
+    /// Sends a request with another patch type, headers or a raw body; returns the whole
+    /// answer. See [`TestClient::send`](crate::TestClient::send).
+    pub async fn send(&self, request: ApiRequest) -> Answer {
+        self.test_client.send(request).await
+    }
+
+    /// The object now, or `None` if there is none. See [`TestClient::get`](crate::TestClient::get).
     pub async fn get<'a>(
         &self,
         resource: &str,
         namespace: impl Into<Option<&'a str>>,
         name: &str,
     ) -> Option<Value> {
-        let namespace = namespace.into();
-        let resolved = self.resolve_name(resource).await.unwrap_or_else(|| {
-            panic!("no resource named {resource:?} is served by the fake API server")
-        });
-        self.api(&resolved, namespace)
-            .get_opt(name)
-            .await
-            .unwrap_or_else(|error| {
-                panic!(
-                    "reading {} failed: {error}",
-                    describe(resource, namespace, name)
-                )
-            })
-            .map(|object| serde_json::to_value(object).expect("objects serialize"))
+        self.test_client.get(resource, namespace, name).await
     }
 
-    /// Merge-patches the object (as `kubectl patch --type=merge`); returns it as stored.
+    /// Merge-patches the object (as `kubectl patch --type=merge`); returns it as stored. See
+    /// [`TestClient::patch`](crate::TestClient::patch).
     pub async fn patch<'a>(
         &self,
         resource: &str,
@@ -152,21 +80,9 @@ impl OperatorHarness {
         name: &str,
         patch: Value,
     ) -> Value {
-        let namespace = namespace.into();
-        let resolved = self.resolve_name(resource).await.unwrap_or_else(|| {
-            panic!("no resource named {resource:?} is served by the fake API server")
-        });
-        let stored = self
-            .api(&resolved, namespace)
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        self.test_client
+            .patch(resource, namespace, name, patch)
             .await
-            .unwrap_or_else(|error| {
-                panic!(
-                    "patching {} failed: {error}",
-                    describe(resource, namespace, name)
-                )
-            });
-        serde_json::to_value(stored).expect("objects serialize")
     }
 
     /// Asks to delete the object (it stays while finalizers hold it: see
@@ -177,26 +93,14 @@ impl OperatorHarness {
         namespace: impl Into<Option<&'a str>>,
         name: &str,
     ) {
-        let namespace = namespace.into();
-        let resolved = self.resolve_name(resource).await.unwrap_or_else(|| {
-            panic!("no resource named {resource:?} is served by the fake API server")
-        });
-        self.api(&resolved, namespace)
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|error| {
-                panic!(
-                    "deleting {} failed: {error}",
-                    describe(resource, namespace, name)
-                )
-            });
+        self.test_client.delete(resource, namespace, name).await;
     }
 
     /// Waits until the object exists and `condition` holds for it; returns it.
     ///
     /// # Panics
     ///
-    /// After [`DEADLINE`], with the object's last state seen.
+    /// After [`DEADLINE`](kopf_fake_apiserver::DEADLINE), with the object's last state seen.
     pub async fn wait_for<'a>(
         &self,
         resource: &str,
@@ -204,182 +108,24 @@ impl OperatorHarness {
         name: &str,
         condition: impl Fn(&Value) -> bool,
     ) -> Value {
-        let namespace = namespace.into();
-        let last = RefCell::new(None);
-        let found = wait_or_none(|| async {
-            let object = self.try_get(resource, namespace, name).await?;
-            let holds = condition(&object);
-            *last.borrow_mut() = Some(object.clone());
-            holds.then_some(object)
-        })
-        .await;
-        found.unwrap_or_else(|| {
-            panic!(
-                "timed out after {DEADLINE:?} waiting for a condition on {}; last seen: {}",
-                describe(resource, namespace, name),
-                shown(last.into_inner().as_ref()),
-            )
-        })
+        self.test_client
+            .wait_for(resource, namespace, name, condition)
+            .await
     }
 
     /// Waits until the object is gone (deleted, its finalizers released).
     ///
     /// # Panics
     ///
-    /// After [`DEADLINE`], with the object's last state seen.
+    /// After [`DEADLINE`](kopf_fake_apiserver::DEADLINE), with the object's last state seen.
     pub async fn wait_for_deletion<'a>(
         &self,
         resource: &str,
         namespace: impl Into<Option<&'a str>>,
         name: &str,
     ) {
-        let namespace = namespace.into();
-        let last = RefCell::new(None);
-        let gone = wait_or_none(|| async {
-            let object = self.try_get(resource, namespace, name).await;
-            let gone = object.is_none();
-            *last.borrow_mut() = object;
-            gone.then_some(())
-        })
-        .await;
-        if gone.is_none() {
-            panic!(
-                "timed out after {DEADLINE:?} waiting for {} to be deleted; last seen: {}",
-                describe(resource, namespace, name),
-                shown(last.into_inner().as_ref()),
-            );
-        }
-    }
-
-    /// The object, or `None` when it or its resource is not there (yet).
-    async fn try_get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
-        let resolved = self.resolve_name(resource).await?;
-        let object = self.api(&resolved, namespace).get_opt(name).await.ok()??;
-        Some(serde_json::to_value(object).expect("objects serialize"))
-    }
-
-    async fn wait_until_established(&self, name: &str) -> Value {
-        self.wait_for(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            None,
-            name,
-            |crd| {
-                crd["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True")
-            },
-        )
-        .await
-    }
-
-    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-        if resolved.namespaced {
-            let namespace = namespace.unwrap_or("default");
-            Api::namespaced_with(self.client(), namespace, &resolved.resource)
-        } else {
-            Api::all_with(self.client(), &resolved.resource)
-        }
-    }
-
-    /// The resource of an object's `apiVersion` and `kind`.
-    async fn resolve_kind(&self, api_version: &str, kind: &str) -> Resolved {
-        let key = format!("{api_version}/{kind}");
-        if let Some(resolved) = lock(&self.resolutions.0).get(&key) {
-            return resolved.clone();
-        }
-        let (group, version) = match api_version.split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", api_version),
-        };
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client(), &gvk)
-            .await
-            .unwrap_or_else(|error| {
-                panic!("the fake API server does not serve {kind} in {api_version}: {error}")
-            });
-        let resolved = Resolved {
-            resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        lock(&self.resolutions.0).insert(key, resolved.clone());
-        resolved
-    }
-
-    /// The resource that kubectl would understand by `name`, if one is served.
-    async fn resolve_name(&self, name: &str) -> Option<Resolved> {
-        if let Some(resolved) = lock(&self.resolutions.0).get(name) {
-            return Some(resolved.clone());
-        }
-        let discovery = kube::Discovery::new(self.client()).run().await.ok()?;
-        let wanted = name.to_lowercase();
-        let resolved = discovery.groups().find_map(|group| {
-            group
-                .recommended_resources()
-                .into_iter()
-                .find(|(resource, _)| {
-                    let plural = resource.plural.to_lowercase();
-                    let kind = resource.kind.to_lowercase();
-                    [
-                        plural.clone(),
-                        kind.clone(),
-                        format!("{plural}.{}", resource.group),
-                        format!("{kind}.{}", resource.group),
-                    ]
-                    .contains(&wanted)
-                })
-                .map(|(resource, capabilities)| Resolved {
-                    resource,
-                    namespaced: capabilities.scope == Scope::Namespaced,
-                })
-        })?;
-        lock(&self.resolutions.0).insert(name.to_string(), resolved.clone());
-        Some(resolved)
-    }
-}
-
-/// The text without the indentation common to its non-blank lines.
-fn dedent(text: &str) -> String {
-    let indent = text
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.len() - line.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines()
-        .map(|line| line.get(indent..).unwrap_or_else(|| line.trim_start()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn to_dynamic(object: Value, what: &str) -> DynamicObject {
-    serde_json::from_value(object)
-        .unwrap_or_else(|error| panic!("{what} is not a Kubernetes object: {error}"))
-}
-
-/// `kind namespace/name`, or `kind name` without a namespace.
-fn describe(resource: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(namespace) => format!("{resource} {namespace}/{name}"),
-        None => format!("{resource} {name}"),
-    }
-}
-
-fn shown(object: Option<&Value>) -> String {
-    match object {
-        Some(object) => serde_json::to_string_pretty(object).expect("JSON prints"),
-        None => "nothing (it does not exist)".to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dedent;
-
-    #[test]
-    fn indented_yaml_is_dedented_as_a_block() {
-        let yaml = "\n    a: 1\n    b:\n      c: 2\n\n    ---\n    d: 3\n  ";
-        assert_eq!(dedent(yaml), "\na: 1\nb:\n  c: 2\n\n---\nd: 3\n");
+        self.test_client
+            .wait_for_deletion(resource, namespace, name)
+            .await;
     }
 }

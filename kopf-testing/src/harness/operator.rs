@@ -5,14 +5,13 @@ use std::sync::{Arc, Mutex};
 
 use kopf::operator::{Operator, OperatorError};
 use kopf::outcomes::Outcomes;
+use kopf_fake_apiserver::{DEADLINE, FakeApiServer, TestClient, try_wait, wait};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::locks::lock;
 use super::logs::LogCapture;
-use super::resolutions::Resolutions;
 use super::sent::{OperatorClient, SentRequest};
-use super::waiting::{DEADLINE, lock, wait, wait_or_none};
-use kopf_fake_apiserver::FakeApiServer;
 
 /// An operator under test with its own fake API server (on a runtime of its own, so the
 /// server's tasks are never mistaken for the operator's).
@@ -20,14 +19,12 @@ pub struct OperatorHarness {
     /// The fake API server; taken by [`OperatorHarness::stop`].
     server: Option<FakeApiServer>,
     /// The test's own client, for the helpers and [`OperatorHarness::client`].
-    client: kube::Client,
+    pub(super) test_client: TestClient,
     stop: CancellationToken,
     /// The task running the operator; taken by [`OperatorHarness::stop`].
     running: Option<tokio::task::JoinHandle<Result<(), OperatorError>>>,
     /// What the operator's client sent, and whether its connections are closed.
     operator_client: Option<OperatorClient>,
-    /// Resource names resolved through discovery.
-    pub(super) resolutions: Resolutions,
     /// Lines the operator logged, when the test's runtime captures them.
     logs: Option<LogCapture>,
     /// Where a dropped harness leaves its running parts for a [`Finisher`] to stop.
@@ -93,12 +90,11 @@ impl OperatorHarness {
         logs: Option<LogCapture>,
     ) -> OperatorHarness {
         OperatorHarness {
-            client: server.client(),
+            test_client: TestClient::new(server.client()),
             server: Some(server),
             stop: CancellationToken::new(),
             running: None,
             operator_client: None,
-            resolutions: Resolutions::default(),
             logs,
             leftovers: None,
             service_account: None,
@@ -131,7 +127,13 @@ impl OperatorHarness {
     /// A client of the fake API server, for the test's own requests (a handle to the one
     /// the helpers use; drop it before [`OperatorHarness::stop`] checks the connections).
     pub fn client(&self) -> kube::Client {
-        self.client.clone()
+        self.test_client.client().clone()
+    }
+
+    /// The test's client of the fake API server, which the harness's helpers (`apply`,
+    /// `request`, `wait_for`, ...) use.
+    pub fn test_client(&self) -> &TestClient {
+        &self.test_client
     }
 
     /// Every request the operator sent so far, oldest first (the test's own requests are
@@ -174,8 +176,7 @@ impl OperatorHarness {
     /// [`OperatorHarness::logs`]).
     pub async fn wait_for_log(&self, text: &str) -> String {
         let found =
-            wait_or_none(|| async { self.logs().into_iter().find(|line| line.contains(text)) })
-                .await;
+            try_wait(|| async { self.logs().into_iter().find(|line| line.contains(text)) }).await;
         found.unwrap_or_else(|| {
             panic!(
                 "timed out after {DEADLINE:?} waiting for a log line with {text:?}; logged:\n{}",
@@ -192,14 +193,13 @@ impl OperatorHarness {
         what: &str,
         condition: impl Fn(&[Value]) -> bool,
     ) {
-        let client = self.client();
         wait(what, || async {
-            let request = http::Request::get(path)
-                .body(Vec::new())
-                .expect("a GET request");
-            let list: Value = client.request(request).await.ok()?;
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            condition(&items).then_some(())
+            let (status, list) = self.test_client.try_request("GET", path, None).await.ok()?;
+            let items = list["items"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            (status.is_success() && condition(items)).then_some(())
         })
         .await;
     }

@@ -4,9 +4,9 @@
 //! first attempt that ended it, never wrote one).
 
 use kopf::outcomes::HandlerOutcome;
+use kopf_fake_apiserver::{DEADLINE, try_wait};
 
 use super::operator::OperatorHarness;
-use super::waiting::{DEADLINE, wait_or_none};
 
 impl OperatorHarness {
     /// The last outcome of the handler `handler_id` (its id: the function's name, or
@@ -37,7 +37,7 @@ impl OperatorHarness {
     /// failed for good; see [`OperatorHarness::outcome`]) and returns how. Panics after
     /// [`DEADLINE`] with the last outcome seen.
     pub async fn wait_for_outcome(&self, name: &str, handler_id: &str) -> HandlerOutcome {
-        let done = wait_or_none(|| async {
+        let done = try_wait(|| async {
             self.outcome(name, handler_id)
                 .filter(HandlerOutcome::is_final)
         })

@@ -11,12 +11,12 @@ use futures::FutureExt as _;
 use http_body_util::BodyExt as _;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
+use kopf_fake_apiserver::{FakeApiServer, wait};
 use kube::client::{Body, ConfigExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::waiting::{lock, wait};
-use kopf_fake_apiserver::FakeApiServer;
+use super::locks::lock;
 
 /// One request the operator sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

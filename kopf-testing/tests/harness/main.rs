@@ -3,10 +3,9 @@
 //! and from other tests; the stop and its checks.
 
 use kopf::outcomes::HandlerOutcome;
+use kopf_testing::fixtures::KOPFEXAMPLE_CRD as CRD;
 use kopf_testing::{Fault, OperatorHarness};
 use serde_json::json;
-
-const CRD: &str = include_str!("../../../examples/crd.yaml");
 
 #[derive(
     kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug, schemars::JsonSchema,
@@ -297,12 +296,7 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
         .await
         .expect("the server starts");
     assert!(server.url().starts_with("https://"), "{}", server.url());
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_norway::from_str(CRD).expect("the CRD parses");
-    kube::Api::all(server.client())
-        .create(&Default::default(), &crd)
-        .await
-        .expect("the CRD is created over TLS");
+    server.apply(CRD).await; // over TLS, with the token
     let operator = kopf::operator::Operator::new(kopf::handlers![create_fn])
         .settings(kopf_testing::test_settings());
     let harness = OperatorHarness::start_on(server, operator).await;

@@ -33,7 +33,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use kopf_testing::FakeApiServer;
+use kopf_testing::{FakeApiServer, fixtures};
 use serde_json::{Value, json};
 
 /// Set in the environment of the child process: run the operator there.
@@ -217,30 +217,11 @@ async fn server_with_objects(scenario: Scenario, sizes: &Sizes) -> FakeApiServer
         .start_on_own_runtime()
         .await
         .expect("the server starts");
-    let client = server.client();
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                }}},
-            }],
-        },
-    });
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    send(&client, "POST", crds, crd).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
+    let client = server.test_client();
     for n in 0..sizes.namespaces {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{n}")}});
-        send(&client, "POST", "/api/v1/namespaces", namespace).await;
+        client.apply_value(namespace).await;
     }
     let spec = scenario.spec();
     futures::stream::iter(0..sizes.objects)
@@ -248,10 +229,10 @@ async fn server_with_objects(scenario: Scenario, sizes: &Sizes) -> FakeApiServer
             let (client, spec) = (client.clone(), spec.clone());
             let namespace = format!("ns-{}", i % sizes.namespaces);
             async move {
-                let path = format!("/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples");
-                let object = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-                                    "metadata": {"name": format!("example-{i}")}, "spec": spec});
-                send(&client, "POST", &path, object).await;
+                let path = fixtures::kopfexamples_in(&namespace);
+                let object = fixtures::kopfexample(&format!("example-{i}"), spec);
+                let (status, created) = client.request("POST", &path, object).await;
+                assert_eq!(status, 201, "{created}");
             }
         })
         .await;
@@ -260,14 +241,14 @@ async fn server_with_objects(scenario: Scenario, sizes: &Sizes) -> FakeApiServer
 
 /// Waits until every object has the handler's result.
 async fn wait_handled(server: &FakeApiServer, objects: usize, operator: &OperatorProcess) {
-    let client = server.client();
+    let client = server.test_client();
     let until = Instant::now() + DEADLINE;
     loop {
         operator.assert_running();
-        let request = http::Request::get("/apis/kopf.dev/v1/kopfexamples")
-            .body(Vec::new())
-            .expect("a GET request");
-        let list: Value = client.request(request).await.expect("listed");
+        let (status, list) = client
+            .request("GET", "/apis/kopf.dev/v1/kopfexamples", None)
+            .await;
+        assert_eq!(status, 200, "listed: {list}");
         let items = list["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         let handled = items
             .iter()
@@ -282,20 +263,6 @@ async fn wait_handled(server: &FakeApiServer, objects: usize, operator: &Operato
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn send(client: &kube::Client, method: &str, path: &str, body: Value) -> Value {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).expect("JSON"))
-        .expect("a request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("the request succeeds");
-    serde_json::from_str(&text).expect("a JSON answer")
 }
 
 /// The example's operator in a child process; its exit is noticed by a thread of its own.

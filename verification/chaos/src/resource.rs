@@ -1,5 +1,6 @@
 //! The resource the chaos operator serves, and its objects.
 
+use kopf_testing::fixtures;
 use serde_json::{Value, json};
 
 /// The group of the resource.
@@ -18,27 +19,7 @@ pub const LAST_HANDLED: &str = "kopf.zalando.org/last-handled-configuration";
 /// The CRD of `chaosobjects.kopf.dev/v1`, with a status subresource (so results and progress
 /// go out in separate writes: more places for a crash to fall between).
 pub fn crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "chaosobjects.kopf.dev"},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": "ChaosObject", "plural": PLURAL, "singular": "chaosobject"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    },
-                }},
-            }],
-        },
-    })
+    fixtures::free_form_crd(GROUP, "ChaosObject")
 }
 
 /// An object: `size` for the field handler, `failures` planned temporary failures for the

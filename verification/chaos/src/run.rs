@@ -9,7 +9,9 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kopf_testing::{Committed, FakeApiServer, Fault, LoggedRequest};
+use kopf_testing::{
+    ApiRequest, Committed, FakeApiServer, Fault, LoggedRequest, RequestError, TestClient,
+};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
@@ -107,9 +109,9 @@ pub enum RunError {
     /// The fake API server or a file failed.
     #[error("the run's setup failed: {0}")]
     Setup(#[from] std::io::Error),
-    /// The test's own request failed.
-    #[error("the test's request {0} failed: {1}")]
-    Request(String, String),
+    /// The test's own request got no answer, or an error.
+    #[error("the test's request failed: {0}")]
+    Request(RequestError),
 }
 
 /// The operator process, and every one before it.
@@ -192,7 +194,7 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
         .start()
         .await?;
     server.write_kubeconfig(dir.join("kubeconfig"))?;
-    let client = server.client();
+    let client = TestClient::new(server.client());
     send(
         &client,
         "POST",
@@ -493,7 +495,7 @@ fn settled(object: &Value) -> bool {
 }
 
 /// Waits until every object satisfies the condition (an absent object is `null`).
-async fn converged(client: &kube::Client, names: &[String], done: impl Fn(&Value) -> bool) -> bool {
+async fn converged(client: &TestClient, names: &[String], done: impl Fn(&Value) -> bool) -> bool {
     let give_up = tokio::time::Instant::now() + DEADLINE;
     for name in names {
         loop {
@@ -528,38 +530,26 @@ async fn wait_disconnected(server: &FakeApiServer) -> Result<(), String> {
 }
 
 /// An object as served, or `null` when there is none.
-async fn get(client: &kube::Client, name: &str) -> Value {
+async fn get(client: &TestClient, name: &str) -> Value {
     send(client, "GET", &format!("{OBJECTS}/{name}"), None)
         .await
         .unwrap_or(Value::Null)
 }
 
-/// The test's own request, with its `User-Agent` (faults aim at the operator's only). `404`
-/// is `null`.
+/// The test's own request, with its `User-Agent` (faults aim at the operator's only): the
+/// answer's JSON, `null` for `404`.
 async fn send(
-    client: &kube::Client,
+    client: &TestClient,
     method: &str,
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, RunError> {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::USER_AGENT, DRIVER)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-        .map_err(|e| RunError::Request(format!("{method} {path}"), e.to_string()))?;
-    match client.request::<Value>(request).await {
-        Ok(value) => Ok(value),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Value::Null),
-        Err(error) => Err(RunError::Request(
-            format!("{method} {path}"),
-            error.to_string(),
-        )),
+    let request = ApiRequest::new(method, path)
+        .json(body)
+        .header(http::header::USER_AGENT, DRIVER);
+    let answer = client.try_send(request).await.map_err(RunError::Request)?;
+    if answer.status == http::StatusCode::NOT_FOUND {
+        return Ok(Value::Null);
     }
+    Ok(answer.success().map_err(RunError::Request)?.json())
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use kopf_testing::FakeApiServer;
+use kopf_testing::{FakeApiServer, TestClient, fixtures};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::process::{Child, Command};
@@ -29,11 +29,7 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 /// An object's path: `namespace/name`, or `name` alone in `default`.
 fn path(object: &str) -> String {
     let (namespace, name) = split(object);
-    format!("{}/{name}", collection(namespace))
-}
-
-fn collection(namespace: &str) -> String {
-    format!("/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples")
+    fixtures::kopfexample_path(namespace, name)
 }
 
 /// `namespace/name` or `name` (in `default`) as its namespace and name.
@@ -199,17 +195,8 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
         .start_on_own_runtime()
         .await
         .expect("the fake server starts");
-    let client = server.client();
-    let crd: Value =
-        serde_norway::from_str(include_str!("../../../examples/crd.yaml")).expect("the CRD parses");
-    send(
-        &client,
-        http::Method::POST,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(crd),
-    )
-    .await
-    .expect("the CRD is created");
+    let client = TestClient::new(server.client());
+    client.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server
         .write_kubeconfig(dir.join("kubeconfig"))
         .expect("writing the kubeconfig");
@@ -233,14 +220,7 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     for namespace in namespaces.into_iter().filter(|ns| *ns != "default") {
         let body =
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-        send(
-            &client,
-            http::Method::POST,
-            "/api/v1/namespaces",
-            Some(body),
-        )
-        .await
-        .expect("the namespace is created");
+        client.apply_value(body).await;
     }
     let mut names = Vec::new();
     let mut operator = Process::start(side, &dir, environment, &server, &scenario.scope).await;
@@ -263,14 +243,16 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
 
     let mut objects = BTreeMap::new();
     for name in &names {
-        let object = send(&client, http::Method::GET, &path(name), None)
-            .await
-            .ok();
-        objects.insert(name.clone(), object.unwrap_or(Value::Null));
+        let (status, object) = client.request("GET", &path(name), None).await;
+        let object = if status.is_success() {
+            object
+        } else {
+            Value::Null
+        };
+        objects.insert(name.clone(), object);
     }
-    let events = send(&client, http::Method::GET, "/api/v1/events", None)
-        .await
-        .expect("listing the events");
+    let (status, events) = client.request("GET", "/api/v1/events", None).await;
+    assert!(status.is_success(), "listing the events: {events}");
     // The server's side of the run, for whoever looks into a difference.
     let requests: Vec<String> = server
         .requests()
@@ -299,7 +281,7 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
 }
 
 /// Does one step (not a restart) to the server's objects.
-async fn apply(client: &kube::Client, step: &Step, names: &mut Vec<String>) {
+async fn apply(client: &TestClient, step: &Step, names: &mut Vec<String>) {
     let (method, path, body) = match step {
         Step::Create {
             name,
@@ -316,36 +298,14 @@ async fn apply(client: &kube::Client, step: &Step, names: &mut Vec<String>) {
                 "metadata": {"name": name, "labels": labels, "annotations": annotations},
                 "spec": spec,
             });
-            (http::Method::POST, collection(namespace), Some(body))
+            ("POST", fixtures::kopfexamples_in(namespace), Some(body))
         }
-        Step::Patch { name, patch } => (http::Method::PATCH, path(name), Some(patch.clone())),
-        Step::Delete { name } => (http::Method::DELETE, path(name), None),
+        Step::Patch { name, patch } => ("PATCH", path(name), Some(patch.clone())),
+        Step::Delete { name } => ("DELETE", path(name), None),
         Step::Restart { .. } => unreachable!("restarts are the driver's"),
     };
-    if let Err(error) = send(client, method, &path, body).await {
-        panic!("{step:?} failed: {error}");
-    }
-}
-
-/// One request with a JSON body (a merge patch for PATCH); the JSON reply.
-async fn send(
-    client: &kube::Client,
-    method: http::Method,
-    path: &str,
-    body: Option<Value>,
-) -> Result<Value, kube::Error> {
-    let content_type = if method == http::Method::PATCH {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-        .expect("a request builds");
-    client.request::<Value>(request).await
+    let (status, answer) = client.request(method, &path, body).await;
+    assert!(status.is_success(), "{step:?} failed: {status} {answer}");
 }
 
 /// The operator's process: killed when dropped (its log is printed if the test fails).

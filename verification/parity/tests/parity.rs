@@ -101,6 +101,11 @@ fn indexes() {
 }
 
 #[test]
+fn stacked() {
+    check(scenarios::stacked());
+}
+
+#[test]
 fn namespace_patterns() {
     check(scenarios::namespace_patterns());
 }

@@ -8,6 +8,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use super::*;
+use crate::aiokits::tls::Identity;
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -120,7 +121,7 @@ fn url_of(config: &ClientConfig) -> String {
 #[tokio::test]
 async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_errors() {
     let server = WebhookServer::new().addr(LOCALHOST).path("/hooks");
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
     let config = webhooks.client_config().borrow().clone();
     let url = url_of(&config);
     assert_eq!(
@@ -176,7 +177,7 @@ async fn a_generated_certificate_is_announced_with_its_own_ca_whatever_cadata_sa
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .cadata(other.ca_pem.clone());
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
     let config = webhooks.client_config().borrow().clone();
     let ca = config.ca_bundle.clone().unwrap();
     assert_ne!(
@@ -203,7 +204,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .certificate(&missing, dir.path().join("tls.key"));
-    let shown = Webhooks::start(&server, 1, |_| echo())
+    let shown = Webhooks::start(&server, 1, None, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -213,7 +214,7 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let taken = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let port = taken.local_addr().unwrap().port();
     let server = WebhookServer::new().addr(LOCALHOST).port(port);
-    let shown = Webhooks::start(&server, 1, |_| echo())
+    let shown = Webhooks::start(&server, 1, None, |_| echo())
         .await
         .unwrap_err()
         .to_string();
@@ -240,7 +241,9 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, move |_| slow).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, move |_| slow)
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let (slow_url, late_url) = (format!("{url}/slow"), format!("{url}/late"));
@@ -300,7 +303,7 @@ async fn rewritten_certificate_files_are_served_and_announced() {
         .certificate(&certfile, &pkeyfile)
         .cafile(&cafile)
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
     let mut configs = webhooks.client_config();
     let first = configs.borrow_and_update().clone();
     assert_eq!(first.ca_bundle.as_deref(), Some(ca.as_str()));
@@ -344,7 +347,7 @@ async fn with_client_verification_only_certificates_of_the_given_ca_are_served()
     let cafile = dir.path().join("clients.crt");
     std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
     let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
-    let webhooks = Webhooks::start(&server, 1, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
 
@@ -379,7 +382,9 @@ async fn a_review_that_outlives_the_grace_period_is_aborted() {
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, move |_| stuck).await.unwrap();
+    let webhooks = Webhooks::start(&server, 1, None, move |_| stuck)
+        .await
+        .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let never = CancellationToken::new();
@@ -395,4 +400,86 @@ async fn a_review_that_outlives_the_grace_period_is_aborted() {
         "no answer from an aborted review: {answer:?}"
     );
     assert_eq!(webhooks.tree.len(), 0, "nothing of the server is left");
+}
+
+/// A generated certificate is renewed, on the same CA, before it expires: a client that
+/// trusts what was announced at the start is still served after the first certificate's end.
+#[tokio::test]
+async fn a_generated_certificate_is_renewed_before_it_expires_on_the_same_ca() {
+    let validity = Duration::from_secs(3);
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate_validity(validity);
+    let started = std::time::Instant::now();
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.clone().unwrap());
+    call(&url, &ca, "POST", json!({}))
+        .await
+        .expect("served at the start");
+    // Past the end of the first serving certificate (not of its CA, ten times as long).
+    tokio::time::sleep_until((started + validity + Duration::from_secs(1)).into()).await;
+    let answered = call(&url, &ca, "POST", json!({})).await;
+    assert_eq!(
+        answered.map(|(status, _)| status),
+        Ok(StatusCode::OK),
+        "the renewed certificate is served and trusted by the same CA"
+    );
+    assert_eq!(
+        webhooks.client_config().borrow().ca_bundle.as_deref(),
+        Some(ca.as_str()),
+        "what the cluster trusts did not change"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+/// The client CA file is read again when it changes (Kopf's `verify_cafile`, read once
+/// before): clients of the new CA are served, those of the old one refused.
+#[tokio::test]
+async fn a_changed_client_ca_file_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (
+        Identity::generate(&["kube-apiserver".to_string()]).unwrap(),
+        Identity::generate(&["kube-apiserver".to_string()]).unwrap(),
+    );
+    let cafile = dir.path().join("clients.crt");
+    std::fs::write(&cafile, &old.ca_pem).unwrap();
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .verify_clients(&cafile)
+        .reload_interval(Duration::from_millis(50));
+    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
+    let client_of = |identity: &Identity| Identity {
+        chain: identity.chain.clone(),
+        key: identity.key.clone_key(),
+        ca_pem: identity.ca_pem.clone(),
+    };
+    call_as(&url, &ca, "POST", json!({}), Some(client_of(&old)))
+        .await
+        .expect("a client of the first CA is served");
+
+    std::fs::write(&cafile, &new.ca_pem).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while call_as(&url, &ca, "POST", json!({}), Some(client_of(&new)))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a client of the new CA is never served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = call_as(&url, &ca, "POST", json!({}), Some(client_of(&old))).await;
+    assert!(
+        refused.is_err(),
+        "the old CA's clients are refused: {refused:?}"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
 }

@@ -542,9 +542,49 @@ fn webhook_options_from_the_command_line_or_the_environment() {
         options(&["--webhook-server", "http://0.0.0.0:9443"], &[]),
         options(&[], &[("KOPF_RUN_WEBHOOK_SERVER", "https://localhost")]),
         options(&["--webhook-host", "h"], &[]),
+        options(&["--webhook-secret", "ops/tls"], &[]),
+        options(
+            &[
+                "--webhook-server",
+                "https://0.0.0.0",
+                "--webhook-secret",
+                "Ops/tls",
+            ],
+            &[],
+        ),
     ] {
         assert_eq!(bad.unwrap_err().exit_code(), 2);
     }
+
+    // A Secret shared by the replicas: in its namespace, or the client's default one.
+    let shared = options(
+        &[
+            "--webhook-server",
+            "https://0.0.0.0",
+            "--webhook-secret",
+            "ops/tls",
+        ],
+        &[],
+    )
+    .unwrap();
+    let secret = shared.webhook_server.unwrap().secret.unwrap();
+    assert_eq!(
+        (secret.namespace.as_str(), secret.name.as_str()),
+        ("ops", "tls")
+    );
+    let from_env = options(
+        &[],
+        &[
+            ("KOPF_RUN_WEBHOOK_SERVER", "https://0.0.0.0"),
+            ("KOPF_RUN_WEBHOOK_SECRET", "tls"),
+        ],
+    )
+    .unwrap();
+    let secret = from_env.webhook_server.unwrap().secret.unwrap();
+    assert_eq!(
+        (secret.namespace.as_str(), secret.name.as_str()),
+        ("", "tls")
+    );
 }
 
 #[test]

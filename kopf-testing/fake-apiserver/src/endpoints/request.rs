@@ -30,6 +30,11 @@ pub(crate) enum Route {
     OpenApiV2,
     /// `/healthz`, `/livez`, `/readyz`
     Health,
+    /// `/.well-known/openid-configuration`: the discovery document of the ServiceAccount
+    /// tokens' issuer.
+    OpenIdConfiguration,
+    /// `/openid/v1/jwks`: the keys that verify ServiceAccount tokens.
+    OpenIdKeys,
     /// `/_fake/...`: the control API for tests.
     Control(String),
     Object(ObjectPath),
@@ -57,6 +62,8 @@ impl Route {
         match segments.as_slice() {
             ["version"] => Route::Version,
             ["healthz" | "livez" | "readyz", ..] => Route::Health,
+            [".well-known", "openid-configuration"] => Route::OpenIdConfiguration,
+            ["openid", "v1", "jwks"] => Route::OpenIdKeys,
             ["_fake", rest @ ..] => Route::Control(rest.join("/")),
             ["api"] => Route::CoreVersions,
             ["apis"] => Route::Groups,

@@ -255,6 +255,14 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
             content_type: "text/plain",
             warnings: vec![],
         }),
+        Route::OpenIdConfiguration => get_only().map(|_| {
+            let jwks_uri = format!("{}/openid/v1/jwks", shared.url);
+            Reply::json(StatusCode::OK, &shared.access.signer().discovery(&jwks_uri))
+        }),
+        Route::OpenIdKeys => get_only().map(|_| {
+            let keys = shared.access.signer().key_set();
+            Reply::json_as(StatusCode::OK, &keys, "application/jwk-set+json")
+        }),
         Route::CoreVersions => {
             get_only().and_then(|_| discovery::core_versions(shared, context.format))
         }

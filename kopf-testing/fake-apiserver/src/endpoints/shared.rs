@@ -30,8 +30,7 @@ pub(crate) struct Shared {
     pub(crate) faults: Faults,
     /// Writes held by injected faults.
     pub(crate) pen: Pen,
-    pub(crate) token: Option<String>,
-    /// ServiceAccounts' tokens and RBAC enforcement.
+    /// Who may do what: the admin's token, ServiceAccounts' tokens, RBAC enforcement.
     pub(crate) access: Access,
     pub(crate) bookmark_interval: Mutex<Duration>,
     /// Lists, watches and deletecollections honour `shardSelector` (the `ShardedListAndWatch`
@@ -43,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) watches: Mutex<CancellationToken>,
     /// `host:port`, for discovery's server addresses.
     pub(crate) host: String,
+    /// `https://host:port` (or `http://`), for documents that link to the server.
+    pub(crate) url: String,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
 }

@@ -8,16 +8,20 @@
 //! 2. A subject matches a ServiceAccount by name and namespace (a RoleBinding's subject
 //!    without one means the binding's namespace), a `User` by name, a `Group` by name
 //!    (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`,
-//!    `system:authenticated` for every service account).
+//!    `system:authenticated` for every service account, `system:unauthenticated` for
+//!    `system:anonymous`).
 //! 3. A rule matches when its `verbs`, `apiGroups` and `resources` (`plural`, `plural/sub`,
 //!    `*`, `*/sub`, `plural/*`) cover the request, and its `resourceNames`, if any, name the
 //!    object (a request without a name, such as a list or a create, never matches them).
 //! 4. A request on a namespace object (`/api/v1/namespaces/x`) is in that namespace.
 //!
+//! 5. A request on a path outside resources (`/healthz`, `/apis`, ...) matches a rule's
+//!    `nonResourceURLs` (exact, or a prefix ending in `*`) and its verb is the HTTP method in
+//!    lower case: the bootstrap `system:discovery` and `system:public-info-viewer` roles open
+//!    discovery to every authenticated user and the health checks to everyone.
+//!
 //! Only grants exist: what no rule allows is forbidden. Aggregated ClusterRoles
-//! (`aggregationRule`) and non-resource URLs in rules are not evaluated: discovery and other
-//! paths outside resources are open to every authenticated user (Kubernetes' default
-//! `system:discovery` binding).
+//! (`aggregationRule`) are not evaluated.
 
 use serde_json::{Value, json};
 
@@ -36,6 +40,9 @@ pub(crate) struct Identity {
     pub(crate) groups: Vec<String>,
     /// For service accounts: their namespace and name.
     pub(crate) service_account: Option<(String, String)>,
+    /// What the authenticator adds to `UserInfo.extra`, in order: the credential's id, the pod
+    /// a token is bound to.
+    pub(crate) extra: Vec<(String, String)>,
 }
 
 impl Identity {
@@ -46,29 +53,31 @@ impl Identity {
             groups: vec![
                 "system:serviceaccounts".to_string(),
                 format!("system:serviceaccounts:{namespace}"),
-                "system:authenticated".to_string(),
+                AUTHENTICATED.to_string(),
             ],
             service_account: Some((namespace.to_string(), name.to_string())),
             uid: None,
+            extra: Vec::new(),
         }
     }
 
-    /// This identity as a ServiceAccount's token authenticates it: with the uid of the account
-    /// as stored in `state` (none when the account does not exist, or for other users).
-    pub(crate) fn authenticated(mut self, state: &State) -> Identity {
-        if let Some((namespace, name)) = &self.service_account {
-            let accounts = (String::new(), "serviceaccounts".to_string());
-            self.uid = state
-                .get(&accounts, &(namespace.clone(), name.clone()))
-                .and_then(|account| account["metadata"]["uid"].as_str())
-                .map(String::from);
+    /// Who a request without credentials is, on a server that authenticates them.
+    pub(crate) fn anonymous() -> Identity {
+        Identity {
+            user: ANONYMOUS.to_string(),
+            groups: vec![UNAUTHENTICATED.to_string()],
+            ..Identity::default()
         }
-        self
+    }
+
+    /// Whether this is a request without credentials.
+    pub(crate) fn is_anonymous(&self) -> bool {
+        self.user == ANONYMOUS
     }
 
     /// The `UserInfo` of this identity (`authentication.k8s.io/v1`), as reviews and admission
-    /// webhooks are told it: a ServiceAccount's has its uid, and the credential it used in
-    /// `extra`.
+    /// webhooks are told it: a ServiceAccount's token's has the account's uid, and the
+    /// credential it used in `extra`.
     pub(crate) fn user_info(&self) -> Value {
         let mut info = json!({"username": self.user});
         if let Some(uid) = &self.uid {
@@ -77,10 +86,12 @@ impl Identity {
         if !self.groups.is_empty() {
             info["groups"] = json!(self.groups);
         }
-        if let Some((namespace, name)) = &self.service_account {
-            info["extra"] = json!({
-                "authentication.kubernetes.io/credential-id": [format!("fake-token:{namespace}/{name}")],
-            });
+        if !self.extra.is_empty() {
+            let mut extra = serde_json::Map::new();
+            for (key, value) in &self.extra {
+                extra.insert(key.clone(), json!([value]));
+            }
+            info["extra"] = Value::Object(extra);
         }
         info
     }
@@ -108,6 +119,7 @@ impl Identity {
             uid: None,
             groups,
             service_account: None,
+            extra: Vec::new(),
         }
     }
 
@@ -120,6 +132,8 @@ impl Identity {
 /// The group whose members may do anything, whatever the roles say.
 const MASTERS: &str = "system:masters";
 const AUTHENTICATED: &str = "system:authenticated";
+const ANONYMOUS: &str = "system:anonymous";
+const UNAUTHENTICATED: &str = "system:unauthenticated";
 
 /// What `who` may do in `namespace`: the rules of every role bound to them there and
 /// cluster-wide (`SelfSubjectRulesReview`).

@@ -223,6 +223,10 @@ fn bootstrap_roles() -> Vec<(&'static str, Value)> {
             "system:public-info-viewer",
             json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
         ),
+        (
+            "system:service-account-issuer-discovery",
+            json!([{"nonResourceURLs": ["/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": ["get"]}]),
+        ),
     ]
 }
 
@@ -244,6 +248,11 @@ fn bootstrap_bindings() -> Vec<(&'static str, &'static str, &'static [&'static s
             "system:public-info-viewer",
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
+        ),
+        (
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            &["system:serviceaccounts"],
         ),
     ]
 }

@@ -519,6 +519,37 @@ pub(crate) enum Deletion {
     Pending(Arc<Value>),
 }
 
+/// The built-in resources whose storage sets `ReturnDeletedObject` (Kubernetes 1.36): a
+/// deletion that removes one of them answers the object as it was; the others' answer a
+/// `Status` naming it ([`status::deleted`](super::status::deleted)). A deletion that only
+/// marks the object (finalizers hold it) answers the object, whatever the kind.
+const RETURN_DELETED_OBJECT: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "resourcequotas"),
+    ("", "serviceaccounts"),
+    ("", "services"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "devicetaintrules"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+    ("resource.k8s.io", "resourcepoolstatusrequests"),
+    ("resource.k8s.io", "resourceslices"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "volumeattachments"),
+    ("storage.k8s.io", "volumeattributesclasses"),
+];
+
+/// Whether removing an object of this resource answers the object (rather than a `Status`).
+pub(crate) fn returns_deleted_object(def: &ResourceDef) -> bool {
+    !def.is_custom() && RETURN_DELETED_OBJECT.contains(&(def.group.as_str(), def.plural.as_str()))
+}
+
 /// Deletes an object: removes it, or marks it when finalizers (or the policy) hold it.
 pub(crate) fn delete(
     state: &mut State,

@@ -1,5 +1,5 @@
 //! API semantics: Kubernetes' rules for what a request does to the stored objects, with no HTTP
-//! in them: RBAC authorization, lifecycles and the cluster's controllers, admission with
+//! in them: ServiceAccount tokens, RBAC authorization, lifecycles and the cluster's controllers, admission with
 //! defaults and limits, schemas, patches, selectors, tables, protobuf bodies, and the `Status`
 //! errors.
 
@@ -20,4 +20,5 @@ pub(super) mod schema;
 pub(super) mod selector;
 pub(super) mod status;
 pub(super) mod table;
+pub(super) mod tokens;
 pub(super) mod webhooks;

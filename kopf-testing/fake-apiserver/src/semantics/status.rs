@@ -37,10 +37,13 @@ impl Subject<'_> {
         }
     }
 
-    /// `StatusDetails` in the real server's order: `name`, `group` (not for core), `kind`.
+    /// `StatusDetails` in the real server's order: `name` (not when empty, as for an invalid
+    /// `TokenRequest`), `group` (not for core), `kind`.
     fn details(&self) -> Value {
         let mut details = serde_json::Map::new();
-        details.insert("name".into(), json!(self.name));
+        if !self.name.is_empty() {
+            details.insert("name".into(), json!(self.name));
+        }
         if !self.group.is_empty() {
             details.insert("group".into(), json!(self.group));
         }
@@ -237,6 +240,22 @@ impl ApiError {
             self.details.as_deref().cloned(),
         )
     }
+}
+
+/// The `Status` a deletion that removed the object answers, for resources whose storage does
+/// not answer the object itself (most: custom resources, ConfigMaps, ...), as the generic
+/// store's `finalizeDelete` makes it: `details.kind` is the resource's plural (Kubernetes
+/// says so too: "Yes we set Kind field to resource"), and no `code`.
+pub(crate) fn deleted(subject: Subject<'_>, uid: &str) -> Value {
+    let mut details = subject.details();
+    details["uid"] = json!(uid);
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
 }
 
 /// A `kind: Status` object.

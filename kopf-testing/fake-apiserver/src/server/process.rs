@@ -19,10 +19,11 @@ use super::tls::Tls;
 use crate::endpoints::access::Access;
 use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
-use crate::endpoints::resources::recreate;
+use crate::endpoints::resources::{recreate, service_account_token};
 use crate::endpoints::shared::{Shared, stats};
 use crate::semantics::cluster;
 use crate::storage::persist::{self, LogFile, StateFileError};
+use crate::storage::private_files;
 use crate::storage::state::{ChangeKind, State};
 
 /// How a [`FakeApiServer`] is set up; made with [`FakeApiServer::builder`].
@@ -88,10 +89,13 @@ impl FakeApiServerBuilder {
         self
     }
 
-    /// Require this bearer token: requests without it, or with another one, get
-    /// `401 Unauthorized`, the control API under `/_fake/` included; only the health checks
-    /// (`/healthz`, `/livez`, `/readyz`) and `/version` stay open to requests with no token,
-    /// as Kubernetes' `system:public-info-viewer` role leaves them.
+    /// Require credentials, with this bearer token as the admin's: a request with another
+    /// token is `401 Unauthorized`, and one without credentials is `system:anonymous`, whom
+    /// Kubernetes' bootstrap roles let read the health checks (`/healthz`, `/livez`,
+    /// `/readyz`) and `/version` only: `403 Forbidden` elsewhere, the control API under
+    /// `/_fake/` included. Without it, the admin's token is made at start, and credentials are
+    /// not required (unless [RBAC is enforced](Self::enforce_rbac)): a request without any
+    /// acts as the admin.
     ///
     /// It turns [TLS](Self::tls) on: kubectl (client-go) sends no credentials to a server
     /// over plain HTTP, so a token there would lock it out.
@@ -104,8 +108,9 @@ impl FakeApiServerBuilder {
     /// Check the requests made with ServiceAccounts' tokens
     /// ([`FakeApiServer::service_account_token`]) against the stored Roles, ClusterRoles,
     /// RoleBindings and ClusterRoleBindings, as Kubernetes' RBAC authorizer does: what no rule
-    /// grants is `403 Forbidden`, with the API server's message. The admin token (or none,
-    /// when none is required) keeps full access; other tokens are `401 Unauthorized`.
+    /// grants is `403 Forbidden`, with the API server's message. Credentials are required
+    /// then: a request without any is `system:anonymous`, judged by the roles too. The admin's
+    /// token ([`FakeApiServer::client`] sends it) keeps full access.
     ///
     /// ```no_run
     /// # async fn example() -> std::io::Result<()> {
@@ -278,6 +283,10 @@ impl FakeApiServerBuilder {
         };
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
+        let url = match tls {
+            Some(_) => format!("https://{addr}"),
+            None => format!("http://{addr}"),
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changes,
@@ -285,13 +294,13 @@ impl FakeApiServerBuilder {
             counters: Counters::new(self.log_limit),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
-            access: Access::new(self.token.clone(), self.enforce_rbac),
-            token: self.token,
+            access: Access::new(self.token, self.enforce_rbac),
             bookmark_interval: Mutex::new(self.bookmark_interval),
             sharded_watches: self.sharded_watches,
             connections: Mutex::new(root.child_token()),
             watches: Mutex::new(root.child_token()),
             host: addr.to_string(),
+            url: url.clone(),
             root: root.clone(),
         });
         tracker.spawn(accept(
@@ -313,10 +322,7 @@ impl FakeApiServerBuilder {
         Ok(FakeApiServer {
             shared,
             addr,
-            url: match tls {
-                Some(_) => format!("https://{addr}"),
-                None => format!("http://{addr}"),
-            },
+            url,
             tls,
             root,
             tracker,
@@ -334,6 +340,10 @@ fn open_state_file(mut state: State, path: &Path) -> Result<(State, LogFile), St
     state.keep_unsaved();
     Ok((state, log))
 }
+
+/// How long the tokens of [`FakeApiServer::service_account_token`] live: a year, as
+/// kube-apiserver extends projected tokens (`ExpirationExtensionSeconds`).
+const HELPER_TOKEN_SECONDS: i64 = 365 * 24 * 3600;
 
 /// A fake Kubernetes API server on 127.0.0.1, in memory, for tests and local development.
 ///
@@ -394,7 +404,7 @@ impl FakeApiServer {
     }
 
     /// A kubeconfig pointing at this server: with its CA when it serves TLS, and with the
-    /// bearer token if one is required.
+    /// admin's bearer token ([`FakeApiServerBuilder::token`], or the one made at start).
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
         let yaml = self.kubeconfig_yaml();
         kube::config::Kubeconfig::from_yaml(&yaml).expect("the generated kubeconfig is valid")
@@ -406,10 +416,7 @@ impl FakeApiServer {
             cluster["certificate-authority-data"] =
                 base64::engine::general_purpose::STANDARD.encode(ca).into();
         }
-        let mut user = json!({});
-        if let Some(token) = &self.shared.token {
-            user["token"] = token.as_str().into();
-        }
+        let user = json!({"token": self.shared.access.admin_token()});
         let config = json!({
             "apiVersion": "v1",
             "kind": "Config",
@@ -425,22 +432,34 @@ impl FakeApiServer {
         serde_norway::to_string(&config).expect("a kubeconfig serializes")
     }
 
-    /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients.
+    /// Writes a kubeconfig for this server, for kubectl (`KUBECONFIG=path`) and other clients,
+    /// readable by its owner only (mode `0600`): it holds the admin's token.
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
-        std::fs::write(path, self.kubeconfig_yaml())
+        private_files::write(path.as_ref(), self.kubeconfig_yaml())
+    }
+
+    /// Writes the certificate of the server's authority ([`FakeApiServer::ca_pem`]) for
+    /// clients given a CA file (`curl --cacert`), readable by its owner only (mode `0600`).
+    /// Fails for a server that does not serve TLS.
+    pub fn write_ca_file(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        let ca = self.ca_pem().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the server serves plain HTTP: it has no certificate authority",
+            )
+        })?;
+        private_files::write(path.as_ref(), ca)
     }
 
     /// The kube-rs configuration of [`FakeApiServer::client`]: the server's URL, its CA when it
-    /// serves TLS, the bearer token if one is required, and `default` as the namespace. Change
-    /// it for clients of other kinds (no retries, other headers) to this server.
+    /// serves TLS, the admin's bearer token, and `default` as the namespace. Change it for
+    /// clients of other kinds (no retries, other headers) to this server.
     pub fn config(&self) -> kube::Config {
         let mut config =
             kube::Config::new(self.url.parse().expect("the server's url is a valid uri"));
         config.default_namespace = "default".into();
         config.root_cert = self.tls.as_ref().map(|tls| vec![tls.ca_der.clone()]);
-        if let Some(token) = &self.shared.token {
-            config.auth_info.token = Some(token.clone().into());
-        }
+        config.auth_info.token = Some(self.shared.access.admin_token().to_string().into());
         config
     }
 
@@ -449,12 +468,28 @@ impl FakeApiServer {
         kube::Client::try_from(self.config()).expect("a client of the fake server always builds")
     }
 
-    /// A bearer token that acts as the ServiceAccount `namespace/name` (the same token each
-    /// time). Its requests are checked against RBAC when the server
-    /// [enforces it](FakeApiServerBuilder::enforce_rbac); the ServiceAccount object itself
-    /// need not exist.
+    /// A bearer token that acts as the ServiceAccount `namespace/name`: a JWT signed by the
+    /// server, as a `TokenRequest` for the API server's audience gives, valid for a year
+    /// (kube-apiserver's longest extension of a projected token). Its requests are checked
+    /// against RBAC when the server [enforces it](FakeApiServerBuilder::enforce_rbac).
+    ///
+    /// The account is created when it does not exist (and its namespace too), so the token
+    /// works at once; as on a cluster, it stops working when the account is deleted (or
+    /// deleted and created again), and when the server's process ends (the signing key is
+    /// made at start).
+    ///
+    /// # Panics
+    ///
+    /// When the account cannot be created: its namespace is being deleted, say.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        self.shared.access.service_account_token(namespace, name)
+        service_account_token(&self.shared, namespace, name, HELPER_TOKEN_SECONDS).unwrap_or_else(
+            |error| {
+                panic!(
+                    "no token for the ServiceAccount {namespace}/{name}: {}",
+                    error.message
+                )
+            },
+        )
     }
 
     /// A kube-rs client that acts as the ServiceAccount `namespace/name`, with its token

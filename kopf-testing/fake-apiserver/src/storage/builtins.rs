@@ -327,6 +327,36 @@ pub(crate) fn subresources(group: &str, plural: &str) -> &'static [Subresource] 
             kind: "Pod",
             verbs: &["get", "patch", "update"],
         },
+        // Served by the kubelet of the pod's node, which the fake server does not run: they
+        // answer what the real server answers for a pod on no node.
+        Subresource {
+            name: "attach",
+            group: "",
+            version: "v1",
+            kind: "PodAttachOptions",
+            verbs: &["create", "get"],
+        },
+        Subresource {
+            name: "exec",
+            group: "",
+            version: "v1",
+            kind: "PodExecOptions",
+            verbs: &["create", "get"],
+        },
+        Subresource {
+            name: "log",
+            group: "",
+            version: "v1",
+            kind: "Pod",
+            verbs: &["get"],
+        },
+        Subresource {
+            name: "portforward",
+            group: "",
+            version: "v1",
+            kind: "PodPortForwardOptions",
+            verbs: &["create", "get"],
+        },
     ];
     const SERVICE_ACCOUNT: &[Subresource] = &[Subresource {
         name: "token",

@@ -3,127 +3,44 @@
 
 use std::time::Duration;
 
+use http::header::CONTENT_TYPE;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt as _;
-use kopf_fake_apiserver::{FakeApiServer, Fault};
+use kopf_fake_apiserver::{ApiRequest, FakeApiServer, Fault, PatchType, TestClient, fixtures};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, send, wait_for};
+use crate::support::{DEADLINE, send, wait};
 
-/// One request through kube-rs's client; returns the status, headers and JSON body.
-async fn call(
-    server: &FakeApiServer,
-    method: Method,
-    path: &str,
-    content_type: &str,
-    body: Option<Value>,
-) -> (StatusCode, http::HeaderMap, Value) {
-    call_bytes(
-        server,
-        method,
-        path,
-        content_type,
-        body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
-    )
-    .await
-}
-
-async fn call_bytes(
-    server: &FakeApiServer,
-    method: Method,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (StatusCode, http::HeaderMap, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", server.addr().to_string())
-        .header("content-type", content_type)
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .unwrap();
-    let response = send(server, request).await;
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.expect("the body was read").to_bytes();
-    let value =
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)));
-    (parts.status, parts.headers, value)
-}
-
-async fn get(server: &FakeApiServer, path: &str) -> (StatusCode, Value) {
-    let (code, _, body) = call(server, Method::GET, path, "application/json", None).await;
-    (code, body)
-}
-
-async fn post(server: &FakeApiServer, path: &str, body: Value) -> (StatusCode, Value) {
-    let (code, _, body) = call(server, Method::POST, path, "application/json", Some(body)).await;
-    (code, body)
-}
-
-async fn patch(server: &FakeApiServer, path: &str, kind: &str, body: Value) -> (StatusCode, Value) {
-    let (code, _, body) = call(server, Method::PATCH, path, kind, Some(body)).await;
-    (code, body)
-}
-
-async fn delete(server: &FakeApiServer, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let (code, _, body) = call(server, Method::DELETE, path, "application/json", body).await;
-    (code, body)
-}
-
-const MERGE: &str = "application/merge-patch+json";
-const JSON_PATCH: &str = "application/json-patch+json";
-
-fn crd(scope: &str, schema: Value) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": scope,
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample", "shortNames": ["kex"]},
-            "versions": [
-                {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema},
-                 "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
-                 "additionalPrinterColumns": [{"name": "Field", "type": "string", "jsonPath": ".spec.field"}]},
-                {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": schema}},
-            ],
-        },
-    })
-}
-
-fn open_schema() -> Value {
-    json!({"type": "object", "properties": {
-        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-    }})
+/// The KopfExample CRD with this schema of its objects, a scale subresource, and a second
+/// version `v2` served from the same storage.
+fn crd(schema: Value) -> Value {
+    let mut crd = fixtures::kopfexample_crd_with_schema(schema.clone());
+    crd["spec"]["versions"][0]["subresources"]["scale"] =
+        json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"});
+    let v2 = json!({"name": "v2", "served": true, "storage": false,
+                    "schema": {"openAPIV3Schema": schema}});
+    crd["spec"]["versions"]
+        .as_array_mut()
+        .expect("the CRD's versions")
+        .push(v2);
+    crd
 }
 
 async fn with_crd(server: &FakeApiServer, schema: Value) {
-    let (code, body) = post(
-        server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        crd("Namespaced", schema),
-    )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    server.apply_value(crd(schema)).await;
 }
 
-const KEX: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
-
-fn kex(name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": spec})
-}
+const KEX: &str = fixtures::KOPFEXAMPLES;
 
 #[tokio::test]
 async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
     let server = FakeApiServer::start().await.unwrap();
-    let (code, version) = get(&server, "/version").await;
+    let (code, version) = server.request("GET", "/version", None).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(version["major"], "1");
     assert_eq!(version["minor"], "33");
 
-    let (_, core) = get(&server, "/api/v1").await;
+    let (_, core) = server.request("GET", "/api/v1", None).await;
     let names: Vec<&str> = core["resources"]
         .as_array()
         .unwrap()
@@ -142,7 +59,7 @@ async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
     ] {
         assert!(names.contains(&expected), "{expected} not in {names:?}");
     }
-    let (_, groups) = get(&server, "/apis").await;
+    let (_, groups) = server.request("GET", "/apis", None).await;
     let groups: Vec<&str> = groups["groups"]
         .as_array()
         .unwrap()
@@ -160,22 +77,16 @@ async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
     }
 
     // Aggregated discovery answers in its own media type, which clients check.
-    let request = Request::builder()
-        .uri("/apis")
-        .header("host", server.addr().to_string())
-        .header(
-            "accept",
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
-        )
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let response = send(&server, request).await;
+    let request = ApiRequest::new("GET", "/apis").header(
+        http::header::ACCEPT,
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+    );
+    let answer = server.send(request).await;
     assert_eq!(
-        response.headers()["content-type"],
+        answer.headers[CONTENT_TYPE],
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     );
-    let body: Value =
-        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let body = answer.json();
     assert_eq!(body["kind"], "APIGroupDiscoveryList");
     let apps = body["items"]
         .as_array()
@@ -199,8 +110,8 @@ async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
     );
 
     // A CRD appears in discovery and in kube-rs's discovery once created.
-    with_crd(&server, open_schema()).await;
-    let (_, group) = get(&server, "/apis/kopf.dev").await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    let (_, group) = server.request("GET", "/apis/kopf.dev", None).await;
     assert_eq!(group["preferredVersion"]["version"], "v1");
     let discovery = kube::Discovery::new(server.client()).run().await.unwrap();
     let (resource, caps) = discovery
@@ -220,12 +131,12 @@ async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
     );
 
     // OpenAPI v3: kubectl looks for fieldValidation on the PATCH operation of the kind.
-    let (_, root) = get(&server, "/openapi/v3").await;
+    let (_, root) = server.request("GET", "/openapi/v3", None).await;
     let url = root["paths"]["apis/kopf.dev/v1"]["serverRelativeURL"]
         .as_str()
         .unwrap()
         .to_string();
-    let (code, document) = get(&server, &url).await;
+    let (code, document) = server.request("GET", &url, None).await;
     assert_eq!(code, StatusCode::OK);
     let item =
         &document["paths"]["/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples/{name}"]["patch"];
@@ -246,8 +157,14 @@ async fn discovery_reports_a_recent_kubernetes_and_its_resources() {
 #[tokio::test]
 async fn objects_get_identity_versions_and_generations() {
     let server = FakeApiServer::start().await.unwrap();
-    with_crd(&server, open_schema()).await;
-    let (code, created) = post(&server, KEX, kex("one", json!({"field": "a"}))).await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    let (code, created) = server
+        .request(
+            "POST",
+            KEX,
+            fixtures::kopfexample("one", json!({"field": "a"})),
+        )
+        .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let meta = &created["metadata"];
     assert_eq!(meta["generation"], 1);
@@ -257,13 +174,13 @@ async fn objects_get_identity_versions_and_generations() {
     let rv1: u64 = meta["resourceVersion"].as_str().unwrap().parse().unwrap();
 
     // A spec change bumps generation; a status change (status subresource) does not.
-    let (_, changed) = patch(
-        &server,
-        &format!("{KEX}/one"),
-        MERGE,
-        json!({"spec": {"field": "b"}}),
-    )
-    .await;
+    let (_, changed) = server
+        .request(
+            "PATCH",
+            &format!("{KEX}/one"),
+            json!({"spec": {"field": "b"}}),
+        )
+        .await;
     assert_eq!(changed["metadata"]["generation"], 2);
     let rv2: u64 = changed["metadata"]["resourceVersion"]
         .as_str()
@@ -271,13 +188,13 @@ async fn objects_get_identity_versions_and_generations() {
         .parse()
         .unwrap();
     assert!(rv2 > rv1);
-    let (_, status) = patch(
-        &server,
-        &format!("{KEX}/one/status"),
-        MERGE,
-        json!({"status": {"phase": "x"}, "spec": {"field": "ignored"}}),
-    )
-    .await;
+    let (_, status) = server
+        .request(
+            "PATCH",
+            &format!("{KEX}/one/status"),
+            json!({"status": {"phase": "x"}, "spec": {"field": "ignored"}}),
+        )
+        .await;
     assert_eq!(status["metadata"]["generation"], 2);
     assert_eq!(status["status"]["phase"], "x");
     assert_eq!(
@@ -285,37 +202,40 @@ async fn objects_get_identity_versions_and_generations() {
         "a status write changes only the status"
     );
     // A main-resource write leaves the status alone.
-    let (_, main) = patch(
-        &server,
-        &format!("{KEX}/one"),
-        MERGE,
-        json!({"status": {"phase": "y"}}),
-    )
-    .await;
+    let (_, main) = server
+        .request(
+            "PATCH",
+            &format!("{KEX}/one"),
+            json!({"status": {"phase": "y"}}),
+        )
+        .await;
     assert_eq!(main["status"]["phase"], "x");
 
     // A write that changes nothing keeps the resourceVersion.
     let before = status["metadata"]["resourceVersion"].clone();
-    let (_, same) = patch(
-        &server,
-        &format!("{KEX}/one"),
-        MERGE,
-        json!({"spec": {"field": "b"}}),
-    )
-    .await;
+    let (_, same) = server
+        .request(
+            "PATCH",
+            &format!("{KEX}/one"),
+            json!({"spec": {"field": "b"}}),
+        )
+        .await;
     assert_eq!(same["metadata"]["resourceVersion"], before);
 
     // generateName makes a name; the same name twice is a conflict.
-    let (code, generated) = post(
-        &server,
-        KEX,
-        json!({"metadata": {"generateName": "kex-"}, "spec": {}}),
-    )
-    .await;
+    let (code, generated) = server
+        .request(
+            "POST",
+            KEX,
+            json!({"metadata": {"generateName": "kex-"}, "spec": {}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::CREATED);
     let name = generated["metadata"]["name"].as_str().unwrap();
     assert!(name.starts_with("kex-") && name.len() == 9, "{name}");
-    let (code, error) = post(&server, KEX, kex("one", json!({}))).await;
+    let (code, error) = server
+        .request("POST", KEX, fixtures::kopfexample("one", json!({})))
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::CONFLICT, Some("AlreadyExists"))
@@ -324,14 +244,7 @@ async fn objects_get_identity_versions_and_generations() {
     // A stale resourceVersion on update is a conflict.
     let mut stale = created.clone();
     stale["spec"]["field"] = json!("c");
-    let (code, _, error) = call(
-        &server,
-        Method::PUT,
-        &format!("{KEX}/one"),
-        "application/json",
-        Some(stale),
-    )
-    .await;
+    let (code, error) = server.request("PUT", &format!("{KEX}/one"), stale).await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::CONFLICT, Some("Conflict"))
@@ -348,21 +261,31 @@ async fn objects_get_identity_versions_and_generations() {
 #[tokio::test]
 async fn several_versions_are_served_from_one_storage() {
     let server = FakeApiServer::start().await.unwrap();
-    with_crd(&server, open_schema()).await;
-    post(&server, KEX, kex("one", json!({"field": "a"}))).await;
-    let (code, v2) = get(
-        &server,
-        "/apis/kopf.dev/v2/namespaces/default/kopfexamples/one",
-    )
-    .await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    server
+        .request(
+            "POST",
+            KEX,
+            fixtures::kopfexample("one", json!({"field": "a"})),
+        )
+        .await;
+    let (code, v2) = server
+        .request(
+            "GET",
+            "/apis/kopf.dev/v2/namespaces/default/kopfexamples/one",
+            None,
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(v2["apiVersion"], "kopf.dev/v2");
     assert_eq!(v2["spec"]["field"], "a");
-    let (_, crd) = get(
-        &server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
-    )
-    .await;
+    let (_, crd) = server
+        .request(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
+            None,
+        )
+        .await;
     let conditions = crd["status"]["conditions"].as_array().unwrap();
     for kind in ["Established", "NamesAccepted"] {
         assert!(
@@ -379,24 +302,32 @@ async fn several_versions_are_served_from_one_storage() {
 #[tokio::test]
 async fn the_scale_subresource_reads_and_writes_replicas() {
     let server = FakeApiServer::start().await.unwrap();
-    with_crd(&server, open_schema()).await;
-    post(&server, KEX, kex("one", json!({"replicas": 1}))).await;
-    let (code, scale) = get(&server, &format!("{KEX}/one/scale")).await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    server
+        .request(
+            "POST",
+            KEX,
+            fixtures::kopfexample("one", json!({"replicas": 1})),
+        )
+        .await;
+    let (code, scale) = server
+        .request("GET", &format!("{KEX}/one/scale"), None)
+        .await;
     assert_eq!(code, StatusCode::OK, "{scale}");
     assert_eq!(
         (scale["kind"].as_str(), scale["spec"]["replicas"].as_i64()),
         (Some("Scale"), Some(1))
     );
-    let (code, scaled) = patch(
-        &server,
-        &format!("{KEX}/one/scale"),
-        MERGE,
-        json!({"spec": {"replicas": 3}}),
-    )
-    .await;
+    let (code, scaled) = server
+        .request(
+            "PATCH",
+            &format!("{KEX}/one/scale"),
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK, "{scaled}");
     assert_eq!(scaled["spec"]["replicas"], 3);
-    let (_, object) = get(&server, &format!("{KEX}/one")).await;
+    let (_, object) = server.request("GET", &format!("{KEX}/one"), None).await;
     assert_eq!(object["spec"]["replicas"], 3);
     server.stop().await;
 }
@@ -404,43 +335,49 @@ async fn the_scale_subresource_reads_and_writes_replicas() {
 #[tokio::test]
 async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
     let server = FakeApiServer::start().await.unwrap();
-    with_crd(&server, open_schema()).await;
-    post(&server, KEX, kex("one", json!({}))).await;
-    post(
-        &server,
-        KEX,
-        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {}}),
-    )
-    .await;
-    let (code, _) = delete(
-        &server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
-        None,
-    )
-    .await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    server
+        .request("POST", KEX, fixtures::kopfexample("one", json!({})))
+        .await;
+    server
+        .request(
+            "POST",
+            KEX,
+            json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {}}),
+        )
+        .await;
+    let (code, _) = server
+        .request(
+            "DELETE",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
+            None,
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     // The object with a finalizer holds the CRD (and itself) until the finalizer goes.
-    let (code, held) = get(&server, &format!("{KEX}/held")).await;
+    let (code, held) = server.request("GET", &format!("{KEX}/held"), None).await;
     assert_eq!(code, StatusCode::OK);
     assert!(held["metadata"]["deletionTimestamp"].is_string());
-    let (code, _) = get(&server, &format!("{KEX}/one")).await;
+    let (code, _) = server.request("GET", &format!("{KEX}/one"), None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
-    patch(
-        &server,
-        &format!("{KEX}/held"),
-        MERGE,
-        json!({"metadata": {"finalizers": null}}),
-    )
-    .await;
-    let (code, _) = get(
-        &server,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
-    )
-    .await;
+    server
+        .request(
+            "PATCH",
+            &format!("{KEX}/held"),
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    let (code, _) = server
+        .request(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/kopfexamples.kopf.dev",
+            None,
+        )
+        .await;
     assert_eq!(code, StatusCode::NOT_FOUND);
-    let (code, body) = get(&server, KEX).await;
+    let (code, body) = server.request("GET", KEX, None).await;
     assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
-    let (code, _) = get(&server, "/apis/kopf.dev/v1").await;
+    let (code, _) = server.request("GET", "/apis/kopf.dev/v1", None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     server.stop().await;
 }
@@ -449,50 +386,46 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
 async fn finalizers_hold_objects_until_they_are_removed() {
     let server = FakeApiServer::start().await.unwrap();
     let path = "/api/v1/namespaces/default/configmaps";
-    post(
-        &server,
-        path,
-        json!({"metadata": {"name": "cm", "finalizers": ["example.com/x"]}}),
-    )
-    .await;
-    let (code, marked) = delete(&server, &format!("{path}/cm"), None).await;
+    server
+        .request(
+            "POST",
+            path,
+            json!({"metadata": {"name": "cm", "finalizers": ["example.com/x"]}}),
+        )
+        .await;
+    let (code, marked) = server.request("DELETE", &format!("{path}/cm"), None).await;
     assert_eq!(code, StatusCode::OK);
     assert!(marked["metadata"]["deletionTimestamp"].is_string());
     // No new finalizers on a terminating object.
-    let (code, error) = patch(
-        &server,
-        &format!("{path}/cm"),
-        MERGE,
-        json!({"metadata": {"finalizers": ["example.com/x", "example.com/y"]}}),
-    )
-    .await;
+    let (code, error) = server
+        .request(
+            "PATCH",
+            &format!("{path}/cm"),
+            json!({"metadata": {"finalizers": ["example.com/x", "example.com/y"]}}),
+        )
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid"))
     );
-    let (code, last) = patch(
-        &server,
-        &format!("{path}/cm"),
-        JSON_PATCH,
-        json!([{"op": "remove", "path": "/metadata/finalizers"}]),
-    )
-    .await;
+    let removal = json!([{"op": "remove", "path": "/metadata/finalizers"}]);
+    let request = ApiRequest::new("PATCH", format!("{path}/cm"))
+        .json(removal)
+        .patch_type(PatchType::Json);
+    let answer = server.send(request).await;
+    let (code, last) = (answer.status, answer.json());
     assert_eq!(code, StatusCode::OK);
     // The answer is the object as updated (its finalizers gone), as the real server's is.
     assert!(last["metadata"]["deletionTimestamp"].is_string(), "{last}");
     assert!(last["metadata"]["finalizers"].is_null(), "{last}");
-    let (code, _) = get(&server, &format!("{path}/cm")).await;
+    let (code, _) = server.request("GET", &format!("{path}/cm"), None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     server.stop().await;
 }
 
 async fn owned_configmap(server: &FakeApiServer, name: &str, owner: &Value, finalizers: Value) {
     let reference = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true});
-    let (code, body) = post(
-        server,
-        "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": name, "ownerReferences": [reference], "finalizers": finalizers}}),
-    )
+    let (code, body) = server.request("POST", "/api/v1/namespaces/default/configmaps", json!({"metadata": {"name": name, "ownerReferences": [reference], "finalizers": finalizers}}))
     .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
 }
@@ -504,55 +437,65 @@ async fn garbage_collection_follows_the_propagation_policy() {
     let exists = |name: &str| {
         let server = &server;
         let path = format!("{path}/{name}");
-        async move { get(server, &path).await.0 == StatusCode::OK }
+        async move { server.request("GET", &path, None).await.0 == StatusCode::OK }
     };
 
     // Background (the default): the owner goes at once, then its dependents.
-    let (_, owner) = post(&server, path, json!({"metadata": {"name": "owner1"}})).await;
+    let (_, owner) = server
+        .request("POST", path, json!({"metadata": {"name": "owner1"}}))
+        .await;
     owned_configmap(&server, "child1", &owner, json!([])).await;
-    delete(&server, &format!("{path}/owner1"), None).await;
+    server
+        .request("DELETE", &format!("{path}/owner1"), None)
+        .await;
     assert!(!exists("owner1").await);
     assert!(!exists("child1").await);
 
     // Foreground: the owner waits until its dependents are gone.
-    let (_, owner) = post(&server, path, json!({"metadata": {"name": "owner2"}})).await;
+    let (_, owner) = server
+        .request("POST", path, json!({"metadata": {"name": "owner2"}}))
+        .await;
     owned_configmap(&server, "child2", &owner, json!(["example.com/hold"])).await;
-    delete(
-        &server,
-        &format!("{path}/owner2"),
-        Some(json!({"propagationPolicy": "Foreground"})),
-    )
-    .await;
-    let (_, waiting) = get(&server, &format!("{path}/owner2")).await;
+    server
+        .request(
+            "DELETE",
+            &format!("{path}/owner2"),
+            Some(json!({"propagationPolicy": "Foreground"})),
+        )
+        .await;
+    let (_, waiting) = server.request("GET", &format!("{path}/owner2"), None).await;
     assert!(
         waiting["metadata"]["finalizers"]
             .as_array()
             .unwrap()
             .contains(&json!("foregroundDeletion"))
     );
-    let (_, child) = get(&server, &format!("{path}/child2")).await;
+    let (_, child) = server.request("GET", &format!("{path}/child2"), None).await;
     assert!(child["metadata"]["deletionTimestamp"].is_string());
-    patch(
-        &server,
-        &format!("{path}/child2"),
-        MERGE,
-        json!({"metadata": {"finalizers": null}}),
-    )
-    .await;
+    server
+        .request(
+            "PATCH",
+            &format!("{path}/child2"),
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
     assert!(!exists("child2").await);
     assert!(!exists("owner2").await);
 
     // Orphan: dependents stay, without the reference.
-    let (_, owner) = post(&server, path, json!({"metadata": {"name": "owner3"}})).await;
+    let (_, owner) = server
+        .request("POST", path, json!({"metadata": {"name": "owner3"}}))
+        .await;
     owned_configmap(&server, "child3", &owner, json!([])).await;
-    delete(
-        &server,
-        &format!("{path}/owner3?propagationPolicy=Orphan"),
-        None,
-    )
-    .await;
+    server
+        .request(
+            "DELETE",
+            &format!("{path}/owner3?propagationPolicy=Orphan"),
+            None,
+        )
+        .await;
     assert!(!exists("owner3").await);
-    let (_, orphan) = get(&server, &format!("{path}/child3")).await;
+    let (_, orphan) = server.request("GET", &format!("{path}/child3"), None).await;
     assert!(
         orphan["metadata"]["ownerReferences"]
             .as_array()
@@ -565,46 +508,64 @@ async fn garbage_collection_follows_the_propagation_policy() {
 #[tokio::test]
 async fn namespace_deletion_empties_the_namespace_first() {
     let server = FakeApiServer::start().await.unwrap();
-    post(
-        &server,
-        "/api/v1/namespaces",
-        json!({"metadata": {"name": "doomed"}}),
-    )
-    .await;
+    server
+        .request(
+            "POST",
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": "doomed"}}),
+        )
+        .await;
     let path = "/api/v1/namespaces/doomed/configmaps";
-    post(&server, path, json!({"metadata": {"name": "plain"}})).await;
-    post(
-        &server,
-        path,
-        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
-    )
-    .await;
-    delete(&server, "/api/v1/namespaces/doomed", None).await;
-    let (code, ns) = get(&server, "/api/v1/namespaces/doomed").await;
+    server
+        .request("POST", path, json!({"metadata": {"name": "plain"}}))
+        .await;
+    server
+        .request(
+            "POST",
+            path,
+            json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    server
+        .request("DELETE", "/api/v1/namespaces/doomed", None)
+        .await;
+    let (code, ns) = server
+        .request("GET", "/api/v1/namespaces/doomed", None)
+        .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(ns["status"]["phase"], "Terminating");
     assert_eq!(
-        get(&server, &format!("{path}/plain")).await.0,
+        server
+            .request("GET", &format!("{path}/plain"), None)
+            .await
+            .0,
         StatusCode::NOT_FOUND
     );
-    let (code, error) = post(&server, path, json!({"metadata": {"name": "late"}})).await;
+    let (code, error) = server
+        .request("POST", path, json!({"metadata": {"name": "late"}}))
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::FORBIDDEN, Some("Forbidden"))
     );
-    patch(
-        &server,
-        &format!("{path}/held"),
-        MERGE,
-        json!({"metadata": {"finalizers": null}}),
-    )
-    .await;
+    server
+        .request(
+            "PATCH",
+            &format!("{path}/held"),
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
     assert_eq!(
-        get(&server, "/api/v1/namespaces/doomed").await.0,
+        server
+            .request("GET", "/api/v1/namespaces/doomed", None)
+            .await
+            .0,
         StatusCode::NOT_FOUND
     );
     // Creating in a namespace that does not exist is a 404 naming the namespace.
-    let (code, error) = post(&server, path, json!({"metadata": {"name": "x"}})).await;
+    let (code, error) = server
+        .request("POST", path, json!({"metadata": {"name": "x"}}))
+        .await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert_eq!(error["message"], "namespaces \"doomed\" not found");
     server.stop().await;
@@ -664,20 +625,20 @@ fn kinds(events: &[Value]) -> Vec<String> {
 async fn watches_start_with_the_state_and_replay_from_versions() {
     let server = FakeApiServer::start().await.unwrap();
     let path = "/api/v1/namespaces/default/configmaps";
-    let (_, a) = post(&server, path, json!({"metadata": {"name": "a"}})).await;
+    let (_, a) = server
+        .request("POST", path, json!({"metadata": {"name": "a"}}))
+        .await;
     let rv_a = a["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
-    post(&server, path, json!({"metadata": {"name": "b"}})).await;
-    patch(
-        &server,
-        &format!("{path}/a"),
-        MERGE,
-        json!({"data": {"k": "v"}}),
-    )
-    .await;
-    delete(&server, &format!("{path}/b"), None).await;
+    server
+        .request("POST", path, json!({"metadata": {"name": "b"}}))
+        .await;
+    server
+        .request("PATCH", &format!("{path}/a"), json!({"data": {"k": "v"}}))
+        .await;
+    server.request("DELETE", &format!("{path}/b"), None).await;
 
     // Without a version: the current state as ADDED events.
     let events = watch_events(&server, &format!("{path}?watch=true"), 1).await;
@@ -722,13 +683,21 @@ async fn watches_start_with_the_state_and_replay_from_versions() {
     assert_eq!(events[0]["object"]["reason"], "Expired");
     // A list's continue token from before the compaction is expired too, with HTTP 410.
     for name in ["c", "d"] {
-        post(&server, path, json!({"metadata": {"name": name}})).await;
+        server
+            .request("POST", path, json!({"metadata": {"name": name}}))
+            .await;
     }
-    let (_, page) = get(&server, &format!("{path}?limit=1")).await;
+    let (_, page) = server
+        .request("GET", &format!("{path}?limit=1"), None)
+        .await;
     let token = page["metadata"]["continue"].as_str().unwrap().to_string();
-    post(&server, path, json!({"metadata": {"name": "e"}})).await;
+    server
+        .request("POST", path, json!({"metadata": {"name": "e"}}))
+        .await;
     server.compact();
-    let (code, error) = get(&server, &format!("{path}?limit=1&continue={token}")).await;
+    let (code, error) = server
+        .request("GET", &format!("{path}?limit=1&continue={token}"), None)
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::GONE, Some("Expired"))
@@ -740,38 +709,35 @@ async fn watches_start_with_the_state_and_replay_from_versions() {
 async fn watches_follow_objects_into_and_out_of_their_selectors() {
     let server = FakeApiServer::start().await.unwrap();
     let path = "/api/v1/namespaces/default/configmaps";
-    let (_, list) = get(&server, path).await;
+    let (_, list) = server.request("GET", path, None).await;
     let rv = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
-    post(
-        &server,
-        path,
-        json!({"metadata": {"name": "x", "labels": {"app": "no"}}}),
-    )
-    .await;
-    patch(
-        &server,
-        &format!("{path}/x"),
-        MERGE,
-        json!({"metadata": {"labels": {"app": "yes"}}}),
-    )
-    .await;
-    patch(
-        &server,
-        &format!("{path}/x"),
-        MERGE,
-        json!({"data": {"k": "v"}}),
-    )
-    .await;
-    patch(
-        &server,
-        &format!("{path}/x"),
-        MERGE,
-        json!({"metadata": {"labels": {"app": "no"}}}),
-    )
-    .await;
+    server
+        .request(
+            "POST",
+            path,
+            json!({"metadata": {"name": "x", "labels": {"app": "no"}}}),
+        )
+        .await;
+    server
+        .request(
+            "PATCH",
+            &format!("{path}/x"),
+            json!({"metadata": {"labels": {"app": "yes"}}}),
+        )
+        .await;
+    server
+        .request("PATCH", &format!("{path}/x"), json!({"data": {"k": "v"}}))
+        .await;
+    server
+        .request(
+            "PATCH",
+            &format!("{path}/x"),
+            json!({"metadata": {"labels": {"app": "no"}}}),
+        )
+        .await;
     let events = watch_events(
         &server,
         &format!("{path}?watch=true&resourceVersion={rv}&labelSelector=app%3Dyes"),
@@ -779,12 +745,20 @@ async fn watches_follow_objects_into_and_out_of_their_selectors() {
     )
     .await;
     assert_eq!(kinds(&events), ["ADDED x", "MODIFIED x", "DELETED x"]);
-    let (code, error) = get(&server, &format!("{path}?labelSelector=app%20in%20(yes")).await;
+    let (code, error) = server
+        .request(
+            "GET",
+            &format!("{path}?labelSelector=app%20in%20(yes"),
+            None,
+        )
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::BAD_REQUEST, Some("BadRequest"))
     );
-    let (code, _) = get(&server, &format!("{path}?fieldSelector=spec.bogus%3Dx")).await;
+    let (code, _) = server
+        .request("GET", &format!("{path}?fieldSelector=spec.bogus%3Dx"), None)
+        .await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
     server.stop().await;
 }
@@ -893,7 +867,7 @@ async fn bad_input_gets_status_errors_and_changes_nothing() {
         (
             Method::PATCH,
             &missing,
-            MERGE,
+            PatchType::Merge.content_type(),
             b"{}".to_vec(),
             StatusCode::NOT_FOUND,
             "NotFound",
@@ -909,14 +883,18 @@ async fn bad_input_gets_status_errors_and_changes_nothing() {
         (
             Method::PATCH,
             "/api/v1/namespaces/default",
-            JSON_PATCH,
+            PatchType::Json.content_type(),
             b"{\"op\": 1}".to_vec(),
             StatusCode::BAD_REQUEST,
             "BadRequest",
         ),
     ];
     for (method, path, content_type, body, code, reason) in cases {
-        let (got, _, status) = call_bytes(&server, method.clone(), path, content_type, body).await;
+        let request = ApiRequest::new(&method, path)
+            .bytes(body)
+            .header(CONTENT_TYPE, content_type);
+        let answer = server.send(request).await;
+        let (got, status) = (answer.status, answer.json());
         assert_eq!(got, code, "{method} {path}: {status}");
         assert_eq!(status["kind"], "Status", "{method} {path}: {status}");
         assert_eq!(status["reason"], reason, "{method} {path}: {status}");
@@ -933,15 +911,18 @@ async fn bad_input_gets_status_errors_and_changes_nothing() {
 #[tokio::test]
 async fn strategic_merge_patches_are_for_built_ins_only() {
     let server = FakeApiServer::start().await.unwrap();
-    with_crd(&server, open_schema()).await;
-    post(&server, KEX, kex("one", json!({}))).await;
-    let (code, error) = patch(
-        &server,
-        &format!("{KEX}/one"),
-        "application/strategic-merge-patch+json",
-        json!({"spec": {"a": 1}}),
-    )
-    .await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    server
+        .request("POST", KEX, fixtures::kopfexample("one", json!({})))
+        .await;
+    let strategic = |path: String, patch: Value| {
+        let request = ApiRequest::new("PATCH", path)
+            .json(patch)
+            .patch_type(PatchType::StrategicMerge);
+        server.send(request)
+    };
+    let answer = strategic(format!("{KEX}/one"), json!({"spec": {"a": 1}})).await;
+    let (code, error) = (answer.status, answer.json());
     assert_eq!(
         (code, error["reason"].as_str()),
         (
@@ -949,14 +930,9 @@ async fn strategic_merge_patches_are_for_built_ins_only() {
             Some("UnsupportedMediaType")
         )
     );
-    let (code, _) = patch(
-        &server,
-        "/api/v1/namespaces/default",
-        "application/strategic-merge-patch+json",
-        json!({"metadata": {"labels": {"a": "b"}}}),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    let labels = json!({"metadata": {"labels": {"a": "b"}}});
+    let answer = strategic("/api/v1/namespaces/default".into(), labels).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json());
     server.stop().await;
 }
 
@@ -971,18 +947,17 @@ async fn field_validation_prunes_warns_or_rejects_unknown_fields() {
     }});
     with_crd(&server, schema).await;
     // Warn (the default): pruned, with a Warning header.
-    let (code, headers, body) = call(
-        &server,
-        Method::POST,
-        KEX,
-        "application/json",
-        Some(kex("a", json!({"size": 1, "extra": true}))),
-    )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let created = |path: String, name: &str| {
+        let object = fixtures::kopfexample(name, json!({"size": 1, "extra": true}));
+        server.send(ApiRequest::new("POST", path).json(object))
+    };
+    let answer = created(KEX.into(), "a").await;
+    let body = answer.json();
+    assert_eq!(answer.status, StatusCode::CREATED, "{body}");
     assert!(body["spec"].get("extra").is_none());
     assert_eq!(body["spec"]["mode"], "fast", "defaults are applied");
-    let warning = headers
+    let warning = answer
+        .headers
         .get("warning")
         .expect("a warning header")
         .to_str()
@@ -992,15 +967,9 @@ async fn field_validation_prunes_warns_or_rejects_unknown_fields() {
         "{warning}"
     );
     // Strict: 400 naming the field.
-    let (code, _, error) = call(
-        &server,
-        Method::POST,
-        &format!("{KEX}?fieldValidation=Strict"),
-        "application/json",
-        Some(kex("b", json!({"size": 1, "extra": true}))),
-    )
-    .await;
-    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let answer = created(format!("{KEX}?fieldValidation=Strict"), "b").await;
+    let error = answer.json();
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
     assert!(
         error["message"]
             .as_str()
@@ -1009,23 +978,17 @@ async fn field_validation_prunes_warns_or_rejects_unknown_fields() {
         "{error}"
     );
     // Ignore: pruned silently.
-    let (code, headers, _) = call(
-        &server,
-        Method::POST,
-        &format!("{KEX}?fieldValidation=Ignore"),
-        "application/json",
-        Some(kex("c", json!({"size": 1, "extra": true}))),
-    )
-    .await;
-    assert_eq!(code, StatusCode::CREATED);
-    assert!(headers.get("warning").is_none());
+    let answer = created(format!("{KEX}?fieldValidation=Ignore"), "c").await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(answer.headers.get("warning").is_none());
     // Types, required fields and enums: 422 Invalid with the fields' paths.
-    let (code, error) = post(
-        &server,
-        KEX,
-        kex("d", json!({"size": "big", "mode": "odd"})),
-    )
-    .await;
+    let (code, error) = server
+        .request(
+            "POST",
+            KEX,
+            fixtures::kopfexample("d", json!({"size": "big", "mode": "odd"})),
+        )
+        .await;
     assert_eq!(
         (code, error["reason"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid"))
@@ -1040,7 +1003,9 @@ async fn field_validation_prunes_warns_or_rejects_unknown_fields() {
         fields.contains(&"spec.size") && fields.contains(&"spec.mode"),
         "{error}"
     );
-    let (code, error) = post(&server, KEX, kex("e", json!({}))).await;
+    let (code, error) = server
+        .request("POST", KEX, fixtures::kopfexample("e", json!({})))
+        .await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         error["message"].as_str().unwrap().contains("spec.size"),
@@ -1059,12 +1024,12 @@ async fn faults_answer_delay_and_cut_watches() {
             .resource("configmaps")
             .times(1),
     );
-    let (code, headers, error) = call(&server, Method::GET, path, "application/json", None).await;
-    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(headers["retry-after"], "7");
-    assert_eq!(error["details"]["retryAfterSeconds"], 7);
+    let answer = server.send(ApiRequest::new("GET", path)).await;
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(answer.headers["retry-after"], "7");
+    assert_eq!(answer.json()["details"]["retryAfterSeconds"], 7);
     assert_eq!(
-        get(&server, path).await.0,
+        server.request("GET", path, None).await.0,
         StatusCode::OK,
         "the rule fired once"
     );
@@ -1075,14 +1040,20 @@ async fn faults_answer_delay_and_cut_watches() {
             .resource("configmaps")
             .times(1),
     );
-    let (code, _) = post(&server, path, json!({"metadata": {"name": "unlucky"}})).await;
+    let (code, _) = server
+        .request("POST", path, json!({"metadata": {"name": "unlucky"}}))
+        .await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
-    let (code, _) = post(&server, path, json!({"metadata": {"name": "lucky"}})).await;
+    let (code, _) = server
+        .request("POST", path, json!({"metadata": {"name": "lucky"}}))
+        .await;
     assert_eq!(code, StatusCode::CREATED);
     server.clear_faults();
 
     server.inject(Fault::close_watch_after(1).verb("watch"));
-    post(&server, path, json!({"metadata": {"name": "another"}})).await;
+    server
+        .request("POST", path, json!({"metadata": {"name": "another"}}))
+        .await;
     let events = watch_events(&server, &format!("{path}?watch=true"), 10).await;
     assert_eq!(events.len(), 1, "the stream was cut after one event");
     server.clear_faults();
@@ -1098,19 +1069,23 @@ async fn faults_answer_delay_and_cut_watches() {
     );
 
     // The same over HTTP, for tests in other languages.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "get", "action": {"respond": {"code": 500}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "get", "action": {"respond": {"code": 500}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(
-        get(&server, &format!("{path}/lucky")).await.0,
+        server
+            .request("GET", &format!("{path}/lucky"), None)
+            .await
+            .0,
         StatusCode::INTERNAL_SERVER_ERROR
     );
-    delete(&server, "/_fake/faults", None).await;
-    let (_, stats) = get(&server, "/_fake/stats").await;
+    server.request("DELETE", "/_fake/faults", None).await;
+    let (_, stats) = server.request("GET", "/_fake/stats", None).await;
     assert!(stats["open_connections"].as_u64().unwrap() >= 1);
     assert_eq!(stats["requests"]["get"]["configmaps"], 1);
     server.stop().await;
@@ -1127,16 +1102,12 @@ async fn a_token_is_required_when_configured() {
     api.get("default")
         .await
         .expect("its own client sends the token");
-    let url = format!("{}/api/v1/namespaces", server.url());
     let mut config = server.config();
     config.auth_info.token = None;
-    let anonymous = kube::Client::try_from(config).unwrap();
-    let request = Request::builder()
-        .uri(url)
-        .body(kube::client::Body::empty())
-        .unwrap();
-    let response = anonymous.send(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let anonymous = TestClient::new(kube::Client::try_from(config).unwrap());
+    // Without a token, the request is system:anonymous's, whom no role lets list namespaces.
+    let (code, _) = anonymous.request("GET", "/api/v1/namespaces", None).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
     server.stop().await;
 }
 
@@ -1160,21 +1131,23 @@ async fn stopping_closes_every_connection() {
 #[tokio::test]
 async fn a_restart_drops_connections_and_keeps_data() {
     let server = FakeApiServer::start().await.unwrap();
-    post(
-        &server,
-        "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": "kept"}}),
-    )
-    .await;
+    // A client of its own, whose connection stays open (pooled) until the restart drops it.
+    let client = server.test_client();
+    let kept = json!({"metadata": {"name": "kept"}});
+    let (code, _) = client
+        .request("POST", "/api/v1/namespaces/default/configmaps", kept)
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
     let connections = server.stats().open_connections;
     assert!(connections >= 1);
     server.restart();
-    wait_for("connections to drop", DEADLINE, || async {
+    wait("connections to drop", || async {
         (server.stats().open_connections == 0).then_some(())
     })
     .await;
     assert_eq!(
-        get(&server, "/api/v1/namespaces/default/configmaps/kept")
+        server
+            .request("GET", "/api/v1/namespaces/default/configmaps/kept", None)
             .await
             .0,
         StatusCode::OK
@@ -1190,8 +1163,14 @@ async fn the_state_file_keeps_objects_across_restarts() {
         .start()
         .await
         .unwrap();
-    with_crd(&server, open_schema()).await;
-    let (_, created) = post(&server, KEX, kex("persisted", json!({"field": "a"}))).await;
+    with_crd(&server, fixtures::kopfexample_schema()).await;
+    let (_, created) = server
+        .request(
+            "POST",
+            KEX,
+            fixtures::kopfexample("persisted", json!({"field": "a"})),
+        )
+        .await;
     server.stop().await;
 
     let server = FakeApiServer::builder()
@@ -1199,14 +1178,18 @@ async fn the_state_file_keeps_objects_across_restarts() {
         .start()
         .await
         .unwrap();
-    let (code, loaded) = get(&server, &format!("{KEX}/persisted")).await;
+    let (code, loaded) = server
+        .request("GET", &format!("{KEX}/persisted"), None)
+        .await;
     assert_eq!(code, StatusCode::OK, "{loaded}");
     assert_eq!(loaded["metadata"]["uid"], created["metadata"]["uid"]);
     assert_eq!(
         loaded["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
     );
-    let (_, fresh) = post(&server, KEX, kex("fresh", json!({}))).await;
+    let (_, fresh) = server
+        .request("POST", KEX, fixtures::kopfexample("fresh", json!({})))
+        .await;
     let old: u64 = created["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -1254,7 +1237,7 @@ async fn a_server_on_its_own_runtime_adds_no_task_to_ours() {
     );
     drop(watch);
     drop(api);
-    wait_for("the client's tasks to end", DEADLINE, || async {
+    wait("the client's tasks to end", || async {
         (tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks()

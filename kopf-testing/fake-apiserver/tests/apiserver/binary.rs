@@ -1,5 +1,6 @@
 //! The `kopf-fake-apiserver` binary: its URL on stdout, its kubeconfig, its state file, a
-//! clean exit on SIGTERM, and kubectl's token over TLS.
+//! clean exit on SIGTERM, and, as a real cluster, HTTPS with credentials by default, plain
+//! HTTP only when asked, and files only their owner may read.
 
 use std::process::Stdio;
 
@@ -117,8 +118,8 @@ async fn run_kubectl(
         .expect("kubectl runs")
 }
 
-/// kubectl sends no credentials over plain HTTP, so `--token` serves TLS: with the kubeconfig
-/// written, kubectl gets and creates; with a wrong token, it is `401 Unauthorized`.
+/// With `--token`, kubectl gets and creates with the kubeconfig written; with a wrong token,
+/// it is `401 Unauthorized`; without one, `403 Forbidden` to `system:anonymous`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
     let test = "kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized";
@@ -193,15 +194,132 @@ async fn kubectl_sends_the_token_over_tls_and_a_wrong_one_is_unauthorized() {
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::default_namespaced(kube::Client::try_from(config.clone()).unwrap());
     api.get("with-token").await.expect("with the token");
+    // Without a token, a client is system:anonymous, whom no role lets read ConfigMaps.
     let mut anonymous = config;
     anonymous.auth_info.token = None;
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::default_namespaced(kube::Client::try_from(anonymous).unwrap());
     let error = api.get("with-token").await.unwrap_err();
     assert!(
-        matches!(&error, kube::Error::Api(status) if status.code == 401),
+        matches!(&error, kube::Error::Api(status) if status.code == 403
+            && status.message.contains("User \"system:anonymous\" cannot get resource \"configmaps\"")),
         "{error:?}"
     );
     drop(api);
     terminate(child).await;
+}
+
+/// The mode bits of a file.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// The token of the kubeconfig's user, if any.
+fn kubeconfig_token(kubeconfig: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(kubeconfig).expect("the kubeconfig");
+    let parsed: serde_json::Value = serde_norway::from_str(&text).expect("YAML");
+    parsed["users"][0]["user"]["token"]
+        .as_str()
+        .map(String::from)
+}
+
+/// As a real cluster: HTTPS by default (`--tls` asks for what is the default), with an admin
+/// token made at start that the kubeconfig carries, so kubectl never has to prompt for a
+/// password; the kubeconfig, the CA file and the state file are their owner's only. Plain HTTP
+/// only with `--insecure-http`, which no token or CA file goes with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_https_with_credentials_unless_asked_for_plain_http() {
+    let test = "the_binary_serves_https_with_credentials_unless_asked_for_plain_http";
+    let Some(kubectl) = kubectl(test) else {
+        return;
+    };
+    let _turn = serial().await;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let ca_file = dir.path().join("ca.pem");
+    let state = dir.path().join("state");
+    for extra in [None, Some("--tls")] {
+        let mut args = vec![
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+            "--ca-file".as_ref(),
+            ca_file.as_os_str(),
+            "--state-file".as_ref(),
+            state.as_os_str(),
+        ];
+        args.extend(extra.map(std::ffi::OsStr::new));
+        let (child, url) = start(&args).await;
+        assert!(url.starts_with("https://"), "{extra:?}: {url}");
+        let token = kubeconfig_token(&kubeconfig).expect("the kubeconfig carries a token");
+        assert!(token.len() >= 32, "a token nobody guesses: {token:?}");
+        for file in [&kubeconfig, &ca_file, &state] {
+            assert_eq!(mode(file), 0o600, "{extra:?}: {}", file.display());
+        }
+        let listed = run_kubectl(&kubectl, &kubeconfig, &["get", "namespaces", "-o", "name"]).await;
+        assert!(
+            listed.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        );
+        assert!(String::from_utf8_lossy(&listed.stdout).contains("namespace/default"));
+        // Without the token (kubectl would prompt for a password: a kube-rs client), a
+        // client is system:anonymous.
+        let parsed = kube::config::Kubeconfig::read_from(&kubeconfig).expect("a kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+            .await
+            .expect("kube-rs reads it");
+        config.auth_info.token = None;
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(kube::Client::try_from(config).unwrap());
+        let error = namespaces.list(&Default::default()).await.unwrap_err();
+        assert!(
+            matches!(&error, kube::Error::Api(status) if status.code == 403
+                && status.message.contains("User \"system:anonymous\" cannot list resource \"namespaces\"")),
+            "{extra:?}: {error:?}"
+        );
+        drop(namespaces);
+        terminate(child).await;
+    }
+
+    let (child, url) = start(&[
+        "--insecure-http".as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ])
+    .await;
+    assert!(url.starts_with("http://"), "{url}");
+    assert_eq!(mode(&kubeconfig), 0o600);
+    let listed = run_kubectl(&kubectl, &kubeconfig, &["get", "namespaces", "-o", "name"]).await;
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    terminate(child).await;
+
+    for conflicting in [
+        &["--token", "s3cret"][..],
+        &["--ca-file", "ca.pem"],
+        &["--tls"],
+        &["--enforce-rbac"],
+    ] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kopf-fake-apiserver"))
+            .arg("--insecure-http")
+            .args(conflicting)
+            .output()
+            .await
+            .expect("the binary runs");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "--insecure-http with {conflicting:?}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("cannot be used with"), "{stderr}");
+    }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
-use http::{Method, Request, header};
+use kopf_fake_apiserver::{TestClient, fixtures};
 use serde_json::{Value, json};
 
 use crate::binary::start;
@@ -17,21 +17,30 @@ use crate::support::serial;
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const KEX: &str = "/apis/kopf.dev/v1/namespaces/default/kopfexamples";
+const KEX: &str = fixtures::KOPFEXAMPLES;
 
 /// The binary, running on a state file.
 struct Process {
     child: tokio::process::Child,
-    client: kube::Client,
+    client: TestClient,
 }
 
 impl Process {
     async fn start(state: &Path) -> Process {
-        let (child, url) = start(&["--state-file".as_ref(), state.as_os_str()]).await;
+        // Plain HTTP: the state file is what is checked here, not the transport.
+        let (child, url) = start(&[
+            "--insecure-http".as_ref(),
+            "--state-file".as_ref(),
+            state.as_os_str(),
+        ])
+        .await;
         let mut config = kube::Config::new(url.parse().expect("a valid url"));
         config.default_retry = false;
         let client = kube::Client::try_from(config).expect("a plain-http client builds");
-        Process { child, client }
+        Process {
+            child,
+            client: TestClient::new(client),
+        }
     }
 
     /// `kill -9`, right away: no chance to save anything more.
@@ -43,66 +52,37 @@ impl Process {
             .expect("the killed process is reaped");
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Value>) -> kube::Result<Value> {
-        let content_type = match method {
-            Method::PATCH => "application/merge-patch+json",
-            _ => "application/json",
-        };
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::CONTENT_TYPE, content_type)
-            .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
-            .expect("a valid request");
-        self.client.request::<Value>(request).await
-    }
-
-    async fn write(&self, method: Method, path: &str, body: Option<Value>) -> Value {
-        match self.send(method.clone(), path, body).await {
-            Ok(answer) => answer,
-            Err(error) => panic!("{method} {path}: {error}"),
-        }
+    /// A write that must succeed; its answer.
+    async fn write(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, answer) = self.client.request(method, path, body).await;
+        assert!(status.is_success(), "{method} {path}: {status} {answer}");
+        answer
     }
 
     async fn create(&self, collection: &str, object: Value) -> Value {
-        self.write(Method::POST, collection, Some(object)).await
+        self.write("POST", collection, Some(object)).await
     }
 
     async fn patch(&self, path: &str, patch: Value) -> Value {
-        self.write(Method::PATCH, path, Some(patch)).await
+        self.write("PATCH", path, Some(patch)).await
     }
 
     async fn delete(&self, path: &str) -> Value {
-        self.write(Method::DELETE, path, None).await
+        self.write("DELETE", path, None).await
     }
 
     /// The object, or `None` when it is not found.
     async fn get(&self, path: &str) -> Option<Value> {
-        match self.send(Method::GET, path, None).await {
-            Ok(object) => Some(object),
-            Err(kube::Error::Api(status)) if status.code == 404 => None,
-            Err(error) => panic!("GET {path}: {error}"),
+        match self.client.request("GET", path, None).await {
+            (status, object) if status.is_success() => Some(object),
+            (status, _) if status == 404 => None,
+            (status, error) => panic!("GET {path}: {status} {error}"),
         }
     }
 }
 
 fn configmap(name: &str, value: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}})
-}
-
-fn crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfExample", "plural": "kopfexamples", "singular": "kopfexample"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
-                {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    })
 }
 
 fn resource_version(object: &Value) -> u64 {
@@ -158,6 +138,15 @@ impl Acknowledged {
 
     fn gone(&mut self, path: String) {
         self.objects.insert(path, Expected::Gone);
+    }
+
+    /// A deletion's answer: the object as it was (pods, namespaces...), whose version counts,
+    /// or a `Status` naming it (ConfigMaps, custom resources...), which carries no version.
+    fn deleted(&mut self, path: String, answer: &Value) {
+        if answer["kind"] != "Status" {
+            self.answered(answer);
+        }
+        self.gone(path);
     }
 
     /// Every acknowledged write is there, and nothing deleted came back.
@@ -250,8 +239,7 @@ async fn every_answered_write_survives_a_kill_right_after_its_answer() {
         s.crash_and_check().await;
         if round % 2 == 0 {
             let deleted = s.server.delete(&path).await;
-            s.ack.answered(&deleted);
-            s.ack.gone(path);
+            s.ack.deleted(path, &deleted);
             s.crash_and_check().await;
         }
     }
@@ -266,8 +254,7 @@ async fn every_answered_write_survives_a_kill_right_after_its_answer() {
     s.ack.present(at(CONFIGMAPS, "dependent"), dependent);
     s.crash_and_check().await;
     let deleted = s.server.delete(&at(CONFIGMAPS, "owner")).await;
-    s.ack.answered(&deleted);
-    s.ack.gone(at(CONFIGMAPS, "owner"));
+    s.ack.deleted(at(CONFIGMAPS, "owner"), &deleted);
     s.ack.gone(at(CONFIGMAPS, "dependent"));
     s.crash_and_check().await;
 
@@ -304,27 +291,24 @@ async fn every_answered_write_survives_a_kill_right_after_its_answer() {
     s.ack.present(at(inside, "inside"), created);
     s.crash_and_check().await;
     let deleted = s.server.delete(&at(namespaces, "doomed")).await;
-    s.ack.answered(&deleted);
-    s.ack.gone(at(namespaces, "doomed"));
+    s.ack.deleted(at(namespaces, "doomed"), &deleted);
     s.ack.gone(at(inside, "inside"));
     s.crash_and_check().await;
 
     // A CRD serves its resource after a restart; its deletion deletes its objects.
     let crd_path = at(CRDS, "kopfexamples.kopf.dev");
-    let created = s.server.create(CRDS, crd()).await;
+    let created = s.server.create(CRDS, fixtures::kopfexample_crd()).await;
     s.ack.present_by_uid(crd_path.clone(), created);
-    let kex = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "kex"},
-                     "spec": {"field": "value"}});
+    let kex = fixtures::kopfexample("kex", json!({"field": "value"}));
     let kex = s.server.create(KEX, kex).await;
     s.ack.present_by_uid(at(KEX, "kex"), kex);
     s.crash_and_check().await;
     let deleted = s.server.delete(&crd_path).await;
-    s.ack.answered(&deleted);
-    s.ack.gone(crd_path.clone());
+    s.ack.deleted(crd_path.clone(), &deleted);
     s.ack.gone(at(KEX, "kex"));
     s.crash_and_check().await;
     // Served again, the resource has no objects: they went with the CRD.
-    let created = s.server.create(CRDS, crd()).await;
+    let created = s.server.create(CRDS, fixtures::kopfexample_crd()).await;
     s.ack.present_by_uid(crd_path, created);
     s.crash_and_check().await;
 
@@ -361,18 +345,12 @@ async fn every_answered_write_survives_a_kill_right_after_its_answer() {
     let mut creates: FuturesUnordered<_> = (0..16)
         .map(|i| {
             let object = configmap(&format!("cut-{i}"), "1");
-            s.server.send(Method::POST, CONFIGMAPS, Some(object))
+            s.server.create(CONFIGMAPS, object)
         })
         .collect();
     let mut answers = Vec::new();
     while answers.len() < 4 {
-        answers.push(
-            creates
-                .next()
-                .await
-                .unwrap()
-                .expect("the first answers come"),
-        );
+        answers.push(creates.next().await.expect("the first answers come"));
     }
     drop(creates);
     for answer in answers {
@@ -383,7 +361,7 @@ async fn every_answered_write_survives_a_kill_right_after_its_answer() {
 
     // One request deleting many objects.
     let collection = format!("{CONFIGMAPS}?labelSelector=burst%3Dyes");
-    let deleted = s.server.write(Method::DELETE, &collection, None).await;
+    let deleted = s.server.write("DELETE", &collection, None).await;
     let items = deleted["items"].as_array().expect("the deleted objects");
     assert_eq!(items.len(), 16, "{deleted}");
     for (item, name) in items.iter().zip(&names) {

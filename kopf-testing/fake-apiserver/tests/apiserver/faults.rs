@@ -11,13 +11,13 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf_fake_apiserver::{FakeApiServer, Fault, FaultAction};
+use kopf_fake_apiserver::{ApiRequest, FakeApiServer, Fault, FaultAction};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use kube::api::{GetParams, WatchParams};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, send, wait_for};
+use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, send, wait};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -54,24 +54,6 @@ async fn open(server: &FakeApiServer, path: &str) -> http::Response<hyper::body:
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();
     send(server, request).await
-}
-
-/// A raw POST of JSON; the status and the JSON answer.
-async fn post(server: &FakeApiServer, path: &str, body: Value) -> (StatusCode, Value) {
-    let request = Request::post(path)
-        .header("host", server.addr().to_string())
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .unwrap();
-    let response = send(server, request).await;
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
 }
 
 /// How a body read to its end went: the bytes received, and whether it ended cleanly.
@@ -163,12 +145,13 @@ async fn a_write_can_be_committed_and_answered_with_an_error() {
     }
 
     // Over the control API; deletions too.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "delete", "times": 1, "action": {"commit_then_fail": {"code": 503}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "delete", "times": 1, "action": {"commit_then_fail": {"code": 503}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let status = api_status(api.delete("cm", &DeleteParams::default()).await);
     assert_eq!(status.code, 503);
@@ -214,12 +197,13 @@ async fn a_write_can_be_committed_and_left_without_an_answer() {
     );
 
     // Over the control API: a retried creation finds the object there already.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "create", "times": 1, "action": "commit_then_reset"}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "create", "times": 1, "action": "commit_then_reset"}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let cm2 = configmap("cm2", json!({}));
     assert_no_answer(&api.create(&PostParams::default(), &cm2).await);
@@ -261,12 +245,13 @@ async fn a_list_can_break_off_in_the_middle_of_its_body() {
     assert_eq!(received, whole[..40], "a prefix of the list's JSON arrived");
 
     // Half of it by default, over the control API, and kube-rs sees an error (not an answer).
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "list", "times": 1, "action": {"reset_mid_body": {}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "list", "times": 1, "action": {"reset_mid_body": {}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     assert_no_answer(&api.list(&ListParams::default()).await);
     assert_eq!(
@@ -304,12 +289,13 @@ async fn a_watch_can_break_off_after_some_events_or_at_once() {
     assert_eq!(names, ["a", "b"], "two events, then the cut");
 
     // Right after the headers, over the control API.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "watch", "times": 1, "action": {"reset_mid_body": {"events": 0}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "watch", "times": 1, "action": {"reset_mid_body": {"events": 0}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let response = open(&server, &watch).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -326,7 +312,7 @@ async fn a_watch_can_break_off_after_some_events_or_at_once() {
     let (received, outcome) = read_to_end(&mut open(&server, &watch).await.into_body()).await;
     assert!(outcome.is_ok());
     assert_eq!(events(&received).len(), 1);
-    wait_for("no watch left open", DEADLINE, || async {
+    wait("no watch left open", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;
@@ -382,18 +368,19 @@ async fn a_silent_watch_says_nothing_until_the_client_goes_away() {
 
     // The client gives up (its inactivity timeout); the server lets go.
     drop(silent);
-    wait_for("the silent watch to close", DEADLINE, || async {
+    wait("the silent watch to close", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;
 
     // Over the control API.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "watch", "action": "silent_watch"}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "watch", "action": "silent_watch"}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let response = open(&server, &format!("{CONFIGMAPS}?watch=true")).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -466,12 +453,13 @@ async fn a_conflict_can_come_with_or_without_a_competing_write() {
         .expect("a write from a fresh read succeeds");
 
     // Over the control API, for patches; a missing object is still not found.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "patch", "times": 2, "action": {"conflict": {"compete": true}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "patch", "times": 2, "action": {"conflict": {"compete": true}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let merge = Patch::Merge(json!({"data": {"b": "1"}}));
     let status = api_status(api.patch("cm", &PatchParams::default(), &merge).await);
@@ -571,15 +559,18 @@ async fn lists_can_come_in_a_seeded_random_order_that_replays() {
 
     // Over the control API, with the server reseeded there too.
     let (other, api, _) = shuffling_server(1).await;
-    let (code, _) = post(&other, "/_fake/faults/seed?seed=7", json!({})).await;
+    let (code, _) = other
+        .request("POST", "/_fake/faults/seed?seed=7", json!({}))
+        .await;
     assert_eq!(code, StatusCode::OK);
     other.clear_faults();
-    let (code, _) = post(
-        &other,
-        "/_fake/faults",
-        json!({"resource": "configmaps", "action": "shuffle_list"}),
-    )
-    .await;
+    let (code, _) = other
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"resource": "configmaps", "action": "shuffle_list"}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(listed(&api, &ListParams::default()).await, first);
     other.stop().await;
@@ -628,13 +619,14 @@ async fn an_object_can_be_recreated_under_its_name_with_a_new_uid() {
     );
 
     // Over the control API.
-    let (code, again) = post(
-        &server,
-        "/_fake/recreate",
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
+    let (code, again) = server
+        .request(
+            "POST",
+            "/_fake/recreate",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "cm", "namespace": "default"}, "data": {"incarnation": "3"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(code, StatusCode::CREATED, "{again}");
     assert_ne!(again["metadata"]["uid"].as_str(), Some(new_uid.as_str()));
     assert!(matches!(
@@ -687,17 +679,17 @@ async fn every_fault_is_available_over_the_control_api_as_from_rust() {
         Fault::stale_view(3),
     ];
     for fault in &built {
-        let (code, answer) = post(
-            &server,
-            "/_fake/faults",
-            serde_json::to_value(fault).unwrap(),
-        )
-        .await;
+        let (code, answer) = server
+            .request(
+                "POST",
+                "/_fake/faults",
+                serde_json::to_value(fault).unwrap(),
+            )
+            .await;
         assert_eq!(code, StatusCode::OK, "{answer}");
     }
-    let response = open(&server, "/_fake/faults").await;
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let listed: Vec<Fault> = serde_json::from_slice(&bytes).unwrap();
+    let (_, listed) = server.request("GET", "/_fake/faults", None).await;
+    let listed: Vec<Fault> = serde_json::from_value(listed).unwrap();
     assert_eq!(listed, built);
     assert!(matches!(
         listed[7].action,
@@ -811,20 +803,22 @@ async fn a_write_held_before_it_was_made_is_made_only_if_released() {
     );
 
     // Over the control API, as a test in another language would.
-    let (code, _) = post(
-        &server,
-        "/_fake/faults",
-        json!({"verb": "patch", "times": 1, "action": {"hold": {"commit": false}}}),
-    )
-    .await;
+    let (code, _) = server
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"verb": "patch", "times": 1, "action": {"hold": {"commit": false}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK);
     let patching = patch("4");
     server.wait_held(DEADLINE).await.expect("held");
-    let response = open(&server, "/_fake/held").await;
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let listed: Vec<kopf_fake_apiserver::HeldWrite> = serde_json::from_slice(&bytes).unwrap();
+    let (_, listed) = server.request("GET", "/_fake/held", None).await;
+    let listed: Vec<kopf_fake_apiserver::HeldWrite> = serde_json::from_value(listed).unwrap();
     assert_eq!(listed.len(), 1);
-    let (code, released) = post(&server, "/_fake/held/release", json!({})).await;
+    let (code, released) = server
+        .request("POST", "/_fake/held/release", json!({}))
+        .await;
     assert_eq!(
         (code, released.as_array().map(Vec::len)),
         (StatusCode::OK, Some(1))
@@ -954,18 +948,13 @@ async fn a_fault_can_aim_at_one_client_by_its_user_agent() {
     let server = FakeApiServer::start().await.unwrap();
     server.inject(Fault::respond(500).user_agent("kopf-rs/"));
     let get = |agent: &'static str| {
-        let request = Request::get(CONFIGMAPS)
-            .header("host", server.addr().to_string())
-            .header("user-agent", agent)
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
-            .unwrap();
-        send(&server, request)
+        server.send(ApiRequest::new("GET", CONFIGMAPS).header(http::header::USER_AGENT, agent))
     };
     assert_eq!(
-        get("kopf-rs/0.1.0").await.status(),
+        get("kopf-rs/0.1.0").await.status,
         StatusCode::INTERNAL_SERVER_ERROR
     );
-    assert_eq!(get("kubectl/v1.33.0").await.status(), StatusCode::OK);
+    assert_eq!(get("kubectl/v1.33.0").await.status, StatusCode::OK);
     let logged = server.requests();
     assert_eq!(logged[0].user_agent.as_deref(), Some("kopf-rs/0.1.0"));
     assert_eq!(logged[0].faults, ["respond"]);
@@ -1000,12 +989,13 @@ async fn contract_breaking_faults_need_an_explicit_opt_in_and_then_break_one_str
     .expect_err("refused without the opt-in");
     let message = refused.downcast::<String>().unwrap();
     assert!(message.contains("contract_breaking_faults()"), "{message}");
-    let (code, answer) = post(
-        &refusing,
-        "/_fake/faults",
-        json!({"action": {"break_stream": {"breach": "drop"}}}),
-    )
-    .await;
+    let (code, answer) = refusing
+        .request(
+            "POST",
+            "/_fake/faults",
+            json!({"action": {"break_stream": {"breach": "drop"}}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::BAD_REQUEST, "{answer}");
     refusing.stop().await;
 

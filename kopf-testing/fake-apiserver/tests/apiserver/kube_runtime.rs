@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, wait_for};
+use crate::support::{DEADLINE, NOT_ROOT_CA, client_without_retries, wait};
 
 /// A custom resource with a status subresource, served once its CRD is created.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -108,21 +108,22 @@ async fn watcher_sees_every_change(config: watcher::Config) {
         )
         .await
         .unwrap();
-    let deleted = configmaps
+    let gone = configmaps
         .delete("cm", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted ConfigMap");
+    let events = next_events(&mut cm_events, 4).await;
     assert_eq!(
-        next_events(&mut cm_events, 4).await,
+        events[..3],
         [
             Seen::apply(&created),
             Seen::apply(&replaced),
             Seen::apply(&patched),
-            Seen::delete(&deleted)
         ]
     );
+    assert_deleted_after(&events[3], &gone, &patched);
     assert_eq!(patched.data, Some(data(&[("k", "3")])));
 
     // Widgets: create, patch the spec, patch the status, delete.
@@ -146,21 +147,22 @@ async fn watcher_sees_every_change(config: watcher::Config) {
         )
         .await
         .unwrap();
-    let deleted = widgets
+    let gone = widgets
         .delete("w", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted Widget");
+    let events = next_events(&mut w_events, 4).await;
     assert_eq!(
-        next_events(&mut w_events, 4).await,
+        events[..3],
         [
             Seen::apply(&created),
             Seen::apply(&spec_patched),
             Seen::apply(&status_patched),
-            Seen::delete(&deleted)
         ]
     );
+    assert_deleted_after(&events[3], &gone, &status_patched);
 
     // Nothing else was queued before a last change: each watcher saw only its own resource.
     let after_cm = configmaps
@@ -234,7 +236,7 @@ async fn reflector_survives_dropped_watches_restarts_and_expired_versions() {
 
     // The server drops every connection, as a restarted API server would.
     server.restart();
-    wait_for("the client to reconnect", DEADLINE, || async {
+    wait("the client to reconnect", || async {
         client.apiserver_version().await.ok()
     })
     .await;
@@ -250,7 +252,7 @@ async fn reflector_survives_dropped_watches_restarts_and_expired_versions() {
     // resourceVersion expires (410) and it relists.
     server.inject(Fault::respond(500).verb("watch").resource("configmaps"));
     server.close_watches();
-    wait_for("a failed watch", DEADLINE, || async {
+    wait("a failed watch", || async {
         server
             .requests()
             .iter()
@@ -515,7 +517,7 @@ async fn namespaces_are_created_listed_and_deleted_with_their_contents() {
         .delete("kube-rt", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the namespace to be gone", DEADLINE, || async {
+    wait("the namespace to be gone", || async {
         namespaces
             .get_opt("kube-rt")
             .await
@@ -581,11 +583,13 @@ async fn custom_resources_create_get_list_replace_delete() {
     );
     assert_eq!(api.get("small").await.unwrap().spec.size, 2);
 
-    api.delete("small", &DeleteParams::default())
+    let gone = api
+        .delete("small", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted object, as for every custom resource");
+    assert_eq!(gone.details.map(|d| d.name), Some("small".to_string()));
     let status = api_error(api.get("small").await);
     assert_eq!(
         (status.code, status.reason.as_str()),
@@ -839,8 +843,8 @@ async fn status_subresource_and_generation() {
     api.delete("w", &DeleteParams::default())
         .await
         .unwrap()
-        .left()
-        .expect("the deleted object");
+        .right()
+        .expect("a Status naming the deleted object, as for every custom resource");
     assert_eq!(api.get_opt("w").await.unwrap(), None);
     server.stop().await;
 }
@@ -867,7 +871,7 @@ impl Reconciled {
             .collect()
     }
 
-    /// Waits like `wait_for`, but tells what the reconciler did when the deadline passes.
+    /// Waits like `wait`, but tells what the reconciler did when the deadline passes.
     async fn wait<F, Fut>(&self, what: &str, mut condition: F)
     where
         F: FnMut() -> Fut,
@@ -1222,7 +1226,7 @@ async fn connections_close_with_their_clients_and_the_server() {
     let task = tokio::spawn(
         watcher(api.clone(), watcher::Config::default()).for_each(|_| futures::future::ready(())),
     );
-    wait_for("an open watch", DEADLINE, || async {
+    wait("an open watch", || async {
         (server.stats().open_watches == 1).then_some(())
     })
     .await;
@@ -1231,7 +1235,7 @@ async fn connections_close_with_their_clients_and_the_server() {
     task.abort();
     let _ = task.await;
     drop((api, client));
-    wait_for("all connections to close", DEADLINE, || async {
+    wait("all connections to close", || async {
         let stats = server.stats();
         (stats.open_connections == 0 && stats.open_watches == 0).then_some(())
     })
@@ -1286,12 +1290,18 @@ impl Seen {
             o.meta().resource_version.clone().unwrap(),
         )
     }
+}
 
-    fn delete<K: Resource>(o: &K) -> Seen {
-        Seen::Delete(
-            o.meta().name.clone().unwrap(),
-            o.meta().resource_version.clone().unwrap(),
-        )
+/// `seen` is the deletion that `status` answered, after the `last` change of the object.
+fn assert_deleted_after<K: Resource>(seen: &Seen, status: &kube::core::Status, last: &K) {
+    let name = status.details.as_ref().map(|d| d.name.as_str());
+    let version = |rv: &str| rv.parse::<u64>().expect("a numeric resourceVersion");
+    match seen {
+        Seen::Delete(deleted, rv) if Some(deleted.as_str()) == name => assert!(
+            version(rv) > version(last.meta().resource_version.as_deref().unwrap()),
+            "the deletion comes after the last change: {seen:?}"
+        ),
+        other => panic!("expected the deletion of {name:?}, got {other:?}"),
     }
 }
 

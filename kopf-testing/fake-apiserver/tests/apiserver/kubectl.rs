@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, fixtures};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::SemaphorePermit;
 
-use crate::support::{self, DEADLINE, wait_for};
+use crate::support::{self, DEADLINE, wait};
 
 /// kubectl pointed at one server, with its own kubeconfig, discovery cache and manifests in a
 /// temporary folder, removed when it is dropped.
@@ -111,7 +111,7 @@ impl Kubectl {
 
     /// Applies the KopfExample CRD and waits until it is established.
     async fn apply_crd(&self) {
-        let crd = self.manifest("crd.yaml", CRD);
+        let crd = self.manifest("crd.yaml", &crd());
         let out = self.ok(&["apply", "-f", &crd]).await;
         assert_eq!(
             out.trim(),
@@ -183,65 +183,19 @@ impl LineReader {
 
 const CRD_NAME: &str = "kopfexamples.kopf.dev";
 
-/// Kopf's example CRD: namespaced, with a status subresource, an open schema for `spec` and
-/// `status`, and printer columns (one of them only in `-o wide`).
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: kopfexamples.kopf.dev
-spec:
-  scope: Namespaced
-  group: kopf.dev
-  names:
-    kind: KopfExample
-    plural: kopfexamples
-    singular: kopfexample
-    shortNames:
-      - kopfexes
-      - kopfex
-      - kexes
-      - kex
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: { status: { } }
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-            status:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-      additionalPrinterColumns:
-        - name: Duration
-          type: string
-          priority: 0
-          jsonPath: .spec.duration
-          description: For how long the pod should sleep.
-        - name: Children
-          type: string
-          priority: 0
-          jsonPath: .status.create_fn.children
-          description: The children pods created.
-        - name: Message
-          type: string
-          priority: 0
-          jsonPath: .status.create_fn.message
-          description: As returned from the handler (sometimes).
-        - name: Field
-          type: string
-          priority: 1
-          jsonPath: .spec.field
-          description: Only in the wide output.
-        - name: Age
-          type: date
-          jsonPath: .metadata.creationTimestamp
-"#;
+/// Kopf's example CRD (the fixture: namespaced, with a status subresource, an open schema
+/// for `spec` and `status`, printer columns), with two more printer columns: one only in
+/// `-o wide`, and a date.
+fn crd() -> String {
+    let mut crd = fixtures::kopfexample_crd();
+    let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array_mut()
+        .expect("the fixture has printer columns");
+    columns.push(json!({"name": "Field", "type": "string", "priority": 1,
+                        "jsonPath": ".spec.field", "description": "Only in the wide output."}));
+    columns.push(json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}));
+    serde_norway::to_string(&crd).expect("a CRD as YAML")
+}
 
 /// A KopfExample manifest; `extra` is more YAML, indented as top-level keys.
 fn example(name: &str, duration: &str, extra: &str) -> String {
@@ -582,7 +536,7 @@ async fn get_watch_sees_changes() {
         lines.next("the existing object").await,
         "ADDED kopf-example-1=1m"
     );
-    wait_for("kubectl's watch to open", DEADLINE, || async {
+    wait("kubectl's watch to open", || async {
         (server.stats().open_watches > 0).then_some(())
     })
     .await;
@@ -627,7 +581,7 @@ async fn get_watch_sees_changes() {
         .expect("the killed watcher ends in time")
         .expect("the watcher's exit is known");
     assert!(!status.success());
-    wait_for("the server to see the watch go", DEADLINE, || async {
+    wait("the server to see the watch go", || async {
         (server.stats().open_watches == 0).then_some(())
     })
     .await;
@@ -834,7 +788,7 @@ async fn delete_waits_for_finalizers() {
     server.reset_requests();
     let delete = ["delete", "kopfexample", "kopf-example-1", "--wait=true"];
     let mut deleter = kubectl.spawn(&delete);
-    let object = wait_for("the deletion to be marked", DEADLINE, || async {
+    let object = wait("the deletion to be marked", || async {
         let object = kubectl
             .json(&["get", "kopfexample", "kopf-example-1"])
             .await;
@@ -843,7 +797,7 @@ async fn delete_waits_for_finalizers() {
     .await;
     assert_eq!(object["metadata"]["finalizers"], json!(["kopf.dev/test"]));
     // kubectl waits for the deletion with a watch on the object.
-    wait_for("kubectl delete to watch the object", DEADLINE, || async {
+    wait("kubectl delete to watch the object", || async {
         server
             .requests()
             .iter()
@@ -1085,7 +1039,7 @@ async fn delete_namespace_with_contents() {
     kubectl.ok(&["apply", "-n", "kopf-held", "-f", &path]).await;
     kubectl.ok(&["apply", "-n", "kopf-held", "-f", &cm]).await;
     let mut deleter = kubectl.spawn(&["delete", "namespace", "kopf-held"]);
-    wait_for("the namespace to terminate", DEADLINE, || async {
+    wait("the namespace to terminate", || async {
         let phase = kubectl
             .ok(&[
                 "get",

@@ -3,43 +3,31 @@
 
 use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{ApiRequest, FakeApiServer, PatchType};
 use serde_json::{Value, json};
 
 use crate::support::{DEADLINE, send};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
-async fn call(
-    server: &FakeApiServer,
-    method: &str,
-    path: &str,
-    kind: &str,
-    body: &Value,
-) -> (StatusCode, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", server.addr().to_string())
-        .header("content-type", kind)
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .unwrap();
-    let response = send(server, request).await;
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.expect("the body was read").to_bytes();
-    (
-        parts.status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
 async fn configmap(server: &FakeApiServer, name: &str, data: Value) {
     let body =
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
-    let (code, body) = call(server, "POST", CONFIGMAPS, "application/json", &body).await;
+    let (code, body) = server.request("POST", CONFIGMAPS, body).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+/// A JSON patch of the object at `path`: the status and the answer.
+async fn json_patch(
+    server: &FakeApiServer,
+    path: &str,
+    operations: Vec<Value>,
+) -> (StatusCode, Value) {
+    let request = ApiRequest::new("PATCH", path)
+        .json(Value::Array(operations))
+        .patch_type(PatchType::Json);
+    let answer = server.send(request).await;
+    (answer.status, answer.json())
 }
 
 #[tokio::test]
@@ -47,20 +35,16 @@ async fn hostile_json_patches_are_refused_and_the_server_goes_on() {
     let server = FakeApiServer::start().await.unwrap();
     configmap(&server, "target", json!({"a": "x".repeat(1000)})).await;
     let path = format!("{CONFIGMAPS}/target");
-    let patch = "application/json-patch+json";
 
-    let many = Value::Array(vec![
-        json!({"op": "test", "path": "/kind", "value": "ConfigMap"});
-        10_001
-    ]);
-    let (code, body) = call(&server, "PATCH", &path, patch, &many).await;
+    let many = vec![json!({"op": "test", "path": "/kind", "value": "ConfigMap"}); 10_001];
+    let (code, body) = json_patch(&server, &path, many).await;
     assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(body["reason"], "RequestEntityTooLarge");
 
     let doubling: Vec<Value> = (0..40)
         .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")}))
         .collect();
-    let (code, body) = call(&server, "PATCH", &path, patch, &Value::Array(doubling)).await;
+    let (code, body) = json_patch(&server, &path, doubling).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(
         body["message"]
@@ -80,7 +64,7 @@ async fn hostile_json_patches_are_refused_and_the_server_goes_on() {
         nesting.push(json!({"op": "move", "from": "/data", "path": format!("/metadata/annotations{}/-", "/0".repeat(98))}));
         nesting.push(json!({"op": "move", "from": "/metadata/annotations", "path": "/data"}));
     }
-    let (code, body) = call(&server, "PATCH", &path, patch, &Value::Array(nesting)).await;
+    let (code, body) = json_patch(&server, &path, nesting).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(
         body["message"]
@@ -90,7 +74,7 @@ async fn hostile_json_patches_are_refused_and_the_server_goes_on() {
         "{body}"
     );
 
-    let (code, body) = call(&server, "GET", &path, "application/json", &Value::Null).await;
+    let (code, body) = server.request("GET", &path, None).await;
     assert_eq!(code, StatusCode::OK, "the server goes on: {body}");
     assert_eq!(
         body["data"]["a"].as_str().map(str::len),
@@ -105,17 +89,10 @@ async fn objects_cannot_grow_past_what_etcd_stores() {
     configmap(&server, "big", json!({"a": "x".repeat(1024 * 1024)})).await;
     let grow = json!({"data": {"b": "y".repeat(1024 * 1024)}});
     let path = format!("{CONFIGMAPS}/big");
-    let (code, body) = call(
-        &server,
-        "PATCH",
-        &path,
-        "application/merge-patch+json",
-        &grow,
-    )
-    .await;
+    let (code, body) = server.request("PATCH", &path, grow).await;
     assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert_eq!(body["message"], "etcdserver: request is too large");
-    let (code, body) = call(&server, "GET", &path, "application/json", &Value::Null).await;
+    let (code, body) = server.request("GET", &path, None).await;
     assert_eq!(code, StatusCode::OK);
     assert!(body["data"].get("b").is_none(), "nothing was stored");
 }

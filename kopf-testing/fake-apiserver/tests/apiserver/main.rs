@@ -3,8 +3,11 @@
 mod support;
 
 mod api;
+mod authentication;
 mod binary;
 mod catalog;
+mod client;
+mod deletion;
 mod durability;
 mod faults;
 mod kube_runtime;
@@ -12,6 +15,7 @@ mod kube_upstream;
 mod kubectl;
 mod kubectl_cel;
 mod kubectl_protobuf;
+mod kubelet;
 mod limits;
 mod lists;
 mod metadata;

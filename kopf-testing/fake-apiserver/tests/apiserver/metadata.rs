@@ -4,16 +4,15 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt as _;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt as _;
+use http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{ApiRequest, FakeApiServer};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt as _, watcher};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{DEADLINE, NOT_ROOT_CA, send, wait_for};
+use crate::support::{NOT_ROOT_CA, wait};
 
 fn config_map(name: &str, data: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -70,28 +69,17 @@ async fn raw_answers_carry_no_data_and_mismatches_are_not_acceptable() {
         .await
         .unwrap();
     let get = |path: &str, accept: &str| {
-        Request::get(path)
-            .header("host", server.addr().to_string())
-            .header("accept", accept)
-            .body(http_body_util::Full::default())
-            .unwrap()
-    };
-    let body = |response: http::Response<hyper::body::Incoming>| async move {
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        let request = ApiRequest::new("GET", path).header(http::header::ACCEPT, accept);
+        let server = &server;
+        async move {
+            let answer = server.send(request).await;
+            (answer.status, answer.json())
+        }
     };
     let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
     let many = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
-    let (status, object) = body(
-        send(
-            &server,
-            get("/api/v1/namespaces/default/configmaps/raw", one),
-        )
-        .await,
-    )
-    .await;
+    let (status, object) = get("/api/v1/namespaces/default/configmaps/raw", one).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         object.as_object().unwrap().keys().collect::<Vec<_>>(),
@@ -100,15 +88,9 @@ async fn raw_answers_carry_no_data_and_mismatches_are_not_acceptable() {
     );
     assert!(!object.to_string().contains("secret-ish"));
 
-    let (status, list) = body(
-        send(
-            &server,
-            get(
-                "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Draw",
-                many,
-            ),
-        )
-        .await,
+    let (status, list) = get(
+        "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Draw",
+        many,
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -117,22 +99,14 @@ async fn raw_answers_carry_no_data_and_mismatches_are_not_acceptable() {
     assert!(list["items"][0].get("data").is_none());
 
     // The real server refuses a list where one object was asked for, and the other way round.
-    let (status, error) =
-        body(send(&server, get("/api/v1/namespaces/default/configmaps", one)).await).await;
+    let (status, error) = get("/api/v1/namespaces/default/configmaps", one).await;
     assert_eq!(status, StatusCode::NOT_ACCEPTABLE, "{error}");
     assert_eq!(error["reason"], "NotAcceptable");
     assert!(
         error["message"].as_str().unwrap().contains("is a list"),
         "{error}"
     );
-    let (status, _) = body(
-        send(
-            &server,
-            get("/api/v1/namespaces/default/configmaps/raw", many),
-        )
-        .await,
-    )
-    .await;
+    let (status, _) = get("/api/v1/namespaces/default/configmaps/raw", many).await;
     assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
     server.stop().await;
 }
@@ -171,18 +145,14 @@ async fn metadata_watcher_sees_changes_without_the_objects_bodies() {
     api.patch("after", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for(
-        "the watcher to see both objects and the label",
-        DEADLINE,
-        || {
-            let seen = seen.lock().unwrap().clone();
-            async move {
-                (seen.contains_key("before")
-                    && seen.get("after").is_some_and(|l| l.contains_key("changed")))
-                .then_some(())
-            }
-        },
-    )
+    wait("the watcher to see both objects and the label", || {
+        let seen = seen.lock().unwrap().clone();
+        async move {
+            (seen.contains_key("before")
+                && seen.get("after").is_some_and(|l| l.contains_key("changed")))
+            .then_some(())
+        }
+    })
     .await;
     watching.abort();
     server.stop().await;

@@ -7,8 +7,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, fixtures};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
@@ -35,54 +34,6 @@ pub(crate) fn temp_dir() -> tempfile::TempDir {
         .prefix("kopf-rs-python-")
         .tempdir()
         .expect("a temporary folder")
-}
-
-/// The KopfExample resource, as Kopf's own examples define it.
-fn kopf_example_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfexamples.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {
-                "plural": "kopfexamples",
-                "singular": "kopfexample",
-                "kind": "KopfExample",
-                "shortNames": ["kopfexes", "kex"],
-            },
-            "versions": [{
-                "name": "v1",
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .expect("a valid CRD")
-}
-
-/// Creates the KopfExample CRD and waits until it is Established.
-async fn create_kopf_example_crd(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &kopf_example_crd())
-        .await
-        .expect("creating the CRD");
-    support::wait_for(
-        "the KopfExample CRD to be Established",
-        DEADLINE,
-        || async {
-            let crd = crds.get("kopfexamples.kopf.dev").await.ok()?;
-            let conditions = crd.status?.conditions?;
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 /// The KopfExamples in the `default` namespace, through kube-rs.
@@ -214,7 +165,7 @@ impl Python {
         stdin.flush().await.expect("flushing stdin");
     }
 
-    /// Waits until `condition` holds, as [`support::wait_for`], but fails at once with the
+    /// Waits until `condition` holds, as [`support::wait`], but fails at once with the
     /// process's log if the process exits meanwhile.
     pub(crate) async fn until<T, F, Fut>(
         &mut self,
@@ -291,7 +242,7 @@ impl Drop for Python {
 
 /// Waits until the server has no open connection and no open watch.
 pub(crate) async fn wait_for_no_connections(server: &FakeApiServer) {
-    support::wait_for("no open connections and watches", DEADLINE, || async {
+    support::wait("no open connections and watches", || async {
         let stats = server.stats();
         (stats.open_connections == 0 && stats.open_watches == 0).then_some(())
     })
@@ -323,7 +274,7 @@ async fn kubernetes_client_lists_creates_watches_and_patches() {
         .expect("writing the kubeconfig");
 
     let client = server.client();
-    create_kopf_example_crd(&client).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     let examples = kopf_examples(&client);
     examples
         .create(
@@ -543,7 +494,7 @@ async fn kopf_operator_handles_creation_update_and_deletion() {
         .write_kubeconfig(&kubeconfig)
         .expect("writing the kubeconfig");
     let client = server.client();
-    create_kopf_example_crd(&client).await;
+    server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     let examples = kopf_examples(&client);
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let events: Api<Event> = Api::namespaced(client.clone(), "default");

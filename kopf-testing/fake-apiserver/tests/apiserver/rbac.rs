@@ -13,14 +13,6 @@ fn code(error: kube::Error) -> u16 {
     }
 }
 
-async fn apply(client: &kube::Client, path: &str, object: serde_json::Value) {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&object).unwrap())
-        .unwrap();
-    let _: serde_json::Value = client.request(request).await.expect("created");
-}
-
 #[tokio::test]
 async fn a_cluster_role_bound_in_a_namespace_grants_only_there() {
     let server = FakeApiServer::builder()
@@ -29,18 +21,15 @@ async fn a_cluster_role_bound_in_a_namespace_grants_only_there() {
         .await
         .expect("the server starts");
     let admin = server.client();
-    apply(
-        &admin,
-        "/api/v1/namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
-    )
-    .await;
-    apply(&admin, "/apis/rbac.authorization.k8s.io/v1/clusterroles", json!({
+    server
+        .apply_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}))
+        .await;
+    server.apply_value(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "configmap-editor"},
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create"]}],
     })).await;
-    apply(&admin, "/apis/rbac.authorization.k8s.io/v1/namespaces/team/rolebindings", json!({
+    server.apply_value(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "bot", "namespace": "team"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "configmap-editor"},

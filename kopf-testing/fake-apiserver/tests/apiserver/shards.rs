@@ -10,13 +10,12 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{ApiRequest, FakeApiServer};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, send, wait_for};
+use crate::support::{DEADLINE, wait};
 
 /// The lower half of the hash space, by uid.
 const LOW: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
@@ -49,25 +48,11 @@ fn encode(value: &str) -> String {
 
 /// `GET path` with this `Accept`: the status and the JSON body.
 async fn get(server: &FakeApiServer, path: &str, accept: &str) -> (StatusCode, Value) {
-    let request = Request::get(path)
-        .header("accept", accept)
-        .body(http_body_util::Full::default())
-        .expect("a valid request");
-    let response = send(server, request).await;
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("a whole body")
-        .to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-        panic!(
-            "{path}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&bytes)
-        )
-    });
-    (status, body)
+    let request = ApiRequest::new("GET", path).header(http::header::ACCEPT, accept);
+    let answer = server.send(request).await;
+    let body = serde_json::from_slice(&answer.body)
+        .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {}", answer.json()));
+    (answer.status, body)
 }
 
 /// Lists the labelled ConfigMaps at `collection` with this shard selector (and query); fails
@@ -426,17 +411,15 @@ async fn deletecollection_deletes_one_shard() {
         .collect();
     let collection = "/api/v1/namespaces/default/configmaps";
     let high = names(&list(&server, collection, HIGH, "").await);
-    let request = Request::delete(format!(
+    let lower = format!(
         "{collection}?labelSelector={}&shardSelector={}",
         encode(LABEL),
         encode(LOW)
-    ))
-    .body(http_body_util::Full::default())
-    .unwrap();
-    let response = send(&server, request).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    );
+    let (status, deleted) = server.request("DELETE", &lower, None).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
     let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &configmaps());
-    let left: BTreeSet<String> = wait_for("the lower shard's deletion", DEADLINE, || async {
+    let left: BTreeSet<String> = wait("the lower shard's deletion", || async {
         let left: BTreeSet<String> = api
             .list(&ListParams::default().labels(LABEL))
             .await

@@ -1,8 +1,6 @@
 //! Helpers shared by the fake API server's tests.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use http::Request;
 use kopf_fake_apiserver::FakeApiServer;
@@ -12,26 +10,8 @@ use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 /// count ConfigMaps leave it out with this field selector.
 pub(crate) const NOT_ROOT_CA: &str = "metadata.name!=kube-root-ca.crt";
 
-/// A generous deadline for conditions that should hold soon.
-pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Waits until `condition` returns `Some`, polling; panics with `what` after `deadline`.
-pub(crate) async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut condition: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let until = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Some(value) = condition().await {
-            return value;
-        }
-        if tokio::time::Instant::now() > until {
-            panic!("timed out after {deadline:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// The waits of every test: one generous deadline.
+pub(crate) use kopf_fake_apiserver::{DEADLINE, wait};
 
 /// Whether we run under CI, where a missing tool is a failure rather than a skip.
 pub(crate) fn in_ci() -> bool {

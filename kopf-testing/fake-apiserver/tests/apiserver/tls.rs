@@ -1,13 +1,14 @@
 //! HTTPS: the server's own CA is trusted by its client, config and kubeconfig and by no one
 //! else; plain HTTP on the TLS port is answered as Go's servers answer it; a required token
-//! guards every path but the health checks and `/version`, the control API included.
+//! guards every path but the health checks and `/version`, the control API included
+//! (`authentication.rs` has the rest of who may do what).
 
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, TestClient};
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{self, DEADLINE};
 
@@ -20,35 +21,12 @@ async fn tls_server(token: Option<&str>) -> FakeApiServer {
     builder.start().await.expect("the server starts")
 }
 
-/// `method path` over TLS with this token (or none), without retries: the status code and
-/// the body, as JSON when it is.
-async fn call(
-    server: &FakeApiServer,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-) -> (u16, Value) {
+/// A client of the server with this token (or none), without retries.
+fn client_with(server: &FakeApiServer, token: Option<&str>) -> TestClient {
     let mut config = server.config();
     config.auth_info.token = token.map(|token| token.to_string().into());
     config.default_retry = false;
-    let client = kube::Client::try_from(config).expect("a client");
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(kube::client::Body::from(b"{}".to_vec()))
-        .expect("a request");
-    let response = client.send(request).await.expect("an answer");
-    let code = response.status().as_u16();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("the body")
-        .to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (code, body)
+    TestClient::new(kube::Client::try_from(config).expect("a client"))
 }
 
 fn config_map(name: &str) -> ConfigMap {
@@ -173,7 +151,7 @@ async fn plain_http_to_the_tls_port_is_answered_400_and_the_server_goes_on() {
         .await
         .expect("still serving over TLS");
     drop(served);
-    support::wait_for("every connection to close", DEADLINE, || async {
+    support::wait("every connection to close", || async {
         (server.stats().open_connections == 0).then_some(())
     })
     .await;
@@ -191,25 +169,37 @@ async fn a_required_token_guards_the_control_api_but_not_health_or_version() {
         ("GET", "/api/v1/namespaces"),
         ("GET", "/apis"),
     ] {
-        for token in [None, Some("wrong")] {
-            let (code, body) = call(&server, method, path, token).await;
-            assert_eq!(code, 401, "{method} {path} with {token:?}: {body}");
-            assert_eq!(body["reason"], "Unauthorized", "{body}");
-        }
+        let (code, body) = client_with(&server, Some("wrong"))
+            .request(method, path, json!({}))
+            .await;
+        assert_eq!(code, 401, "{method} {path} with a wrong token: {body}");
+        assert_eq!(body["reason"], "Unauthorized", "{body}");
+        // Without a token, the request is system:anonymous's, whom no role lets in.
+        let (code, body) = client_with(&server, None)
+            .request(method, path, json!({}))
+            .await;
+        assert_eq!(code, 403, "{method} {path} with no token: {body}");
+        assert_eq!(body["reason"], "Forbidden", "{body}");
     }
-    let (code, stats) = call(&server, "GET", "/_fake/stats", Some("s3cret")).await;
+    let (code, stats) = client_with(&server, Some("s3cret"))
+        .request("GET", "/_fake/stats", json!({}))
+        .await;
     assert_eq!(code, 200, "{stats}");
     assert!(stats["open_connections"].as_u64() >= Some(1), "{stats}");
 
-    for path in ["/healthz", "/livez", "/readyz", "/readyz/ping", "/version"] {
-        let (code, body) = call(&server, "GET", path, None).await;
+    for path in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, body) = client_with(&server, None)
+            .request("GET", path, json!({}))
+            .await;
         assert_eq!(
             code, 200,
             "{path} is open to requests with no token: {body}"
         );
         // Authentication comes first: a token the server does not know is turned away even
         // where none is needed, as on a cluster.
-        let (code, body) = call(&server, "GET", path, Some("wrong")).await;
+        let (code, body) = client_with(&server, Some("wrong"))
+            .request("GET", path, json!({}))
+            .await;
         assert_eq!(code, 401, "{path} with a wrong token: {body}");
     }
     server.stop().await;
@@ -224,7 +214,9 @@ async fn under_rbac_a_service_account_may_not_steer_the_server() {
         .await
         .expect("the server starts");
     let token = server.service_account_token("default", "bot");
-    let (code, body) = call(&server, "POST", "/_fake/faults", Some(&token)).await;
+    let (code, body) = client_with(&server, Some(&token))
+        .request("POST", "/_fake/faults", json!({}))
+        .await;
     assert_eq!(code, 403, "{body}");
     assert_eq!(
         body,
@@ -239,7 +231,9 @@ async fn under_rbac_a_service_account_may_not_steer_the_server() {
             "code": 403,
         })
     );
-    let (code, body) = call(&server, "GET", "/version", Some(&token)).await;
+    let (code, body) = client_with(&server, Some(&token))
+        .request("GET", "/version", json!({}))
+        .await;
     assert_eq!(code, 200, "{body}");
     server.stop().await;
 }

@@ -246,7 +246,7 @@ async fn equivalent_versions_match_and_are_reviewed_in_the_version_of_the_rule()
         "apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1},
     }))
     .unwrap();
-    support::wait_for("the v2 widgets are served", support::DEADLINE, || async {
+    support::wait("the v2 widgets are served", || async {
         widgets.create(&PostParams::default(), &widget).await.ok()
     })
     .await;

@@ -278,7 +278,7 @@ async fn a_scale_write_is_admitted_again_when_its_object_changed_meanwhile() {
             .await
     };
     let meanwhile = async {
-        support::wait_for("the first review", support::DEADLINE, || async {
+        support::wait("the first review", || async {
             (!webhook.received("/scale").is_empty()).then_some(())
         })
         .await;

@@ -336,7 +336,7 @@ pub(crate) async fn create_burst_within(
     deadline: Duration,
 ) -> Result<(Sample, Handled), String> {
     let cluster = Cluster::start(programs).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let operator = start_operator(programs, kind, &cluster, &observer, "create", deadline).await?;
     let before = cluster.verbs().await?;
     let stretch = Stretch::start(before, &cluster, &observer, operator.as_ref());
@@ -416,7 +416,7 @@ pub(crate) async fn steady_updates(
 ) -> Result<Sample, String> {
     let objects = sizes.update_objects;
     let cluster = populated(programs, objects, None).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "update", "1", None)?;
     ready(&cluster, Some(&observer), &operator, DEADLINE).await?;
     all_created(&observer, objects, DEADLINE)
@@ -563,7 +563,7 @@ async fn shutdown_once(
     mode: &str,
 ) -> Result<(Option<f64>, f64, f64), String> {
     let cluster = populated(programs, objects, None).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let baseline = cluster.open_connections().await?;
     let operator = programs.start(kind, &cluster.kubeconfig, mode, "1", None)?;
     if mode == "create" {
@@ -666,7 +666,7 @@ pub(crate) async fn deletion(
 ) -> Result<Sample, String> {
     let finalizer = (kind == Kind::Ceiling).then_some("bench.kopf.dev/cleanup");
     let cluster = populated(programs, objects, finalizer).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let operator = start_operator(programs, kind, &cluster, &observer, "delete", DEADLINE).await?;
     if let Some(operator) = &operator {
         let handled = marked(objects, "create_fn", "1");
@@ -719,7 +719,7 @@ pub(crate) async fn startup(
     objects: usize,
 ) -> Result<Sample, String> {
     let cluster = populated(programs, objects, None).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let handled = Handled { cluster, observer };
     let mut sample = Sample::new();
     for (run, handler, what) in [("1", "create_fn", "fresh"), ("2", "resume_fn", "resumed")] {
@@ -776,7 +776,7 @@ pub(crate) async fn instructions(
     let out = dir.join(format!("callgrind.{}.out", label(kind)));
     let valgrind = callgrind_into(&out);
     let cluster = Cluster::start(programs).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let operator = programs.start(kind, &cluster.kubeconfig, "create", "1", Some(&valgrind))?;
     ready(
         &cluster,

@@ -66,7 +66,11 @@ async fn measure(programs: &Programs, objects: usize, run: usize) -> Result<Samp
     let (full, _) = memory_kib(pid);
     let (patches, server_cpu) = patch_rate(&cluster, objects, run).await?;
     let start = Instant::now();
-    let (listed, _) = list_all(&kopfexamples(cluster.client.clone()), &AtomicU64::new(0)).await?;
+    let (listed, _) = list_all(
+        &kopfexamples(cluster.client.client().clone()),
+        &AtomicU64::new(0),
+    )
+    .await?;
     let listing = start.elapsed().as_secs_f64();
     cluster.stop();
     if listed.len() != objects {

@@ -77,7 +77,7 @@ async fn burst(
         &["--no-sharded-watches"]
     };
     let cluster = Cluster::start_with(programs, options).await?;
-    let observer = Observer::start(cluster.client.clone()).await?;
+    let observer = Observer::start(cluster.client.client().clone()).await?;
     let mut operators = Vec::new();
     for r in 0..replicas {
         let shards = SHARDS.to_string();

@@ -13,4 +13,5 @@ pub(super) mod verbs;
 mod watch;
 mod writes;
 
+pub(crate) use subresources::service_account_token;
 pub(crate) use writes::recreate;

@@ -13,6 +13,7 @@ use crate::endpoints::request::Context;
 use crate::endpoints::shared::Shared;
 use crate::semantics::authorization::{self, Attributes, Identity};
 use crate::semantics::status::{ApiError, ApiResult, Subject};
+use crate::semantics::tokens::{ISSUER, Rejection};
 use crate::storage::catalog::Builtin;
 
 /// Answers a review: the object as sent, with its `status` filled in.
@@ -47,17 +48,7 @@ pub(super) fn review(
             let namespace = spec["namespace"].as_str().unwrap_or_default();
             rules_review(shared, &context.requester, namespace)
         }
-        Some(Builtin::TokenReview) => {
-            let token = spec["token"].as_str().unwrap_or_default();
-            match access::authenticate(&shared.access, token) {
-                Some(who) => json!({
-                    "authenticated": true,
-                    "user": shared.read(|state| who.authenticated(state)).user_info(),
-                    "audiences": review_audiences(&spec),
-                }),
-                None => json!({"authenticated": false, "error": "invalid bearer token"}),
-            }
-        }
+        Some(Builtin::TokenReview) => token_review(shared, &spec)?,
         Some(Builtin::SelfSubjectReview) => json!({"userInfo": context.requester.user_info()}),
         _ => return Err(ApiError::internal("not a review")),
     };
@@ -71,17 +62,37 @@ pub(super) fn review(
     Ok(Reply::json(StatusCode::CREATED, &target.render(&review)))
 }
 
-/// The audiences a `TokenReview` answers for a valid token: those it asked about, or the
-/// server's own when it named none. (The fake server's tokens are valid for any audience.)
-fn review_audiences(spec: &Value) -> Value {
-    match spec.get("audiences") {
-        Some(Value::Array(asked)) if !asked.is_empty() => Value::Array(asked.clone()),
-        _ => json!([SERVER_AUDIENCE]),
+/// Who the token of a `TokenReview` is, for the audiences it asks about (the API server's own
+/// when it names none), as the real server answers: a token of no authenticator's is just not
+/// authenticated; one of this server's that is invalid says why in `error`.
+fn token_review(shared: &Shared, spec: &Value) -> ApiResult<Value> {
+    let token = spec["token"].as_str().unwrap_or_default();
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
     }
+    let mut audiences: Vec<String> = spec["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|audience| audience.as_str().map(String::from))
+        .collect();
+    if audiences.is_empty() {
+        audiences.push(ISSUER.to_string());
+    }
+    Ok(
+        match access::review(&shared.access, &shared.state, token, &audiences) {
+            Ok((who, granted)) => json!({
+                "authenticated": true,
+                "user": who.user_info(),
+                "audiences": granted,
+            }),
+            Err(Rejection::NotOurs) => json!({"user": {}}),
+            Err(Rejection::Invalid(error)) => json!({"user": {}, "error": error}),
+        },
+    )
 }
-
-/// The audience the real server's tokens carry by default (its `--api-audiences`).
-const SERVER_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 fn review_subject() -> Subject<'static> {
     Subject {

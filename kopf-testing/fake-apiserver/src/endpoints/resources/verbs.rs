@@ -86,6 +86,14 @@ pub(crate) async fn serve(
         (Some("eviction"), Verb::Create) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::eviction(shared, context, &target, &body).await
         }
+        (Some("log"), Verb::Get) if target.def.builtin == Some(Builtin::Pod) => {
+            subresources::log(shared, context, &target)
+        }
+        (Some(kubelet @ ("exec" | "attach" | "portforward")), Verb::Get | Verb::Create)
+            if target.def.builtin == Some(Builtin::Pod) =>
+        {
+            subresources::stream(shared, context, &target, kubelet)
+        }
         (Some("ephemeralcontainers"), verb) if target.def.builtin == Some(Builtin::Pod) => {
             subresources::ephemeral_containers(shared, context, &target, verb, &body).await
         }

@@ -18,7 +18,7 @@ use crate::semantics::lifecycle::{self, DeleteOptions, Deletion, Scope};
 use crate::semantics::limits;
 use crate::semantics::patch::{self, PatchError, Updater};
 use crate::semantics::protobuf::{self, ProtobufError};
-use crate::semantics::status::{ApiError, ApiResult};
+use crate::semantics::status::{self, ApiError, ApiResult};
 use crate::semantics::webhooks::{self, Operation};
 use crate::storage::object::{self, ObjectKey};
 use crate::storage::state::State;
@@ -562,7 +562,7 @@ pub(super) async fn delete(
 ) -> ApiResult<Reply> {
     let (options, dry_run) = delete_options(context, body)?;
     let admission = Admission::prepare(shared, &target.def, &target.namespace);
-    let deleted = delete_object(
+    let (deleted, removed) = delete_object(
         shared,
         (context, admission.as_ref()),
         target,
@@ -570,18 +570,24 @@ pub(super) async fn delete(
         (&options, dry_run),
     )
     .await?;
-    Ok(Reply::json(StatusCode::OK, &target.answer(&deleted)))
+    let answer = if removed && !lifecycle::returns_deleted_object(&target.def) {
+        status::deleted(target.subject(target.name()), object::uid(&deleted))
+    } else {
+        target.answer(&deleted)
+    };
+    Ok(Reply::json(StatusCode::OK, &answer))
 }
 
 /// Deletes one object (removes it, or marks it when finalizers hold it), after the webhooks
-/// of `admission`, if any, admitted its deletion; answers its last state.
+/// of `admission`, if any, admitted its deletion; answers its last state, and whether it was
+/// removed (or, for a dry run, would have been).
 async fn delete_object(
     shared: &Shared,
     (context, admission): (&Context, Option<&Admission>),
     target: &Target<'_>,
     key: &ObjectKey,
     (options, dry_run): (&DeleteOptions, bool),
-) -> ApiResult<Arc<Value>> {
+) -> ApiResult<(Arc<Value>, bool)> {
     for _ in 0..admitting::ATTEMPTS {
         let old = current(shared, target, &key.1)?;
         if let Some(admission) = admission {
@@ -603,13 +609,16 @@ async fn delete_object(
             let stored_rv = state
                 .get(&target.def.key(), key)
                 .map(|o| object::resource_version(o).to_string());
-            let (Deletion::Gone(object) | Deletion::Pending(object)) =
-                lifecycle::delete(state, &target.def, key, options)?;
-            Ok::<_, ApiError>(Some(if dry_run {
+            let (object, removed) = match lifecycle::delete(state, &target.def, key, options)? {
+                Deletion::Gone(object) => (object, true),
+                Deletion::Pending(object) => (object, false),
+            };
+            let object = if dry_run {
                 unstored(&object, stored_rv.as_deref())
             } else {
                 object
-            }))
+            };
+            Ok::<_, ApiError>(Some((object, removed)))
         })?;
         if let Some(deletion) = deletion {
             return Ok(deletion);
@@ -675,7 +684,7 @@ pub(super) async fn delete_collection(
     for key in keys {
         let admitted = (context, admission.as_ref());
         match delete_object(shared, admitted, target, &key, (&options, dry_run)).await {
-            Ok(object) => deleted.push(target.answer(&object)),
+            Ok((object, _)) => deleted.push(target.answer(&object)),
             Err(error) if admission.is_some() && error.code != StatusCode::NOT_FOUND => {
                 return Err(error);
             }

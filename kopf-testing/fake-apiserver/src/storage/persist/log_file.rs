@@ -2,6 +2,15 @@
 //! before it counts; the file is rewritten as a snapshot when it is opened and whenever it has
 //! grown beyond twice the size of its live objects.
 //!
+//! A compaction that fails never costs a write that was, or will be, answered:
+//! - before the rename (creating, writing or fsyncing the temporary file, or the rename
+//!   itself), the log is as it was: the temporary file goes, the appends go on to the log, and
+//!   the next attempt waits until the log has doubled;
+//! - after the rename, if the directory cannot be fsync'd, a crash may bring back either file:
+//!   no append could be made durable in both, so the log refuses every later one (each write
+//!   fails with the reason until the server is restarted), while the batch just appended, in
+//!   both files, stands.
+//!
 //! All of it is blocking file I/O: the server calls it off its runtime.
 
 use std::borrow::Cow;
@@ -18,6 +27,7 @@ use super::error::StateFileError;
 use super::format::{Record, push_header, push_line, push_seal, seal};
 use crate::storage::catalog::ResourceKey;
 use crate::storage::object::ObjectKey;
+use crate::storage::private_files;
 use crate::storage::state::{ChangeKind, Mutation, key_of};
 
 /// Below this size, the log is never compacted (rewriting it would cost more than it saves).
@@ -40,8 +50,34 @@ pub(crate) struct LogFile {
     compaction_floor: u64,
     /// Nor before it is this long, after a compaction failed.
     compaction_postponed: u64,
-    /// A write failed: where the file ends is unknown, so nothing more is appended.
-    broken: bool,
+    /// Why nothing more is appended: a write failed (where the file ends is unknown), or a
+    /// compaction's rename could not be made durable (which file a crash leaves is unknown).
+    broken: Option<String>,
+    /// The step at which compactions fail, in tests.
+    #[cfg(test)]
+    fail_at: Option<Step>,
+}
+
+/// The steps of a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Creating the temporary file.
+    Create,
+    /// Writing the snapshot to it.
+    Write,
+    /// Fsyncing it.
+    Sync,
+    /// Renaming it over the log.
+    Rename,
+    /// Fsyncing the directory, so that the rename survives a crash.
+    SyncDirectory,
+}
+
+/// Where a compaction failed, and why.
+#[derive(Debug)]
+struct Failed {
+    step: Step,
+    error: StateFileError,
 }
 
 #[derive(Debug)]
@@ -69,7 +105,8 @@ impl LogFile {
                 .or_default()
                 .insert(key_of(object), entry);
         }
-        let (file, len, live_len) = write_snapshot(path, &mut live, resource_version)?;
+        let (file, len, live_len) =
+            write_snapshot(path, &mut live, resource_version, |_| Ok(())).map_err(|f| f.error)?;
         Ok(LogFile {
             path: path.to_owned(),
             file,
@@ -79,8 +116,17 @@ impl LogFile {
             resource_version,
             compaction_floor: COMPACTION_FLOOR,
             compaction_postponed: 0,
-            broken: false,
+            broken: None,
+            #[cfg(test)]
+            fail_at: None,
         })
+    }
+
+    /// Makes every compaction fail at `step`.
+    #[cfg(test)]
+    pub(super) fn failing_compactions_at(mut self, step: Step) -> Self {
+        self.fail_at = Some(step);
+        self
     }
 
     /// Compacts from this size on, rather than from 1 MiB.
@@ -98,11 +144,8 @@ impl LogFile {
             path: path.to_owned(),
             error,
         };
-        if self.broken {
-            return Err(unwritable(
-                &self.path,
-                std::io::Error::other("an earlier write to it failed"),
-            ));
+        if let Some(why) = &self.broken {
+            return Err(unwritable(&self.path, std::io::Error::other(why.clone())));
         }
         let Some(last) = group.last() else {
             return Ok(());
@@ -117,7 +160,9 @@ impl LogFile {
             .write_all(&out)
             .and_then(|()| self.file.sync_data())
         {
-            self.broken = true;
+            self.broken = Some(format!(
+                "an earlier write to it failed ({error}); restart the server"
+            ));
             return Err(unwritable(&self.path, error));
         }
         self.len += out.len() as u64;
@@ -189,17 +234,42 @@ impl LogFile {
         }
     }
 
-    /// Rewrites the file with the live objects only. A failure leaves the old file in place
-    /// (it holds every batch already) and postpones the next attempt.
+    /// Rewrites the file with the live objects only. A failure before the rename leaves the
+    /// log in place (it holds every batch already) and postpones the next attempt; one after
+    /// it stops the appends (see the module's docs).
     fn compact(&mut self) {
-        match write_snapshot(&self.path, &mut self.live, self.resource_version) {
+        #[cfg(test)]
+        let fail_at = self.fail_at;
+        #[cfg(not(test))]
+        let fail_at: Option<Step> = None;
+        let inject = |step| match fail_at {
+            Some(failing) if failing == step => Err(std::io::Error::other(format!(
+                "an injected failure at {step:?}"
+            ))),
+            _ => Ok(()),
+        };
+        match write_snapshot(&self.path, &mut self.live, self.resource_version, inject) {
             Ok((file, len, live_len)) => {
                 self.file = file;
                 self.len = len;
                 self.live_len = live_len;
                 self.compaction_postponed = 0;
             }
-            Err(error) => {
+            Err(Failed {
+                step: Step::SyncDirectory,
+                error,
+            }) => {
+                tracing::error!(
+                    %error,
+                    "the state file was compacted, but the rename could not be made durable: \
+                     writes fail from now on; restart the server"
+                );
+                self.broken = Some(format!(
+                    "a compaction replaced the file, but the rename could not be made durable \
+                     ({error}); restart the server"
+                ));
+            }
+            Err(Failed { error, .. }) => {
                 tracing::warn!(%error, "compacting the state file failed; it keeps growing for now");
                 self.compaction_postponed = self.len.saturating_mul(2);
             }
@@ -208,25 +278,62 @@ impl LogFile {
 }
 
 /// Writes a log with only the header and one batch of every object (CRDs first), via a
-/// temporary file renamed over `path` once fsync'd. Records each object's line length;
-/// returns the file (positioned at its end), its length and the objects' lines' length.
+/// temporary file (readable by its owner only) renamed over `path` once fsync'd. Records each
+/// object's line length; returns the file (positioned at its end), its length and the
+/// objects' lines' length. `inject` fails steps in tests. A failure before the rename removes
+/// the temporary file and leaves `path` as it was.
 fn write_snapshot(
     path: &Path,
     live: &mut BTreeMap<ResourceKey, BTreeMap<ObjectKey, Live>>,
     resource_version: u64,
-) -> Result<(File, u64, u64), StateFileError> {
-    let unwritable = |error| StateFileError::Unwritable {
-        path: path.to_owned(),
-        error,
-    };
+    inject: impl Fn(Step) -> std::io::Result<()>,
+) -> Result<(File, u64, u64), Failed> {
     let mut name = path.file_name().unwrap_or_default().to_owned();
     name.push(".tmp");
     let temporary = path.with_file_name(name);
-    let mut writer = BufWriter::new(File::create(&temporary).map_err(unwritable)?);
+    let failed = |step, error| {
+        if step != Step::SyncDirectory {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        Failed {
+            step,
+            error: StateFileError::Unwritable {
+                path: path.to_owned(),
+                error,
+            },
+        }
+    };
+    let file = inject(Step::Create)
+        .and_then(|()| private_files::create(&temporary))
+        .map_err(|error| failed(Step::Create, error))?;
+    let written = write_batch(BufWriter::new(file), live, resource_version, &inject)
+        .map_err(|error| failed(Step::Write, error))?;
+    let (file, len, batch_len) = written;
+    inject(Step::Sync)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| failed(Step::Sync, error))?;
+    inject(Step::Rename)
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .map_err(|error| failed(Step::Rename, error))?;
+    inject(Step::SyncDirectory)
+        .and_then(|()| sync_directory(path))
+        .map_err(|error| failed(Step::SyncDirectory, error))?;
+    Ok((file, len, batch_len))
+}
+
+/// Writes the header and the batch of every object to `writer`; returns the file, its length
+/// and the objects' lines' length.
+fn write_batch(
+    mut writer: BufWriter<File>,
+    live: &mut BTreeMap<ResourceKey, BTreeMap<ObjectKey, Live>>,
+    resource_version: u64,
+    inject: impl Fn(Step) -> std::io::Result<()>,
+) -> std::io::Result<(File, u64, u64)> {
     let mut line = Vec::new();
     push_header(&mut line);
     let header_len = line.len() as u64;
-    writer.write_all(&line).map_err(unwritable)?;
+    writer.write_all(&line)?;
+    inject(Step::Write)?;
     // The batch is streamed, and its seal computed on the way.
     let mut crc = crc32fast::Hasher::new();
     let mut batch_len = 0;
@@ -250,19 +357,14 @@ fn write_snapshot(
                 );
                 batch_len += entry.len;
                 crc.update(&line);
-                writer.write_all(&line).map_err(unwritable)?;
+                writer.write_all(&line)?;
             }
         }
     }
     line.clear();
     push_seal(&mut line, resource_version, batch_len, crc.finalize());
-    writer.write_all(&line).map_err(unwritable)?;
-    let file = writer
-        .into_inner()
-        .map_err(|error| unwritable(error.into_error()))?;
-    file.sync_all().map_err(unwritable)?;
-    std::fs::rename(&temporary, path).map_err(unwritable)?;
-    sync_directory(path).map_err(unwritable)?;
+    writer.write_all(&line)?;
+    let file = writer.into_inner().map_err(|error| error.into_error())?;
     Ok((file, header_len + batch_len + line.len() as u64, batch_len))
 }
 

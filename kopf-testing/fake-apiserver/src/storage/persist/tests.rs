@@ -1,5 +1,6 @@
 //! The state log on disk: batches replayed in order, a torn tail dropped at any cut, damage
-//! before the tail refused, compaction, and files of the older format.
+//! before the tail refused, compaction (and its failures at every step), files of the older
+//! format, and the file's mode.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::durability::Unsaved;
 use super::error::StateFileError;
-use super::log_file::LogFile;
+use super::log_file::{LogFile, Step};
 use super::replay::{Contents, read, restore};
 use crate::storage::catalog::ResourceDef;
 use crate::storage::state::State;
@@ -203,6 +204,100 @@ fn the_log_is_compacted_once_it_outgrows_its_live_objects() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["state.json"], "no temporary file is left");
+}
+
+/// The names of the files in `dir`.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A compaction that fails before its rename (at the temporary file's creation, writing or
+/// fsync, or at the rename) leaves the log as it was: every later write is appended to it and
+/// saved, and no temporary file is left behind.
+#[test]
+fn a_compaction_failing_before_its_rename_keeps_appending_to_the_log() {
+    for step in [Step::Create, Step::Write, Step::Sync, Step::Rename] {
+        let (dir, path, mut state, log) = fresh();
+        let mut log = log.with_compaction_floor(1024).failing_compactions_at(step);
+        let def = configmaps(&state);
+        for round in 0..200 {
+            state.put(&def, configmap("busy", &round.to_string()));
+            if let Err(error) = log.append(&[unsaved(&mut state)]) {
+                panic!("failing at {step:?}: round {round} was refused: {error}");
+            }
+        }
+        assert!(
+            len(&path) > 4 * 1024,
+            "failing at {step:?}: the log was compacted after all"
+        );
+        assert_eq!(
+            read(&path).unwrap(),
+            contents_of(&state),
+            "failing at {step:?}: the log lost writes"
+        );
+        assert_eq!(files_in(dir.path()), ["state.json"], "failing at {step:?}");
+    }
+}
+
+/// A compaction whose rename cannot be made durable (the directory's fsync fails) leaves two
+/// files a crash could choose between: no later write is acknowledged, and the file the path
+/// names holds every write that was.
+#[test]
+fn a_compaction_whose_rename_is_not_durable_acknowledges_no_later_write() {
+    let (_dir, path, mut state, log) = fresh();
+    let mut log = log
+        .with_compaction_floor(1024)
+        .failing_compactions_at(Step::SyncDirectory);
+    let def = configmaps(&state);
+    let mut acknowledged = None;
+    let mut refusal = None;
+    for round in 0..200 {
+        state.put(&def, configmap("busy", &round.to_string()));
+        match log.append(&[unsaved(&mut state)]) {
+            Ok(()) => acknowledged = Some(contents_of(&state)),
+            Err(error) => {
+                refusal = Some(error.to_string());
+                break;
+            }
+        }
+    }
+    let refusal = refusal.expect("writes after the failed compaction were acknowledged");
+    assert!(
+        refusal.contains("could not be made durable") && refusal.contains("restart the server"),
+        "{refusal}"
+    );
+    assert_eq!(
+        read(&path).unwrap(),
+        acknowledged.expect("writes before the compaction were acknowledged"),
+        "the file at the path lost an acknowledged write"
+    );
+    // Refused for good: the next write too.
+    state.put(&def, configmap("later", "x"));
+    assert!(log.append(&[unsaved(&mut state)]).is_err());
+}
+
+/// The state file holds Secrets: only its owner may read it, from the start and after every
+/// compaction.
+#[cfg(unix)]
+#[test]
+fn the_state_file_is_its_owners_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let (_dir, path, mut state, log) = fresh();
+    assert_eq!(mode(&path), 0o600);
+    let mut log = log.with_compaction_floor(1024);
+    let def = configmaps(&state);
+    for round in 0..200 {
+        state.put(&def, configmap("busy", &round.to_string()));
+        log.append(&[unsaved(&mut state)]).unwrap();
+    }
+    assert!(len(&path) < 4 * 1024, "the log was compacted");
+    assert_eq!(mode(&path), 0o600);
 }
 
 const KEX_CRD: &str = r#"{
