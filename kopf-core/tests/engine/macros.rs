@@ -283,7 +283,8 @@ async fn raw_event_fn(r#type: Option<&str>, event: &Value, memo: &Memo) {
         "handler": "raw", "type": r#type, "event.type": event["type"],
         "event.object.name": event["object"]["metadata"]["name"],
         "event.object.size": event["object"]["spec"]["size"],
-        "keys": event.as_object().map(|e| e.keys().cloned().collect::<Vec<_>>()),
+        // Sorted: serde_json keeps insertion order where a dependency enables `preserve_order`.
+        "keys": event.as_object().map(|e| e.keys().cloned().collect::<std::collections::BTreeSet<_>>()),
     }));
 }
 
