@@ -30,7 +30,8 @@
 //! The crate's root holds what handler code writes every day: the attributes
 //! (`#[kopf::on_create]` and the rest), the arguments most handlers take ([`Invocation`],
 //! [`Patch`], [`Logger`], [`Events`], [`Memo`], [`Index`], [`Reason`], [`Stopped`] with its
-//! [`StopReason`], and [`Settings`] for startup handlers), what handlers return ([`Result`],
+//! [`StopReason`], [`Live`] views for daemons and timers, and [`Settings`] for startup
+//! handlers), what handlers return ([`Result`],
 //! [`Error`], [`TemporaryError`], [`PermanentError`], [`AdmissionError`]), Kopf's event
 //! functions ([`event`], [`info`], [`warn`], [`exception`]), and the program's entry: [`run`],
 //! or [`run_with`] a registry of the [`handlers!`] it names. [`prelude`] imports the most
@@ -65,6 +66,7 @@ mod structs;
 // The root: what handler code writes every day.
 pub use actions::current::register;
 pub use actions::invocation::{Invocation, Reason};
+pub use actions::live::Live;
 pub use actions::posting::{event, exception, info, warn};
 pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};

@@ -506,6 +506,11 @@ fn setter(setter: &Setter, p: &TokenStream) -> TokenStream {
                 .map(|variant| quote!(#p::Operation::#variant));
             quote!(.operations([#(#variants),*]))
         }
+        Setter::Operation(variant, span) => {
+            // Spanned at the option: its deprecation is reported there.
+            let method = syn::Ident::new("operation", *span);
+            quote!(.#method(#p::Operation::#variant))
+        }
         Setter::Subresource(subresource) => quote!(.subresource(#subresource)),
         Setter::Persistent => quote!(.persistent()),
         Setter::SideEffects => quote!(.side_effects()),
@@ -551,7 +556,11 @@ fn meta_filter(filter: &MetaFilter, p: &TokenStream) -> TokenStream {
         MetaFilter::Absent(span) => quote_spanned!(*span=> #p::MetaFilter::Absent),
         MetaFilter::Callable(callable) => {
             let span = first_span(callable);
-            quote_spanned!(span=> #p::MetaFilter::callable(#callable))
+            if sees_the_body(callable) {
+                quote_spanned!(span=> #p::MetaFilter::callable_with_body(#callable))
+            } else {
+                quote_spanned!(span=> #p::MetaFilter::callable(#callable))
+            }
         }
     }
 }
@@ -566,9 +575,23 @@ fn value_filter(filter: &ValueFilter, p: &TokenStream) -> TokenStream {
         ValueFilter::Absent(span) => quote_spanned!(*span=> #p::ValueFilter::Absent),
         ValueFilter::Callable(callable) => {
             let span = first_span(callable);
-            quote_spanned!(span=> #p::ValueFilter::callable(#callable))
+            if sees_the_body(callable) {
+                quote_spanned!(span=> #p::ValueFilter::callable_with_body(#callable))
+            } else {
+                quote_spanned!(span=> #p::ValueFilter::callable(#callable))
+            }
         }
     }
+}
+
+/// Whether a callable filter is a closure of two parameters, `|value, body| ..`: it sees the
+/// object too, as Kopf's callables see the cause's kwargs. Anything else (a closure of one
+/// parameter, a function's path) is given the value only.
+fn sees_the_body(callable: &TokenStream) -> bool {
+    matches!(
+        syn::parse2::<syn::Expr>(callable.clone()),
+        Ok(syn::Expr::Closure(closure)) if closure.inputs.len() == 2
+    )
 }
 
 fn first_span(tokens: &TokenStream) -> Span {

@@ -197,6 +197,7 @@ const ADMISSION_OPTIONS: &[&str] = &[
     "field",
     "value",
     "operations",
+    "operation",
     "subresource",
     "persistent",
     "side_effects",
@@ -215,12 +216,16 @@ const COMMON_OPTIONS: &[&str] = &[
     "crate",
 ];
 const CHANGE_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff", "field", "value"];
-const INDEX_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff"];
+/// Event handlers are never retried: only the field filter besides the common options.
+const EVENT_OPTIONS: &[&str] = &["field", "value"];
+const INDEX_OPTIONS: &[&str] = &["errors", "timeout", "retries", "backoff", "field", "value"];
 const DAEMON_OPTIONS: &[&str] = &[
     "errors",
     "timeout",
     "retries",
     "backoff",
+    "field",
+    "value",
     "initial_delay",
     "cancellation_backoff",
     "cancellation_timeout",
@@ -230,6 +235,8 @@ const TIMER_OPTIONS: &[&str] = &[
     "timeout",
     "retries",
     "backoff",
+    "field",
+    "value",
     "initial_delay",
     "interval",
     "idle",
@@ -276,6 +283,7 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
     "owns",
     "reads",
     "operations",
+    "operation",
     "subresource",
     "persistent",
     "side_effects",
@@ -350,7 +358,7 @@ impl Kind {
         }
         COMMON_OPTIONS.contains(&option)
             || match self {
-                Kind::Event => false,
+                Kind::Event => EVENT_OPTIONS.contains(&option),
                 Kind::Resume => CHANGE_OPTIONS.contains(&option) || option == "deleted",
                 Kind::Create => CHANGE_OPTIONS.contains(&option),
                 Kind::Update | Kind::Field => {
@@ -454,16 +462,14 @@ pub(crate) fn option_elsewhere(kind: Kind, option: &str) -> &'static str {
             " (admission handlers run once per request and are never retried: any error denies \
              the request, and the API server's webhook timeout limits the call)"
         }
-        "operations" | "subresource" | "persistent" | "side_effects" | "ignore_failures" => {
-            " (only admission handlers have it: `on_validate`, `on_mutate`)"
-        }
+        "operations" | "operation" | "subresource" | "persistent" | "side_effects"
+        | "ignore_failures" => " (only admission handlers have it: `on_validate`, `on_mutate`)",
         "optional" => " (only `on_delete` has it)",
         "deleted" => " (only `on_resume` has it)",
         "old" | "new" => " (only `on_update` and `on_field` have it)",
         "errors" | "timeout" | "retries" | "backoff" => {
             " (event handlers are never retried: their errors are logged)"
         }
-        "field" | "value" => " (only change handlers have it)",
         "initial_delay" => " (only `daemon` and `timer` have it)",
         "cancellation_backoff" | "cancellation_timeout" => " (only `daemon` has it)",
         "interval" | "idle" | "sharp" => " (only `timer` has it)",
@@ -471,7 +477,7 @@ pub(crate) fn option_elsewhere(kind: Kind, option: &str) -> &'static str {
         "owns" | "reads" => {
             " (a login handler makes the credentials: declare what it reads with `Registry::rbac_rule`)"
         }
-        "category" | "labels" | "annotations" | "when" => {
+        "category" | "labels" | "annotations" | "when" | "field" | "value" => {
             " (only handlers of resources have it; activity handlers serve the operator itself)"
         }
         _ => "",

@@ -14,7 +14,7 @@ mod durations;
 mod operations;
 
 use durations::duration;
-use operations::operations;
+use operations::{operation, operations};
 
 /// A handler ready to be expanded.
 pub(crate) struct Handler {
@@ -77,6 +77,9 @@ pub(crate) enum Setter {
     Reads(Vec<syn::Type>),
     /// `operations = [CREATE, UPDATE]`: the variants of `Operation`.
     Operations(Vec<Ident>),
+    /// `operation = CREATE`: Kopf's deprecated singular, added to the operations; spanned at
+    /// the option, where its deprecation is reported.
+    Operation(Ident, Span),
     Subresource(LitStr),
     Persistent,
     SideEffects,
@@ -314,6 +317,8 @@ fn options(
     let mut category: Option<LitStr> = None;
     let mut setters: Vec<Setter> = Vec::new();
     let mut needs_field: Vec<(String, Span)> = Vec::new();
+    // Added after `operations`, which sets them all.
+    let mut singular_operation: Option<Setter> = None;
     let mut seen: Vec<String> = Vec::new();
 
     for item in attribute.items {
@@ -505,6 +510,11 @@ fn options(
                         setters.push(Setter::Operations(operations));
                     }
                 }
+                "operation" => {
+                    if let Some(variant) = operation(value, errors) {
+                        singular_operation = Some(Setter::Operation(variant, span));
+                    }
+                }
                 "subresource" => match string(
                     value,
                     "a subresource: `subresource = \"status\"`, or `\"*\"` for the object and all its subresources",
@@ -548,13 +558,22 @@ fn options(
         );
     }
     if field.is_none() {
-        for (filter, span) in needs_field {
+        for (filter, span) in &needs_field {
             errors.at(
-                span,
+                *span,
                 format!("`{filter}` filters a field's value: it needs `field = \"...\"`"),
             );
         }
     }
+    if let Some((_, value)) = needs_field.iter().find(|(filter, _)| filter == "value")
+        && needs_field.iter().any(|(filter, _)| filter != "value")
+    {
+        errors.at(
+            *value,
+            "either `value` or `old`/`new` filter a field, not both (as in Kopf): `value` matches the old or the new value",
+        );
+    }
+    setters.extend(singular_operation);
     let resource = if !kind.serves_resource() {
         let given = strings
             .first()
@@ -864,6 +883,9 @@ fn signature(kinds: &[Kind], sig: &syn::Signature, errors: &mut Errors) -> Vec<A
             );
             continue;
         }
+        if names_live(&typed.ty) && !live_view(kinds, name, &typed.ty, errors) {
+            continue;
+        }
         if name == "settings"
             && let syn::Type::Reference(reference) = &ty
             && let Some(mutability) = reference.mutability
@@ -1036,6 +1058,51 @@ fn names_an_index(ty: &syn::Type) -> bool {
             .is_some_and(|segment| segment.ident == "Index"),
         _ => false,
     }
+}
+
+/// Whether a parameter's type is written as a live view: `Live<T>` (or a reference to one),
+/// by any path (`kopf::Live<..>`).
+fn names_live(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Reference(reference) => names_live(&reference.elem),
+        syn::Type::Paren(inner) => names_live(&inner.elem),
+        syn::Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "Live"),
+        _ => false,
+    }
+}
+
+/// Checks a parameter written as a live view: only daemons and timers get one, of a JSON part
+/// of the object, by value. `false` (with the error) when it is not such.
+fn live_view(kinds: &[Kind], name: &str, ty: &syn::Type, errors: &mut Errors) -> bool {
+    const PARTS: &[&str] = &["body", "spec", "meta", "status", "labels", "annotations"];
+    // Stacked, every attribute must give one.
+    let other = kinds
+        .iter()
+        .find(|kind| !matches!(kind, Kind::Daemon | Kind::Timer));
+    let message = if !PARTS.contains(&name) {
+        format!(
+            "a live view (`kopf::Live<T>`) is given as one of {}, not as `{name}`",
+            PARTS.join(", ")
+        )
+    } else if let Some(kind) = other {
+        let attr = kind.attribute();
+        format!(
+            "`{name}: kopf::Live<..>` is a live view, given only to daemons and timers (`daemon`, \
+             `timer`), which run while the object changes; `{attr}` handlers are called for one \
+             state of the object: take that state as `{name}: &serde_json::Value` or \
+             `{name}: MyType`"
+        )
+    } else if matches!(ty, syn::Type::Reference(_)) {
+        format!("take the live view by value: `{name}: kopf::Live<..>` (a handle, cheap to clone)")
+    } else {
+        return true;
+    };
+    errors.at(ty.span(), message);
+    false
 }
 
 /// `" (did you mean `timeout`?)"` for a close misspelling of a valid name, or nothing.

@@ -258,7 +258,50 @@ macro_rules! option_setters {
     };
 }
 
-pub(crate) use {option_setters, rbac_setters, retry_setters};
+/// The setters of a field filter (Kopf's `field=` and `value=`) for handlers that see one
+/// state of the object: event handlers, index functions, daemons and timers. `suffixed`: the
+/// field is appended to the id (`id/spec.field`), as Kopf does for every kind but index
+/// functions (an index is asked for by its id) and sub-handlers.
+macro_rules! field_setters {
+    (suffixed) => {
+        /// Only for objects whose dotted `field` is present (a `null` counts as present), or,
+        /// with [`value`](Self::value), whose field passes the value filter. The id gets
+        /// `/field` appended, as in Kopf.
+        pub fn field(mut self, field: &str) -> Self {
+            let path = crate::structs::diff::parse_field(field);
+            if self.options.field.is_none() {
+                self.id = format!("{}/{}", self.id, path.join("."));
+            }
+            self.options.field = Some(path);
+            self
+        }
+
+        crate::actions::invocation::field_setters!(value);
+    };
+    (kept) => {
+        /// Only for objects whose dotted `field` is present (a `null` counts as present), or,
+        /// with [`value`](Self::value), whose field passes the value filter. The id stays as it
+        /// is, as in Kopf.
+        pub fn field(mut self, field: &str) -> Self {
+            self.options.field = Some(crate::structs::diff::parse_field(field));
+            self
+        }
+
+        crate::actions::invocation::field_setters!(value);
+    };
+    (value) => {
+        /// With a [`field`](Self::field): only when its value passes the filter (a value,
+        /// [`Present`](crate::filters::ValueFilter::Present),
+        /// [`Absent`](crate::filters::ValueFilter::Absent) or a callable). Without a field, it
+        /// is ignored, as Kopf refuses it.
+        pub fn value(mut self, filter: crate::structs::filters::ValueFilter) -> Self {
+            self.options.value = Some(filter);
+            self
+        }
+    };
+}
+
+pub(crate) use {field_setters, option_setters, rbac_setters, retry_setters};
 
 /// Everything a handler may ask for, given to it when it is called (Kopf's kwargs).
 #[derive(Clone)]
@@ -293,6 +336,8 @@ pub struct Invocation {
     pub(crate) counted_as: Option<String>,
     /// For admission handlers: what the review says besides the object.
     pub(crate) review: Option<Arc<crate::structs::reviews::Review>>,
+    /// For daemons and timers: the newest state of the object, for live views.
+    pub(crate) live: Option<Arc<crate::actions::newest::Newest>>,
     /// For login handlers: the operator's settings (Kopf gives them to activities, and login
     /// handlers are activities there).
     pub(crate) settings: Option<Arc<crate::configs::settings::Settings>>,
@@ -691,6 +736,35 @@ impl SubHandler {
     }
 
     option_setters!();
+
+    /// Narrows the sub-handler to a field of what its parent sees (the parent's field, if it
+    /// has one, else the object's essence): its `old`, `new` and `diff` are the field's, and
+    /// under an `on_update` or `on_field` parent it runs only when that field changed. The id
+    /// stays as it is, as in Kopf.
+    pub fn field(mut self, field: &str) -> Self {
+        self.options.field = Some(crate::structs::diff::parse_field(field));
+        self
+    }
+
+    /// With a [`field`](Self::field): only when its old or new value passes the filter.
+    pub fn value(mut self, filter: ValueFilter) -> Self {
+        self.options.value = Some(filter);
+        self
+    }
+
+    /// With a [`field`](Self::field): only when its old value passes the filter (Kopf allows
+    /// it under `on_update` and `on_field` parents).
+    pub fn old(mut self, filter: ValueFilter) -> Self {
+        self.options.old = Some(filter);
+        self
+    }
+
+    /// With a [`field`](Self::field): only when its new value passes the filter (Kopf allows
+    /// it under `on_update` and `on_field` parents).
+    pub fn new_value(mut self, filter: ValueFilter) -> Self {
+        self.options.new = Some(filter);
+        self
+    }
 }
 
 impl fmt::Debug for SubHandler {

@@ -9,5 +9,7 @@ pub(crate) mod execution;
 pub(crate) mod extract;
 pub(crate) mod indexing;
 pub(crate) mod invocation;
+pub(crate) mod live;
 pub(crate) mod login;
+pub(crate) mod newest;
 pub(crate) mod posting;

@@ -35,9 +35,9 @@ use crate::intents::admission::{AdmissionHandler, AdmissionKind};
 use crate::intents::registry::{Registry, deduplicated};
 use crate::structs::bodies::Body;
 use crate::structs::certificates::PeerCertificate;
-use crate::structs::diff::{diff, resolve};
+use crate::structs::diff::diff;
 use crate::structs::errors::ErrorKind;
-use crate::structs::filters::{match_field_change, match_labels};
+use crate::structs::filters::{match_field_value, match_metadata};
 use crate::structs::indexes::Indexes;
 use crate::structs::memos::{Memo, ObjectMemos};
 use crate::structs::resources::Resource;
@@ -348,14 +348,12 @@ impl Calls<'_> {
                     ),
                 })
         };
-        let meta = &body["metadata"];
         let passes = checked(&|| {
-            match_labels(&options.labels, meta["labels"].as_object())
-                && match_labels(&options.annotations, meta["annotations"].as_object())
-                && options.field.as_ref().is_none_or(|field| {
-                    let value = resolve(body, field);
-                    match_field_change(options.value.as_ref(), None, None, value, value)
-                })
+            match_metadata(&options.labels, &options.annotations, body)
+                && options
+                    .field
+                    .as_ref()
+                    .is_none_or(|field| match_field_value(field, options.value.as_ref(), body))
         })?;
         Ok(passes
             && match &options.when {
@@ -393,6 +391,7 @@ impl Calls<'_> {
             gathered: gathered.unwrap_or_default(),
             counted_as: None,
             review: Some(self.review.clone()),
+            live: None,
             settings: None,
         }
     }

@@ -232,6 +232,7 @@ impl Authenticator {
             gathered: Default::default(),
             counted_as: None,
             review: None,
+            live: None,
             settings: Some(settings),
         }
     }

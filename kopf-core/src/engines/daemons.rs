@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use crate::actions::delivery::deliver;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::{Invocation, Options};
+use crate::actions::newest::Newest;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
 use crate::helpers::sync::lock;
@@ -41,38 +42,6 @@ use crate::structs::patch::Patch;
 /// How long a stopped daemon may keep running before it is dropped, when it declares no
 /// `cancellation_backoff`: enough to notice `stopped` and return, not to do slow work.
 const INSTANT_EXIT: Duration = Duration::from_millis(100);
-
-/// What the daemons and timers of one object see of it: the newest body, and when its essence
-/// last changed. Read when an attempt starts and when it writes; nothing waits for a change, so
-/// the body is kept under a lock, not in a channel (a `watch` channel's shared state took 352
-/// bytes more for every object with daemons).
-#[derive(Debug)]
-pub(crate) struct Live {
-    body: Mutex<Arc<Body>>,
-    changed: Mutex<(Instant, Option<Value>)>,
-}
-
-impl Live {
-    fn new(body: Arc<Body>) -> Live {
-        Live {
-            body: Mutex::new(body),
-            changed: Mutex::new((Instant::now(), None)),
-        }
-    }
-
-    fn body(&self) -> Arc<Body> {
-        lock(&self.body).clone()
-    }
-
-    /// Shows `body` from now on; the one it replaces is dropped after the lock is let go of.
-    fn show(&self, body: &Arc<Body>) {
-        drop(std::mem::replace(&mut *lock(&self.body), body.clone()));
-    }
-
-    fn idle_for(&self) -> Duration {
-        lock(&self.changed).0.elapsed()
-    }
-}
 
 /// One running daemon or timer.
 #[derive(Debug)]
@@ -125,23 +94,40 @@ pub(crate) struct Daemons {
     running: Vec<(Arc<Background>, Running)>,
     /// Those that ended on their own for good, not to be started again.
     finished: BTreeSet<String>,
-    live: Option<Arc<Live>>,
+    /// What they see of the object: its newest state. Nothing waits for it but the live views
+    /// that daemons ask for, so it is kept under a lock, with one `Notify` for those (a
+    /// `watch` channel's shared state took 352 bytes more for every object with daemons).
+    live: Option<Arc<Newest>>,
 }
 
 impl Daemons {
-    /// Shows the newest state of the object to its daemons; `essence`, when given, resets the
-    /// idle time of timers if it differs from the last one.
-    pub(crate) fn observe(&mut self, body: &Arc<Body>, essence: Option<Value>) {
+    /// Shows a new state of the object to its daemons and timers (Kopf's live body, replaced
+    /// at every event the operator processes), after asking those that it no longer matches
+    /// to stop: an attempt reads the state before it checks whether it was asked to stop, so
+    /// no timer is called with a state that its filters refuse. The `essence`, when given,
+    /// resets the idle time of timers if it differs from the last one.
+    pub(crate) fn observe(
+        &mut self,
+        body: &Arc<Body>,
+        essence: Option<Value>,
+        matching: &[&Arc<Background>],
+    ) {
+        self.stop_unmatched(matching);
         let live = self
             .live
-            .get_or_insert_with(|| Arc::new(Live::new(body.clone())));
+            .get_or_insert_with(|| Arc::new(Newest::new(body.clone())));
         live.show(body);
         if let Some(essence) = essence {
-            let mut changed = lock(&live.changed);
-            if changed.1.as_ref().is_some_and(|last| *last != essence) {
-                changed.0 = Instant::now();
+            live.essence(essence);
+        }
+    }
+
+    /// Asks the running daemons and timers that the object no longer matches to stop.
+    fn stop_unmatched(&self, matching: &[&Arc<Background>]) {
+        for (handler, running) in &self.running {
+            if !matching.iter().any(|h| h.id() == handler.id()) {
+                running.node.cancel(StopReason::FiltersMismatch);
             }
-            changed.1 = Some(essence);
         }
     }
 
@@ -160,33 +146,38 @@ impl Daemons {
     }
 
     /// Starts the matching daemons and timers that do not run yet (and did not finish for
-    /// good); stops the running ones that no longer match.
+    /// good); stops the running ones that no longer match. `true` when a matching one could
+    /// not start because its previous run, asked to stop, has not ended yet: the object must
+    /// be reconciled again a little later (as Kopf's spawning returns delays), or it would wait
+    /// for its next event.
     pub(crate) fn reconcile(
         &mut self,
         matching: &[&Arc<Background>],
         body: &Arc<Body>,
-        start: impl Fn(&Arc<Background>, Arc<Live>, &Tasks) -> Running,
+        start: impl Fn(&Arc<Background>, Arc<Newest>, &Tasks) -> Running,
         tasks: &Tasks,
-    ) {
+    ) -> bool {
         self.sweep();
-        for (handler, running) in &self.running {
-            if !matching.iter().any(|h| h.id() == handler.id()) {
-                running.node.cancel(StopReason::FiltersMismatch);
-            }
-        }
+        self.stop_unmatched(matching);
         let live = self
             .live
-            .get_or_insert_with(|| Arc::new(Live::new(body.clone())))
+            .get_or_insert_with(|| Arc::new(Newest::new(body.clone())))
             .clone();
+        let mut ending = false;
         for handler in matching {
             let id = handler.id();
-            let started = self.running.iter().any(|(known, _)| known.id() == id);
-            if started || self.finished.contains(id) {
+            let previous = self.running.iter().find(|(known, _)| known.id() == id);
+            if let Some((_, running)) = previous {
+                ending |= running.node.stop_reason().is_some();
+                continue;
+            }
+            if self.finished.contains(id) {
                 continue;
             }
             let running = start(handler, live.clone(), tasks);
             self.running.push(((*handler).clone(), running));
         }
+        ending
     }
 
     /// Asks every daemon and timer of the object to stop, for this reason.
@@ -261,7 +252,7 @@ pub(crate) struct Retry {
 pub(crate) fn start(
     host: Arc<dyn DaemonHost>,
     handler: &Arc<Background>,
-    live: Arc<Live>,
+    live: Arc<Newest>,
     tasks: &Tasks,
 ) -> Running {
     let body = live.body();
@@ -288,7 +279,7 @@ struct Runner {
     host: Arc<dyn DaemonHost>,
     /// Shared with the processor: not copied per object.
     handler: Arc<Background>,
-    live: Arc<Live>,
+    live: Arc<Newest>,
     node: Tasks,
     work: Work,
     /// Where it says that it finished for good, and, as it is dropped with its task (even
@@ -417,6 +408,10 @@ impl Runner {
     /// One call of the function on the newest body; its results and patch are written to the
     /// object right away.
     async fn attempt(&self, retry: u32, started: time::OffsetDateTime) -> Outcome {
+        // Read before the check: a state that the filters refuse is shown only after its
+        // daemons and timers were asked to stop (see `Daemons::observe`), so an attempt that
+        // reads one sees that it was asked to stop.
+        let body = self.live.body();
         if self.node.token().is_cancelled() || !self.host.may_act() {
             return Outcome::Aborted;
         }
@@ -431,7 +426,6 @@ impl Runner {
         let written;
         let outcome = {
             let attempt = std::pin::pin!(Some({
-                let body = self.live.body();
                 // A daemon's attempt (one at a time) runs in the daemon's own node, its `stopped`
                 // the daemon's: no node made and dropped per daemon. An attempt with a timeout
                 // gets a node of its own, which its timeout stops without stopping the daemon or
@@ -441,6 +435,7 @@ impl Runner {
                     _ => self.node.child(),
                 };
                 let mut invocation = self.host.invocation(body, options, node);
+                invocation.live = Some(self.live.clone());
                 invocation.retry = retry;
                 invocation.started = started;
                 invocation
@@ -611,7 +606,7 @@ mod tests {
         let runner = Runner {
             host: Arc::new(Unused),
             handler: Arc::new(Background::Daemon(daemon)),
-            live: Arc::new(Live::new(Arc::new(Body::from(Value::Null)))),
+            live: Arc::new(Newest::new(Arc::new(Body::from(Value::Null)))),
             node: Tasks::root(1),
             work: Work::new("daemon_fn", Some("ns"), "name"),
             ending: Arc::default(),

@@ -134,6 +134,18 @@ impl AdmissionHandler {
         self
     }
 
+    /// Also for this operation: Kopf's deprecated singular `operation=`, which adds to
+    /// [`operations`](Self::operations) (alone, it is the only one).
+    #[deprecated(
+        note = "as in Kopf, the singular `operation` is deprecated: write `operations = [..]`"
+    )]
+    pub fn operation(mut self, operation: Operation) -> Self {
+        self.operations
+            .get_or_insert_with(BTreeSet::new)
+            .insert(operation);
+        self
+    }
+
     /// Only for this subresource: `"status"`, `"scale"`…, or `"*"` for the main object and
     /// every subresource. Default: the main object only.
     pub fn subresource(mut self, subresource: &str) -> Self {
@@ -365,5 +377,25 @@ mod tests {
     #[should_panic(expected = "given no operations")]
     fn no_operations_is_a_mistake() {
         let _ = handler(AdmissionKind::Validating).operations([]);
+    }
+
+    #[test]
+    #[allow(
+        deprecated,
+        reason = "Kopf's deprecated singular `operation` is tested"
+    )]
+    fn the_singular_operation_adds_to_the_operations() {
+        let alone = handler(AdmissionKind::Validating).operation(Operation::Create);
+        assert_eq!(
+            alone.operations_set(),
+            Some(&BTreeSet::from([Operation::Create]))
+        );
+        let both = handler(AdmissionKind::Mutating)
+            .operations([Operation::Update])
+            .operation(Operation::Delete);
+        assert_eq!(
+            both.operations_set(),
+            Some(&BTreeSet::from([Operation::Update, Operation::Delete]))
+        );
     }
 }

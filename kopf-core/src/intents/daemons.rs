@@ -28,7 +28,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::actions::invocation::{
-    HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters,
+    HandlerFn, HandlerResult, Invocation, Options, boxed, field_setters, option_setters,
 };
 use crate::structs::resources::Selector;
 
@@ -105,6 +105,7 @@ impl DaemonHandler {
     }
 
     option_setters!();
+    field_setters!(suffixed);
 }
 
 impl fmt::Debug for DaemonHandler {
@@ -179,6 +180,7 @@ impl TimerHandler {
     }
 
     option_setters!();
+    field_setters!(suffixed);
 }
 
 impl fmt::Debug for TimerHandler {

@@ -16,7 +16,7 @@ use std::fmt;
 use std::future::Future;
 
 use crate::actions::invocation::{
-    HandlerFn, HandlerResult, Invocation, Options, boxed, option_setters,
+    HandlerFn, HandlerResult, Invocation, Options, boxed, field_setters, option_setters,
 };
 use crate::structs::filters::ValueFilter;
 use crate::structs::resources::Selector;
@@ -206,6 +206,7 @@ impl EventHandler {
     }
 
     option_setters!();
+    field_setters!(suffixed);
 }
 
 impl fmt::Debug for EventHandler {

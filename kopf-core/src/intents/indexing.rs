@@ -113,6 +113,7 @@ impl IndexHandler {
     }
 
     crate::actions::invocation::option_setters!();
+    crate::actions::invocation::field_setters!(kept);
 }
 
 impl fmt::Debug for IndexHandler {

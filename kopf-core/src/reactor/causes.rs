@@ -101,6 +101,7 @@ pub(crate) fn select<'a>(
                     o.new.as_ref(),
                     old_value.as_deref(),
                     new_value.as_deref(),
+                    object,
                 )
             });
             if !passes {

@@ -3,7 +3,7 @@
 //! that the lifecycle picks (`progress`; one by default: Kopf's `asap`) with their
 //! sub-handlers (`subhandling`), and the patch that stores their records and results.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ use crate::engines::indexing::{self, IndexedEvent};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
-use crate::intents::handlers::{ChangeHandler, EventHandler};
+use crate::intents::handlers::{ChangeHandler, EventHandler, Trigger};
 use crate::intents::indexing::IndexHandler;
 use crate::intents::registry::{Registered as _, Registry, deduplicated};
 use crate::reactor::causes::{self, Selected};
@@ -123,10 +123,20 @@ impl Processor {
             .background_for(selectors)
             .map(|handler| Arc::new(handler.clone()))
             .collect();
-        let extra_fields = changes
+        // As Kopf: the fields of change and event handlers, daemons and timers (not of index
+        // functions) are compared between states, wherever they are (`status.phase`).
+        let mut extra_fields: Vec<Vec<String>> = Vec::new();
+        let fields = changes
             .iter()
-            .filter_map(|h| h.options.field.clone())
-            .collect();
+            .map(|h| &h.options)
+            .chain(events.iter().map(|h| &h.options))
+            .chain(background.iter().map(|h| h.options()))
+            .filter_map(|options| options.field.as_ref());
+        for field in fields {
+            if !extra_fields.contains(field) {
+                extra_fields.push(field.clone());
+            }
+        }
         let client = Arc::new(client);
         let resource = Arc::new(resource);
         let writer = Writer::new(
@@ -163,10 +173,19 @@ impl Processor {
         }
     }
 
-    /// A label selector to send to the server: when every handler of this resource (daemons
-    /// and timers too) filters on the same plain labels, objects without them need not be
-    /// watched at all.
+    /// A label selector to send to the server: when every handler of this resource filters
+    /// on the same plain labels, objects without them need not be watched at all.
+    ///
+    /// Never with daemons or timers, nor with deletion handlers that need a finalizer: an
+    /// object whose labels stop matching leaves such a watch as if deleted, and is forgotten.
+    /// Its daemons would be stopped as for a deletion, and one that returned for good would
+    /// start again when the object comes back, where Kopf stops them for the filters' mismatch
+    /// and remembers; the finalizer would stay on it, where Kopf takes it off, and its
+    /// deletion would wait for an operator that no longer sees it.
     pub(crate) fn label_selector(&self) -> Option<String> {
+        if !self.background.is_empty() || self.changes.iter().any(|h| h.requires_finalizer()) {
+            return None;
+        }
         let mut all = self
             .changes
             .iter()
@@ -338,12 +357,10 @@ impl Processor {
             // The finalizer's change goes again with the records it was sent with.
             self.memory(uid, |m| m.unwritten_finalizer = adding);
         }
+        let respawn = cycle.respawn.then_some(DAEMONS_POLLING);
         match self.remember(uid, written, true) {
             Ok(again) => Next {
-                wakeup: match (cycle.wakeup, again) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                },
+                wakeup: [cycle.wakeup, again, respawn].into_iter().flatten().min(),
                 gone: false,
             },
             Err(delay) => Next {
@@ -555,15 +572,42 @@ impl Processor {
         patch
     }
 
-    /// Whether the object passes the label and annotation filters of the handler `id` (a
-    /// panicking callable does not pass; see `execution::filter`).
+    /// Whether the object passes the label and annotation filters of the handler `id`, and,
+    /// for a handler that sees one state of the object (event handlers, index functions,
+    /// daemons, timers), its field filter (Kopf's `_matches_field_values` on the body). A
+    /// panicking callable does not pass; see `execution::filter`.
     fn object_matches(&self, id: &str, options: &Options, body: &Value) -> bool {
         execution::filter(id, body, || {
-            filters::match_labels(&options.labels, body["metadata"]["labels"].as_object())
-                && filters::match_labels(
-                    &options.annotations,
-                    body["metadata"]["annotations"].as_object(),
-                )
+            filters::match_metadata(&options.labels, &options.annotations, body)
+                && options.field.as_ref().is_none_or(|field| {
+                    filters::match_field_value(field, options.value.as_ref(), body)
+                })
+        })
+    }
+
+    /// Whether the object passes the label and annotation filters of the change handler `id`,
+    /// and its field filter on the field's old or new value in the essences (Kopf's prematch:
+    /// whether the handler could run at all, so whether the object needs its finalizer).
+    fn change_could_match(
+        &self,
+        handler: &ChangeHandler,
+        body: &Value,
+        essences: &Essences<'_>,
+    ) -> bool {
+        let options = &handler.options;
+        execution::filter(&handler.id, body, || {
+            filters::match_metadata(&options.labels, &options.annotations, body)
+                && options.field.as_ref().is_none_or(|field| {
+                    let (old, new) = essences.get();
+                    filters::match_field_change(
+                        options.value.as_ref(),
+                        None,
+                        None,
+                        old.and_then(|old| diff::resolve(old, field)),
+                        diff::resolve(new, field),
+                        body,
+                    )
+                })
         })
     }
 
@@ -602,29 +646,30 @@ impl Processor {
     }
 
     /// Starts the object's matching daemons and timers that do not run yet; stops the others.
+    /// `true` when one must start once its previous run has ended: see again soon.
     fn spawn(
         self: &Arc<Self>,
         uid: &str,
         body: &Arc<Body>,
         matching: &[&Arc<Background>],
         tasks: &Tasks,
-    ) {
+    ) -> bool {
         if self.background.is_empty() {
-            return;
+            return false;
         }
         self.memory(uid, |m| {
             // Checked under the memories' lock: a shard dropped meanwhile lets go of its
             // objects' daemons under it too, so none starts after that.
             if self.ownership.as_ref().is_some_and(|o| !o.holds(uid)) {
-                return;
+                return false;
             }
             m.daemons.reconcile(
                 matching,
                 body,
                 |handler, live, tasks| daemons::start(self.clone(), handler, live, tasks),
                 tasks,
-            );
-        });
+            )
+        })
     }
 
     /// Resolves when every daemon and timer of every object, asked to stop, has ended (after
@@ -656,6 +701,16 @@ impl Processor {
         essence
     }
 
+    /// The object's last handled essence (its diff-base, if any) and its essence now, without
+    /// our own progress keys.
+    fn essences(&self, body: &Value) -> (Option<Arc<Value>>, Arc<Value>) {
+        let old = self.diffbase.fetch(body).map(|mut old| {
+            self.progress.clear(&mut old);
+            Arc::new(old)
+        });
+        (old, Arc::new(self.essence(body)))
+    }
+
     async fn handle_changes(
         self: &Arc<Self>,
         uid: &str,
@@ -670,19 +725,25 @@ impl Processor {
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|x| x == finalizer.as_str()));
         let deleting = !body["metadata"]["deletionTimestamp"].is_null();
+        let essences = Essences {
+            processor: self,
+            body,
+            made: OnceLock::new(),
+        };
         let matching: Vec<&ChangeHandler> = self
             .changes
             .iter()
-            .filter(|h| self.object_matches(&h.id, &h.options, body))
+            .filter(|h| self.change_could_match(h, body, &essences))
             .collect();
         let background = self.matching_background(body, tasks);
-        if !self.background.is_empty() {
+        if !self.background.is_empty() || self.changes.iter().any(|h| h.requires_finalizer()) {
             let essence = self.idle_timers.then(|| self.essence(body));
-            self.memory(uid, |m| m.daemons.observe(body, essence));
+            self.memory(uid, |m| m.daemons.observe(body, essence, &background));
         }
-        if matching.is_empty() && background.is_empty() {
+        if matching.is_empty() && background.is_empty() && !has_finalizer {
             // Kopf's prematch: nothing here concerns this object; leave it as it is (but stop
-            // the daemons whose filters it no longer passes).
+            // the daemons whose filters it no longer passes). With our finalizer, it concerns
+            // us: the finalizer goes below, as in Kopf, once nothing needs it.
             self.spawn(uid, body, &[], tasks);
             return cycle;
         }
@@ -703,7 +764,7 @@ impl Processor {
             return cycle;
         }
         if !deleting {
-            self.spawn(uid, body, &background, tasks);
+            cycle.respawn = self.spawn(uid, body, &background, tasks);
         } else if !self.daemons_ended(uid).await {
             // The deletion handlers run once the daemons and timers have ended.
             cycle.wakeup = Some(DAEMONS_POLLING);
@@ -718,11 +779,7 @@ impl Processor {
         }
 
         // Shared by the handlers' invocations, not copied for each.
-        let old = self.diffbase.fetch(body).map(|mut old| {
-            self.progress.clear(&mut old);
-            Arc::new(old)
-        });
-        let new = Arc::new(self.essence(body));
+        let (old, new) = essences.into_parts();
         let diff = Arc::new(diff::diff(old.as_deref(), Some(&new)));
         let Some(reason) = causes::detect(deleting, old.as_deref(), &diff, initial) else {
             return cycle; // NOOP
@@ -822,6 +879,7 @@ impl Processor {
                 diff,
                 old,
                 new,
+                needs_change: matches!(handler.trigger, Trigger::Update | Trigger::Field),
                 tasks,
             };
             let outcome = subhandling
@@ -896,6 +954,28 @@ impl Processor {
     }
 }
 
+/// The old and new essences of an object, made when first needed: only change handlers with
+/// a field filter need them before the cause is detected.
+struct Essences<'a> {
+    processor: &'a Processor,
+    body: &'a Value,
+    made: OnceLock<(Option<Arc<Value>>, Arc<Value>)>,
+}
+
+impl Essences<'_> {
+    fn get(&self) -> (Option<&Value>, &Value) {
+        let (old, new) = self.made.get_or_init(|| self.processor.essences(self.body));
+        (old.as_deref(), new)
+    }
+
+    fn into_parts(self) -> (Option<Arc<Value>>, Arc<Value>) {
+        match self.made.into_inner() {
+            Some(made) => made,
+            None => self.processor.essences(self.body),
+        }
+    }
+}
+
 /// What one processing cycle produced.
 #[derive(Debug, Default)]
 struct Cycle {
@@ -904,4 +984,7 @@ struct Cycle {
     finalizer: Option<Value>,
     wakeup: Option<Duration>,
     handled: bool,
+    /// A daemon or timer matches again but its previous run has not ended yet: it starts on
+    /// a later look at the object.
+    respawn: bool,
 }

@@ -21,7 +21,8 @@ use crate::configs::storage::{HandlerId, ProgressStorage};
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::progress::{self, Records};
 use crate::structs::bodies::Body;
-use crate::structs::diff::Diff;
+use crate::structs::diff::{self, Diff};
+use crate::structs::filters;
 use crate::structs::memos::Memo;
 use crate::structs::patch::Patch;
 
@@ -36,7 +37,19 @@ pub(crate) struct Cause<'a> {
     pub(crate) diff: &'a Arc<Diff>,
     pub(crate) old: &'a Option<Arc<Value>>,
     pub(crate) new: &'a Option<Arc<Value>>,
+    /// Whether sub-handlers with a field run only when it changed (Kopf's
+    /// `field_needs_change`, inherited from an `on_update` or `on_field` handler at the top).
+    pub(crate) needs_change: bool,
     pub(crate) tasks: &'a Tasks,
+}
+
+/// A sub-handler that its filters select, with the change it sees: narrowed to its field, if
+/// it has one, within what its parent sees.
+struct Chosen {
+    handler: SubHandler,
+    diff: Arc<Diff>,
+    old: Option<Arc<Value>>,
+    new: Option<Arc<Value>>,
 }
 
 /// What running sub-handlers needs: how to invoke them, where their progress is kept, and
@@ -111,9 +124,15 @@ impl SubHandling<'_> {
         Box::pin(async move {
             let (body, reason) = (cause.body, cause.reason);
             let now = timestamps::now();
+            // As Kopf: those that their filters do not select this time are neither run nor
+            // waited for.
+            let children: Vec<Chosen> = children
+                .into_iter()
+                .filter_map(|child| self.choose(parent, child, cause))
+                .collect();
             let ids: Vec<String> = children
                 .iter()
-                .map(|c| format!("{parent}/{}", c.id))
+                .map(|c| format!("{parent}/{}", c.handler.id))
                 .collect();
             for id in &ids {
                 if !records.contains_key(id) {
@@ -124,14 +143,15 @@ impl SubHandling<'_> {
             let mut all_ids = ids.clone();
             let names: Vec<&str> = ids.iter().map(String::as_str).collect();
             for i in progress::plan(self.lifecycle, &names, records) {
-                let (child, id) = (&children[i], &ids[i]);
+                let (chosen, id) = (&children[i], &ids[i]);
+                let child = &chosen.handler;
                 let record = records.get(id).cloned().unwrap_or_default();
                 let started = record.started.unwrap_or(now);
                 let change = Change {
                     reason: Some(reason),
-                    diff: Some(cause.diff.clone()),
-                    old: cause.old.clone(),
-                    new: cause.new.clone(),
+                    diff: Some(chosen.diff.clone()),
+                    old: chosen.old.clone(),
+                    new: chosen.new.clone(),
                 };
                 let mut invocation = self.invocations.make(
                     body.clone(),
@@ -158,12 +178,19 @@ impl SubHandling<'_> {
                 .await;
                 patch.merge(grandchildren.take_patch());
                 let mut subrefs = record.subrefs.clone();
+                // Its own sub-handlers see what it saw.
+                let seen = Cause {
+                    diff: &chosen.diff,
+                    old: &chosen.old,
+                    new: &chosen.new,
+                    ..*cause
+                };
                 let outcome = self
                     .settle_parent(
                         id,
                         outcome,
                         &grandchildren,
-                        cause,
+                        &seen,
                         records,
                         patch,
                         &mut subrefs,
@@ -210,6 +237,77 @@ impl SubHandling<'_> {
                 ids: all_ids,
                 outcome,
             }
+        })
+    }
+}
+
+impl SubHandling<'_> {
+    /// The sub-handler with the change it sees, if its filters select it for this cause (as
+    /// Kopf's `registries.match`: labels, annotations, the field's values and change, `when`;
+    /// a panicking filter does not select it).
+    fn choose(&self, parent: &str, child: SubHandler, cause: &Cause<'_>) -> Option<Chosen> {
+        let options = &child.options;
+        let id = format!("{parent}/{}", child.id);
+        let body: &Value = cause.body;
+        let (diff, old, new) = match &options.field {
+            None => (cause.diff.clone(), cause.old.clone(), cause.new.clone()),
+            Some(field) => (
+                Arc::new(cause.diff.reduce(field)),
+                cause
+                    .old
+                    .as_deref()
+                    .and_then(|old| diff::resolve(old, field))
+                    .cloned()
+                    .map(Arc::new),
+                cause
+                    .new
+                    .as_deref()
+                    .and_then(|new| diff::resolve(new, field))
+                    .cloned()
+                    .map(Arc::new),
+            ),
+        };
+        let passes = execution::filter(&id, body, || {
+            filters::match_metadata(&options.labels, &options.annotations, body)
+                && options.field.as_ref().is_none_or(|_| {
+                    let (old, new) = (old.as_deref(), new.as_deref());
+                    (!cause.needs_change || filters::field_changed(old, new))
+                        && filters::match_field_change(
+                            options.value.as_ref(),
+                            options.old.as_ref(),
+                            options.new.as_ref(),
+                            old,
+                            new,
+                            body,
+                        )
+                })
+        });
+        if !passes {
+            return None;
+        }
+        if let Some(when) = &options.when {
+            let change = Change {
+                reason: Some(cause.reason),
+                diff: Some(diff.clone()),
+                old: old.clone(),
+                new: new.clone(),
+            };
+            let invocation = self.invocations.make(
+                cause.body.clone(),
+                cause.memo.clone(),
+                change,
+                options,
+                cause.tasks.child(),
+            );
+            if !execution::filter(&id, body, || when(&invocation)) {
+                return None;
+            }
+        }
+        Some(Chosen {
+            handler: child,
+            diff,
+            old,
+            new,
         })
     }
 }

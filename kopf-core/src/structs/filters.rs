@@ -1,7 +1,9 @@
 //! Filters of resource handlers: on labels and annotations, and on the values of a field.
 //!
 //! These are the `labels=`, `annotations=`, `value=`, `old=` and `new=` options of Kopf's
-//! decorators. A handler runs only if all of its filters match.
+//! decorators. A handler runs only if all of its filters match. As Kopf's callables get the
+//! cause's kwargs besides the value, a callable filter may look at the whole object (its
+//! `body`): [`MetaFilter::callable_with_body`], [`ValueFilter::callable_with_body`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,12 +14,12 @@ use serde_json::{Map, Value};
 use crate::structs::diff::json_eq;
 
 /// The function of a [`MetaFilter::Callable`]: given a label's or annotation's value (`None`
-/// if absent), whether it passes.
-pub type MetaFilterFn = Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>;
+/// if absent) and the whole object, whether it passes.
+pub type MetaFilterFn = Arc<dyn Fn(Option<&str>, &Value) -> bool + Send + Sync>;
 
-/// The function of a [`ValueFilter::Callable`]: given a field's value (`None` if absent),
-/// whether it passes.
-pub type ValueFilterFn = Arc<dyn Fn(Option<&Value>) -> bool + Send + Sync>;
+/// The function of a [`ValueFilter::Callable`]: given a field's value (`None` if absent) and
+/// the whole object, whether it passes.
+pub type ValueFilterFn = Arc<dyn Fn(Option<&Value>, &Value) -> bool + Send + Sync>;
 
 /// A filter on one label or annotation (Kopf's `labels={key: ...}` and
 /// `annotations={key: ...}`).
@@ -29,23 +31,49 @@ pub enum MetaFilter {
     Present,
     /// The key must be absent (Kopf's `kopf.ABSENT`).
     Absent,
-    /// The function decides, given the value or `None` if the key is absent.
+    /// The function decides, given the value (`None` if the key is absent) and the object.
     Callable(MetaFilterFn),
 }
 
 impl MetaFilter {
     /// A filter that lets `f` decide, given the value or `None` if the key is absent.
     pub fn callable(f: impl Fn(Option<&str>) -> bool + Send + Sync + 'static) -> Self {
+        MetaFilter::Callable(Arc::new(move |value, _| f(value)))
+    }
+
+    /// A filter that lets `f` decide, given the value (`None` if the key is absent) and the
+    /// whole object, as Kopf's callables get the `body` among their kwargs:
+    ///
+    /// ```
+    /// use kopf::filters::MetaFilter;
+    /// // The label `owner` names the object's own `spec.owner`.
+    /// let filter = MetaFilter::callable_with_body(|value, body| {
+    ///     value.is_some() && value == body["spec"]["owner"].as_str()
+    /// });
+    /// let body = serde_json::json!({"spec": {"owner": "ann"}});
+    /// assert!(filter.matches_in(Some("ann"), &body));
+    /// assert!(!filter.matches_in(Some("bob"), &body));
+    /// ```
+    pub fn callable_with_body(
+        f: impl Fn(Option<&str>, &Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
         MetaFilter::Callable(Arc::new(f))
     }
 
-    /// Whether the label or annotation's actual value (`None` if absent) passes this filter.
+    /// Whether the label or annotation's actual value (`None` if absent) passes this filter,
+    /// for a callable seeing no object (`null` as its body).
     pub fn matches(&self, actual: Option<&str>) -> bool {
+        self.matches_in(actual, &Value::Null)
+    }
+
+    /// Whether the label or annotation's actual value (`None` if absent) of the object `body`
+    /// passes this filter.
+    pub fn matches_in(&self, actual: Option<&str>, body: &Value) -> bool {
         match self {
             MetaFilter::Value(expected) => actual == Some(expected.as_str()),
             MetaFilter::Present => actual.is_some(),
             MetaFilter::Absent => actual.is_none(),
-            MetaFilter::Callable(f) => f(actual),
+            MetaFilter::Callable(f) => f(actual, body),
         }
     }
 }
@@ -84,23 +112,38 @@ pub enum ValueFilter {
     Present,
     /// The field must be absent (Kopf's `kopf.ABSENT`).
     Absent,
-    /// The function decides, given the value or `None` if the field is absent.
+    /// The function decides, given the value (`None` if the field is absent) and the object.
     Callable(ValueFilterFn),
 }
 
 impl ValueFilter {
     /// A filter that lets `f` decide, given the value or `None` if the field is absent.
     pub fn callable(f: impl Fn(Option<&Value>) -> bool + Send + Sync + 'static) -> Self {
+        ValueFilter::Callable(Arc::new(move |value, _| f(value)))
+    }
+
+    /// A filter that lets `f` decide, given the value (`None` if the field is absent) and the
+    /// whole object, as Kopf's callables get the `body` among their kwargs.
+    pub fn callable_with_body(
+        f: impl Fn(Option<&Value>, &Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
         ValueFilter::Callable(Arc::new(f))
     }
 
-    /// Whether the field's actual value (`None` if absent) passes this filter.
+    /// Whether the field's actual value (`None` if absent) passes this filter, for a callable
+    /// seeing no object (`null` as its body).
     pub fn matches(&self, actual: Option<&Value>) -> bool {
+        self.matches_in(actual, &Value::Null)
+    }
+
+    /// Whether the field's actual value (`None` if absent) in the object `body` passes this
+    /// filter.
+    pub fn matches_in(&self, actual: Option<&Value>, body: &Value) -> bool {
         match self {
             ValueFilter::Value(expected) => actual.is_some_and(|actual| json_eq(expected, actual)),
             ValueFilter::Present => actual.is_some(),
             ValueFilter::Absent => actual.is_none(),
-            ValueFilter::Callable(f) => f(actual),
+            ValueFilter::Callable(f) => f(actual, body),
         }
     }
 }
@@ -122,21 +165,33 @@ impl From<Value> for ValueFilter {
     }
 }
 
-/// Whether the labels (or annotations) pass all the filters; no filters always pass.
+/// Whether the labels (or annotations) of the object `body` pass all the filters; no filters
+/// always pass. Callables get the object too.
 ///
 /// `None` stands for an object without labels. Values that are not strings (Kubernetes never
 /// returns such) are treated as absent keys.
-#[allow(dead_code, reason = "called by handler matching once it lands")]
 pub(crate) fn match_labels(
     filters: &BTreeMap<String, MetaFilter>,
     labels: Option<&Map<String, Value>>,
+    body: &Value,
 ) -> bool {
     filters.iter().all(|(key, filter)| {
         let actual = labels
             .and_then(|labels| labels.get(key))
             .and_then(Value::as_str);
-        filter.matches(actual)
+        filter.matches_in(actual, body)
     })
+}
+
+/// Whether the object's labels and annotations pass the filters.
+pub(crate) fn match_metadata(
+    labels: &BTreeMap<String, MetaFilter>,
+    annotations: &BTreeMap<String, MetaFilter>,
+    body: &Value,
+) -> bool {
+    let meta = &body["metadata"];
+    match_labels(labels, meta["labels"].as_object(), body)
+        && match_labels(annotations, meta["annotations"].as_object(), body)
 }
 
 /// A server-side `labelSelector` that preselects the objects the filters can match, or `None`
@@ -148,7 +203,6 @@ pub(crate) fn match_labels(
 /// is a kopf-rs addition: a watch may use it only if every handler of the watched resource
 /// has these filters, and it must remember that an object whose labels stop matching
 /// disappears from such a watch as if deleted.
-#[allow(dead_code, reason = "called by the watcher once it lands")]
 pub(crate) fn label_selector(filters: &BTreeMap<String, MetaFilter>) -> Option<String> {
     let requirements: Vec<String> = filters
         .iter()
@@ -175,23 +229,35 @@ pub(crate) fn label_selector(filters: &BTreeMap<String, MetaFilter>) -> Option<S
 ///   `value` filter, the field must still be present on at least one side, as in Kopf.
 /// - `old` and `new` must each be satisfied by their own side.
 ///
-/// On-update and on-field handlers additionally require the field to have changed; see
-/// [`field_changed`].
-#[allow(dead_code, reason = "called by handler matching once it lands")]
+/// Callables get the object `body` too. On-update and on-field handlers additionally require
+/// the field to have changed; see [`field_changed`].
 pub(crate) fn match_field_change(
     value: Option<&ValueFilter>,
     old: Option<&ValueFilter>,
     new: Option<&ValueFilter>,
     old_value: Option<&Value>,
     new_value: Option<&Value>,
+    body: &Value,
 ) -> bool {
     let value_passes = match value {
         None => new_value.is_some() || old_value.is_some(),
-        Some(filter) => filter.matches(new_value) || filter.matches(old_value),
+        Some(filter) => filter.matches_in(new_value, body) || filter.matches_in(old_value, body),
     };
     value_passes
-        && old.is_none_or(|filter| filter.matches(old_value))
-        && new.is_none_or(|filter| filter.matches(new_value))
+        && old.is_none_or(|filter| filter.matches_in(old_value, body))
+        && new.is_none_or(|filter| filter.matches_in(new_value, body))
+}
+
+/// Whether the object's `field` passes the `value` filter, for handlers that see one state of
+/// the object, not a change (Kopf's `_matches_field_values` for events, indexes, daemons and
+/// timers): with no `value` filter, the field must be present (a `null` is present).
+pub(crate) fn match_field_value(
+    field: &[String],
+    value: Option<&ValueFilter>,
+    body: &Value,
+) -> bool {
+    let actual = crate::structs::diff::resolve(body, field);
+    match_field_change(value, None, None, actual, actual, body)
 }
 
 /// Whether a field's value differs between the old and the new object (Kopf's `old != new`
@@ -199,7 +265,6 @@ pub(crate) fn match_field_change(
 /// sub-handlers).
 ///
 /// Unlike the diff, a present `null` differs from an absent field here, as in Kopf.
-#[allow(dead_code, reason = "called by handler matching once it lands")]
 pub(crate) fn field_changed(old_value: Option<&Value>, new_value: Option<&Value>) -> bool {
     match (old_value, new_value) {
         (None, None) => false,
@@ -212,6 +277,13 @@ pub(crate) fn field_changed(old_value: Option<&Value>, new_value: Option<&Value>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn labels_match(
+        filters: &BTreeMap<String, MetaFilter>,
+        labels: Option<&Map<String, Value>>,
+    ) -> bool {
+        match_labels(filters, labels, &Value::Null)
+    }
 
     fn filters(entries: &[(&str, MetaFilter)]) -> BTreeMap<String, MetaFilter> {
         entries
@@ -237,35 +309,35 @@ mod tests {
     #[test]
     fn exact_labels() {
         let f = filters(&[("known", "value".into())]);
-        assert!(match_labels(&f, Some(&labels(json!({"known": "value"})))));
-        assert!(match_labels(
+        assert!(labels_match(&f, Some(&labels(json!({"known": "value"})))));
+        assert!(labels_match(
             &f,
             Some(&labels(json!({"known": "value", "extra": "other"})))
         ));
-        assert!(!match_labels(&f, Some(&labels(json!({})))));
-        assert!(!match_labels(&f, Some(&labels(json!({"known": "other"})))));
-        assert!(!match_labels(&f, Some(&labels(json!({"extra": "other"})))));
-        assert!(!match_labels(&f, None));
+        assert!(!labels_match(&f, Some(&labels(json!({})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"known": "other"})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"extra": "other"})))));
+        assert!(!labels_match(&f, None));
     }
 
     #[test]
     fn present_labels() {
         let f = filters(&[("known", MetaFilter::Present)]);
-        assert!(match_labels(&f, Some(&labels(json!({"known": "value"})))));
-        assert!(match_labels(&f, Some(&labels(json!({"known": "other"})))));
-        assert!(!match_labels(&f, Some(&labels(json!({})))));
-        assert!(!match_labels(&f, Some(&labels(json!({"extra": "other"})))));
-        assert!(!match_labels(&f, None));
+        assert!(labels_match(&f, Some(&labels(json!({"known": "value"})))));
+        assert!(labels_match(&f, Some(&labels(json!({"known": "other"})))));
+        assert!(!labels_match(&f, Some(&labels(json!({})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"extra": "other"})))));
+        assert!(!labels_match(&f, None));
     }
 
     #[test]
     fn absent_labels() {
         let f = filters(&[("known", MetaFilter::Absent)]);
-        assert!(!match_labels(&f, Some(&labels(json!({"known": "value"})))));
-        assert!(!match_labels(&f, Some(&labels(json!({"known": "other"})))));
-        assert!(match_labels(&f, Some(&labels(json!({})))));
-        assert!(match_labels(&f, Some(&labels(json!({"extra": "other"})))));
-        assert!(match_labels(&f, None));
+        assert!(!labels_match(&f, Some(&labels(json!({"known": "value"})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"known": "other"})))));
+        assert!(labels_match(&f, Some(&labels(json!({})))));
+        assert!(labels_match(&f, Some(&labels(json!({"extra": "other"})))));
+        assert!(labels_match(&f, None));
     }
 
     #[test]
@@ -276,26 +348,96 @@ mod tests {
             json!({"known": "other"}),
         ] {
             let l = labels(l);
-            assert!(match_labels(&filters(&[("known", always())]), Some(&l)));
-            assert!(!match_labels(&filters(&[("known", never())]), Some(&l)));
+            assert!(labels_match(&filters(&[("known", always())]), Some(&l)));
+            assert!(!labels_match(&filters(&[("known", never())]), Some(&l)));
         }
     }
 
     #[test]
     fn callable_labels_receive_the_value_or_none() {
         let f = filters(&[("known", MetaFilter::callable(|v| v == Some("value")))]);
-        assert!(match_labels(&f, Some(&labels(json!({"known": "value"})))));
-        assert!(!match_labels(&f, Some(&labels(json!({"known": "other"})))));
+        assert!(labels_match(&f, Some(&labels(json!({"known": "value"})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"known": "other"})))));
         let f = filters(&[("known", MetaFilter::callable(|v| v.is_none()))]);
-        assert!(match_labels(&f, None));
-        assert!(match_labels(&f, Some(&labels(json!({"extra": "x"})))));
+        assert!(labels_match(&f, None));
+        assert!(labels_match(&f, Some(&labels(json!({"extra": "x"})))));
+    }
+
+    #[test]
+    fn callables_with_a_body_see_the_whole_object() {
+        let body = json!({"metadata": {"labels": {"owner": "ann"}}, "spec": {"owner": "ann"}});
+        let f = filters(&[(
+            "owner",
+            MetaFilter::callable_with_body(|value, body| value == body["spec"]["owner"].as_str()),
+        )]);
+        assert!(match_metadata(&f, &BTreeMap::new(), &body));
+        let other = json!({"metadata": {"labels": {"owner": "bob"}}, "spec": {"owner": "ann"}});
+        assert!(!match_metadata(&f, &BTreeMap::new(), &other));
+        // Annotations likewise; a value filter too.
+        assert!(match_metadata(
+            &BTreeMap::new(),
+            &f,
+            &json!({"metadata": {"annotations": {"owner": "ann"}}, "spec": {"owner": "ann"}})
+        ));
+        let bigger = ValueFilter::callable_with_body(|value, body| {
+            value.and_then(Value::as_i64) > body["spec"]["floor"].as_i64()
+        });
+        let body = json!({"spec": {"size": 3, "floor": 2}});
+        assert!(match_field_value(
+            &["spec".into(), "size".into()],
+            Some(&bigger),
+            &body
+        ));
+        let body = json!({"spec": {"size": 1, "floor": 2}});
+        assert!(!match_field_value(
+            &["spec".into(), "size".into()],
+            Some(&bigger),
+            &body
+        ));
+    }
+
+    #[test]
+    fn a_field_alone_must_be_present_in_the_object() {
+        let field: Vec<String> = vec!["spec".into(), "flag".into()];
+        assert!(match_field_value(
+            &field,
+            None,
+            &json!({"spec": {"flag": false}})
+        ));
+        assert!(match_field_value(
+            &field,
+            None,
+            &json!({"spec": {"flag": null}})
+        ));
+        assert!(!match_field_value(&field, None, &json!({"spec": {}})));
+        assert!(match_field_value(
+            &field,
+            Some(&ValueFilter::Absent),
+            &json!({"spec": {}})
+        ));
+        assert!(!match_field_value(
+            &field,
+            Some(&ValueFilter::Present),
+            &json!({})
+        ));
+        let on = ValueFilter::Value(json!(true));
+        assert!(match_field_value(
+            &field,
+            Some(&on),
+            &json!({"spec": {"flag": true}})
+        ));
+        assert!(!match_field_value(
+            &field,
+            Some(&on),
+            &json!({"spec": {"flag": false}})
+        ));
     }
 
     #[test]
     fn no_filters_match_anything() {
         let f = BTreeMap::new();
-        assert!(match_labels(&f, None));
-        assert!(match_labels(&f, Some(&labels(json!({"known": "value"})))));
+        assert!(labels_match(&f, None));
+        assert!(labels_match(&f, Some(&labels(json!({"known": "value"})))));
     }
 
     #[test]
@@ -305,23 +447,23 @@ mod tests {
             ("b", MetaFilter::Present),
             ("c", MetaFilter::Absent),
         ]);
-        assert!(match_labels(&f, Some(&labels(json!({"a": "1", "b": "x"})))));
-        assert!(!match_labels(
+        assert!(labels_match(&f, Some(&labels(json!({"a": "1", "b": "x"})))));
+        assert!(!labels_match(
             &f,
             Some(&labels(json!({"a": "1", "b": "x", "c": "y"})))
         ));
-        assert!(!match_labels(
+        assert!(!labels_match(
             &f,
             Some(&labels(json!({"a": "2", "b": "x"})))
         ));
-        assert!(!match_labels(&f, Some(&labels(json!({"a": "1"})))));
+        assert!(!labels_match(&f, Some(&labels(json!({"a": "1"})))));
     }
 
     #[test]
     fn non_string_label_values_count_as_absent() {
         let f = filters(&[("known", MetaFilter::Absent)]);
-        assert!(match_labels(&f, Some(&labels(json!({"known": 1})))));
-        assert!(match_labels(&f, Some(&labels(json!({"known": null})))));
+        assert!(labels_match(&f, Some(&labels(json!({"known": 1})))));
+        assert!(labels_match(&f, Some(&labels(json!({"known": null})))));
     }
 
     #[test]
@@ -355,11 +497,18 @@ mod tests {
     // Field filters, after Kopf's registries._matches_field_values/_matches_field_changes.
     // The values below are the field's old and new values; `None` is absent.
     fn unfiltered(old: Option<Value>, new: Option<Value>) -> bool {
-        match_field_change(None, None, None, old.as_ref(), new.as_ref())
+        match_field_change(None, None, None, old.as_ref(), new.as_ref(), &Value::Null)
     }
 
     fn with_value(filter: ValueFilter, old: Option<Value>, new: Option<Value>) -> bool {
-        match_field_change(Some(&filter), None, None, old.as_ref(), new.as_ref())
+        match_field_change(
+            Some(&filter),
+            None,
+            None,
+            old.as_ref(),
+            new.as_ref(),
+            &Value::Null,
+        )
     }
 
     fn with_old_new(
@@ -374,6 +523,7 @@ mod tests {
             new_filter.as_ref(),
             old.as_ref(),
             new.as_ref(),
+            &Value::Null,
         )
     }
 

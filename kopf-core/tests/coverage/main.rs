@@ -19,6 +19,10 @@
 //! operator binary whose `--help` it reads.
 
 mod rows;
+#[allow(
+    deprecated,
+    reason = "Kopf's deprecated names (the singular `operation`, `settings.batching`) are kept, deprecated, and checked too"
+)]
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -177,8 +177,8 @@ surface! {
     "@kopf.on.daemon(labels=)" => attr(daemon, labels("app" = "web"));
     "@kopf.on.daemon(annotations=)" => attr(daemon, annotations("app" = "web"));
     "@kopf.on.daemon(when=)" => attr(daemon, when = always);
-    "@kopf.on.daemon(field=)" => pending("views") attr(daemon, field = "spec.x");
-    "@kopf.on.daemon(value=)" => pending("views") attr(daemon, field = "spec.x", value = 1);
+    "@kopf.on.daemon(field=)" => attr(daemon, field = "spec.x");
+    "@kopf.on.daemon(value=)" => attr(daemon, field = "spec.x", value = 1);
     "@kopf.on.daemon(registry=)" => different("a handler joins the program's registry, `Registry::collected()`; `kopf::handlers![..]` names the handlers of another");
     "@kopf.on.delete(group=)" => attr(on_delete("kopf.dev", "v1", "kopfexamples"));
     "@kopf.on.delete(version=)" => attr(on_delete("kopf.dev", "v1", "kopfexamples"));
@@ -212,8 +212,8 @@ surface! {
     "@kopf.on.event(labels=)" => attr(on_event, labels("app" = "web"));
     "@kopf.on.event(annotations=)" => attr(on_event, annotations("app" = "web"));
     "@kopf.on.event(when=)" => attr(on_event, when = always);
-    "@kopf.on.event(field=)" => pending("views") attr(on_event, field = "spec.x");
-    "@kopf.on.event(value=)" => pending("views") attr(on_event, field = "spec.x", value = 1);
+    "@kopf.on.event(field=)" => attr(on_event, field = "spec.x");
+    "@kopf.on.event(value=)" => attr(on_event, field = "spec.x", value = 1);
     "@kopf.on.event(registry=)" => different("a handler joins the program's registry, `Registry::collected()`; `kopf::handlers![..]` names the handlers of another");
     "@kopf.on.field(group=)" => attr(on_field("kopf.dev", "v1", "kopfexamples", field = "spec.x"));
     "@kopf.on.field(version=)" => attr(on_field("kopf.dev", "v1", "kopfexamples", field = "spec.x"));
@@ -252,8 +252,8 @@ surface! {
     "@kopf.on.index(labels=)" => attr(index, labels("app" = "web"));
     "@kopf.on.index(annotations=)" => attr(index, annotations("app" = "web"));
     "@kopf.on.index(when=)" => attr(index, when = always);
-    "@kopf.on.index(field=)" => pending("views") attr(index, field = "spec.x");
-    "@kopf.on.index(value=)" => pending("views") attr(index, field = "spec.x", value = 1);
+    "@kopf.on.index(field=)" => attr(index, field = "spec.x");
+    "@kopf.on.index(value=)" => attr(index, field = "spec.x", value = 1);
     "@kopf.on.index(registry=)" => different("a handler joins the program's registry, `Registry::collected()`; `kopf::handlers![..]` names the handlers of another");
     "@kopf.on.login(id=)" => attr(on_login, id = "check");
     "@kopf.on.login(param=)" => attr(on_login, param = {"key": "value"});
@@ -271,7 +271,7 @@ surface! {
     "@kopf.on.mutate(category=)" => attr(on_mutate(category = "all"));
     "@kopf.on.mutate(id=)" => attr(on_mutate, id = "check");
     "@kopf.on.mutate(param=)" => attr(on_mutate, param = {"key": "value"});
-    "@kopf.on.mutate(operation=)" => missing("the deprecated singular `operation`: write `operations = [..]`");
+    "@kopf.on.mutate(operation=)" => attr(on_mutate, operation = CREATE);
     "@kopf.on.mutate(operations=)" => attr(on_mutate, operations = [CREATE]);
     "@kopf.on.mutate(subresource=)" => attr(on_mutate, subresource = "status");
     "@kopf.on.mutate(persistent=)" => attr(on_mutate, persistent);
@@ -326,10 +326,10 @@ surface! {
     "@kopf.on.subhandler(labels=)" => value(kopf::registry::SubHandler::label);
     "@kopf.on.subhandler(annotations=)" => value(kopf::registry::SubHandler::annotation);
     "@kopf.on.subhandler(when=)" => value(|s: kopf::registry::SubHandler| s.when(|_: &kopf::Invocation| true));
-    "@kopf.on.subhandler(field=)" => pending("views") value(|s: kopf::registry::SubHandler| s.field("spec.x"));
-    "@kopf.on.subhandler(value=)" => pending("views") value(|s: kopf::registry::SubHandler| s.value(kopf::filters::ValueFilter::Present));
-    "@kopf.on.subhandler(old=)" => pending("views") value(|s: kopf::registry::SubHandler| s.old(kopf::filters::ValueFilter::Present));
-    "@kopf.on.subhandler(new=)" => pending("views") value(|s: kopf::registry::SubHandler| s.new_value(kopf::filters::ValueFilter::Present));
+    "@kopf.on.subhandler(field=)" => value(|s: kopf::registry::SubHandler| s.field("spec.x"));
+    "@kopf.on.subhandler(value=)" => value(|s: kopf::registry::SubHandler| s.value(kopf::filters::ValueFilter::Present));
+    "@kopf.on.subhandler(old=)" => value(|s: kopf::registry::SubHandler| s.old(kopf::filters::ValueFilter::Present));
+    "@kopf.on.subhandler(new=)" => value(|s: kopf::registry::SubHandler| s.new_value(kopf::filters::ValueFilter::Present));
     "@kopf.on.timer(group=)" => attr(timer("kopf.dev", "v1", "kopfexamples", interval = 1));
     "@kopf.on.timer(version=)" => attr(timer("kopf.dev", "v1", "kopfexamples", interval = 1));
     "@kopf.on.timer(kind=)" => attr(timer("kopf.dev/v1", "KopfExample", interval = 1));
@@ -350,8 +350,8 @@ surface! {
     "@kopf.on.timer(labels=)" => attr(timer, interval = 1, labels("app" = "web"));
     "@kopf.on.timer(annotations=)" => attr(timer, interval = 1, annotations("app" = "web"));
     "@kopf.on.timer(when=)" => attr(timer, interval = 1, when = always);
-    "@kopf.on.timer(field=)" => pending("views") attr(timer, interval = 1, field = "spec.x");
-    "@kopf.on.timer(value=)" => pending("views") attr(timer, interval = 1, field = "spec.x", value = 1);
+    "@kopf.on.timer(field=)" => attr(timer, interval = 1, field = "spec.x");
+    "@kopf.on.timer(value=)" => attr(timer, interval = 1, field = "spec.x", value = 1);
     "@kopf.on.timer(registry=)" => different("a handler joins the program's registry, `Registry::collected()`; `kopf::handlers![..]` names the handlers of another");
     "@kopf.on.update(group=)" => attr(on_update("kopf.dev", "v1", "kopfexamples"));
     "@kopf.on.update(version=)" => attr(on_update("kopf.dev", "v1", "kopfexamples"));
@@ -383,7 +383,7 @@ surface! {
     "@kopf.on.validate(category=)" => attr(on_validate(category = "all"));
     "@kopf.on.validate(id=)" => attr(on_validate, id = "check");
     "@kopf.on.validate(param=)" => attr(on_validate, param = {"key": "value"});
-    "@kopf.on.validate(operation=)" => missing("the deprecated singular `operation`: write `operations = [..]`");
+    "@kopf.on.validate(operation=)" => attr(on_validate, operation = CREATE);
     "@kopf.on.validate(operations=)" => attr(on_validate, operations = [CREATE]);
     "@kopf.on.validate(subresource=)" => attr(on_validate, subresource = "status");
     "@kopf.on.validate(persistent=)" => attr(on_validate, persistent);

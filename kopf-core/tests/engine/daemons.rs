@@ -394,6 +394,140 @@ async fn a_hundred_daemons_stop_together_when_the_operator_stops() {
     assert_nothing_left(&server, tasks_before).await;
 }
 
+/// Kopf's daemons read `spec` in their loop and see its changes: a live view gives the newest
+/// state the operator has seen, without a new attempt, while the snapshot arguments keep the
+/// state when the attempt started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_polling_its_live_spec_sees_changes_without_a_new_attempt() {
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        n: i64,
+    }
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(
+        DaemonHandler::new(examples(), "poller", move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let spec = kopf::Live::<Spec>::spec(&invocation)?;
+                let snapshot = invocation.spec()["n"].clone();
+                calls.record(json!({"attempt": invocation.retry(), "n": spec.get()?.n}));
+                loop {
+                    tokio::select! {
+                        _ = invocation.stopped().cancelled() => return Ok(None),
+                        _ = spec.changed() => {}
+                    }
+                    // A state that does not fit is an error to handle, not a panic.
+                    match spec.get() {
+                        Ok(newest) => calls.record(json!({"n": newest.n, "snapshot": snapshot})),
+                        Err(error) => calls.record(json!({"error": error.is_permanent()})),
+                    }
+                }
+            }
+        })
+        .cancellation_backoff(Duration::from_secs(30)),
+    );
+    let harness = harness(registry).await;
+    let client = harness.client();
+    create(&client, "one", json!({"n": 1})).await;
+    calls.wait_len(1).await;
+    patch(&client, "one", json!({"spec": {"n": 2}})).await;
+    calls.wait_len(2).await;
+    // The status written meanwhile (another part) does not wake a view of the spec.
+    let (status, answer) = harness
+        .server()
+        .request(
+            "PATCH",
+            &format!("{}/one/status", crate::support::COLLECTION),
+            json!({"status": {"phase": "Busy"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    patch(&client, "one", json!({"spec": {"n": "many"}})).await;
+    calls.wait_len(3).await;
+    patch(&client, "one", json!({"spec": {"n": 3}})).await;
+    calls.wait_len(4).await;
+    settle(harness.server()).await;
+    assert_eq!(
+        calls.all(),
+        [
+            json!({"attempt": 0, "n": 1}),
+            json!({"n": 2, "snapshot": 1}),
+            json!({"error": true}),
+            json!({"n": 3, "snapshot": 1}),
+        ],
+        "one attempt saw every change of its spec, and nothing else"
+    );
+    delete(&client, "one").await;
+    wait_gone(&harness, "one").await;
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A timer's call gets the newest state at each call, and a live view during the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_gets_the_newest_state_at_each_call() {
+    let ticks = Calls::default();
+    let recorded = ticks.clone();
+    let registry = Registry::new().with(TimerHandler::new(
+        examples(),
+        "tick",
+        Duration::from_millis(50),
+        move |invocation| {
+            let ticks = recorded.clone();
+            async move {
+                let live = kopf::Live::<serde_json::Value>::spec(&invocation)?;
+                ticks.record(json!({"n": invocation.spec()["n"], "live": live.get()?["n"]}));
+                Ok(None)
+            }
+        },
+    ));
+    let harness = harness(registry).await;
+    let client = harness.client();
+    create(&client, "one", json!({"n": 1})).await;
+    ticks.wait_len(1).await;
+    patch(&client, "one", json!({"spec": {"n": 2}})).await;
+    ticks
+        .wait_until("a call with the new state", |all| {
+            all.last() == Some(&json!({"n": 2, "live": 2}))
+        })
+        .await;
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A live view asked for by a handler that is not a daemon or timer (through the plain API;
+/// the attributes refuse it at compile time) is a permanent error, not a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_view_outside_daemons_and_timers_is_an_error() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(EventHandler::on_event(
+        examples(),
+        "event_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let error = kopf::Live::<serde_json::Value>::spec(&invocation).unwrap_err();
+                calls.record(
+                    json!({"permanent": error.is_permanent(), "message": error.to_string()}),
+                );
+                Ok(None)
+            }
+        },
+    ));
+    let harness = harness(registry).await;
+    create(&harness.client(), "one", json!({})).await;
+    let all = calls.wait_len(1).await;
+    assert_eq!(all[0]["permanent"], true);
+    assert!(
+        all[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("a live `spec` is given only to daemons and timers"),
+        "{all:?}"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
 /// The server-side label selector (sent when every handler of a resource filters on the same
 /// plain labels) must not hide objects from a daemon or timer that has no such filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -431,47 +565,6 @@ async fn a_daemon_without_label_filters_sees_objects_that_other_handlers_filter_
             .all(|query| !query.contains("labelSelector")),
         "no selector while the daemon has no filter: {:?}",
         examples_listed_with(&harness)
-    );
-    harness.stop().await.expect("a clean stop");
-}
-
-/// When every handler, the daemon too, has the same plain label filter, it is sent to the
-/// server as a selector, and the objects without the label are not seen at all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_label_filter_on_every_handler_is_sent_as_a_selector() {
-    let calls = Calls::default();
-    let monitored = calls.clone();
-    let registry = Registry::new().with(
-        DaemonHandler::new(examples(), "monitor", move |invocation| {
-            let calls = monitored.clone();
-            async move {
-                calls.record(json!({"monitored": invocation.name()}));
-                invocation.stopped().cancelled().await;
-                Ok(None)
-            }
-        })
-        .label("app", "web".into()),
-    );
-    let harness = harness(registry).await;
-    let client = harness.client();
-    create(&client, "unlabelled", json!({})).await;
-    create(&client, "web", json!({})).await;
-    patch(
-        &client,
-        "web",
-        json!({"metadata": {"labels": {"app": "web"}}}),
-    )
-    .await;
-    calls.wait_len(1).await;
-    settle(harness.server()).await;
-    assert_eq!(calls.all(), vec![json!({"monitored": "web"})]);
-    let queries = examples_listed_with(&harness);
-    assert!(
-        !queries.is_empty()
-            && queries
-                .iter()
-                .all(|query| query.contains("labelSelector=app%3Dweb")),
-        "every list and watch of the examples carries the selector: {queries:?}"
     );
     harness.stop().await.expect("a clean stop");
 }

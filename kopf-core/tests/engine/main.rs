@@ -9,6 +9,7 @@ mod assigned;
 mod blocking;
 mod changes;
 mod daemons;
+mod filters;
 mod indexes;
 mod interop;
 mod layers;

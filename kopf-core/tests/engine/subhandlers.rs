@@ -165,6 +165,110 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
     harness.stop().await.expect("a clean stop");
 }
 
+/// Sub-handlers' filters, as Kopf's `@kopf.subhandler(labels=, when=, field=, value=, old=,
+/// new=)`: those that do not match are neither run nor waited for; one with a field sees that
+/// field of what its parent sees, and under an update handler runs only when it changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_run_only_when_their_filters_match() {
+    use kopf::filters::{MetaFilter, ValueFilter};
+
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_update(
+        examples(),
+        "update_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let sub = |name: &'static str| {
+                    let calls = calls.clone();
+                    SubHandler::new(name, move |child| {
+                        let calls = calls.clone();
+                        async move {
+                            let (old, new) = (child.old().cloned(), child.new().cloned());
+                            calls.record(json!({"sub": name, "old": old, "new": new}));
+                            Ok(None)
+                        }
+                    })
+                };
+                let subhandlers = invocation.subhandlers();
+                subhandlers.register(sub("size").field("spec.size"));
+                subhandlers.register(
+                    sub("grown")
+                        .field("spec.size")
+                        .old(ValueFilter::Present)
+                        .new_value(ValueFilter::callable(|new| {
+                            new.and_then(Value::as_i64) > Some(2)
+                        })),
+                );
+                subhandlers.register(
+                    sub("three")
+                        .field("spec.size")
+                        .value(ValueFilter::Value(json!(3))),
+                );
+                subhandlers.register(sub("gold").label("tier", "gold".into()));
+                subhandlers.register(sub("flagged").when(|child| child.spec()["flag"] == true));
+                subhandlers.register(sub("ownerless").label(
+                    "owner",
+                    MetaFilter::callable_with_body(|owner, body| {
+                        owner.is_none() && body["spec"]["owner"].is_null()
+                    }),
+                ));
+                Ok(None)
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "one", json!({"size": 1})).await;
+    crate::support::settle(harness.server()).await;
+    crate::support::patch(&client, "one", json!({"spec": {"size": 3}})).await;
+    let round = |calls: &Calls| {
+        let mut all: Vec<Value> = calls.all();
+        all.sort_by_key(ToString::to_string);
+        all
+    };
+    wait_object(&harness, "one", "the first update handled", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"]
+            .as_str()
+            .is_some_and(|base| base.contains("\"size\":3"))
+    })
+    .await;
+    assert_eq!(
+        round(&calls),
+        [
+            json!({"sub": "grown", "old": 1, "new": 3}),
+            json!({"sub": "ownerless", "old": {"spec": {"size": 1}}, "new": {"spec": {"size": 3}}}),
+            json!({"sub": "size", "old": 1, "new": 3}),
+            json!({"sub": "three", "old": 1, "new": 3}),
+        ],
+        "the field's sub-handlers see the field; gold and flagged do not match"
+    );
+    // The size unchanged: the field's sub-handlers need its change under an update handler.
+    let before = calls.all().len();
+    crate::support::patch(
+        &client,
+        "one",
+        json!({"metadata": {"labels": {"tier": "gold"}}, "spec": {"flag": true}}),
+    )
+    .await;
+    let all = calls.wait_len(before + 3).await;
+    let mut later: Vec<&str> = all[before..]
+        .iter()
+        .map(|call| call["sub"].as_str().unwrap())
+        .collect();
+    later.sort_unstable();
+    assert_eq!(later, ["flagged", "gold", "ownerless"]);
+    crate::support::settle(harness.server()).await;
+    assert_eq!(calls.all().len(), before + 3, "nothing else ran");
+    harness.stop().await.expect("a clean stop");
+}
+
 /// Sub-handlers registered with `kopf::register` from a function the handler calls (Kopf's
 /// `kopf.register(fn, id=...)`), async and sync; an event handler, which has none, gets a
 /// clear error, and so does a task the handler spawned.

@@ -88,6 +88,10 @@ def options(spec, change):
     for key in ("backoff", "timeout"):
         if spec.get(key) is not None:
             kwargs[key] = number(spec[key])
+    if spec["kind"] in ("event", "daemon", "timer") and spec.get("field"):
+        kwargs["field"] = spec["field"]
+        if spec.get("value") is not None:
+            kwargs["value"] = match(spec["value"])
     if change:
         if spec.get("field") and spec["kind"] != "field":
             kwargs["field"] = spec["field"]
@@ -114,6 +118,9 @@ def behaviour(spec, full_id):
             call.update(type=type)
         elif spec["kind"] == "timer":
             call.update(retry=retry, timer=True)
+            if spec.get("field"):
+                value, found = lookup(kwargs["body"], spec["field"])
+                call.update(value=plain(value) if found else None)
         else:
             call.update(reason=reason, retry=retry, old=plain(old), new=plain(new),
                         diff=plain_diff(diff or []))
@@ -161,9 +168,21 @@ def configure(settings: kopf.OperatorSettings, **_):
 
 
 def daemon(spec):
-    async def handler(name, namespace, stopped, **_):
+    async def handler(name, namespace, stopped, body, **_):
         record({"handler": spec["id"], "namespace": namespace, "name": name, "daemon": "started"})
-        await stopped.wait()
+        if spec.get("poll"):
+            # Kopf's body is a live view: read in the loop, it shows the newest state.
+            last, unseen = None, True
+            while not stopped:
+                value, found = lookup(body, spec["poll"])
+                value = plain(value) if found else None
+                if unseen or value != last:
+                    record({"handler": spec["id"], "namespace": namespace, "name": name,
+                            "daemon": "polled", "value": value})
+                    last, unseen = value, False
+                await stopped.wait(0.05)
+        else:
+            await stopped.wait()
         reason = stopped.reason or kopf.DaemonStoppingReason(0)
         if kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
             why = "deleted"

@@ -53,6 +53,22 @@ macro_rules! with_options {
     }};
 }
 
+/// Applies the field filter of event handlers, daemons and timers (an index function's field
+/// is its key, and change handlers have theirs in [`change_options`]).
+macro_rules! with_field {
+    ($handler:expr, $spec:expr) => {{
+        let spec: &HandlerSpec = $spec;
+        let mut handler = $handler;
+        if let Some(field) = &spec.field {
+            handler = handler.field(field);
+            if let Some(filter) = &spec.value {
+                handler = handler.value(value_filter(filter));
+            }
+        }
+        handler
+    }};
+}
+
 /// The resource every operator of the suite serves.
 pub fn selector() -> Selector {
     Selector::new("kopf.dev", "v1", "kopfexamples")
@@ -92,15 +108,15 @@ fn add(
     match handler.kind {
         Kind::Event => {
             let event = EventHandler::on_event(selector(), &handler.id, function);
-            registry.with(with_options!(event, handler))
+            registry.with(with_field!(with_options!(event, handler), handler))
         }
         Kind::Daemon => {
-            let function = daemon(handler.id.clone(), calls.clone());
+            let function = daemon(handler.id.clone(), handler.poll.clone(), calls.clone());
             let mut daemon = DaemonHandler::new(selector(), &handler.id, function);
             if let Some(delay) = seconds(handler.initial_delay) {
                 daemon = daemon.initial_delay(delay);
             }
-            registry.with(with_options!(daemon, handler))
+            registry.with(with_field!(with_options!(daemon, handler), handler))
         }
         Kind::Timer => {
             let interval = seconds(handler.interval).unwrap_or(Duration::from_secs(60));
@@ -111,7 +127,7 @@ fn add(
             if let Some(idle) = seconds(handler.idle) {
                 timer = timer.idle(idle);
             }
-            registry.with(with_options!(timer, handler))
+            registry.with(with_field!(with_options!(timer, handler), handler))
         }
         Kind::Index => {
             let field = handler.field.clone().unwrap_or_else(|| "spec".into());
@@ -246,21 +262,40 @@ fn behaviour(
     }
 }
 
-/// A daemon's function: records its start, waits until it is stopped, records why.
+/// A daemon's function: records its start, waits until it is stopped (reading the `poll`
+/// path of its live body at each change meanwhile, recording each new value), records why.
 fn daemon(
     id: String,
+    poll: Option<String>,
     calls: Arc<PathBuf>,
 ) -> impl Fn(Invocation) -> std::pin::Pin<Box<dyn Future<Output = HandlerResult> + Send>>
 + Send
 + Sync
 + 'static {
     move |invocation| {
-        let (id, calls) = (id.clone(), calls.clone());
+        let (id, poll, calls) = (id.clone(), poll.clone(), calls.clone());
         Box::pin(async move {
             let name = invocation.name().to_string();
             let namespace = invocation.namespace().map(String::from);
             let call = |daemon: &str| json!({"handler": id, "namespace": namespace, "name": name, "daemon": daemon});
             record(&calls, &call("started")).await;
+            if let Some(path) = poll {
+                let body = kopf::Live::<Value>::body(&invocation)?;
+                let mut last: Option<Value> = None;
+                loop {
+                    let value = body.read(|body| lookup(body, &path).cloned().unwrap_or_default());
+                    if last.as_ref() != Some(&value) {
+                        let mut polled = call("polled");
+                        polled["value"] = value.clone();
+                        record(&calls, &polled).await;
+                        last = Some(value);
+                    }
+                    tokio::select! {
+                        _ = invocation.stopped().cancelled() => break,
+                        _ = body.changed() => {}
+                    }
+                }
+            }
             invocation.stopped().cancelled().await;
             let why = match invocation.stop_reason() {
                 Some(StopReason::ObjectDeleted) => "deleted",
@@ -283,13 +318,21 @@ fn call(spec: &HandlerSpec, id: &str, invocation: &Invocation) -> Value {
             "name": invocation.name(),
             "type": invocation.event_type(),
         }),
-        Kind::Timer => json!({
-            "handler": id,
-            "namespace": invocation.namespace(),
-            "name": invocation.name(),
-            "retry": invocation.retry(),
-            "timer": true,
-        }),
+        Kind::Timer => {
+            let mut call = json!({
+                "handler": id,
+                "namespace": invocation.namespace(),
+                "name": invocation.name(),
+                "retry": invocation.retry(),
+                "timer": true,
+            });
+            if let Some(field) = &spec.field {
+                call["value"] = lookup(invocation.body(), field)
+                    .cloned()
+                    .unwrap_or_default();
+            }
+            call
+        }
         _ => json!({
             "handler": id,
             "namespace": invocation.namespace(),

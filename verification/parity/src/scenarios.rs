@@ -19,6 +19,7 @@ pub fn scripted() -> Vec<Scenario> {
         resumes_and_events(),
         deletions(),
         daemons_and_timers(),
+        live_views_and_field_filters(),
         indexes(),
         stacked(),
         namespace_patterns(),
@@ -302,6 +303,40 @@ pub fn daemons_and_timers() -> Scenario {
             Step::patch("one", json!({"metadata": {"labels": {"tier": "silver"}}})),
             Step::patch("one", json!({"metadata": {"labels": {"tier": "gold"}}})),
             Step::Restart { meanwhile: vec![] },
+            Step::delete("one"),
+        ],
+    }
+}
+
+/// What Kopf users write for long-running work: a daemon that polls its object's body in a
+/// loop and sees each change of the spec (Kopf's live views, `kopf::Live` in kopf-rs) without
+/// a new attempt; a daemon and a timer with `field=` and `value=`, which start when the field
+/// matches, stop when it no longer does, and start again when it matches again.
+pub fn live_views_and_field_filters() -> Scenario {
+    let mut poller = handler(Kind::Daemon, "poller");
+    poller.poll = Some("spec.size".into());
+    let mut gated = handler(Kind::Daemon, "gated");
+    gated.field = Some("spec.phase".into());
+    gated.value = Some(Match::Equals(json!("active")));
+    let mut checker = handler(Kind::Timer, "checker");
+    checker.interval = Some(3600.0);
+    checker.field = Some("spec.phase".into());
+    checker.value = Some(Match::Equals(json!("active")));
+    let mut present = handler(Kind::Timer, "present");
+    present.interval = Some(3600.0);
+    present.field = Some("spec.owner".into());
+    Scenario {
+        scope: Scope::default(),
+        name: "live-views-and-field-filters".into(),
+        operator: operator(vec![poller, gated, checker, present]),
+        steps: vec![
+            Step::create("one", json!({"size": 1, "phase": "idle"})),
+            Step::patch("one", json!({"spec": {"size": 2}})),
+            Step::patch("one", json!({"spec": {"phase": "active"}})),
+            Step::patch("one", json!({"spec": {"size": 3, "owner": "ann"}})),
+            Step::patch("one", json!({"spec": {"phase": "idle"}})),
+            Step::patch("one", json!({"spec": {"size": 4}})),
+            Step::patch("one", json!({"spec": {"phase": "active"}})),
             Step::delete("one"),
         ],
     }

@@ -5,8 +5,11 @@
 //! Every handler records each call as one JSON line in the file `PARITY_CALLS`:
 //! `{"handler", "name", "reason", "retry", "old", "new", "diff"}` for change handlers,
 //! `{"handler", "name", "type"}` for event handlers, `{"handler", "name", "retry", "timer"}`
-//! for timers, `{"handler", "name", "daemon": "started" | "deleted" | "filters" | "exiting"}` for
-//! daemons (at the start, and when stopped, with why), plus `index` for those that read one.
+//! for timers (with `value`, the value of their field at the call, if they have one),
+//! `{"handler", "name", "daemon": "started" | "deleted" | "filters" | "exiting"}` for
+//! daemons (at the start, and when stopped, with why; a daemon with [`HandlerSpec::poll`] also
+//! `{"daemon": "polled", "value"}` for each value it sees), plus `index` for those that read
+//! one.
 //! Then it fails as its [`HandlerSpec::fail`] says for that attempt, or registers its
 //! sub-handlers and returns `{"retry": n}` (event handlers, daemons and timers return nothing:
 //! see `outcome::ALLOWED`'s `no-op-writes`).
@@ -61,10 +64,11 @@ pub struct HandlerSpec {
     /// `when=`: a callable that holds when the field (a dotted path) equals the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<(String, Value)>,
-    /// `field=`, a dotted path.
+    /// `field=`, a dotted path: a filter of change handlers, event handlers, daemons and
+    /// timers; for index functions, the path whose value is the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// `value=`.
+    /// `value=` (with `field`; not for index functions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Match>,
     /// `old=`.
@@ -106,6 +110,11 @@ pub struct HandlerSpec {
     /// A timer's `idle=`, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<f64>,
+    /// For daemons: a dotted path that the daemon reads in its loop from its live body (Kopf's
+    /// `body`, a `kopf::Live` in kopf-rs), recording each new value it sees; it sees the
+    /// object's changes without a new attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<String>,
     /// The id of an index that the handler reads: its call records the index's content
     /// (key → the sorted names under it) as `index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +150,7 @@ impl HandlerSpec {
             interval: None,
             initial_delay: None,
             idle: None,
+            poll: None,
             reads: None,
             stacked: Vec::new(),
         }

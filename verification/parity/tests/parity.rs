@@ -91,6 +91,11 @@ fn daemons_and_timers() {
 }
 
 #[test]
+fn live_views_and_field_filters() {
+    check(scenarios::live_views_and_field_filters());
+}
+
+#[test]
 fn indexes() {
     check(scenarios::indexes());
 }
