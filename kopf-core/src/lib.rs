@@ -274,7 +274,7 @@ pub mod settings {
     pub use crate::configs::settings::{
         AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
         PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
-        ScanningSettings, Settings, ShardingSettings, WatchingSettings,
+        ScanningSettings, ServingSettings, Settings, ShardingSettings, WatchingSettings,
     };
 }
 

@@ -495,7 +495,7 @@ where
 /// Sends a request if the gate lets it, and waits for its answer until the gate's deadline,
 /// asking the gate again then (a renewed term goes on); `Err` when it closed first: the
 /// request, if sent, is dropped (the connection closes).
-async fn within_gate<T>(
+pub(crate) async fn within_gate<T>(
     gate: &dyn Gate,
     request: impl std::future::Future<Output = T>,
 ) -> Result<T, WriteError> {

@@ -42,6 +42,51 @@ pub struct Settings {
     pub peering: PeeringSettings,
     /// How admission webhooks are served and announced to the cluster.
     pub admission: AdmissionSettings,
+    /// How the operator's own servers (probes, metrics, webhooks) bound their clients.
+    pub serving: ServingSettings,
+}
+
+/// The operator's own HTTP(S) servers: the liveness and readiness endpoints, the metrics, the
+/// admission webhooks (beyond Kopf). Each bounds what a client may hold, so that a slow or
+/// hostile one (any pod that reaches the port) cannot keep connections open until the
+/// process runs out of file descriptors, and the Lease renewals and API calls fail with it.
+///
+/// - A client has `header_timeout` to finish its TLS handshake and to send each request's
+///   line and headers; an idle keep-alive connection is closed after as long.
+/// - A request has `request_timeout` from its headers to its answer: to send its body and
+///   for the handlers to answer it. Past it, the answer is `503 Service Unavailable` and the
+///   connection is closed. An answer that the client does not read for as long fails too.
+/// - Each server keeps at most `max_connections` open. A connection beyond it takes the
+///   place of the one that has waited longest for a request (a slow or idle client), or is
+///   closed at once when every connection is busy with a request; the server goes on
+///   accepting either way.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.serving.max_connections = 64;
+/// settings.serving.request_timeout = std::time::Duration::from_secs(10);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServingSettings {
+    /// How long a client has for its TLS handshake, and for each request's line and headers
+    /// (10 s; a kubelet's probe or an API server's webhook call sends them at once).
+    pub header_timeout: Duration,
+    /// How long a request may take from its headers to its answer (30 s: the longest an API
+    /// server waits for an admission webhook).
+    pub request_timeout: Duration,
+    /// The most connections each server keeps open (256).
+    pub max_connections: usize,
+}
+
+impl Default for ServingSettings {
+    fn default() -> Self {
+        ServingSettings {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 256,
+        }
+    }
 }
 
 /// Admission webhooks (Kopf's `settings.admission`): where the validating and mutating
@@ -513,7 +558,7 @@ pub struct PeeringSettings {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ShardingSettings {
-    /// The number of virtual shards; the same on every replica (at least 1).
+    /// The number of virtual shards; the same on every replica (1 to 4096).
     pub shards: u32,
     /// The name of the ring: the prefix of its Leases (default `kopf-shards`); replicas with
     /// different names do not see each other.
@@ -525,7 +570,8 @@ pub struct ShardingSettings {
     /// incarnation.
     pub identity: Option<String>,
     /// How long others wait, after a member's Lease was last seen to change, before they fence
-    /// it and take its shards (15 s).
+    /// it and take its shards (15 s; the longer of this and what the member recorded; at most
+    /// an int32 of seconds, as a Lease records it).
     pub lease_duration: Duration,
     /// How long a replica acts on its shards after its last successful renewal began (10 s).
     pub renew_deadline: Duration,
@@ -566,8 +612,10 @@ impl ShardingSettings {
 /// `ReleaseOnCancel`), so that another candidate takes over at once.
 ///
 /// The durations are validated as client-go validates them (`lease_duration >
-/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
-/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`.
+/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity), and the lease
+/// duration must fit the Lease's `leaseDurationSeconds` (an int32 of seconds): invalid ones
+/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`. A candidate
+/// waits for the longer of its own lease duration and the one its holder recorded.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();

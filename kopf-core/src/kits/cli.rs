@@ -166,7 +166,7 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
         match crate::structs::credentials::default_client(connections.clone(), connect_timeout)
             .await
         {
-            Ok(client) => client,
+            Ok((client, _)) => client,
             Err(error) => {
                 tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
                 return ExitCode::FAILURE;
@@ -471,12 +471,13 @@ struct RbacArgs {
     #[arg(long)]
     no_service_account: bool,
     /// The Lease that `run --lease` elects a leader with: a Role in its namespace (without
-    /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
+    /// one, the ServiceAccount's, which is the pod's) to get, create and update it; no rights
+    /// on Kopf's peering objects (`run --lease` implies --standalone).
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
     lease: Option<LeaseName>,
     /// The operator runs with assigned shards (`run --shards N`; N is accepted and not
     /// needed): a Role in the ServiceAccount's namespace (the pod's, where the operator keeps
-    /// the shards' Leases) to get, list, create, update and delete Leases.
+    /// the shards' Leases) to get, list, watch, create, update and delete Leases.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
     shards: Option<u32>,
     /// The name of the managed webhook configurations (`settings.admission.managed`, e.g.
@@ -580,7 +581,8 @@ struct RunArgs {
     shards: Option<u32>,
     /// Serve the admission webhooks at this URL (e.g. https://0.0.0.0:9443/webhooks; without
     /// a port, a free one), with a self-signed certificate, as Kopf's WebhookServer
-    /// (`settings.admission.server`). Not Kopf's.
+    /// (`settings.admission.server`); http:// serves plain HTTP, behind a proxy that
+    /// terminates TLS (Kopf's `insecure`). Not Kopf's.
     #[arg(long, value_name = "URL", value_parser = check_webhook_url)]
     webhook_server: Option<String>,
     /// The host the cluster calls the webhooks at (e.g. host.k3d.internal) [default: from

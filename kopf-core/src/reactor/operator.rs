@@ -452,9 +452,16 @@ impl Operator {
                 tasks.measure(metrics.clone());
                 let url = crate::engines::metrics::MetricsUrl::parse(url)
                     .map_err(OperatorError::Metrics)?;
-                crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
-                    .await
-                    .map_err(OperatorError::Metrics)?;
+                let serving = &self.settings.serving;
+                crate::engines::metrics::serve(
+                    metrics,
+                    &url,
+                    serving,
+                    &tasks,
+                    &self.metrics_endpoint,
+                )
+                .await
+                .map_err(OperatorError::Metrics)?;
             }
             connect(
                 explicit,
@@ -476,8 +483,8 @@ impl Operator {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
         };
-        let client = match connected {
-            Ok(client) => client,
+        let (client, cluster) = match connected {
+            Ok(connected) => connected,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
                 return Err(error);
@@ -495,7 +502,8 @@ impl Operator {
             Ok(true) => match &self.liveness {
                 Some(url) => {
                     let ready = self.ready.subscribe();
-                    probing::serve(url, &activities, ready, standby.clone(), &tasks)
+                    let serving = &self.settings.serving;
+                    probing::serve(url, serving, &activities, ready, standby.clone(), &tasks)
                         .await
                         .map_err(OperatorError::from)
                 }
@@ -537,6 +545,7 @@ impl Operator {
         // After the startup handlers, which may set the server (as in Kopf).
         let shared = Shared {
             client: client.clone(),
+            cluster,
             memo: self.memo.clone(),
             memos: memos.clone(),
             indexes: indexes.clone(),
@@ -728,10 +737,14 @@ impl Operator {
         }
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
-            // meet this one's work. A second signal skips it: the Lease expires on its own.
-            tokio::select! {
-                _ = elector.release(self.settings.process.cleanup_timeout) => {}
-                _ = abort.cancelled() => {}
+            // meet this one's work. Not when work was abandoned at the grace period (it may
+            // still run), nor at a second signal: the Lease then expires on its own, after
+            // this leader's term (as the shards above).
+            if stopped.is_ok() {
+                tokio::select! {
+                    _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                    _ = abort.cancelled() => {}
+                }
             }
             elector.stop().await;
         }
@@ -886,7 +899,8 @@ async fn signalled() {
 
 /// The operator's client at the start of `run()`: logged in with the login handlers if there
 /// are any; else the embedder's client, or kube-client's default (kubeconfig or in-cluster).
-/// Wrapped for the metrics when the tree counts them.
+/// Wrapped for the metrics when the tree counts them. With kube-client's default, also the API
+/// server's URL (the cluster detection of `WebhookServer::auto` reads its certificate).
 pub(crate) async fn connect(
     explicit: Option<kube::Client>,
     logins: Vec<LoginHandler>,
@@ -894,8 +908,9 @@ pub(crate) async fn connect(
     connections: &Connections,
     timeouts: &Timeouts,
     given: Given,
-) -> std::result::Result<kube::Client, OperatorError> {
+) -> std::result::Result<(kube::Client, Option<http::Uri>), OperatorError> {
     let metrics = tasks.metrics().cloned();
+    let mut url = None;
     let login = if !logins.is_empty() {
         let authenticator = Authenticator::new(
             logins,
@@ -908,17 +923,20 @@ pub(crate) async fn connect(
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
-            None => Login::Fixed(
-                crate::structs::credentials::default_client(
+            None => {
+                let (client, cluster) = crate::structs::credentials::default_client(
                     connections.clone(),
                     timeouts.connect(),
                 )
                 .await
-                .map_err(OperatorError::Client)?,
-            ),
+                .map_err(OperatorError::Client)?;
+                url = Some(cluster);
+                Login::Fixed(client)
+            }
         }
     };
-    auth::client(login, metrics, timeouts.clone())
+    let client = auth::client(login, metrics, timeouts.clone())
         .await
-        .map_err(OperatorError::Login)
+        .map_err(OperatorError::Login)?;
+    Ok((client, url))
 }

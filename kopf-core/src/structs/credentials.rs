@@ -240,16 +240,18 @@ impl<E> ConnectionExecutor for E where
 
 /// kube-client's default client (`Client::try_default`: the kubeconfig or the in-cluster
 /// environment), sending the operator's `User-Agent`, its connections run on `executor` and
-/// made within `connect_timeout` (Kopf's `settings.networking.connect_timeout`).
+/// made within `connect_timeout` (Kopf's `settings.networking.connect_timeout`); and the API
+/// server's URL, which the client does not tell.
 pub(crate) async fn default_client<E: ConnectionExecutor>(
     executor: E,
     connect_timeout: Option<Duration>,
-) -> kube::Result<kube::Client> {
+) -> kube::Result<(kube::Client, http::Uri)> {
     let mut config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
     config.connect_timeout = connect_timeout;
-    client(with_user_agent(config), executor)
+    let url = config.cluster_url.clone();
+    Ok((client(with_user_agent(config), executor)?, url))
 }
 
 /// kube-client's default stack for `config`, its connections run on `executor`.

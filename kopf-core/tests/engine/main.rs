@@ -24,6 +24,7 @@ mod rbac;
 mod reliability;
 mod robustness;
 mod selectors;
+mod serving;
 mod shards;
 mod stacking;
 mod stopping;

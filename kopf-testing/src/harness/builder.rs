@@ -1,8 +1,10 @@
 //! What a harness starts with: CRDs and objects installed before the operator starts (so its
 //! first listing already sees them), its settings, memo and namespaces.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use kopf::admission::WebhookServer;
 use kopf::operator::Operator;
 use kopf::registry::Registry;
 use kopf::{Memo, Settings};
@@ -71,7 +73,9 @@ impl HarnessBuilder {
         self
     }
 
-    /// The operator's settings (default: [`test_settings`]).
+    /// The operator's settings (default: [`test_settings`]). Without an admission server,
+    /// the harness gives it one on 127.0.0.1 (a free port), so that admission handlers start
+    /// in tests that never call their webhooks.
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
         self
@@ -136,7 +140,14 @@ impl HarnessBuilder {
                 }
             }
         }
-        let mut operator = Operator::new(registry).settings(self.settings);
+        let mut settings = self.settings;
+        if settings.admission.server.is_none() {
+            // Admission handlers need a server to start; tests call their webhooks, if at
+            // all, through the harness's own address (a startup handler may set another).
+            settings.admission.server =
+                Some(WebhookServer::new().addr(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        }
+        let mut operator = Operator::new(registry).settings(settings);
         if let Some(memo) = self.memo {
             operator = operator.memo(memo);
         }

@@ -114,7 +114,10 @@ impl OperatorHarness {
         let running = self.running.as_mut().expect("just started");
         tokio::select! {
             _ = ready.wait() => {}
-            result = running => panic!("the operator stopped before it got ready: {result:?}"),
+            result = running => match result {
+                Ok(Err(error)) => panic!("the operator stopped before it got ready: {error}"),
+                result => panic!("the operator stopped before it got ready: {result:?}"),
+            },
             _ = tokio::time::sleep(DEADLINE) => panic!("the operator did not get ready within {DEADLINE:?}"),
         }
     }

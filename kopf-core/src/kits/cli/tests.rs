@@ -362,7 +362,7 @@ fn crd_and_rbac_subcommands() {
         assert_eq!(
             sharded[3]["rules"],
             serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                "verbs": ["get", "list", "create", "update", "delete"]}])
+                "verbs": ["get", "list", "watch", "create", "update", "delete"]}])
         );
         assert_eq!(sharded[4]["roleRef"]["name"], "kopf-operator-shards");
     }
@@ -538,8 +538,13 @@ fn webhook_options_from_the_command_line_or_the_environment() {
     );
     assert_eq!(from_env.admission_managed.as_deref(), Some("auto.kopf.dev"));
     assert_eq!(options(&[], &[]).unwrap().webhook_server, None);
+    let plain = options(&["--webhook-server", "http://0.0.0.0:8080"], &[]).unwrap();
+    assert!(
+        plain.webhook_server.unwrap().insecure,
+        "http:// serves plain HTTP (Kopf's insecure)"
+    );
     for bad in [
-        options(&["--webhook-server", "http://0.0.0.0:9443"], &[]),
+        options(&["--webhook-server", "ftp://0.0.0.0:9443"], &[]),
         options(&[], &[("KOPF_RUN_WEBHOOK_SERVER", "https://localhost")]),
         options(&["--webhook-host", "h"], &[]),
         options(&["--webhook-secret", "ops/tls"], &[]),

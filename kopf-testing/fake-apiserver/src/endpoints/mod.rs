@@ -7,6 +7,7 @@ pub(super) mod control;
 pub(super) mod control_api;
 pub(super) mod discovery;
 pub(super) mod holding;
+pub(super) mod recording;
 pub(super) mod reply;
 pub(super) mod request;
 pub(super) mod resources;

@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
 use super::holding::{HeldWrite, Release};
+use super::recording::Recorded;
 use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
 use super::resources::{recreate, verbs};
@@ -103,6 +104,8 @@ pub(crate) async fn handle(
     };
     let mut aftermath = Aftermath::default();
     let mut fired_faults = Vec::new();
+    // The body as read, for the recording mode.
+    let mut read = Bytes::new();
     let is_control = matches!(context.route, Route::Control(_));
     if !is_control {
         shared.counters.count(verb.as_str(), &resource);
@@ -157,7 +160,10 @@ pub(crate) async fn handle(
                 }
             }
         }
-        let body = read_body(body).await?;
+        let body = read_body(body, shared.body_timeout).await?;
+        if shared.recorder.is_some() {
+            read = body.clone();
+        }
         let held = |committed: bool| HeldWrite {
             verb: verb.as_str().to_string(),
             resource: resource.clone(),
@@ -206,6 +212,14 @@ pub(crate) async fn handle(
         Ok(reply) => respond(reply),
         Err(error) => error_response(&error),
     };
+    if !is_control && let Some(recorder) = &shared.recorder {
+        recorder.record(Recorded {
+            parts: &parts,
+            body: &read,
+            code: if cut { 0 } else { response.status().as_u16() },
+            faults: &fired_faults,
+        });
+    }
     if !is_control {
         shared.counters.log(LoggedRequest {
             method: parts.method.to_string(),
@@ -227,8 +241,14 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
-async fn read_body(body: Incoming) -> ApiResult<Bytes> {
-    match Limited::new(body, MAX_BODY).collect().await {
+/// The request's body, within `timeout`: a client that trickles it holds the connection no
+/// longer.
+async fn read_body(body: Incoming, timeout: Duration) -> ApiResult<Bytes> {
+    let read = tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await;
+    let Ok(read) = read else {
+        return Err(ApiError::body_timeout(timeout));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large()),
         Err(error) => Err(ApiError::bad_request(format!(
@@ -252,7 +272,8 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         Route::Health => Ok(Reply {
             code: StatusCode::OK,
             body: full("ok"),
-            content_type: "text/plain",
+            // As the real server's health handlers write it.
+            content_type: "text/plain; charset=utf-8",
             warnings: vec![],
         }),
         Route::OpenIdConfiguration => get_only().map(|_| {

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::Access;
 use super::control::{Counters, Faults, Stats, lock};
 use super::holding::Pen;
+use super::recording::Recorder;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::persist::Durability;
@@ -27,6 +28,8 @@ pub(crate) struct Shared {
     /// The queue to the state file, when there is one.
     pub(crate) durability: Option<Durability>,
     pub(crate) counters: Counters,
+    /// Where every request is recorded, in the recording mode.
+    pub(crate) recorder: Option<Recorder>,
     pub(crate) faults: Faults,
     /// Writes held by injected faults.
     pub(crate) pen: Pen,
@@ -44,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) host: String,
     /// `https://host:port` (or `http://`), for documents that link to the server.
     pub(crate) url: String,
+    /// How long a request's body may take to arrive.
+    pub(crate) body_timeout: Duration,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
 }

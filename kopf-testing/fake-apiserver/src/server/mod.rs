@@ -4,6 +4,7 @@
 mod listener;
 mod process;
 mod saving;
+mod slots;
 mod tls;
 
 pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

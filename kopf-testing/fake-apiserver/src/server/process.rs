@@ -13,12 +13,13 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::listener::accept;
+use super::listener::{Limits, accept};
 use super::saving::save_continuously;
 use super::tls::Tls;
 use crate::endpoints::access::Access;
 use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::recording::Recorder;
 use crate::endpoints::resources::{recreate, service_account_token};
 use crate::endpoints::shared::{Shared, stats};
 use crate::semantics::cluster;
@@ -41,6 +42,11 @@ pub struct FakeApiServerBuilder {
     contract_breaking: bool,
     enforce_rbac: bool,
     sharded_watches: bool,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
+    /// Who started the server (a test's thread), for the recording mode's log.
+    session: Option<String>,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -58,6 +64,10 @@ impl Default for FakeApiServerBuilder {
             contract_breaking: false,
             enforce_rbac: false,
             sharded_watches: true,
+            header_timeout: Duration::from_secs(32),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            session: None,
         }
     }
 }
@@ -200,10 +210,35 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// How long a client has for its TLS handshake and for each request's line and headers;
+    /// an idle keep-alive connection is closed after as long (default 32 s, kube-apiserver's
+    /// `ReadHeaderTimeout`).
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's body once its headers came; then the
+    /// request fails with `408 Timeout` (default 60 s, kube-apiserver's request timeout).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// The most connections kept open (default 1024). A connection beyond it takes the place
+    /// of the one that has waited longest for a request (a slow or idle client), or is closed
+    /// at once when every connection is busy with one (a watch, say).
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
     /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
     /// connections are then not counted among the caller's runtime's tasks (useful when a test
     /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
-    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+    pub async fn start_on_own_runtime(mut self) -> std::io::Result<FakeApiServer> {
+        // The server's thread is its own: the recording names the caller's.
+        self.session = std::thread::current().name().map(String::from);
         let (started_tx, started_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -292,6 +327,7 @@ impl FakeApiServerBuilder {
             changes,
             durability,
             counters: Counters::new(self.log_limit),
+            recorder: Recorder::from_env(self.session.as_deref()),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
             access: Access::new(self.token, self.enforce_rbac),
@@ -301,12 +337,18 @@ impl FakeApiServerBuilder {
             watches: Mutex::new(root.child_token()),
             host: addr.to_string(),
             url: url.clone(),
+            body_timeout: self.body_timeout,
             root: root.clone(),
         });
+        let limits = Limits {
+            header_timeout: self.header_timeout,
+            max_connections: self.max_connections,
+        };
         tracker.spawn(accept(
             listener,
             tls.clone(),
             shared.clone(),
+            limits,
             tracker.clone(),
             root.clone(),
         ));

@@ -25,6 +25,7 @@ mod random_requests;
 mod rbac;
 mod real;
 mod shards;
+mod slow_clients;
 mod tls;
 mod webhook_matching;
 mod webhook_requests;
