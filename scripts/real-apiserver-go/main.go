@@ -8,9 +8,11 @@
 //
 // It writes a kubeconfig with an admin credential (group system:masters), prints one line
 // "listening on https://127.0.0.1:PORT" to stdout when the server is ready, and stops
-// everything on SIGTERM or SIGINT, removing all its temporary files.
+// everything on SIGTERM or SIGINT, removing all its temporary files. With --no-controllers
+// the controller manager is not started: the server then sees only its clients' requests
+// (benchmarks count them), but owner references and namespace deletion have no effect.
 //
-// Usage: real-apiserver --kubeconfig PATH [--port N] [--log-file PATH]
+// Usage: real-apiserver --kubeconfig PATH [--port N] [--log-file PATH] [--no-controllers]
 package main
 
 import (
@@ -81,9 +83,11 @@ func run() int {
 	kubeconfig := flag.String("kubeconfig", "", "where to write the admin kubeconfig (required)")
 	port := flag.Int("port", 0, "the API server's port on 127.0.0.1 (default: a free one)")
 	logFile := flag.String("log-file", "", "write all logs there instead of stderr")
+	noControllers := flag.Bool("no-controllers", false,
+		"run no kube-controller-manager: only the clients' requests reach the server")
 	flag.Parse()
 	if *kubeconfig == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: real-apiserver --kubeconfig PATH [--port N] [--log-file PATH]")
+		fmt.Fprintln(os.Stderr, "usage: real-apiserver --kubeconfig PATH [--port N] [--log-file PATH] [--no-controllers]")
 		return 2
 	}
 	if *logFile != "" {
@@ -105,16 +109,17 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	if err := serve(ctx, *kubeconfig, *port); err != nil {
+	if err := serve(ctx, *kubeconfig, *port, !*noControllers); err != nil {
 		fmt.Fprintln(os.Stderr, "real-apiserver:", err)
 		return 1
 	}
 	return 0
 }
 
-// serve runs everything until ctx is cancelled (nil) or something fails (an error).
-// Every component started is stopped and every temporary file removed before it returns.
-func serve(ctx context.Context, kubeconfigPath string, port int) error {
+// serve runs everything (the controller manager only if withControllers) until ctx is
+// cancelled (nil) or something fails (an error). Every component started is stopped and
+// every temporary file removed before it returns.
+func serve(ctx context.Context, kubeconfigPath string, port int, withControllers bool) error {
 	runDir, release, err := makeRunDir()
 	if err != nil {
 		return err
@@ -177,21 +182,26 @@ func serve(ctx context.Context, kubeconfigPath string, port int) error {
 		return nil
 	}
 
-	kcm, kcmDone, err := startControllerManager(internalKubeconfig, pki)
-	if err != nil {
-		return err
-	}
-	defer stopProcess(kcm, kcmDone)
-
-	// The "default" ServiceAccount appears once the controllers run: the server is then
-	// ready as a cluster, not only as an API.
-	if err := waitFor(ctx, apiDone, kcmDone, 2*time.Minute, "the default ServiceAccount", func() bool {
-		return get(client, server+"/api/v1/namespaces/default/serviceaccounts/default") == http.StatusOK
-	}); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped by a signal: not a failure
+	// Without controllers, kcmDone stays nil: a receive from it never happens.
+	var kcmDone chan error
+	if withControllers {
+		var kcm *exec.Cmd
+		kcm, kcmDone, err = startControllerManager(internalKubeconfig, pki)
+		if err != nil {
+			return err
 		}
-		return err
+		defer stopProcess(kcm, kcmDone)
+
+		// The "default" ServiceAccount appears once the controllers run: the server is then
+		// ready as a cluster, not only as an API.
+		if err := waitFor(ctx, apiDone, kcmDone, 2*time.Minute, "the default ServiceAccount", func() bool {
+			return get(client, server+"/api/v1/namespaces/default/serviceaccounts/default") == http.StatusOK
+		}); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped by a signal: not a failure
+			}
+			return err
+		}
 	}
 
 	fmt.Fprintf(os.Stdout, "listening on %s\n", server) // os.Stdout is not buffered

@@ -1,5 +1,7 @@
-//! One `kopf-fake-apiserver` process per measurement, with the KopfExample CRD, a few
-//! namespaces, and a client for the runner's own requests.
+//! One API server process per measurement — `kopf-fake-apiserver`, or a real kube-apiserver
+//! with etcd (`scripts/real-apiserver`) — with the KopfExample CRD, a few namespaces, and a
+//! client for the runner's own requests. The fake server counts requests in `/_fake/stats`;
+//! the real one in its Prometheus `/metrics`, read the same way here.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};
@@ -11,8 +13,9 @@ use futures::TryStreamExt as _;
 use kopf_testing::{Answer, ApiRequest, TestClient, fixtures};
 use serde_json::{Value, json};
 
+use crate::metrics;
 use crate::operators::Programs;
-use crate::process::Process;
+use crate::process::{Process, cpu_seconds};
 
 /// The namespaces the objects are spread over.
 pub(crate) const NAMESPACES: usize = 4;
@@ -27,9 +30,45 @@ pub(crate) type Verbs = BTreeMap<String, f64>;
 /// server counts them.
 pub(crate) type Requests = BTreeMap<(String, String), f64>;
 
-/// A fake API server in a process of its own.
+/// Which API server the operators run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiServer {
+    /// `kopf-fake-apiserver`, over plain HTTP.
+    Fake,
+    /// kube-apiserver 1.36 with etcd (`scripts/real-apiserver --no-controllers`), over HTTPS
+    /// with a client certificate.
+    Real,
+}
+
+impl ApiServer {
+    /// The name on the command line (`--apiserver`).
+    pub(crate) fn parse(name: &str) -> Option<ApiServer> {
+        match name {
+            "fake" => Some(ApiServer::Fake),
+            "real" => Some(ApiServer::Real),
+            _ => None,
+        }
+    }
+
+    /// What it is, for the report's titles.
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            ApiServer::Fake => "the fake API server (kopf-fake-apiserver)",
+            ApiServer::Real => "a real API server (kube-apiserver 1.36 with etcd)",
+        }
+    }
+}
+
+/// An API server in a process of its own.
 pub(crate) struct Cluster {
     process: Option<Process>,
+    /// Which server it is.
+    server: ApiServer,
+    /// Its port on 127.0.0.1.
+    port: u16,
+    /// The server's CPU seconds spent answering the runner's reads of `/metrics` (large:
+    /// every metric of a kube-apiserver), which [`Cluster::server_cpu`] leaves out.
+    metrics_cpu: std::sync::Mutex<f64>,
     /// The kubeconfig for clients.
     pub(crate) kubeconfig: PathBuf,
     /// The runner's client.
@@ -45,41 +84,66 @@ impl Cluster {
     }
 
     /// As [`Cluster::start`], with more options for the server (e.g. `--no-sharded-watches`).
+    /// The fake server's `options` are not given to a real one.
     pub(crate) async fn start_with(
         programs: &Programs,
         options: &[&str],
     ) -> Result<Cluster, String> {
-        let binary = &programs.server;
         let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
-        let mut command = Command::new(binary);
-        // Plain HTTP, as every round in HISTORY.md was measured: TLS would add the same
-        // handshakes and encryption to every operator and the runner, and shift the tables.
-        command
-            .args(["--bind", "127.0.0.1:0", "--insecure-http", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args(&programs.server_options)
-            .args(options)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        let (label, mut command) = match programs.apiserver {
+            ApiServer::Fake => {
+                let mut command = Command::new(&programs.server);
+                // Plain HTTP, as every round in HISTORY.md was measured: TLS would add the
+                // same handshakes and encryption to every operator and the runner, and shift
+                // the tables.
+                command
+                    .args(["--bind", "127.0.0.1:0", "--insecure-http", "--kubeconfig"])
+                    .arg(&kubeconfig)
+                    .args(&programs.server_options)
+                    .args(options)
+                    .stderr(Stdio::inherit());
+                ("kopf-fake-apiserver", command)
+            }
+            ApiServer::Real => {
+                let mut command = Command::new(&programs.real_server);
+                // No controller manager: its own lists and watches (the garbage collector
+                // watches every resource, KopfExamples too) would count as the operator's.
+                // Its logs go to a file in the temporary directory, not amid the runner's.
+                command
+                    .arg("--no-controllers")
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .arg("--log-file")
+                    .arg(dir.path().join("apiserver.log"))
+                    .stderr(Stdio::inherit());
+                ("kube-apiserver", command)
+            }
+        };
+        command.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut child = command
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        // Wait for "listening on ...", then hand the process to the watcher threads.
+            .map_err(|e| format!("cannot start {label} ({command:?}): {e}"))?;
+        // Wait for "listening on ...", then hand the process to the watcher threads. (The
+        // real server's script execs the server: the child's pid is the server's, whose CPU
+        // time is counted, etcd's included.)
         let stdout = child.stdout.take().expect("a piped stdout");
         let mut line = String::new();
         BufReader::new(stdout)
             .read_line(&mut line)
-            .map_err(|e| format!("the fake API server said nothing: {e}"))?;
-        if !line.starts_with("listening on") {
+            .map_err(|e| format!("{label} said nothing: {e}"))?;
+        let Some(port) = listening_port(&line) else {
             let _ = child.kill();
-            return Err(format!("the fake API server did not start: {line:?}"));
-        }
-        let process = Process::adopt("kopf-fake-apiserver", child);
+            let _ = child.wait();
+            return Err(format!("{label} did not start: {line:?}"));
+        };
+        let process = Process::adopt(label, child);
         let client = client_for(&kubeconfig).await?;
         let cluster = Cluster {
             process: Some(process),
+            server: programs.apiserver,
+            port,
+            metrics_cpu: std::sync::Mutex::new(0.0),
             kubeconfig,
             client,
             _dir: dir,
@@ -100,6 +164,16 @@ impl Cluster {
                                    "metadata": {"name": namespace(n)}});
             self.send("POST", "/api/v1/namespaces", &namespace).await?;
         }
+        // A real server serves a new CRD's resource only once it is established, a moment
+        // later (the fake one at once).
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let collection = fixtures::kopfexamples_in(&namespace(0));
+        while let Err(error) = self.send_get(&collection).await {
+            if std::time::Instant::now() > until {
+                return Err(format!("the KopfExample CRD is not served: {error}"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         Ok(())
     }
 
@@ -111,6 +185,13 @@ impl Cluster {
     /// The server's process id.
     pub(crate) fn pid(&self) -> i32 {
         self.process.as_ref().map_or(0, Process::pid)
+    }
+
+    /// The server's CPU seconds so far, but for those its answers to the runner's reads of
+    /// `/metrics` took.
+    pub(crate) fn server_cpu(&self) -> f64 {
+        let metrics = *self.metrics_cpu.lock().expect("the metrics CPU's lock");
+        cpu_seconds(self.pid()) - metrics
     }
 
     /// Stops the server.
@@ -135,9 +216,26 @@ impl Cluster {
         send(&self.client, "GET", path, &Value::Null).await
     }
 
-    /// The server's counters (`/_fake/stats`).
-    pub(crate) async fn stats(&self) -> Result<Value, String> {
+    /// The fake server's counters (`/_fake/stats`).
+    async fn stats(&self) -> Result<Value, String> {
+        self.only_fake("/_fake/stats")?;
         self.send_get("/_fake/stats").await
+    }
+
+    /// An error naming `what` if this is not the fake server.
+    fn only_fake(&self, what: &str) -> Result<(), String> {
+        match self.server {
+            ApiServer::Fake => Ok(()),
+            ApiServer::Real => Err(format!("{what} needs the fake API server")),
+        }
+    }
+
+    /// The real server's metrics (`/metrics`, Prometheus' text format).
+    async fn metrics(&self) -> Result<Vec<metrics::Sample>, String> {
+        let cpu = cpu_seconds(self.pid());
+        let answer = request(&self.client, "GET", "/metrics", &Value::Null).await;
+        *self.metrics_cpu.lock().expect("the metrics CPU's lock") += cpu_seconds(self.pid()) - cpu;
+        Ok(metrics::parse(&String::from_utf8_lossy(&answer?.body)))
     }
 
     /// Requests so far, by verb, to KopfExamples and everything else alike.
@@ -150,8 +248,14 @@ impl Cluster {
     }
 
     /// Requests so far, by verb and resource. The control API's own (`/_fake/...`, such as
-    /// these counters) are not counted by the server.
+    /// these counters) are not counted by the fake server. On the real server, the requests
+    /// of `apiserver_request_total` but for those that are not to resources (discovery,
+    /// `/version`, and `/metrics` itself, which this reads) and the server's own renewals of
+    /// its identity Lease (see [`metrics::requests`]).
     pub(crate) async fn requests(&self) -> Result<Requests, String> {
+        if self.server == ApiServer::Real {
+            return Ok(metrics::requests(&self.metrics().await?));
+        }
         let stats = self.stats().await?;
         let mut requests = Requests::new();
         for (verb, resources) in stats["requests"].as_object().into_iter().flatten() {
@@ -163,7 +267,8 @@ impl Cluster {
         Ok(requests)
     }
 
-    /// Watch requests to KopfExamples so far.
+    /// Watch requests to KopfExamples so far (the fake server only: see
+    /// [`Cluster::watching_kopfexamples`]).
     pub(crate) async fn kopfexample_watches(&self) -> Result<u64, String> {
         let stats = self.stats().await?;
         Ok(stats["requests"]["watch"]["kopfexamples.kopf.dev"]
@@ -171,11 +276,40 @@ impl Cluster {
             .unwrap_or(0))
     }
 
-    /// Open TCP connections now.
+    /// How long to wait between two reads of the counters when polling for a change: a
+    /// real server's `/metrics` is large, and reading it costs the server CPU.
+    pub(crate) fn poll_pause(&self) -> Duration {
+        match self.server {
+            ApiServer::Fake => Duration::from_millis(20),
+            ApiServer::Real => Duration::from_millis(200),
+        }
+    }
+
+    /// Whether someone besides the runner watches KopfExamples: more watches than the
+    /// runner's `own` — `(started so far, open now)`. The fake server counts watches as they
+    /// start; the real one counts them in `apiserver_request_total` only as they end, so its
+    /// gauge of open watches (`apiserver_longrunning_requests`) is compared instead.
+    pub(crate) async fn watching_kopfexamples(&self, own: (u64, u64)) -> Result<bool, String> {
+        match self.server {
+            ApiServer::Fake => Ok(self.kopfexample_watches().await? > own.0),
+            ApiServer::Real => {
+                let open =
+                    metrics::open_watches(&self.metrics().await?, "kopf.dev", "kopfexamples");
+                Ok(open > own.1)
+            }
+        }
+    }
+
+    /// The connections the server holds open now. The fake server counts them itself; for
+    /// the real one, the TCP sockets on its port that it has not closed yet (established, or
+    /// closed by the client only), from `/proc/net/tcp`.
     pub(crate) async fn open_connections(&self) -> Result<u64, String> {
-        Ok(self.stats().await?["open_connections"]
-            .as_u64()
-            .unwrap_or(0))
+        match self.server {
+            ApiServer::Fake => Ok(self.stats().await?["open_connections"]
+                .as_u64()
+                .unwrap_or(0)),
+            ApiServer::Real => metrics::server_sockets(self.port),
+        }
     }
 
     /// Creates `count` objects, `CONCURRENCY` at a time; `then` runs after each creation.
@@ -240,6 +374,17 @@ impl Drop for Cluster {
             let _ = process.terminate(Duration::from_secs(10));
         }
     }
+}
+
+/// The port in the server's line `listening on http(s)://127.0.0.1:PORT`.
+fn listening_port(line: &str) -> Option<u16> {
+    let address = line.trim().strip_prefix("listening on ")?;
+    address
+        .rsplit_once(':')?
+        .1
+        .trim_end_matches('/')
+        .parse()
+        .ok()
 }
 
 /// The namespace of the `n`th namespace.

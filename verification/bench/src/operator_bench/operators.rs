@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cluster::ApiServer;
 use crate::process::Process;
 
 /// Who does the job.
@@ -43,8 +44,12 @@ impl Kind {
 /// Where the programs are.
 #[derive(Debug, Clone)]
 pub(crate) struct Programs {
+    /// Which API server the scenarios start.
+    pub(crate) apiserver: ApiServer,
     /// `kopf-fake-apiserver`.
     pub(crate) server: PathBuf,
+    /// `scripts/real-apiserver`.
+    pub(crate) real_server: PathBuf,
     /// Options every `kopf-fake-apiserver` is started with (none but the scenarios' own by
     /// default).
     pub(crate) server_options: Vec<String>,
@@ -55,12 +60,14 @@ pub(crate) struct Programs {
 }
 
 impl Programs {
-    /// The binaries next to this one, and the virtualenv's python.
+    /// The binaries next to this one, and the virtualenv's python; the fake API server.
     pub(crate) fn find(python: PathBuf, root: &Path) -> Result<Programs, String> {
         let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
         let dir = exe.parent().expect("a binary lives in a directory");
         let programs = Programs {
+            apiserver: ApiServer::Fake,
             server: dir.join("kopf-fake-apiserver"),
+            real_server: root.join("scripts/real-apiserver"),
             server_options: Vec::new(),
             kopf_rs: dir.join("bench-kopf-rs-operator"),
             kube_rs: dir.join("bench-kube-rs-operator"),
@@ -76,6 +83,14 @@ impl Programs {
             }
         }
         Ok(programs)
+    }
+
+    /// The same programs, against `apiserver`.
+    pub(crate) fn on(&self, apiserver: ApiServer) -> Programs {
+        Programs {
+            apiserver,
+            ..self.clone()
+        }
     }
 
     /// The same programs, with every fake API server started with `options` too.

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::cluster::ApiServer;
 use crate::operators::Kind;
 use crate::process::machine;
 use crate::scenarios::{Sample, Sizes};
@@ -20,8 +21,9 @@ type TargetRow = (String, Option<f64>, &'static str, Met);
 /// The scenarios that some targets are set for alike, and their names there.
 const BURST_AND_DELETION: [(u8, &str); 2] = [(1, "create burst"), (5, "deletion")];
 
-/// Everything measured in one invocation.
+/// Everything measured in one invocation on one API server.
 pub(crate) struct Report {
+    server: ApiServer,
     sizes: Sizes,
     runs: usize,
     operators: Vec<Kind>,
@@ -33,12 +35,14 @@ pub(crate) struct Report {
 
 impl Report {
     pub(crate) fn new(
+        server: ApiServer,
         sizes: Sizes,
         runs: usize,
         operators: Vec<Kind>,
         notes: Vec<String>,
     ) -> Report {
         Report {
+            server,
             sizes,
             runs,
             operators,
@@ -135,10 +139,7 @@ impl Report {
             "- Operators, each a separate process, same handlers: kopf-rs ({}, release build), Python Kopf 1.45.2 (`python -m kopf run --standalone -A`, default settings), a kube-rs 5 `Controller` (merge patches to `/status`; kube-runtime's `finalizer` helper in the deletion scenario).",
             env!("CARGO_PKG_VERSION")
         );
-        let _ = writeln!(
-            out,
-            "- One fresh `kopf-fake-apiserver` process per measurement; the server, the runner's load and the operator share the machine's cores, so throughputs may hit the server's ceiling (shown as its own column where it applies: the same writes from a minimal client with no framework)."
-        );
+        let _ = writeln!(out, "{}", self.server_bullet());
         let _ = writeln!(
             out,
             "- Sizes: {} objects (scenarios 1, 4, 5, 6, and the exit of 7), idle {} and {} objects, {} updates/s for {} s to {} objects, {} objects for the instruction counts; {} runs, interleaved kopf-rs, Kopf, kube-rs, (ceiling), kopf-rs, …",
@@ -163,14 +164,42 @@ impl Report {
         }
         out.push_str(HOW_TO_RUN);
         for scenario in self.results.keys() {
-            self.table(&mut out, *scenario);
+            self.table(&mut out, *scenario, "##");
         }
         self.targets(&mut out);
         self.failures(&mut out);
         out
     }
 
-    fn table(&self, out: &mut String, scenario: u8) {
+    /// The tables of another server's runs in the same invocation, as a section of the
+    /// report of the first (whose header says how the operators were run).
+    pub(crate) fn section(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "\n## On {}\n", self.server.title());
+        let _ = writeln!(out, "{}", self.server_bullet());
+        for note in &self.notes {
+            let _ = writeln!(out, "- Note: {note}");
+        }
+        for scenario in self.results.keys() {
+            self.table(&mut out, *scenario, "###");
+        }
+        self.failures(&mut out);
+        out
+    }
+
+    /// The header's line on the API server.
+    fn server_bullet(&self) -> &'static str {
+        match self.server {
+            ApiServer::Fake => {
+                "- One fresh `kopf-fake-apiserver` process per measurement; the server, the runner's load and the operator share the machine's cores, so throughputs may hit the server's ceiling (shown as its own column where it applies: the same writes from a minimal client with no framework)."
+            }
+            ApiServer::Real => {
+                "- One fresh real API server per measurement: kube-apiserver 1.36 with etcd embedded in its process (`scripts/real-apiserver --no-controllers`: no controller manager, whose lists and watches would count as the operator's), over HTTPS with a client certificate (the admin kubeconfig that the script writes, for the operators and the runner alike). API requests are its `apiserver_request_total` minus the runner's own, leaving out requests that are not to resources (discovery, `/metrics`) and to Leases (the server renews its own every 10 s); the operator is watching once `apiserver_longrunning_requests` shows more KopfExample watches open than the runner's; open connections are the server's TCP sockets not yet closed on its side (`/proc/net/tcp`); server CPU is the process's, etcd's included, less what its answers to the runner's reads of `/metrics` took. The server, the runner and the operator share the machine's cores. Only scenarios 1 and 4 run on it; the others need the fake server's counters or controls."
+            }
+        }
+    }
+
+    fn table(&self, out: &mut String, scenario: u8, heading: &str) {
         let s = &self.sizes;
         let (title, about) = match scenario {
             1 => (
@@ -225,7 +254,11 @@ impl Report {
                 ),
             ),
         };
-        let _ = writeln!(out, "\n## {title}\n\n{about}\n");
+        let on = match self.server {
+            ApiServer::Fake => "",
+            ApiServer::Real => ", on a real kube-apiserver",
+        };
+        let _ = writeln!(out, "\n{heading} {title}{on}\n\n{about}\n");
         let mut kinds = self.operators.clone();
         if matches!(scenario, 1 | 5 | 9) {
             kinds.push(Kind::Ceiling);
@@ -423,7 +456,9 @@ target/release/operator-bench --objects 1000 --runs 3 --out /tmp/bench.md   # --
 `operator-bench` makes the project's virtualenv with Python Kopf (`scripts/python-env`) on its
 first run, starts one `kopf-fake-apiserver` process per measurement, and runs each operator
 as a process of its own. `--scenarios 1,4` picks scenarios; `--operators kopf-rs,kube-rs`
-picks operators; the scale scenarios (9 and 10) run only when named. Every ratio compares
+picks operators; the scale scenarios (9 and 10) run only when named; `--apiserver fake,real`
+runs scenarios 1 and 4 also on a real kube-apiserver (`scripts/real-apiserver`, which needs Go
+to build it once). Every ratio compares
 two operators measured in the same invocation. The history of the rounds of work that
 brought kopf-rs to these figures, with what each measured and changed, is in
 [verification/bench/HISTORY.md](verification/bench/HISTORY.md).

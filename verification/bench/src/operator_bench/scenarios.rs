@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cluster::{self, Cluster, Verbs};
 use crate::observe::{Objects, Observer};
 use crate::operators::{Kind, Programs};
-use crate::process::{Process, cpu_seconds};
+use crate::process::Process;
 
 /// Longer than any wait should take (at the sizes of scenarios 1 to 7).
 pub(crate) const DEADLINE: Duration = Duration::from_secs(300);
@@ -91,8 +91,9 @@ async fn ready(
     loop {
         operator.check_running()?;
         cluster.check_running()?;
-        let own = observer.map_or(0, |o| o.own_requests().1);
-        if cluster.kopfexample_watches().await? > own {
+        // The runner's watches: those it started, and the one it keeps open.
+        let own = observer.map_or((0, 0), |o| (o.own_requests().1, 1));
+        if cluster.watching_kopfexamples(own).await? {
             return Ok(());
         }
         if Instant::now() > until {
@@ -102,7 +103,7 @@ async fn ready(
                 operator.tail()
             ));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(cluster.poll_pause()).await;
     }
 }
 
@@ -264,7 +265,7 @@ impl<'a> Stretch<'a> {
             verbs,
             own: observer.own_requests(),
             cpu: operator.map_or(0.0, Process::cpu),
-            server_cpu: cpu_seconds(cluster.pid()),
+            server_cpu: cluster.server_cpu(),
             start: Instant::now(),
         }
     }
@@ -284,7 +285,7 @@ impl<'a> Stretch<'a> {
         let after = settled_verbs(self.cluster).await?;
         let own_after = self.observer.own_requests();
         let cpu = self.operator.map_or(0.0, |o| o.cpu() - self.cpu);
-        let server_cpu = cpu_seconds(self.cluster.pid()) - self.server_cpu;
+        let server_cpu = self.cluster.server_cpu() - self.server_cpu;
         let own = [
             own,
             ("list", (own_after.0 - self.own.0) as f64),
