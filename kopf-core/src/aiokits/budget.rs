@@ -153,7 +153,11 @@ mod tests {
         assert!(one.room(3, &token).await);
         one.take(3);
         other.take(1);
-        assert_eq!((budget.held(), budget.peak()), (4, 4), "another watcher's own");
+        assert_eq!(
+            (budget.held(), budget.peak()),
+            (4, 4),
+            "another watcher's own"
+        );
         let waiting = one.room(1, &token);
         tokio::pin!(waiting);
         assert!(futures::poll!(waiting.as_mut()).is_pending(), "full");
