@@ -15,22 +15,28 @@
 //! struct create_fn {}                       // types and functions have separate namespaces
 //!
 //! impl ::kopf::__private::Descriptor for create_fn {
-//!     fn descriptor() -> ::kopf::__private::AnyHandler {
-//!         ChangeHandler::on_create(Selector::new("kopf.dev", "v1", "kopfexamples"), "create_fn",
-//!             |invocation| Box::pin(async move {
-//!                 let mut slot = PatchSlot::new(&invocation);   // `patch: &mut Patch`
-//!                 let mut scope = slot.scope();
-//!                 let arg0 = <&Value as BorrowedArgument<'_, args::spec>>::borrow(&mut scope)?;
-//!                 let arg1 = <String as OwnedArgument<args::name>>::extract(&invocation)?;
-//!                 result_output(create_fn(arg0, arg1).await)
-//!             }))
-//!         .timeout(Duration::new(10, 0))
-//!         .into()
+//!     fn handlers() -> Vec<::kopf::__private::AnyHandler> {
+//!         vec![AnyHandler::from(
+//!             ChangeHandler::on_create(Selector::new("kopf.dev", "v1", "kopfexamples"), "create_fn",
+//!                 |invocation| Box::pin(async move {
+//!                     let mut slot = PatchSlot::new(&invocation);   // `patch: &mut Patch`
+//!                     let mut scope = slot.scope();
+//!                     let arg0 = <&Value as BorrowedArgument<'_, args::spec>>::borrow(&mut scope)?;
+//!                     let arg1 = <String as OwnedArgument<args::name>>::extract(&invocation)?;
+//!                     result_output(create_fn(arg0, arg1).await)
+//!                 }))
+//!             .timeout(Duration::new(10, 0))
+//!             .origin(concat!(module_path!(), "::", "create_fn")),
+//!         )]
 //!     }
 //! }
 //!
-//! inventory::submit! { Collected::new(<create_fn as Descriptor>::descriptor, module_path!(), line!()) }
+//! inventory::submit! { Collected::new(<create_fn as Descriptor>::handlers, module_path!(), line!()) }
 //! ```
+//!
+//! Handler attributes stacked on one function (`#[kopf::on_resume] #[kopf::on_create]`) are
+//! all expanded by the first: one descriptor lists one handler per attribute, each with its own
+//! wrapper (kinds differ in what their functions get), and all with the function's `origin`.
 //!
 //! Every path goes through `::kopf::__private` (or the `crate = ...` override). Conversions are
 //! spanned at the parameter's type, so a type that does not convert is reported there.
@@ -44,9 +50,9 @@ use crate::validate::{
     Argument, Duration, Handler, MetaFilter, Output, Resource, Setter, ValueFilter,
 };
 
-/// The function, plus its descriptor when the handler is valid, or plus the errors.
-pub(crate) fn handler(
-    handler: syn::Result<Handler>,
+/// The function, plus its descriptor when the handlers are valid, or plus the errors.
+pub(crate) fn handlers(
+    handlers: syn::Result<Vec<Handler>>,
     krate: Option<TokenStream>,
     mut function: syn::ItemFn,
 ) -> TokenStream {
@@ -55,9 +61,10 @@ pub(crate) fn handler(
         clippy::too_many_arguments,
         reason = "handler arguments are asked for by name"
     )]));
-    match handler {
-        Ok(handler) => {
-            let descriptor = descriptor(&handler, &function);
+    let krate = krate.unwrap_or_else(|| quote!(::kopf));
+    match handlers {
+        Ok(handlers) => {
+            let descriptor = descriptor(&handlers, &krate, &function);
             quote! {
                 #function
                 #descriptor
@@ -65,12 +72,8 @@ pub(crate) fn handler(
         }
         Err(errors) => {
             let errors = errors.to_compile_error();
-            let krate = krate.unwrap_or_else(|| quote!(::kopf));
-            // A method sits in an `impl`, where the descriptor type cannot go; a stacked
-            // attribute emits its own.
-            let placeholder = if function.sig.receiver().is_some()
-                || crate::validate::stacked(&function).is_some()
-            {
+            // A method sits in an `impl`, where the descriptor type cannot go.
+            let placeholder = if function.sig.receiver().is_some() {
                 TokenStream::new()
             } else {
                 placeholder(&function, &krate)
@@ -84,10 +87,53 @@ pub(crate) fn handler(
     }
 }
 
-fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
-    let krate = &handler.krate;
+/// The descriptor type of the function's name: the handlers of its attributes (one, or one
+/// per stacked attribute, in Kopf's order of registration), registered automatically.
+fn descriptor(handlers: &[Handler], krate: &TokenStream, function: &syn::ItemFn) -> TokenStream {
     let p = quote!(#krate::__private);
     let vis = &function.vis;
+    let name = &function.sig.ident;
+    let constructed = handlers
+        .iter()
+        .map(|handler| constructor(handler, function));
+    // One index, even when stacked on several resources (the ids are checked to be one).
+    let index = handlers
+        .iter()
+        .find(|handler| handler.kind == Kind::Index)
+        .map(|handler| index_descriptor(handler, name, &p));
+    quote! {
+        #[doc(hidden)]
+        #[allow(
+            non_camel_case_types,
+            dead_code,
+            unreachable_pub,
+            missing_docs,
+            reason = "the descriptor of the handler function of the same name"
+        )]
+        #vis struct #name {}
+
+        impl #p::Descriptor for #name {
+            fn handlers() -> #p::Vec<#p::AnyHandler> {
+                #p::vec![#(#p::AnyHandler::from(#constructed)),*]
+            }
+        }
+
+        #index
+
+        #p::inventory::submit! {
+            #p::Collected::new(
+                <#name as #p::Descriptor>::handlers,
+                #p::module_path!(),
+                #p::line!(),
+            )
+        }
+    }
+}
+
+/// One handler's declaration: its kind's constructor and its options.
+fn constructor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
+    let krate = &handler.krate;
+    let p = quote!(#krate::__private);
     let name = &function.sig.ident;
     let selector = handler
         .resource
@@ -128,38 +174,18 @@ fn descriptor(handler: &Handler, function: &syn::ItemFn) -> TokenStream {
         .iter()
         .map(|setter| self::setter(setter, &p))
         .collect();
-    // The `rbac` subcommand names handlers that take a client but declare nothing.
-    if handler.kind != Kind::Login && handler.arguments.iter().any(|a| a.name == "client") {
-        setters.push(quote!(.takes_client()));
-    }
-    let index = index_descriptor(handler, name, &p);
-    quote! {
-        #[doc(hidden)]
-        #[allow(
-            non_camel_case_types,
-            dead_code,
-            unreachable_pub,
-            missing_docs,
-            reason = "the descriptor of the handler function of the same name"
-        )]
-        #vis struct #name {}
-
-        impl #p::Descriptor for #name {
-            fn descriptor() -> #p::AnyHandler {
-                #p::AnyHandler::from(#constructor #(#setters)*)
-            }
-        }
-
-        #index
-
-        #p::inventory::submit! {
-            #p::Collected::new(
-                <#name as #p::Descriptor>::descriptor,
-                #p::module_path!(),
-                #p::line!(),
-            )
+    if handler.kind != Kind::Login {
+        // The function behind the handler: stacked attributes register one function several
+        // times, and a cause calls it once (Kopf deduplicates by function and id).
+        let function = name.to_string();
+        let function = function.strip_prefix("r#").unwrap_or(&function);
+        setters.push(quote!(.origin(#p::concat!(#p::module_path!(), "::", #function))));
+        // The `rbac` subcommand names handlers that take a client but declare nothing.
+        if handler.arguments.iter().any(|a| a.name == "client") {
+            setters.push(quote!(.takes_client()));
         }
     }
+    quote!(#constructor #(#setters)*)
 }
 
 /// For `#[kopf::index]`: the index's key and value types, through which handlers' parameters
@@ -207,7 +233,7 @@ fn placeholder(function: &syn::ItemFn, krate: &TokenStream) -> TokenStream {
         #vis struct #name {}
 
         impl #p::Descriptor for #name {
-            fn descriptor() -> #p::AnyHandler {
+            fn handlers() -> #p::Vec<#p::AnyHandler> {
                 #p::unreachable!("the handler has compile errors")
             }
         }
@@ -354,6 +380,13 @@ fn activity_conversion(
     let ty = &argument.ty;
     let marker = &argument.name;
     let span = ty.span();
+    // An index: `#marker` names the `#[kopf::index]` function's descriptor type.
+    if argument.index && argument.borrowed {
+        return quote_spanned!(span=> <#ty as #p::BorrowedActivityIndexArgument<'_, #marker>>::borrow(&mut #scope));
+    }
+    if argument.index {
+        return quote_spanned!(span=> <#ty as #p::ActivityIndexArgument<#marker>>::extract(#invocation));
+    }
     if argument.borrowed {
         quote_spanned!(span=> <#ty as #p::BorrowedActivityArgument<'_, #p::args::#marker>>::borrow(&mut #scope))
     } else {
@@ -392,7 +425,15 @@ fn conversion(
 /// `spec: &MySpec`): it is deserialized once for the call and lent. Written as `&Value` (or
 /// any path ending in `Value`) it is borrowed as it is.
 fn typed_json(argument: &Argument) -> bool {
-    const JSON: &[&str] = &["body", "spec", "meta", "status", "labels", "annotations"];
+    const JSON: &[&str] = &[
+        "body",
+        "spec",
+        "meta",
+        "status",
+        "labels",
+        "annotations",
+        "event",
+    ];
     let name = argument.name.to_string();
     let syn::Type::Reference(reference) = &argument.ty else {
         return false;
@@ -541,9 +582,13 @@ mod tests {
     fn expand(attribute: TokenStream, function: TokenStream) -> String {
         let function: syn::ItemFn = syn::parse2(function).unwrap();
         let krate = crate::parse::crate_path(&attribute);
-        let parsed = crate::parse::attribute(attribute);
-        let handler = crate::validate::handler(Kind::Create, parsed, &function);
-        super::handler(handler, krate, function).to_string()
+        let registration = crate::validate::Registration {
+            kind: Kind::Create,
+            args: attribute,
+            site: Span::call_site(),
+        };
+        let handlers = crate::validate::handlers(vec![registration], &function);
+        super::handlers(handlers, krate, function).to_string()
     }
 
     #[test]

@@ -21,7 +21,9 @@ pub(crate) enum Kind {
 }
 
 /// What login handlers get: they run before the operator has a client.
-const LOGIN_ARGUMENTS: &[&str] = &["logger", "memo", "param", "retry", "started", "runtime"];
+const LOGIN_ARGUMENTS: &[&str] = &[
+    "settings", "logger", "memo", "param", "retry", "started", "runtime",
+];
 
 /// What startup handlers get: the operator's settings, which they may change, and what every
 /// activity gets.
@@ -29,9 +31,9 @@ const STARTUP_ARGUMENTS: &[&str] = &[
     "activity", "settings", "logger", "memo", "retry", "started", "runtime", "param", "client",
 ];
 
-/// What cleanup and probe handlers get.
+/// What cleanup and probe handlers get: the settings only to read.
 const ACTIVITY_ARGUMENTS: &[&str] = &[
-    "activity", "logger", "memo", "retry", "started", "runtime", "param", "client",
+    "activity", "settings", "logger", "memo", "retry", "started", "runtime", "param", "client",
 ];
 
 /// The options of activity handlers: they serve no resource.
@@ -78,6 +80,8 @@ const EVENT_ARGUMENTS: &[&str] = &[
     "annotations",
     "patch",
     "logger",
+    "event",
+    "type",
     "event_type",
     "param",
     "resource",
@@ -232,25 +236,6 @@ const TIMER_OPTIONS: &[&str] = &[
     "sharp",
 ];
 
-/// The attributes' names.
-pub(crate) const ATTRIBUTES: &[&str] = &[
-    "on_resume",
-    "on_create",
-    "on_update",
-    "on_delete",
-    "on_field",
-    "on_event",
-    "index",
-    "daemon",
-    "timer",
-    "on_startup",
-    "on_cleanup",
-    "on_probe",
-    "on_login",
-    "on_validate",
-    "on_mutate",
-];
-
 /// Options that take no value (`optional`, or `optional = true`).
 pub(crate) const FLAGS: &[&str] = &[
     "optional",
@@ -298,6 +283,28 @@ pub(crate) const ALL_OPTIONS: &[&str] = &[
 ];
 
 impl Kind {
+    /// The kind of an attribute's name, if it is one of the handler attributes.
+    pub(crate) fn from_attribute(name: &str) -> Option<Kind> {
+        Some(match name {
+            "on_resume" => Kind::Resume,
+            "on_create" => Kind::Create,
+            "on_update" => Kind::Update,
+            "on_delete" => Kind::Delete,
+            "on_field" => Kind::Field,
+            "on_event" => Kind::Event,
+            "index" => Kind::Index,
+            "daemon" => Kind::Daemon,
+            "timer" => Kind::Timer,
+            "on_startup" => Kind::Startup,
+            "on_cleanup" => Kind::Cleanup,
+            "on_probe" => Kind::Probe,
+            "on_login" => Kind::Login,
+            "on_validate" => Kind::Validate,
+            "on_mutate" => Kind::Mutate,
+            _ => return None,
+        })
+    }
+
     /// The attribute's name, as users write it.
     pub(crate) fn attribute(self) -> &'static str {
         match self {
@@ -396,6 +403,15 @@ pub(crate) fn is_argument(name: &str) -> bool {
         || elsewhere(name).is_some()
 }
 
+/// The marker type (in `__private::args`) of an argument's name: `type`, Kopf's name of an event
+/// handler's `event_type`, is a keyword in Rust (written `r#type`) and no marker's name.
+pub(crate) fn marker(argument: &str) -> &str {
+    match argument {
+        "type" => "event_type",
+        other => other,
+    }
+}
+
 /// Why this kind does not get an argument that others do, for error messages.
 pub(crate) fn not_given(kind: Kind, argument: &str) -> Option<&'static str> {
     match (kind, argument) {
@@ -409,7 +425,7 @@ pub(crate) fn not_given(kind: Kind, argument: &str) -> Option<&'static str> {
 /// Where an argument that this kind does not get is available, for error messages.
 pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
     Some(match argument {
-        "event_type" => "only `on_event` handlers get it",
+        "event" | "type" | "event_type" => "only `on_event` handlers get it",
         "reason" | "subhandlers" => {
             "only change handlers get it: `on_resume`, `on_create`, `on_update`, `on_delete`, `on_field`"
         }
@@ -422,7 +438,9 @@ pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
             "only handlers that are retried get it: change handlers, `daemon`, `timer`"
         }
         "stopped" => "only daemons and timers get it: `daemon`, `timer`",
-        "settings" => "only `on_startup` handlers get it, to change the operator's settings",
+        "settings" => {
+            "only activity and login handlers get it: `on_startup`, `on_cleanup`, `on_probe`, `on_login`"
+        }
         "activity" => "only activity handlers get it: `on_startup`, `on_cleanup`, `on_probe`",
         _ => return None,
     })

@@ -250,7 +250,7 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 fn handler(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
-    let function = match syn::parse::<syn::ItemFn>(item.clone()) {
+    let mut function = match syn::parse::<syn::ItemFn>(item.clone()) {
         Ok(function) => function,
         Err(error) => {
             let mut output = TokenStream::from(error.to_compile_error());
@@ -260,7 +260,19 @@ fn handler(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let args = proc_macro2::TokenStream::from(args);
     let krate = parse::crate_path(&args);
-    let parsed = parse::attribute(args);
-    let handler = validate::handler(kind, parsed, &function);
-    expand::handler(handler, krate, function).into()
+    // Handler attributes stacked under this one are registered here, all of them, as Kopf's
+    // stacked decorators are: this is the only expansion that sees them all.
+    let stacked = validate::take_stacked(&mut function);
+    let handlers = stacked.and_then(|stacked| {
+        let expanded = validate::Registration {
+            kind,
+            args,
+            site: proc_macro2::Span::call_site(),
+        };
+        validate::handlers(
+            std::iter::once(expanded).chain(stacked).collect(),
+            &function,
+        )
+    });
+    expand::handlers(handlers, krate, function).into()
 }

@@ -106,6 +106,7 @@ pub(crate) enum ValueFilter {
 }
 
 /// One parameter of the function: which argument it asks for and as what type.
+#[derive(Clone)]
 pub(crate) struct Argument {
     /// The argument's name (the marker type in `__private::args`), spanned at the parameter.
     pub(crate) name: Ident,
@@ -118,6 +119,7 @@ pub(crate) struct Argument {
 }
 
 /// What the function returns.
+#[derive(Clone)]
 pub(crate) enum Output {
     /// Nothing: stores nothing.
     Unit,
@@ -142,38 +144,137 @@ impl Errors {
     fn at(&mut self, span: Span, message: impl std::fmt::Display) {
         self.push(syn::Error::new(span, message));
     }
+
+    /// How many errors were gathered so far.
+    fn len(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |errors| errors.clone().into_iter().count())
+    }
 }
 
-/// Checks the attribute and the function for the kind.
-/// Another handler attribute on the function (applied after this one), if any.
-pub(crate) fn stacked(function: &syn::ItemFn) -> Option<&syn::Attribute> {
-    function.attrs.iter().find(|attribute| {
-        let last = attribute
+/// One handler attribute of the function: the one being expanded, or one stacked under it.
+pub(crate) struct Registration {
+    pub(crate) kind: Kind,
+    pub(crate) args: TokenStream,
+    /// Where errors about the attribute as a whole (a missing resource or field) point.
+    pub(crate) site: Span,
+}
+
+/// Takes the handler attributes stacked under the one being expanded off the function, in the
+/// order written: the expanded attribute registers them all, as Kopf's stacked decorators do.
+pub(crate) fn take_stacked(function: &mut syn::ItemFn) -> syn::Result<Vec<Registration>> {
+    let mut stacked = Vec::new();
+    let mut errors = Errors::default();
+    function.attrs.retain(|attribute| {
+        let Some(kind) = attribute
             .path()
             .segments
             .last()
-            .map(|s| s.ident.to_string());
-        last.is_some_and(|name| kinds::ATTRIBUTES.contains(&name.as_str()))
-    })
+            .and_then(|segment| Kind::from_attribute(&segment.ident.to_string()))
+        else {
+            return true;
+        };
+        let args = match &attribute.meta {
+            syn::Meta::Path(_) => TokenStream::new(),
+            syn::Meta::List(list) => list.tokens.clone(),
+            syn::Meta::NameValue(_) => {
+                errors.at(
+                    name_span(attribute),
+                    format!("expected `#[kopf::{}(...)]`", kind.attribute()),
+                );
+                return false;
+            }
+        };
+        stacked.push(Registration {
+            kind,
+            args,
+            site: name_span(attribute),
+        });
+        false
+    });
+    match errors.0 {
+        Some(errors) => Err(errors),
+        None => Ok(stacked),
+    }
 }
 
-pub(crate) fn handler(
-    kind: Kind,
-    attribute: syn::Result<Attribute>,
+/// Where an attribute's name is (`on_field` of `#[kopf::on_field(..)]`): errors about a stacked
+/// attribute as a whole point there.
+fn name_span(attribute: &syn::Attribute) -> Span {
+    attribute
+        .path()
+        .segments
+        .last()
+        .map_or_else(|| attribute.span(), |segment| segment.ident.span())
+}
+
+/// Checks the attributes of one function (the expanded one first, then those stacked under it,
+/// in the order written) against their kinds and the function: the handlers in Kopf's order of
+/// registration, which is the reverse (Python applies the decorator nearest the function
+/// first), or every mistake at once.
+pub(crate) fn handlers(
+    registrations: Vec<Registration>,
     function: &syn::ItemFn,
-) -> syn::Result<Handler> {
+) -> syn::Result<Vec<Handler>> {
     let mut errors = Errors::default();
-    if let Some(stacked) = stacked(function) {
-        errors.push(syn::Error::new_spanned(
-            stacked,
-            "one handler attribute per function: stacking them is not supported yet; \
-             write another function that calls this one",
-        ));
-    }
-    let arguments = signature(kind, &function.sig, &mut errors);
+    let kinds: Vec<Kind> = registrations.iter().map(|r| r.kind).collect();
+    let arguments = signature(&kinds, &function.sig, &mut errors);
     let output = output(&function.sig.output);
+    let mut checked: Vec<Kind> = Vec::new();
+    for &kind in &kinds {
+        if !checked.contains(&kind) {
+            checked.push(kind);
+            check_output(kind, &output, function, &mut errors);
+        }
+    }
+    let mut handlers = Vec::new();
+    for registration in registrations {
+        let parsed = crate::parse::attribute(registration.args);
+        let handler = match parsed {
+            Ok(attribute) => options(
+                registration.kind,
+                attribute,
+                registration.site,
+                function,
+                arguments.clone(),
+                output.clone(),
+                &mut errors,
+            ),
+            Err(error) => {
+                errors.push(error);
+                None
+            }
+        };
+        handlers.extend(handler);
+    }
+    let mut indexes = handlers.iter().filter(|h| h.kind == Kind::Index);
+    if let Some(first) = indexes.next() {
+        for other in indexes.filter(|h| h.id.value() != first.id.value()) {
+            errors.at(
+                other.id.span(),
+                format!(
+                    "stacked `index` attributes fill one index, which handlers take under the function's name: give them one id, not `{}` and `{}`",
+                    first.id.value(),
+                    other.id.value()
+                ),
+            );
+        }
+    }
+    match errors.0 {
+        Some(errors) => Err(errors),
+        None if handlers.is_empty() => Err(syn::Error::new(Span::call_site(), "invalid handler")),
+        None => {
+            handlers.reverse();
+            Ok(handlers)
+        }
+    }
+}
+
+/// The checks of what a function of this kind returns.
+fn check_output(kind: Kind, output: &Output, function: &syn::ItemFn, errors: &mut Errors) {
     if kind == Kind::Index {
-        match &output {
+        match output {
             Output::Unit => errors.at(
                 function.sig.ident.span(),
                 "an index function returns the object's entries: a map (`BTreeMap<K, V>`), a `(K, V)` pair, a `Vec<(K, V)>`, or an `Option` of one",
@@ -191,29 +292,19 @@ pub(crate) fn handler(
             "a login handler returns the credentials: `kopf::login::ConnectionInfo` or `kube::Config`, an `Option` of either, or a `kopf::Result` of those",
         );
     }
-    let handler = match attribute {
-        Ok(attribute) => options(kind, attribute, function, arguments, output, &mut errors),
-        Err(error) => {
-            errors.push(error);
-            None
-        }
-    };
-    match (errors.0, handler) {
-        (Some(errors), _) => Err(errors),
-        (None, Some(handler)) => Ok(handler),
-        (None, None) => Err(syn::Error::new(Span::call_site(), "invalid handler")),
-    }
 }
 
 fn options(
     kind: Kind,
     attribute: Attribute,
+    site: Span,
     function: &syn::ItemFn,
     arguments: Vec<Argument>,
     output: Output,
     errors: &mut Errors,
 ) -> Option<Handler> {
     let attr = kind.attribute();
+    let before = errors.len();
     let mut strings: Vec<LitStr> = Vec::new();
     let mut typed: Option<syn::Type> = None;
     let mut krate: Option<TokenStream> = None;
@@ -444,15 +535,15 @@ fn options(
         }
     }
 
-    if kind == Kind::Field && field.is_none() && errors.0.is_none() {
+    if kind == Kind::Field && field.is_none() && errors.len() == before {
         errors.at(
-            Span::call_site(),
+            site,
             "`on_field` needs the field whose changes it handles: `field = \"spec.replicas\"`",
         );
     }
-    if kind == Kind::Timer && interval.is_none() && errors.0.is_none() {
+    if kind == Kind::Timer && interval.is_none() && errors.len() == before {
         errors.at(
-            Span::call_site(),
+            site,
             "a `timer` needs its interval: `interval = \"10s\"` (or a number of seconds)",
         );
     }
@@ -480,7 +571,7 @@ fn options(
         }
         None
     } else {
-        Some(resource(strings, typed, category, errors)?)
+        Some(resource(strings, typed, category, site, errors)?)
     };
     let id = id.unwrap_or_else(|| {
         let name = function.sig.ident.to_string();
@@ -523,6 +614,7 @@ fn resource(
     strings: Vec<LitStr>,
     typed: Option<syn::Type>,
     category: Option<LitStr>,
+    site: Span,
     errors: &mut Errors,
 ) -> Option<Resource> {
     if let Some(category) = category {
@@ -553,7 +645,7 @@ fn resource(
         return Some(Resource::Typed(ty));
     }
     let values: Vec<String> = strings.iter().map(LitStr::value).collect();
-    let span = strings.first().map_or(Span::call_site(), LitStr::span);
+    let span = strings.first().map_or(site, LitStr::span);
     if let Some(empty) = strings.iter().find(|s| s.value().is_empty()) {
         errors.at(empty.span(), "a resource name cannot be empty (the core group is written by omitting it: `(\"v1\", \"pods\")`)");
         return None;
@@ -561,7 +653,7 @@ fn resource(
     match values.as_slice() {
         [] => {
             errors.at(
-                Span::call_site(),
+                site,
                 "a handler needs a resource: `(\"kopf.dev\", \"v1\", \"kopfexamples\")`, `(\"kopf.dev/v1\", \"kopfexamples\")`, `(\"kopfexamples\")`, a `kube::Resource` type, `kopf::resources::EVERYTHING` or `category = \"all\"`",
             );
             None
@@ -689,9 +781,9 @@ fn value_filter(value: TokenStream) -> ValueFilter {
     }
 }
 
-/// The function's parameters as arguments, and the checks of its signature.
-fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argument> {
-    let attr = kind.attribute();
+/// The function's parameters as arguments, and the checks of its signature. With stacked
+/// attributes, each parameter must be an argument of every kind.
+fn signature(kinds: &[Kind], sig: &syn::Signature, errors: &mut Errors) -> Vec<Argument> {
     if let Some(constness) = &sig.constness {
         errors.at(constness.span, "a handler cannot be a `const fn`");
     }
@@ -712,7 +804,9 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             );
         }
     }
-    let valid = kind.arguments().join(", ");
+    let stack = Stack::of(kinds);
+    let valid = stack.arguments().join(", ");
+    let attrs = stack.attributes();
     let mut arguments = Vec::new();
     for input in &sig.inputs {
         let typed = match input {
@@ -745,34 +839,20 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
         // Any other name takes the index of the `#[kopf::index]` function of that name, when
         // its type says so (`Index<K, V>`); a misspelt index is not found in scope (rustc's
         // error, at the parameter). A name of no argument with another type is a mistake.
-        let unknown = !kinds::is_argument(name);
-        if unknown && (!kind.serves_resource() || !names_an_index(&typed.ty)) {
-            let message = if kind.serves_resource() {
+        let index = !kinds::is_argument(name);
+        if index && !names_an_index(&typed.ty) {
+            errors.at(
+                ident.span(),
                 format!(
-                    "`{name}` is neither an argument of `{attr}` handlers nor an index{}: an \
+                    "`{name}` is neither an argument of {attrs} handlers nor an index{}: an \
                      index is taken as `&kopf::Index<K, V>` or `kopf::Index<K, V>` under the \
-                     name of its `#[kopf::index]` function; `{attr}` handlers get: {valid}",
-                    suggestion(name, kind.arguments())
-                )
-            } else {
-                format!(
-                    "unknown argument `{name}`{}; `{attr}` handlers get: {valid}",
-                    suggestion(name, kind.arguments())
-                )
-            };
-            errors.at(ident.span(), message);
+                     name of its `#[kopf::index]` function; {attrs} handlers get: {valid}",
+                    suggestion(name, &stack.arguments())
+                ),
+            );
             continue;
         }
-        let index = unknown;
-        if !index && !kind.arguments().contains(&name) {
-            let message = match kinds::not_given(kind, name) {
-                Some(reason) => format!(
-                    "`{name}` is not given to `{attr}` handlers ({reason}); `{attr}` handlers get: {valid}"
-                ),
-                None => format!(
-                    "`{name}` is not given to `{attr}` handlers; `{attr}` handlers get: {valid}"
-                ),
-            };
+        if !index && let Some(message) = stack.refusal(name) {
             errors.at(ident.span(), message);
             continue;
         }
@@ -784,16 +864,115 @@ fn signature(kind: Kind, sig: &syn::Signature, errors: &mut Errors) -> Vec<Argum
             );
             continue;
         }
+        if name == "settings"
+            && let syn::Type::Reference(reference) = &ty
+            && let Some(mutability) = reference.mutability
+            && let Some(kind) = kinds.iter().find(|kind| **kind != Kind::Startup)
+        {
+            errors.at(
+                mutability.span,
+                format!(
+                    "only `on_startup` handlers change the operator's settings; `{}` handlers \
+                     read them: take `&kopf::Settings` or `kopf::Settings`",
+                    kind.attribute()
+                ),
+            );
+            continue;
+        }
         let borrowed = contains_borrow(ty.to_token_stream());
         ElideLifetimes.visit_type_mut(&mut ty);
         arguments.push(Argument {
-            name: Ident::new(name, ident.span()),
+            name: Ident::new(kinds::marker(name), ident.span()),
             ty,
             borrowed,
             index,
         });
     }
     arguments
+}
+
+/// The kinds of one function's attributes (one, or several stacked), for the checks and the
+/// messages about its parameters.
+struct Stack {
+    kinds: Vec<Kind>,
+}
+
+impl Stack {
+    /// The distinct kinds, in the order written.
+    fn of(kinds: &[Kind]) -> Stack {
+        let mut distinct: Vec<Kind> = Vec::new();
+        for kind in kinds {
+            if !distinct.contains(kind) {
+                distinct.push(*kind);
+            }
+        }
+        Stack { kinds: distinct }
+    }
+
+    /// `` `on_create` `` or `` `on_create` and `on_update` ``.
+    fn attributes(&self) -> String {
+        list(
+            self.kinds
+                .iter()
+                .map(|kind| format!("`{}`", kind.attribute())),
+        )
+    }
+
+    /// The arguments that every kind gets.
+    fn arguments(&self) -> Vec<&'static str> {
+        let (first, rest) = self
+            .kinds
+            .split_first()
+            .expect("a handler has an attribute");
+        first
+            .arguments()
+            .iter()
+            .copied()
+            .filter(|name| rest.iter().all(|kind| kind.arguments().contains(name)))
+            .collect()
+    }
+
+    /// Why an argument of some kind cannot be asked for here, naming the kinds that refuse it;
+    /// `None` when every kind gives it.
+    fn refusal(&self, name: &str) -> Option<String> {
+        let refusing: Vec<Kind> = self
+            .kinds
+            .iter()
+            .copied()
+            .filter(|kind| !kind.arguments().contains(&name))
+            .collect();
+        let first = *refusing.first()?;
+        let them = list(
+            refusing
+                .iter()
+                .map(|kind| format!("`{}`", kind.attribute())),
+        );
+        let reason = kinds::not_given(first, name)
+            .map(|reason| format!(" ({reason})"))
+            .unwrap_or_default();
+        let valid = self.arguments().join(", ");
+        Some(if self.kinds.len() == 1 {
+            format!(
+                "`{name}` is not given to {them} handlers{reason}; {them} handlers get: {valid}"
+            )
+        } else {
+            format!(
+                "`{name}` is not given to {them} handlers{reason}; a function with stacked \
+                 attributes is called as each of them, so it takes only what all of {} get: {valid}",
+                self.attributes()
+            )
+        })
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    match items.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 fn output(output: &syn::ReturnType) -> Output {

@@ -20,6 +20,7 @@ use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::Logger;
 use crate::configs::settings::Settings;
 use crate::structs::errors::{Error, PermanentError, Result};
+use crate::structs::indexes::{Index, IndexKey, IndexValue, Indexes};
 use crate::structs::memos::Memo;
 
 /// Which activity a handler serves (Kopf's `activity` argument).
@@ -62,6 +63,8 @@ pub struct ActivityInvocation {
     pub(crate) started: time::OffsetDateTime,
     pub(crate) param: Option<Value>,
     pub(crate) client: kube::Client,
+    /// The operator's indexes, as they are when the handler runs.
+    pub(crate) indexes: Indexes,
     /// The attempt's node of the cancellation tree: its token is `stopped`.
     pub(crate) node: Tasks,
 }
@@ -116,6 +119,14 @@ impl ActivityInvocation {
         &self.client
     }
 
+    /// The operator's index `id` (see [`Invocation::index`](crate::Invocation::index)), as it
+    /// is now, as Kopf gives indexes to activities: empty for startup handlers, which run
+    /// before anything is watched; live for probes; as the operator leaves it for cleanup
+    /// handlers. Attributed handlers take it as an argument named after its function.
+    pub fn index<K: IndexKey, V: IndexValue>(&self, id: &str) -> Result<&Index<K, V>> {
+        self.indexes.get(id)
+    }
+
     /// Cancelled when the handler should stop: the operator is stopping, or the handler's
     /// timeout passed ([`stop_reason`](Self::stop_reason) tells which).
     pub fn stopped(&self) -> &CancellationToken {
@@ -162,17 +173,33 @@ where
 #[derive(Debug)]
 pub struct ActivityScope<'a> {
     invocation: &'a ActivityInvocation,
-    settings: Option<&'a mut Option<Settings>>,
+    settings: Option<&'a mut Lent>,
 }
 
-/// Holds the copy of the settings that a startup handler changes through
-/// `settings: &mut kopf::Settings`, and puts it back when dropped (after the call, and also
-/// when the attempt is cancelled or panics).
+impl<'a> ActivityScope<'a> {
+    /// The invocation that the arguments come from.
+    pub(crate) fn invocation(&self) -> &'a ActivityInvocation {
+        self.invocation
+    }
+}
+
+/// The copy of the settings lent to a handler for one call, and whether it was lent to be
+/// changed.
+#[derive(Debug, Default)]
+struct Lent {
+    settings: Option<Settings>,
+    mutably: bool,
+}
+
+/// Holds the copy of the settings that a handler reads through `settings: &kopf::Settings`,
+/// or that a startup handler changes through `settings: &mut kopf::Settings`; a changed copy
+/// is put back when the slot is dropped (after the call, and also when the attempt is cancelled
+/// or panics).
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct SettingsSlot<'a> {
     invocation: &'a ActivityInvocation,
-    settings: Option<Settings>,
+    lent: Lent,
 }
 
 impl<'a> SettingsSlot<'a> {
@@ -180,7 +207,7 @@ impl<'a> SettingsSlot<'a> {
     pub fn new(invocation: &'a ActivityInvocation) -> Self {
         SettingsSlot {
             invocation,
-            settings: None,
+            lent: Lent::default(),
         }
     }
 
@@ -188,14 +215,16 @@ impl<'a> SettingsSlot<'a> {
     pub fn scope(&mut self) -> ActivityScope<'_> {
         ActivityScope {
             invocation: self.invocation,
-            settings: Some(&mut self.settings),
+            settings: Some(&mut self.lent),
         }
     }
 }
 
 impl Drop for SettingsSlot<'_> {
     fn drop(&mut self) {
-        if let Some(settings) = self.settings.take() {
+        if self.lent.mutably
+            && let Some(settings) = self.lent.settings.take()
+        {
             *self.invocation.settings() = settings;
         }
     }
@@ -205,7 +234,7 @@ impl Drop for SettingsSlot<'_> {
 #[diagnostic::on_unimplemented(
     message = "this activity handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
-    note = "borrowed forms: `&mut kopf::Settings` for settings (startup handlers); `&kopf::Memo` for memo; `&kopf::Logger` or `&tracing::Span` for logger; `Option<&serde_json::Value>` for param; `&kube::Client` for client",
+    note = "borrowed forms: `&mut kopf::Settings` for settings (startup handlers; `&kopf::Settings` to read them); `&kopf::Memo` for memo; `&kopf::Logger` or `&tracing::Span` for logger; `Option<&serde_json::Value>` for param; `&kube::Client` for client",
     note = "or take the argument by value: `retry: u32`, `runtime: std::time::Duration`, `activity: kopf::activities::Activity`, `param: MyParam`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -226,15 +255,30 @@ pub trait OwnedActivityArgument<Name>: Sized {
     fn extract(invocation: &ActivityInvocation) -> Result<Self>;
 }
 
+/// The copy of the settings for one call, made when first asked for.
+fn lend<'a>(scope: &mut ActivityScope<'a>, mutably: bool) -> Result<&'a mut Settings> {
+    let lent = scope
+        .settings
+        .take()
+        .ok_or_else(|| Error::msg("the settings were given to two arguments"))?;
+    let invocation = scope.invocation;
+    lent.mutably = mutably;
+    Ok(lent
+        .settings
+        .get_or_insert_with(|| invocation.settings().clone()))
+}
+
 #[diagnostic::do_not_recommend]
 impl<'a> BorrowedActivityArgument<'a, args::settings> for &'a mut Settings {
     fn borrow(scope: &mut ActivityScope<'a>) -> Result<Self> {
-        let slot = scope
-            .settings
-            .take()
-            .ok_or_else(|| Error::msg("the settings were given to two arguments"))?;
-        let invocation = scope.invocation;
-        Ok(slot.get_or_insert_with(|| invocation.settings().clone()))
+        lend(scope, true)
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a> BorrowedActivityArgument<'a, args::settings> for &'a Settings {
+    fn borrow(scope: &mut ActivityScope<'a>) -> Result<Self> {
+        lend(scope, false).map(|settings| &*settings)
     }
 }
 

@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::clients::posting::{Events, Logger};
+use crate::configs::settings::Settings;
 use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::Diff;
 use crate::structs::errors::{Error, PermanentError, Result};
@@ -70,6 +71,7 @@ pub mod args {
         param,
         resource,
         client,
+        event,
         event_type,
         memo,
         events,
@@ -99,11 +101,15 @@ pub struct Scope<'a> {
 /// that they can be lent (`body: &MyResource`): one slot per argument name, each filled once.
 ///
 /// The slots are made when a handler first asks for such an argument: most ask for none, and
-/// six empty slots in every call's future took three cache lines to make and to drop.
+/// the empty slots in every call's future took three cache lines to make and to drop. The raw
+/// watch event (`event`), made for the call, has the last slot.
 #[derive(Debug, Default)]
 pub(crate) struct Typed {
-    slots: OnceLock<Box<[Slot; 6]>>,
+    slots: OnceLock<Box<[Slot; 7]>>,
 }
+
+/// The slot of the `event` argument.
+const EVENT_SLOT: usize = 6;
 
 /// A deserialized argument's place.
 type Slot = OnceLock<Box<dyn Any + Send + Sync>>;
@@ -167,7 +173,7 @@ impl Drop for PatchSlot<'_> {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be borrowed as `{Self}`",
     label = "not a type this argument is borrowed as",
-    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations; `&str` for name, uid; `Option<&str>` for namespace, event_type; `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::resources::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::registry::SubHandlers` for subhandlers; for admission handlers, `&serde_json::Value` for userinfo, `&BTreeMap<String, String>` for headers, `Option<&kopf::admission::PeerCertificate>` for sslpeer, `Option<&str>` for subresource, `&kopf::admission::Warnings` for warnings",
+    note = "borrowed forms: `&serde_json::Value` (or `&MyType` of a `DeserializeOwned` type) for body, spec, meta, status, labels, annotations, event; `&str` for name, uid; `Option<&str>` for namespace, event_type (`r#type`); `Option<&serde_json::Value>` for old, new, param; `&kopf::diff::Diff` for diff; `&mut kopf::Patch` for patch; `&kopf::Logger` or `&tracing::Span` for logger; `&kopf::Memo` for memo; `&kopf::Events` for events; `&kopf::resources::Resource` for resource; `&kube::Client` for client; `&tokio_util::sync::CancellationToken` for stopped; `&kopf::registry::SubHandlers` for subhandlers; `&kopf::Settings` for settings (login handlers); for admission handlers, `&serde_json::Value` for userinfo, `&BTreeMap<String, String>` for headers, `Option<&kopf::admission::PeerCertificate>` for sslpeer, `Option<&str>` for subresource, `&kopf::admission::Warnings` for warnings",
     note = "or take the argument by value: `spec: MySpec`, `old: Option<i64>`, `name: String`, `retry: u32`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -180,7 +186,7 @@ pub trait BorrowedArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type; `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::resources::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::registry::SubHandlers` for subhandlers; for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::admission::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::admission::Warnings` for warnings, `kopf::admission::Operation` (or `String`, Kopf's form) for operation, `Option<String>` for subresource",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param, event (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); `String` for name, uid; `Option<String>` for namespace, event_type (`r#type`); `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::resources::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::registry::SubHandlers` for subhandlers; `kopf::Settings` for settings (login handlers); for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::admission::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::admission::Warnings` for warnings, `kopf::admission::Operation` (or `String`, Kopf's form) for operation, `Option<String>` for subresource",
     note = "`patch` is only given as `&mut kopf::Patch`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -277,6 +283,64 @@ typed_json_arguments! {
     status => 3, via deserialize;
     labels => 4, via map_or_empty;
     annotations => 5, via map_or_empty;
+}
+
+/// The raw watch event, made for the call and lent as it is (`event: &serde_json::Value`).
+#[diagnostic::do_not_recommend]
+impl<'a> BorrowedArgument<'a, args::event> for &'a Value {
+    fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+        let slot = scope.typed.slot(EVENT_SLOT);
+        slot.get_or_init(|| Box::new(scope.invocation.event()))
+            .downcast_ref::<Value>()
+            .ok_or_else(|| Error::msg("the `event` argument was asked for twice"))
+    }
+}
+
+/// The raw watch event deserialized into a type of the handler's own, and lent.
+impl<'a, T: DeserializeOwned + Send + Sync + 'static> BorrowedTyped<'a, args::event> for &'a T {
+    fn borrow_typed(scope: &mut Scope<'a>) -> Result<Self> {
+        let slot = scope.typed.slot(EVENT_SLOT);
+        if slot.get().is_none() {
+            let value: T = deserialize("event", &scope.invocation.event())?;
+            let _ = slot.set(Box::new(value));
+        }
+        slot.get()
+            .and_then(|value| value.downcast_ref::<T>())
+            .ok_or_else(|| Error::msg("the `event` argument was asked for twice"))
+    }
+}
+
+/// The raw watch event, `{"type": ..., "object": ...}`, as a value of the handler's own.
+impl<T: DeserializeOwned> OwnedArgument<args::event> for T {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        deserialize("event", &invocation.event())
+    }
+}
+
+/// A login handler's settings, to read.
+#[diagnostic::do_not_recommend]
+impl<'a> BorrowedArgument<'a, args::settings> for &'a Settings {
+    fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+        scope.invocation.settings.as_deref().ok_or_else(not_login)
+    }
+}
+
+/// A copy of a login handler's settings.
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::settings> for Settings {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        invocation
+            .settings
+            .as_deref()
+            .cloned()
+            .ok_or_else(not_login)
+    }
+}
+
+/// The settings asked for by a resource handler (the attributes do not let this happen).
+fn not_login() -> Error {
+    PermanentError::new("the `settings` argument is only given to activity and login handlers")
+        .into()
 }
 
 macro_rules! optional_json_arguments {

@@ -2,6 +2,7 @@
 //! handlers take an index by its function's name, and the hand-over of an index function's
 //! entries.
 
+use crate::actions::activity::{ActivityInvocation, ActivityScope};
 use crate::actions::extract::Scope;
 use crate::actions::invocation::{HandlerResult, Invocation};
 use crate::structs::errors::{Error, Result};
@@ -95,6 +96,53 @@ where
     V: IndexValue,
 {
     fn borrow(scope: &mut Scope<'a>) -> Result<Self> {
+        scope.invocation().index(D::id())
+    }
+}
+
+/// An index taken by value by an activity handler (`on_startup`, `on_cleanup`, `on_probe`),
+/// for the index `D`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the index `{D}` is not a `{Self}`",
+    label = "not the type of this index",
+    note = "take an index as `&kopf::Index<K, V>` or `kopf::Index<K, V>`, with the key and value types that its `#[kopf::index]` function returns"
+)]
+pub trait ActivityIndexArgument<D>: Sized {
+    /// The index.
+    fn extract(invocation: &ActivityInvocation) -> Result<Self>;
+}
+
+impl<D, K, V> ActivityIndexArgument<D> for Index<K, V>
+where
+    D: IndexOf<K, V>,
+    K: IndexKey,
+    V: IndexValue,
+{
+    fn extract(invocation: &ActivityInvocation) -> Result<Self> {
+        invocation.index(D::id()).cloned()
+    }
+}
+
+/// An index taken by reference by an activity handler, for the index `D`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the index `{D}` is not a `{Self}`",
+    label = "not the type of this index",
+    note = "take an index as `&kopf::Index<K, V>` or `kopf::Index<K, V>`, with the key and value types that its `#[kopf::index]` function returns"
+)]
+pub trait BorrowedActivityIndexArgument<'a, D>: Sized {
+    /// The index.
+    fn borrow(scope: &mut ActivityScope<'a>) -> Result<Self>;
+}
+
+impl<'a, D, K, V> BorrowedActivityIndexArgument<'a, D> for &'a Index<K, V>
+where
+    D: IndexOf<K, V>,
+    K: IndexKey,
+    V: IndexValue,
+{
+    fn borrow(scope: &mut ActivityScope<'a>) -> Result<Self> {
         scope.invocation().index(D::id())
     }
 }

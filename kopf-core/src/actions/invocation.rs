@@ -108,6 +108,9 @@ pub(crate) struct Options {
     pub(crate) new: Option<ValueFilter>,
     /// What the handler touches through its own API calls, for the `rbac` subcommand.
     pub(crate) rbac: crate::structs::rbac::RbacNeeds,
+    /// The path of the attributed function behind the handler (see `intents::registry::
+    /// Registered`); `None` when declared in code.
+    pub(crate) origin: Option<&'static str>,
 }
 
 pub(crate) fn boxed<F, Fut>(function: F) -> HandlerFn
@@ -211,6 +214,15 @@ macro_rules! rbac_setters {
             self.options.rbac.takes_client = true;
             self
         }
+
+        /// Names the attributed function behind the handler (set by the attributes): one
+        /// function stacked under several attributes is called once per cause, as Kopf
+        /// deduplicates by function and id.
+        #[doc(hidden)]
+        pub fn origin(mut self, function: &'static str) -> Self {
+            self.options.origin = Some(function);
+            self
+        }
     };
 }
 
@@ -281,6 +293,9 @@ pub struct Invocation {
     pub(crate) counted_as: Option<String>,
     /// For admission handlers: what the review says besides the object.
     pub(crate) review: Option<Arc<crate::structs::reviews::Review>>,
+    /// For login handlers: the operator's settings (Kopf gives them to activities, and login
+    /// handlers are activities there).
+    pub(crate) settings: Option<Arc<crate::configs::settings::Settings>>,
 }
 
 impl Invocation {
@@ -359,9 +374,17 @@ impl Invocation {
         self.reason
     }
 
-    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing.
+    /// For event handlers: `ADDED`, `MODIFIED`, `DELETED`, or `None` for the initial listing
+    /// (Kopf's `type`).
     pub fn event_type(&self) -> Option<&str> {
         self.event_type.as_deref()
+    }
+
+    /// For event handlers: the raw watch event, as Kopf gives it (`event`):
+    /// `{"type": "ADDED" | "MODIFIED" | "DELETED" | null, "object": {...}}`, the type `null`
+    /// for the objects of the initial listing. Made anew on each call: the object is copied.
+    pub fn event(&self) -> Value {
+        serde_json::json!({"type": self.event_type, "object": self.body.whole()})
     }
 
     /// What changed since the object was last handled (narrowed to the handler's field).

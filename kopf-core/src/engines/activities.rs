@@ -21,7 +21,8 @@ use crate::aiokits::work::Work;
 use crate::clients::posting::{Logger, Poster};
 use crate::configs::settings::Settings;
 use crate::intents::activities::ActivityHandler;
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registry, deduplicated};
+use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::resources::Resource;
 
@@ -33,6 +34,8 @@ pub(crate) struct Activities {
     client: kube::Client,
     settings: Arc<Mutex<Settings>>,
     memo: Memo,
+    /// The operator's indexes, which activity handlers read as they are.
+    indexes: Indexes,
 }
 
 /// Which of an activity's handlers run: the leader-only ones, the others, or all.
@@ -70,17 +73,21 @@ pub(crate) struct ActivityError {
 }
 
 impl Activities {
+    /// The activities of the registry; `settings` is shared with the login handlers, which
+    /// read what startup handlers leave.
     pub(crate) fn new(
         registry: Arc<Registry>,
         client: kube::Client,
-        settings: &Settings,
+        settings: Arc<Mutex<Settings>>,
         memo: Memo,
+        indexes: Indexes,
     ) -> Activities {
         Activities {
             registry,
             client,
-            settings: Arc::new(Mutex::new(settings.clone())),
+            settings,
             memo,
+            indexes,
         }
     }
 
@@ -88,11 +95,16 @@ impl Activities {
         self.chosen(activity, Which::All)
     }
 
+    /// The activity's handlers, each function once (a function stacked twice as one activity
+    /// runs once, as in Kopf).
     fn chosen(&self, activity: Activity, which: Which) -> impl Iterator<Item = &ActivityHandler> {
-        self.registry
+        let chosen: Vec<&ActivityHandler> = self
+            .registry
             .activities
             .iter()
             .filter(move |h| h.activity == activity && which.takes(h))
+            .collect();
+        deduplicated(chosen, |handler| *handler).into_iter()
     }
 
     /// Runs the startup handlers in a task of the tree, and puts what they left in `settings`.
@@ -320,6 +332,7 @@ impl Activities {
             started,
             param: handler.options.param.clone(),
             client: self.client.clone(),
+            indexes: self.indexes.clone(),
             node: node.child().doing(Work::new(&handler.id, None, &object)),
         }
     }

@@ -32,7 +32,7 @@ use crate::aiokits::tasks::Tasks;
 use crate::clients::posting::{Logger, Poster};
 use crate::helpers::sync::lock;
 use crate::intents::admission::{AdmissionHandler, AdmissionKind};
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registry, deduplicated};
 use crate::structs::bodies::Body;
 use crate::structs::certificates::PeerCertificate;
 use crate::structs::diff::{diff, resolve};
@@ -220,6 +220,9 @@ impl Admission {
                 selected.push(handler);
             }
         }
+        // As Kopf: one function stacked under several admission attributes that all select
+        // the request is called once for it.
+        let selected = deduplicated(selected, |handler| *handler);
         if let Some(id) = &call.handler_id
             && !self.inner.handlers.iter().any(|handler| handler.id == *id)
         {
@@ -390,6 +393,7 @@ impl Calls<'_> {
             gathered: gathered.unwrap_or_default(),
             counted_as: None,
             review: Some(self.review.clone()),
+            settings: None,
         }
     }
 

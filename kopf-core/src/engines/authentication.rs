@@ -28,9 +28,11 @@ use crate::aiokits::tasks::Tasks;
 use crate::clients::auth::{Relogin, unconnected};
 use crate::clients::posting::{Logger, Poster};
 use crate::clients::timeouts::Timeouts;
+use crate::configs::settings::Settings;
 use crate::helpers::sync::lock;
 use crate::intents::login::LoginHandler;
 use crate::structs::credentials::{Credentials, LoginError};
+use crate::structs::indexes::Indexes;
 use crate::structs::memos::Memo;
 use crate::structs::resources::Resource;
 
@@ -57,12 +59,21 @@ pub(crate) struct Authenticator {
     tasks: Tasks,
     /// Where the clients made from the credentials run their connections.
     connections: Connections,
-    memo: Memo,
-    default_backoff: Duration,
     /// How long the clients made from the credentials may take to connect.
     timeouts: Timeouts,
+    given: Given,
     /// What login handlers' `client` would be: no client exists before the login.
     unconnected: Arc<kube::Client>,
+}
+
+/// What the operator gives its login handlers besides the retry state: the same memo, settings
+/// and indexes as its activities.
+pub(crate) struct Given {
+    pub(crate) memo: Memo,
+    /// The operator's settings, as startup handlers leave them: login handlers read them.
+    pub(crate) settings: Arc<Mutex<Settings>>,
+    /// The operator's indexes, as they are at each login (empty at the first).
+    pub(crate) indexes: Indexes,
 }
 
 impl Authenticator {
@@ -70,9 +81,8 @@ impl Authenticator {
         logins: Vec<LoginHandler>,
         tasks: Tasks,
         connections: Connections,
-        memo: Memo,
-        default_backoff: Duration,
         timeouts: Timeouts,
+        given: Given,
     ) -> Authenticator {
         let unconnected =
             unconnected("login handlers have no client: the operator's client is what they log in");
@@ -83,9 +93,8 @@ impl Authenticator {
             futile: AtomicU32::new(0),
             tasks,
             connections,
-            memo,
-            default_backoff,
             timeouts,
+            given,
             unconnected: Arc::new(unconnected),
         }
     }
@@ -139,13 +148,15 @@ impl Authenticator {
                         Ok(None)
                     })
                 });
-                let invocation = self.invocation(handler, retry, started);
+                let settings = Arc::new(lock(&self.given.settings).clone());
+                let default_backoff = settings.execution.default_backoff;
+                let invocation = self.invocation(handler, retry, started, settings);
                 let logger = invocation.logger.clone();
                 let outcome = execution::execute(
                     &handler.id,
                     &function,
                     &handler.options,
-                    self.default_backoff,
+                    default_backoff,
                     invocation,
                 )
                 .await;
@@ -191,6 +202,7 @@ impl Authenticator {
         handler: &LoginHandler,
         retry: u32,
         started: time::OffsetDateTime,
+        settings: Arc<Settings>,
     ) -> Invocation {
         let resource = Resource::default();
         let events = Poster::disabled().events(&Value::Null, &resource);
@@ -212,11 +224,12 @@ impl Authenticator {
                 events.clone(),
             ),
             events,
-            memo: self.memo.clone(),
-            indexes: Default::default(),
+            memo: self.given.memo.clone(),
+            indexes: self.given.indexes.clone(),
             gathered: Default::default(),
             counted_as: None,
             review: None,
+            settings: Some(settings),
         }
     }
 }

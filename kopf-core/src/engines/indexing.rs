@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::Invocation;
 use crate::intents::indexing::IndexHandler;
+use crate::intents::registry::Registered as _;
 use crate::structs::indexes::{Indexes, ObjectRef, Output};
 
 /// Updates the indexes with one event of an object: runs the index functions whose filters
@@ -52,8 +53,14 @@ pub(crate) async fn update(
 ) {
     let object = ObjectRef::of(event.object);
     let mut invocations = invocations.into_iter();
+    // As Kopf: one function stacked under several `index` attributes that all match the
+    // object runs once for it (and one that does not match leaves its twin's entries alone).
+    let mut called: Vec<&IndexHandler> = Vec::new();
     for handler in handlers {
         let invocation = invocations.next().flatten();
+        if called.iter().any(|other| other.same_as(handler)) {
+            continue;
+        }
         let Some(index) = indexes.by_id(&handler.id) else {
             continue;
         };
@@ -66,6 +73,7 @@ pub(crate) async fn update(
             states.remove(&handler.id);
             continue;
         };
+        called.push(handler);
         let state = states.entry(handler.id.clone()).or_default();
         if state.excluded || state.delayed.is_some_and(|until| until > Instant::now()) {
             index.discard(&object);

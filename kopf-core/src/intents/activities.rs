@@ -72,6 +72,8 @@ pub(crate) struct ActivityOptions {
     pub(crate) leader_only: bool,
     /// What the handler touches through its own API calls, for the `rbac` subcommand.
     pub(crate) rbac: crate::structs::rbac::RbacNeeds,
+    /// The path of the attributed function behind the handler; `None` when declared in code.
+    pub(crate) origin: Option<&'static str>,
 }
 
 impl ActivityHandler {

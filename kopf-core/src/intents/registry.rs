@@ -275,19 +275,29 @@ impl From<EventHandler> for AnyHandler {
     }
 }
 
-/// A handler that an attribute macro registered automatically: the descriptor's constructor
-/// and where the function is, to order the handlers as the source does.
+impl<H: Into<AnyHandler>> Extend<H> for Registry {
+    /// Adds the handlers, in order.
+    fn extend<I: IntoIterator<Item = H>>(&mut self, handlers: I) {
+        for handler in handlers {
+            self.add(handler);
+        }
+    }
+}
+
+/// A function annotated with `#[kopf::on_*]` that an attribute macro registered automatically:
+/// the descriptor's constructor of its handlers and where the function is, to order the
+/// handlers as the source does.
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct Collected {
-    make: fn() -> AnyHandler,
+    make: fn() -> Vec<AnyHandler>,
     module: &'static str,
     line: u32,
 }
 
 impl Collected {
     /// Used by the attribute macros through `inventory::submit!`.
-    pub const fn new(make: fn() -> AnyHandler, module: &'static str, line: u32) -> Self {
+    pub const fn new(make: fn() -> Vec<AnyHandler>, module: &'static str, line: u32) -> Self {
         Collected { make, module, line }
     }
 }
@@ -299,8 +309,9 @@ inventory::collect!(Collected);
 /// [`handlers!`](crate::handlers) can name the function.
 #[doc(hidden)]
 pub trait Descriptor {
-    /// The handler that the attribute describes.
-    fn descriptor() -> AnyHandler;
+    /// The handlers that the function's attributes describe: one per attribute (several when
+    /// stacked), in Kopf's order of registration (the attribute nearest the function first).
+    fn handlers() -> Vec<AnyHandler>;
 }
 
 impl Registry {
@@ -319,8 +330,104 @@ impl Registry {
         collected.sort_by_key(|c| (c.module, c.line));
         let mut registry = Registry::new();
         for handler in collected {
-            registry.add((handler.make)());
+            registry.extend((handler.make)());
         }
         registry
+    }
+}
+
+/// A handler as Kopf tells one registration from another: by its function and its id.
+pub(crate) trait Registered {
+    /// The handler's id.
+    fn id(&self) -> &str;
+
+    /// The path of the function behind the handler, as its attribute names it; `None` for
+    /// a handler declared in code, whose id stands for its function.
+    fn origin(&self) -> Option<&'static str>;
+
+    /// Whether the two are one function registered twice under one id: stacked attributes.
+    fn same_as(&self, other: &impl Registered) -> bool {
+        self.id() == other.id() && self.origin() == other.origin()
+    }
+}
+
+/// The handlers without the later registrations of one function under one id (Kopf's
+/// `_deduplicated`): a function stacked as `on_resume` and `on_update` is called once for an
+/// object that changed while the operator was down, which is both. Applied to the handlers
+/// that a cause selected (filters passed), so that a registration whose filters do not pass
+/// leaves the call to the other.
+pub(crate) fn deduplicated<T, H: Registered>(items: Vec<T>, handler: impl Fn(&T) -> &H) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::with_capacity(items.len());
+    for item in items {
+        if !kept.iter().any(|k| handler(k).same_as(handler(&item))) {
+            kept.push(item);
+        }
+    }
+    kept
+}
+
+macro_rules! registered {
+    ($($handler:ty),*) => {$(
+        impl Registered for $handler {
+            fn id(&self) -> &str {
+                &self.id
+            }
+
+            fn origin(&self) -> Option<&'static str> {
+                self.options.origin
+            }
+        }
+    )*};
+}
+
+registered!(
+    ChangeHandler,
+    EventHandler,
+    IndexHandler,
+    AdmissionHandler,
+    ActivityHandler
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structs::resources::Selector;
+
+    fn change(id: &str, origin: Option<&'static str>) -> ChangeHandler {
+        let handler =
+            ChangeHandler::on_update(Selector::named("kopfexamples"), id, |_| async { Ok(None) });
+        match origin {
+            Some(origin) => handler.origin(origin),
+            None => handler,
+        }
+    }
+
+    #[test]
+    fn one_function_under_one_id_is_kept_once_and_first() {
+        let handlers = [
+            change("fn", Some("ops::fn")).errors(crate::actions::invocation::ErrorsMode::Ignored),
+            change("fn", Some("ops::fn")),
+            change("fn", Some("ops::other")),
+            change("other", Some("ops::fn")),
+            change("plain", None),
+            change("plain", None),
+        ];
+        let kept = deduplicated(handlers.iter().collect(), |h| *h);
+        let kept: Vec<(&str, Option<&str>)> = kept.iter().map(|h| (h.id(), h.origin())).collect();
+        assert_eq!(
+            kept,
+            [
+                ("fn", Some("ops::fn")),
+                ("fn", Some("ops::other")),
+                ("other", Some("ops::fn")),
+                ("plain", None),
+            ],
+            "as Kopf: two functions under one id are two handlers; code-declared ones are their ids"
+        );
+        let first = deduplicated(handlers.iter().collect(), |h| *h)[0];
+        assert_eq!(
+            first.options.errors,
+            crate::actions::invocation::ErrorsMode::Ignored
+        );
     }
 }

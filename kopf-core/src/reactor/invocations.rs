@@ -67,6 +67,7 @@ impl Invocations {
             gathered: Default::default(),
             counted_as: None,
             review: None,
+            settings: None,
         }
     }
 }

@@ -31,14 +31,15 @@ use crate::clients::posting::Poster;
 use crate::clients::timeouts::Timeouts;
 use crate::configs::settings::Settings;
 use crate::engines::activities::{Activities, ActivityError};
-use crate::engines::authentication::Authenticator;
+use crate::engines::authentication::{Authenticator, Given};
 use crate::engines::leadership::{Elector, Ending, OnLeading};
 use crate::engines::pausing::Fence;
 use crate::engines::peering::Peering;
 use crate::engines::probing::{self, LivenessError, Standby};
 use crate::engines::sharding::Sharder;
+use crate::intents::indexing::IndexHandler;
 use crate::intents::login::LoginHandler;
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registry, deduplicated};
 use crate::reactor::admission::{AdmissionStartError, Admitting, Shared, Successors};
 use crate::reactor::observation::Observer;
 use crate::reactor::processing::Common;
@@ -425,6 +426,22 @@ impl Operator {
         if let Some(outcomes) = self.outcomes.get() {
             tasks.record_outcomes(outcomes.clone());
         }
+        // What activities and login handlers share: the settings, which startup handlers
+        // change; the indexes, empty until the resources are listed (as in Kopf, activities get
+        // them as they are: startup handlers see them empty, probes see them live).
+        let shared_settings = Arc::new(std::sync::Mutex::new(self.settings.clone()));
+        // Set when every resource has been listed once: the indexes are filled then, and
+        // handlers of objects wait for them.
+        let listed = watch::Sender::new(false);
+        let indexes = {
+            let all: Vec<&IndexHandler> = self.registry.indexes.iter().collect();
+            // A function stacked on several resources fills one index.
+            let all = deduplicated(all, |handler| *handler);
+            Indexes::new(
+                all.into_iter().map(|h| (h.id.clone(), h.empty_index())),
+                listed.subscribe(),
+            )
+        };
         // Metrics first, so that the login's requests are counted; the login before anything
         // else, since everything else needs the client.
         let explicit = self.client.take();
@@ -445,9 +462,12 @@ impl Operator {
                 self.registry.logins.clone(),
                 &tasks,
                 connections,
-                self.memo.clone(),
-                self.settings.execution.default_backoff,
                 &timeouts,
+                Given {
+                    memo: self.memo.clone(),
+                    settings: shared_settings.clone(),
+                    indexes: indexes.clone(),
+                },
             )
             .await
         };
@@ -467,8 +487,9 @@ impl Operator {
         let activities = Activities::new(
             self.registry.clone(),
             client.clone(),
-            &self.settings,
+            shared_settings,
             self.memo.clone(),
+            indexes.clone(),
         );
         let standby = Standby::default();
         let started = match activities.start_up(&mut self.settings, &tasks, &stop).await {
@@ -512,16 +533,6 @@ impl Operator {
                 return Err(error.into());
             }
         }
-        // Set when every resource has been listed once: the indexes are filled then, and
-        // handlers of objects wait for them.
-        let listed = watch::Sender::new(false);
-        let indexes = Indexes::new(
-            self.registry
-                .indexes
-                .iter()
-                .map(|h| (h.id.clone(), h.empty_index())),
-            listed.subscribe(),
-        );
         // The objects' memos, also for the admission handlers of existing objects.
         let memos = ObjectMemos::default();
         // After the startup handlers, which may set the server (as in Kopf).
@@ -883,9 +894,8 @@ pub(crate) async fn connect(
     logins: Vec<LoginHandler>,
     tasks: &Tasks,
     connections: &Connections,
-    memo: Memo,
-    default_backoff: Duration,
     timeouts: &Timeouts,
+    given: Given,
 ) -> std::result::Result<kube::Client, OperatorError> {
     let metrics = tasks.metrics().cloned();
     let login = if !logins.is_empty() {
@@ -893,9 +903,8 @@ pub(crate) async fn connect(
             logins,
             tasks.child(),
             connections.clone(),
-            memo,
-            default_backoff,
             timeouts.clone(),
+            given,
         );
         Login::Handlers(Arc::new(authenticator))
     } else {

@@ -28,7 +28,7 @@ use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
 use crate::intents::handlers::{ChangeHandler, EventHandler};
 use crate::intents::indexing::IndexHandler;
-use crate::intents::registry::Registry;
+use crate::intents::registry::{Registered as _, Registry, deduplicated};
 use crate::reactor::causes::{self, Selected};
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::memories::{Memories, Memory};
@@ -564,8 +564,13 @@ impl Processor {
         tasks: &Tasks,
     ) -> Patch {
         let mut patch = Patch::default();
+        // As Kopf: a function stacked under several `on_event` attributes that all match is
+        // called once per event.
+        let mut called: Vec<&EventHandler> = Vec::new();
         for handler in &self.events {
-            if !self.object_matches(&handler.id, &handler.options, object) {
+            if !self.object_matches(&handler.id, &handler.options, object)
+                || called.iter().any(|other| other.same_as(handler))
+            {
                 continue;
             }
             let mut invocation =
@@ -581,6 +586,7 @@ impl Processor {
             {
                 continue;
             }
+            called.push(handler);
             let gathered = invocation.gathered.clone();
             // As Kopf: arbitrary errors are ignored, and no failure is retried (an event is not
             // seen twice); `execute` logs them.
@@ -796,6 +802,10 @@ impl Processor {
                 None => true,
             })
             .collect();
+        // As Kopf: one function stacked under attributes that this cause all selects
+        // (`on_resume` and `on_update`, for an object changed while the operator was down) is
+        // called once, as the one registered first.
+        let selected = deduplicated(selected, |s| s.handler);
 
         let now = timestamps::now();
         let mut records: Records = selected

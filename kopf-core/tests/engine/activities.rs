@@ -536,3 +536,116 @@ async fn a_failing_probe_answers_500_and_a_taken_port_stops_the_operator() {
     running.stop().await.expect("a clean stop");
     server.stop().await;
 }
+
+/// An index of the examples' names (all under one key), which the activities below read.
+#[kopf::index("kopf.dev", "v1", "kopfexamples")]
+fn example_names(name: String) -> (String, String) {
+    ("all".to_string(), name)
+}
+
+fn indexed(names: &kopf::Index<String, String>) -> usize {
+    names.get("all").map_or(0, |store| store.len())
+}
+
+#[kopf::on_startup]
+async fn instance(
+    settings: &mut kopf::Settings,
+    example_names: &kopf::Index<String, String>,
+    memo: &kopf::Memo,
+) {
+    let calls = memo
+        .get::<Calls>()
+        .expect("the operator memo has the calls");
+    calls.record(json!({"activity": "startup", "indexed": indexed(example_names)}));
+    settings.posting.reporting_instance = "indexes-test".to_string();
+}
+
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+async fn indexed_create(
+    name: String,
+    example_names: &kopf::Index<String, String>,
+    memo: &kopf::Memo,
+) {
+    let calls = memo
+        .get::<Calls>()
+        .expect("the operator memo has the calls");
+    calls.record(json!({"created": name, "indexed": indexed(example_names)}));
+}
+
+#[kopf::on_probe(id = "names")]
+fn indexed_probe(example_names: kopf::Index<String, String>, settings: &kopf::Settings) -> Value {
+    json!({"indexed": indexed(&example_names), "instance": settings.posting.reporting_instance})
+}
+
+#[kopf::on_cleanup]
+async fn indexed_cleanup(
+    example_names: &kopf::Index<String, String>,
+    settings: kopf::Settings,
+    memo: &kopf::Memo,
+) {
+    let calls = memo
+        .get::<Calls>()
+        .expect("the operator memo has the calls");
+    calls.record(json!({
+        "activity": "cleanup", "indexed": indexed(example_names),
+        "instance": settings.posting.reporting_instance,
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activities_read_the_indexes_as_they_are_and_the_settings_startup_left() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    create(&client, "first", json!({})).await;
+    let calls = Calls::default();
+    let port = free_port();
+    let registry = kopf::handlers![
+        example_names,
+        instance,
+        indexed_create,
+        indexed_probe,
+        indexed_cleanup
+    ];
+    let operator = Operator::new(registry)
+        .settings(kopf_testing::test_settings())
+        .memo(kopf::Memo::new().with(calls.clone()))
+        .client(server.client())
+        .liveness(format!("http://127.0.0.1:{port}/healthz"));
+    let (running, ready) = Running::start(operator);
+    tokio::time::timeout(DEADLINE, ready.wait())
+        .await
+        .expect("ready");
+    // Handlers of objects wait for the indexes to be filled: once this one ran, they are.
+    calls
+        .wait_until("the first object handled", |calls| {
+            calls.iter().any(|c| c["created"] == "first")
+        })
+        .await;
+    let (code, body) = http_get(port, "/healthz").await.expect("the probe answers");
+    assert_eq!(
+        (code, body),
+        (
+            200,
+            json!({"names": {"indexed": 1, "instance": "indexes-test"}})
+        ),
+        "the probe reads the index live, and the settings that the startup handler left"
+    );
+    create(&client, "second", json!({})).await;
+    calls
+        .wait_until("the second object handled", |calls| {
+            calls.iter().any(|c| c["created"] == "second")
+        })
+        .await;
+    running.stop().await.expect("a clean stop");
+    server.stop().await;
+    assert_eq!(
+        calls.all(),
+        [
+            // Before anything is listed, as in Kopf: the index exists, empty.
+            json!({"activity": "startup", "indexed": 0}),
+            json!({"created": "first", "indexed": 1}),
+            json!({"created": "second", "indexed": 2}),
+            json!({"activity": "cleanup", "indexed": 2, "instance": "indexes-test"}),
+        ]
+    );
+}

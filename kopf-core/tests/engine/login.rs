@@ -324,3 +324,75 @@ async fn a_logged_in_operator_leaves_no_connection_open_when_it_stops() {
     .await;
     server.stop().await;
 }
+
+/// The examples' names (all under one key), which the login handler below reads.
+#[kopf::index("kopf.dev", "v1", "kopfexamples")]
+fn login_names(name: String) -> (String, String) {
+    ("all".to_string(), name)
+}
+
+/// Changes a setting that the login handler then reads at its re-logins.
+#[kopf::on_startup]
+async fn set_instance(settings: &mut kopf::Settings) {
+    settings.posting.reporting_instance = "after-startup".to_string();
+}
+
+/// Logs in with the connection in the operator's memo; records the settings and the index it
+/// was given.
+#[kopf::on_login]
+async fn attributed_login(
+    settings: &kopf::Settings,
+    login_names: &kopf::Index<String, String>,
+    memo: &kopf::Memo,
+) -> Option<ConnectionInfo> {
+    let seen = memo.get::<crate::support::Calls>()?;
+    seen.record(json!({
+        "instance": settings.posting.reporting_instance,
+        "indexed": login_names.get("all").map_or(0, |store| store.len()),
+    }));
+    memo.get::<ConnectionInfo>().map(|info| (*info).clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_handlers_get_the_settings_and_the_indexes_as_they_are() {
+    let server = server_with_token("secret").await;
+    let logins = crate::support::Calls::default();
+    let memo = kopf::Memo::new()
+        .with(connection(&server).token("secret"))
+        .with(logins.clone());
+    let registry =
+        kopf::handlers![login_names, set_instance, attributed_login].with(reading_create_handler());
+    let operator = Operator::new(registry).settings(test_settings()).memo(memo);
+    let harness = OperatorHarness::start_on(server, operator).await;
+    harness.apply(KOPFEXAMPLE_CRD).await;
+    let client = harness.client();
+    create(&client, "one", json!({"field": 1})).await;
+    wait_object(&harness, "one", "the first object handled", |o| {
+        o["status"]["create_fn"]["read"] == "default"
+    })
+    .await;
+    // The handler's own request is refused once: the re-login sees the settings that the
+    // startup handler left, and the index as it is.
+    harness.server().inject(
+        Fault::respond(401)
+            .verb("get")
+            .resource("namespaces")
+            .times(1),
+    );
+    create(&client, "two", json!({"field": 2})).await;
+    wait_object(&harness, "two", "the second object handled", |o| {
+        o["status"]["create_fn"]["read"] == "default"
+    })
+    .await;
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+    assert_eq!(
+        logins.all(),
+        [
+            // The first login comes before anything else: the settings as given, no index
+            // filled yet.
+            json!({"instance": test_settings().posting.reporting_instance, "indexed": 0}),
+            json!({"instance": "after-startup", "indexed": 2}),
+        ]
+    );
+}

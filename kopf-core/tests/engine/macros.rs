@@ -232,3 +232,92 @@ async fn typed_bodies_and_specs_are_lent_to_handlers() {
         ]
     );
 }
+
+/// The raw watch event as Kopf gives it, borrowed, and its type under Kopf's name `type`.
+#[kopf::on_event("kopf.dev", "v1", "kopfexamples", labels("case" = "raw"))]
+async fn raw_event_fn(r#type: Option<&str>, event: &Value, memo: &Memo) {
+    calls(memo).record(json!({
+        "handler": "raw", "type": r#type, "event.type": event["type"],
+        "event.object.name": event["object"]["metadata"]["name"],
+        "event.object.size": event["object"]["spec"]["size"],
+        "keys": event.as_object().map(|e| e.keys().cloned().collect::<Vec<_>>()),
+    }));
+}
+
+#[derive(Debug, Deserialize)]
+struct WatchEvent {
+    r#type: Option<String>,
+    object: Example,
+}
+
+#[derive(Debug, Deserialize)]
+struct Example {
+    spec: Spec,
+}
+
+/// The raw watch event deserialized into a type of the handler's own.
+#[kopf::on_event("kopf.dev", "v1", "kopfexamples", id = "typed-event", labels("case" = "raw"))]
+async fn typed_event_fn(event: WatchEvent, memo: &Memo) {
+    calls(memo).record(json!({
+        "handler": "typed-event", "type": event.r#type, "replicas": event.object.spec.replicas,
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_handlers_get_the_raw_event_and_its_type_by_kopfs_names() {
+    let server = server_with_crd().await;
+    let client = server.client();
+    let body = |replicas: i64| {
+        json!({
+            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {"name": "raw", "labels": {"case": "raw"}},
+            "spec": {"replicas": replicas, "image": "nginx", "size": replicas},
+        })
+    };
+    // Created before the operator starts: its first event is from the listing (type None).
+    let (status, answer) = server
+        .request("POST", crate::support::COLLECTION, body(1))
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    let calls = Calls::default();
+    let operator = Operator::new(kopf::handlers![raw_event_fn, typed_event_fn])
+        .settings(kopf_testing::test_settings())
+        .memo(Memo::new().with(calls.clone()));
+    let harness = OperatorHarness::start_on(server, operator).await;
+    calls.wait_len(2).await;
+    patch(&client, "raw", json!({"spec": {"replicas": 2, "size": 2}})).await;
+    calls.wait_len(4).await;
+    delete(&client, "raw").await;
+    calls.wait_len(6).await;
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+
+    let all = calls.all();
+    let raw: Vec<&Value> = all.iter().filter(|c| c["handler"] == "raw").collect();
+    let seen = |kind: Value, size: i64| {
+        json!({
+            "handler": "raw", "type": kind, "event.type": kind, "event.object.name": "raw",
+            "event.object.size": size, "keys": ["object", "type"],
+        })
+    };
+    assert_eq!(
+        raw,
+        [
+            &seen(Value::Null, 1),
+            &seen(json!("MODIFIED"), 2),
+            &seen(json!("DELETED"), 2),
+        ]
+    );
+    let typed: Vec<&Value> = all
+        .iter()
+        .filter(|c| c["handler"] == "typed-event")
+        .collect();
+    assert_eq!(
+        typed,
+        [
+            &json!({"handler": "typed-event", "type": null, "replicas": 1}),
+            &json!({"handler": "typed-event", "type": "MODIFIED", "replicas": 2}),
+            &json!({"handler": "typed-event", "type": "DELETED", "replicas": 2}),
+        ]
+    );
+}

@@ -26,6 +26,7 @@ mod reliability;
 mod robustness;
 mod selectors;
 mod shards;
+mod stacking;
 mod stopping;
 mod subhandlers;
 mod timeouts;

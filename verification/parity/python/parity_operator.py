@@ -192,24 +192,33 @@ def background_options(spec):
     return kwargs
 
 
-for handler_spec in SPEC["handlers"]:
-    function = behaviour(handler_spec, handler_spec["id"])
-    kind = handler_spec["kind"]
+def register(spec, function, behaving_as):
+    """Registers the function with the decorator that the spec names."""
+    kind = spec["kind"]
     if kind == "daemon":
-        kopf.daemon(GROUP, VERSION, PLURAL, **background_options(handler_spec))(daemon(handler_spec))
+        kopf.daemon(GROUP, VERSION, PLURAL, **background_options(spec))(daemon(behaving_as))
     elif kind == "timer":
-        kwargs = background_options(handler_spec)
-        kwargs["interval"] = number(handler_spec.get("interval") or 60)
-        if handler_spec.get("idle") is not None:
-            kwargs["idle"] = number(handler_spec["idle"])
+        kwargs = background_options(spec)
+        kwargs["interval"] = number(spec.get("interval") or 60)
+        if spec.get("idle") is not None:
+            kwargs["idle"] = number(spec["idle"])
         kopf.timer(GROUP, VERSION, PLURAL, **kwargs)(function)
     elif kind == "index":
-        kopf.index(GROUP, VERSION, PLURAL, **options(handler_spec, change=False))(index(handler_spec))
+        kopf.index(GROUP, VERSION, PLURAL, **options(spec, change=False))(index(spec))
     elif kind == "event":
-        kopf.on.event(GROUP, VERSION, PLURAL, **options(handler_spec, change=False))(function)
+        kopf.on.event(GROUP, VERSION, PLURAL, **options(spec, change=False))(function)
     elif kind == "field":
-        kopf.on.field(GROUP, VERSION, PLURAL, field=handler_spec["field"],
-                      **options(handler_spec, change=True))(function)
+        kopf.on.field(GROUP, VERSION, PLURAL, field=spec["field"],
+                      **options(spec, change=True))(function)
     else:
         decorator = getattr(kopf.on, kind)
-        decorator(GROUP, VERSION, PLURAL, **options(handler_spec, change=True))(function)
+        decorator(GROUP, VERSION, PLURAL, **options(spec, change=True))(function)
+
+
+for handler_spec in SPEC["handlers"]:
+    handler_function = behaviour(handler_spec, handler_spec["id"])
+    register(handler_spec, handler_function, handler_spec)
+    # Stacked decorators: the same function object, registered again (as the decorators above
+    # the one nearest the function are applied after it).
+    for stacked_spec in handler_spec.get("stacked", []):
+        register(stacked_spec, handler_function, handler_spec)

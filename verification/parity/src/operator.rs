@@ -69,58 +69,75 @@ pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
     spec.handlers
         .iter()
         .fold(Registry::new().with(configure), |registry, handler| {
-            let function = behaviour(handler.clone(), handler.id.clone(), calls.clone());
-            let seconds = |value: Option<f64>| value.map(Duration::from_secs_f64);
-            match handler.kind {
-                Kind::Event => {
-                    let event = EventHandler::on_event(selector(), &handler.id, function);
-                    registry.with(with_options!(event, handler))
-                }
-                Kind::Daemon => {
-                    let function = daemon(handler.id.clone(), calls.clone());
-                    let mut daemon = DaemonHandler::new(selector(), &handler.id, function);
-                    if let Some(delay) = seconds(handler.initial_delay) {
-                        daemon = daemon.initial_delay(delay);
-                    }
-                    registry.with(with_options!(daemon, handler))
-                }
-                Kind::Timer => {
-                    let interval = seconds(handler.interval).unwrap_or(Duration::from_secs(60));
-                    let mut timer = TimerHandler::new(selector(), &handler.id, interval, function);
-                    if let Some(delay) = seconds(handler.initial_delay) {
-                        timer = timer.initial_delay(delay);
-                    }
-                    if let Some(idle) = seconds(handler.idle) {
-                        timer = timer.idle(idle);
-                    }
-                    registry.with(with_options!(timer, handler))
-                }
-                Kind::Index => {
-                    let field = handler.field.clone().unwrap_or_else(|| "spec".into());
-                    let index = IndexHandler::new(selector(), &handler.id, move |invocation| {
-                        let entry = lookup(invocation.body(), &field)
-                            .map(|value| (key_of(value), invocation.name().to_string()));
-                        async move { Ok(entry) }
-                    });
-                    registry.with(with_options!(index, handler))
-                }
-                kind => {
-                    let change = match kind {
-                        Kind::Create => ChangeHandler::on_create(selector(), &handler.id, function),
-                        Kind::Update => ChangeHandler::on_update(selector(), &handler.id, function),
-                        Kind::Delete => ChangeHandler::on_delete(selector(), &handler.id, function),
-                        Kind::Resume => ChangeHandler::on_resume(selector(), &handler.id, function),
-                        _ => ChangeHandler::on_field(
-                            selector(),
-                            &handler.id,
-                            handler.field.as_deref().unwrap_or("spec"),
-                            function,
-                        ),
-                    };
-                    registry.with(change_options(with_options!(change, handler), handler))
-                }
-            }
+            // Stacked: the same behaviour under each registration, and the same id, which is
+            // what tells one function's registrations apart for handlers declared in code.
+            std::iter::once(handler)
+                .chain(&handler.stacked)
+                .fold(registry, |registry, registration| {
+                    add(registry, registration, handler, &calls)
+                })
         })
+}
+
+/// Adds one registration of the handler `behaviour`'s function, as `spec` declares it.
+fn add(
+    registry: Registry,
+    spec: &HandlerSpec,
+    behaviour_of: &HandlerSpec,
+    calls: &Arc<PathBuf>,
+) -> Registry {
+    let handler = spec;
+    let function = behaviour(behaviour_of.clone(), behaviour_of.id.clone(), calls.clone());
+    let seconds = |value: Option<f64>| value.map(Duration::from_secs_f64);
+    match handler.kind {
+        Kind::Event => {
+            let event = EventHandler::on_event(selector(), &handler.id, function);
+            registry.with(with_options!(event, handler))
+        }
+        Kind::Daemon => {
+            let function = daemon(handler.id.clone(), calls.clone());
+            let mut daemon = DaemonHandler::new(selector(), &handler.id, function);
+            if let Some(delay) = seconds(handler.initial_delay) {
+                daemon = daemon.initial_delay(delay);
+            }
+            registry.with(with_options!(daemon, handler))
+        }
+        Kind::Timer => {
+            let interval = seconds(handler.interval).unwrap_or(Duration::from_secs(60));
+            let mut timer = TimerHandler::new(selector(), &handler.id, interval, function);
+            if let Some(delay) = seconds(handler.initial_delay) {
+                timer = timer.initial_delay(delay);
+            }
+            if let Some(idle) = seconds(handler.idle) {
+                timer = timer.idle(idle);
+            }
+            registry.with(with_options!(timer, handler))
+        }
+        Kind::Index => {
+            let field = handler.field.clone().unwrap_or_else(|| "spec".into());
+            let index = IndexHandler::new(selector(), &handler.id, move |invocation| {
+                let entry = lookup(invocation.body(), &field)
+                    .map(|value| (key_of(value), invocation.name().to_string()));
+                async move { Ok(entry) }
+            });
+            registry.with(with_options!(index, handler))
+        }
+        kind => {
+            let change = match kind {
+                Kind::Create => ChangeHandler::on_create(selector(), &handler.id, function),
+                Kind::Update => ChangeHandler::on_update(selector(), &handler.id, function),
+                Kind::Delete => ChangeHandler::on_delete(selector(), &handler.id, function),
+                Kind::Resume => ChangeHandler::on_resume(selector(), &handler.id, function),
+                _ => ChangeHandler::on_field(
+                    selector(),
+                    &handler.id,
+                    handler.field.as_deref().unwrap_or("spec"),
+                    function,
+                ),
+            };
+            registry.with(change_options(with_options!(change, handler), handler))
+        }
+    }
 }
 
 /// The options of change handlers only.

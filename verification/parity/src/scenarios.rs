@@ -20,6 +20,7 @@ pub fn scripted() -> Vec<Scenario> {
         deletions(),
         daemons_and_timers(),
         indexes(),
+        stacked(),
         namespace_patterns(),
         clusterwide(),
     ]
@@ -328,6 +329,43 @@ pub fn indexes() -> Scenario {
             },
             Step::delete("one"),
             Step::patch("three", json!({"spec": {"size": 3}})),
+        ],
+    }
+}
+
+/// Stacked decorators: one function as resume, create and update handler (one id, so one
+/// progress record; each cause's first attempt fails, to leave one), and one as a field handler
+/// and an update handler of the same field (one id, so one call for a change of the field).
+/// Restarts without changes (resumed), with changes (resumed and updated at once: called once,
+/// as the update handler), with a creation (created, not resumed).
+pub fn stacked() -> Scenario {
+    let mut reconcile = handler(Kind::Update, "reconcile_fn");
+    reconcile.fail = vec![Failure::Temporary(0.5)];
+    reconcile.stacked = vec![
+        handler(Kind::Create, "reconcile_fn"),
+        handler(Kind::Resume, "reconcile_fn"),
+    ];
+    let mut sized = handler(Kind::Field, "sized_fn");
+    sized.field = Some("spec.size".into());
+    let mut sized_update = handler(Kind::Update, "sized_fn");
+    sized_update.field = Some("spec.size".into());
+    sized.stacked = vec![sized_update];
+    Scenario {
+        scope: Scope::default(),
+        name: "stacked".into(),
+        operator: operator(vec![reconcile, sized]),
+        steps: vec![
+            Step::create("one", json!({"size": 1})),
+            Step::patch("one", json!({"spec": {"size": 2}})),
+            Step::patch("one", json!({"spec": {"other": 1}})),
+            Step::Restart { meanwhile: vec![] },
+            Step::Restart {
+                meanwhile: vec![
+                    Step::patch("one", json!({"spec": {"size": 3}})),
+                    Step::create("two", json!({"size": 1})),
+                ],
+            },
+            Step::delete("one"),
         ],
     }
 }

@@ -110,6 +110,11 @@ pub struct HandlerSpec {
     /// (key → the sorted names under it) as `index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<String>,
+    /// The same function registered again, once for each of these (their kinds, ids, filters
+    /// and options; their behaviour is this handler's): Kopf's stacked decorators, registered
+    /// after this one, as the decorators above the one nearest the function. Change kinds only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacked: Vec<HandlerSpec>,
 }
 
 impl HandlerSpec {
@@ -137,6 +142,7 @@ impl HandlerSpec {
             initial_delay: None,
             idle: None,
             reads: None,
+            stacked: Vec::new(),
         }
     }
 }

@@ -96,6 +96,11 @@ fn indexes() {
 }
 
 #[test]
+fn stacked() {
+    check(scenarios::stacked());
+}
+
+#[test]
 fn namespace_patterns() {
     check(scenarios::namespace_patterns());
 }

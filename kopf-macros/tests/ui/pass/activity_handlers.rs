@@ -55,8 +55,9 @@ fn main() {
     let _ = kopf::operator::Operator::new(registry).liveness("http://127.0.0.1:8080/healthz");
     let leader_only = |handler| matches!(handler, kopf::registry::AnyHandler::Activity(h) if h.is_leader_only());
     use kopf::__private::Descriptor as _;
-    assert!(leader_only(migrate::descriptor()) && leader_only(hand_over::descriptor()));
-    assert!(!leader_only(everywhere::descriptor()) && !leader_only(configure::descriptor()));
+    let one = |mut handlers: Vec<kopf::registry::AnyHandler>| handlers.remove(0);
+    assert!(leader_only(one(migrate::handlers())) && leader_only(one(hand_over::handlers())));
+    assert!(!leader_only(one(everywhere::handlers())) && !leader_only(one(configure::handlers())));
 }
 
 #[kopf::on_startup(leader_only)]
