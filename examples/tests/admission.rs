@@ -57,10 +57,9 @@ fn operator_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_meets_the_operators_webhooks_and_the_persistent_ones_outlive_it() {
     let test = "kubectl_meets_the_operators_webhooks_and_the_persistent_ones_outlive_it";
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the fake API server starts");
+    let server = kopf_testing::ApiServer::from_env()
+        .start(FakeApiServer::builder())
+        .await;
     let Some(kubectl) = Kubectl::for_server(test, &server) else {
         return;
     };

@@ -194,18 +194,21 @@ async fn serving(name: &'static str, mut process: OperatorProcess) -> Replica {
 /// A server with the KopfExample CRD (and, for peering, Kopf's peering CRDs and the
 /// cluster-wide peering object), keeping a journal of every change.
 async fn server(mode: Mode) -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .journal()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = kopf_testing::ApiServer::from_env()
+        .start(FakeApiServer::builder().journal())
+        .await;
     let crd = Path::new(env!("CARGO_MANIFEST_DIR")).join("crd.yaml");
     let crd: Value =
         serde_norway::from_str(&std::fs::read_to_string(crd).expect("crd.yaml")).expect("YAML");
     post(&server, CRDS, crd).await;
     if mode == Mode::Peering {
         for crd in kopf::peering::peering_crds() {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             post(&server, CRDS, crd).await;
+            server.test_client().wait_for_crd(&name).await;
         }
         let peering = json!({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
                              "metadata": {"name": "default"}});
@@ -220,7 +223,11 @@ async fn server(mode: Mode) -> FakeApiServer {
         })
         .await;
     }
-    // The CRD is served once it is established.
+    // The CRD is served once it is established (and discovery serves it).
+    server
+        .test_client()
+        .wait_for_crd("kopfexamples.kopf.dev")
+        .await;
     wait("the KopfExample CRD to be served", || async {
         let listed = get(&server, COLLECTION).await;
         (listed["kind"] == "KopfExampleList").then_some(())

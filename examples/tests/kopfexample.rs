@@ -190,6 +190,7 @@ async fn freeze_pauses_the_operator_and_resume_ends_the_pause() {
         let crd: Value = serde_norway::from_str(document).expect("a printed CRD");
         let name = crd["metadata"]["name"].as_str().expect("the CRD's name");
         apply(&client, &format!("{CRDS}/{name}"), document).await;
+        client.wait_for_crd(name).await;
     }
     let peering = "/apis/kopf.dev/v1/clusterkopfpeerings/default";
     apply(
@@ -287,16 +288,18 @@ async fn a_lease_elects_the_leader_and_is_released_on_sigterm() {
 /// A server on a runtime of its own, with `examples/crd.yaml` applied as `kubectl apply
 /// --server-side` sends it: YAML, as it is.
 async fn server_with_crd() -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = kopf_testing::ApiServer::from_env()
+        .start(FakeApiServer::builder())
+        .await;
+    let client = server.test_client();
+    let name = "kopfexamples.kopf.dev";
     apply(
-        &server.test_client(),
-        &format!("{CRDS}/kopfexamples.kopf.dev"),
+        &client,
+        &format!("{CRDS}/{name}"),
         fixtures::KOPFEXAMPLE_CRD,
     )
     .await;
+    client.wait_for_crd(name).await;
     server
 }
 

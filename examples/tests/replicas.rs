@@ -360,10 +360,9 @@ async fn server_with_peering() -> FakeApiServer {
 
 /// A server on a runtime of its own, with the KopfExample CRD.
 async fn server_with_crd() -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = kopf_testing::ApiServer::from_env()
+        .start(FakeApiServer::builder())
+        .await;
     server.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server
 }

@@ -153,12 +153,13 @@ struct Ring {
 impl Ring {
     /// A server with the KopfExample CRD and a journal of its changes.
     async fn new(kind: Server) -> Ring {
-        let server = FakeApiServer::builder()
-            .journal()
-            .sharded_watches(matches!(kind, Server::Sharded))
-            .start_on_own_runtime()
-            .await
-            .expect("the server starts");
+        let server = kopf_testing::ApiServer::from_env()
+            .start(
+                FakeApiServer::builder()
+                    .journal()
+                    .sharded_watches(matches!(kind, Server::Sharded)),
+            )
+            .await;
         server.apply(fixtures::KOPFEXAMPLE_CRD).await;
         Ring {
             server,

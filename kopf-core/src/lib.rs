@@ -63,6 +63,7 @@ mod reactor;
 mod structs;
 
 // The root: what handler code writes every day.
+pub use actions::current::register;
 pub use actions::invocation::{Invocation, Reason};
 pub use actions::posting::{event, exception, info, warn};
 pub use aiokits::tasks::{StopReason, Stopped};
@@ -176,6 +177,7 @@ pub mod registry {
     //! ```
 
     pub use crate::actions::blocking::blocking;
+    pub use crate::actions::current::NoChangeHandler;
     pub use crate::actions::invocation::{
         ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, SubHandler, SubHandlers, WhenFn,
     };
@@ -274,7 +276,7 @@ pub mod settings {
     pub use crate::configs::settings::{
         AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
         PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,
-        ScanningSettings, Settings, ShardingSettings, WatchingSettings,
+        ScanningSettings, ServingSettings, Settings, ShardingSettings, WatchingSettings,
     };
 }
 

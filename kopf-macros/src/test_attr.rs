@@ -16,6 +16,7 @@ struct Options {
     crds: Vec<Type>,
     apply: Vec<Expr>,
     settings: Option<Expr>,
+    apiserver: Option<Expr>,
 }
 
 impl Parse for Options {
@@ -40,12 +41,13 @@ impl Parse for Options {
                 }
                 "apply" => options.apply.push(input.parse()?),
                 "settings" => options.settings = Some(input.parse()?),
+                "apiserver" => options.apiserver = Some(input.parse()?),
                 other => {
                     let error = syn::Error::new(
                         name.span(),
                         format!(
                             "unknown option `{other}` of `#[kopf_testing::test]`; \
-                             the options are `handlers = [..]`, `crds = [..]`, `apply = \"yaml\"`, `settings = ..`"
+                             the options are `handlers = [..]`, `crds = [..]`, `apply = \"yaml\"`, `settings = ..`, `apiserver = real`"
                         ),
                     );
                     match &mut errors {
@@ -115,6 +117,12 @@ pub(crate) fn expand(args: TokenStream, function: ItemFn) -> TokenStream {
     let crds = &options.crds;
     let apply = &options.apply;
     let settings = options.settings.iter();
+    let apiserver = options.apiserver.iter().map(|choice| match choice {
+        // `real` and `fake` name the kinds; anything else is an `ApiServer` expression.
+        Expr::Path(path) if path.path.is_ident("real") => quote! { #private::ApiServer::Real },
+        Expr::Path(path) if path.path.is_ident("fake") => quote! { #private::ApiServer::Fake },
+        other => quote! { #other },
+    });
     let body = match takes {
         Takes::Nothing => quote! {
             |harness| async move {
@@ -132,6 +140,7 @@ pub(crate) fn expand(args: TokenStream, function: ItemFn) -> TokenStream {
             #(.crd::<#crds>())*
             #(.apply(#apply))*
             #(.settings(#settings))*
+            #(.apiserver(#apiserver))*
     };
     quote! {
         #(#attrs)*

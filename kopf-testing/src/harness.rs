@@ -1,4 +1,4 @@
-//! Running an operator against a fake API server in a test, as Kopf's `KopfRunner` does: one
+//! Running an operator against a fake API server (or a real one behind it) in a test, as Kopf's `KopfRunner` does: one
 //! call starts a fresh server and the operator; helpers (those of the fake server's
 //! `TestClient`) create objects, wait for conditions on them with a deadline; others show what
 //! the operator sent and logged; [`OperatorHarness::stop`] stops the operator and checks that
@@ -20,6 +20,7 @@
 //!
 //! The `#[kopf_testing::test]` attribute does the starting and stopping around a test's body.
 
+mod apiserver;
 mod builder;
 mod campaign;
 mod explore;
@@ -30,6 +31,9 @@ mod operator;
 mod outcomes;
 mod sent;
 
+pub use apiserver::{
+    APISERVER_VARIABLE, ApiServer, fake_only, service_account_client, service_account_config,
+};
 pub use builder::{HarnessBuilder, test_settings};
 pub use campaign::{Mutation, Mutations};
 pub use explore::{BadPlan, Exploration, Explorer, Outcome, Plan};

@@ -31,14 +31,21 @@
 //! }
 //! ```
 //!
+//! The same tests run on a real kube-apiserver (Kubernetes 1.36 with etcd and the controller
+//! manager, built once from Go modules by the project's `scripts/real-apiserver`) with
+//! `KOPF_TESTING_APISERVER=real`, one test with `apiserver = real`, or a harness with
+//! [`HarnessBuilder::real_apiserver`]: the fake server then stands in front of it as a proxy,
+//! so the request log, the counters and the injected faults work the same ([`ApiServer`]).
+//!
 //! The `kopf-fake-apiserver` binary runs the same server for kubectl and other processes.
 
 mod harness;
 mod runner;
 
 pub use harness::{
-    BadPlan, Exploration, Explorer, HarnessBuilder, Mutation, Mutations, OperatorHarness, Outcome,
-    Plan, SentRequest, test_settings,
+    APISERVER_VARIABLE, ApiServer, BadPlan, Exploration, Explorer, HarnessBuilder, Mutation,
+    Mutations, OperatorHarness, Outcome, Plan, SentRequest, fake_only, service_account_client,
+    service_account_config, test_settings,
 };
 pub use kopf_fake_apiserver as fake_apiserver;
 pub use kopf_fake_apiserver::fixtures;
@@ -48,8 +55,9 @@ pub use kopf_fake_apiserver::{
     RecreateError, RequestError, Stats, TestClient, try_wait, wait,
 };
 
-/// Runs an `async fn` test with an [`OperatorHarness`]: a fresh fake API server and an
-/// operator, stopped after the body with the checks of [`OperatorHarness::stop`].
+/// Runs an `async fn` test with an [`OperatorHarness`]: a fresh API server (the fake one, or
+/// a real one with the fake one in front) and an operator, stopped after the body with the
+/// checks of [`OperatorHarness::stop`].
 ///
 /// The function takes the harness (`harness: OperatorHarness`, or `&OperatorHarness`) and
 /// returns `()` or a `Result`. Options:
@@ -61,7 +69,11 @@ pub use kopf_fake_apiserver::{
 ///   the operator starts;
 /// - `apply = "yaml"` (any `&str` expression, e.g. `include_str!("crd.yaml")`; repeatable):
 ///   apply these documents before the operator starts;
-/// - `settings = expression`: the operator's `kopf::Settings` (default: [`test_settings`]).
+/// - `settings = expression`: the operator's `kopf::Settings` (default: [`test_settings`]);
+/// - `apiserver = real` (or `fake`, or any [`ApiServer`] expression): the API server to run
+///   on (default: the one `KOPF_TESTING_APISERVER` names, the fake one unless it says `real`).
+///   Where a real one is asked for and none can run on this machine (no Go toolchain to build
+///   it once), the test skips loudly; under CI (the `CI` environment variable), it fails.
 ///
 /// The test runs on a multi-thread tokio runtime of its own, whose threads capture what the
 /// operator logs ([`OperatorHarness::logs`]) and print it with the test's output.
@@ -72,8 +84,8 @@ pub use kopf_macros::test;
 pub mod __private {
     pub use kopf;
 
-    pub use crate::harness::{HarnessBuilder, OperatorHarness};
-    pub use crate::runner::run;
+    pub use crate::harness::{ApiServer, HarnessBuilder, OperatorHarness};
+    pub use crate::runner::{Skipped, run};
 }
 
 /// The README's code, compiled as doctests so that it stays true.

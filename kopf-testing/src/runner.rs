@@ -18,10 +18,14 @@ thread_local! {
 /// Runs a test body with a started harness: builds a multi-thread runtime, starts the
 /// harness from `builder` with `registry`, runs `body`, then stops the operator (unless the
 /// body did) and checks that it left nothing behind. Panics if it did not.
+///
+/// Where the real API server is asked for and none can run on this machine, the test skips
+/// loudly without running its body (under CI, it fails instead).
 pub fn run<F, Fut>(builder: HarnessBuilder, registry: Registry, body: F) -> Fut::Output
 where
     F: FnOnce(OperatorHarness) -> Fut,
     Fut: Future,
+    Fut::Output: Skipped,
 {
     let logs = LogCapture::default();
     let dispatch = logs.dispatch();
@@ -41,7 +45,11 @@ where
     let _capturing = tracing::dispatcher::set_default(&dispatch);
     let test = std::panic::AssertUnwindSafe(|| {
         runtime.block_on(async move {
-            let mut harness = builder.logs(logs).start(registry).await;
+            let thread = std::thread::current();
+            let test = thread.name().unwrap_or("a test");
+            let Some(mut harness) = builder.logs(logs).start_or_skip(registry, test).await else {
+                return Fut::Output::skipped();
+            };
             let finisher = harness.finisher();
             let output = body(harness).await;
             finisher.finish().await;
@@ -53,4 +61,20 @@ where
     // sync handler) must not hang the test run.
     runtime.shutdown_timeout(DEADLINE);
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// What a test returns when it skips: `()`, or `Ok` of that.
+pub trait Skipped {
+    /// The value of a skipped test.
+    fn skipped() -> Self;
+}
+
+impl Skipped for () {
+    fn skipped() -> Self {}
+}
+
+impl<T: Skipped, E> Skipped for Result<T, E> {
+    fn skipped() -> Self {
+        Ok(T::skipped())
+    }
 }

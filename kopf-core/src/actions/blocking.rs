@@ -36,7 +36,7 @@ use crate::structs::errors::Error;
 /// ```
 ///
 /// A sync handler runs on one of the operator's threads: at most
-/// [`ExecutionSettings::max_blocking_threads`](crate::settings::ExecutionSettings::max_blocking_threads)
+/// [`ExecutionSettings::max_workers`](crate::settings::ExecutionSettings::max_workers)
 /// (Kopf's `min(32, cpus + 4)` by default) at once; more calls wait for a free thread. Its
 /// result is awaited asynchronously, then stored, retried and logged as an async handler's.
 /// A panic is a failed attempt, as for an async handler. One still waiting for a thread when

@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::actions::invocation::Invocation;
+use crate::actions::invocation::{Invocation, SubHandler, SubHandlers};
 use crate::clients::posting::Events;
 use crate::structs::bodies::Body;
 
@@ -27,14 +27,20 @@ pub(crate) struct Current {
     pub(crate) events: Events,
     /// The handler's object (Kopf's default owner).
     pub(crate) body: Arc<Body>,
+    /// Where a change handler's sub-handlers go ([`register`](crate::register)); `None` for
+    /// the other kinds of handlers, which have none.
+    pub(crate) subhandlers: Option<SubHandlers>,
 }
 
 impl Current {
     /// The context of a handler about to be invoked.
     pub(crate) fn of(invocation: &Invocation) -> Current {
+        // Only change handlers have sub-handlers: a reason, and no review under way.
+        let changing = invocation.reason.is_some() && invocation.review.is_none();
         Current {
             events: invocation.events.clone(),
             body: invocation.body.clone(),
+            subhandlers: changing.then(|| invocation.gathered.clone()),
         }
     }
 
@@ -59,6 +65,61 @@ impl Current {
     }
 }
 
+/// Registers a sub-handler of the change handler running now (Kopf's
+/// `kopf.register(fn, id=...)`): the same as
+/// [`SubHandlers::register`](crate::registry::SubHandlers::register) on its `subhandlers`, from anywhere in the handler's call,
+/// without passing them along.
+///
+/// ```
+/// # use kopf::registry::{ChangeHandler, Registry, SubHandler};
+/// # use kopf::resources::Selector;
+/// fn plan(items: &[&str]) -> Result<(), kopf::registry::NoChangeHandler> {
+///     for item in items {
+///         let item = item.to_string();
+///         kopf::register(SubHandler::new(format!("item-{item}"), move |child| {
+///             let item = item.clone();
+///             async move {
+///                 child.logger().info(format_args!("handling {item}"));
+///                 Ok(None)
+///             }
+///         }))?;
+///     }
+///     Ok(())
+/// }
+///
+/// let registry = Registry::new().with(ChangeHandler::on_create(
+///     Selector::new("kopf.dev", "v1", "kopfexamples"),
+///     "create_fn",
+///     |_invocation| async move {
+///         plan(&["a", "b"])?;
+///         Ok(None)
+///     },
+/// ));
+/// ```
+///
+/// # Errors
+///
+/// [`NoChangeHandler`] where no change handler is running on this task or thread (Kopf's
+/// `LookupError`): outside of handlers, in tasks or threads a handler started, or in other
+/// kinds of handlers (events, daemons, timers, admission), which have no sub-handlers.
+pub fn register(handler: SubHandler) -> Result<(), NoChangeHandler> {
+    let subhandlers = Current::with(|current| current.subhandlers.clone())
+        .flatten()
+        .ok_or(NoChangeHandler)?;
+    subhandlers.register(handler);
+    Ok(())
+}
+
+/// [`register`](crate::register) was called where no change handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kopf::register() was called where no change handler runs: sub-handlers belong to the \
+     create/update/delete/resume handler whose call registers them (not to tasks or threads \
+     it started, nor to event handlers, daemons, timers or admission handlers); there, use \
+     invocation.subhandlers()"
+)]
+pub struct NoChangeHandler;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +131,7 @@ mod tests {
         Current {
             events: Poster::disabled().events(&body, &Resource::default()),
             body,
+            subhandlers: None,
         }
     }
 

@@ -1,9 +1,15 @@
 //! Kopf's free functions for events ([`info`](crate::info), [`warn`](crate::warn),
 //! [`exception`](crate::exception), [`event`](crate::event)): Kubernetes Events about any
-//! object, posted through the operator running the current handler.
+//! object, posted from anywhere in the operator, as Kopf's (whose context variables every
+//! task of the operator inherits).
 //!
-//! Invariant: they post only on behalf of a handler (see `current`): outside of one they
-//! post nothing, and say so once in the logs.
+//! Invariants:
+//! 1. Within a handler (see `current`), they post through the operator running it.
+//! 2. Anywhere else (a startup handler, a task or thread that a handler or the program
+//!    started), through the operator running on the caller's tokio runtime, or, off any
+//!    runtime, the only operator running in the process (`clients/posting/poster.rs`,
+//!    `running`). Where none runs, or several run and which one is meant cannot be told,
+//!    they post nothing, and say so once in the logs.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +18,7 @@ use serde_json::Value;
 
 use crate::actions::current::Current;
 use crate::clients::posting::Events;
+use crate::clients::posting::poster::running::{self, Found};
 
 /// Posts an event of type `Normal` about an object, through the operator running the
 /// current handler (Kopf's `kopf.info`).
@@ -27,9 +34,11 @@ use crate::clients::posting::Events;
 /// [`PostingSettings::level`](crate::settings::PostingSettings::level) at INFO or
 /// more verbose), never waits, and never fails the handler.
 ///
-/// **Only from within a handler**: an async handler's attempt, or a sync handler's run on its
-/// operator thread. Called anywhere else (including a task or thread a handler spawned
-/// itself), it posts nothing and warns once in the logs; there, take `invocation.events()`
+/// **From anywhere in the operator**: within a handler, through the operator running it;
+/// elsewhere (a startup handler, a task it started, a thread of the program's own), through
+/// the operator running on the same tokio runtime, or the only one running in the process.
+/// Where no operator runs (or several run on one runtime, and which one is meant cannot be
+/// told), it posts nothing and warns once in the logs; there, take `invocation.events()`
 /// along and post through it.
 ///
 /// ```
@@ -107,35 +116,57 @@ pub fn event<O: serde::Serialize + ?Sized>(
     });
 }
 
-/// Posts through the current handler's operator about the object, or each item of an array.
+/// Posts through the current handler's operator (or the operator running here) about the
+/// object, or each item of an array.
 fn for_each_about<O: serde::Serialize + ?Sized>(
     function: &str,
     object: &O,
     post: impl Fn(&Events),
 ) {
-    let posted = Current::with(|current| {
-        if !current.events.enabled() {
+    let about = |events: &dyn Fn(&Value) -> Events, enabled: bool| {
+        if !enabled {
             return; // Posting is disabled: no need to look at the object.
         }
         match serde_json::to_value(object) {
             Ok(Value::Array(items)) => {
                 for item in &items {
-                    post(&current.events.about_body(item));
+                    post(&events(item));
                 }
             }
-            Ok(body) => post(&current.events.about_body(&body)),
+            Ok(body) => post(&events(&body)),
             Err(error) => {
                 tracing::warn!(target: "kopf::posting", %error, "kopf::{function}() posted nothing: the object does not serialize to JSON");
             }
         }
+    };
+    let posted = Current::with(|current| {
+        about(
+            &|body| current.events.about_body(body),
+            current.events.enabled(),
+        );
     });
-    if posted.is_none() {
-        static WARNED: AtomicBool = AtomicBool::new(false);
-        if WARNED.swap(true, Ordering::Relaxed) {
-            tracing::debug!(target: "kopf::posting", "kopf::{function}() was called outside of a handler; nothing was posted");
-        } else {
-            tracing::warn!(target: "kopf::posting", "kopf::{function}() was called outside of a handler, so nothing was posted: kopf::info/warn/exception/event post only from within a handler (an async handler's attempt or a sync handler's thread), through its operator; in tasks or threads of your own, post through `invocation.events()` taken along (this warning is logged once)");
-        }
+    if posted.is_some() {
+        return;
+    }
+    match running::find() {
+        Found::One(poster) => about(&|body| poster.about(body), poster.enabled()),
+        Found::None => warn_once(format_args!(
+            "kopf::{function}() was called where no operator runs (not in a handler, nor on the runtime of a running operator), so nothing was posted; post through `invocation.events()` taken along (this warning is logged once)"
+        )),
+        Found::Several(count) => warn_once(format_args!(
+            "kopf::{function}() was called outside of a handler where {count} operators run, so nothing was posted: which one should post cannot be told; post through `invocation.events()` taken along (this warning is logged once)"
+        )),
+    }
+}
+
+/// Warns the first time, then only at DEBUG: a program that posts outside of any operator
+/// does so on every call.
+fn warn_once(message: fmt::Arguments<'_>) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if WARNED.swap(true, Ordering::Relaxed) {
+        tracing::debug!(target: "kopf::posting", "{message}");
+    } else {
+        tracing::warn!(target: "kopf::posting", "{message}");
     }
 }
 
@@ -148,12 +179,13 @@ mod tests {
     use tracing::Level;
 
     use super::*;
-    use crate::clients::posting::{Queued, drain, test_poster};
+    use crate::clients::posting::poster::Queued;
+    use crate::clients::posting::{drain, test_poster};
     use crate::structs::resources::Resource;
 
     /// A poster whose queue the test reads, and a handler's context about a KopfExample
     /// listed without apiVersion and kind.
-    fn handler(level: Level) -> (Current, mpsc::Receiver<Queued>) {
+    fn handler(level: Level) -> (Current, mpsc::UnboundedReceiver<Queued>) {
         let (poster, receiver) = test_poster(level);
         let resource = Resource::kopf_examples();
         let body = json!({"metadata": {"name": "one", "namespace": "ns", "uid": "u1"}});
@@ -161,6 +193,7 @@ mod tests {
         let current = Current {
             events: poster.events(&body, &resource),
             body,
+            subhandlers: None,
         };
         (current, receiver)
     }

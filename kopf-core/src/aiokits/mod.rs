@@ -5,6 +5,7 @@ pub(crate) mod budget;
 pub(crate) mod connections;
 pub(crate) mod metrics;
 pub(crate) mod serving;
+pub(crate) mod slots;
 pub(crate) mod tasks;
 pub(crate) mod threads;
 pub(crate) mod tls;

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use tokio::sync::{oneshot, watch};
@@ -25,7 +26,8 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The operator's threads for blocking work (invariants in the module docs).
 #[derive(Debug)]
 pub(crate) struct Threads {
-    limit: usize,
+    /// At most this many threads start; changed by [`Threads::set_limit`].
+    limit: AtomicUsize,
     jobs: Mutex<Option<mpsc::Sender<(Work, Job)>>>,
     receiver: Arc<Mutex<mpsc::Receiver<(Work, Job)>>>,
     state: Arc<watch::Sender<State>>,
@@ -48,7 +50,7 @@ impl Threads {
     pub(crate) fn new(limit: usize) -> Threads {
         let (jobs, receiver) = mpsc::channel();
         Threads {
-            limit: limit.max(1),
+            limit: AtomicUsize::new(limit.max(1)),
             jobs: Mutex::new(Some(jobs)),
             receiver: Arc::new(Mutex::new(receiver)),
             state: Arc::new(watch::Sender::new(State::default())),
@@ -74,9 +76,10 @@ impl Threads {
             return receiver; // Closed: the job is dropped, the receiver sees it at once.
         };
         let mut start = false;
+        let limit = self.limit.load(Ordering::Relaxed);
         self.state.send_modify(|s| {
             s.queued += 1;
-            if s.queued > s.idle && s.threads < self.limit {
+            if s.queued > s.idle && s.threads < limit {
                 s.threads += 1;
                 s.idle += 1;
                 start = true;
@@ -87,6 +90,24 @@ impl Threads {
             self.start_thread();
         }
         receiver
+    }
+
+    /// Changes the limit (Kopf's `max_workers` set at run time): more threads start at once
+    /// for the jobs waiting; with a lower limit, the threads alive go on (as Kopf's executor's
+    /// do), but no new ones start until fewer than the limit are alive.
+    pub(crate) fn set_limit(&self, limit: usize) {
+        let limit = limit.max(1);
+        self.limit.store(limit, Ordering::Relaxed);
+        let mut more = 0;
+        self.state.send_modify(|s| {
+            let wanted = s.queued.saturating_sub(s.idle);
+            more = wanted.min(limit.saturating_sub(s.threads));
+            s.threads += more;
+            s.idle += more;
+        });
+        for _ in 0..more {
+            self.start_thread();
+        }
     }
 
     fn start_thread(&self) {
@@ -226,5 +247,34 @@ mod tests {
         })
         .await
         .expect("then its thread exits too");
+    }
+
+    /// Kopf's `max_workers` set by a startup handler: a raised limit starts a thread for the
+    /// job that waited for one at once; a lowered one stops no thread that is alive.
+    #[tokio::test]
+    async fn a_raised_limit_starts_threads_for_the_jobs_that_wait() {
+        let threads = Threads::new(1);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let stuck = threads.run(work("stuck"), move || released.recv().is_ok());
+        let waiting = threads.run(work("waiting"), || "ran");
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let mut state = threads.state.subscribe();
+            let _ = state.wait_for(|s| !s.busy.is_empty()).await;
+        })
+        .await
+        .expect("the first job starts");
+        threads.set_limit(2);
+        let ran = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiting job got a thread of its own");
+        assert_eq!(ran.expect("sent").expect("no panic"), "ran");
+        threads.set_limit(1);
+        assert_eq!(threads.state.borrow().threads, 2, "no thread is stopped");
+        release.send(()).unwrap();
+        assert!(stuck.await.expect("sent").expect("no panic"));
+        threads.close();
+        tokio::time::timeout(Duration::from_secs(5), threads.exited())
+            .await
+            .expect("the threads exit");
     }
 }

@@ -1,7 +1,9 @@
 //! TLS for the operator's own servers: certificates made here (and renewed before they
 //! expire) or read from PEM files, and the rustls configuration that serves them.
 //!
-//! Rustls runs on ring, the provider kube-rs uses, so no second one is compiled. Only HTTP/1.1
+//! Rustls runs on the process's default crypto provider when the application installed one
+//! (`CryptoProvider::install_default`), else on ring, the provider kube-rs uses, so no second
+//! one is compiled ([`provider`]). Only HTTP/1.1
 //! is offered (ALPN `http/1.1`): kube-apiserver calls webhooks over HTTP/1.1 or HTTP/2, and
 //! the operator's servers speak HTTP/1.1.
 //!
@@ -65,6 +67,14 @@ pub enum TlsError {
         /// What was looked for.
         what: &'static str,
     },
+    /// An encrypted private key cannot be decrypted: no password given, or a wrong one.
+    #[error("cannot decrypt the private key in {path}: {reason}")]
+    Encrypted {
+        /// The file.
+        path: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// Rustls refused the certificate or key (e.g. a key that does not match).
     #[error("cannot serve the certificate: {0}")]
     Config(#[source] rustls::Error),
@@ -90,8 +100,14 @@ impl Identity {
     }
 
     /// A certificate chain and its key from PEM texts (as read from `certfile` and
-    /// `pkeyfile`); clients are told to trust `ca_pem`.
-    pub(crate) fn from_pem(cert: &Pem, key: &Pem, ca_pem: String) -> Result<Identity, TlsError> {
+    /// `pkeyfile`; an encrypted PKCS#8 key is decrypted with `password`); clients are told to
+    /// trust `ca_pem`.
+    pub(crate) fn from_pem(
+        cert: &Pem,
+        key: &Pem,
+        password: Option<&str>,
+        ca_pem: String,
+    ) -> Result<Identity, TlsError> {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert.text)
             .filter_map(Result::ok)
             .collect();
@@ -101,10 +117,13 @@ impl Identity {
                 what: "certificate",
             });
         }
-        let key = PrivateKeyDer::from_pem_slice(&key.text).map_err(|_| TlsError::Pem {
-            path: key.path.clone(),
-            what: "private key",
-        })?;
+        let key = match decrypted(key, password)? {
+            Some(key) => key,
+            None => PrivateKeyDer::from_pem_slice(&key.text).map_err(|_| TlsError::Pem {
+                path: key.path.clone(),
+                what: "private key",
+            })?,
+        };
         Ok(Identity { chain, key, ca_pem })
     }
 
@@ -116,7 +135,7 @@ impl Identity {
         self,
         clients: Option<&Pem>,
     ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = provider();
         let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = match clients {
             None => Arc::new(AnyClientCertificate::new()),
             Some(cas) => {
@@ -411,6 +430,64 @@ impl Generated {
     }
 }
 
+/// The key of an `ENCRYPTED PRIVATE KEY` PEM block (PKCS#8, as `openssl genpkey -aes256`
+/// writes it), decrypted with the password; `None` when the key is not encrypted.
+fn decrypted(
+    key: &Pem,
+    password: Option<&str>,
+) -> Result<Option<PrivateKeyDer<'static>>, TlsError> {
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let text = String::from_utf8_lossy(&key.text);
+    let Some(start) = text.find(BEGIN) else {
+        return Ok(None);
+    };
+    let failed = |reason: String| TlsError::Encrypted {
+        path: key.path.clone(),
+        reason,
+    };
+    let Some(password) = password else {
+        return Err(failed(
+            "it is encrypted and no password is given: set WebhookServer::password".into(),
+        ));
+    };
+    let body = &text[start + BEGIN.len()..];
+    let body = &body[..body
+        .find(END)
+        .ok_or_else(|| failed("its PEM block does not end".into()))?];
+    let body: String = body.split_whitespace().collect();
+    let der = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|error| failed(format!("not PEM: {error}")))?
+    };
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice())
+        .map_err(|error| failed(format!("not an encrypted PKCS#8 key: {error}")))?;
+    let document = info
+        .decrypt(password)
+        .map_err(|error| failed(format!("{error} (a wrong password?)")))?;
+    Ok(Some(PrivateKeyDer::Pkcs8(
+        document.as_bytes().to_vec().into(),
+    )))
+}
+
+/// The crypto provider of the operator's TLS: the one the application installed as the
+/// process's default, if any (e.g. one with post-quantum key exchange), else ring's.
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    if let Some(installed) = rustls::crypto::CryptoProvider::get_default() {
+        return installed.clone();
+    }
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it for \
+                  lacking post-quantum key exchange, which an application gets by installing \
+                  a provider with it as the process's default"
+    )]
+    let ring = rustls::crypto::ring::default_provider();
+    Arc::new(ring)
+}
+
 /// Each certificate of a PEM text, as PEM.
 fn pems(text: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -581,7 +658,7 @@ struct AnyClientCertificate {
 impl AnyClientCertificate {
     fn new() -> AnyClientCertificate {
         AnyClientCertificate {
-            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            algorithms: provider().signature_verification_algorithms,
         }
     }
 }
@@ -672,10 +749,10 @@ mod tests {
             path: "tls.key".into(),
             text: pem("PRIVATE KEY", &key),
         };
-        let loaded = Identity::from_pem(&cert, &key, "CA".into()).unwrap();
+        let loaded = Identity::from_pem(&cert, &key, None, "CA".into()).unwrap();
         assert_eq!(loaded.chain, identity.chain[..1]);
         loaded.server_config(None).expect("rustls serves it");
-        let error = Identity::from_pem(&key, &key, String::new()).unwrap_err();
+        let error = Identity::from_pem(&key, &key, None, String::new()).unwrap_err();
         assert_eq!(error.to_string(), "tls.key holds no certificate in PEM");
     }
 
@@ -688,11 +765,12 @@ mod tests {
         for ca in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
             roots.add(ca.unwrap()).unwrap();
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .build()
+        .unwrap();
         let identity = generated.identity().unwrap();
         let since = Duration::from_secs(u64::try_from(at.unix_timestamp()).unwrap());
         verifier

@@ -7,6 +7,7 @@ pub(crate) mod leases;
 pub(crate) mod patching;
 pub(crate) mod posting;
 pub(crate) mod reading;
+pub(crate) mod retries;
 pub(crate) mod scanning;
 pub(crate) mod streaming;
 pub(crate) mod timeouts;

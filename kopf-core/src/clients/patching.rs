@@ -17,14 +17,13 @@
 //!    is written whatever else changed, as Kopf writes it. Only the handlers' JSON-patch
 //!    operations, made for the version they saw, are not.
 
-use std::time::Duration;
-
 use serde::ser::{Serialize, SerializeMap as _, Serializer};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::answers::{self, Answer, Wanted};
+use crate::clients::retries::Backoffs;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
@@ -212,8 +211,9 @@ pub(crate) async fn apply(
     patch: &mut Patch,
     finalizer: Option<Value>,
     resource_version: &str,
-    backoffs: &[Duration],
+    backoffs: impl Into<Backoffs<'_>>,
 ) -> Result<Written, WriteError> {
+    let backoffs = backoffs.into();
     let mut written = Written::default();
     let mut finalizer = finalizer;
     // A finalizer leaving (the deletion handlers are done, or no handler needs it) goes
@@ -388,7 +388,7 @@ async fn guarded(
     version: &str,
     operations: &[Value],
     wanted: Wanted,
-    backoffs: &[Duration],
+    backoffs: Backoffs<'_>,
 ) -> Result<Option<Answer>, WriteError> {
     let mut guarded =
         vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
@@ -414,7 +414,7 @@ async fn merged(
     merge: &Map<String, Value>,
     version: &mut String,
     wanted: Wanted,
-    backoffs: &[Duration],
+    backoffs: Backoffs<'_>,
 ) -> Result<Option<Answer>, WriteError> {
     let mut conflicts = 0;
     loop {
@@ -437,7 +437,7 @@ async fn merged(
 }
 
 /// Reads the object's resourceVersion; `None` when it is gone.
-async fn read(target: &Target<'_>, backoffs: &[Duration]) -> Result<Option<Answer>, WriteError> {
+async fn read(target: &Target<'_>, backoffs: Backoffs<'_>) -> Result<Option<Answer>, WriteError> {
     let request = target
         .requests()
         .get(target.name, &kube::api::GetParams::default());
@@ -463,11 +463,11 @@ async fn send(
 }
 
 /// Calls `request` if and while the target's gate lets it (invariant 2), retrying connection
-/// errors, 5xx and 429 after the given delays (until the target's worker stops); `Ok(None)`
-/// for 404.
+/// errors, 5xx and 429 after the given delays (at least a 429's `Retry-After`), until the
+/// target's worker stops; `Ok(None)` for 404.
 async fn retried<F, Fut>(
     target: &Target<'_>,
-    backoffs: &[Duration],
+    backoffs: Backoffs<'_>,
     mut request: F,
 ) -> Result<Option<Answer>, WriteError>
 where
@@ -479,11 +479,14 @@ where
         match within_gate(target.gate, request()).await? {
             Ok(object) => return Ok(Some(object)),
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
-            Err(error) if transient(&error) && attempt < backoffs.len() => {
-                tracing::debug!(%error, "a write failed; retrying");
+            Err(error) if transient(&error) => {
+                let Some(wait) = backoffs.wait(attempt, &error) else {
+                    return Err(error.into());
+                };
+                tracing::debug!(%error, ?wait, "a write failed; retrying");
                 tokio::select! {
                     _ = target.stop.cancelled() => return Err(error.into()),
-                    _ = tokio::time::sleep(backoffs[attempt]) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
                 attempt += 1;
             }
@@ -495,7 +498,7 @@ where
 /// Sends a request if the gate lets it, and waits for its answer until the gate's deadline,
 /// asking the gate again then (a renewed term goes on); `Err` when it closed first: the
 /// request, if sent, is dropped (the connection closes).
-async fn within_gate<T>(
+pub(crate) async fn within_gate<T>(
     gate: &dyn Gate,
     request: impl std::future::Future<Output = T>,
 ) -> Result<T, WriteError> {
@@ -548,6 +551,8 @@ pub(crate) fn remove_finalizer(finalizers: Option<&Value>, finalizer: &str) -> O
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use std::sync::{Arc, Mutex};
 

@@ -23,19 +23,17 @@
 //! # }
 //! ```
 //!
-//! Events are queued without waiting and posted in the background by one task per operator.
-//! They look as Kopf's: `generateName` from [`PostingSettings::event_name_prefix`], the
-//! object in `involvedObject`, `reportingComponent`, `source.component`, three timestamps of
-//! now, a message cut to 1024 characters.
+//! Events are queued without waiting and posted in the background by the operator's poster
+//! ([`poster`]), one object's in order, failed posts retried with Kopf's backoffs
+//! (`posting.default_backoffs`, or `posting.logging_backoffs` for log records). They look as
+//! Kopf's: `generateName` from [`PostingSettings::event_name_prefix`](crate::settings::PostingSettings::event_name_prefix), the object in
+//! `involvedObject`, `reportingComponent`, `source.component`, three timestamps of now, a
+//! message cut to 1024 characters.
 //!
 //! Invariants:
-//! 1. Handlers never wait for posting: a full queue drops the event, with a warning in the
-//!    logs. A failed post is logged and forgotten; it never fails a handler.
-//! 2. The poster is the only task that posts. When the operator stops, it posts what is
-//!    still queued and what handlers log while they stop, until they are all gone or
-//!    [`DRAIN_TIMEOUT`] passed, whichever is first.
-//! 3. Events about core `v1` Events are never posted (each would beget another).
-//! 4. Posting is not bound to the operator's term (a Lease leader's, a shard owner's), unlike
+//! 1. Handlers never wait for posting, and a failed post never fails a handler.
+//! 2. Events about core `v1` Events are never posted (each would beget another).
+//! 3. Posting is not bound to the operator's term (a Lease leader's, a shard owner's), unlike
 //!    the writes to objects: an Event is a new object that overwrites nothing, says what
 //!    happened (a handler ran within the term), and stays true when it lands late; a leader
 //!    that lost its term still posts what its handlers said before it knew.
@@ -44,78 +42,27 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+#[cfg(test)]
+use serde_json::json;
+use serde_json::{Map, Value};
 use tracing::Level;
 
-use crate::aiokits::tasks::Tasks;
+#[cfg(test)]
 use crate::configs::settings::PostingSettings;
 use crate::structs::bodies::Body;
 use crate::structs::resources::Resource;
 
-/// Events queued beyond this many are dropped: handlers must never wait for posting.
-const QUEUE_CAPACITY: usize = 1024;
+pub(crate) mod poster;
 
-/// After a stop, the poster posts for at most this long.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Kopf's `MAX_MESSAGE_LENGTH` (in characters) and `CUT_MESSAGE_INFIX`.
-const MAX_MESSAGE_LENGTH: usize = 1024;
-const CUT_MESSAGE_INFIX: &str = "...";
-
-/// One event to post.
-#[derive(Debug)]
-pub(crate) struct Queued {
-    /// `involvedObject`, without the namespace of cluster-scoped objects (the poster knows it).
-    subject: Map<String, Value>,
-    kind: String,
-    reason: String,
-    message: String,
-}
-
-/// The operator's queue of events, with the settings that decide what is queued.
-#[derive(Debug, Clone)]
-pub(crate) struct Poster {
-    /// `None` when posting is disabled: nothing is queued.
-    sender: Option<mpsc::Sender<Queued>>,
-    settings: Arc<PostingSettings>,
-}
+use poster::Origin;
+pub(crate) use poster::Poster;
+#[cfg(test)]
+use poster::Queued;
 
 impl Poster {
-    /// Starts the operator's poster (unless posting is disabled).
-    pub(crate) fn start(client: kube::Client, settings: &PostingSettings, tasks: &Tasks) -> Poster {
-        if !settings.enabled {
-            return Poster::disabled();
-        }
-        let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
-        let settings = Arc::new(settings.clone());
-        tasks.spawn(post(
-            receiver,
-            client,
-            settings.clone(),
-            tasks.token().clone(),
-        ));
-        Poster {
-            sender: Some(sender),
-            settings,
-        }
-    }
-
-    /// A poster that posts nothing.
-    pub(crate) fn disabled() -> Poster {
-        Poster {
-            sender: None,
-            settings: Arc::new(PostingSettings {
-                enabled: false,
-                ..PostingSettings::default()
-            }),
-        }
-    }
-
     /// Events about an object of this resource.
     pub(crate) fn events(&self, body: &Value, resource: &Resource) -> Events {
-        let subject = if self.sender.is_some() {
+        let subject = if self.is_running() {
             Subject::built(reference(body, Some(resource)))
         } else {
             // Nothing is ever posted: no reference is needed.
@@ -127,7 +74,7 @@ impl Poster {
     /// Events about an object of this resource, whose reference is built from the body only
     /// when first needed: most handlers post nothing.
     pub(crate) fn events_of(&self, body: &Arc<Body>, resource: &Arc<Resource>) -> Events {
-        if self.sender.is_none() {
+        if !self.is_running() {
             return self.events(body, resource);
         }
         Events::new(
@@ -139,34 +86,9 @@ impl Poster {
         )
     }
 
-    fn enqueue(&self, subject: &Subject, kind: &str, reason: &str, message: String) {
-        let Some(sender) = &self.sender else { return };
-        let reference = subject.reference();
-        if reference.get("apiVersion").and_then(Value::as_str) == Some("v1")
-            && reference.get("kind").and_then(Value::as_str) == Some("Event")
-        {
-            return;
-        }
-        let queued = Queued {
-            subject: reference.clone(),
-            kind: kind.to_string(),
-            reason: reason.to_string(),
-            message,
-        };
-        if let Err(error) = sender.try_send(queued) {
-            let dropped = match &error {
-                mpsc::error::TrySendError::Full(queued)
-                | mpsc::error::TrySendError::Closed(queued) => queued,
-            };
-            tracing::warn!(target: "kopf::posting", reason = %dropped.reason, message = %dropped.message, "an event was dropped: the queue is full or the poster has stopped");
-        }
-    }
-
-    /// Whether records (or toolkit events) of this level are posted, as Kopf's
-    /// `record.levelno >= settings.posting.level`.
-    fn passes(&self, level: Level) -> bool {
-        // `tracing` orders levels by verbosity: ERROR < WARN < INFO < DEBUG < TRACE.
-        self.settings.enabled && level <= self.settings.level
+    /// Events about an object given as a body (anything that has its apiVersion and kind).
+    pub(crate) fn about(&self, body: &Value) -> Events {
+        Events::new(self.clone(), Subject::built(reference(body, None)))
     }
 }
 
@@ -232,14 +154,16 @@ fn reference(body: &Value, resource: Option<&Resource>) -> Map<String, Value> {
 }
 
 /// Posts Kubernetes Events about an object (Kopf's `kopf.event`, `kopf.info`, `kopf.warn`,
-/// `kopf.exception`); get it from [`Invocation::events`](crate::Invocation::events). Unlike
-/// the free functions ([`info`](crate::info), ...), which post only from within a handler, it
-/// can be moved into tasks and threads of the handler's own.
+/// `kopf.exception`); get it from [`Invocation::events`](crate::Invocation::events). It can be
+/// moved into tasks and threads of the handler's own, as the free functions
+/// ([`info`](crate::info), ...) can be called there.
 ///
-/// Nothing is posted when [`PostingSettings::enabled`] is off, or below
-/// [`PostingSettings::level`] (`info` needs the level at INFO or more verbose, `warn` at WARN,
-/// `exception` at ERROR). Posting happens in the background: these methods never wait, and
-/// a failure to post is only logged.
+/// Nothing is posted when [`PostingSettings::enabled`](crate::settings::PostingSettings::enabled) is off, or below
+/// [`PostingSettings::level`](crate::settings::PostingSettings::level) (`info` needs the level at INFO or more verbose, `warn` at WARN,
+/// `exception` at ERROR). Posting happens in the background: these methods never wait. A
+/// failed post is retried after each of [`PostingSettings::default_backoffs`](crate::settings::PostingSettings::default_backoffs) (or the
+/// backoffs given with [`with_backoffs`](Self::with_backoffs), Kopf's `backoffs=`), then
+/// logged and dropped.
 ///
 /// ```
 /// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
@@ -266,6 +190,8 @@ pub struct Events {
 struct EventsOf {
     poster: Poster,
     subject: Subject,
+    /// Delays between retries of a failed post, instead of the settings' (Kopf's `backoffs=`).
+    backoffs: Option<Arc<[Duration]>>,
     /// Set once, by the first logger made on these events with a span (an invocation's, as
     /// it is made ready for its handler): the logger and its events are one allocation. A
     /// logger with another span gets events of its own.
@@ -278,6 +204,32 @@ impl Events {
             shared: Arc::new(EventsOf {
                 poster,
                 subject,
+                backoffs: None,
+                span: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// These events, whose failed posts are retried after these delays instead of
+    /// [`PostingSettings::default_backoffs`](crate::settings::PostingSettings::default_backoffs) (Kopf's `kopf.info(..., backoffs=...)`); none, for
+    /// no retry at all.
+    ///
+    /// ```
+    /// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
+    /// use std::time::Duration;
+    ///
+    /// let patient = invocation.events().with_backoffs([Duration::from_secs(10); 30]);
+    /// patient.warn("Degraded", "this one must get through");
+    /// invocation.events().with_backoffs([]).info("Progress", "this one may be lost");
+    /// # Ok(None)
+    /// # }
+    /// ```
+    pub fn with_backoffs(&self, backoffs: impl IntoIterator<Item = Duration>) -> Events {
+        Events {
+            shared: Arc::new(EventsOf {
+                poster: self.shared.poster.clone(),
+                subject: self.shared.subject.clone(),
+                backoffs: Some(backoffs.into_iter().collect()),
                 span: OnceLock::new(),
             }),
         }
@@ -306,7 +258,7 @@ impl Events {
 
     /// An event of any type (`Normal`, `Warning`, ...), whatever the level setting.
     pub fn event(&self, kind: &str, reason: &str, message: impl fmt::Display) {
-        if self.shared.poster.settings.enabled {
+        if self.shared.poster.enabled() {
             self.post(kind, reason, message.to_string());
         }
     }
@@ -323,9 +275,9 @@ impl Events {
         }
     }
 
-    /// Whether these events are posted at all (a disabled poster drops them).
+    /// Whether these events are posted at all (`posting.enabled`).
     pub(crate) fn enabled(&self) -> bool {
-        self.shared.poster.sender.is_some()
+        self.shared.poster.enabled()
     }
 
     pub(crate) fn about_body(&self, body: &Value) -> Events {
@@ -336,25 +288,44 @@ impl Events {
         if uid.is_some() && uid == self.shared.subject.reference().get("uid") {
             return self.clone();
         }
-        Events::new(self.shared.poster.clone(), Subject::built(reference))
+        Events {
+            shared: Arc::new(EventsOf {
+                poster: self.shared.poster.clone(),
+                subject: Subject::built(reference),
+                backoffs: self.shared.backoffs.clone(),
+                span: OnceLock::new(),
+            }),
+        }
     }
 
     fn post(&self, kind: &str, reason: &str, message: String) {
-        self.shared
-            .poster
-            .enqueue(&self.shared.subject, kind, reason, message);
+        self.shared.poster.enqueue(
+            self.shared.subject.reference(),
+            kind,
+            reason,
+            message,
+            Origin::Explicit,
+            self.shared.backoffs.as_ref(),
+        );
     }
 
     /// Posts a log record if the settings ask for it (`loggers` and the level).
     fn record(&self, level: Level, message: impl FnOnce() -> String) {
-        if self.shared.poster.settings.loggers && self.shared.poster.passes(level) {
+        if self.shared.poster.posts_records(level) {
             let kind = match level {
                 Level::ERROR => "Error",
                 Level::WARN => "Warning",
                 Level::INFO => "Normal",
                 _ => "Debug",
             };
-            self.post(kind, "Logging", message());
+            self.shared.poster.enqueue(
+                self.shared.subject.reference(),
+                kind,
+                "Logging",
+                message(),
+                Origin::Logging,
+                None,
+            );
         }
     }
 }
@@ -363,14 +334,14 @@ impl fmt::Debug for Events {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Events")
             .field("object", &self.shared.subject)
-            .field("enabled", &self.shared.poster.sender.is_some())
+            .field("enabled", &self.shared.poster.enabled())
             .finish()
     }
 }
 
 /// A handler's logger: its object's tracing span (resource, namespace, name, handler id),
 /// whose records are also posted as Kubernetes Events of the object when
-/// [`PostingSettings::loggers`] is on (off by default, as in Kopf 1.44+), with reason
+/// [`PostingSettings::loggers`](crate::settings::PostingSettings::loggers) is on (off by default, as in Kopf 1.44+), with reason
 /// `Logging` and a type by level (`Normal` for INFO, `Warning`, `Error`).
 ///
 /// Only records made through these methods are posted; `tracing` macros with the logger as
@@ -414,6 +385,7 @@ impl Logger {
                 shared: Arc::new(EventsOf {
                     poster: shared.poster.clone(),
                     subject: shared.subject.clone(),
+                    backoffs: shared.backoffs.clone(),
                     span: OnceLock::from(span),
                 }),
             };
@@ -476,118 +448,18 @@ impl From<&Logger> for Option<tracing::Id> {
     }
 }
 
-/// The poster task: posts until the operator stops, then drains (invariant 2).
-async fn post(
-    mut receiver: mpsc::Receiver<Queued>,
-    client: kube::Client,
-    settings: Arc<PostingSettings>,
-    token: CancellationToken,
-) {
-    loop {
-        let queued = tokio::select! {
-            biased;
-            queued = receiver.recv() => queued,
-            _ = token.cancelled() => break,
-        };
-        let Some(queued) = queued else { return };
-        post_one(&client, &settings, queued).await;
-    }
-    let draining = async {
-        while let Some(queued) = receiver.recv().await {
-            post_one(&client, &settings, queued).await;
-        }
-    };
-    if tokio::time::timeout(DRAIN_TIMEOUT, draining).await.is_err() {
-        tracing::debug!(target: "kopf::posting", "stopped posting with events left in the queue");
-    }
-}
-
-async fn post_one(client: &kube::Client, settings: &PostingSettings, queued: Queued) {
-    let namespace = queued
-        .subject
-        .get("namespace")
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| client.default_namespace())
-        .to_string();
-    let body = event_body(
-        settings,
-        &queued,
-        &namespace,
-        time::OffsetDateTime::now_utc(),
-    );
-    let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/events"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::to_vec(&body).unwrap_or_default());
-    // Not gated by the operator's term, nor guarded: an Event only adds (invariant 4).
-    let result = match request {
-        Ok(request) => client.request_text(request).await.map(drop),
-        Err(error) => Err(kube::Error::HttpError(error)),
-    };
-    if let Err(error) = result {
-        tracing::warn!(target: "kopf::posting", %error, r#type = %queued.kind, reason = %queued.reason, message = %queued.message, "failed to post an event; ignoring");
-    }
-}
-
-/// The Event as Kopf posts it (`kopf/_cogs/clients/events.py`).
-fn event_body(
-    settings: &PostingSettings,
-    queued: &Queued,
-    namespace: &str,
-    now: time::OffsetDateTime,
-) -> Value {
-    let mut involved = queued.subject.clone();
-    involved.insert("namespace".into(), namespace.into());
-    let now = crate::configs::storage::timestamps::format_iso8601(now);
-    json!({
-        "metadata": {
-            "namespace": namespace,
-            "generateName": settings.event_name_prefix,
-        },
-        "action": "Action?",
-        "type": queued.kind,
-        "reason": queued.reason,
-        "message": cut(&queued.message),
-        "reportingComponent": settings.reporting_component,
-        "reportingInstance": settings.reporting_instance,
-        "source": {"component": settings.reporting_component},
-        "involvedObject": involved,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "eventTime": now,
-    })
-}
-
-/// Kopf's cut of long messages: the first 511 and the last 510 characters around `...`.
-fn cut(message: &str) -> String {
-    let length = message.chars().count();
-    if length <= MAX_MESSAGE_LENGTH {
-        return message.to_string();
-    }
-    let infix = CUT_MESSAGE_INFIX.len();
-    let head = MAX_MESSAGE_LENGTH / 2 - infix / 2;
-    let tail = MAX_MESSAGE_LENGTH / 2 - (infix - infix / 2);
-    let prefix: String = message.chars().take(head).collect();
-    let suffix: String = message.chars().skip(length - tail).collect();
-    format!("{prefix}{CUT_MESSAGE_INFIX}{suffix}")
-}
-
 /// A poster whose queue a test reads, for the tests of what posts through it.
 #[cfg(test)]
-pub(crate) fn test_poster(level: Level) -> (Poster, mpsc::Receiver<Queued>) {
-    let (sender, receiver) = mpsc::channel(16);
-    let poster = Poster {
-        sender: Some(sender),
-        settings: Arc::new(PostingSettings {
-            level,
-            ..PostingSettings::default()
-        }),
-    };
-    (poster, receiver)
+pub(crate) fn test_poster(level: Level) -> (Poster, tokio::sync::mpsc::UnboundedReceiver<Queued>) {
+    Poster::for_test(PostingSettings {
+        level,
+        ..PostingSettings::default()
+    })
 }
 
 /// What was queued, as `{object, type, reason, message}`.
 #[cfg(test)]
-pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
+pub(crate) fn drain(receiver: &mut tokio::sync::mpsc::UnboundedReceiver<Queued>) -> Vec<Value> {
     std::iter::from_fn(|| receiver.try_recv().ok())
         .map(|q| json!({"object": q.subject, "type": q.kind, "reason": q.reason, "message": q.message}))
         .collect()
@@ -595,6 +467,7 @@ pub(crate) fn drain(receiver: &mut mpsc::Receiver<Queued>) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::poster::{cut, event_body};
     use super::*;
 
     /// An invocation's logger is made without a span, then given its handler's: it and its
@@ -674,6 +547,7 @@ mod tests {
             kind: "Normal".into(),
             reason: "Logging".into(),
             message: "hello".into(),
+            backoffs: Arc::from([]),
         };
         let now = time::macros::datetime!(2026-03-01 12:34:56.123456 UTC);
         let body = event_body(&PostingSettings::default(), &queued, "default", now);

@@ -15,6 +15,8 @@ use kube::api::ListParams;
 use kube::core::discovery::v2::{ACCEPT_AGGREGATED_DISCOVERY_V2, APIGroupDiscoveryList};
 use serde_json::Value;
 
+use crate::clients::watching;
+use crate::configs::settings::WatchingSettings;
 use crate::structs::resources::Resource;
 
 /// At most this many group-versions are asked at once on servers without aggregated discovery.
@@ -23,10 +25,17 @@ const CONCURRENT_REQUESTS: usize = 8;
 /// Every namespace, page by page.
 pub(crate) async fn list_namespaces(
     client: &kube::Client,
-    page_size: u32,
+    settings: &WatchingSettings,
 ) -> Result<Vec<Value>, kube::Error> {
     let request = kube::core::Request::new("/api/v1/namespaces");
-    let mut params = ListParams::default().limit(page_size);
+    let (labels, fields) =
+        watching::server_selectors(settings, &Resource::namespaces(), None, None);
+    let mut params = ListParams {
+        limit: settings.chunk_size,
+        label_selector: labels,
+        field_selector: fields,
+        ..ListParams::default()
+    };
     let mut namespaces = Vec::new();
     loop {
         let http = request.list(&params).map_err(kube::Error::BuildRequest)?;

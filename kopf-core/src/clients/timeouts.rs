@@ -45,6 +45,9 @@ pub(crate) struct Limits {
     watch_connect: Option<Duration>,
     /// Watches: until the operator ends the stream.
     watch_client: Option<Duration>,
+    /// Not a time: whether the clients that the operator makes use the environment's proxy
+    /// (Kopf's `trust_env`), read with `connect` as they are made.
+    trust_env: bool,
 }
 
 impl Limits {
@@ -60,6 +63,7 @@ impl Limits {
                 .or(networking.connect_timeout)
                 .or(networking.request_timeout),
             watch_client: watching.client_timeout,
+            trust_env: networking.trust_env,
         }
     }
 }
@@ -82,6 +86,11 @@ impl Timeouts {
     /// How long connecting may take, for a client made now.
     pub(crate) fn connect(&self) -> Option<Duration> {
         lock(&self.0).connect
+    }
+
+    /// Whether the clients that the operator makes use the environment's proxy.
+    pub(crate) fn trust_env(&self) -> bool {
+        lock(&self.0).trust_env
     }
 
     /// How this request is bounded.

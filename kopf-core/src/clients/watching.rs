@@ -47,7 +47,8 @@ pub(crate) enum Event {
 /// Which objects of the resource are listed and watched (all by default), and how fast.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Selection<'a> {
-    /// A label selector, sent as `labelSelector`.
+    /// The handlers' own label selector, sent as `labelSelector` (with those of
+    /// [`WatchingSettings::label_selectors`] that match the resource).
     pub(crate) labels: Option<&'a str>,
     /// A field selector, sent as `fieldSelector` (e.g. `metadata.name=NAME`, which RBAC
     /// authorizes as a request for that name).
@@ -132,100 +133,113 @@ async fn watch_as<K: Object>(
     mut report: impl FnMut(Event),
 ) -> Result<(), WatchError> {
     let request = kube::core::Request::new(resource.collection_path(namespace));
+    let (labels, fields) = server_selectors(settings, resource, selection.labels, selection.fields);
     let mut failures = 0u32;
     let mut told_filtering = false;
     'relist: loop {
-        // LIST, page by page, each page once the budget has room for it.
-        let page_size = match selection.budget {
-            Some(budget) => settings
-                .list_page_size
-                .min(u32::try_from(budget.limit()).unwrap_or(u32::MAX)),
-            None => settings.list_page_size,
-        };
-        let mut list_params = ListParams::default().limit(page_size);
-        if let Some(selector) = selection.labels {
-            list_params = list_params.labels(selector);
-        }
-        if let Some(selector) = selection.fields {
-            list_params = list_params.fields(selector);
-        }
-        let mut resource_version: String;
+        let mut resource_version = String::new();
         // The shard selector to apply here, when the listing shows the server ignores it.
         let mut filtering: Option<&ShardSelector>;
-        loop {
-            if let Some(budget) = selection.budget
-                && !budget.room(page_size as usize, token).await
-            {
-                return Ok(());
-            }
-            let http = match request
-                .list(&list_params)
-                .map(|http| sharded(http, selection.shard))
-            {
-                Ok(http) => http,
-                Err(error) => {
-                    tracing::error!(%error, "cannot build a list request");
+        // Whether the initial state comes from the watch (until its initial-events-end
+        // bookmark) rather than from a listing.
+        let mut streaming = settings.initial_streaming;
+        if streaming {
+            // Watch events do not tell whether the server applied the shard selector:
+            // filtering here too is harmless, the hash is the same.
+            filtering = selection.shard;
+        } else {
+            // LIST, page by page, each page once the budget has room for it: with a budget,
+            // a page is at most its limit, also when `chunk_size` asks for no paging (`None`,
+            // or `0`, which the server takes as no limit).
+            let page_size = match selection.budget {
+                Some(budget) => {
+                    let limit = u32::try_from(budget.limit()).unwrap_or(u32::MAX);
+                    let chunk_size = settings.chunk_size.filter(|&size| size > 0);
+                    Some(chunk_size.map_or(limit, |size| size.min(limit)))
+                }
+                None => settings.chunk_size,
+            };
+            let mut list_params = ListParams {
+                limit: page_size,
+                label_selector: labels.clone(),
+                field_selector: fields.clone(),
+                ..ListParams::default()
+            };
+            loop {
+                if let (Some(budget), Some(page_size)) = (selection.budget, page_size)
+                    && !budget.room(page_size as usize, token).await
+                {
                     return Ok(());
                 }
-            };
-            let page = tokio::select! {
-                _ = token.cancelled() => return Ok(()),
-                page = client.request::<Page<K>>(http) => page,
-            };
-            match page {
-                Ok(page) => {
-                    failures = 0;
-                    filtering = selection
-                        .shard
-                        .filter(|_| page.metadata.shard_info.is_none());
-                    if let Some(shard) = filtering.filter(|_| !told_filtering) {
-                        told_filtering = true;
-                        tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
-                    }
-                    for item in page.items.into_iter().flatten() {
-                        let item = item.into_body();
-                        if filtering.is_some_and(|shard| !shard.matches(&item)) {
-                            continue;
-                        }
-                        report(Event::Listed(Arc::new(with_type(item, resource))));
-                    }
-                    resource_version = page.metadata.resource_version.unwrap_or_default();
-                    match page.metadata.next.filter(|next| !next.is_empty()) {
-                        Some(next) => list_params.continue_token = Some(next),
-                        None => break,
-                    }
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    return Err(WatchError::Gone(resource.to_string()));
-                }
-                Err(kube::Error::Api(status)) if status.code == 410 => {
-                    tracing::debug!("the list's continue token expired; listing again");
-                    continue 'relist;
-                }
-                Err(error) => {
-                    failures += 1;
-                    tracing::warn!(%error, "listing {resource} failed; retrying");
-                    if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
+                let http = match request
+                    .list(&list_params)
+                    .map(|http| sharded(http, selection.shard))
+                {
+                    Ok(http) => http,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot build a list request");
                         return Ok(());
                     }
-                    continue 'relist;
+                };
+                let page = tokio::select! {
+                    _ = token.cancelled() => return Ok(()),
+                    page = client.request::<Page<K>>(http) => page,
+                };
+                match page {
+                    Ok(page) => {
+                        failures = 0;
+                        filtering = selection
+                            .shard
+                            .filter(|_| page.metadata.shard_info.is_none());
+                        if let Some(shard) = filtering.filter(|_| !told_filtering) {
+                            told_filtering = true;
+                            tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
+                        }
+                        for item in page.items.into_iter().flatten() {
+                            let item = item.into_body();
+                            if filtering.is_some_and(|shard| !shard.matches(&item)) {
+                                continue;
+                            }
+                            report(Event::Listed(Arc::new(with_type(item, resource))));
+                        }
+                        resource_version = page.metadata.resource_version.unwrap_or_default();
+                        match page.metadata.next.filter(|next| !next.is_empty()) {
+                            Some(next) => list_params.continue_token = Some(next),
+                            None => break,
+                        }
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        return Err(WatchError::Gone(resource.to_string()));
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 410 => {
+                        tracing::debug!("the list's continue token expired; listing again");
+                        continue 'relist;
+                    }
+                    Err(error) => {
+                        failures += 1;
+                        tracing::warn!(%error, "listing {resource} failed; retrying");
+                        if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
+                            return Ok(());
+                        }
+                        continue 'relist;
+                    }
                 }
             }
+            report(Event::ListingDone);
         }
-        report(Event::ListingDone);
 
-        // WATCH from the listing's version, reconnecting from the newest version seen.
+        // WATCH from the listing's version (or, streaming, from the current state), then
+        // reconnecting from the newest version seen.
         loop {
             let mut watch_params = WatchParams {
                 bookmarks: true,
+                label_selector: labels.clone(),
+                field_selector: fields.clone(),
+                // Only the first request of a streamed listing: its reconnections go on from
+                // the versions seen, as any watch does.
+                send_initial_events: streaming,
                 ..WatchParams::default()
             };
-            if let Some(selector) = selection.labels {
-                watch_params = watch_params.labels(selector);
-            }
-            if let Some(selector) = selection.fields {
-                watch_params = watch_params.fields(selector);
-            }
             if let Some(timeout) = settings.server_timeout {
                 watch_params = watch_params.timeout(timeout.as_secs().clamp(1, 295) as u32);
             } else {
@@ -259,6 +273,9 @@ async fn watch_as<K: Object>(
                     if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
                         return Ok(());
                     }
+                    if streaming {
+                        continue 'relist;
+                    }
                     continue;
                 }
                 Ok(stream) => stream,
@@ -274,6 +291,9 @@ async fn watch_as<K: Object>(
                     tracing::warn!(%error, "watching {resource} failed; retrying");
                     if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
                         return Ok(());
+                    }
+                    if streaming {
+                        continue 'relist;
                     }
                     continue;
                 }
@@ -307,6 +327,11 @@ async fn watch_as<K: Object>(
                             WatchEvent::Bookmark(bookmark) => {
                                 failures = 0;
                                 resource_version = bookmark.metadata.resource_version;
+                                if streaming && ends_initial_events(&bookmark.metadata.annotations)
+                                {
+                                    streaming = false;
+                                    report(Event::ListingDone);
+                                }
                                 continue;
                             }
                             WatchEvent::Error(status) if status.code == 410 => {
@@ -329,7 +354,14 @@ async fn watch_as<K: Object>(
                         if filtering.is_some_and(|shard| !shard.matches(&object)) {
                             continue;
                         }
-                        report(Event::Changed(kind, Arc::new(with_type(object, resource))));
+                        let object = Arc::new(with_type(object, resource));
+                        if streaming {
+                            // The initial state, as a listing would report it (Kopf forces
+                            // these events' type to its listing's `None` as well).
+                            report(Event::Listed(object));
+                        } else {
+                            report(Event::Changed(kind, object));
+                        }
                     }
                     Ok(Some(Err(error))) => {
                         failures += 1;
@@ -341,8 +373,52 @@ async fn watch_as<K: Object>(
             if !pause(token, backoff(settings.reconnect_backoff, failures)).await {
                 return Ok(());
             }
+            if streaming {
+                // The initial state was not complete: streamed again from the start, so that
+                // what the stream did not tell yet is not taken as deleted.
+                tracing::debug!(
+                    "the initial events of {resource} were cut short; streaming them again"
+                );
+                continue 'relist;
+            }
         }
     }
+}
+
+/// Whether a bookmark ends the initial events of a streamed listing.
+fn ends_initial_events(annotations: &std::collections::BTreeMap<String, String>) -> bool {
+    annotations
+        .get(INITIAL_EVENTS_END)
+        .is_some_and(|value| value == "true")
+}
+
+/// The annotation of the bookmark after a watch's initial events (`sendInitialEvents`).
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// The label and field selectors sent for a resource: every entry of the settings that
+/// matches it, and the caller's own (`labels`, `fields`), each joined as Kopf joins them
+/// (sorted, without duplicates, with commas); `None` for none.
+pub(crate) fn server_selectors(
+    settings: &WatchingSettings,
+    resource: &Resource,
+    labels: Option<&str>,
+    fields: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let joined = |entries: &[(crate::structs::resources::Selector, String)],
+                  extra: Option<&str>| {
+        let parts: BTreeSet<&str> = entries
+            .iter()
+            .filter(|(selector, _)| selector.check(resource))
+            .map(|(_, text)| text.as_str())
+            .chain(extra)
+            .filter(|text| !text.is_empty())
+            .collect();
+        (!parts.is_empty()).then(|| parts.into_iter().collect::<Vec<_>>().join(","))
+    };
+    (
+        joined(&settings.label_selectors, labels),
+        joined(&settings.field_selectors, fields),
+    )
 }
 
 /// The request with the shard selector, if any, as `shardSelector` (which kube-rs's
@@ -661,5 +737,122 @@ mod tests {
         assert_eq!(reported_now().len(), 7, "two more");
         assert_eq!(budget.held(), 2);
         assert_eq!(budget.peak(), 2, "never more than the budget");
+    }
+
+    /// Streaming the initial state, the watch is read as far as the budget allows, as any
+    /// watch is: with a budget of 2, two initial events, then one more for each given back.
+    #[tokio::test]
+    async fn a_streamed_listing_reads_no_further_than_its_budget() {
+        use crate::aiokits::budget::Budget;
+        use std::sync::Mutex;
+        let queries = Arc::new(Mutex::new(Vec::new()));
+        let logged = queries.clone();
+        let service = crate::clients::auth::tower_service_fn(
+            move |request: http::Request<kube::client::Body>| {
+                let query = request.uri().query().unwrap_or_default().to_string();
+                logged.lock().unwrap().push(query.clone());
+                let object = |uid: String| serde_json::json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": "2"}});
+                let body = if query.contains("sendInitialEvents=true") {
+                    let mut events: Vec<String> = (0..4)
+                        .map(|n| {
+                            serde_json::json!({"type": "ADDED", "object": object(format!("s{n}"))})
+                                .to_string()
+                        })
+                        .collect();
+                    events.push(
+                        serde_json::json!({"type": "BOOKMARK", "object": {
+                            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                            "metadata": {"resourceVersion": "3",
+                                "annotations": {INITIAL_EVENTS_END: "true"}}}})
+                        .to_string(),
+                    );
+                    events.push(
+                        serde_json::json!({"type": "ADDED", "object": object("w0".into())})
+                            .to_string(),
+                    );
+                    events.join("\n") + "\n"
+                } else {
+                    String::new()
+                };
+                async move {
+                    Ok(http::Response::new(kube::client::Body::from(
+                        body.into_bytes(),
+                    )))
+                }
+            },
+        );
+        let client = kube::Client::new(service, "default");
+        let resource = Resource::kopf_examples();
+        let settings = WatchingSettings {
+            initial_streaming: true,
+            ..WatchingSettings::default()
+        };
+        let token = CancellationToken::new();
+        let budget = Budget::new(2, None);
+        let share = budget.share();
+        let reported: Arc<Mutex<Vec<String>>> = Arc::default();
+        let selection = Selection {
+            budget: Some(&share),
+            ..Selection::default()
+        };
+        let seen = reported.clone();
+        let taker = share.clone();
+        let watching = watch(&client, &resource, None, selection, &settings, &token, {
+            move |event| {
+                let uid = |object: &Body| object["metadata"]["uid"].as_str().unwrap().to_string();
+                let told = match event {
+                    Event::Listed(object) => format!("listed {}", uid(&object)),
+                    Event::Changed(kind, object) => format!("{kind} {}", uid(&object)),
+                    Event::ListingDone => "done".to_string(),
+                    Event::Vanished(object) => format!("vanished {}", uid(&object)),
+                };
+                if told != "done" {
+                    taker.take(1);
+                }
+                seen.lock().unwrap().push(told);
+            }
+        });
+        tokio::pin!(watching);
+        let reported_now = || reported.lock().unwrap().clone();
+        async fn settle<F: Future<Output = Result<(), WatchError>>>(
+            mut watching: std::pin::Pin<&mut F>,
+        ) {
+            for _ in 0..200 {
+                assert!(
+                    futures::poll!(watching.as_mut()).is_pending(),
+                    "the watcher goes on"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+        settle(watching.as_mut()).await;
+        assert_eq!(
+            reported_now(),
+            ["listed s0", "listed s1"],
+            "two events only"
+        );
+        share.give(1);
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now().len(), 3, "one more");
+        share.give(2);
+        settle(watching.as_mut()).await;
+        assert_eq!(
+            reported_now(),
+            [
+                "listed s0",
+                "listed s1",
+                "listed s2",
+                "listed s3",
+                "done",
+                "ADDED w0"
+            ],
+            "the rest of the initial state, its end, and one change"
+        );
+        assert_eq!(budget.peak(), 2, "never more than the budget");
+        let queries = queries.lock().unwrap().clone();
+        assert!(
+            queries.iter().all(|query| query.contains("watch=true")),
+            "no listing: {queries:?}"
+        );
     }
 }

@@ -20,6 +20,20 @@ use crate::configs::settings::LeaseSettings;
 /// Client-go's jitter factor for the acquire attempts.
 pub(crate) const JITTER_FACTOR: f64 = 1.2;
 
+/// The longest duration a Lease can record: `leaseDurationSeconds` is an int32.
+pub(crate) const MAX_LEASE_DURATION: Duration = Duration::from_secs(i32::MAX as u64);
+
+/// Why a lease duration cannot be recorded in a Lease, if it cannot.
+pub(crate) fn check_recordable(what: &str, duration: Duration) -> Result<(), String> {
+    if duration > MAX_LEASE_DURATION {
+        return Err(format!(
+            "the {what} ({duration:?}) must fit the Lease's leaseDurationSeconds: at most {} s",
+            MAX_LEASE_DURATION.as_secs()
+        ));
+    }
+    Ok(())
+}
+
 /// Client-go's checks of the durations and the identity (`NewLeaderElector`).
 pub(crate) fn validate(settings: &LeaseSettings, identity: &str) -> Result<(), String> {
     let (ld, rd, rp) = (
@@ -42,6 +56,8 @@ pub(crate) fn validate(settings: &LeaseSettings, identity: &str) -> Result<(), S
             "the lease duration, renew deadline and retry period must be above zero".into(),
         );
     }
+    // The others are shorter: nothing added to a clock overflows.
+    check_recordable("lease duration", ld)?;
     if settings.name.is_empty() {
         return Err("the lease's name must not be empty".into());
     }
@@ -77,8 +93,18 @@ pub(crate) fn holder(spec: &Value) -> Option<&str> {
     spec["holderIdentity"].as_str().filter(|h| !h.is_empty())
 }
 
+/// The lease duration that a Lease's `spec` records, if it records one.
+pub(crate) fn recorded_duration(spec: &Value) -> Option<Duration> {
+    spec["leaseDurationSeconds"]
+        .as_u64()
+        .map(Duration::from_secs)
+}
+
 /// Whether `identity` may write the Lease whose `spec` is this, that spec having been seen to
-/// change `unchanged_for` ago: it is free, ours, or its holder's record has expired.
+/// change `unchanged_for` ago: it is free, ours, or its holder's record has expired. A holder
+/// acts for less than the duration it recorded (client-go judges by the record), and may have
+/// been run with other settings than this candidate (a rolling update): the record is
+/// expired after the longer of the recorded duration and `lease_duration`.
 pub(crate) fn may_take(
     spec: &Value,
     identity: &str,
@@ -88,7 +114,10 @@ pub(crate) fn may_take(
     match holder(spec) {
         None => true,
         Some(holder) if holder == identity => true,
-        Some(_) => unchanged_for >= lease_duration,
+        Some(_) => {
+            let recorded = recorded_duration(spec).unwrap_or_default();
+            unchanged_for >= lease_duration.max(recorded)
+        }
     }
 }
 
@@ -110,7 +139,11 @@ pub(crate) fn taken(
             transitions,
         ),
         (false, true) => (now.clone(), 0),
-        (false, false) => (now.clone(), transitions + 1),
+        // An int32 in the API: whatever another writer left there, never past it.
+        (false, false) => (
+            now.clone(),
+            transitions.saturating_add(1).min(i64::from(i32::MAX)),
+        ),
     };
     json!({
         "holderIdentity": identity,
@@ -134,9 +167,9 @@ pub(crate) fn released(old: &Value, now: OffsetDateTime) -> Value {
     })
 }
 
-/// Whole seconds, at least one, as `leaseDurationSeconds` holds them.
+/// Whole seconds, at least one and at most an int32's, as `leaseDurationSeconds` holds them.
 fn whole_seconds(duration: Duration) -> i64 {
-    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX).max(1)
+    duration.min(MAX_LEASE_DURATION).as_secs().max(1) as i64
 }
 
 #[cfg(test)]
@@ -203,6 +236,24 @@ mod tests {
         ));
         assert!(!may_take(&held, "me", Duration::from_secs(14), ld));
         assert!(may_take(&held, "me", ld, ld));
+        // The record's duration when it is longer (a holder run with other settings).
+        let longer = json!({"holderIdentity": "other", "leaseDurationSeconds": 40});
+        assert!(!may_take(&longer, "me", Duration::from_secs(39), ld));
+        assert!(may_take(&longer, "me", Duration::from_secs(40), ld));
+        let shorter = json!({"holderIdentity": "other", "leaseDurationSeconds": 1});
+        assert!(!may_take(&shorter, "me", Duration::from_secs(14), ld));
+        let absurd = json!({"holderIdentity": "other", "leaseDurationSeconds": u64::MAX});
+        assert!(!may_take(&absurd, "me", Duration::from_secs(1 << 40), ld));
+    }
+
+    #[test]
+    fn durations_no_lease_can_record_are_refused_and_never_written() {
+        let mut huge = settings(3000, 2000, 500);
+        huge.lease_duration = Duration::MAX;
+        let error = validate(&huge, "me").unwrap_err();
+        assert!(error.contains("at most 2147483647 s"), "{error}");
+        let spec = taken(&Value::Null, "me", Duration::MAX, NOW);
+        assert_eq!(spec["leaseDurationSeconds"], i64::from(i32::MAX));
     }
 
     #[test]
@@ -231,5 +282,11 @@ mod tests {
                    "renewTime": "2026-03-01T12:00:02.123456Z", "leaseTransitions": 1})
         );
         assert_eq!(taken(&free, "me", ld, later)["leaseTransitions"], 2);
+        let absurd = json!({"holderIdentity": "other", "leaseTransitions": i64::MAX});
+        assert_eq!(
+            taken(&absurd, "me", ld, later)["leaseTransitions"],
+            i64::from(i32::MAX),
+            "no overflow, and an int32 as the API holds it"
+        );
     }
 }

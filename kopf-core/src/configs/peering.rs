@@ -9,13 +9,29 @@
 //! unknown keys, as Kopf does.
 //!
 //! A peer is live while `lastseen + lifetime > now` on the reader's clock.
+//!
+//! Entries are read as Kopf's `Peer(**entry)` reads them: the lifetime through Python's
+//! `int()` (whole numbers, truncated floats, numeric strings), a `null` lastseen as missing.
+//! Two things make Kopf's reader raise, and its peering observer die with the operator's
+//! pause frozen as it was: an entry it cannot read (a lastseen that is no timestamp, a
+//! lifetime that is no number, a priority that cannot be compared, an entry that is no
+//! object), and a deadline past the end of Python's calendar (year 9999). Here, the first
+//! reads the unreadable field as missing (Kopf's default) and names it in
+//! [`Peer::unreadable`], for a warning; the second lives for ever (a negative lifetime is
+//! dead at once). What this operator writes stays within Python's calendar ([`touch`]), so
+//! that Python Kopf's peers can read it.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
+use time::macros::datetime;
 
 use crate::configs::storage::timestamps::{format_iso8601, parse_iso8601};
+
+/// The last moment of Python's calendar (`datetime.max`), in UTC: Kopf's peers cannot add a
+/// lifetime that ends after it.
+const END_OF_TIME: OffsetDateTime = datetime!(9999-12-31 23:59:59.999999 UTC);
 
 /// One entry of a peering object's `status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,11 +42,13 @@ pub(crate) struct Peer {
     /// Whole seconds, as on the wire.
     pub(crate) lifetime: i64,
     pub(crate) lastseen: OffsetDateTime,
+    /// The fields that could not be read, and were read as missing (`entry`: all of them).
+    pub(crate) unreadable: Vec<&'static str>,
 }
 
 impl Peer {
     /// The entries of a peering object's `status` (Kopf's reader defaults for what is missing
-    /// or malformed); none if `status` is not an object.
+    /// or unreadable); none if `status` is not an object.
     pub(crate) fn all(status: &Value, now: OffsetDateTime) -> Vec<Peer> {
         let Some(entries) = status.as_object() else {
             return Vec::new();
@@ -38,30 +56,94 @@ impl Peer {
         entries
             .iter()
             .filter(|(_, entry)| !entry.is_null())
-            .map(|(id, entry)| Peer {
-                id: id.clone(),
-                priority: entry["priority"].as_i64().unwrap_or(0),
-                lifetime: entry["lifetime"]
-                    .as_i64()
-                    .or_else(|| entry["lifetime"].as_f64().map(|l| l as i64))
-                    .unwrap_or(60),
-                lastseen: entry["lastseen"]
-                    .as_str()
-                    .and_then(parse_iso8601)
-                    .unwrap_or(now),
-            })
+            .map(|(id, entry)| Peer::read(id, entry, now))
             .collect()
     }
 
-    /// When the entry expires.
+    /// One entry, as Kopf's `Peer(identity=id, **entry)` reads it.
+    fn read(id: &str, entry: &Value, now: OffsetDateTime) -> Peer {
+        let mut peer = Peer {
+            id: id.to_string(),
+            priority: 0,
+            lifetime: 60,
+            lastseen: now,
+            unreadable: Vec::new(),
+        };
+        let Some(fields) = entry.as_object() else {
+            peer.unreadable.push("entry");
+            return peer;
+        };
+        if let Some(priority) = fields.get("priority") {
+            match number(priority) {
+                Some(priority) => peer.priority = priority,
+                None => peer.unreadable.push("priority"),
+            }
+        }
+        if let Some(lifetime) = fields.get("lifetime") {
+            match number(lifetime).or_else(|| python_int(lifetime)) {
+                Some(lifetime) => peer.lifetime = lifetime,
+                None => peer.unreadable.push("lifetime"),
+            }
+        }
+        match fields.get("lastseen") {
+            None | Some(Value::Null) => {}
+            Some(lastseen) => match lastseen.as_str().and_then(parse_iso8601) {
+                Some(lastseen) => peer.lastseen = lastseen,
+                None => peer.unreadable.push("lastseen"),
+            },
+        }
+        peer
+    }
+
+    /// When the entry expires: never, for a deadline past the end of the calendar.
     pub(crate) fn deadline(&self) -> OffsetDateTime {
-        self.lastseen + time::Duration::seconds(self.lifetime)
+        let end = self
+            .lastseen
+            .checked_add(time::Duration::seconds(self.lifetime));
+        match end {
+            Some(end) => end,
+            None if self.lifetime > 0 => time::PrimitiveDateTime::MAX.assume_utc(),
+            None => time::PrimitiveDateTime::MIN.assume_utc(),
+        }
     }
 
     /// Whether the entry has expired at `now`.
     pub(crate) fn is_dead(&self, now: OffsetDateTime) -> bool {
         self.deadline() <= now
     }
+}
+
+/// A JSON number (or boolean, which Python counts as 0 and 1) as a whole number: saturated
+/// beyond `i64`, fractions truncated.
+fn number(value: &Value) -> Option<i64> {
+    match value {
+        Value::Bool(flag) => Some(i64::from(*flag)),
+        Value::Number(number) => number
+            .as_i64()
+            .or_else(|| number.as_u64().map(|_| i64::MAX))
+            // Saturating: `as` clamps to i64's range.
+            .or_else(|| number.as_f64().map(|float| float as i64)),
+        _ => None,
+    }
+}
+
+/// Python's `int()` of a string: an optionally signed whole number, spaces around it
+/// allowed; saturated beyond `i64`.
+fn python_int(value: &Value) -> Option<i64> {
+    let text = value.as_str()?.trim();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(match (digits.parse::<i64>(), negative) {
+        (Ok(n), true) => -n,
+        (Ok(n), false) => n,
+        (Err(_), true) => i64::MIN,
+        (Err(_), false) => i64::MAX,
+    })
 }
 
 /// Shown in logs as Kopf shows peers: identity, priority and lifetime.
@@ -88,13 +170,15 @@ pub(crate) fn isoformat(timestamp: OffsetDateTime) -> String {
     }
 }
 
-/// The merge patch of a keep-alive: this operator's entry, seen now.
+/// The merge patch of a keep-alive: this operator's entry, seen now. A lifetime beyond the
+/// end of Python's calendar is cut to end with it, so that Kopf's peers can read the entry.
 pub(crate) fn touch(id: &str, priority: i64, lifetime: Duration, now: OffsetDateTime) -> Value {
-    let lifetime = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
     let now = now.to_offset(time::UtcOffset::UTC);
     let now = now
         .replace_nanosecond(now.nanosecond() / 1_000 * 1_000)
         .unwrap_or(now);
+    let left = (END_OF_TIME - now).whole_seconds().max(0);
+    let lifetime = i64::try_from(lifetime.as_secs()).map_or(left, |l| l.min(left));
     json!({"status": {id: {"priority": priority, "lifetime": lifetime, "lastseen": isoformat(now)}}})
 }
 
@@ -119,6 +203,8 @@ pub(crate) struct Judgement {
     /// Live peers of a lower priority: they pause in favour of this one (no concern of its
     /// decision, but they may take over what it keeps when it leaves).
     pub(crate) lower: Vec<Peer>,
+    /// Peers whose entries have fields that could not be read (read as missing).
+    pub(crate) unreadable: Vec<Peer>,
 }
 
 impl Judgement {
@@ -127,6 +213,9 @@ impl Judgement {
     pub(crate) fn of(status: &Value, id: &str, priority: i64, now: OffsetDateTime) -> Judgement {
         let mut judgement = Judgement::default();
         for peer in Peer::all(status, now) {
+            if !peer.unreadable.is_empty() && peer.id != id {
+                judgement.unreadable.push(peer.clone());
+            }
             if peer.is_dead(now) {
                 judgement.dead.push(peer);
             } else if peer.id == id {
@@ -226,6 +315,64 @@ mod tests {
         assert_eq!(by_id("empty").lastseen, NOW);
     }
 
+    /// What Python's `int()` reads is read; what makes Kopf's reader raise is read as missing
+    /// and named, so that the operator warns of it (Kopf's peering observer dies of it).
+    #[test]
+    fn unreadable_fields_are_read_as_missing_and_named() {
+        let status = json!({
+            "strings": {"priority": 5, "lifetime": " 120 ", "lastseen": "2026-03-01T11:59:00"},
+            "floats": {"priority": 2.9, "lifetime": 30.7, "lastseen": null},
+            "flags": {"priority": true, "lifetime": false},
+            "garbage": {"priority": "high", "lifetime": "forever", "lastseen": "yesterday"},
+            "typed": {"priority": null, "lifetime": [60], "lastseen": 1_700_000_000},
+            "not-an-object": "frozen",
+        });
+        let peers = Peer::all(&status, NOW);
+        let by_id = |id: &str| peers.iter().find(|p| p.id == id).unwrap().clone();
+        let strings = by_id("strings");
+        assert_eq!((strings.priority, strings.lifetime), (5, 120));
+        assert!(strings.unreadable.is_empty());
+        let floats = by_id("floats");
+        assert_eq!(
+            (floats.priority, floats.lifetime, floats.lastseen),
+            (2, 30, NOW)
+        );
+        assert!(
+            floats.unreadable.is_empty(),
+            "a null lastseen is a missing one"
+        );
+        let flags = by_id("flags");
+        assert_eq!((flags.priority, flags.lifetime), (1, 0));
+        let garbage = by_id("garbage");
+        assert_eq!(
+            (garbage.priority, garbage.lifetime, garbage.lastseen),
+            (0, 60, NOW)
+        );
+        assert_eq!(garbage.unreadable, ["priority", "lifetime", "lastseen"]);
+        assert_eq!(
+            by_id("typed").unreadable,
+            ["priority", "lifetime", "lastseen"]
+        );
+        let whole = by_id("not-an-object");
+        assert_eq!(
+            (whole.priority, whole.lifetime, whole.lastseen),
+            (0, 60, NOW)
+        );
+        assert_eq!(whole.unreadable, ["entry"]);
+        assert_eq!(
+            (
+                python_int(&json!("-7")),
+                python_int(&json!("+7")),
+                python_int(&json!("7.5"))
+            ),
+            (Some(-7), Some(7), None)
+        );
+        assert_eq!(
+            python_int(&json!("99999999999999999999999")),
+            Some(i64::MAX)
+        );
+    }
+
     #[test]
     fn higher_priorities_pause_equal_ones_pause_all_lower_and_dead_ones_do_not() {
         let entry = |priority: i64, seconds_ago: i64| {
@@ -265,6 +412,56 @@ mod tests {
             NOW,
         );
         assert!(!dead_only.others_alive());
+    }
+
+    /// Lifetimes and timestamps so large that `lastseen + lifetime` passes the end of the
+    /// calendar (year 9999, where Python's `datetime` ends too), as `freeze --lifetime
+    /// 1000000000000` or any peer may write them, live for ever; negative ones are dead.
+    #[test]
+    fn absurd_lifetimes_never_overflow_and_live_or_die_as_their_sign_says() {
+        let status = json!({
+            "forever": {"priority": 100, "lifetime": 1_000_000_000_000_i64,
+                        "lastseen": "2026-03-01T12:00:00+00:00"},
+            "max": {"priority": 100, "lifetime": i64::MAX, "lastseen": "9999-12-31T23:59:59+00:00"},
+            "beyond-i64": {"priority": 100, "lifetime": u64::MAX},
+            "float": {"priority": 100, "lifetime": 1e300},
+            "past": {"priority": 100, "lifetime": i64::MIN, "lastseen": "0001-01-01T00:00:00+00:00"},
+        });
+        let judgement = Judgement::of(&status, "me", 0, NOW);
+        let ids = |peers: &[Peer]| peers.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&judgement.higher),
+            ["forever", "max", "beyond-i64", "float"]
+        );
+        assert_eq!(ids(&judgement.dead), ["past"]);
+        let recheck = judgement.recheck_at().expect("blocked");
+        assert!(
+            recheck > NOW + time::Duration::days(365 * 7000),
+            "{recheck}"
+        );
+    }
+
+    /// What this operator writes, Python Kopf's peers must be able to read: `lastseen +
+    /// lifetime` within the year 9999 (beyond it, Python raises `OverflowError`).
+    #[test]
+    fn a_touch_of_an_absurd_lifetime_stays_within_pythons_calendar() {
+        for lifetime in [Duration::from_secs(1_000_000_000_000), Duration::MAX] {
+            let patch = touch("x", 0, lifetime, NOW);
+            let written = patch["status"]["x"]["lifetime"].as_i64().unwrap();
+            let end = NOW + time::Duration::seconds(written);
+            assert!(end <= datetime!(9999-12-31 23:59:59.999999 UTC), "{end}");
+            assert!(
+                end > datetime!(9999-12-31 23:59:58 UTC),
+                "as long as it can be: {end}"
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_settings_give_keepalive_intervals_that_a_clock_can_add() {
+        let interval = keepalive_interval(Duration::MAX, 5);
+        assert!(interval > Duration::from_secs(3600));
+        let _ = crate::helpers::deadlines::after(interval);
     }
 
     #[test]

@@ -42,7 +42,112 @@ pub struct Settings {
     pub peering: PeeringSettings,
     /// How admission webhooks are served and announced to the cluster.
     pub admission: AdmissionSettings,
+    /// Kopf's settings of daemons and timers in the background, which kopf-rs does not need.
+    pub background: BackgroundSettings,
+    /// How the operator's own servers (probes, metrics, webhooks) bound their clients.
+    pub serving: ServingSettings,
 }
+
+/// The operator's own HTTP(S) servers: the liveness and readiness endpoints, the metrics, the
+/// admission webhooks (beyond Kopf). Each bounds what a client may hold, so that a slow or
+/// hostile one (any pod that reaches the port) cannot keep connections open until the
+/// process runs out of file descriptors, and the Lease renewals and API calls fail with it.
+///
+/// - A client has `header_timeout` to finish its TLS handshake and to send each request's
+///   line and headers; an idle keep-alive connection is closed after as long.
+/// - A request has `request_timeout` from its headers to its answer: to send its body and
+///   for the handlers to answer it. Past it, the answer is `503 Service Unavailable` and the
+///   connection is closed. An answer that the client does not read for as long fails too.
+/// - Each server keeps at most `max_connections` open. A connection beyond it takes the
+///   place of the one that has waited longest for a request (a slow or idle client), or is
+///   closed at once when every connection is busy with a request; the server goes on
+///   accepting either way.
+///
+/// ```
+/// let mut settings = kopf::Settings::default();
+/// settings.serving.max_connections = 64;
+/// settings.serving.request_timeout = std::time::Duration::from_secs(10);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServingSettings {
+    /// How long a client has for its TLS handshake, and for each request's line and headers
+    /// (10 s; a kubelet's probe or an API server's webhook call sends them at once).
+    pub header_timeout: Duration,
+    /// How long a request may take from its headers to its answer (30 s: the longest an API
+    /// server waits for an admission webhook).
+    pub request_timeout: Duration,
+    /// The most connections each server keeps open (256).
+    pub max_connections: usize,
+}
+
+impl Default for ServingSettings {
+    fn default() -> Self {
+        ServingSettings {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 256,
+        }
+    }
+}
+
+// --- Kopf's aliases and settings without a use in kopf-rs (issue 51) -------------------------
+
+impl Settings {
+    /// Kopf's deprecated alias of [`queueing`](Settings::queueing) (`settings.batching`).
+    #[deprecated(
+        note = "Kopf renamed `settings.batching` to `settings.queueing`: write \
+                         `settings.queueing` (the same settings)"
+    )]
+    pub fn batching(&mut self) -> &mut QueueingSettings {
+        &mut self.queueing
+    }
+}
+
+/// Kopf's `settings.background`: how Kopf polls daemons and timers that were asked to stop
+/// and do not exit. kopf-rs needs none of it, and each field says so when it is used: an
+/// object's worker is woken the moment its daemons end, so nothing polls them; and a stopped
+/// daemon is given its [`cancellation_backoff`](crate::registry::DaemonHandler::cancellation_backoff)
+/// (a brief moment by default) before its future is dropped, so no "instant exit" is awaited.
+/// The fields keep Kopf's defaults, so that a port of a Kopf operator compiles (with a warning).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BackgroundSettings {
+    /// Kopf: how often a stopping daemon without a cancellation timeout is checked (60 s).
+    #[deprecated(
+        note = "kopf-rs does not poll stopping daemons: an object's worker is woken \
+                         when its daemons end; this setting has no effect"
+    )]
+    pub cancellation_polling: Duration,
+    /// Kopf: how long to wait for a daemon to exit "instantly" before polling it (none).
+    #[deprecated(
+        note = "kopf-rs gives a stopped daemon its cancellation_backoff (a brief \
+                         moment by default) and then drops it; this setting has no effect"
+    )]
+    pub instant_exit_timeout: Option<Duration>,
+    /// Kopf: how many zero-time event-loop cycles a daemon gets to exit "instantly" (10).
+    #[deprecated(
+        note = "kopf-rs has no zero-time cycles to count: a stopped daemon gets its \
+                         cancellation_backoff; this setting has no effect"
+    )]
+    pub instant_exit_zero_time_cycles: Option<u32>,
+}
+
+#[allow(
+    deprecated,
+    reason = "Kopf's defaults of the fields that exist only for ports"
+)]
+impl Default for BackgroundSettings {
+    fn default() -> Self {
+        BackgroundSettings {
+            cancellation_polling: Duration::from_secs(60),
+            instant_exit_timeout: None,
+            instant_exit_zero_time_cycles: Some(10),
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
 
 /// Admission webhooks (Kopf's `settings.admission`): where the validating and mutating
 /// handlers are served, and whether the operator keeps the cluster's webhook configurations
@@ -136,8 +241,31 @@ pub struct WatchingSettings {
     pub inactivity_timeout: Duration,
     /// Delay before reconnecting a watch that ended (Kopf: 0.1 s); errors back off further.
     pub reconnect_backoff: Duration,
-    /// Page size of the initial listing.
-    pub list_page_size: u32,
+    /// Page size of the initial listing (Kopf's `chunk_size`): each list request asks for at
+    /// most this many objects (`limit`), and the next page is read once the budget of
+    /// objects in flight ([`QueueingSettings::in_flight_limit`]) has room for it, so that a
+    /// huge listing is never all in memory. `None` lists in one request, as Kopf does by
+    /// default; `Some(0)` is sent as is (the server takes it as no limit). Either way, a page
+    /// is at most the in-flight limit. kopf-rs pages by 500 by default.
+    pub chunk_size: Option<u32>,
+    /// Stream the initial state instead of listing it (Kopf's `initial_streaming`, off by
+    /// default): a watch with `sendInitialEvents=true&resourceVersionMatch=NotOlderThan`
+    /// (Kubernetes 1.34+; alpha and behind a feature gate before), whose events up to the
+    /// bookmark annotated `k8s.io/initial-events-end` are the listing. The API server sends
+    /// them from its watch cache rather than building one list response. A server without
+    /// the feature answers with an error, and the watcher backs off and tries again.
+    pub initial_streaming: bool,
+    /// Label selectors sent with the lists and watches of the resources they match (Kopf's
+    /// `label_selectors`): the server sends only the matching objects, whatever the
+    /// handlers' own filters. All the entries that match a resource apply, joined with `,`
+    /// (sorted, without duplicates), as Kopf joins them; also to the namespaces and CRDs that
+    /// the operator watches for itself, if an entry matches them.
+    pub label_selectors: Vec<(Selector, String)>,
+    /// Field selectors sent with the lists and watches of the resources they match (Kopf's
+    /// `field_selectors`, e.g. `metadata.name!=kube-system`), joined as the label selectors
+    /// are. The server rejects fields it cannot select by (`400`): the watcher logs it and
+    /// tries again after a backoff.
+    pub field_selectors: Vec<(Selector, String)>,
     /// Resources and the shard selectors of their lists and watches, e.g.
     /// `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`: the
     /// first entry that matches a resource applies (none by default: no sharding).
@@ -162,7 +290,10 @@ impl Default for WatchingSettings {
             connect_timeout: None,
             inactivity_timeout: Duration::from_secs(70),
             reconnect_backoff: Duration::from_millis(100),
-            list_page_size: 500,
+            chunk_size: Some(500),
+            initial_streaming: false,
+            label_selectors: Vec::new(),
+            field_selectors: Vec::new(),
             shard_selectors: Vec::new(),
             strip_managed_fields: false,
         }
@@ -241,9 +372,13 @@ pub struct ExecutionSettings {
     /// Which due change handlers run in one processing cycle (Kopf's `kopf.run(lifecycle=)`;
     /// [`Lifecycle::Asap`] by default).
     pub lifecycle: Lifecycle,
-    /// At most this many threads run [sync handlers](crate::registry::blocking) at once; more calls
-    /// wait for a free thread (Kopf's executor: `min(32, cpus + 4)`).
-    pub max_blocking_threads: usize,
+    /// At most this many threads run [sync handlers](crate::registry::blocking) at once; more
+    /// calls wait for a free thread (Kopf's `max_workers`; `None`, the default, is Python's
+    /// executor's `min(32, cpus + 4)`). A startup handler may change it: the pool grows at
+    /// once; if it shrinks, running threads are not stopped (as in Kopf), but no new ones
+    /// start beyond the limit. Zero is an
+    /// [`OperatorError::Settings`](crate::operator::OperatorError::Settings) from `run()`.
+    pub max_workers: Option<usize>,
     /// At most this long: timers' intervals and idle times, daemons' and timers' initial
     /// delays. A test setting (none by default): with `Some(Duration::from_millis(100))`, a
     /// timer of `interval = "1h"` runs every 100 ms, with no change to the handler
@@ -261,12 +396,22 @@ impl Default for ExecutionSettings {
         ExecutionSettings {
             default_backoff: Duration::from_secs(60),
             lifecycle: Lifecycle::default(),
-            max_blocking_threads: std::thread::available_parallelism()
-                .map_or(1, std::num::NonZero::get)
-                .saturating_add(4)
-                .min(32),
+            max_workers: None,
             interval_cap: None,
         }
+    }
+}
+
+impl ExecutionSettings {
+    /// The number of threads for sync handlers: [`max_workers`](Self::max_workers), or
+    /// `min(32, cpus + 4)`.
+    pub fn workers(&self) -> usize {
+        self.max_workers.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+                .saturating_add(4)
+                .min(32)
+        })
     }
 }
 
@@ -366,6 +511,17 @@ pub struct NetworkingSettings {
     /// At most this many of the operator's own writes (patches of handled objects) are in
     /// flight at once: a burst of objects reuses a few connections instead of opening one each.
     pub max_concurrent_writes: usize,
+    /// Wait as long as a `429 Too Many Requests` answer's `Retry-After` says even when it is
+    /// shorter than the backoff (Kopf's `enforce_retry_after`; off by default: the longer of
+    /// the two is waited, so `Retry-After` is always a minimum).
+    pub enforce_retry_after: bool,
+    /// Use the proxy that the environment names (`HTTPS_PROXY`/`https_proxy`, or
+    /// `HTTP_PROXY`/`http_proxy` for a plain-HTTP server; `NO_PROXY`/`no_proxy` exempts
+    /// hosts) for the clients that the operator makes (Kopf's `trust_env`; off by default: the
+    /// environment is ignored, and only a kubeconfig's `proxy-url` is used). Kopf's
+    /// `~/.netrc` credentials are not read. Read when the clients are made, so set it in the
+    /// settings given to the operator, not in a startup handler.
+    pub trust_env: bool,
 }
 
 impl Default for NetworkingSettings {
@@ -374,6 +530,8 @@ impl Default for NetworkingSettings {
             request_timeout: Some(Duration::from_secs(300)),
             connect_timeout: None,
             max_concurrent_writes: 16,
+            enforce_retry_after: false,
+            trust_env: false,
             error_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
                 .into_iter()
                 .map(Duration::from_secs)
@@ -428,6 +586,21 @@ pub struct PostingSettings {
     pub reporting_instance: String,
     /// The events' `metadata.generateName` (Kopf: `kopf-event-`).
     pub event_name_prefix: String,
+    /// Delays between retries of a failed post of an event that handlers post explicitly
+    /// ([`kopf::info`](crate::info) and the others, [`Events`](crate::Events)): connection
+    /// errors, timeouts, `5xx`, `403` and `429` (at least its `Retry-After`) are retried, each
+    /// object's events in order (Kopf: 1, 1, 2, 3, 5, 8, 13, 21 s); then the event is dropped
+    /// with a warning.
+    pub default_backoffs: Vec<Duration>,
+    /// The same for events made of handlers' log records ([`loggers`](Self::loggers)), which
+    /// are many (Kopf: 1, 1, 2, 3, 5 s).
+    pub logging_backoffs: Vec<Duration>,
+    /// At most this many objects' events are posted at once (Kopf's `worker_limit`; unlimited
+    /// by default); one object's events are always posted one by one, in order, so a retried
+    /// event holds back only its own object's.
+    pub worker_limit: Option<usize>,
+    /// An object's poster with nothing to post for this long ends (Kopf: 1 s).
+    pub idle_timeout: Duration,
 }
 
 impl Default for PostingSettings {
@@ -439,6 +612,16 @@ impl Default for PostingSettings {
             reporting_component: "kopf".into(),
             reporting_instance: "dev".into(),
             event_name_prefix: "kopf-event-".into(),
+            default_backoffs: [1, 1, 2, 3, 5, 8, 13, 21]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+            logging_backoffs: [1, 1, 2, 3, 5]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+            worker_limit: None,
+            idle_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -528,7 +711,7 @@ pub struct PeeringSettings {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ShardingSettings {
-    /// The number of virtual shards; the same on every replica (at least 1).
+    /// The number of virtual shards; the same on every replica (1 to 4096).
     pub shards: u32,
     /// The name of the ring: the prefix of its Leases (default `kopf-shards`); replicas with
     /// different names do not see each other.
@@ -540,7 +723,8 @@ pub struct ShardingSettings {
     /// incarnation.
     pub identity: Option<String>,
     /// How long others wait, after a member's Lease was last seen to change, before they fence
-    /// it and take its shards (15 s).
+    /// it and take its shards (15 s; the longer of this and what the member recorded; at most
+    /// an int32 of seconds, as a Lease records it).
     pub lease_duration: Duration,
     /// How long a replica acts on its shards after its last successful renewal began (10 s).
     pub renew_deadline: Duration,
@@ -581,8 +765,10 @@ impl ShardingSettings {
 /// `ReleaseOnCancel`), so that another candidate takes over at once.
 ///
 /// The durations are validated as client-go validates them (`lease_duration >
-/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity): invalid ones
-/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`.
+/// renew_deadline > 1.2 × retry_period`, all above zero, a non-empty identity), and the lease
+/// duration must fit the Lease's `leaseDurationSeconds` (an int32 of seconds): invalid ones
+/// are an [`OperatorError::Lease`](crate::operator::OperatorError::Lease) from `run()`. A candidate
+/// waits for the longer of its own lease duration and the one its holder recorded.
 ///
 /// ```
 /// let mut settings = kopf::Settings::default();
@@ -644,6 +830,20 @@ pub enum LostLeadership {
     /// process exits non-zero (as kube-controller-manager and controller-runtime do), so that a
     /// restart begins afresh.
     Exit,
+}
+
+impl PeeringSettings {
+    /// Whether the peering is in `KopfPeering` objects of the served namespaces (Kopf's
+    /// `namespaced`, the inverse of [`clusterwide`](Self::clusterwide)); `None` while it
+    /// follows the operator's scope.
+    pub fn namespaced(&self) -> Option<bool> {
+        self.clusterwide.map(|clusterwide| !clusterwide)
+    }
+
+    /// Sets [`clusterwide`](Self::clusterwide) to the inverse (Kopf's `namespaced = ...`).
+    pub fn set_namespaced(&mut self, namespaced: bool) {
+        self.clusterwide = Some(!namespaced);
+    }
 }
 
 impl Default for PeeringSettings {

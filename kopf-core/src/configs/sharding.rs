@@ -32,6 +32,8 @@ pub(crate) const RING_LABEL: &str = "kopf.dev/shard-ring";
 pub(crate) const ROLE_LABEL: &str = "kopf.dev/shard-role";
 /// The annotation with the number of virtual shards that a member splits the objects into.
 pub(crate) const COUNT_ANNOTATION: &str = "kopf.dev/shards";
+/// The most virtual shards a ring may have: each is a Lease, and every round looks at all.
+pub(crate) const MAX_SHARDS: u32 = 4096;
 
 /// The virtual shard of an object with this uid.
 pub(crate) fn shard_of(uid: &str, count: u32) -> u32 {

@@ -9,7 +9,8 @@
 //! - [`ProgressStorage`] keeps one [`ProgressRecord`] per handler while a cause is being
 //!   handled: [`AnnotationsProgressStorage`] (`kopf.zalando.org/<handler-id>`),
 //!   [`StatusProgressStorage`] (the legacy `status.kopf.progress`, read-only by default) and
-//!   [`SmartProgressStorage`] (both; Kopf's default).
+//!   [`SmartProgressStorage`] (both; Kopf's default), and [`MultiProgressStorage`] (any
+//!   of them together).
 //! - [`DiffBaseStorage`] keeps the essence of the object as last handled, from which changes
 //!   are detected: [`AnnotationsDiffBaseStorage`]
 //!   (`kopf.zalando.org/last-handled-configuration`, Kopf's default),
@@ -51,6 +52,6 @@ pub use diffbase::{
     build_essence,
 };
 pub use progress::{
-    AnnotationsProgressStorage, HandlerId, ProgressRecord, ProgressStorage, SmartProgressStorage,
-    StatusProgressStorage,
+    AnnotationsProgressStorage, HandlerId, MultiProgressStorage, ProgressRecord, ProgressStorage,
+    SmartProgressStorage, StatusProgressStorage,
 };

@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 /// settings.admission.server = Some(kopf::admission::WebhookServer::k3d().port(9443));
 /// settings.admission.managed = Some("auto.kopf.dev".into());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WebhookServer {
     /// The address to listen on; `None` (the default) is every interface.
@@ -75,6 +75,45 @@ pub struct WebhookServer {
     /// How long generated serving certificates are valid (365 days by default; their CA ten
     /// times as long); they are renewed when a third of it is left.
     pub certificate_validity: Duration,
+    /// Serve plain HTTP, no TLS (Kopf's `insecure`): for a server behind a proxy that
+    /// terminates TLS (kube-apiserver itself calls only `https://`). No certificate is made;
+    /// the cluster is told `http://` URLs, and to trust `cadata` or `cafile` if given.
+    pub insecure: bool,
+    /// Write what the cluster is told to trust (the CA bundle, PEM) to this file at the start
+    /// and whenever it changes (Kopf's `cadump`), e.g. for `curl --cacert`. Never the key.
+    pub cadump: Option<PathBuf>,
+    /// The password of an encrypted `pkeyfile` (PKCS#8, `ENCRYPTED PRIVATE KEY`), as Kopf's
+    /// `password`. Generated keys are never written to a file here (a Secret holds them
+    /// unencrypted, as `kubernetes.io/tls` requires), so it applies to given files only.
+    pub password: Option<String>,
+    /// Guess the host the cluster calls from the cluster itself, at the start (Kopf's
+    /// `WebhookAutoServer`; see [`auto`](Self::auto)). A `host` given wins.
+    pub detect_host: bool,
+}
+
+impl std::fmt::Debug for WebhookServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field but the password's value.
+        f.debug_struct("WebhookServer")
+            .field("addr", &self.addr)
+            .field("port", &self.port)
+            .field("host", &self.host)
+            .field("path", &self.path)
+            .field("certificate", &self.certificate)
+            .field("cadata", &self.cadata)
+            .field("cafile", &self.cafile)
+            .field("extra_sans", &self.extra_sans)
+            .field("service", &self.service)
+            .field("reload_interval", &self.reload_interval)
+            .field("verify_cafile", &self.verify_cafile)
+            .field("secret", &self.secret)
+            .field("certificate_validity", &self.certificate_validity)
+            .field("insecure", &self.insecure)
+            .field("cadump", &self.cadump)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("detect_host", &self.detect_host)
+            .finish()
+    }
 }
 
 /// A Secret that keeps the webhook server's certificate for every replica of the operator.
@@ -133,6 +172,10 @@ impl Default for WebhookServer {
             verify_cafile: None,
             secret: None,
             certificate_validity: Duration::from_secs(365 * 24 * 3600),
+            insecure: false,
+            cadump: None,
+            password: None,
+            detect_host: false,
         }
     }
 }
@@ -159,6 +202,42 @@ impl WebhookServer {
     /// `host.docker.internal` (Kopf's `WebhookDockerDesktopServer`).
     pub fn docker_desktop() -> WebhookServer {
         WebhookServer::new().host("host.docker.internal")
+    }
+
+    /// A server that guesses at the start how the cluster reaches this host (Kopf's
+    /// `WebhookAutoServer`), as Kopf guesses it: from the API server's TLS certificate, read
+    /// without trusting it (a subject or organization `k3s`, or an issuer `k3s-…`: k3d's
+    /// `host.k3d.internal`; a subject `minikube` or an issuer `minikubeCA`: minikube's
+    /// `host.minikube.internal`; a name `docker-for-desktop`: `host.docker.internal`), else
+    /// from its version (`+k3s`: k3d's). Otherwise, a plain local server ([`new`](Self::new)).
+    ///
+    /// The certificate is read where the operator knows the API server's URL (its kubeconfig
+    /// or in-cluster configuration, or a login handler's credentials); with a client given
+    /// by the embedder, only the version is asked.
+    pub fn auto() -> WebhookServer {
+        WebhookServer {
+            detect_host: true,
+            ..WebhookServer::new()
+        }
+    }
+
+    /// Serve plain HTTP (Kopf's `insecure=True`), for a server behind a proxy that
+    /// terminates TLS; see [`insecure`](Self#structfield.insecure).
+    pub fn insecure(mut self) -> WebhookServer {
+        self.insecure = true;
+        self
+    }
+
+    /// Decrypt the given `pkeyfile` with this password (Kopf's `password`).
+    pub fn password(mut self, password: impl Into<String>) -> WebhookServer {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Write the CA bundle that the cluster is told to trust to this file (Kopf's `cadump`).
+    pub fn cadump(mut self, path: impl Into<PathBuf>) -> WebhookServer {
+        self.cadump = Some(path.into());
+        self
     }
 
     /// Listen on this address (e.g. `127.0.0.1`).
@@ -279,19 +358,24 @@ impl WebhookServer {
 
     /// The server of a `--webhook-server` URL, `https://ADDRESS[:PORT][/PATH]`: listening on
     /// the IP address (`0.0.0.0`, `[::]`, `127.0.0.1`…), on the port (none or 0: a free one),
-    /// serving the path; the error says what is wrong with the URL.
+    /// serving the path; `http://` serves plain HTTP ([`insecure`](Self::insecure)); the error
+    /// says what is wrong with the URL.
     pub(crate) fn from_url(url: &str) -> Result<WebhookServer, String> {
         let invalid = |reason: &str| {
             format!(
-                "{url:?} is not a webhook server URL: {reason} (expected https://ADDRESS[:PORT][/PATH], e.g. https://0.0.0.0:9443/webhooks)"
+                "{url:?} is not a webhook server URL: {reason} (expected https://ADDRESS[:PORT][/PATH], e.g. https://0.0.0.0:9443/webhooks, or http:// behind a proxy that terminates TLS)"
             )
         };
         let uri: http::Uri = url.parse().map_err(|_| invalid("not a URL"))?;
-        if uri.scheme_str() != Some("https") {
-            return Err(invalid(
-                "the scheme must be https (kube-apiserver calls only https)",
-            ));
-        }
+        let insecure = match uri.scheme_str() {
+            Some("https") => false,
+            Some("http") => true,
+            _ => {
+                return Err(invalid(
+                    "the scheme must be https (kube-apiserver calls only https), or http behind a proxy that terminates TLS",
+                ));
+            }
+        };
         let host = uri.host().unwrap_or_default();
         let host = host
             .strip_prefix('[')
@@ -302,6 +386,7 @@ impl WebhookServer {
             .map_err(|_| invalid("the host must be an IP address to listen on"))?;
         let mut server = WebhookServer::new().addr(addr).path(uri.path());
         server.port = uri.port_u16().filter(|port| *port != 0);
+        server.insecure = insecure;
         Ok(server)
     }
 
@@ -366,7 +451,8 @@ impl WebhookServer {
                     Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
                     _ => host,
                 };
-                Target::Url(format!("https://{host}:{port}{path}"))
+                let scheme = if self.insecure { "http" } else { "https" };
+                Target::Url(format!("{scheme}://{host}:{port}{path}"))
             }
         };
         ClientConfig { target, ca_bundle }
@@ -478,8 +564,15 @@ mod tests {
         let server = WebhookServer::from_url("https://[::1]").unwrap();
         assert_eq!((server.port, server.path_prefix().as_str()), (None, ""));
         assert_eq!(server.reported_host(), "::1");
+        let plain = WebhookServer::from_url("http://0.0.0.0:8080/hooks").unwrap();
+        assert!(plain.insecure, "http serves plain HTTP");
+        assert!(!server.insecure);
+        assert_eq!(
+            plain.client_config(8080, None).target,
+            Target::Url("http://127.0.0.1:8080/hooks".into())
+        );
         for bad in [
-            "http://0.0.0.0:9443/",
+            "ftp://0.0.0.0:9443/",
             "https://localhost:9443/",
             "0.0.0.0:9443",
         ] {

@@ -209,7 +209,7 @@ impl Activities {
         }
         *crate::helpers::sync::lock(&self.settings) = settings.clone();
         let timeout = settings.process.cleanup_timeout;
-        let tree = Tasks::root(settings.execution.max_blocking_threads);
+        let tree = Tasks::root(settings.execution.workers());
         let node = tree.child();
         let run = self.run(Activity::Cleanup, &node, which);
         let result = bounded(run, &tree, timeout, abort).await;

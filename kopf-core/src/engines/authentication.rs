@@ -167,7 +167,10 @@ impl Authenticator {
                             Some(credentials) => {
                                 let connections = self.connections.clone();
                                 let connect_timeout = self.timeouts.connect();
-                                return credentials.into_client(connections, connect_timeout).await;
+                                let trust_env = self.timeouts.trust_env();
+                                return credentials
+                                    .into_client(connections, connect_timeout, trust_env)
+                                    .await;
                             }
                             None => {
                                 logger.info(format_args!(

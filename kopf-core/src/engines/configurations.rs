@@ -10,7 +10,10 @@
 //! 2. Each write creates the objects if they are missing (`409` ignored), then merge-patches
 //!    `{"webhooks": [...]}`, which replaces the whole list: foreign entries are lost, as in
 //!    Kopf. A `403` of either ends the operator with an error naming the RBAC it needs:
-//!    retrying would not grant it.
+//!    retrying would not grant it. Like the writes to objects (`reactor/writing.rs`), every
+//!    request is sent only while this replica owns them, asked right before it leaves, must be
+//!    answered within the owner's term, and patches the version this replica last knew: a
+//!    patch held by a slow server past the term cannot land over the next owner's lists.
 //! 3. Every replica watches both objects (by name). The owner writes a list again when it
 //!    differs from what it would write: its server's client config changed (a new
 //!    certificate), the discovered resources changed (the rules name them), or someone else
@@ -37,6 +40,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::aiokits::tasks::Tasks;
+use crate::clients::patching::{self, Gate, WriteError};
 use crate::clients::watching::{self, Event, Selection};
 use crate::configs::settings::WatchingSettings;
 use crate::configs::webhooks::{ClientConfig, Target};
@@ -319,6 +323,8 @@ struct Inner {
     backoffs: Vec<Duration>,
     /// Set when the operator must stop (for lack of RBAC).
     failure: watch::Sender<Option<ConfigurationError>>,
+    /// Paused while this replica does not own them: asked before each request.
+    owner: Pause,
 }
 
 impl std::fmt::Debug for Inner {
@@ -367,6 +373,7 @@ impl Configurations {
             in_place: watch::Sender::new(false),
             backoffs: managed.backoffs,
             failure: watch::Sender::new(None),
+            owner: managed.pause.clone(),
         });
         for (index, kind) in KINDS.into_iter().enumerate() {
             let watching = managed.watching.clone();
@@ -477,9 +484,16 @@ impl Inner {
     /// Patches the lists down to the persistent handlers' webhooks.
     async fn shrink(&self, timeout: Duration) {
         tracing::info!(target: "kopf::admission", "removing the non-persistent webhooks from {}", self.managed);
-        for (kind, webhooks) in KINDS.into_iter().zip(self.desired(true)) {
-            match tokio::time::timeout(timeout, self.patch(kind, webhooks)).await {
+        for (index, (kind, webhooks)) in KINDS.into_iter().zip(self.desired(true)).enumerate() {
+            let shrunk = async {
+                let version = self.version(index, kind).await?;
+                self.patch(kind, webhooks, version.as_deref()).await
+            };
+            match tokio::time::timeout(timeout, shrunk).await {
                 Ok(Ok(_)) => {}
+                Ok(Err(WriteError::Closed(closed))) => {
+                    tracing::warn!(target: "kopf::admission", "the non-persistent webhooks stay in the {} {}: {closed}", kind.name, self.managed);
+                }
                 Ok(Err(error)) => {
                     tracing::warn!(target: "kopf::admission", %error, "cannot remove the non-persistent webhooks from the {} {}", kind.name, self.managed);
                 }
@@ -602,6 +616,11 @@ impl Inner {
                             self.failure.send_replace(Some(error));
                             return;
                         }
+                        Err(Failure::NotOwner(closed)) => {
+                            // The pause says so too (the same clock): the loop waits for it.
+                            tracing::info!(target: "kopf::admission", "the webhook configurations {} were not written whole: {closed}", self.managed);
+                            continue;
+                        }
                         Err(Failure::Transient(error)) => {
                             let delay = self
                                 .backoffs
@@ -711,27 +730,26 @@ impl Inner {
             if !stale[index] {
                 continue;
             }
-            match self.patch(kind, desired[index].clone()).await {
+            let version = match self.version(index, kind).await {
+                Ok(version) => version,
+                Err(error) => return Err(Failure::of(error, "get", kind, &self.managed)),
+            };
+            let patched = self
+                .patch(kind, desired[index].clone(), version.as_deref())
+                .await;
+            match patched {
                 Ok(written) => {
                     let version = written["metadata"]["resourceVersion"]
                         .as_str()
                         .and_then(|v| v.parse().ok());
                     lock(&self.written)[index] = Some((desired[index].clone(), version));
                 }
-                Err(kube::Error::Api(status)) if status.code == 403 => {
-                    return Err(Failure::Fatal(ConfigurationError::Forbidden {
-                        verb: "patch",
-                        kind: kind.name,
-                        name: self.managed.clone(),
-                    }));
+                Err(WriteError::Request(kube::Error::Api(status))) if status.code == 404 => {
+                    // Deleted by someone: created again at the retry.
+                    *created = false;
+                    return Err(Failure::Transient(kube::Error::Api(status)));
                 }
-                Err(error) => {
-                    if matches!(&error, kube::Error::Api(status) if status.code == 404) {
-                        // Deleted by someone: created again at the retry.
-                        *created = false;
-                    }
-                    return Err(Failure::Transient(error));
-                }
+                Err(error) => return Err(Failure::of(error, "patch", kind, &self.managed)),
             }
         }
         Ok(())
@@ -748,7 +766,10 @@ impl Inner {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(serde_json::to_vec(&body).unwrap_or_default())
             .map_err(|error| Failure::Transient(kube::Error::HttpError(error)))?;
-        match self.client.request::<Value>(request).await {
+        let created = patching::within_gate(&self.gate(), self.client.request::<Value>(request))
+            .await
+            .map_err(|error| Failure::of(error, "create", kind, &self.managed))?;
+        match created {
             Ok(_) => {
                 tracing::info!(target: "kopf::admission", "created the {} {}", kind.name, self.managed);
                 Ok(())
@@ -765,14 +786,56 @@ impl Inner {
         }
     }
 
-    /// Replaces one configuration's webhooks; the object as stored after.
-    async fn patch(&self, kind: Kind, webhooks: Vec<Value>) -> Result<Value, kube::Error> {
-        let body = json!({"webhooks": webhooks});
+    /// Replaces one configuration's webhooks, if it is still at `version` (any version when
+    /// none is known); the object as stored after.
+    async fn patch(
+        &self,
+        kind: Kind,
+        webhooks: Vec<Value>,
+        version: Option<&str>,
+    ) -> Result<Value, WriteError> {
+        let mut body = json!({"webhooks": webhooks});
+        if let Some(version) = version {
+            body["metadata"] = json!({"resourceVersion": version});
+        }
         let request = http::Request::patch(kind.path(Some(&self.managed)))
             .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
             .body(serde_json::to_vec(&body).unwrap_or_default())
             .map_err(kube::Error::HttpError)?;
-        self.client.request::<Value>(request).await
+        let patched =
+            patching::within_gate(&self.gate(), self.client.request::<Value>(request)).await?;
+        Ok(patched?)
+    }
+
+    /// The version of one configuration that this replica last knew: the newer of what its
+    /// watch saw and what its own last write got, else as a GET finds it now (`None`: missing,
+    /// not readable, or a version that is no number: no guard).
+    async fn version(&self, index: usize, kind: Kind) -> Result<Option<String>, WriteError> {
+        let seen = self.seen.borrow()[index].version();
+        let wrote = lock(&self.written)[index]
+            .as_ref()
+            .and_then(|(_, version)| *version);
+        if let Some(known) = seen.max(wrote) {
+            return Ok(Some(known.to_string()));
+        }
+        let request = http::Request::get(kind.path(Some(&self.managed)))
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        let read =
+            patching::within_gate(&self.gate(), self.client.request::<Value>(request)).await?;
+        match read {
+            Ok(object) => Ok(object["metadata"]["resourceVersion"]
+                .as_str()
+                .map(String::from)),
+            // Missing; or not to be read (RBAC): the patch says what it lacks.
+            Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Whether this replica may still write them: asked right before each request.
+    fn gate(&self) -> OwnerGate<'_> {
+        OwnerGate(&self.owner)
     }
 }
 
@@ -795,6 +858,40 @@ enum Failure {
     Transient(kube::Error),
     /// Ends the operator.
     Fatal(ConfigurationError),
+    /// Not sent on: this replica does not own them any more.
+    NotOwner(patching::Closed),
+}
+
+impl Failure {
+    /// The failure of a request to `verb` a configuration: a `403` ends the operator.
+    fn of(error: WriteError, verb: &'static str, kind: Kind, managed: &str) -> Failure {
+        match error {
+            WriteError::Closed(closed) => Failure::NotOwner(closed),
+            WriteError::Request(kube::Error::Api(status)) if status.code == 403 => {
+                Failure::Fatal(ConfigurationError::Forbidden {
+                    verb,
+                    kind: kind.name,
+                    name: managed.to_string(),
+                })
+            }
+            WriteError::Request(error) => Failure::Transient(error),
+        }
+    }
+}
+
+/// The gate of the configurations' writes: open while this replica owns them, until the end
+/// of the term that makes it their owner (a Lease's), if any.
+struct OwnerGate<'a>(&'a Pause);
+
+impl Gate for OwnerGate<'_> {
+    fn deadline(&self) -> Result<Option<Instant>, patching::Closed> {
+        self.0.closes_at().map_err(|_| {
+            patching::Closed(
+                "this replica does not own the webhook configurations any more (its term ended, \
+                 or it paused); their next owner writes them",
+            )
+        })
+    }
 }
 
 #[cfg(test)]

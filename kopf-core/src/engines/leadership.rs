@@ -23,8 +23,10 @@
 //! 3. Every write carries the resourceVersion of the Lease as last read or written, so that of
 //!    two concurrent writers one gets `409 Conflict` and loses that round.
 //! 4. The Lease is released ([`Elector::release`]) only by a leader, only after the operator's
-//!    tasks (and its cleanup handlers) have ended, at a graceful stop. A stopping operator
-//!    renews what it holds until then, but acquires nothing.
+//!    tasks (and its cleanup handlers) have ended, at a graceful stop, and never when work was
+//!    abandoned at the grace period (it may still act: the Lease expires after its term). A
+//!    stopping operator renews what it holds until then, but acquires nothing. The release
+//!    ends the term at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -413,6 +415,9 @@ impl Elector {
     /// expires on its own.
     pub(crate) async fn release(&self, timeout: Duration) {
         self.stop().await;
+        // The term ends here, not a renew deadline later: the next leader may start as soon
+        // as it sees the release.
+        self.term.send_replace(None);
         if !self.leading.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -455,5 +460,44 @@ impl Elector {
     ) -> Result<Value, kube::Error> {
         let path = leases::path(&self.namespace, name);
         leases::send(&self.client, method, &path, body).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once the Lease is released, this operator acts on nothing more: its term ends with the
+    /// release, not a renew deadline later.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_lease_ends_the_term_at_once() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let mut settings = Settings::default();
+        let mut lease = LeaseSettings::new("lease-released");
+        lease.namespace = Some("default".into());
+        lease.identity = Some("me".into());
+        lease.renew_deadline = Duration::from_secs(60);
+        lease.lease_duration = Duration::from_secs(120);
+        settings.peering.lease = Some(lease);
+        let tasks = Tasks::root(1);
+        let elector = Elector::start(&server.client(), &settings, &tasks, None)
+            .unwrap()
+            .unwrap();
+        let (fence, pause) = (elector.fence(), elector.pause());
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !fence.is_open() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("it leads");
+        assert!(!pause.is_paused());
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+        elector.release(Duration::from_secs(10)).await;
+        assert!(!fence.is_open(), "the term ended with the release");
+        assert!(pause.is_paused());
+        drop(elector);
+        server.stop().await;
     }
 }

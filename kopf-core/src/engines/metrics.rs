@@ -15,8 +15,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::aiokits::metrics::Metrics;
-use crate::aiokits::serving::{self, HttpUrl};
+use crate::aiokits::serving::{self, HttpUrl, Limits};
 use crate::aiokits::tasks::Tasks;
+use crate::configs::settings::ServingSettings;
 
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -92,11 +93,12 @@ pub(crate) fn check_url(url: &str) -> Result<String, MetricsError> {
     MetricsUrl::parse(url).map(|_| url.to_string())
 }
 
-/// Listens at the URL and serves the metrics there until the node is cancelled; `endpoint`
-/// learns the URL with the real port once it listens.
+/// Listens at the URL and serves the metrics there (within the bounds of `serving`) until
+/// the node is cancelled; `endpoint` learns the URL with the real port once it listens.
 pub(crate) async fn serve(
     metrics: Metrics,
     url: &MetricsUrl,
+    serving: &ServingSettings,
     tasks: &Tasks,
     endpoint: &watch::Sender<Option<String>>,
 ) -> Result<(), MetricsError> {
@@ -119,7 +121,8 @@ pub(crate) async fn serve(
     tracing::info!(target: "kopf::metrics", "serving metrics at http://{shown}{}", url.path);
     endpoint.send_replace(Some(format!("http://{shown}{}", url.path)));
     let path: Arc<str> = url.path.as_str().into();
-    serving::serve(listener, tasks.child(), move |request| {
+    let limits = Limits::of("the metrics endpoint", serving);
+    serving::serve(listener, tasks.child(), limits, move |request| {
         let answer = answer(&metrics, &path, &request);
         async move { answer }
     });

@@ -61,6 +61,22 @@ impl Pause {
         self.each.iter().any(|toggle| *toggle.borrow()) || !self.fences.iter().all(Fence::is_open)
     }
 
+    /// When the pause begins, if it is not paused now: the earliest end of its fences' terms
+    /// (`Ok(None)`: no term ends it, only a toggle). What is written while not paused must be
+    /// answered by then.
+    pub(crate) fn closes_at(&self) -> Result<Option<Instant>, Closed> {
+        if self.each.iter().any(|toggle| *toggle.borrow()) {
+            return Err(Closed);
+        }
+        let mut closes = None;
+        for fence in &self.fences {
+            if let Some(ends) = fence.closes_at()? {
+                closes = Some(closes.map_or(ends, |earliest: Instant| earliest.min(ends)));
+            }
+        }
+        Ok(closes)
+    }
+
     /// Waits for the next change of the joined state and returns it; never returns if there
     /// will be none.
     ///
@@ -225,6 +241,29 @@ mod tests {
         toggle.send_replace(true);
         assert!(pause.changed().await);
         assert!(Fence::open().is_open());
+    }
+
+    #[tokio::test]
+    async fn a_pause_closes_at_the_earliest_term_and_is_closed_while_a_toggle_pauses() {
+        let toggle = watch::Sender::new(false);
+        let (early, late) = (
+            Instant::now() + Duration::from_secs(30),
+            Instant::now() + Duration::from_secs(60),
+        );
+        let (first, second) = (
+            watch::Sender::new(Some(late)),
+            watch::Sender::new(Some(early)),
+        );
+        let pause = Pause::following(toggle.subscribe())
+            .fenced(Fence::following(first.subscribe()))
+            .or(Pause::never().fenced(Fence::following(second.subscribe())));
+        assert_eq!(pause.closes_at(), Ok(Some(early)));
+        assert_eq!(Pause::never().closes_at(), Ok(None), "no term ends it");
+        toggle.send_replace(true);
+        assert_eq!(pause.closes_at(), Err(Closed), "paused by a toggle");
+        toggle.send_replace(false);
+        second.send_replace(None);
+        assert_eq!(pause.closes_at(), Err(Closed), "a term ended");
     }
 
     #[tokio::test]

@@ -44,6 +44,7 @@ use crate::clients::watching::{self, Event, Selection};
 use crate::configs::peering::{self, Judgement, Peer};
 use crate::configs::settings::{PeeringSettings, Settings, WatchingSettings};
 use crate::engines::pausing::Pause;
+use crate::helpers::deadlines;
 use crate::helpers::sync::lock;
 use crate::structs::bodies::Body;
 use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
@@ -163,6 +164,8 @@ pub(crate) struct Peering {
     heard: Mutex<BTreeMap<String, Option<bool>>>,
     /// Paused while a peering object has not been judged yet.
     unsettled: watch::Sender<bool>,
+    /// The peers with unreadable entries warned of, by [`Place::key`].
+    unreadable: Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// A peering object kept: its watcher and keeper run in `node`.
@@ -200,6 +203,7 @@ impl Peering {
             toggles: Toggles::new(peering.mandatory),
             heard: Mutex::new(BTreeMap::new()),
             unsettled: watch::Sender::new(false),
+            unreadable: Mutex::new(BTreeMap::new()),
         });
         let pause = Pause::following(engine.toggles.paused.subscribe());
         let token = tasks.token().clone();
@@ -507,8 +511,10 @@ impl Peering {
                     }
                     if keepalive <= now {
                         let jitter = rand::rng().random_range(5..=10);
-                        keepalive = Instant::now()
-                            + peering::keepalive_interval(self.settings.lifetime, jitter);
+                        keepalive = deadlines::after(peering::keepalive_interval(
+                            self.settings.lifetime,
+                            jitter,
+                        ));
                     }
                 }
             }
@@ -531,6 +537,7 @@ impl Peering {
             now,
         );
         let name = &self.settings.name;
+        self.warn_of_unreadable(place, &judgement.unreadable);
         if !judgement.dead.is_empty() {
             let dead = judgement.dead.iter().map(|peer| peer.id.as_str());
             tracing::debug!(target: "kopf::peering", peering = ?name, "Cleaning up the dead peers: {}", listed(&judgement.dead));
@@ -557,7 +564,24 @@ impl Peering {
             }
         }
         let left = judgement.recheck_at()? - now;
-        Some(Instant::now() + Duration::try_from(left).unwrap_or_default())
+        Some(deadlines::after(
+            Duration::try_from(left).unwrap_or_default(),
+        ))
+    }
+
+    /// Warns once of each peer's entry that has unreadable fields (until the entry changes):
+    /// they are read as missing, which Kopf's peers cannot do (their peering stops).
+    fn warn_of_unreadable(&self, place: &Place, peers: &[Peer]) {
+        let shown: BTreeSet<String> = peers
+            .iter()
+            .map(|peer| format!("{} ({})", peer.id, peer.unreadable.join(", ")))
+            .collect();
+        let mut warned = lock(&self.unreadable);
+        let warned = warned.entry(place.key()).or_default();
+        for entry in shown.difference(warned) {
+            tracing::warn!(target: "kopf::peering", peering = ?self.settings.name, "the peering entry of {entry} in {place} cannot be read: read as missing (Kopf's defaults: priority 0, lifetime 60, lastseen now); Python Kopf's peers stop peering on it, so fix or remove it (`resume -i ID` removes an entry)");
+        }
+        *warned = shown;
     }
 
     /// Sends a merge patch to the peering object; `false` if the object is not found.
@@ -738,7 +762,7 @@ async fn served_namespaces(
     if let Some(names) = patterns.and_then(NamespacePatterns::is_exact) {
         return Ok(names);
     }
-    let listed = scanning::list_namespaces(client, settings.watching.list_page_size).await?;
+    let listed = scanning::list_namespaces(client, &settings.watching).await?;
     Ok(listed
         .iter()
         .filter_map(|namespace| namespace["metadata"]["name"].as_str())

@@ -29,8 +29,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::aiokits::serving::{self, HttpUrl};
+use crate::aiokits::serving::{self, HttpUrl, Limits};
 use crate::aiokits::tasks::Tasks;
+use crate::configs::settings::ServingSettings;
 use crate::engines::activities::Activities;
 use crate::engines::pausing::Pause;
 
@@ -75,11 +76,12 @@ pub(crate) struct LivenessError {
     pub(crate) message: String,
 }
 
-/// Binds the endpoint's address and serves it in a node of `tasks` until the tree stops;
-/// `ready` tells whether the operator has listed what it serves, and `standby` (once set)
-/// whether it is paused (for `/readyz`).
+/// Binds the endpoint's address and serves it (within the bounds of `serving`) in a node of
+/// `tasks` until the tree stops; `ready` tells whether the operator has listed what it
+/// serves, and `standby` (once set) whether it is paused (for `/readyz`).
 pub(crate) async fn serve(
     url: &str,
+    serving: &ServingSettings,
     activities: &Activities,
     ready: watch::Receiver<bool>,
     standby: Standby,
@@ -108,7 +110,8 @@ pub(crate) async fn serve(
         standby,
         node: node.clone(),
     });
-    serving::serve(listener, node, move |request| {
+    let limits = Limits::of("the liveness endpoint", serving);
+    serving::serve(listener, node, limits, move |request| {
         let server = server.clone();
         async move { server.respond(request).await }
     });

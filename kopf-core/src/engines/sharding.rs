@@ -45,8 +45,9 @@ use tokio_util::sync::CancellationToken;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::leases;
 use crate::clients::watching::{self, Event, Selection};
+use crate::configs::leadership;
 use crate::configs::settings::{Settings, ShardingSettings, WatchingSettings};
-use crate::configs::sharding::{self, RING_LABEL, ROLE_LABEL, Ring};
+use crate::configs::sharding::{self, MAX_SHARDS, RING_LABEL, ROLE_LABEL, Ring};
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::{Fence, Pause};
 use crate::engines::peering;
@@ -105,6 +106,12 @@ pub(crate) fn check(settings: &Settings) -> Result<(), String> {
     if sharding.shards == 0 {
         return Err("the number of shards must be at least 1".into());
     }
+    if sharding.shards > MAX_SHARDS {
+        return Err(format!(
+            "the number of shards ({}) must be at most {MAX_SHARDS}: each is a Lease that every replica looks at",
+            sharding.shards
+        ));
+    }
     if !settings.watching.shard_selectors.is_empty() {
         return Err("assigned shards (peering.sharding) and static shard selectors (watching.shard_selectors) cannot be combined: use one of them".into());
     }
@@ -117,6 +124,8 @@ pub(crate) fn check(settings: &Settings) -> Result<(), String> {
             sharding.lease_duration, sharding.renew_deadline, sharding.retry_period
         ));
     }
+    // The others are shorter: nothing added to a clock overflows.
+    leadership::check_recordable("shards' lease duration", sharding.lease_duration)?;
     if sharding.name.is_empty() {
         return Err("the shards' ring name must not be empty".into());
     }
@@ -612,6 +621,9 @@ impl Sharder {
     pub(crate) async fn release(&self, timeout: Duration) {
         // First: no renewal may meet the deletion (and take it for a fencing).
         self.stop().await;
+        // The term ends here, not a renew deadline later: peers may take the shards as soon
+        // as they see them released.
+        self.term.send_replace(None);
         let released = async {
             let me = self.me();
             let held: Vec<(u32, Value)> = lock(&self.shards)
@@ -669,4 +681,42 @@ impl Sharder {
 fn incarnation(identity: &str) -> String {
     let suffix: u32 = rand::rng().random();
     format!("{identity}#{suffix:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once its shards are released, this member acts on nothing more: its term ends with the
+    /// release, not a renew deadline later.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_member_ends_its_term_at_once() {
+        let server = kopf_testing::FakeApiServer::start().await.unwrap();
+        let mut settings = Settings::default();
+        let mut sharding = ShardingSettings::new(2);
+        sharding.namespace = Some("default".into());
+        sharding.identity = Some("me".into());
+        sharding.lease_duration = Duration::from_secs(120);
+        sharding.renew_deadline = Duration::from_secs(60);
+        sharding.retry_period = Duration::from_millis(100);
+        settings.peering.sharding = Some(sharding);
+        let tasks = Tasks::root(1);
+        let sharder = Sharder::start(&server.client(), &settings, &tasks)
+            .unwrap()
+            .unwrap();
+        let fence = sharder.fence();
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !fence.is_open() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("it joins");
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+        sharder.release(Duration::from_secs(10)).await;
+        assert!(!fence.is_open(), "the term ended with the release");
+        drop(sharder);
+        server.stop().await;
+    }
 }

@@ -7,13 +7,16 @@
 //!    the operator's own writes (handlers finishing, cleanup handlers) may need its webhooks.
 //!    It is stopped explicitly ([`Webhooks::stop`]), after the managed configurations shrank:
 //!    it stops accepting, reviews in flight finish, then it is gone.
-//! 2. The client config is published before [`Webhooks::start`] returns, and again whenever
+//! 2. The client config is published before [`Webhooks::start`] returns (and the CA bundle
+//!    written to `cadump`), and again whenever
 //!    what clients must trust changes: given PEM files (and a shared Secret) are read again
 //!    every reload interval (without blocking the runtime), generated certificates are
 //!    renewed when due, and a change that makes a valid certificate serves new connections at
 //!    once, on the same port. An invalid change (e.g. a file half-written) is logged and
 //!    retried at the next check; the old certificate serves meanwhile
 //!    ([`certificates`](self::certificates)).
+//! 3. An `insecure` server serves plain HTTP: no certificate is made, read or reloaded.
+//! 4. `WebhookServer::auto()` guesses its host before it listens ([`detection`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -29,13 +32,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::aiokits::serving::{self, PeerCertificate};
+use crate::aiokits::serving::{self, Limits, PeerCertificate};
 use crate::aiokits::tasks::{StopReason, Tasks};
-use crate::aiokits::tls::TlsError;
+use crate::aiokits::tls::{Pem, TlsError};
+use crate::configs::settings::ServingSettings;
 use crate::configs::webhooks::{ClientConfig, Target, WebhookServer};
 use crate::engines::admission::{WebhookRequest, WebhookResponse};
 
 mod certificates;
+mod detection;
 
 use certificates::{CertificateError, Certificates};
 
@@ -58,6 +63,15 @@ pub enum WebhookError {
     /// The certificate cannot be made, read or served.
     #[error(transparent)]
     Tls(TlsError),
+    /// The CA bundle cannot be written to the `cadump` file.
+    #[error("cannot write the webhooks' CA bundle to {path} (cadump): {source}")]
+    Dump {
+        /// The file.
+        path: String,
+        /// The error writing it.
+        #[source]
+        source: std::io::Error,
+    },
     /// The Secret that keeps the certificate cannot be read or written.
     #[error("cannot keep the webhook certificate in the Secret {secret}: {message}")]
     Secret {
@@ -99,16 +113,33 @@ impl std::fmt::Debug for Webhooks {
 }
 
 impl Webhooks {
-    /// Listens, makes or reads the certificate, publishes the client config and serves with
-    /// the review that `review` makes: it gets the server's own tree (with at most
-    /// `max_threads` threads for sync handlers), where the reviews' work must run. The
-    /// `client` reads and writes the Secret of a shared certificate (required with one).
+    /// Listens, makes or reads the certificate, publishes the client config and serves (within
+    /// the bounds of `serving`) with the review that `review` makes: it gets the server's own
+    /// tree (with at most `max_threads` threads for sync handlers), where the reviews' work
+    /// must run. The `client` reads and writes the Secret of a shared certificate (required
+    /// with one), and with the API server's URL (`cluster`), detects the cluster for
+    /// `WebhookServer::auto()`.
     pub(crate) async fn start(
         server: &WebhookServer,
+        serving: &ServingSettings,
         max_threads: usize,
         client: Option<&kube::Client>,
+        cluster: Option<&http::Uri>,
         review: impl FnOnce(Tasks) -> Review,
     ) -> Result<Webhooks, WebhookError> {
+        let mut server = server.clone();
+        if server.detect_host && server.host.is_none() {
+            match detection::detect(client, cluster).await {
+                Some(host) => {
+                    tracing::info!(target: "kopf::admission", "cluster detection found the hostname: {host}");
+                    server.host = Some(host.into());
+                }
+                None => {
+                    tracing::info!(target: "kopf::admission", "cluster detection failed, running a simple local server");
+                }
+            }
+        }
+        let server = &server;
         let listener = listen(server).await?;
         let address = listener
             .local_addr()
@@ -116,10 +147,30 @@ impl Webhooks {
                 address: shown_address(server),
                 source,
             })?;
-        let certificates = Certificates::load(server, client).await?;
-        let (served, ca_bundle) = certificates.served()?;
-        let tls = watch::Sender::new(served);
-        let config = watch::Sender::new(server.client_config(address.port(), Some(ca_bundle)));
+        let (certificates, tls, ca_bundle) = if server.insecure {
+            // The cluster trusts what it is told (e.g. the proxy's CA), if anything.
+            let ca_bundle = match (&server.cadata, &server.cafile) {
+                (Some(cadata), _) => Some(cadata.clone()),
+                (None, Some(cafile)) => {
+                    let pem = Pem::read(cafile).await.map_err(WebhookError::Tls)?;
+                    Some(String::from_utf8_lossy(&pem.text).into_owned())
+                }
+                (None, None) => None,
+            };
+            (None, None, ca_bundle)
+        } else {
+            let certificates = Certificates::load(server, client).await?;
+            let (served, ca_bundle) = certificates.served()?;
+            (
+                Some(certificates),
+                Some(watch::Sender::new(served)),
+                Some(ca_bundle),
+            )
+        };
+        if let (Some(path), Some(bundle)) = (&server.cadump, &ca_bundle) {
+            dump(path, bundle).await?;
+        }
+        let config = watch::Sender::new(server.client_config(address.port(), ca_bundle));
         let tree = Tasks::root(max_threads);
         let review = review(tree.child());
         match &config.borrow().target {
@@ -134,17 +185,22 @@ impl Webhooks {
         }
         let receiver = config.subscribe();
         let prefix: Arc<str> = server.path_prefix().into();
-        serving::serve_tls(listener, tree.child(), tls.subscribe(), move |request| {
-            answer(request, prefix.clone(), review.clone())
-        });
-        let reloading = Reloading {
-            server: server.clone(),
-            port: address.port(),
-            certificates,
-            tls,
-            config,
-        };
-        tree.spawn(reloading.run(tree.token().clone()));
+        let limits = Limits::of("the admission webhook server", serving);
+        let respond = move |request| answer(request, prefix.clone(), review.clone());
+        match (certificates, tls) {
+            (Some(certificates), Some(tls)) => {
+                serving::serve_tls(listener, tree.child(), limits, tls.subscribe(), respond);
+                let reloading = Reloading {
+                    server: server.clone(),
+                    port: address.port(),
+                    certificates,
+                    tls,
+                    config,
+                };
+                tree.spawn(reloading.run(tree.token().clone()));
+            }
+            _ => serving::serve(listener, tree.child(), limits, respond),
+        }
         Ok(Webhooks {
             tree,
             config: receiver,
@@ -181,6 +237,16 @@ impl Webhooks {
         self.tree.threads().exited().await;
         finished
     }
+}
+
+/// Writes the CA bundle to the `cadump` file, without blocking the runtime.
+async fn dump(path: &std::path::Path, bundle: &str) -> Result<(), WebhookError> {
+    tokio::fs::write(path, bundle)
+        .await
+        .map_err(|source| WebhookError::Dump {
+            path: path.display().to_string(),
+            source,
+        })
 }
 
 /// Binds the server's address: every interface (IPv6 and IPv4, or IPv4 alone where there is
@@ -335,6 +401,11 @@ impl Reloading {
                 Ok(Some((served, ca_pem))) => {
                     tracing::info!(target: "kopf::admission", "the webhook certificate changed: serving the new one");
                     self.tls.send_replace(served);
+                    if let Some(path) = &self.server.cadump
+                        && let Err(error) = dump(path, &ca_pem).await
+                    {
+                        tracing::warn!(target: "kopf::admission", %error, "the CA bundle in the cadump file is outdated");
+                    }
                     let config = self.server.client_config(self.port, Some(ca_pem));
                     self.config.send_if_modified(|current| {
                         let changed = *current != config;

@@ -24,7 +24,7 @@ pub(crate) type ActivityFn = Arc<dyn Fn(ActivityInvocation) -> HandlerFuture + S
 ///   anything: `run()` returns
 ///   [`OperatorError::Activity`](crate::operator::OperatorError::Activity) naming the handler. The
 ///   one setting they cannot change is
-///   [`ExecutionSettings::max_blocking_threads`](crate::settings::ExecutionSettings::max_blocking_threads):
+///   [`ExecutionSettings::max_workers`](crate::settings::ExecutionSettings::max_workers):
 ///   the threads that sync startup handlers run on exist before them. A stop during the startup
 ///   interrupts it (the handlers' `stopped` fires), and cleanup handlers then do not run.
 /// - **Cleanup** handlers run once when the operator stops: after the handlers' grace period,

@@ -81,15 +81,19 @@ async fn command(registry: Registry) -> ExitCode {
             };
         }
         Some(Command::Freeze(args)) => {
-            let priority = if args.dev {
-                DEV_PRIORITY
-            } else {
-                args.priority
+            let env = |name: &str| std::env::var(name).ok();
+            return match resolve_freeze(args, env) {
+                Ok(marking) => mark(marking).await,
+                Err(error) => usage_exit(&error),
             };
-            let lifetime = Duration::from_secs(args.lifetime);
-            return mark(args.target, Mark::Freeze { priority, lifetime }).await;
         }
-        Some(Command::Resume(args)) => return mark(args.target, Mark::Resume).await,
+        Some(Command::Resume(args)) => {
+            let env = |name: &str| std::env::var(name).ok();
+            return match resolve_mark("KOPF_RESUME_", args.target, Mark::Resume, env) {
+                Ok(marking) => mark(marking).await,
+                Err(error) => usage_exit(&error),
+            };
+        }
         Some(Command::Run(args)) => args,
         None => cli.run,
     };
@@ -136,17 +140,13 @@ async fn command(registry: Registry) -> ExitCode {
 
 /// `freeze` and `resume`: writes or removes an entry in the peering objects, as Kopf's
 /// subcommands do, so that they pause and resume Python Kopf operators too.
-async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
-    let run = RunArgs {
-        log: target.log,
-        namespaces: target.namespaces,
-        all_namespaces: target.all_namespaces,
-        ..RunArgs::default()
-    };
-    let options = match resolve(run, |name| std::env::var(name).ok()) {
-        Ok(options) => options,
-        Err(error) => return usage_exit(&error),
-    };
+async fn mark(marking: Marking) -> ExitCode {
+    let Marking {
+        options,
+        peering: peering_name,
+        id,
+        mark,
+    } = marking;
     logging::init(options.filter, &options.style);
     let patterns = options.namespaces;
     let patterns = match patterns
@@ -161,20 +161,23 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
         }
     };
     let connections = Connections::default();
-    let connect_timeout = Settings::default().networking.connect_timeout;
-    let client =
-        match crate::structs::credentials::default_client(connections.clone(), connect_timeout)
-            .await
-        {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let networking = Settings::default().networking;
+    let client = match crate::structs::credentials::default_client(
+        connections.clone(),
+        networking.connect_timeout,
+        networking.trust_env,
+    )
+    .await
+    {
+        Ok((client, _)) => client,
+        Err(error) => {
+            tracing::error!(target: "kopf::cli", "cannot connect to the cluster: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut settings = Settings::default();
-    settings.peering.name = target.peering;
-    let identity = target.id.unwrap_or_else(peering::manual_identity);
+    settings.peering.name = peering_name;
+    let identity = id.unwrap_or_else(peering::manual_identity);
     let marked = peering::mark(&client, &settings, patterns.as_ref(), &identity, mark).await;
     drop(client);
     connections.close().await;
@@ -191,6 +194,148 @@ async fn mark(target: PeeringTarget, mark: Mark) -> ExitCode {
             tracing::error!(target: "kopf::cli", "{error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What `freeze` or `resume` asks for, from the command line and the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Marking {
+    /// The namespaces and logging, as `run` takes them.
+    options: Options,
+    /// The peering object's name (`-P`).
+    peering: String,
+    /// The entry's identity (`-i`), if given.
+    id: Option<String>,
+    mark: Mark,
+}
+
+/// The options of `freeze`, completed from Kopf's `KOPF_FREEZE_*` variables where the command
+/// line says nothing (`KOPF_FREEZE_PEERING`, `_LIFETIME`, `_PRIORITY`, `_DEV`, `_ID`,
+/// `_MESSAGE`, `_NAMESPACES`, `_CLUSTERWIDE`, and the logging ones).
+fn resolve_freeze(
+    args: FreezeArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Marking, clap::Error> {
+    let var = |name: &str| env(&format!("KOPF_FREEZE_{name}")).filter(|value| !value.is_empty());
+    let number = |name: &str| -> Result<Option<i64>, clap::Error> {
+        var(name)
+            .map(|value| {
+                value.trim().parse::<i64>().map_err(|_| {
+                    usage(
+                        clap::error::ErrorKind::InvalidValue,
+                        format!("KOPF_FREEZE_{name}={value:?} is not an integer"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let lifetime = match args.lifetime {
+        Some(lifetime) => lifetime,
+        None => match number("LIFETIME")? {
+            Some(lifetime) => u64::try_from(lifetime).map_err(|_| {
+                usage(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("KOPF_FREEZE_LIFETIME={lifetime} is not a number of seconds"),
+                )
+            })?,
+            None => {
+                return Err(usage(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "the freeze's lifetime is required: -t/--lifetime SECONDS (or KOPF_FREEZE_LIFETIME)"
+                        .to_string(),
+                ));
+            }
+        },
+    };
+    let dev = args.dev
+        || match var("DEV") {
+            None => false,
+            Some(value) => parse_bool(&value).ok_or_else(|| {
+                usage(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("KOPF_FREEZE_DEV={value:?} is not a valid boolean"),
+                )
+            })?,
+        };
+    let priority = match args.priority {
+        Some(priority) => priority,
+        None => number("PRIORITY")?.unwrap_or(FREEZE_PRIORITY),
+    };
+    let priority = if dev { DEV_PRIORITY } else { priority };
+    let lifetime = Duration::from_secs(lifetime);
+    resolve_mark(
+        "KOPF_FREEZE_",
+        args.target,
+        Mark::Freeze { priority, lifetime },
+        env,
+    )
+}
+
+/// The options common to `freeze` and `resume`, completed from the variables of `prefix`.
+fn resolve_mark(
+    prefix: &str,
+    target: PeeringTarget,
+    mark: Mark,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Marking, clap::Error> {
+    // Only the variables of the options that the subcommand has (Kopf's click reads no
+    // others): `KOPF_FREEZE_LIVENESS` means nothing.
+    const OWN: [&str; 9] = [
+        "NAMESPACES",
+        "CLUSTERWIDE",
+        "VERBOSE",
+        "DEBUG",
+        "QUIET",
+        "LOG_FORMAT",
+        "LOG_REFKEY",
+        "LOG_PREFIX",
+        "ID",
+    ];
+    let outer = |name: &str| env(name);
+    let env = |name: &str| {
+        let own = name
+            .strip_prefix(prefix)
+            .is_some_and(|suffix| OWN.contains(&suffix));
+        own.then(|| env(name)).flatten()
+    };
+    let peering = match target
+        .peering
+        .or_else(|| outer(&format!("{prefix}PEERING")))
+    {
+        Some(peering) if !peering.is_empty() => peering,
+        _ => {
+            return Err(usage(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!(
+                    "the peering object's name is required: -P/--peering NAME (or {prefix}PEERING)"
+                ),
+            ));
+        }
+    };
+    let id = target
+        .id
+        .or_else(|| env(&format!("{prefix}ID")).filter(|id| !id.is_empty()));
+    let run = RunArgs {
+        log: target.log,
+        namespaces: target.namespaces,
+        all_namespaces: target.all_namespaces,
+        ..RunArgs::default()
+    };
+    let options = resolve_as(prefix, run, env)?;
+    Ok(Marking {
+        options,
+        peering,
+        id,
+        mark,
+    })
+}
+
+/// A boolean as click reads one from the environment.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "t" | "yes" | "y" | "on" => Some(true),
+        "0" | "false" | "f" | "no" | "n" | "off" => Some(false),
+        _ => None,
     }
 }
 
@@ -371,10 +516,12 @@ enum Command {
     ///
     /// Writes an entry of a high priority to the peering object, so that the operators of
     /// lower priorities (Python Kopf's too) pause until it expires or `resume` removes it.
+    #[command(after_help = FREEZE_ENVIRONMENT)]
     Freeze(FreezeArgs),
     /// End a freeze at once (Kopf's `kopf resume`).
     ///
     /// Removes the entry from the peering object, so that the paused operators resume.
+    #[command(after_help = RESUME_ENVIRONMENT)]
     Resume(ResumeArgs),
 }
 
@@ -398,9 +545,9 @@ struct PeeringTarget {
     /// The ClusterKopfPeering (the default).
     #[arg(short = 'A', long = "all-namespaces")]
     all_namespaces: bool,
-    /// The peering object's name.
+    /// The peering object's name [env: KOPF_FREEZE_PEERING or KOPF_RESUME_PEERING].
     #[arg(short = 'P', long, value_name = "NAME")]
-    peering: String,
+    peering: Option<String>,
 }
 
 /// The options of `freeze`.
@@ -411,18 +558,12 @@ struct FreezeArgs {
     /// A message (accepted as Kopf's command line accepts it; not written anywhere).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: Option<String>,
-    /// How long the freeze lasts, in seconds: then the paused operators resume.
+    /// How long the freeze lasts, in seconds: then the paused operators resume (required).
     #[arg(short = 't', long, value_name = "SECONDS")]
-    lifetime: u64,
-    /// The entry's priority: operators of lower priorities pause.
-    #[arg(
-        short = 'p',
-        long,
-        value_name = "N",
-        default_value_t = FREEZE_PRIORITY,
-        allow_negative_numbers = true
-    )]
-    priority: i64,
+    lifetime: Option<u64>,
+    /// The entry's priority: operators of lower priorities pause [default: 100].
+    #[arg(short = 'p', long, value_name = "N", allow_negative_numbers = true)]
+    priority: Option<i64>,
     /// Development mode: priority 666, whatever -p says (as Kopf).
     #[arg(long)]
     dev: bool,
@@ -434,6 +575,19 @@ struct ResumeArgs {
     #[command(flatten)]
     target: PeeringTarget,
 }
+
+const FREEZE_ENVIRONMENT: &str = "\
+Environment variables (as Kopf's CLI; the command line wins): KOPF_FREEZE_PEERING,
+KOPF_FREEZE_LIFETIME, KOPF_FREEZE_PRIORITY, KOPF_FREEZE_DEV, KOPF_FREEZE_ID,
+KOPF_FREEZE_MESSAGE, KOPF_FREEZE_NAMESPACES (space-separated), KOPF_FREEZE_CLUSTERWIDE,
+KOPF_FREEZE_VERBOSE, KOPF_FREEZE_DEBUG, KOPF_FREEZE_QUIET, KOPF_FREEZE_LOG_FORMAT,
+KOPF_FREEZE_LOG_REFKEY, KOPF_FREEZE_LOG_PREFIX.";
+
+const RESUME_ENVIRONMENT: &str = "\
+Environment variables (as Kopf's CLI; the command line wins): KOPF_RESUME_PEERING,
+KOPF_RESUME_ID, KOPF_RESUME_NAMESPACES (space-separated), KOPF_RESUME_CLUSTERWIDE,
+KOPF_RESUME_VERBOSE, KOPF_RESUME_DEBUG, KOPF_RESUME_QUIET, KOPF_RESUME_LOG_FORMAT,
+KOPF_RESUME_LOG_REFKEY, KOPF_RESUME_LOG_PREFIX.";
 
 /// The priority of `freeze` (Kopf's).
 const FREEZE_PRIORITY: i64 = 100;
@@ -471,12 +625,13 @@ struct RbacArgs {
     #[arg(long)]
     no_service_account: bool,
     /// The Lease that `run --lease` elects a leader with: a Role in its namespace (without
-    /// one, the ServiceAccount's, which is the pod's) to get, create and update it.
+    /// one, the ServiceAccount's, which is the pod's) to get, create and update it; no rights
+    /// on Kopf's peering objects (`run --lease` implies --standalone).
     #[arg(long, value_name = "[NAMESPACE/]NAME", value_parser = LeaseName::parse)]
     lease: Option<LeaseName>,
     /// The operator runs with assigned shards (`run --shards N`; N is accepted and not
     /// needed): a Role in the ServiceAccount's namespace (the pod's, where the operator keeps
-    /// the shards' Leases) to get, list, create, update and delete Leases.
+    /// the shards' Leases) to get, list, watch, create, update and delete Leases.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
     shards: Option<u32>,
     /// The name of the managed webhook configurations (`settings.admission.managed`, e.g.
@@ -580,7 +735,8 @@ struct RunArgs {
     shards: Option<u32>,
     /// Serve the admission webhooks at this URL (e.g. https://0.0.0.0:9443/webhooks; without
     /// a port, a free one), with a self-signed certificate, as Kopf's WebhookServer
-    /// (`settings.admission.server`). Not Kopf's.
+    /// (`settings.admission.server`); http:// serves plain HTTP, behind a proxy that
+    /// terminates TLS (Kopf's `insecure`). Not Kopf's.
     #[arg(long, value_name = "URL", value_parser = check_webhook_url)]
     webhook_server: Option<String>,
     /// The host the cluster calls the webhooks at (e.g. host.k3d.internal) [default: from
@@ -696,6 +852,17 @@ where
 /// Completes the options from the environment as Kopf's click CLI does
 /// (`auto_envvar_prefix='KOPF'`: the command line wins; `KOPF_RUN_NAMESPACE` is appended).
 fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Options, clap::Error> {
+    resolve_as("KOPF_RUN_", args, env)
+}
+
+/// As [`resolve`], with the variables of a subcommand: `prefix` is `KOPF_RUN_`,
+/// `KOPF_FREEZE_` or `KOPF_RESUME_` (click's `auto_envvar_prefix` and the command's name).
+fn resolve_as(
+    prefix: &str,
+    args: RunArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Options, clap::Error> {
+    let var = |name: &str| format!("{prefix}{name}");
     let env = |name: &str| env(name).filter(|value| !value.is_empty());
     let flag = |given: bool, name: &str| -> Result<bool, clap::Error> {
         if given {
@@ -703,26 +870,24 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         }
         match env(name) {
             None => Ok(false),
-            Some(value) => match value.to_ascii_lowercase().as_str() {
-                "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),
-                "0" | "false" | "f" | "no" | "n" | "off" => Ok(false),
-                _ => Err(usage(
+            Some(value) => parse_bool(&value).ok_or_else(|| {
+                usage(
                     clap::error::ErrorKind::InvalidValue,
                     format!("{name}={value:?} is not a valid boolean"),
-                )),
-            },
+                )
+            }),
         }
     };
     let mut namespaces = args.namespaces;
     if namespaces.is_empty()
-        && let Some(value) = env("KOPF_RUN_NAMESPACES")
+        && let Some(value) = env(&var("NAMESPACES"))
     {
         namespaces.extend(value.split_whitespace().map(String::from));
     }
-    if let Some(value) = env("KOPF_RUN_NAMESPACE") {
+    if let Some(value) = env(&var("NAMESPACE")) {
         namespaces.push(value);
     }
-    let clusterwide = flag(args.all_namespaces, "KOPF_RUN_CLUSTERWIDE")?;
+    let clusterwide = flag(args.all_namespaces, &var("CLUSTERWIDE"))?;
     if clusterwide && !namespaces.is_empty() {
         return Err(usage(
             clap::error::ErrorKind::ArgumentConflict,
@@ -738,42 +903,45 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
         ));
     }
     let args_log = &args.log;
-    let verbose = flag(args_log.verbose, "KOPF_RUN_VERBOSE")?;
-    let debug = flag(args_log.debug, "KOPF_RUN_DEBUG")?;
-    let quiet = flag(args_log.quiet, "KOPF_RUN_QUIET")?;
+    let verbose = flag(args_log.verbose, &var("VERBOSE"))?;
+    let debug = flag(args_log.debug, &var("DEBUG"))?;
+    let quiet = flag(args_log.quiet, &var("QUIET"))?;
     let prefix = if args_log.log_prefix {
         Some(true)
     } else if args_log.no_log_prefix {
         Some(false)
-    } else if env("KOPF_RUN_LOG_PREFIX").is_some() {
-        Some(flag(false, "KOPF_RUN_LOG_PREFIX")?)
+    } else if env(&var("LOG_PREFIX")).is_some() {
+        Some(flag(false, &var("LOG_PREFIX"))?)
     } else {
         None
     };
     let refkey = args_log
         .log_refkey
         .clone()
-        .or_else(|| env("KOPF_RUN_LOG_REFKEY"));
+        .or_else(|| env(&var("LOG_REFKEY")));
     let format = match args_log.log_format {
         Some(format) => format,
-        None => match env("KOPF_RUN_LOG_FORMAT") {
+        None => match env(&var("LOG_FORMAT")) {
             None => LogFormat::default(),
             Some(value) => LogFormat::from_str(&value, true).map_err(|_| {
                 usage(
                     clap::error::ErrorKind::InvalidValue,
-                    format!("KOPF_RUN_LOG_FORMAT={value:?} is not one of plain, full, json"),
+                    format!(
+                        "{}={value:?} is not one of plain, full, json",
+                        var("LOG_FORMAT")
+                    ),
                 )
             })?,
         },
     };
     let liveness = match args.liveness {
         Some(url) => Some(url),
-        None => env("KOPF_RUN_LIVENESS")
+        None => env(&var("LIVENESS"))
             .map(|url| {
                 crate::engines::probing::check_url(&url).map_err(|error| {
                     usage(
                         clap::error::ErrorKind::InvalidValue,
-                        format!("KOPF_RUN_LIVENESS={url:?} is not a liveness URL: {error}"),
+                        format!("{}={url:?} is not a liveness URL: {error}", var("LIVENESS")),
                     )
                 })
             })
@@ -781,7 +949,7 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
     };
     let metrics = match args.metrics {
         Some(url) => Some(url),
-        None => env("KOPF_RUN_METRICS")
+        None => env(&var("METRICS"))
             .map(|url| {
                 crate::engines::metrics::check_url(&url)
                     .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error.to_string()))
@@ -790,50 +958,50 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
     };
     let lease = match args.lease {
         Some(lease) => Some(lease),
-        None => env("KOPF_RUN_LEASE")
+        None => env(&var("LEASE"))
             .map(|value| {
                 LeaseName::parse(&value).map_err(|error| {
                     usage(
                         clap::error::ErrorKind::InvalidValue,
-                        format!("KOPF_RUN_LEASE: {error}"),
+                        format!("{}: {error}", var("LEASE")),
                     )
                 })
             })
             .transpose()?,
     };
-    let standalone = lease.is_some() || flag(args.standalone, "KOPF_RUN_STANDALONE")?;
+    let standalone = lease.is_some() || flag(args.standalone, &var("STANDALONE"))?;
     let shards = match args.shards {
         Some(shards) => Some(shards),
-        None => env("KOPF_RUN_SHARDS")
+        None => env(&var("SHARDS"))
             .map(|value| match value.trim().parse::<u32>() {
                 Ok(shards) if (1..=4096).contains(&shards) => Ok(shards),
                 _ => Err(usage(
                     clap::error::ErrorKind::InvalidValue,
-                    format!("KOPF_RUN_SHARDS={value:?} is not a number of shards from 1 to 4096"),
+                    format!(
+                        "{}={value:?} is not a number of shards from 1 to 4096",
+                        var("SHARDS")
+                    ),
                 )),
             })
             .transpose()?,
     };
-    let webhook_server = match args
-        .webhook_server
-        .or_else(|| env("KOPF_RUN_WEBHOOK_SERVER"))
-    {
+    let webhook_server = match args.webhook_server.or_else(|| env(&var("WEBHOOK_SERVER"))) {
         None => None,
         Some(url) => {
             let server = WebhookServer::from_url(&url)
                 .map_err(|error| usage(clap::error::ErrorKind::InvalidValue, error))?;
-            let server = match args.webhook_host.or_else(|| env("KOPF_RUN_WEBHOOK_HOST")) {
+            let server = match args.webhook_host.or_else(|| env(&var("WEBHOOK_HOST"))) {
                 Some(host) => server.host(host),
                 None => server,
             };
             let secret = match args.webhook_secret {
                 Some(secret) => Some(secret),
-                None => env("KOPF_RUN_WEBHOOK_SECRET")
+                None => env(&var("WEBHOOK_SECRET"))
                     .map(|value| {
                         secret_name(&value).map_err(|error| {
                             usage(
                                 clap::error::ErrorKind::InvalidValue,
-                                format!("KOPF_RUN_WEBHOOK_SECRET: {error}"),
+                                format!("{}: {error}", var("WEBHOOK_SECRET")),
                             )
                         })
                     })
@@ -850,19 +1018,19 @@ fn resolve(args: RunArgs, env: impl Fn(&str) -> Option<String>) -> Result<Option
     };
     let admission_managed = args
         .admission_managed
-        .or_else(|| env("KOPF_RUN_ADMISSION_MANAGED"));
-    let peering = args.peering.or_else(|| env("KOPF_RUN_PEERING"));
+        .or_else(|| env(&var("ADMISSION_MANAGED")));
+    let peering = args.peering.or_else(|| env(&var("PEERING")));
     let priority = match (args.priority, args.dev) {
         (Some(priority), _) => Some(priority),
         (None, true) => Some(DEV_PRIORITY),
-        (None, false) => match env("KOPF_RUN_PRIORITY") {
+        (None, false) => match env(&var("PRIORITY")) {
             Some(value) => Some(value.trim().parse().map_err(|_| {
                 usage(
                     clap::error::ErrorKind::InvalidValue,
-                    format!("KOPF_RUN_PRIORITY={value:?} is not an integer"),
+                    format!("{}={value:?} is not an integer", var("PRIORITY")),
                 )
             })?),
-            None => flag(false, "KOPF_RUN_DEV")?.then_some(DEV_PRIORITY),
+            None => flag(false, &var("DEV"))?.then_some(DEV_PRIORITY),
         },
     };
     // As Kopf: debug or verbose beat quiet.

@@ -20,6 +20,7 @@
 //! - a JSON body, `&mut serde_json::Value` (a JSON array is taken item by item);
 //! - a typed object, `&mut K` for any [`kube::Resource`]: a `k8s_openapi` type such as
 //!   `Pod`, a `#[derive(kube::CustomResource)]` type, a `DynamicObject`;
+//! - a typed object's nested metadata, `&mut ObjectMeta` (a pod template's, say);
 //! - many of them: anything iterable over those (`&mut [Value]`, `&mut Vec<Pod>`,
 //!   `[&mut a, &mut b]`, `&mut Option<Pod>`, `pods.iter_mut()`, ...).
 //!
@@ -27,7 +28,9 @@
 //! [`body`](crate::Invocation::body)), or a typed object `&K` for any [`kube::Resource`] of a
 //! static type. They must be as the API server returned them: an owner reference needs the
 //! owner's `uid`. [`adopt_to_current`] takes the object of the handler running now as the
-//! owner, as Kopf's `kopf.adopt(objs)` does when no owner is given.
+//! owner, as Kopf's `kopf.adopt(objs)` does when no owner is given; [`CurrentObject`] is that
+//! owner for the other functions. Kopf's keyword options are [`Options`], taken by the
+//! `*_with` variants.
 //!
 //! The functions change the children only (never the owner, never anything in the cluster):
 //! they are meant for children about to be created. A child that is not a Kubernetes object
@@ -86,6 +89,25 @@ pub enum HierarchyError {
         /// What it is.
         found: &'static str,
     },
+    /// `nested` fields were asked of a typed child, whose nested objects the toolkit cannot
+    /// reach (it sees a typed child's metadata only).
+    #[error(
+        "nested fields ({field}) are labelled in JSON children only: for a typed child, pass \
+         the nested object's metadata as a child too (e.g. `&mut template.metadata`, an \
+         `ObjectMeta`)"
+    )]
+    NestedInTyped {
+        /// The first nested field asked for.
+        field: String,
+    },
+    /// A nested field of a child is not an object, so it cannot be labelled.
+    #[error("a child's nested field {field} is {found}, not an object")]
+    MalformedNested {
+        /// The nested field, as given.
+        field: String,
+        /// What it is instead.
+        found: &'static str,
+    },
     /// [`adopt_to_current`] was called where no handler of an object is running.
     #[error(
         "no handler of an object is running here to adopt the children to: adopt_to_current() \
@@ -102,6 +124,16 @@ pub enum AsJson {}
 /// The form of a typed child or owner, a [`kube::Resource`] (inferred, never written).
 #[derive(Debug)]
 pub enum AsTyped {}
+
+/// The form of a child given as its metadata, an `ObjectMeta` (inferred, never written): the
+/// nested metadata of a typed object, such as a pod template's.
+#[derive(Debug)]
+pub enum AsMeta {}
+
+/// The form of the object of the handler running now, [`CurrentObject`] (inferred, never
+/// written).
+#[derive(Debug)]
+pub enum AsCurrent {}
 
 /// The form of many children, each of the form `F` (inferred, never written).
 #[derive(Debug)]
@@ -180,6 +212,15 @@ impl<K: kube::Resource> Children<AsTyped> for &mut K {
     }
 }
 
+impl Children<AsMeta> for &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    fn visit(
+        self,
+        visit: &mut dyn FnMut(Child<'_>) -> Result<(), HierarchyError>,
+    ) -> Result<(), HierarchyError> {
+        visit(Child::Typed(self))
+    }
+}
+
 impl<I, F> Children<AsMany<F>> for I
 where
     I: IntoIterator,
@@ -232,6 +273,153 @@ impl<K: kube::Resource<DynamicType = ()>> Owner<AsTyped> for K {
     }
 }
 
+/// The object of the handler running now, as the owner: what Kopf infers when no owner is
+/// given (`kopf.adopt(objs)`, `kopf.append_owner_reference(objs)`, ...).
+///
+/// Within a handler of an object (an async handler's attempt, or a sync handler's run), it
+/// is that object; anywhere else, the functions given it fail with
+/// [`HierarchyError::NoCurrentObject`].
+///
+/// ```
+/// # fn handler(invocation: kopf::Invocation) -> kopf::registry::HandlerResult {
+/// use kopf::hierarchies::{self, CurrentObject};
+///
+/// let mut child = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+/// hierarchies::append_owner_reference(&mut child, &CurrentObject)?;
+/// hierarchies::label(&mut child, CurrentObject.labels()?, false)?;
+/// hierarchies::harmonize_naming(&mut child, &CurrentObject.name()?, true)?;
+/// # Ok(None)
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CurrentObject;
+
+impl CurrentObject {
+    fn facts(self) -> Result<Facts, HierarchyError> {
+        let body = Current::with(|current| current.body.clone())
+            .filter(|body| body.is_object())
+            .ok_or(HierarchyError::NoCurrentObject)?;
+        Owner::<AsJson>::facts(body.value())
+    }
+
+    /// The labels of the object (Kopf's `kopf.label(objs)` without labels labels with them).
+    pub fn labels(self) -> Result<std::collections::BTreeMap<String, String>, HierarchyError> {
+        Ok(self.facts()?.labels)
+    }
+
+    /// The name of the object (Kopf's `kopf.harmonize_naming(objs)` without a name).
+    pub fn name(self) -> Result<String, HierarchyError> {
+        Ok(self.facts()?.name)
+    }
+
+    /// The namespace of the object, `None` if cluster-scoped (Kopf's
+    /// `kopf.adjust_namespace(objs)` without a namespace).
+    pub fn namespace(self) -> Result<Option<String>, HierarchyError> {
+        Ok(self.facts()?.namespace)
+    }
+}
+
+impl Owner<AsCurrent> for CurrentObject {
+    fn facts(&self) -> Result<Facts, HierarchyError> {
+        CurrentObject::facts(*self)
+    }
+}
+
+/// Kopf's keyword options of the hierarchy functions, for the `*_with` variants: each reads
+/// the options that its Kopf counterpart takes, and ignores the others.
+///
+/// ```
+/// use kopf::hierarchies::{self, Options};
+///
+/// let owner = serde_json::json!({
+///     "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+///     "metadata": {"name": "db", "namespace": "ns", "uid": "u1", "labels": {"app": "db"}},
+/// });
+/// let mut child = serde_json::json!({
+///     "kind": "Deployment",
+///     "metadata": {"name": "mine"},
+///     "spec": {"template": {"metadata": {}}},
+/// });
+/// let options = Options::default().forced(true).strict(true).nested("spec.template");
+/// hierarchies::adopt_with(&mut child, &owner, &options)?;
+/// assert_eq!(child["metadata"]["name"], "db", "forced: renamed after the owner");
+/// assert_eq!(child["spec"]["template"]["metadata"]["labels"]["app"], "db");
+///
+/// let options = Options::default().controller(None).block_owner_deletion(Some(false));
+/// let mut other = serde_json::json!({});
+/// hierarchies::append_owner_reference_with(&mut other, &owner, &options)?;
+/// assert_eq!(other["metadata"]["ownerReferences"][0].get("controller"), None);
+/// assert_eq!(other["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], false);
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// Replace what the children have already: labels of the same keys, names, namespaces
+    /// (Kopf's `forced`; off by default).
+    pub forced: bool,
+    /// Name the children exactly after the owner rather than with its name as a
+    /// `generateName` prefix (Kopf's `strict`; off by default).
+    pub strict: bool,
+    /// Fields of the children whose objects are labelled too, such as `spec.template` of a
+    /// Deployment or `spec.jobTemplate` of a CronJob (Kopf's `nested`; dotted paths). A
+    /// field that a child lacks is skipped, as in Kopf.
+    pub nested: Vec<String>,
+    /// The owner reference's `controller` (Kopf: `True`); `None` leaves it out.
+    pub controller: Option<bool>,
+    /// The owner reference's `blockOwnerDeletion` (Kopf: `True`); `None` leaves it out.
+    pub block_owner_deletion: Option<bool>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            forced: false,
+            strict: false,
+            nested: Vec::new(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`forced`](Self::forced).
+    #[must_use]
+    pub fn forced(mut self, forced: bool) -> Self {
+        self.forced = forced;
+        self
+    }
+
+    /// Sets [`strict`](Self::strict).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Adds a field to [`nested`](Self::nested).
+    #[must_use]
+    pub fn nested(mut self, field: impl Into<String>) -> Self {
+        self.nested.push(field.into());
+        self
+    }
+
+    /// Sets [`controller`](Self::controller).
+    #[must_use]
+    pub fn controller(mut self, controller: Option<bool>) -> Self {
+        self.controller = controller;
+        self
+    }
+
+    /// Sets [`block_owner_deletion`](Self::block_owner_deletion).
+    #[must_use]
+    pub fn block_owner_deletion(mut self, block: Option<bool>) -> Self {
+        self.block_owner_deletion = block;
+        self
+    }
+}
+
 /// Makes the owner own the children (Kopf's `kopf.append_owner_reference`): appends to
 /// their `metadata.ownerReferences` a reference to it (`apiVersion`, `kind`, `name`, `uid`,
 /// `controller: true`, `blockOwnerDeletion: true`), unless one with its uid is there already.
@@ -252,8 +440,18 @@ pub fn append_owner_reference<CF, OF>(
     objs: impl Children<CF>,
     owner: &impl Owner<OF>,
 ) -> Result<(), HierarchyError> {
+    append_owner_reference_with(objs, owner, &Options::default())
+}
+
+/// As [`append_owner_reference`], with the reference's `controller` and
+/// `blockOwnerDeletion` from the [`Options`] (Kopf's keyword arguments of the same names).
+pub fn append_owner_reference_with<CF, OF>(
+    objs: impl Children<CF>,
+    owner: &impl Owner<OF>,
+    options: &Options,
+) -> Result<(), HierarchyError> {
     let owner = owner.facts()?;
-    objs.visit(&mut |mut child| child.append_owner_reference(&owner))
+    objs.visit(&mut |mut child| child.append_owner_reference(&owner, options))
 }
 
 /// Makes the owner not own the children any more (Kopf's `kopf.remove_owner_reference`):
@@ -296,11 +494,36 @@ where
     K: Into<String>,
     V: Into<String>,
 {
+    label_with(objs, labels, &Options::default().forced(forced))
+}
+
+/// As [`label`], with `forced` and `nested` from the [`Options`]: the objects in the
+/// children's `nested` fields (such as a Deployment's `spec.template`) are labelled too.
+///
+/// ```
+/// use kopf::hierarchies::{self, Options};
+///
+/// let mut job = serde_json::json!({"spec": {"jobTemplate": {"spec": {}}}});
+/// let options = Options::default().nested("spec.jobTemplate").nested("spec.absent");
+/// hierarchies::label_with(&mut job, [("app", "db")], &options)?;
+/// assert_eq!(job["metadata"]["labels"]["app"], "db");
+/// assert_eq!(job["spec"]["jobTemplate"]["metadata"]["labels"]["app"], "db");
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn label_with<CF, K, V>(
+    objs: impl Children<CF>,
+    labels: impl IntoIterator<Item = (K, V)>,
+    options: &Options,
+) -> Result<(), HierarchyError>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
     let labels: Vec<(String, String)> = labels
         .into_iter()
         .map(|(key, value)| (key.into(), value.into()))
         .collect();
-    objs.visit(&mut |mut child| child.label(&labels, forced))
+    objs.visit(&mut |mut child| child.label(&labels, options))
 }
 
 /// Names the children after `name` (Kopf's `kopf.harmonize_naming`), if they have neither a
@@ -308,7 +531,7 @@ where
 /// `generateName: "<name>-"`, so that Kubernetes adds a random suffix and many children can
 /// be named after one parent; if `strict`, with `name: "<name>"` exactly.
 ///
-/// Children with a name of their own keep it (Kopf's `forced` is setting the name yourself).
+/// Children with a name of their own keep it, unless [`harmonize_naming_with`] is `forced`.
 ///
 /// ```
 /// let mut children = [serde_json::json!({}), serde_json::json!({"metadata": {"name": "mine"}})];
@@ -322,7 +545,26 @@ pub fn harmonize_naming<CF>(
     name: &str,
     strict: bool,
 ) -> Result<(), HierarchyError> {
-    objs.visit(&mut |mut child| child.harmonize_naming(name, strict))
+    harmonize_naming_with(objs, name, &Options::default().strict(strict))
+}
+
+/// As [`harmonize_naming`], with `strict` and `forced` from the [`Options`]: `forced` names
+/// the children even if they have a name or a `generateName` (and removes the other one).
+///
+/// ```
+/// use kopf::hierarchies::{self, Options};
+///
+/// let mut child = serde_json::json!({"metadata": {"generateName": "mine-"}});
+/// hierarchies::harmonize_naming_with(&mut child, "parent", &Options::default().forced(true).strict(true))?;
+/// assert_eq!(child["metadata"], serde_json::json!({"name": "parent"}));
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn harmonize_naming_with<CF>(
+    objs: impl Children<CF>,
+    name: &str,
+    options: &Options,
+) -> Result<(), HierarchyError> {
+    objs.visit(&mut |mut child| child.harmonize_naming(name, options))
 }
 
 /// Puts the children into `namespace` (Kopf's `kopf.adjust_namespace`): sets their
@@ -377,13 +619,26 @@ pub fn adopt<CF, OF>(
     objs: impl Children<CF>,
     owner: &impl Owner<OF>,
 ) -> Result<(), HierarchyError> {
+    adopt_with(objs, owner, &Options::default())
+}
+
+/// As [`adopt`], with the [`Options`] (Kopf's `adopt(objs, owner, forced=, strict=,
+/// nested=)`): `forced` replaces the children's names, namespaces and labels; `strict`
+/// names them exactly after the owner; `nested` labels nested objects too. The owner
+/// reference's `controller` and `block_owner_deletion` apply as well (Kopf's `adopt`
+/// always sets them).
+pub fn adopt_with<CF, OF>(
+    objs: impl Children<CF>,
+    owner: &impl Owner<OF>,
+    options: &Options,
+) -> Result<(), HierarchyError> {
     let owner = owner.facts()?;
     let labels: Vec<(String, String)> = owner.labels.clone().into_iter().collect();
     objs.visit(&mut |mut child| {
-        child.append_owner_reference(&owner)?;
-        child.harmonize_naming(&owner.name, false)?;
-        child.adjust_namespace(owner.namespace.as_deref(), false)?;
-        child.label(&labels, false)
+        child.append_owner_reference(&owner, options)?;
+        child.harmonize_naming(&owner.name, options)?;
+        child.adjust_namespace(owner.namespace.as_deref(), options.forced)?;
+        child.label(&labels, options)
     })
 }
 
@@ -403,27 +658,32 @@ pub fn adopt<CF, OF>(
 /// # }
 /// ```
 pub fn adopt_to_current<CF>(objs: impl Children<CF>) -> Result<(), HierarchyError> {
-    let body = Current::with(|current| current.body.clone())
-        .filter(|body| body.is_object())
-        .ok_or(HierarchyError::NoCurrentObject)?;
-    adopt(objs, body.value())
+    adopt(objs, &CurrentObject)
 }
 
 impl Child<'_> {
-    fn append_owner_reference(&mut self, owner: &Facts) -> Result<(), HierarchyError> {
+    fn append_owner_reference(
+        &mut self,
+        owner: &Facts,
+        options: &Options,
+    ) -> Result<(), HierarchyError> {
         match self {
             Child::Json(object) => {
                 let references = json_array(json_metadata(object)?, "ownerReferences")?;
                 if !references.iter().any(|r| r["uid"] == *owner.uid) {
-                    // In Kopf's order of keys.
-                    references.push(serde_json::json!({
-                        "controller": true,
-                        "blockOwnerDeletion": true,
-                        "apiVersion": owner.api_version,
-                        "kind": owner.kind,
-                        "name": owner.name,
-                        "uid": owner.uid,
-                    }));
+                    // In Kopf's order of keys, without those that are `None` (as Kopf's).
+                    let mut reference = Map::new();
+                    if let Some(controller) = options.controller {
+                        reference.insert("controller".into(), controller.into());
+                    }
+                    if let Some(block) = options.block_owner_deletion {
+                        reference.insert("blockOwnerDeletion".into(), block.into());
+                    }
+                    reference.insert("apiVersion".into(), owner.api_version.clone().into());
+                    reference.insert("kind".into(), owner.kind.clone().into());
+                    reference.insert("name".into(), owner.name.clone().into());
+                    reference.insert("uid".into(), owner.uid.clone().into());
+                    references.push(Value::Object(reference));
                 }
             }
             Child::Typed(meta) => {
@@ -434,8 +694,8 @@ impl Child<'_> {
                         kind: owner.kind.clone(),
                         name: owner.name.clone(),
                         uid: owner.uid.clone(),
-                        controller: Some(true),
-                        block_owner_deletion: Some(true),
+                        controller: options.controller,
+                        block_owner_deletion: options.block_owner_deletion,
                     });
                 }
             }
@@ -458,15 +718,41 @@ impl Child<'_> {
         Ok(())
     }
 
-    fn label(&mut self, labels: &[(String, String)], forced: bool) -> Result<(), HierarchyError> {
+    fn label(
+        &mut self,
+        labels: &[(String, String)],
+        options: &Options,
+    ) -> Result<(), HierarchyError> {
+        let forced = options.forced;
+        let put = |object: &mut Map<String, Value>| -> Result<(), HierarchyError> {
+            let existing = json_object(json_metadata(object)?, "labels")?;
+            for (key, value) in labels {
+                if forced || !existing.contains_key(key) {
+                    existing.insert(key.clone(), value.clone().into());
+                }
+            }
+            Ok(())
+        };
         match self {
             Child::Json(object) => {
-                let existing = json_object(json_metadata(object)?, "labels")?;
-                for (key, value) in labels {
-                    if forced || !existing.contains_key(key) {
-                        existing.insert(key.clone(), value.clone().into());
+                put(object)?;
+                for field in &options.nested {
+                    match resolve_mut(object, field) {
+                        None => {} // Absent: skipped, as Kopf skips it.
+                        Some(Value::Object(nested)) => put(nested)?,
+                        Some(other) => {
+                            return Err(HierarchyError::MalformedNested {
+                                field: field.clone(),
+                                found: describe(other),
+                            });
+                        }
                     }
                 }
+            }
+            Child::Typed(_) if !options.nested.is_empty() => {
+                return Err(HierarchyError::NestedInTyped {
+                    field: options.nested[0].clone(),
+                });
             }
             Child::Typed(meta) => {
                 let existing = meta.labels.get_or_insert_default();
@@ -480,12 +766,13 @@ impl Child<'_> {
         Ok(())
     }
 
-    fn harmonize_naming(&mut self, name: &str, strict: bool) -> Result<(), HierarchyError> {
+    fn harmonize_naming(&mut self, name: &str, options: &Options) -> Result<(), HierarchyError> {
+        let Options { forced, strict, .. } = *options;
         match self {
             Child::Json(object) => {
                 let meta = json_metadata(object)?;
                 let named = |key| meta.get(key).is_some_and(|v| !v.is_null());
-                if named("name") || named("generateName") {
+                if !forced && (named("name") || named("generateName")) {
                     return Ok(());
                 }
                 meta.remove("name");
@@ -497,13 +784,15 @@ impl Child<'_> {
                 }
             }
             Child::Typed(meta) => {
-                if meta.name.is_some() || meta.generate_name.is_some() {
+                if !forced && (meta.name.is_some() || meta.generate_name.is_some()) {
                     return Ok(());
                 }
                 if strict {
                     meta.name = Some(name.to_string());
+                    meta.generate_name = None;
                 } else {
                     meta.generate_name = Some(format!("{name}-"));
+                    meta.name = None;
                 }
             }
         }
@@ -533,6 +822,16 @@ impl Child<'_> {
         }
         Ok(())
     }
+}
+
+/// The value at a dotted path (`spec.template`) in an object, if every step is there.
+fn resolve_mut<'a>(object: &'a mut Map<String, Value>, field: &str) -> Option<&'a mut Value> {
+    let mut steps = field.split('.');
+    let mut value = object.get_mut(steps.next()?)?;
+    for step in steps {
+        value = value.as_object_mut()?.get_mut(step)?;
+    }
+    Some(value)
 }
 
 /// The child's `metadata`, made if absent.

@@ -16,7 +16,8 @@
 //!   list the declarations and name the handlers that take a `client` but declare nothing;
 //! - every operator gets, lists, watches and patches Kopf's peering objects (`kopf.dev`):
 //!   `clusterkopfpeerings` when cluster-wide, `kopfpeerings` in the served namespaces
-//!   otherwise (as Kopf's `deployment-rbac.yaml`);
+//!   otherwise (as Kopf's `deployment-rbac.yaml`); but not with `--lease`, which implies
+//!   `run --standalone` (no peering);
 //! - with `--admission-managed NAME` (as `settings.admission.managed`), the ClusterRole
 //!   creates `validatingwebhookconfigurations` and `mutatingwebhookconfigurations`, and
 //!   patches, gets, lists and watches those of that name (Kopf's `create, patch`; the watch,
@@ -261,10 +262,12 @@ pub(crate) fn rbac_documents(
         }));
     }
     let peering = |plural: &str| rule("kopf.dev", &[plural], RESOURCE_VERBS);
+    // A Lease's operator runs standalone: it never reads or writes Kopf's peering objects.
+    let peers = options.lease.is_none();
     match (&exact, globs) {
-        (None, false) => cluster.push(peering("clusterkopfpeerings")),
-        (None, true) => cluster.push(peering("kopfpeerings")),
-        (Some(_), _) => {}
+        (None, false) if peers => cluster.push(peering("clusterkopfpeerings")),
+        (None, true) if peers => cluster.push(peering("kopfpeerings")),
+        _ => {}
     }
     let events = rule("", &["events"], &["create"]);
     let name = &options.service_account;
@@ -305,7 +308,9 @@ pub(crate) fn rbac_documents(
         Some(namespaces) => {
             cluster_role(cluster);
             let mut rules = resources;
-            rules.push(peering("kopfpeerings"));
+            if peers {
+                rules.push(peering("kopfpeerings"));
+            }
             rules.push(events);
             for namespace in namespaces {
                 documents.push(json!({
@@ -386,7 +391,7 @@ pub(crate) fn rbac_documents(
             "rules": [rule(
                 "coordination.k8s.io",
                 &["leases"],
-                &["get", "list", "create", "update", "delete"],
+                &["get", "list", "watch", "create", "update", "delete"],
             )],
         }));
         documents.push(json!({
@@ -492,6 +497,29 @@ mod tests {
             admission_managed: None,
             shards: false,
             webhook_secret: None,
+        }
+    }
+
+    /// `run --lease` implies `--standalone`: no peering objects are read or written.
+    #[test]
+    fn with_a_lease_no_peering_objects_are_granted() {
+        let lease = Some(LeaseRef {
+            namespace: "operators".into(),
+            name: "my-operator".into(),
+        });
+        for namespaces in [None, Some(&["ns1"][..]), Some(&["ns-*"][..])] {
+            let leading = RbacOptions {
+                lease: lease.clone(),
+                ..options(namespaces)
+            };
+            let text = rbac_yaml(&registry(), &leading).unwrap();
+            assert!(!text.contains("kopfpeerings"), "{namespaces:?}: {text}");
+            assert!(text.contains("leases"), "{namespaces:?}: {text}");
+            let peering = rbac_yaml(&registry(), &options(namespaces)).unwrap();
+            assert!(
+                peering.contains("kopfpeerings"),
+                "{namespaces:?}: {peering}"
+            );
         }
     }
 

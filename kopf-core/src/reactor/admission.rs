@@ -60,6 +60,8 @@ pub(crate) enum AdmissionStartError {
 pub(crate) struct Shared {
     /// The operator's client (for the handlers, discovery and the configurations).
     pub(crate) client: kube::Client,
+    /// The API server's URL, where the operator knows it.
+    pub(crate) cluster: Option<http::Uri>,
     /// The operator's memo.
     pub(crate) memo: Memo,
     /// The memos of the objects the operator watches.
@@ -156,30 +158,38 @@ impl Admitting {
         let (memo, memos, indexes) = (shared.memo, shared.memos, shared.indexes);
         let reviewed = discovered.clone();
         let reviewing = client.clone();
-        let threads = settings.execution.max_blocking_threads;
+        let threads = settings.execution.workers();
         let (metrics, outcomes) = (tasks.metrics().cloned(), tasks.outcomes().cloned());
-        let webhooks = Webhooks::start(server, threads, Some(&client), |tree| {
-            // The reviews' handlers are counted and recorded as the operator's others are.
-            if let Some(metrics) = metrics {
-                tree.measure(metrics);
-            }
-            if let Some(outcomes) = outcomes {
-                tree.record_outcomes(outcomes);
-            }
-            tree.spawn(discovery.run(tree.token().clone()));
-            let poster = Poster::start(reviewing.clone(), &posting, &tree);
-            let admission = Admission::new(registry, reviewing, tree)
-                .memo(memo)
-                .memos(memos)
-                .indexes(indexes)
-                .poster(poster)
-                .resources(reviewed);
-            let review: Review = Arc::new(move |request| {
-                let admission = admission.clone();
-                Box::pin(async move { admission.review(request).await })
-            });
-            review
-        })
+        let cluster = shared.cluster.as_ref();
+        let webhooks = Webhooks::start(
+            server,
+            &settings.serving,
+            threads,
+            Some(&client),
+            cluster,
+            |tree| {
+                // The reviews' handlers are counted and recorded as the operator's others are.
+                if let Some(metrics) = metrics {
+                    tree.measure(metrics);
+                }
+                if let Some(outcomes) = outcomes {
+                    tree.record_outcomes(outcomes);
+                }
+                tree.spawn(discovery.run(tree.token().clone()));
+                let poster = Poster::start(reviewing.clone(), &posting, &tree);
+                let admission = Admission::new(registry, reviewing, tree)
+                    .memo(memo)
+                    .memos(memos)
+                    .indexes(indexes)
+                    .poster(poster)
+                    .resources(reviewed);
+                let review: Review = Arc::new(move |request| {
+                    let admission = admission.clone();
+                    Box::pin(async move { admission.review(request).await })
+                });
+                review
+            },
+        )
         .await
         .map_err(AdmissionStartError::Webhooks)?;
         let managed = settings.admission.managed.clone().map(|managed| Managed {

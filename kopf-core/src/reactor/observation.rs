@@ -47,7 +47,7 @@ use crate::engines::ownership::ShardMembers;
 use crate::engines::pausing::Pause;
 use crate::intents::registry::Registry;
 use crate::reactor::processing::{Common, Processor};
-use crate::reactor::queueing::Queue;
+use crate::reactor::queueing::{KnownObjects, Queue};
 use crate::structs::namespaces::{NamespacePatterns, ObservedNamespaces};
 use crate::structs::resources::{Resource, Selector};
 use crate::structs::shards::ShardSelectors;
@@ -57,6 +57,9 @@ pub(crate) const MIN_GAP: Duration = Duration::from_secs(1);
 
 /// A resource's identity: group, version, plural.
 type Key = (String, String, String);
+
+/// The objects that the watchers knew before a pause, by resource and namespace.
+type Stash = BTreeMap<(Key, Option<String>), KnownObjects>;
 
 /// Watches what the handlers select, as long as its tasks' token allows.
 pub(crate) struct Observer {
@@ -111,6 +114,9 @@ struct Served {
     node: Tasks,
     /// The watchers by namespace (`None`: cluster-wide), each its own node under `node`.
     watchers: BTreeMap<Option<String>, Tasks>,
+    /// The objects that each watcher's queue knows, by namespace: handed to the queues that
+    /// watch again after a pause.
+    known: BTreeMap<Option<String>, KnownObjects>,
     /// Set when a watcher found the resource gone: restart it if it is still discovered.
     gone: Arc<AtomicBool>,
 }
@@ -156,6 +162,8 @@ impl Observer {
         let mut pause = self.pause.clone();
         // What was served before a pause, until its daemons and timers have ended.
         let mut paused: Vec<Arc<Processor>> = Vec::new();
+        // The objects known before a pause, by resource and namespace, until served again.
+        let mut stashed: Stash = BTreeMap::new();
         loop {
             let discovery_due = async {
                 match due {
@@ -181,9 +189,12 @@ impl Observer {
                 }
                 now_paused = pause.changed() => {
                     if now_paused {
-                        for (_, old) in std::mem::take(&mut served) {
+                        for (key, old) in std::mem::take(&mut served) {
                             tracing::info!(target: "kopf::observer", resource = %old.resource, "stopped serving while paused");
                             old.node.cancel(StopReason::OperatorPaused);
+                            for (namespace, known) in old.known {
+                                stashed.insert((key.clone(), namespace), known.hand_over());
+                            }
                             paused.push(old.processor);
                         }
                         due = None;
@@ -215,7 +226,8 @@ impl Observer {
                                 tracing::warn!(target: "kopf::observer", "{warning}");
                             }
                             warned = plan.warnings;
-                            self.reconcile(&mut served, plan.resources, &scope, first.take(), &rescan);
+                            self.reconcile(&mut served, plan.resources, &scope, first.take(), &rescan, &mut stashed);
+                            self.forget_unserved(&mut stashed);
                             (!self.settings.scanning.disabled)
                                 .then(|| (started + self.settings.scanning.interval).max(earliest))
                         }
@@ -247,7 +259,7 @@ impl Observer {
         loop {
             let listed = tokio::select! {
                 _ = token.cancelled() => return None,
-                listed = scanning::list_namespaces(&self.client, self.settings.watching.list_page_size) => listed,
+                listed = scanning::list_namespaces(&self.client, &self.settings.watching) => listed,
             };
             match listed {
                 Ok(namespaces) => {
@@ -326,7 +338,18 @@ impl Observer {
         });
     }
 
-    /// Makes what is served what the plan says.
+    /// Forgets the memos of the objects known before a pause whose resource or namespace is
+    /// not served again: nothing will tell that they are gone.
+    fn forget_unserved(&self, stashed: &mut Stash) {
+        for (_, known) in std::mem::take(stashed) {
+            for uid in known.uids() {
+                self.common.memos.forget(&uid);
+            }
+        }
+    }
+
+    /// Makes what is served what the plan says; the watchers of a resource served again after
+    /// a pause know what was known before it (`stashed`).
     fn reconcile(
         &self,
         served: &mut BTreeMap<Key, Served>,
@@ -334,6 +357,7 @@ impl Observer {
         scope: &Scope,
         first: Option<Arc<watch::Sender<bool>>>,
         rescan: &Arc<Notify>,
+        stashed: &mut Stash,
     ) {
         served.retain(|key, old| {
             let keep = plan.get(key).is_some_and(|(resource, selectors)| {
@@ -365,7 +389,8 @@ impl Observer {
             let mut started = self.serve(resource, selectors);
             for namespace in scope.namespaces(&started.resource) {
                 let listing = Listing(readiness.clone());
-                self.start_watcher(&mut started, namespace, listing, rescan);
+                let known = stashed.remove(&(key.clone(), namespace.clone()));
+                self.start_watcher(&mut started, namespace, listing, rescan, known);
             }
             served.insert(key, started);
         }
@@ -388,10 +413,13 @@ impl Observer {
                 }
                 keep
             });
+            resource
+                .known
+                .retain(|namespace, _| wanted.contains(namespace));
             for namespace in wanted {
                 if !resource.watchers.contains_key(&namespace) {
                     tracing::info!(target: "kopf::observer", resource = %resource.resource, namespace = namespace.as_deref(), "watching in a new namespace");
-                    self.start_watcher(resource, namespace, Listing(None), rescan);
+                    self.start_watcher(resource, namespace, Listing(None), rescan, None);
                 }
             }
         }
@@ -417,27 +445,34 @@ impl Observer {
             processor,
             node: self.tasks.child(),
             watchers: BTreeMap::new(),
+            known: BTreeMap::new(),
             gone: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Starts the resource's watcher in one namespace (`None`: cluster-wide), feeding the
-    /// resource's processor through a queue of its own.
+    /// resource's processor through a queue of its own, which knows the objects `known`
+    /// (those of the watcher stopped by a pause).
     fn start_watcher(
         &self,
         served: &mut Served,
         namespace: Option<String>,
         mut listing: Listing,
         rescan: &Arc<Notify>,
+        known: Option<KnownObjects>,
     ) {
         let node = served.node.child();
-        let queue = Queue::new(
+        let mut queue = Queue::new(
             served.processor.clone(),
             node.child(),
             self.settings.queueing.worker_limit,
             self.settings.queueing.idle_timeout,
             self.in_flight.share(),
         );
+        if let Some(known) = known {
+            queue = queue.knowing(known);
+        }
+        served.known.insert(namespace.clone(), queue.known());
         let client = self.client.clone();
         let resource = served.resource.clone();
         let settings = self.settings.watching.clone();

@@ -128,6 +128,10 @@ pub enum OperatorError {
     /// kept: an invalid name, or no permission to create them.
     #[error("cannot manage the webhook configurations: {0}")]
     ManagedWebhooks(#[source] crate::engines::configurations::ConfigurationError),
+    /// A setting has a value that cannot work: the message names it and what it takes (e.g.
+    /// `settings.execution.max_workers` of zero).
+    #[error("invalid settings: {0}")]
+    Settings(String),
     /// The liveness endpoint cannot be served: a bad URL, or its address cannot be bound.
     #[error("cannot serve the liveness endpoint {url}: {message}")]
     Liveness {
@@ -402,7 +406,24 @@ impl Operator {
         abort: CancellationToken,
     ) -> Result<(), OperatorError> {
         let connections = Connections::default();
-        let result = self.operate(stop, abort, &connections).await;
+        let posting = Posting::default();
+        let noticed = std::sync::OnceLock::new();
+        // When the stop came: the poster drains within the grace period from then.
+        let noticing = async {
+            stop.cancelled().await;
+            let _ = noticed.set(tokio::time::Instant::now());
+            std::future::pending::<()>().await;
+        };
+        let operating = self.operate(stop.clone(), abort.clone(), &connections, &posting);
+        let result = tokio::select! {
+            result = operating => result,
+            () = noticing => unreachable!("pending forever"),
+        };
+        let since = noticed
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now);
+        posting.finish(since, &abort).await;
         connections.close().await;
         result
     }
@@ -412,6 +433,7 @@ impl Operator {
         stop: CancellationToken,
         abort: CancellationToken,
         connections: &Connections,
+        posting: &Posting,
     ) -> Result<(), OperatorError> {
         let patterns = match &self.scope {
             Scope::Cluster => None,
@@ -422,7 +444,8 @@ impl Operator {
         };
         crate::engines::leadership::check(&self.settings).map_err(OperatorError::Lease)?;
         crate::engines::sharding::check(&self.settings).map_err(OperatorError::Sharding)?;
-        let tasks = Tasks::root(self.settings.execution.max_blocking_threads);
+        check(&self.settings)?;
+        let tasks = Tasks::root(self.settings.execution.workers());
         if let Some(outcomes) = self.outcomes.get() {
             tasks.record_outcomes(outcomes.clone());
         }
@@ -453,9 +476,16 @@ impl Operator {
                 tasks.measure(metrics.clone());
                 let url = crate::engines::metrics::MetricsUrl::parse(url)
                     .map_err(OperatorError::Metrics)?;
-                crate::engines::metrics::serve(metrics, &url, &tasks, &self.metrics_endpoint)
-                    .await
-                    .map_err(OperatorError::Metrics)?;
+                let serving = &self.settings.serving;
+                crate::engines::metrics::serve(
+                    metrics,
+                    &url,
+                    serving,
+                    &tasks,
+                    &self.metrics_endpoint,
+                )
+                .await
+                .map_err(OperatorError::Metrics)?;
             }
             connect(
                 explicit,
@@ -477,13 +507,15 @@ impl Operator {
                 return shut_down(&tasks, self.settings.process.grace_period, &abort).await;
             }
         };
-        let client = match connected {
-            Ok(client) => client,
+        let (client, cluster) = match connected {
+            Ok(connected) => connected,
             Err(error) => {
                 let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
                 return Err(error);
             }
         };
+        // Before the startup handlers: what they post (or tasks they start) is posted too.
+        let poster = posting.start(&client, &self.settings);
         let activities = Activities::new(
             self.registry.clone(),
             client.clone(),
@@ -496,7 +528,8 @@ impl Operator {
             Ok(true) => match &self.liveness {
                 Some(url) => {
                     let ready = self.ready.subscribe();
-                    probing::serve(url, &activities, ready, standby.clone(), &tasks)
+                    let serving = &self.settings.serving;
+                    probing::serve(url, serving, &activities, ready, standby.clone(), &tasks)
                         .await
                         .map_err(OperatorError::from)
                 }
@@ -512,6 +545,13 @@ impl Operator {
             return Err(error);
         }
         timeouts.set(&self.settings);
+        // The startup handlers may have changed them (as in Kopf).
+        if let Err(error) = check(&self.settings) {
+            let _ = shut_down(&tasks, self.settings.process.grace_period, &abort).await;
+            return Err(error);
+        }
+        tasks.threads().set_limit(self.settings.execution.workers());
+        posting.configure(&self.settings);
         // After the startup handlers, which may set them (as in Kopf).
         let shards = match ShardSelectors::parse(&self.settings.watching.shard_selectors) {
             Ok(shards) => Arc::new(shards),
@@ -538,6 +578,7 @@ impl Operator {
         // After the startup handlers, which may set the server (as in Kopf).
         let shared = Shared {
             client: client.clone(),
+            cluster,
             memo: self.memo.clone(),
             memos: memos.clone(),
             indexes: indexes.clone(),
@@ -646,7 +687,6 @@ impl Operator {
             self.ready,
             tasks.token().clone(),
         ));
-        let poster = Poster::start(client.clone(), &self.settings.posting, &tasks);
         let observer = Observer {
             client: client.clone(),
             registry: self.registry.clone(),
@@ -671,8 +711,6 @@ impl Operator {
         };
         tasks.spawn(observer.run());
         drop(client);
-        // The poster drains at the stop until every handle is gone: this one must not wait.
-        drop(poster);
 
         let ended = async {
             match &elector {
@@ -730,10 +768,14 @@ impl Operator {
         }
         if let Some(elector) = &elector {
             // After everything else, the cleanup handlers included: the next leader must not
-            // meet this one's work. A second signal skips it: the Lease expires on its own.
-            tokio::select! {
-                _ = elector.release(self.settings.process.cleanup_timeout) => {}
-                _ = abort.cancelled() => {}
+            // meet this one's work. Not when work was abandoned at the grace period (it may
+            // still run), nor at a second signal: the Lease then expires on its own, after
+            // this leader's term (as the shards above).
+            if stopped.is_ok() {
+                tokio::select! {
+                    _ = elector.release(self.settings.process.cleanup_timeout) => {}
+                    _ = abort.cancelled() => {}
+                }
             }
             elector.stop().await;
         }
@@ -752,6 +794,90 @@ impl Operator {
         stopped
             .and(admission_stopped)
             .and(cleaned.map_err(OperatorError::from))
+    }
+}
+
+/// The settings that no part of the operator checks by itself.
+fn check(settings: &Settings) -> Result<(), OperatorError> {
+    if settings.execution.max_workers == Some(0) {
+        return Err(OperatorError::Settings(
+            "settings.execution.max_workers is 0: sync handlers need at least 1 thread (or \
+             None, for min(32, cpus + 4))"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The operator's poster of Kubernetes Events, in a tree of its own: it starts before the
+/// startup handlers (what they and the tasks they start post is posted), and it is the last
+/// to stop, after the cleanup handlers, draining what is queued within the grace period from
+/// the stop (`clients/posting/poster.rs`, invariant 4). While it runs, `kopf::info` and the
+/// others post through it from anywhere on the operator's runtime.
+#[derive(Default)]
+struct Posting {
+    running: std::sync::Mutex<Option<RunningPoster>>,
+}
+
+struct RunningPoster {
+    poster: Poster,
+    tree: Tasks,
+    grace: Duration,
+    /// While it lives, events posted from anywhere on the runtime go to this poster.
+    registration: Option<crate::clients::posting::poster::running::Registration>,
+}
+
+impl Posting {
+    /// Starts the poster (once).
+    fn start(&self, client: &kube::Client, settings: &Settings) -> Poster {
+        let mut running = crate::helpers::sync::lock(&self.running);
+        if let Some(running) = &*running {
+            return running.poster.clone();
+        }
+        let tree = Tasks::root(1);
+        let poster = Poster::start_for(client.clone(), settings, &tree);
+        let registration = crate::clients::posting::poster::running::register(&poster);
+        *running = Some(RunningPoster {
+            poster: poster.clone(),
+            tree,
+            grace: settings.process.grace_period,
+            registration,
+        });
+        poster
+    }
+
+    /// Takes the settings as the startup handlers left them.
+    fn configure(&self, settings: &Settings) {
+        if let Some(running) = &mut *crate::helpers::sync::lock(&self.running) {
+            running.poster.configure(settings);
+            running.grace = settings.process.grace_period;
+        }
+    }
+
+    /// Stops the poster: it posts what is queued until the grace period after `since` (the
+    /// stop) ends, or until `abort`; then it is dropped.
+    async fn finish(&self, since: tokio::time::Instant, abort: &CancellationToken) {
+        let Some(running) = crate::helpers::sync::lock(&self.running).take() else {
+            return;
+        };
+        let RunningPoster {
+            poster,
+            tree,
+            grace,
+            registration,
+        } = running;
+        // No more events from anywhere go to this operator.
+        drop(registration);
+        poster.drain_until(since + grace);
+        drop(poster);
+        tree.cancel(StopReason::OperatorExiting);
+        tokio::select! {
+            () = tree.wait() => {}
+            () = abort.cancelled() => {
+                tree.abort();
+                tree.wait().await;
+            }
+        }
     }
 }
 
@@ -888,7 +1014,8 @@ async fn signalled() {
 
 /// The operator's client at the start of `run()`: logged in with the login handlers if there
 /// are any; else the embedder's client, or kube-client's default (kubeconfig or in-cluster).
-/// Wrapped for the metrics when the tree counts them.
+/// Wrapped for the metrics when the tree counts them. With kube-client's default, also the API
+/// server's URL (the cluster detection of `WebhookServer::auto` reads its certificate).
 pub(crate) async fn connect(
     explicit: Option<kube::Client>,
     logins: Vec<LoginHandler>,
@@ -896,8 +1023,9 @@ pub(crate) async fn connect(
     connections: &Connections,
     timeouts: &Timeouts,
     given: Given,
-) -> std::result::Result<kube::Client, OperatorError> {
+) -> std::result::Result<(kube::Client, Option<http::Uri>), OperatorError> {
     let metrics = tasks.metrics().cloned();
+    let mut url = None;
     let login = if !logins.is_empty() {
         let authenticator = Authenticator::new(
             logins,
@@ -910,17 +1038,21 @@ pub(crate) async fn connect(
     } else {
         match explicit {
             Some(client) => Login::Fixed(client),
-            None => Login::Fixed(
-                crate::structs::credentials::default_client(
+            None => {
+                let (client, cluster) = crate::structs::credentials::default_client(
                     connections.clone(),
                     timeouts.connect(),
+                    timeouts.trust_env(),
                 )
                 .await
-                .map_err(OperatorError::Client)?,
-            ),
+                .map_err(OperatorError::Client)?;
+                url = Some(cluster);
+                Login::Fixed(client)
+            }
         }
     };
-    auth::client(login, metrics, timeouts.clone())
+    let client = auth::client(login, metrics, timeouts.clone())
         .await
-        .map_err(OperatorError::Login)
+        .map_err(OperatorError::Login)?;
+    Ok((client, url))
 }

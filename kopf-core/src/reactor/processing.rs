@@ -163,15 +163,17 @@ impl Processor {
         }
     }
 
-    /// A label selector to send to the server: when every handler of this resource filters
-    /// on the same plain labels, objects without them need not be watched at all.
+    /// A label selector to send to the server: when every handler of this resource (daemons
+    /// and timers too) filters on the same plain labels, objects without them need not be
+    /// watched at all.
     pub(crate) fn label_selector(&self) -> Option<String> {
         let mut all = self
             .changes
             .iter()
             .map(|h| &h.options.labels)
             .chain(self.events.iter().map(|h| &h.options.labels))
-            .chain(self.indexers.iter().map(|h| &h.options.labels));
+            .chain(self.indexers.iter().map(|h| &h.options.labels))
+            .chain(self.background.iter().map(|h| &h.options().labels));
         let first = all.next()?;
         let selector = filters::label_selector(first)?;
         all.all(|labels| filters::label_selector(labels).as_deref() == Some(&selector))

@@ -26,7 +26,9 @@
 //! 3. A listing forgets nothing: an object the queue knew of (listed or changed, not deleted)
 //!    that a completed new listing lacks reaches its worker as [`Event::Vanished`], so it
 //!    leaves the indexes and the operator's memory as a deleted one does. The queue keeps
-//!    only each known object's identity for this, not the object.
+//!    only each known object's identity for this, not the object. After a pause, the queue
+//!    that watches again knows what the one before it knew ([`KnownObjects`]), so an object
+//!    deleted while paused vanishes too.
 //! 4. What an event takes of the budget is given back exactly once: when the processing of
 //!    its state ends, when it is merged into a newer event, or when its worker ends without
 //!    processing it.
@@ -302,7 +304,7 @@ pub(crate) struct Queue {
     /// The mailboxes that rested, for the reaper.
     rests: Arc<Rests>,
     /// The objects of this watcher, to tell which ones a new listing lacks (invariant 3).
-    known: Mutex<Known>,
+    known: KnownObjects,
     processor: Arc<dyn ObjectProcessor>,
     /// Whether events waiting for their worker are merged into the newest.
     merge: bool,
@@ -338,7 +340,7 @@ impl Queue {
             metrics,
             workers,
             rests,
-            known: Mutex::default(),
+            known: KnownObjects::default(),
             merge: !processor.wants_every_event(),
             processor,
             tasks,
@@ -354,10 +356,23 @@ impl Queue {
         &self.share
     }
 
+    /// This queue knowing the objects that an earlier queue of the same watch knew (one
+    /// stopped by a pause): those that its first listing lacks were deleted meanwhile, and
+    /// reach their workers as [`Event::Vanished`].
+    pub(crate) fn knowing(mut self, known: KnownObjects) -> Queue {
+        self.known = known;
+        self
+    }
+
+    /// The objects this queue knows, as they change: for a later queue of the same watch.
+    pub(crate) fn known(&self) -> KnownObjects {
+        self.known.clone()
+    }
+
     /// Hands an event to its object's worker, starting one if needed; at the end of a
     /// listing, tells the workers of the objects it lacked that they vanished.
     pub(crate) fn push(&self, event: Event) {
-        let vanished = lock(&self.known).see(&event);
+        let vanished = lock(&self.known.0).see(&event);
         for object in vanished {
             self.route(Event::Vanished(object));
         }
@@ -501,6 +516,26 @@ async fn reap(
         if left < workers.capacity() / 4 {
             workers.shrink_to(left * 2);
         }
+    }
+}
+
+/// The objects that a queue knows (invariant 3), shared with whoever hands them to a later
+/// queue of the same watch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownObjects(Arc<Mutex<Known>>);
+
+impl KnownObjects {
+    /// Takes what is known now, for a later queue (this one knows nothing more); a listing
+    /// cut short is forgotten, the later queue lists anew.
+    pub(crate) fn hand_over(&self) -> KnownObjects {
+        let mut known = std::mem::take(&mut *lock(&self.0));
+        known.listed.clear();
+        KnownObjects(Arc::new(Mutex::new(known)))
+    }
+
+    /// The uids of the objects known.
+    pub(crate) fn uids(&self) -> Vec<String> {
+        lock(&self.0).objects.keys().cloned().collect()
     }
 }
 

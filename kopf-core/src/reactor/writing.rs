@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::aiokits::tasks::Tasks;
 use crate::clients::patching::{self, Closed, Gate, Target, WriteError, Written};
+use crate::clients::retries::Backoffs;
 use crate::configs::settings::Settings;
 use crate::configs::storage::ProgressStorage;
 use crate::engines::ownership::Ownership;
@@ -73,6 +74,8 @@ pub(crate) struct Writer {
     progress: Arc<dyn ProgressStorage>,
     /// Delays between retries of one failed request (Kopf's `networking.error_backoffs`).
     backoffs: Vec<Duration>,
+    /// A `429`'s `Retry-After` replaces a longer backoff (Kopf's `enforce_retry_after`).
+    enforce_retry_after: bool,
     /// Delays before writing an object again after failed writes in a row (Kopf's
     /// `queueing.error_delays`).
     delays: Vec<Duration>,
@@ -97,6 +100,7 @@ impl Writer {
             ownership,
             progress: settings.persistence.progress_storage.clone(),
             backoffs: settings.networking.error_backoffs.clone(),
+            enforce_retry_after: settings.networking.enforce_retry_after,
             delays: settings.queueing.error_delays.clone(),
             pruned: Mutex::default(),
         }
@@ -162,7 +166,10 @@ impl Writer {
             &mut patch,
             finalizer,
             version,
-            &self.backoffs,
+            Backoffs {
+                delays: &self.backoffs,
+                enforce_retry_after: self.enforce_retry_after,
+            },
         ))
         .await
         {

@@ -187,15 +187,24 @@ impl Credentials {
         self,
         executor: E,
         connect_timeout: Option<Duration>,
+        trust_env: bool,
     ) -> std::result::Result<kube::Client, LoginError> {
-        let config = match self {
-            Credentials::Info(info) => {
-                let mut config = info.into_config().await?;
-                config.connect_timeout = connect_timeout;
-                config
-            }
-            Credentials::Config(config) => *config,
-        };
+        let config =
+            match self {
+                Credentials::Info(info) => {
+                    let mut config = info.into_config().await?;
+                    config.connect_timeout = connect_timeout;
+                    // Connection info has no proxy of its own: the environment's, if trusted.
+                    config.proxy_url = proxy(&config.cluster_url, None, trust_env, env_var)
+                        .map_err(|reason| LoginError::Invalid {
+                            server: config.cluster_url.to_string(),
+                            reason,
+                        })?;
+                    config.default_retry = false;
+                    config
+                }
+                Credentials::Config(config) => *config,
+            };
         let config = with_user_agent(config);
         let server = config.cluster_url.to_string();
         client(config, executor).map_err(|e| LoginError::Invalid {
@@ -240,16 +249,114 @@ impl<E> ConnectionExecutor for E where
 
 /// kube-client's default client (`Client::try_default`: the kubeconfig or the in-cluster
 /// environment), sending the operator's `User-Agent`, its connections run on `executor` and
-/// made within `connect_timeout` (Kopf's `settings.networking.connect_timeout`).
+/// made within `connect_timeout` (Kopf's `settings.networking.connect_timeout`), through the
+/// kubeconfig's `proxy-url`, or the environment's proxy if `trust_env` (Kopf's
+/// `settings.networking.trust_env`); and the API server's URL, which the client does not tell.
+///
+/// kube-client's own retries (of `429`, `503` and `504`, up to 15 times) are off: the
+/// operator retries as Kopf does (`error_backoffs`, `posting.default_backoffs`, the
+/// `Retry-After` of `429`s), and hidden retries would multiply those and delay its stops.
 pub(crate) async fn default_client<E: ConnectionExecutor>(
     executor: E,
     connect_timeout: Option<Duration>,
-) -> kube::Result<kube::Client> {
+    trust_env: bool,
+) -> kube::Result<(kube::Client, http::Uri)> {
     let mut config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
     config.connect_timeout = connect_timeout;
-    client(with_user_agent(config), executor)
+    config.default_retry = false;
+    // kube-client takes `HTTPS_PROXY` from the environment where the kubeconfig names no
+    // proxy: Kopf does not, unless it trusts the environment.
+    let named = kubeconfig_proxy_url();
+    config.proxy_url = proxy(&config.cluster_url, named.as_deref(), trust_env, env_var)
+        .map_err(|reason| kube::Error::Service(reason.into()))?;
+    let url = config.cluster_url.clone();
+    Ok((client(with_user_agent(config), executor)?, url))
+}
+
+/// The proxy of the kubeconfig's current context, if its cluster names one (`proxy-url`).
+fn kubeconfig_proxy_url() -> Option<String> {
+    let kubeconfig = kube::config::Kubeconfig::read().ok()?;
+    let context = kubeconfig.current_context.as_deref()?;
+    let cluster = kubeconfig
+        .contexts
+        .iter()
+        .find(|named| named.name == context)?
+        .context
+        .as_ref()?
+        .cluster
+        .clone();
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|named| named.name == cluster)?
+        .cluster
+        .as_ref()?
+        .proxy_url
+        .clone()
+        .filter(|url| !url.is_empty())
+}
+
+/// An environment variable, if set and not empty.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// The proxy of a client to `server`, as Kopf's aiohttp sessions choose it: the kubeconfig's
+/// `proxy-url` if it names one; else, only if `trust_env`, the environment's
+/// (`HTTPS_PROXY`/`https_proxy` for an HTTPS server, `HTTP_PROXY`/`http_proxy` for plain
+/// HTTP), unless `NO_PROXY`/`no_proxy` exempts the server's host (`*`, a host name, or a
+/// domain and its subdomains, with or without a leading dot).
+pub(crate) fn proxy(
+    server: &http::Uri,
+    kubeconfig: Option<&str>,
+    trust_env: bool,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<http::Uri>, String> {
+    let parse = |url: &str, whence: &str| {
+        url.parse::<http::Uri>()
+            .map(Some)
+            .map_err(|error| format!("the proxy {url:?} ({whence}) is not a URL: {error}"))
+    };
+    if let Some(url) = kubeconfig {
+        return parse(url, "the kubeconfig's proxy-url");
+    }
+    if !trust_env {
+        return Ok(None);
+    }
+    let names: [&str; 2] = if server.scheme_str() == Some("http") {
+        ["HTTP_PROXY", "http_proxy"]
+    } else {
+        ["HTTPS_PROXY", "https_proxy"]
+    };
+    let Some((name, url)) = names
+        .into_iter()
+        .find_map(|name| env(name).map(|url| (name, url)))
+    else {
+        return Ok(None);
+    };
+    let host = server.host().unwrap_or_default().to_ascii_lowercase();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let exempt = env("NO_PROXY")
+        .or_else(|| env("no_proxy"))
+        .is_some_and(|list| {
+            list.split(',').map(str::trim).any(|entry| {
+                let entry = entry.trim_start_matches('.').to_ascii_lowercase();
+                // A port is cut off; an IPv6 address (colons in it) is kept whole.
+                let entry = match entry.matches(':').count() {
+                    1 => entry.split(':').next().unwrap_or_default(),
+                    _ => entry.trim_start_matches('[').trim_end_matches(']'),
+                };
+                entry == "*"
+                    || (!entry.is_empty()
+                        && (host == entry || host.ends_with(&format!(".{entry}"))))
+            })
+        });
+    if exempt {
+        return Ok(None);
+    }
+    parse(&url, name)
 }
 
 /// kube-client's default stack for `config`, its connections run on `executor`.
@@ -274,4 +381,70 @@ pub enum LoginError {
     /// The operator stopped during the login.
     #[error("the operator stopped during the login")]
     Stopped,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_string())
+        }
+    }
+
+    /// Kopf's `trust_env`: off, only the kubeconfig's `proxy-url` is used, never the
+    /// environment's; on, the environment's by the server's scheme, unless `NO_PROXY`
+    /// exempts the host.
+    #[test]
+    fn the_environments_proxy_is_used_only_when_trusted() {
+        let https: http::Uri = "https://api.example.com:6443".parse().unwrap();
+        let plain: http::Uri = "http://127.0.0.1:8080".parse().unwrap();
+        let vars = [
+            ("HTTPS_PROXY", "http://secure-proxy:3128"),
+            ("http_proxy", "http://plain-proxy:3128"),
+        ];
+        let proxied = |server: &http::Uri, named, trust, vars: &[(&str, &str)]| {
+            proxy(server, named, trust, env(vars)).map(|uri| uri.map(|uri| uri.to_string()))
+        };
+        assert_eq!(proxied(&https, None, false, &vars), Ok(None));
+        assert_eq!(
+            proxied(&https, Some("http://named:1"), false, &vars),
+            Ok(Some("http://named:1/".into())),
+            "the kubeconfig's proxy whatever trust_env says"
+        );
+        assert_eq!(
+            proxied(&https, None, true, &vars),
+            Ok(Some("http://secure-proxy:3128/".into()))
+        );
+        assert_eq!(
+            proxied(&plain, None, true, &vars),
+            Ok(Some("http://plain-proxy:3128/".into()))
+        );
+        for exempting in [
+            "*",
+            "example.com",
+            ".example.com",
+            "api.example.com:6443",
+            "a, example.com",
+        ] {
+            let with = [vars[0], ("NO_PROXY", exempting)];
+            assert_eq!(proxied(&https, None, true, &with), Ok(None), "{exempting}");
+        }
+        for not_exempting in ["ample.com", "other.com", ""] {
+            let with = [vars[0], ("no_proxy", not_exempting)];
+            assert!(
+                proxied(&https, None, true, &with).unwrap().is_some(),
+                "{not_exempting}"
+            );
+        }
+        let ipv6: http::Uri = "https://[::1]:6443".parse().unwrap();
+        let with = [vars[0], ("NO_PROXY", "::1")];
+        assert_eq!(proxied(&ipv6, None, true, &with), Ok(None));
+        let broken = [("HTTPS_PROXY", "not a url")];
+        let error = proxied(&https, None, true, &broken).unwrap_err();
+        assert!(error.contains("HTTPS_PROXY"), "{error}");
+    }
 }

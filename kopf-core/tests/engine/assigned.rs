@@ -11,7 +11,7 @@ use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ChangeHandler, DaemonHandler, EventHandler, IndexHandler, Registry};
 use kopf::settings::ShardingSettings;
 use kopf::{Index, Settings};
-use kopf_testing::{FakeApiServer, Fault, wait};
+use kopf_testing::{DEADLINE, FakeApiServer, Fault, wait};
 use serde_json::{Value, json};
 
 use crate::logs::logs;
@@ -53,11 +53,8 @@ fn replica(server: &FakeApiServer, identity: &str, ring: &str, calls: &Calls) ->
 }
 
 async fn server(sharded_watches: bool) -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .sharded_watches(sharded_watches)
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server =
+        crate::support::apiserver(FakeApiServer::builder().sharded_watches(sharded_watches)).await;
     install_crd(&server).await;
     server
 }
@@ -522,13 +519,23 @@ async fn sharding_settings_that_cannot_work_stop_the_operator_at_the_start() {
     ));
     let mut timings = settings("x", "ring-bad");
     timings.peering.sharding.as_mut().unwrap().renew_deadline = Duration::from_secs(5);
+    // Absurd numbers: a shard table of four billion entries, durations no Lease holds.
+    let mut countless = settings("x", "ring-bad");
+    countless.peering.sharding.as_mut().unwrap().shards = u32::MAX;
+    let mut endless = settings("x", "ring-bad");
+    let sharding = endless.peering.sharding.as_mut().unwrap();
+    sharding.lease_duration = Duration::MAX;
+    sharding.renew_deadline = Duration::MAX / 2;
     for (bad, says) in [
         (zero, "at least 1"),
         (both, "cannot be combined"),
         (timings, "greater than the renew deadline"),
+        (countless, "at most 4096"),
+        (endless, "at most 2147483647 s"),
     ] {
         let operator = replica(&server, "x", "ring-bad", &calls).settings(bad);
-        match operator.run(Default::default()).await {
+        let returned = tokio::time::timeout(DEADLINE, operator.run(Default::default())).await;
+        match returned.expect("run() returns at once") {
             Err(OperatorError::Sharding(message)) => {
                 assert!(message.contains(says), "{message}");
             }

@@ -231,7 +231,7 @@ async fn a_sync_handler_still_waiting_for_a_thread_at_the_stop_does_not_start() 
         true
     });
     let mut settings = settings(Duration::from_secs(60));
-    settings.execution.max_blocking_threads = 1;
+    settings.execution.max_workers = Some(1);
     let operator = Operator::new(Registry::new().with(handler))
         .settings(settings)
         .client(server.client());

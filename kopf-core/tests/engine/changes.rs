@@ -150,7 +150,7 @@ async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
         .request(
             "POST",
             crate::support::COLLECTION,
-            json!({"metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "q", "labels": {"kind": "quiet"}}, "spec": {}}),
         )
         .await;
     wait_object(&harness, "q", "handled", |o| last_handled(o).is_some()).await;
@@ -158,7 +158,7 @@ async fn a_simple_create_costs_one_patch_or_two_with_a_result() {
         .request(
             "POST",
             crate::support::COLLECTION,
-            json!({"metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "t", "labels": {"kind": "talkative"}}, "spec": {}}),
         )
         .await;
     let talkative = wait_object(&harness, "t", "handled", |o| {
@@ -303,7 +303,7 @@ async fn permanent_errors_panics_limits_and_timeouts() {
             .request(
                 "POST",
                 crate::support::COLLECTION,
-                json!({"metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
+                json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name, "labels": {"case": case}}, "spec": {}}),
             )
             .await;
     }

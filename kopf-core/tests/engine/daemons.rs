@@ -393,3 +393,98 @@ async fn a_hundred_daemons_stop_together_when_the_operator_stops() {
     assert_eq!(alive.load(Ordering::SeqCst), 0);
     assert_nothing_left(&server, tasks_before).await;
 }
+
+/// The server-side label selector (sent when every handler of a resource filters on the same
+/// plain labels) must not hide objects from a daemon or timer that has no such filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_label_filters_sees_objects_that_other_handlers_filter_out() {
+    let calls = Calls::default();
+    let (created, monitored) = (calls.clone(), calls.clone());
+    let registry = Registry::new()
+        .with(
+            kopf::registry::ChangeHandler::on_create(examples(), "web_only", move |invocation| {
+                created.record(json!({"created": invocation.name()}));
+                std::future::ready(Ok(None))
+            })
+            .label("app", "web".into()),
+        )
+        .with(DaemonHandler::new(
+            examples(),
+            "monitor",
+            move |invocation| {
+                let calls = monitored.clone();
+                async move {
+                    calls.record(json!({"monitored": invocation.name()}));
+                    invocation.stopped().cancelled().await;
+                    Ok(None)
+                }
+            },
+        ));
+    let harness = harness(registry).await;
+    let client = harness.client();
+    create(&client, "unlabelled", json!({})).await;
+    calls.wait_len(1).await;
+    assert_eq!(calls.all(), vec![json!({"monitored": "unlabelled"})]);
+    assert!(
+        examples_listed_with(&harness)
+            .iter()
+            .all(|query| !query.contains("labelSelector")),
+        "no selector while the daemon has no filter: {:?}",
+        examples_listed_with(&harness)
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// When every handler, the daemon too, has the same plain label filter, it is sent to the
+/// server as a selector, and the objects without the label are not seen at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_label_filter_on_every_handler_is_sent_as_a_selector() {
+    let calls = Calls::default();
+    let monitored = calls.clone();
+    let registry = Registry::new().with(
+        DaemonHandler::new(examples(), "monitor", move |invocation| {
+            let calls = monitored.clone();
+            async move {
+                calls.record(json!({"monitored": invocation.name()}));
+                invocation.stopped().cancelled().await;
+                Ok(None)
+            }
+        })
+        .label("app", "web".into()),
+    );
+    let harness = harness(registry).await;
+    let client = harness.client();
+    create(&client, "unlabelled", json!({})).await;
+    create(&client, "web", json!({})).await;
+    patch(
+        &client,
+        "web",
+        json!({"metadata": {"labels": {"app": "web"}}}),
+    )
+    .await;
+    calls.wait_len(1).await;
+    settle(harness.server()).await;
+    assert_eq!(calls.all(), vec![json!({"monitored": "web"})]);
+    let queries = examples_listed_with(&harness);
+    assert!(
+        !queries.is_empty()
+            && queries
+                .iter()
+                .all(|query| query.contains("labelSelector=app%3Dweb")),
+        "every list and watch of the examples carries the selector: {queries:?}"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// The query strings of the lists and watches of the examples.
+fn examples_listed_with(harness: &OperatorHarness) -> Vec<String> {
+    harness
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            matches!(r.verb.as_str(), "list" | "watch") && r.path.ends_with("/kopfexamples")
+        })
+        .map(|r| r.query)
+        .collect()
+}

@@ -98,10 +98,22 @@ async fn invalid_durations_or_identities_are_an_error_at_the_start() {
             .settings(settings)
             .client(server.client())
     };
-    let cases: [(Change, &str); 4] = [
+    let cases: [(Change, &str); 6] = [
         (
             |lease| lease.renew_deadline = lease.lease_duration,
             "must be greater than the renew deadline",
+        ),
+        // Valid for client-go's rules, but no Lease can hold it (an int32 of seconds).
+        (
+            |lease| lease.lease_duration = Duration::MAX,
+            "at most 2147483647 s",
+        ),
+        (
+            |lease| {
+                lease.lease_duration = Duration::MAX;
+                lease.renew_deadline = Duration::MAX / 2;
+            },
+            "at most 2147483647 s",
         ),
         (
             |lease| lease.retry_period = Duration::from_millis(1700),
@@ -763,6 +775,94 @@ async fn a_write_held_past_the_leaders_term_does_not_land_over_the_next_leaders(
     server.clear_faults();
     let _ = old.stop().await;
     new.stop().await.expect("a clean stop");
+}
+
+/// A rolling update that shortens the lease duration: the new candidate waits for the
+/// duration that the holder recorded (it acts that long on its term), not only its own
+/// shorter one, as client-go does; the longer of the two, as the shards do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_another_is_taken_no_sooner_than_its_recorded_duration() {
+    let name = "lease-recorded-duration";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let held = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"holderIdentity": "old-replica", "leaseDurationSeconds": 6,
+                 "acquireTime": "2000-01-01T00:00:00.000000Z",
+                 "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 1},
+    });
+    let created = server.request("POST", LEASES, held).await.1;
+    assert_eq!(
+        created["spec"]["holderIdentity"], "old-replica",
+        "{created}"
+    );
+    let started = Instant::now();
+    let calls = Calls::default();
+    let shorter = settings(name, "new-replica", Duration::from_secs(3));
+    let (running, _) = Running::start(recording(&server, &calls, shorter));
+    let taken = wait_lease(&client, name, "the take-over", |spec| {
+        spec["holderIdentity"] == "new-replica"
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(6),
+        "not before the recorded duration passed on this clock: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(taken["leaseDurationSeconds"], 3, "its own from now on");
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// A leader whose work was abandoned at the grace period (a sync handler still runs) does
+/// not release the Lease: that work may still act, so the next leader waits for the Lease to
+/// expire (by then this one's term has ended), as the shards of assigned sharding do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_work_was_abandoned_keeps_the_lease_to_expire() {
+    let name = "lease-abandoned";
+    let server = server_with_crd().await;
+    let client = server.client();
+    let steps = Calls::default();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Arc::new(std::sync::Mutex::new(released));
+    let recorder = steps.clone();
+    let handler = ChangeHandler::on_create(
+        examples(),
+        "stuck_fn",
+        kopf::registry::blocking(move |_inv| {
+            recorder.record(json!("started"));
+            let _ = released.lock().unwrap().recv();
+            recorder.record(json!("finished"));
+            Ok(None)
+        }),
+    );
+    let mut settings = settings(name, "me", Duration::from_secs(3));
+    settings.process.grace_period = Duration::from_secs(1);
+    let operator = Operator::new(Registry::new().with(handler))
+        .settings(settings)
+        .client(server.client());
+    let running = Running::ready(operator).await;
+    wait_lease(&client, name, "the leadership", |spec| {
+        spec["holderIdentity"] == "me"
+    })
+    .await;
+    create(&client, "stuck", json!({})).await;
+    steps.wait_len(1).await;
+    let result = running.stop().await;
+    assert!(
+        matches!(result, Err(OperatorError::Aborted(_))),
+        "the stuck handler was abandoned: {result:?}"
+    );
+    assert_eq!(
+        lease(&client, name).await["holderIdentity"],
+        "me",
+        "not released while abandoned work may still act"
+    );
+    release.send(()).expect("the handler still waits");
+    steps.wait_len(2).await;
     drop(client);
     server.stop().await;
 }

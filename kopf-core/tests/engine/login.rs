@@ -18,11 +18,7 @@ use crate::support::{create, examples, wait_object};
 
 /// A server that requires `token` (and so serves TLS).
 async fn server_with_token(token: &str) -> FakeApiServer {
-    FakeApiServer::builder()
-        .token(token)
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts")
+    crate::support::apiserver(FakeApiServer::builder().token(token)).await
 }
 
 /// The server's address and CA, without credentials: what a login handler would know.

@@ -153,6 +153,7 @@ async fn a_spec_that_does_not_fit_the_argument_type_is_a_permanent_error() {
                 "POST",
                 crate::support::COLLECTION,
                 json!({
+                    "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
                     "metadata": {"name": name, "labels": {"case": "typed"}},
                     "spec": {"replicas": replicas, "image": "nginx"},
                 }),
@@ -297,7 +298,7 @@ async fn event_handlers_get_the_raw_event_and_its_type_by_kopfs_names() {
     let seen = |kind: Value, size: i64| {
         json!({
             "handler": "raw", "type": kind, "event.type": kind, "event.object.name": "raw",
-            "event.object.size": size, "keys": ["object", "type"],
+            "event.object.size": size, "keys": ["type", "object"],
         })
     };
     assert_eq!(

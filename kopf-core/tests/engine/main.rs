@@ -25,6 +25,8 @@ mod rbac;
 mod reliability;
 mod robustness;
 mod selectors;
+mod serving;
+mod settings;
 mod shards;
 mod stacking;
 mod stopping;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::activities::{free_port, http_get};
 use crate::logs::lines_of;
 use crate::stopping::Running;
-use crate::support::{Calls, create, examples, get, server_with_crd};
+use crate::support::{Calls, create, examples, get, server_with_crd, settle};
 
 /// A server with the KopfExample CRD, Kopf's ClusterKopfPeering CRD, and the peering object
 /// `name`.
@@ -55,6 +55,7 @@ pub(crate) async fn create_peering_crd(client: &kube::Client, group: &str, scope
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     let created = post(client, path, crd).await;
     assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
+    crate::support::wait_served(client, group, "v1", &format!("{singular}s")).await;
 }
 
 pub(crate) const PEERINGS: &str = "/apis/kopf.dev/v1/clusterkopfpeerings";
@@ -405,6 +406,84 @@ async fn a_paused_operator_looks_again_when_its_blocker_expires() {
     server.stop().await;
 }
 
+/// A freeze extended to an absurd lifetime (`freeze --lifetime 1000000000000`, or any peer
+/// writing so) pauses for as long as it lives, and its removal (`resume`) resumes at once:
+/// the operator's peering goes on judging, whatever the numbers in the entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_of_an_absurd_lifetime_pauses_until_it_is_removed() {
+    let name = "peering-absurd";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let path = format!("{PEERINGS}/{name}");
+    let frozen = |lifetime: i64| json!({"status": {"frozen": {"priority": 100, "lifetime": lifetime, "lastseen": lastseen(time::Duration::ZERO)}}});
+    assert_eq!(server.request("PATCH", &path, frozen(3600)).await.0, 200);
+    let calls = Calls::default();
+    let (running, _) = Running::start(recording(&server, &calls, settings(name, 0)));
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    assert_eq!(
+        server
+            .request("PATCH", &path, frozen(1_000_000_000_000))
+            .await
+            .0,
+        200
+    );
+    create(&client, "during", json!({})).await;
+    settle(&server).await;
+    assert!(calls.all().is_empty(), "paused while the entry lives");
+    assert_eq!(
+        server
+            .request("PATCH", &path, json!({"status": {"frozen": null}}))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(calls.wait_len(1).await, [json!("during")]);
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
+/// An absurd lifetime in the settings (`Duration::MAX`) keeps the operator peering, and what
+/// it writes stays readable by Python Kopf's peers: `lastseen + lifetime` within the year 9999.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absurd_lifetime_in_the_settings_writes_an_entry_that_python_can_read() {
+    let name = "peering-absurd-settings";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let mut forever = settings(name, 3);
+    forever.peering.lifetime = Duration::MAX;
+    let calls = Calls::default();
+    let running = Running::ready(recording(&server, &calls, forever)).await;
+    let entry = wait("the operator's entry", || async {
+        entries(&client, name)
+            .await
+            .into_iter()
+            .next()
+            .map(|(_, entry)| entry)
+    })
+    .await;
+    let written = entry["lifetime"].as_i64().expect("whole seconds");
+    let lastseen = time::OffsetDateTime::parse(
+        entry["lastseen"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let end = lastseen.checked_add(time::Duration::seconds(written));
+    assert!(
+        end.is_some_and(|end| end.year() <= 9999),
+        "Python cannot add {written} s to {lastseen}"
+    );
+    // And it goes on serving.
+    create(&client, "served", json!({})).await;
+    assert_eq!(calls.wait_len(1).await, [json!("served")]);
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaced_peering_in_both_api_groups_with_dead_entries_cleaned() {
     let name = "peering-namespaced";
@@ -517,4 +596,77 @@ async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
         .request("POST", path, body)
         .await
         .1
+}
+
+/// Tells when it is dropped: the memo that holds it is gone.
+struct Tracked(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An object deleted while the operator was paused is forgotten once it resumes: its memo
+/// (and what handlers kept in it) is dropped then, not kept until the operator exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memo_of_an_object_deleted_while_paused_is_dropped_on_resuming() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let name = "peering-memos";
+    lines_of(name);
+    let server = server_with_peering(name).await;
+    let client = server.client();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let calls = Calls::default();
+    let (recorder, counter) = (calls.clone(), dropped.clone());
+    let registry = Registry::new().with(kopf::registry::EventHandler::on_event(
+        examples(),
+        "remember",
+        move |invocation| {
+            let memo = invocation.memo();
+            if memo.get::<Tracked>().is_none() {
+                memo.insert(Tracked(counter.clone()));
+            }
+            recorder.record(json!(invocation.name()));
+            async { Ok(None) }
+        },
+    ));
+    let operator = Operator::new(registry)
+        .settings(settings(name, 0))
+        .client(server.client());
+    let running = Running::ready(operator).await;
+    create(&client, "doomed", json!({})).await;
+    calls.wait_len(1).await;
+    create(&client, "kept", json!({})).await;
+    calls.wait_len(2).await;
+
+    let path = format!("{PEERINGS}/{name}");
+    let frozen = json!({"status": {"frozen": {"priority": 100, "lifetime": 3600, "lastseen": lastseen(time::Duration::ZERO)}}});
+    assert_eq!(server.request("PATCH", &path, frozen).await.0, 200);
+    wait_lines(name, "Pausing operations in favour of [<Peer frozen", 1).await;
+    crate::support::delete(&client, "doomed").await;
+    settle(&server).await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "kept while paused");
+    assert_eq!(
+        server
+            .request("PATCH", &path, json!({"status": {"frozen": null}}))
+            .await
+            .0,
+        200
+    );
+    wait_lines(name, "Resuming operations after the pause", 1).await;
+    wait("the deleted object's memo dropped", || async {
+        (dropped.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    settle(&server).await;
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the memo of the object still there is kept"
+    );
+    running.stop().await.expect("a clean stop");
+    drop(client);
+    server.stop().await;
 }

@@ -9,7 +9,8 @@ use kopf::operator::{Operator, OperatorError};
 use kopf::registry::{ChangeHandler, Registry};
 use kopf::settings::Lifecycle;
 use kopf::storage::{
-    AnnotationsDiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage, StatusProgressStorage,
+    AnnotationsDiffBaseStorage, AnnotationsProgressStorage, MultiDiffBaseStorage,
+    MultiProgressStorage, StatusDiffBaseStorage, StatusProgressStorage,
 };
 use kopf::{Settings, TemporaryError};
 use kopf_testing::{FakeApiServer, TestClient, test_settings, wait};
@@ -370,7 +371,7 @@ async fn handle_three(lifecycle: Lifecycle, labels: Value) -> (Vec<String>, usiz
         .request(
             "POST",
             crate::support::COLLECTION,
-            json!({"metadata": {"name": "three", "labels": labels}, "spec": {}}),
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "three", "labels": labels}, "spec": {}}),
         )
         .await;
     let handled = wait_until(&server, "three", "the creation handled", |o| {
@@ -477,5 +478,60 @@ async fn with_status_storages_a_handled_change_is_one_write() {
     let stored = get(&server.client(), "one").await.expect("the object");
     assert!(stored["metadata"]["annotations"][LAST_HANDLED].is_null());
     operator.stop(&server).await;
+    server.stop().await;
+}
+
+/// Kopf's `MultiProgressStorage` with two operators' prefixes: a retried handler's record is
+/// written under both, and both are purged once it succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_kept_in_every_storage_of_a_multi_storage() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |inv| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!(inv.retry()));
+                if inv.retry() == 0 {
+                    return Err(TemporaryError::new("once more")
+                        .delay(Duration::from_secs(1))
+                        .into());
+                }
+                Ok(None)
+            }
+        },
+    ));
+    let mut settings = test_settings();
+    settings.persistence.progress_storage = Arc::new(MultiProgressStorage {
+        storages: vec![
+            Box::new(AnnotationsProgressStorage::new("my-operator.example.com")),
+            Box::new(AnnotationsProgressStorage::default()),
+        ],
+    });
+    let server = server_with_crd().await;
+    let operator = Running::start(&server, registry, settings).await;
+    create(&server.client(), "multi", json!({})).await;
+    let record = |o: &Value, prefix: &str| {
+        o["metadata"]["annotations"][format!("{prefix}/create_fn")]
+            .as_str()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    };
+    let retried = wait_until(&server, "multi", "the record under both prefixes", |o| {
+        record(o, "my-operator.example.com").is_some() && record(o, "kopf.zalando.org").is_some()
+    })
+    .await;
+    assert_eq!(
+        record(&retried, "my-operator.example.com"),
+        record(&retried, "kopf.zalando.org")
+    );
+    assert_eq!(record(&retried, "kopf.zalando.org").unwrap()["retries"], 1);
+    wait_until(&server, "multi", "both records purged", |o| {
+        record(o, "my-operator.example.com").is_none() && record(o, "kopf.zalando.org").is_none()
+    })
+    .await;
+    operator.stop(&server).await;
+    assert_eq!(calls.all(), [json!(0), json!(1)]);
     server.stop().await;
 }

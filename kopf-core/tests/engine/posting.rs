@@ -32,7 +32,11 @@ pub(crate) async fn run_until(
     operator: Operator,
     done: impl AsyncFnOnce(&kube::Client),
 ) {
-    let operator = operator.client(server.client());
+    // As the operator's own clients: kube-client's retries off, the operator retries.
+    let mut config = server.config();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("a client of the fake server");
+    let operator = operator.client(client);
     let ready = operator.ready();
     let stop = CancellationToken::new();
     let running = tokio::spawn(operator.run(stop.clone()));
@@ -271,10 +275,7 @@ async fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
             Ok(None)
         },
     ));
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = crate::support::apiserver(FakeApiServer::builder()).await;
     let mut uid = Value::Null;
     run_until(
         &server,
@@ -455,4 +456,265 @@ async fn memos_are_seeded_from_the_operator_kept_per_object_and_dropped_with_it(
     .await;
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "two's memo stays");
     harness.stop().await.expect("a clean stop");
+}
+
+/// Settings for the retries of posts: quick backoffs, Kopf's count of them.
+fn quick_posting() -> Settings {
+    let mut settings = test_settings();
+    settings.posting.default_backoffs = vec![Duration::from_millis(100); 8];
+    settings
+}
+
+/// The operator's posts of Events.
+fn event_posts(server: &FakeApiServer) -> Vec<kopf_testing::fake_apiserver::LoggedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create" && r.resource == "events")
+        .collect()
+}
+
+/// A create handler that posts one event per name in the object's `spec.events`.
+fn posting_registry() -> Registry {
+    Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        |inv| async move {
+            for reason in inv.spec()["events"].as_array().into_iter().flatten() {
+                kopf::info(inv.body(), reason.as_str().unwrap_or("None"), "posted");
+            }
+            Ok(None)
+        },
+    ))
+}
+
+async fn reasons(client: &kube::Client) -> Vec<String> {
+    let mut reasons: Vec<String> = events(client)
+        .await
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(String::from))
+        .collect();
+    reasons.sort();
+    reasons
+}
+
+/// Kopf 1.45 retries failed posts (`posting.default_backoffs`): Events survive `500`s, a
+/// `429` with `Retry-After` (waited at least as long as it asks), and a connection dropped
+/// before the server took the post; each arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_retried_through_faults_and_not_lost() {
+    let server = server_with_crd().await;
+    use kopf_testing::Fault;
+    server.inject(
+        Fault::respond(500)
+            .verb("create")
+            .resource("events")
+            .times(2),
+    );
+    run_until(
+        &server,
+        Operator::new(posting_registry()).settings(quick_posting()),
+        async |client| {
+            create(client, "one", json!({"events": ["AfterErrors"]})).await;
+            wait("the event after two 500s", || async {
+                (reasons(client).await == ["AfterErrors"]).then_some(())
+            })
+            .await;
+
+            server.inject(
+                Fault::too_many_requests(1)
+                    .verb("create")
+                    .resource("events")
+                    .times(1),
+            );
+            let asked = tokio::time::Instant::now();
+            create(client, "two", json!({"events": ["AfterTooMany"]})).await;
+            wait("the event after a 429", || async {
+                reasons(client)
+                    .await
+                    .contains(&"AfterTooMany".to_string())
+                    .then_some(())
+            })
+            .await;
+            assert!(
+                asked.elapsed() >= Duration::from_secs(1),
+                "Retry-After: 1 is waited, not the 100 ms backoff"
+            );
+
+            server.inject(
+                Fault::hold_before_commit()
+                    .verb("create")
+                    .resource("events")
+                    .times(1),
+            );
+            create(client, "three", json!({"events": ["AfterDrop"]})).await;
+            server
+                .wait_held(DEADLINE)
+                .await
+                .expect("the post is held by the server");
+            server.cut_held();
+            wait("the event after a dropped connection", || async {
+                reasons(client)
+                    .await
+                    .contains(&"AfterDrop".to_string())
+                    .then_some(())
+            })
+            .await;
+        },
+    )
+    .await;
+    assert_eq!(
+        reasons(&server.client()).await,
+        ["AfterDrop", "AfterErrors", "AfterTooMany"],
+        "each arrived once"
+    );
+    let codes: Vec<u16> = event_posts(&server).iter().map(|r| r.code).collect();
+    assert_eq!(
+        codes,
+        [500, 500, 201, 429, 201, 0, 201],
+        "two 500s, a 429 and a drop, each retried"
+    );
+    server.stop().await;
+}
+
+/// An event that keeps failing is dropped after its backoffs, with a warning; it does not
+/// hold back the events of other objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_that_keeps_failing_is_dropped_after_its_backoffs() {
+    let server = server_with_crd().await;
+    use kopf_testing::Fault;
+    let mut settings = quick_posting();
+    settings.posting.default_backoffs = vec![Duration::from_millis(50); 2];
+    server.inject(
+        Fault::respond(503)
+            .verb("create")
+            .resource("events")
+            .times(3),
+    );
+    run_until(
+        &server,
+        Operator::new(posting_registry()).settings(settings),
+        async |client| {
+            create(client, "one", json!({"events": ["Lost"]})).await;
+            wait("three attempts", || async {
+                (event_posts(&server).len() >= 3).then_some(())
+            })
+            .await;
+            create(client, "two", json!({"events": ["Kept"]})).await;
+            wait("the other object's event", || async {
+                (reasons(client).await == ["Kept"]).then_some(())
+            })
+            .await;
+        },
+    )
+    .await;
+    let codes: Vec<u16> = event_posts(&server).iter().map(|r| r.code).collect();
+    assert_eq!(reasons(&server.client()).await, ["Kept"], "{codes:?}");
+    server.stop().await;
+}
+
+/// Kopf's `kopf.info` works anywhere in the operator: here from a task that a startup
+/// handler started (Kopf's context variables reach every task of the operator; kopf-rs finds
+/// the operator running on the task's runtime).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_posted_from_a_startup_task_arrives() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let go = started.clone();
+    let registry = Registry::new().with(kopf::registry::ActivityHandler::on_startup(
+        "start_task",
+        move |activity| {
+            let client = activity.client().clone();
+            let go = go.clone();
+            // A task of the program's own, as a Kopf operator's `asyncio.create_task`.
+            tokio::spawn(async move {
+                go.notified().await;
+                let one = loop {
+                    if let Some(one) = get(&client, "one").await {
+                        break one;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                };
+                kopf::info(
+                    &one,
+                    "FromTask",
+                    "posted by a task the startup handler started",
+                );
+            });
+            async { Ok(None) }
+        },
+    ));
+    let server = server_with_crd().await;
+    run_until(
+        &server,
+        Operator::new(registry).settings(quick_posting()),
+        async |client| {
+            let one = create(client, "one", json!({})).await;
+            started.notify_one();
+            let event = wait("the task's event", || async {
+                events(client)
+                    .await
+                    .into_iter()
+                    .find(|e| e["reason"] == "FromTask")
+            })
+            .await;
+            assert_eq!(event["involvedObject"]["uid"], one["metadata"]["uid"]);
+            assert_eq!(event["type"], "Normal");
+        },
+    )
+    .await;
+    server.stop().await;
+}
+
+/// At a stop, what is queued is still posted (within the grace period), before `run()`
+/// returns: the poster is the last part of the operator to stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_queued_at_the_stop_are_posted_before_run_returns() {
+    let server = server_with_crd().await;
+    use kopf_testing::Fault;
+    let registry = Registry::new().with(kopf::registry::ActivityHandler::on_cleanup(
+        "goodbye",
+        |_| async {
+            let about = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "uid": "ns-uid"}});
+            kopf::warn(&about, "Goodbye", "posted by a cleanup handler");
+            Ok(None)
+        },
+    ));
+    let registry = registry.with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        |inv| async move {
+            kopf::info(inv.body(), "Slow", "posted while the server is slow");
+            Ok(None)
+        },
+    ));
+    // Every post waits a while and the first fails: they are still in flight at the stop.
+    server.inject(
+        Fault::delay(Duration::from_millis(300))
+            .verb("create")
+            .resource("events"),
+    );
+    server.inject(
+        Fault::respond(500)
+            .verb("create")
+            .resource("events")
+            .times(1),
+    );
+    run_until(
+        &server,
+        Operator::new(registry).settings(quick_posting()),
+        async |client| {
+            create(client, "one", json!({})).await;
+            wait("the first attempt", || async {
+                (!event_posts(&server).is_empty()).then_some(())
+            })
+            .await;
+        },
+    )
+    .await;
+    assert_eq!(
+        reasons(&server.client()).await,
+        ["Goodbye", "Slow"],
+        "both posted before run() returned"
+    );
+    server.stop().await;
 }

@@ -87,9 +87,7 @@ async fn the_rbac_output_lets_the_operator_create_its_children_and_nothing_more(
     assert!(refused.is_empty(), "the operator was refused: {refused:#?}");
 
     // As the operator's ServiceAccount, outside its rules:
-    let operator = harness
-        .server()
-        .client_as_service_account("default", ACCOUNT);
+    let operator = kopf_testing::service_account_client(harness.server(), "default", ACCOUNT).await;
     let secrets = Api::<Secret>::default_namespaced(operator.clone());
     let status = forbidden(secrets.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(
@@ -136,5 +134,68 @@ async fn a_child_that_is_not_declared_is_forbidden() {
             if message.contains("cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\"")),
         "{refused:?}"
     );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// With assigned shards (`rbac --shards`), the output covers the ring's Leases: the member's
+/// own, the shards', and the watch of the ring that wakes the reconciler when a shard moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_output_with_shards_lets_the_ring_be_joined_and_watched() {
+    let registry = kopf::handlers![configure];
+    let rbac = kopf::rbac::rbac_manifest(
+        &registry,
+        [
+            "-n",
+            "default",
+            "--service-account",
+            ACCOUNT,
+            "--shards",
+            "4",
+        ],
+    )
+    .expect("the rbac options are valid");
+    let mut settings = kopf_testing::test_settings();
+    let mut sharding = kopf::settings::ShardingSettings::new(4);
+    sharding.namespace = Some("default".into());
+    sharding.lease_duration = std::time::Duration::from_secs(3);
+    sharding.renew_deadline = std::time::Duration::from_secs(2);
+    sharding.retry_period = std::time::Duration::from_millis(300);
+    settings.peering.sharding = Some(sharding);
+    settings.peering.standalone = true;
+    let harness = OperatorHarness::builder()
+        .apply(kopf_testing::fixtures::KOPFEXAMPLE_CRD)
+        .apply(rbac)
+        .settings(settings)
+        .namespaces(["default"])
+        .service_account("default", ACCOUNT)
+        .start(registry)
+        .await;
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: kex}}")
+        .await;
+    harness
+        .wait_for("configmaps", "default", "kex-config", |_| true)
+        .await;
+    let watches = kopf_testing::wait("the ring's watch", || async {
+        let watches: Vec<_> = harness
+            .server()
+            .requests()
+            .into_iter()
+            .filter(|request| request.verb == "watch" && request.resource.starts_with("leases"))
+            .collect();
+        (!watches.is_empty()).then_some(watches)
+    })
+    .await;
+    assert!(
+        watches.iter().all(|request| request.code == 200),
+        "the ring's watch is allowed: {watches:#?}"
+    );
+    let refused: Vec<_> = harness
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|request| request.code == 403)
+        .collect();
+    assert!(refused.is_empty(), "the operator was refused: {refused:#?}");
     harness.stop().await.expect("a clean stop");
 }

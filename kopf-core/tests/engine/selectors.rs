@@ -25,21 +25,24 @@ fn crd(group: &str, kind: &str, short_names: &[&str], categories: &[&str]) -> Va
     crd
 }
 
-/// Creates the CRD (without waiting for it to be established).
+/// Creates the CRD and waits until discovery serves it.
 async fn add_crd(client: &kube::Client, crd: Value) {
     let (status, created) = TestClient::new(client.clone())
         .request("POST", CRDS, crd)
         .await;
     assert_eq!(status, 201, "the CRD is created: {created}");
+    let (group, plural) = (
+        &created["spec"]["group"],
+        &created["spec"]["names"]["plural"],
+    );
+    let (group, plural) = (group.as_str().unwrap(), plural.as_str().unwrap());
+    crate::support::wait_served(client, group, "v1", plural).await;
 }
 
 /// A server with widgets (`a.example`, short name `wdg`, category `gadgets`), gizmos
 /// (`b.example`, category `gadgets`) and sprockets (`a.example`, no category).
 async fn server_with_crds() -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = crate::support::apiserver(FakeApiServer::builder()).await;
     let client = server.client();
     add_crd(&client, crd("a.example", "Widget", &["wdg"], &["gadgets"])).await;
     add_crd(&client, crd("b.example", "Gizmo", &[], &["gadgets"])).await;
@@ -332,10 +335,7 @@ async fn everything_serves_crds_and_builtins_but_not_events() {
 
 /// A server with widgets (`a.example`) and these namespaces.
 async fn server_with_widgets_in(namespaces: &[&str]) -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = crate::support::apiserver(FakeApiServer::builder()).await;
     let client = server.client();
     add_crd(&client, crd("a.example", "Widget", &[], &[])).await;
     for name in namespaces {

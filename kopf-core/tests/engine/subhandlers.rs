@@ -164,3 +164,75 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
     );
     harness.stop().await.expect("a clean stop");
 }
+
+/// Sub-handlers registered with `kopf::register` from a function the handler calls (Kopf's
+/// `kopf.register(fn, id=...)`), async and sync; an event handler, which has none, gets a
+/// clear error, and so does a task the handler spawned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_registered_with_kopf_register_run_as_the_others() {
+    fn plan(items: &[&str]) -> Result<(), kopf::registry::NoChangeHandler> {
+        for item in items {
+            let item = item.to_string();
+            kopf::register(SubHandler::new(format!("item-{item}"), move |_child| {
+                let item = item.clone();
+                async move { Ok(Some(json!({"item": item}))) }
+            }))?;
+        }
+        Ok(())
+    }
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            |_invocation| async move {
+                plan(&["a", "b"])?;
+                let spawned = tokio::spawn(async { plan(&["c"]).is_err() }).await?;
+                Ok(Some(json!({"spawned_refused": spawned})))
+            },
+        ))
+        .with(ChangeHandler::on_create(
+            examples(),
+            "sync_fn",
+            kopf::registry::blocking(|_invocation| {
+                plan(&["s"])?;
+                Ok(None)
+            }),
+        ))
+        .with(kopf::registry::EventHandler::on_event(
+            examples(),
+            "watch_fn",
+            move |_invocation| {
+                let calls = recorded.clone();
+                async move {
+                    let refused = plan(&["x"]).map_err(|error| error.to_string());
+                    calls.record(json!(refused.err()));
+                    Ok(None)
+                }
+            },
+        ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "one", json!({})).await;
+    let done = wait_object(&harness, "one", "the sub-handlers' results", |o| {
+        o["status"]["create_fn"].is_object() && o["status"]["sync_fn/item-s"].is_object()
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/item-a"], json!({"item": "a"}));
+    assert_eq!(done["status"]["create_fn/item-b"], json!({"item": "b"}));
+    assert_eq!(
+        done["status"]["create_fn"],
+        json!({"spawned_refused": true})
+    );
+    assert_eq!(done["status"].get("create_fn/item-c"), None);
+    let refusals = calls.wait_len(1).await;
+    let refusal = refusals[0].as_str().expect("the event handler was refused");
+    assert!(refusal.contains("no change handler runs"), "{refusal}");
+    harness.stop().await.expect("a clean stop");
+}

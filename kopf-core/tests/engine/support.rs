@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kopf::resources::Selector;
-use kopf_testing::{DEADLINE, FakeApiServer, OperatorHarness, TestClient, fixtures, wait};
+use kopf_testing::{
+    ApiServer, DEADLINE, FakeApiServer, FakeApiServerBuilder, OperatorHarness, TestClient,
+    fixtures, wait,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -14,12 +17,15 @@ pub(crate) fn examples() -> Selector {
     Selector::new("kopf.dev", "v1", "kopfexamples")
 }
 
+/// The API server of a test: a fake one of `builder`, or, with `KOPF_TESTING_APISERVER=real`,
+/// a real one started for the test with a fake one of `builder` in front as a proxy.
+pub(crate) async fn apiserver(builder: FakeApiServerBuilder) -> FakeApiServer {
+    ApiServer::from_env().start(builder).await
+}
+
 /// A server with the KopfExample CRD established.
 pub(crate) async fn server_with_crd() -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = apiserver(FakeApiServer::builder()).await;
     install_crd(&server).await;
     server
 }
@@ -27,6 +33,26 @@ pub(crate) async fn server_with_crd() -> FakeApiServer {
 /// Establishes the KopfExample CRD on the server.
 pub(crate) async fn install_crd(server: &FakeApiServer) {
     server.apply(fixtures::KOPFEXAMPLE_CRD).await;
+}
+
+/// Waits until discovery serves a custom resource: a real API server serves a new CRD's
+/// resources a moment after it is created (the fake one at once), and an operator that
+/// starts before would not find them.
+pub(crate) async fn wait_served(client: &kube::Client, group: &str, version: &str, plural: &str) {
+    let path = format!("/apis/{group}/{version}");
+    let client = TestClient::new(client.clone());
+    wait(
+        &format!("{plural}.{group}/{version} to be served"),
+        || async {
+            let (status, resources) = client.try_request("GET", &path, None).await.ok()?;
+            let served = resources["resources"]
+                .as_array()?
+                .iter()
+                .any(|r| r["name"] == plural);
+            (status.is_success() && served).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Creates the KopfExample `name` in `default`; returns the answer (the object, or the error's

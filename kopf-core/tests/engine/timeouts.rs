@@ -167,10 +167,7 @@ async fn wait_shard_0(client: &kube::Client, ring: &str, holder: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_requests_left_unanswered_do_not_stall_the_ring() {
     let ring = "ring-unanswered";
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the server starts");
+    let server = crate::support::apiserver(FakeApiServer::builder()).await;
     install_crd(&server).await;
     let client = server.client();
     // A first member makes the shards' Leases, and frees them as it stops.

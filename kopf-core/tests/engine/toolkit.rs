@@ -316,11 +316,20 @@ async fn adopted_children_are_owned_named_placed_labelled_and_collected_with_the
     .await;
 
     delete(&client, "parent").await;
-    wait("the child to be collected with its parent", || async {
-        let children = list(&client, CONFIGMAPS).await;
-        (!children.iter().any(|c| c["metadata"]["name"] == *name)).then_some(())
-    })
-    .await;
+    // A real API server's garbage collector learns of a new custom resource's kind only at
+    // its next rescan of discovery (every 30 s), so this waits longer than other waits.
+    let collected = async {
+        loop {
+            let children = list(&client, CONFIGMAPS).await;
+            if !children.iter().any(|c| c["metadata"]["name"] == *name) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(4 * kopf_testing::DEADLINE, collected)
+        .await
+        .expect("the child is collected with its parent");
     harness.stop().await.expect("a clean stop");
 }
 
@@ -403,4 +412,86 @@ impl Drop for TempDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// Kopf's options of the hierarchy functions in a real handler: the owner inferred from the
+/// object being handled, a forced and strict naming, labels on a nested pod template, and an
+/// owner reference that is not the controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adoption_options_and_the_inferred_owner_work_in_handlers() {
+    use kopf::hierarchies::{CurrentObject, Options};
+
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "adopt_with_options",
+        kopf::registry::blocking(|_inv| {
+            let mut child = json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "mine", "namespace": "elsewhere", "labels": {"app": "mine"}},
+                "spec": {"template": {"spec": {}}},
+            });
+            let options = Options::default()
+                .forced(true)
+                .strict(true)
+                .nested("spec.template")
+                .controller(None);
+            kopf::hierarchies::adopt_with(&mut child, &CurrentObject, &options)?;
+            Ok(Some(child))
+        }),
+    ));
+    let operator = Operator::new(registry).settings(test_settings());
+    let harness = OperatorHarness::start_on(server_with_crd().await, operator).await;
+    let client = harness.client();
+    let parent = harness
+        .request(
+            "POST",
+            COLLECTION,
+            json!({
+                "apiVersion": "kopf.dev/v1",
+                "kind": "KopfExample",
+                "metadata": {"name": "parent", "labels": {"app": "demo"}},
+                "spec": {},
+            }),
+        )
+        .await
+        .1;
+    let done = wait("the handler's result", || async {
+        get(&client, "parent")
+            .await
+            .filter(|o| o["status"]["adopt_with_options"].is_object())
+    })
+    .await;
+    let child = &done["status"]["adopt_with_options"];
+    let meta = &child["metadata"];
+    assert_eq!(
+        meta["name"], "parent",
+        "forced and strict: the owner's name"
+    );
+    assert_eq!(
+        meta["namespace"], "default",
+        "forced: the owner's namespace"
+    );
+    assert_eq!(
+        meta["labels"],
+        json!({"app": "demo"}),
+        "forced: the owner's labels"
+    );
+    assert_eq!(
+        child["spec"]["template"]["metadata"]["labels"],
+        json!({"app": "demo"}),
+        "nested: the pod template is labelled too"
+    );
+    assert_eq!(
+        meta["ownerReferences"],
+        json!([{
+            "blockOwnerDeletion": true,
+            "apiVersion": "kopf.dev/v1",
+            "kind": "KopfExample",
+            "name": "parent",
+            "uid": parent["metadata"]["uid"],
+        }]),
+        "no controller key: Options::controller(None)"
+    );
+    harness.stop().await.expect("a clean stop");
 }

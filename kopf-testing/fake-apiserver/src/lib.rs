@@ -91,8 +91,9 @@
 //!   calls of admission webhooks over HTTPS (`webhooks`), the endpoints for resources, discovery and the `/_fake/` control API, and the router above
 //!   them.
 //! - `server`: the process: the listener and its connections (with their TLS handshake and
-//!   the certificates made at start, when asked), `FakeApiServer` and its builder, restarts,
-//!   and the task that saves every write to the state file before it is answered.
+//!   the certificates made at start, when asked; bounded by a header timeout and a cap of
+//!   connections, `slots`), `FakeApiServer` and its builder, restarts, and the task that
+//!   saves every write to the state file before it is answered.
 //! - `client`: the test's side, which knows the server only as a URL and a `kube::Client`:
 //!   [`TestClient`] (requests, objects, waits; for any API server, this one or a real one),
 //!   and the same helpers on `FakeApiServer`.

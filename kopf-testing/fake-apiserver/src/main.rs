@@ -73,6 +73,17 @@ struct Args {
     /// and their bindings (403 Forbidden otherwise); the admin's token keeps full access.
     #[arg(long)]
     enforce_rbac: bool,
+    /// Seconds a client has for its TLS handshake and each request's headers (an idle
+    /// keep-alive connection is closed after as long).
+    #[arg(long, value_name = "SECONDS", default_value_t = 32)]
+    header_timeout: u64,
+    /// Seconds a client has to send a request's body once its headers came (then 408).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    body_timeout: u64,
+    /// The most connections kept open; beyond it, the one that waited longest for a request
+    /// is closed (or the new one, when all are busy, e.g. with watches).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_connections: usize,
     /// Print a bearer token that acts as this ServiceAccount (repeatable), after the URL: a
     /// signed token valid for a year, or until the account is deleted or the server stops. The
     /// account (and its namespace) is created if missing.
@@ -93,7 +104,10 @@ async fn main() -> std::process::ExitCode {
         .bind(args.bind)
         .history_limit(args.history_limit)
         .bookmark_interval(Duration::from_secs(args.bookmark_interval))
-        .sharded_watches(!args.no_sharded_watches);
+        .sharded_watches(!args.no_sharded_watches)
+        .header_timeout(Duration::from_secs(args.header_timeout))
+        .body_timeout(Duration::from_secs(args.body_timeout))
+        .max_connections(args.max_connections);
     if !args.insecure_http {
         // A real cluster requires credentials: the token given, or one nobody can guess.
         let token = args.token.clone().unwrap_or_else(random_token);

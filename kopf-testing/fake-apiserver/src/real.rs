@@ -15,6 +15,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::server::{Behind, FakeApiServer, FakeApiServerBuilder};
+
 /// The environment variable that names the real server's launcher: the
 /// `scripts/real-apiserver` script or a binary it built. By default, the script of the
 /// workspace this crate was built in.
@@ -185,6 +187,32 @@ impl RealApiServer {
         kube::Client::try_from(self.config().await).expect("a client of the real server builds")
     }
 
+    /// Puts a fake server in front of this one as a proxy ([`FakeApiServerBuilder::upstream`]),
+    /// started with `builder` on a runtime of its own, and hands this one over to it: stopping
+    /// the proxy stops this server too. Requests to the proxy reach this server with the
+    /// admin's certificate (or their own token), and the proxy's request log, counters and
+    /// injected faults work as on the fake server.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use kopf_fake_apiserver::{FakeApiServer, Fault, RealApiServer};
+    /// let server = RealApiServer::start().await?.proxy(FakeApiServer::builder()).await?;
+    /// server.inject(Fault::commit_then_fail(500).verb("patch").times(1));
+    /// let client = server.client(); // through the proxy to the real server
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the proxy does not start: its port, or a setting that only a fake server of its
+    /// own has (see [`FakeApiServerBuilder::upstream`]). This server is stopped then.
+    pub async fn proxy(self, builder: FakeApiServerBuilder) -> std::io::Result<FakeApiServer> {
+        let config = self.config().await;
+        let mut proxy = builder.upstream(config).start_on_own_runtime().await?;
+        proxy.keep(Box::new(self));
+        Ok(proxy)
+    }
+
     /// Stops the server (SIGTERM, then SIGKILL after 30 s) and waits until it has exited and
     /// removed its files.
     pub async fn stop(mut self) {
@@ -209,6 +237,12 @@ impl Drop for RealApiServer {
         if let Some(child) = self.child.take() {
             terminate(&child);
         }
+    }
+}
+
+impl Behind for RealApiServer {
+    fn stop(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(RealApiServer::stop(*self))
     }
 }
 

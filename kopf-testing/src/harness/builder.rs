@@ -1,16 +1,19 @@
 //! What a harness starts with: CRDs and objects installed before the operator starts (so its
 //! first listing already sees them), its settings, memo and namespaces.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use kopf::admission::WebhookServer;
 use kopf::operator::Operator;
 use kopf::registry::Registry;
 use kopf::{Memo, Settings};
 use serde_json::Value;
 
+use super::apiserver::ApiServer;
 use super::logs::LogCapture;
 use super::operator::OperatorHarness;
-use kopf_fake_apiserver::FakeApiServer;
+use kopf_fake_apiserver::{FakeApiServer, FakeApiServerBuilder};
 
 /// Starts an [`OperatorHarness`] with more than a registry; from [`OperatorHarness::builder`].
 ///
@@ -35,6 +38,7 @@ pub struct HarnessBuilder {
     namespaces: Option<Vec<String>>,
     logs: Option<LogCapture>,
     service_account: Option<(String, String)>,
+    apiserver: ApiServer,
 }
 
 #[derive(Debug)]
@@ -52,6 +56,7 @@ impl Default for HarnessBuilder {
             namespaces: None,
             logs: None,
             service_account: None,
+            apiserver: ApiServer::from_env(),
         }
     }
 }
@@ -71,7 +76,9 @@ impl HarnessBuilder {
         self
     }
 
-    /// The operator's settings (default: [`test_settings`]).
+    /// The operator's settings (default: [`test_settings`]). Without an admission server,
+    /// the harness gives it one on 127.0.0.1 (a free port), so that admission handlers start
+    /// in tests that never call their webhooks.
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
         self
@@ -107,23 +114,60 @@ impl HarnessBuilder {
         self
     }
 
+    /// The API server to run on (default: the one `KOPF_TESTING_APISERVER` names, the fake
+    /// one unless it says `real`); see [`ApiServer`].
+    pub fn apiserver(mut self, apiserver: ApiServer) -> Self {
+        self.apiserver = apiserver;
+        self
+    }
+
+    /// Runs on a real kube-apiserver, started for this harness, with the fake server in front
+    /// of it as a proxy: as [`apiserver`](Self::apiserver)`(ApiServer::Real)`.
+    pub fn real_apiserver(self) -> Self {
+        self.apiserver(ApiServer::Real)
+    }
+
     /// Captures the operator's logs for [`OperatorHarness::logs`].
     pub(crate) fn logs(mut self, logs: LogCapture) -> Self {
         self.logs = Some(logs);
         self
     }
 
-    /// Starts a fresh fake API server, applies the CRDs and objects, then starts the operator
-    /// with these handlers and waits until it is ready.
+    /// Starts a fresh API server (the fake one, or a real one with the fake one in front:
+    /// see [`apiserver`](Self::apiserver)), applies the CRDs and objects, then starts the
+    /// operator with these handlers and waits until it is ready.
+    ///
+    /// # Panics
+    ///
+    /// When the server or the operator does not start, or an object is refused.
     pub async fn start(self, registry: Registry) -> OperatorHarness {
+        let server = self.apiserver.start(self.server_builder()).await;
+        self.start_on(server, registry).await
+    }
+
+    /// As [`start`](Self::start), but where the real API server is asked for and none can run
+    /// on this machine, says so loudly (naming `test`) and gives `None` (under CI, panics).
+    pub(crate) async fn start_or_skip(
+        self,
+        registry: Registry,
+        test: &str,
+    ) -> Option<OperatorHarness> {
+        let server = self
+            .apiserver
+            .start_or_skip(self.server_builder(), test)
+            .await?;
+        Some(self.start_on(server, registry).await)
+    }
+
+    fn server_builder(&self) -> FakeApiServerBuilder {
         let mut server = FakeApiServer::builder();
         if self.service_account.is_some() {
             server = server.enforce_rbac();
         }
-        let server = server
-            .start_on_own_runtime()
-            .await
-            .expect("the fake API server starts");
+        server
+    }
+
+    async fn start_on(self, server: FakeApiServer, registry: Registry) -> OperatorHarness {
         let mut harness = OperatorHarness::without_operator(server, self.logs);
         harness.service_account = self.service_account;
         for prepared in self.objects {
@@ -136,7 +180,14 @@ impl HarnessBuilder {
                 }
             }
         }
-        let mut operator = Operator::new(registry).settings(self.settings);
+        let mut settings = self.settings;
+        if settings.admission.server.is_none() {
+            // Admission handlers need a server to start; tests call their webhooks, if at
+            // all, through the harness's own address (a startup handler may set another).
+            settings.admission.server =
+                Some(WebhookServer::new().addr(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        }
+        let mut operator = Operator::new(registry).settings(settings);
         if let Some(memo) = self.memo {
             operator = operator.memo(memo);
         }

@@ -1,4 +1,4 @@
-//! The harness itself: an operator under test with its own fake API server, the test's client,
+//! The harness itself: an operator under test with its own API server, the test's client,
 //! what the operator sent and logged, and the stop with its checks (also after a drop).
 
 use std::sync::{Arc, Mutex};
@@ -114,12 +114,31 @@ impl OperatorHarness {
         let running = self.running.as_mut().expect("just started");
         tokio::select! {
             _ = ready.wait() => {}
-            result = running => panic!("the operator stopped before it got ready: {result:?}"),
+            result = running => match result {
+                Ok(Err(error)) => panic!("the operator stopped before it got ready: {error}"),
+                result => panic!("the operator stopped before it got ready: {result:?}"),
+            },
             _ = tokio::time::sleep(DEADLINE) => panic!("the operator did not get ready within {DEADLINE:?}"),
         }
     }
 
-    /// The fake API server.
+    /// Marks what follows in the test as needing the fake server (what `what` does cannot be
+    /// done in front of a real one): on the real server, says loudly that the test skips and
+    /// returns `true`, and the test returns; on the fake server, returns `false`.
+    ///
+    /// ```no_run
+    /// # async fn example(harness: kopf_testing::OperatorHarness) {
+    /// if harness.fake_only("re-creating an object under its name at once") {
+    ///     return;
+    /// }
+    /// # }
+    /// ```
+    pub fn fake_only(&self, what: &str) -> bool {
+        super::apiserver::fake_only(self.server(), what)
+    }
+
+    /// The fake API server, or the proxy in front of the real one
+    /// ([`FakeApiServer::is_proxy`]): its request log, counters and faults work the same.
     pub fn server(&self) -> &FakeApiServer {
         self.server.as_ref().expect("the server lives until stop()")
     }

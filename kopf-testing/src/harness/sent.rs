@@ -39,6 +39,10 @@ pub struct SentRequest {
     pub content_type: Option<String>,
     /// The body as JSON (`null` when empty or not JSON).
     pub body: Value,
+    /// The status code of the answer (`None` while unanswered, or when no answer came: the
+    /// connection failed or the operator dropped the request).
+    #[serde(default)]
+    pub code: Option<u16>,
 }
 
 impl SentRequest {
@@ -66,6 +70,7 @@ impl SentRequest {
                 .and_then(|v| v.to_str().ok())
                 .map(String::from),
             body,
+            code: None,
         };
         sent.parse_path();
         sent
@@ -114,6 +119,47 @@ pub(super) fn named_as_kopf_rs(config: &mut kube::Config) {
     }
 }
 
+/// Records each request, then its answer's status code.
+struct Recording<S> {
+    inner: S,
+    sent: Arc<Mutex<Vec<SentRequest>>>,
+    /// Alive while the operator's client is.
+    _alive: Arc<()>,
+}
+
+impl<S, B> tower::Service<http::Request<Body>> for Recording<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let index = {
+            let mut sent = lock(&self.sent);
+            sent.push(SentRequest::new(&request));
+            sent.len() - 1
+        };
+        let answered = self.inner.call(request);
+        let sent = self.sent.clone();
+        Box::pin(async move {
+            let answer = answered.await;
+            if let Ok(response) = &answer
+                && let Some(record) = lock(&sent).get_mut(index)
+            {
+                record.code = Some(response.status().as_u16());
+            }
+            answer
+        })
+    }
+}
+
 /// The operator's client's records; the client itself goes to the operator.
 #[derive(Debug)]
 pub(crate) struct OperatorClient {
@@ -131,7 +177,9 @@ impl OperatorClient {
         account: Option<&(String, String)>,
     ) -> (OperatorClient, kube::Client) {
         let mut config = match account {
-            Some((namespace, name)) => server.service_account_config(namespace, name),
+            Some((namespace, name)) => {
+                super::apiserver::service_account_config(server, namespace, name).await
+            }
             None => kube::Config::from_custom_kubeconfig(
                 server.kubeconfig(),
                 &kube::config::KubeConfigOptions::default(),
@@ -160,10 +208,10 @@ impl OperatorClient {
         let recorder = sent.clone();
         let owner = alive.clone();
         let service = tower::ServiceBuilder::new()
-            .map_request(move |request: http::Request<Body>| {
-                let _alive = &owner;
-                lock(&recorder).push(SentRequest::new(&request));
-                request
+            .layer_fn(move |inner| Recording {
+                inner,
+                sent: recorder.clone(),
+                _alive: owner.clone(),
             })
             .layer(config.base_uri_layer())
             .option_layer(

@@ -133,6 +133,34 @@ async fn a_fault_aimed_at_kopf_rs_hits_the_operator_alone(harness: &OperatorHarn
     assert_eq!(hit.len(), 1, "{hit:#?}");
     let agent = hit[0].user_agent.as_deref().unwrap_or_default();
     assert!(agent.starts_with("kopf-rs/"), "{agent}");
+    // The operator's own log has the answers' codes: the failed write, then its retry.
+    let codes: Vec<Option<u16>> = harness
+        .sent()
+        .into_iter()
+        .filter(|sent| sent.method == "PATCH" && sent.name.as_deref() == Some("aimed"))
+        .map(|sent| sent.code)
+        .collect();
+    assert_eq!(codes.first(), Some(&Some(500)), "{codes:?}");
+    assert!(codes[1..].contains(&Some(200)), "{codes:?}");
+}
+
+#[kopf::on_validate("kopf.dev", "v1", "kopfexamples")]
+async fn validate_fn() -> Result<(), kopf::AdmissionError> {
+    Ok(())
+}
+
+/// A registry with admission handlers starts in a test that never calls its webhooks: the
+/// harness gives it a server on 127.0.0.1 when its settings have none.
+#[kopf_testing::test(handlers = [validate_fn, create_fn], apply = CRD)]
+async fn admission_handlers_start_without_a_server_in_the_settings(harness: &OperatorHarness) {
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: admitted}}")
+        .await;
+    harness
+        .wait_for("kopfexamples.kopf.dev", "default", "admitted", |o| {
+            o["status"]["create_fn"] == "created admitted"
+        })
+        .await;
 }
 
 #[kopf_testing::test(handlers = [create_fn], apply = CRD)]
@@ -314,4 +342,61 @@ async fn an_operator_runs_against_a_tls_server_with_a_token() {
         "the operator's own requests went through the recording client"
     );
     harness.stop().await.expect("a clean stop");
+}
+
+#[kopf::on_validate("kopf.dev", "v1", "kopfexamples", operations = [CREATE])]
+async fn small_fn(spec: &serde_json::Value) -> Result<(), kopf::AdmissionError> {
+    if spec["size"].as_i64().unwrap_or(0) > 10 {
+        return Err(kopf::AdmissionError::new("spec.size is at most 10").code(422));
+    }
+    Ok(())
+}
+
+fn managed_admission() -> kopf::Settings {
+    let mut settings = kopf_testing::test_settings();
+    settings.admission.managed = Some("harness.kopf.dev".into());
+    settings
+}
+
+/// What the troubleshooting chapter quotes for admission, as Kopf logs it: a denial is the
+/// handler's permanent failure (ERROR), an admitted request one success per handler (INFO).
+#[kopf_testing::test(handlers = [small_fn], apply = CRD, settings = managed_admission())]
+async fn an_admission_denial_and_an_admission_log_as_kopf_logs_them(harness: &OperatorHarness) {
+    let created = harness
+        .test_client()
+        .request(
+            "POST",
+            "/apis/kopf.dev/v1/namespaces/default/kopfexamples",
+            json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                   "metadata": {"name": "big"}, "spec": {"size": 11}}),
+        )
+        .await;
+    assert!(created.0.as_u16() >= 400, "denied: {created:?}");
+    let denied = harness
+        .wait_for_log("Handler 'small_fn' failed permanently: spec.size is at most 10")
+        .await;
+    assert!(denied.contains("ERROR"), "{denied}");
+
+    harness
+        .apply("{apiVersion: kopf.dev/v1, kind: KopfExample, metadata: {name: small}, spec: {size: 1}}")
+        .await;
+    harness.wait_for_log("Handler 'small_fn' succeeded.").await;
+    let succeeded: Vec<String> = harness
+        .logs()
+        .into_iter()
+        .filter(|line| line.contains("Handler 'small_fn' succeeded."))
+        .collect();
+    assert_eq!(
+        succeeded.len(),
+        1,
+        "one line per handler and request: {succeeded:#?}"
+    );
+    assert!(succeeded[0].contains("INFO"), "{succeeded:?}");
+    assert!(
+        !harness
+            .logs()
+            .iter()
+            .any(|line| line.contains("Rejected an admission request")),
+        "that line is for malformed reviews, not for denials"
+    );
 }

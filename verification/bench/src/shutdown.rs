@@ -105,7 +105,7 @@ impl Scenario {
 
 /// The operator's threads for sync handlers, as its default settings size them.
 fn threads() -> usize {
-    kopf::Settings::default().execution.max_blocking_threads
+    kopf::Settings::default().execution.workers()
 }
 
 /// What one run measured.

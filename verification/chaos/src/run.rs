@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use kopf_testing::{
-    ApiRequest, Committed, FakeApiServer, Fault, LoggedRequest, RequestError, TestClient,
+    ApiRequest, ApiServer, Committed, FakeApiServer, Fault, LoggedRequest, RequestError, TestClient,
 };
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
@@ -188,11 +188,10 @@ impl Operator {
 pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, RunError> {
     tokio::fs::create_dir_all(dir).await?;
     let _ = tokio::fs::remove_file(dir.join("calls.jsonl")).await;
-    let server = FakeApiServer::builder()
-        .journal()
-        .fault_seed(plan.seed)
-        .start()
-        .await?;
+    // The fake server, or with KOPF_TESTING_APISERVER=real, a real one with the fake one in
+    // front (the faults act on the real server's requests).
+    let builder = FakeApiServer::builder().journal().fault_seed(plan.seed);
+    let server = ApiServer::from_env().start(builder).await;
     server.write_kubeconfig(dir.join("kubeconfig"))?;
     let client = TestClient::new(server.client());
     send(
@@ -202,6 +201,28 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
         Some(resource::crd()),
     )
     .await?;
+    // A real server serves a new CRD's resource a moment later; the operator must find it.
+    let served = kopf_testing::try_wait(|| async {
+        let group = send(
+            &client,
+            "GET",
+            &format!("/apis/{}/v1", resource::GROUP),
+            None,
+        )
+        .await;
+        let resources = group.ok()?;
+        let plural = resources["resources"]
+            .as_array()?
+            .iter()
+            .any(|r| r["name"] == resource::PLURAL);
+        plural.then_some(())
+    })
+    .await;
+    if served.is_none() {
+        return Err(RunError::Setup(std::io::Error::other(
+            "the CRD was never served",
+        )));
+    }
 
     let operator = Operator {
         binary: binary.to_path_buf(),
@@ -266,7 +287,8 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
                 .await?;
             }
         }
-        if plan.faults {
+        // A real server compacts its history on its own schedule, not on the test's.
+        if plan.faults && !server.is_proxy() {
             server.compact();
         }
         if !converged(&client, &names, resized).await {
@@ -430,7 +452,10 @@ fn inject_transient_faults(server: &FakeApiServer, objects: usize) {
     server.inject(operator(Fault::conflict().verb("patch").probability(0.02)));
     server.inject(operator(Fault::respond(503).verb("list").probability(0.2)));
     server.inject(operator(Fault::shuffle_list()));
-    server.inject(operator(Fault::stale_view(3).probability(0.3)));
+    // Only the fake server can lag a view (a real one's watch cache lags when it lags).
+    if !server.is_proxy() {
+        server.inject(operator(Fault::stale_view(3).probability(0.3)));
+    }
     let events = (objects as u64).max(4);
     server.inject(operator(Fault::reset_watch_after(events / 2).times(2)));
     server.inject(operator(Fault::close_watch_after(events).times(2)));

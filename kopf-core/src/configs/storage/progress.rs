@@ -470,6 +470,62 @@ impl ProgressStorage for SmartProgressStorage {
     }
 }
 
+/// Several progress storages at once (Kopf's `MultiProgressStorage`): fetches from the first
+/// that has the record; stores, purges, touches and clears through all of them, in order.
+/// [`SmartProgressStorage`] is the same for Kopf's two default storages.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use kopf::storage::{AnnotationsProgressStorage, MultiProgressStorage, StatusProgressStorage};
+///
+/// let mut settings = kopf::Settings::default();
+/// settings.persistence.progress_storage = Arc::new(MultiProgressStorage {
+///     storages: vec![
+///         Box::new(AnnotationsProgressStorage::new("my-operator.example.com")),
+///         Box::new(AnnotationsProgressStorage::default()),
+///         Box::new(StatusProgressStorage::default()),
+///     ],
+/// });
+/// ```
+#[derive(Debug, Default)]
+pub struct MultiProgressStorage {
+    /// The storages, in the order of preference for fetching.
+    pub storages: Vec<Box<dyn ProgressStorage>>,
+}
+
+impl ProgressStorage for MultiProgressStorage {
+    fn fetch(&self, key: &HandlerId, body: &Value) -> Option<ProgressRecord> {
+        self.storages
+            .iter()
+            .find_map(|storage| storage.fetch(key, body))
+    }
+
+    fn store(&self, key: &HandlerId, record: &ProgressRecord, body: &Value, patch: &mut Value) {
+        for storage in &self.storages {
+            storage.store(key, record, body, patch);
+        }
+    }
+
+    fn purge(&self, key: &HandlerId, body: &Value, patch: &mut Value) {
+        for storage in &self.storages {
+            storage.purge(key, body, patch);
+        }
+    }
+
+    fn touch(&self, body: &Value, patch: &mut Value, value: Option<&str>) {
+        for storage in &self.storages {
+            storage.touch(body, patch, value);
+        }
+    }
+
+    fn clear(&self, essence: &mut Value) {
+        for storage in &self.storages {
+            storage.clear(essence);
+        }
+    }
+}
+
 /// Nulls the field in the patch if the object has it; else drops it from the patch.
 fn purge_field(body: &Value, patch: &mut Value, path: &[&str]) {
     if fields::resolve(body, path).is_some() {

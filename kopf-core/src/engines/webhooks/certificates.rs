@@ -146,6 +146,7 @@ impl Certificates {
                 Identity::from_pem(
                     &pem(tls::TLS_CRT, cert),
                     &pem(tls::TLS_KEY, key),
+                    None,
                     ca.clone(),
                 )
                 .map_err(CertificateError::Tls)
@@ -157,7 +158,8 @@ impl Certificates {
                     (None, Some(ca)) => String::from_utf8_lossy(&ca.text).into_owned(),
                     (None, None) => String::from_utf8_lossy(&cert.text).into_owned(),
                 };
-                Identity::from_pem(cert, key, ca_pem).map_err(CertificateError::Tls)
+                let password = self.server.password.as_deref();
+                Identity::from_pem(cert, key, password, ca_pem).map_err(CertificateError::Tls)
             }
         }
     }

@@ -63,12 +63,10 @@ async fn call_as(
             .add(ca.map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots);
+    let config = rustls::ClientConfig::builder_with_provider(crate::aiokits::tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
     let config = match identity {
         None => config.with_no_client_auth(),
         Some(identity) => config
@@ -121,7 +119,11 @@ fn url_of(config: &ClientConfig) -> String {
 #[tokio::test]
 async fn posts_reach_the_review_with_the_handler_id_and_other_calls_get_json_errors() {
     let server = WebhookServer::new().addr(LOCALHOST).path("/hooks");
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let url = url_of(&config);
     assert_eq!(
@@ -177,7 +179,11 @@ async fn a_generated_certificate_is_announced_with_its_own_ca_whatever_cadata_sa
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .cadata(other.ca_pem.clone());
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let ca = config.ca_bundle.clone().unwrap();
     assert_ne!(
@@ -204,20 +210,24 @@ async fn start_errors_name_the_file_or_the_address_without_repeating_the_operato
     let server = WebhookServer::new()
         .addr(LOCALHOST)
         .certificate(&missing, dir.path().join("tls.key"));
-    let shown = Webhooks::start(&server, 1, None, |_| echo())
-        .await
-        .unwrap_err()
-        .to_string();
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap_err()
+    .to_string();
     let expected = format!("cannot read {}: ", missing.display());
     assert!(shown.starts_with(&expected), "{shown}");
 
     let taken = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let port = taken.local_addr().unwrap().port();
     let server = WebhookServer::new().addr(LOCALHOST).port(port);
-    let shown = Webhooks::start(&server, 1, None, |_| echo())
-        .await
-        .unwrap_err()
-        .to_string();
+    let shown = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap_err()
+    .to_string();
     let expected = format!("cannot listen on 127.0.0.1:{port}: ");
     assert!(shown.starts_with(&expected), "{shown}");
 }
@@ -241,9 +251,16 @@ async fn a_review_in_flight_finishes_during_the_stop_and_new_connections_are_ref
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, None, move |_| slow)
-        .await
-        .unwrap();
+    let webhooks = Webhooks::start(
+        &server,
+        &ServingSettings::default(),
+        1,
+        None,
+        None,
+        move |_| slow,
+    )
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let (slow_url, late_url) = (format!("{url}/slow"), format!("{url}/late"));
@@ -302,11 +319,22 @@ async fn rewritten_certificate_files_are_served_and_announced() {
         .addr(LOCALHOST)
         .certificate(&certfile, &pkeyfile)
         .cafile(&cafile)
+        .cadump(dir.path().join("dumped.pem"))
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let dumped = || std::fs::read_to_string(dir.path().join("dumped.pem")).unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let mut configs = webhooks.client_config();
     let first = configs.borrow_and_update().clone();
     assert_eq!(first.ca_bundle.as_deref(), Some(ca.as_str()));
+    assert_eq!(
+        dumped(),
+        ca,
+        "the CA bundle is dumped before the start returns"
+    );
     let url = url_of(&first);
     call(&url, &ca, "POST", json!({}))
         .await
@@ -332,6 +360,7 @@ async fn rewritten_certificate_files_are_served_and_announced() {
     }
     let second = configs.borrow_and_update().clone();
     assert_eq!(second.ca_bundle.as_deref(), Some(new_ca.as_str()));
+    assert_eq!(dumped(), new_ca, "dumped again before it is announced");
     assert_eq!(url_of(&second), url, "the same port");
     let old = call(&url, &ca, "POST", json!({})).await;
     assert!(old.is_err(), "the old CA no longer verifies: {old:?}");
@@ -347,7 +376,11 @@ async fn with_client_verification_only_certificates_of_the_given_ca_are_served()
     let cafile = dir.path().join("clients.crt");
     std::fs::write(&cafile, &apiserver.ca_pem).unwrap();
     let server = WebhookServer::new().addr(LOCALHOST).verify_clients(&cafile);
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
 
@@ -382,9 +415,16 @@ async fn a_review_that_outlives_the_grace_period_is_aborted() {
         })
     };
     let server = WebhookServer::new().addr(LOCALHOST);
-    let webhooks = Webhooks::start(&server, 1, None, move |_| stuck)
-        .await
-        .unwrap();
+    let webhooks = Webhooks::start(
+        &server,
+        &ServingSettings::default(),
+        1,
+        None,
+        None,
+        move |_| stuck,
+    )
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let never = CancellationToken::new();
@@ -411,7 +451,11 @@ async fn a_generated_certificate_is_renewed_before_it_expires_on_the_same_ca() {
         .addr(LOCALHOST)
         .certificate_validity(validity);
     let started = std::time::Instant::now();
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.clone().unwrap());
     call(&url, &ca, "POST", json!({}))
@@ -450,7 +494,11 @@ async fn a_changed_client_ca_file_is_read_again() {
         .addr(LOCALHOST)
         .verify_clients(&cafile)
         .reload_interval(Duration::from_millis(50));
-    let webhooks = Webhooks::start(&server, 1, None, |_| echo()).await.unwrap();
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
     let config = webhooks.client_config().borrow().clone();
     let (url, ca) = (url_of(&config), config.ca_bundle.unwrap());
     let client_of = |identity: &Identity| Identity {
@@ -479,6 +527,263 @@ async fn a_changed_client_ca_file_is_read_again() {
         refused.is_err(),
         "the old CA's clients are refused: {refused:?}"
     );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+/// One plain-HTTP POST to `url`: the status and the JSON answer.
+async fn post_plain(url: &str, body: Value) -> Result<(StatusCode, Value), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let (host, port) = (uri.host().unwrap_or_default(), uri.port_u16().unwrap_or(80));
+    let stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+    let request = Request::post(uri.path())
+        .header("host", format!("{host}:{port}"))
+        .header("connection", "close")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let (response, _) = tokio::join!(sender.send_request(request), connection);
+    let response = response.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// Kopf's `insecure=True`: plain HTTP, `http://` URLs, no certificate made; the cluster is
+/// told to trust what `cadata` says (e.g. the CA of a proxy that terminates TLS), and that is
+/// what `cadump` writes.
+#[tokio::test]
+async fn an_insecure_server_serves_plain_http_and_announces_http_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumped = dir.path().join("ca.pem");
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .path("/hooks")
+        .insecure()
+        .cadata("PROXY CA")
+        .cadump(&dumped);
+    let webhooks = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
+    let config = webhooks.client_config().borrow().clone();
+    let url = url_of(&config);
+    assert_eq!(
+        url,
+        format!("http://127.0.0.1:{}/hooks", webhooks.address().port())
+    );
+    assert_eq!(config.ca_bundle.as_deref(), Some("PROXY CA"));
+    assert_eq!(std::fs::read_to_string(&dumped).unwrap(), "PROXY CA");
+    let (status, answer) = post_plain(&format!("{url}/check"), json!({"a": 1}))
+        .await
+        .expect("answered over plain HTTP");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["id"], "check");
+    assert_eq!(answer["body"], json!({"a": 1}));
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+
+    let bare = WebhookServer::new().addr(LOCALHOST).insecure();
+    let webhooks = Webhooks::start(&bare, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        webhooks.client_config().borrow().ca_bundle,
+        None,
+        "nothing to trust: no caBundle"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+}
+
+/// An "API server" that presents a self-signed certificate of this common name to whoever
+/// connects, until dropped; its URL.
+async fn cluster_named(common_name: &str, tasks: &Tasks) -> http::Uri {
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, common_name);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let certificate = params.self_signed(&key).unwrap();
+    let identity = Identity {
+        chain: vec![certificate.der().clone()],
+        key: PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
+        ca_pem: certificate.pem(),
+    };
+    let config = identity.server_config(None).unwrap();
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let token = tasks.token().clone();
+    tasks.spawn(async move {
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = token.cancelled() => return,
+            };
+            if let Ok((stream, _)) = accepted {
+                let _ = acceptor.accept(stream).await;
+            }
+        }
+    });
+    format!("https://127.0.0.1:{port}").parse().unwrap()
+}
+
+/// Kopf's `WebhookAutoServer`: the host is guessed from the API server's certificate (here a
+/// minikube's); a host given wins; an unknown cluster gets a plain local server.
+#[tokio::test]
+async fn an_auto_server_takes_the_host_of_the_cluster_its_api_server_names() {
+    let tasks = Tasks::root(1);
+    let minikube = cluster_named("minikube", &tasks).await;
+    let auto = WebhookServer::auto().addr(LOCALHOST);
+    let webhooks = Webhooks::start(
+        &auto,
+        &ServingSettings::default(),
+        1,
+        None,
+        Some(&minikube),
+        |_| echo(),
+    )
+    .await
+    .unwrap();
+    let port = webhooks.address().port();
+    assert_eq!(
+        url_of(&webhooks.client_config().borrow()),
+        format!("https://host.minikube.internal:{port}")
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+
+    let given = auto.clone().host("operator.example");
+    let webhooks = Webhooks::start(
+        &given,
+        &ServingSettings::default(),
+        1,
+        None,
+        Some(&minikube),
+        |_| echo(),
+    )
+    .await
+    .unwrap();
+    let port = webhooks.address().port();
+    assert_eq!(
+        url_of(&webhooks.client_config().borrow()),
+        format!("https://operator.example:{port}")
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+
+    let unknown = cluster_named("kube-apiserver", &tasks).await;
+    let webhooks = Webhooks::start(
+        &auto,
+        &ServingSettings::default(),
+        1,
+        None,
+        Some(&unknown),
+        |_| echo(),
+    )
+    .await
+    .unwrap();
+    let port = webhooks.address().port();
+    assert_eq!(
+        url_of(&webhooks.client_config().borrow()),
+        format!("https://127.0.0.1:{port}"),
+        "an unknown cluster: the address"
+    );
+    webhooks
+        .stop(Duration::from_secs(5), &CancellationToken::new())
+        .await;
+    tasks.cancel(StopReason::OperatorExiting);
+    tasks.wait().await;
+}
+
+/// Kopf's `password`: an encrypted PKCS#8 `pkeyfile` is decrypted with it; without it, or
+/// with a wrong one, the start fails saying so.
+#[tokio::test]
+async fn an_encrypted_key_file_is_served_with_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (certfile, pkeyfile) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let (cert, key, ca) = pem_files();
+    let body: String = key
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap();
+    let info = pkcs8::PrivateKeyInfo::try_from(der.as_slice()).unwrap();
+    let params =
+        pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &[7; 16], &[9; 16]).unwrap();
+    let encrypted = info.encrypt_with_params(params, "s3cret").unwrap();
+    let encrypted = encrypted
+        .to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+        .unwrap();
+    std::fs::write(&certfile, &cert).unwrap();
+    std::fs::write(&pkeyfile, encrypted.as_bytes()).unwrap();
+    let server = WebhookServer::new()
+        .addr(LOCALHOST)
+        .certificate(&certfile, &pkeyfile)
+        .cadata(ca.clone());
+
+    let error = Webhooks::start(&server, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .expect_err("no password")
+    .to_string();
+    assert!(
+        error.contains("it is encrypted and no password is given"),
+        "{error}"
+    );
+    let wrong = server.clone().password("wrong");
+    let error = Webhooks::start(&wrong, &ServingSettings::default(), 1, None, None, |_| {
+        echo()
+    })
+    .await
+    .expect_err("a wrong password")
+    .to_string();
+    assert!(error.contains("a wrong password?"), "{error}");
+    assert!(
+        !format!("{wrong:?}").contains("wrong\""),
+        "not in Debug: {wrong:?}"
+    );
+
+    let webhooks = Webhooks::start(
+        &server.password("s3cret"),
+        &ServingSettings::default(),
+        1,
+        None,
+        None,
+        |_| echo(),
+    )
+    .await
+    .unwrap();
+    let url = url_of(&webhooks.client_config().borrow());
+    call(&url, &ca, "POST", json!({}))
+        .await
+        .expect("the decrypted key serves");
     webhooks
         .stop(Duration::from_secs(5), &CancellationToken::new())
         .await;

@@ -362,7 +362,7 @@ fn crd_and_rbac_subcommands() {
         assert_eq!(
             sharded[3]["rules"],
             serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                "verbs": ["get", "list", "create", "update", "delete"]}])
+                "verbs": ["get", "list", "watch", "create", "update", "delete"]}])
         );
         assert_eq!(sharded[4]["roleRef"]["name"], "kopf-operator-shards");
     }
@@ -402,61 +402,145 @@ fn help_snapshot() {
     );
 }
 
+fn marking(args: &[&str], env: &[(&str, &str)]) -> Result<Marking, clap::Error> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let env = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let cli = parse_from(std::iter::once("my-operator").chain(args.iter().copied()))?;
+    match cli.command {
+        Some(Command::Freeze(args)) => resolve_freeze(args, env),
+        Some(Command::Resume(args)) => resolve_mark("KOPF_RESUME_", args.target, Mark::Resume, env),
+        _ => panic!("neither freeze nor resume"),
+    }
+}
+
+fn frozen(priority: i64, seconds: u64) -> Mark {
+    Mark::Freeze {
+        priority,
+        lifetime: Duration::from_secs(seconds),
+    }
+}
+
 #[test]
 fn freeze_and_resume_take_kopfs_options() {
-    let cli = parse_from([
-        "my-operator",
-        "freeze",
-        "-P",
-        "default",
-        "-t",
-        "60",
-        "-n",
-        "ns1",
-        "-i",
-        "me",
-        "-m",
-        "maintenance",
-    ])
+    let freeze = marking(
+        &[
+            "freeze",
+            "-P",
+            "default",
+            "-t",
+            "60",
+            "-n",
+            "ns1",
+            "-i",
+            "me",
+            "-m",
+            "maintenance",
+        ],
+        &[],
+    )
     .unwrap();
-    let Some(Command::Freeze(freeze)) = cli.command else {
-        panic!("not a freeze");
-    };
-    assert_eq!(
-        (freeze.lifetime, freeze.priority, freeze.dev),
-        (60, FREEZE_PRIORITY, false)
-    );
-    assert_eq!(freeze.target.peering, "default");
-    assert_eq!(freeze.target.namespaces, ["ns1"]);
-    assert_eq!(freeze.target.id.as_deref(), Some("me"));
-    let missing = parse_from(["my-operator", "freeze", "-P", "default"]).unwrap_err();
+    assert_eq!(freeze.mark, frozen(FREEZE_PRIORITY, 60));
+    assert_eq!(freeze.peering, "default");
+    assert_eq!(freeze.options.namespaces, Some(vec!["ns1".to_string()]));
+    assert_eq!(freeze.id.as_deref(), Some("me"));
+    let missing = marking(&["freeze", "-P", "default"], &[]).unwrap_err();
     assert_eq!(
         missing.exit_code(),
         2,
         "the lifetime is required, as in Kopf"
     );
-    let dev = parse_from([
-        "my-operator",
-        "freeze",
-        "-P",
-        "x",
-        "-t",
-        "1",
-        "-p",
-        "5",
-        "--dev",
-    ]);
     assert!(
-        matches!(dev.unwrap().command, Some(Command::Freeze(f)) if f.dev && f.priority == 5),
-        "--dev is taken beside -p (and wins, as in Kopf)"
+        missing.to_string().contains("KOPF_FREEZE_LIFETIME"),
+        "{missing}"
+    );
+    let dev = marking(&["freeze", "-P", "x", "-t", "1", "-p", "5", "--dev"], &[]).unwrap();
+    assert_eq!(
+        dev.mark,
+        frozen(DEV_PRIORITY, 1),
+        "--dev wins over -p, as in Kopf"
     );
 
-    let cli = parse_from(["my-operator", "resume", "-P", "default", "-A"]).unwrap();
-    let Some(Command::Resume(resume)) = cli.command else {
-        panic!("not a resume");
-    };
-    assert!(resume.target.all_namespaces);
-    assert_eq!(resume.target.id, None);
+    let resume = marking(&["resume", "-P", "default", "-A"], &[]).unwrap();
+    assert!(resume.options.clusterwide);
+    assert_eq!((resume.mark, resume.id), (Mark::Resume, None));
+    let missing = marking(&["resume"], &[]).unwrap_err();
+    assert_eq!(
+        missing.exit_code(),
+        2,
+        "the peering is required, as in Kopf"
+    );
+}
+
+/// Kopf's click CLI reads `KOPF_FREEZE_*` and `KOPF_RESUME_*` (`auto_envvar_prefix` and the
+/// command's name; `-P` by its explicit `envvar`) where the command line says nothing.
+#[test]
+fn freeze_and_resume_take_kopfs_environment_variables() {
+    let env = [
+        ("KOPF_FREEZE_PEERING", "from-env"),
+        ("KOPF_FREEZE_LIFETIME", "30"),
+        ("KOPF_FREEZE_PRIORITY", "7"),
+        ("KOPF_FREEZE_ID", "someone"),
+        ("KOPF_FREEZE_NAMESPACES", "ns1 ns2"),
+        (
+            "KOPF_FREEZE_LIVENESS",
+            "not read: freeze has no such option",
+        ),
+        ("KOPF_RUN_PEERING", "not read either"),
+    ];
+    let freeze = marking(&["freeze"], &env).unwrap();
+    assert_eq!(freeze.peering, "from-env");
+    assert_eq!(freeze.mark, frozen(7, 30));
+    assert_eq!(freeze.id.as_deref(), Some("someone"));
+    assert_eq!(
+        freeze.options.namespaces,
+        Some(vec!["ns1".to_string(), "ns2".to_string()])
+    );
+    assert_eq!(freeze.options.liveness, None);
+    let given = marking(
+        &["freeze", "-P", "cli", "-t", "5", "-p", "1", "-i", "me"],
+        &env,
+    )
+    .unwrap();
+    assert_eq!(
+        (given.peering.as_str(), given.mark),
+        ("cli", frozen(1, 5)),
+        "the command line wins"
+    );
+    assert_eq!(given.id.as_deref(), Some("me"));
+    let dev = marking(&["freeze"], &[env[0], env[1], ("KOPF_FREEZE_DEV", "yes")]).unwrap();
+    assert_eq!(dev.mark, frozen(DEV_PRIORITY, 30));
+    let bad = marking(&["freeze"], &[env[0], ("KOPF_FREEZE_LIFETIME", "soon")]).unwrap_err();
+    assert!(
+        bad.to_string().contains("KOPF_FREEZE_LIFETIME=\"soon\""),
+        "{bad}"
+    );
+    let bad = marking(
+        &["freeze", "-t", "1"],
+        &[env[0], ("KOPF_FREEZE_VERBOSE", "maybe")],
+    )
+    .unwrap_err();
+    assert!(
+        bad.to_string().contains("KOPF_FREEZE_VERBOSE"),
+        "named as set: {bad}"
+    );
+
+    let env = [
+        ("KOPF_RESUME_PEERING", "from-env"),
+        ("KOPF_RESUME_CLUSTERWIDE", "1"),
+        ("KOPF_RESUME_ID", "someone"),
+        ("KOPF_FREEZE_PEERING", "not read"),
+    ];
+    let resume = marking(&["resume"], &env).unwrap();
+    assert_eq!(resume.peering, "from-env");
+    assert!(resume.options.clusterwide);
+    assert_eq!(resume.id.as_deref(), Some("someone"));
+    assert!(
+        marking(&["resume"], &env[3..]).is_err(),
+        "KOPF_FREEZE_PEERING is not resume's"
+    );
 }
 
 #[test]
@@ -538,8 +622,13 @@ fn webhook_options_from_the_command_line_or_the_environment() {
     );
     assert_eq!(from_env.admission_managed.as_deref(), Some("auto.kopf.dev"));
     assert_eq!(options(&[], &[]).unwrap().webhook_server, None);
+    let plain = options(&["--webhook-server", "http://0.0.0.0:8080"], &[]).unwrap();
+    assert!(
+        plain.webhook_server.unwrap().insecure,
+        "http:// serves plain HTTP (Kopf's insecure)"
+    );
     for bad in [
-        options(&["--webhook-server", "http://0.0.0.0:9443"], &[]),
+        options(&["--webhook-server", "ftp://0.0.0.0:9443"], &[]),
         options(&[], &[("KOPF_RUN_WEBHOOK_SERVER", "https://localhost")]),
         options(&["--webhook-host", "h"], &[]),
         options(&["--webhook-secret", "ops/tls"], &[]),

@@ -357,6 +357,7 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     let current = Current {
         events: Poster::disabled().events(&body, &Resource::default()),
         body,
+        subhandlers: None,
     };
     let adopted = current
         .clone()
@@ -383,4 +384,149 @@ async fn adopting_to_the_current_object_works_only_within_a_handler() {
     };
     let outside = activity.enter_sync(|| adopt_to_current(&mut json!({})));
     assert_eq!(outside, Err(HierarchyError::NoCurrentObject));
+}
+
+/// Kopf's `controller=` and `block_owner_deletion=`: `None` leaves the key out, as Kopf's
+/// `build_owner_reference` does.
+#[test]
+fn owner_reference_options_are_kopfs() {
+    let options = Options::default()
+        .controller(Some(false))
+        .block_owner_deletion(None);
+    let mut child = json!({});
+    append_owner_reference_with(&mut child, &parent(), &options).unwrap();
+    let reference = &child["metadata"]["ownerReferences"][0];
+    assert_eq!(reference["controller"], false);
+    assert_eq!(reference.get("blockOwnerDeletion"), None);
+    assert_eq!(reference["uid"], kopfs_reference()["uid"]);
+    let mut pod = Pod::default();
+    append_owner_reference_with(&mut pod, &parent(), &options).unwrap();
+    let reference = &pod.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (reference.controller, reference.block_owner_deletion),
+        (Some(false), None)
+    );
+    let mut defaults = json!({});
+    adopt_with(&mut defaults, &parent(), &Options::default()).unwrap();
+    assert_eq!(
+        defaults["metadata"]["ownerReferences"][0],
+        kopfs_reference()
+    );
+}
+
+/// Kopf's `forced` and `strict`: forced names replace the children's own (the other of
+/// `name`/`generateName` removed), and forced adoption replaces namespaces and labels.
+#[test]
+fn forced_adoption_replaces_names_namespaces_and_labels() {
+    let mut child = json!({"metadata": {
+        "name": "mine", "namespace": "elsewhere", "labels": {"app": "mine"},
+    }});
+    adopt_with(&mut child, &parent(), &Options::default().forced(true)).unwrap();
+    let meta = &child["metadata"];
+    let parent = parent();
+    assert_eq!(meta.get("name"), None, "not strict: a generateName instead");
+    assert_eq!(
+        meta["generateName"],
+        format!("{}-", parent["metadata"]["name"].as_str().unwrap())
+    );
+    assert_eq!(meta["namespace"], parent["metadata"]["namespace"]);
+    for (key, value) in parent["metadata"]["labels"].as_object().unwrap() {
+        assert_eq!(&meta["labels"][key], value, "{key}");
+    }
+    let mut typed = ConfigMap {
+        metadata: ObjectMeta {
+            generate_name: Some("mine-".into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    let strict = Options::default().forced(true).strict(true);
+    harmonize_naming_with(&mut typed, "exact", &strict).unwrap();
+    assert_eq!(
+        (typed.metadata.name.as_deref(), typed.metadata.generate_name),
+        (Some("exact"), None)
+    );
+    let mut kept = json!({"metadata": {"name": "mine"}});
+    harmonize_naming_with(&mut kept, "exact", &Options::default().strict(true)).unwrap();
+    assert_eq!(kept["metadata"]["name"], "mine", "not forced: kept");
+}
+
+/// Kopf's `nested`: the objects in the fields are labelled too; absent fields are skipped;
+/// a field that is not an object, or nested fields of a typed child, are clear errors; a
+/// typed object's nested metadata is labelled as a child of its own.
+#[test]
+fn nested_objects_are_labelled_too() {
+    let mut deployment = json!({"spec": {"template": {"spec": {}}}});
+    let options = Options::default()
+        .nested("spec.template")
+        .nested("spec.missing.deeper");
+    label_with(&mut deployment, [("app", "db")], &options).unwrap();
+    assert_eq!(deployment["metadata"]["labels"]["app"], "db");
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["labels"]["app"],
+        "db"
+    );
+    assert_eq!(deployment["spec"].get("missing"), None, "nothing made");
+
+    let mut odd = json!({"spec": {"template": 1}});
+    let error = label_with(&mut odd, [("app", "db")], &options).unwrap_err();
+    assert_eq!(
+        error,
+        HierarchyError::MalformedNested {
+            field: "spec.template".into(),
+            found: "a number"
+        }
+    );
+    let error = label_with(&mut Pod::default(), [("app", "db")], &options).unwrap_err();
+    assert!(
+        matches!(&error, HierarchyError::NestedInTyped { field } if field == "spec.template"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("ObjectMeta"), "{error}");
+
+    let mut template = ObjectMeta::default();
+    let mut pod = Pod::default();
+    label([&mut template, &mut pod.metadata], [("app", "db")], false).unwrap();
+    assert_eq!(template.labels.unwrap()["app"], "db");
+    assert_eq!(pod.metadata.labels.unwrap()["app"], "db");
+}
+
+/// Kopf's inferred owner: the object of the handler running now, its labels, name and
+/// namespace; outside of one, a clear error.
+#[tokio::test]
+async fn the_current_object_is_the_owner_that_kopf_infers() {
+    assert_eq!(CurrentObject.name(), Err(HierarchyError::NoCurrentObject));
+    let mut child = json!({});
+    assert_eq!(
+        append_owner_reference(&mut child, &CurrentObject),
+        Err(HierarchyError::NoCurrentObject)
+    );
+    let body = Arc::new(crate::structs::bodies::Body::from(parent()));
+    let current = Current {
+        events: Poster::disabled().events(&body, &Resource::default()),
+        body,
+        subhandlers: None,
+    };
+    let (reference, labels, name, namespace) = current
+        .enter(|| async {
+            let mut child = json!({});
+            append_owner_reference(&mut child, &CurrentObject).unwrap();
+            (
+                child["metadata"]["ownerReferences"][0].clone(),
+                CurrentObject.labels().unwrap(),
+                CurrentObject.name().unwrap(),
+                CurrentObject.namespace().unwrap(),
+            )
+        })
+        .await;
+    let parent = parent();
+    assert_eq!(reference, kopfs_reference());
+    assert_eq!(name, parent["metadata"]["name"].as_str().unwrap());
+    assert_eq!(
+        namespace.as_deref(),
+        parent["metadata"]["namespace"].as_str()
+    );
+    let expected: BTreeMap<String, String> =
+        serde_json::from_value(parent["metadata"]["labels"].clone()).unwrap();
+    assert_eq!(labels, expected);
 }

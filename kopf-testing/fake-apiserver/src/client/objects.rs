@@ -15,12 +15,13 @@ use serde_json::Value;
 
 use super::resolutions::Resolved;
 use super::test_client::TestClient;
-use super::waiting::{DEADLINE, try_wait};
+use super::waiting::{DEADLINE, try_wait, wait};
 
 impl TestClient {
     /// Creates, or replaces if they exist, the objects of one or more YAML (or JSON)
     /// documents separated by `---`; returns them as stored. Namespaced objects without a
-    /// namespace go to `default`. For a CRD, waits until it is established. The lines'
+    /// namespace go to `default`. For a CRD, waits until it is established and discovery
+    /// serves its resources. The lines'
     /// common indentation is removed first, so YAML can be indented along with the test.
     ///
     /// ```no_run
@@ -99,7 +100,7 @@ impl TestClient {
         let stored = stored.unwrap_or_else(|error| panic!("applying {what} failed: {error}"));
         let stored = serde_json::to_value(stored).expect("objects serialize");
         if resolved.resource.kind == "CustomResourceDefinition" {
-            self.wait_until_established(&name).await
+            self.wait_for_crd(&name).await
         } else {
             stored
         }
@@ -288,6 +289,23 @@ impl TestClient {
         Some(serde_json::to_value(object).expect("objects serialize"))
     }
 
+    /// Waits until the CRD `name` (`plural.group`) is established and discovery serves each
+    /// of its served versions; returns it. A real API server serves a new CRD's resources a
+    /// moment after it is established, and an operator that starts in that moment would not
+    /// find them: wait for this after creating a CRD other than with [`TestClient::apply`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: kopf_fake_apiserver::TestClient) {
+    /// let crd = client.wait_for_crd("kopfexamples.kopf.dev").await;
+    /// assert_eq!(crd["spec"]["group"], "kopf.dev");
+    /// # }
+    /// ```
+    pub async fn wait_for_crd(&self, name: &str) -> Value {
+        let established = self.wait_until_established(name).await;
+        self.wait_until_discovered(&established).await;
+        established
+    }
+
     async fn wait_until_established(&self, name: &str) -> Value {
         self.wait_for(
             "customresourcedefinitions.apiextensions.k8s.io",
@@ -302,6 +320,37 @@ impl TestClient {
             },
         )
         .await
+    }
+
+    /// Waits until discovery serves each served version of a CRD's resource: a real API
+    /// server serves a new CRD's resources a moment after it is established, and an operator
+    /// that starts in that moment would not find them.
+    async fn wait_until_discovered(&self, crd: &Value) {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        let versions = crd["spec"]["versions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for version in versions.iter().filter(|v| v["served"] == true) {
+            let version = version["name"].as_str().unwrap_or_default();
+            let path = format!("/apis/{group}/{version}");
+            wait(
+                &format!("{plural}.{group}/{version} to be discovered"),
+                || async {
+                    let request = http::Request::get(&path)
+                        .body(Vec::new())
+                        .expect("a GET request");
+                    let list: Value = self.client.request(request).await.ok()?;
+                    list["resources"]
+                        .as_array()?
+                        .iter()
+                        .any(|r| r["name"] == plural)
+                        .then_some(())
+                },
+            )
+            .await;
+        }
     }
 
     fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {

@@ -69,6 +69,11 @@ impl Access {
         &self.admin
     }
 
+    /// Whether requests must carry credentials (without them, they are `system:anonymous`).
+    pub(crate) fn required(&self) -> bool {
+        self.required
+    }
+
     /// The key of ServiceAccounts' tokens.
     pub(crate) fn signer(&self) -> &Signer {
         &self.signer

@@ -570,8 +570,15 @@ impl Faults {
     }
 
     /// Adds a rule, unless it breaks the API's contract and the server was not built to
-    /// allow that.
-    pub(crate) fn add(&self, fault: Fault) -> Result<(), String> {
+    /// allow that, or the server is a proxy in front of the real one at `upstream` and the
+    /// rule needs the fake server's own storage.
+    pub(crate) fn add(&self, fault: Fault, upstream: Option<&str>) -> Result<(), String> {
+        if let (FaultAction::StaleView { .. }, Some(url)) = (&fault.action, upstream) {
+            return Err(fake_only_message(
+                "the fault \"stale_view\" (a lagging view of the history)",
+                url,
+            ));
+        }
         if fault.action.breaks_contract() && !self.contract_breaking {
             return Err(format!(
                 "the fault {:?} breaks a guarantee real API servers give; build the server with \
@@ -713,6 +720,14 @@ impl Drop for GaugeGuard<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Why `what` cannot be done by a proxy in front of the real API server at `url`.
+pub(crate) fn fake_only_message(what: &str, url: &str) -> String {
+    format!(
+        "{what} works only on the fake API server: this server is a proxy in front of a real \
+         API server ({url}), which keeps its objects and their history itself"
+    )
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it: counters and rules

@@ -14,6 +14,9 @@
 //! | `POST /_fake/recreate` (an object) | re-create it under its name with a new uid (served by the router: it needs the resources' endpoints) |
 //!
 //! When the server requires a token, so does the control API (`401 Unauthorized` without it).
+//! In front of a real API server, compacting, the bookmark interval, re-creating and the
+//! `stale_view` fault are refused (`400 Bad Request`, saying that they work on the fake
+//! server only).
 //!
 //! Fault rules in JSON name their action in snake case, for instance
 //! `{"verb": "patch", "times": 1, "action": {"commit_then_fail": {"code": 500}}}`,
@@ -67,7 +70,10 @@ pub(crate) async fn serve(
         ("POST", "faults") => {
             let fault: Fault = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("not a fault rule: {e}")))?;
-            shared.faults.add(fault).map_err(ApiError::bad_request)?;
+            shared
+                .faults
+                .add(fault, shared.upstream.as_ref().map(|u| u.url()))
+                .map_err(ApiError::bad_request)?;
             Ok(done())
         }
         ("DELETE", "faults") => {
@@ -98,6 +104,9 @@ pub(crate) async fn serve(
             Ok(done())
         }
         ("POST", "compact") => {
+            shared
+                .fake_only("compacting the watch history")
+                .map_err(ApiError::bad_request)?;
             lock(&shared.state).compact();
             Ok(done())
         }
@@ -106,6 +115,9 @@ pub(crate) async fn serve(
             Ok(done())
         }
         ("PUT", "bookmark-interval") => {
+            shared
+                .fake_only("changing the bookmark interval")
+                .map_err(ApiError::bad_request)?;
             let millis = query
                 .number("millis")
                 .ok_or_else(|| ApiError::bad_request("millis=N is required"))?;

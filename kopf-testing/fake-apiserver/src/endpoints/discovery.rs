@@ -4,6 +4,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash as _, Hasher as _};
 
+use base64::Engine as _;
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -106,6 +107,17 @@ fn served_in<'a>(
 
 const SUB_VERBS: [&str; 3] = ["get", "patch", "update"];
 
+/// apimachinery's `StorageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `group/version/kind` (of the version stored), in base64, by which clients tell that a
+/// resource's storage changed.
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
+}
+
 pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResult<Reply> {
     let resources: Vec<Value> = shared.read(|s| {
         let mut list = Vec::new();
@@ -119,6 +131,13 @@ pub(crate) fn resources(shared: &Shared, group: &str, version: &str) -> ApiResul
                 "shortNames": def.short_names,
                 "categories": def.categories,
             }));
+            if def.is_custom()
+                && let Some(storage) = def.versions.iter().find(|v| v.storage)
+                && let Some(entry) = list.last_mut()
+            {
+                entry["storageVersionHash"] =
+                    json!(storage_version_hash(&def.group, &storage.name, &def.kind));
+            }
             let served = def.version(version).expect("filtered on served versions");
             if served.status {
                 list.push(json!({"name": format!("{}/status", def.plural), "singularName": "", "namespaced": def.namespaced, "kind": def.kind, "verbs": SUB_VERBS}));
@@ -329,4 +348,19 @@ fn document(catalog: &Catalog, group: &str, version: &str) -> Value {
         "paths": paths,
         "components": {"schemas": schemas},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::storage_version_hash;
+
+    #[test]
+    fn storage_version_hashes_are_the_real_servers() {
+        // As a real kube-apiserver lists ConfigMaps and a custom resource of the fidelity suite.
+        assert_eq!(storage_version_hash("", "v1", "ConfigMap"), "qFsyl6wFWjQ=");
+        assert_eq!(
+            storage_version_hash("f33-crds-widgets.fidelity.example", "v1", "Widget"),
+            "e7ovNO7c09E="
+        );
+    }
 }

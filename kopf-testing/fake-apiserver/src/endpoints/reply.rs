@@ -116,7 +116,16 @@ pub(crate) fn respond(reply: Reply) -> Response<Body> {
         HeaderValue::from_static(reply.content_type),
     );
     add_warnings(&mut response, &reply.warnings);
+    add_audit_id(&mut response);
     response
+}
+
+/// Every answer of kube-apiserver names its request for the audit log (`Audit-Id`, a uuid),
+/// which clients print when they log the answer.
+fn add_audit_id(response: &mut Response<Body>) {
+    if let Ok(value) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
+        response.headers_mut().insert("audit-id", value);
+    }
 }
 
 fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
@@ -144,5 +153,6 @@ pub(crate) fn error_response(error: &ApiError) -> Response<Body> {
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     add_warnings(&mut response, &error.warnings);
+    add_audit_id(&mut response);
     response
 }

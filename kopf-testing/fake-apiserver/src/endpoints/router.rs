@@ -1,5 +1,6 @@
-//! One HTTP request, from arrival to answer: authentication and authorization, faults, counting, routing, and
-//! turning errors into `Status` objects.
+//! One HTTP request, from arrival to answer: authentication and authorization, faults, counting, routing (to the
+//! server's own endpoints, or through the proxy to a real server behind it), and turning
+//! errors into `Status` objects.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,8 @@ use hyper::body::Incoming;
 
 use super::control::{FaultAction, LoggedRequest, RequestFacts};
 use super::holding::{HeldWrite, Release};
+use super::proxy;
+use super::recording::Recorded;
 use super::reply::{Body, Cut, CutBody, Reply, error_response, full, respond};
 use super::request::{Context, Format, Query, Route, Verb};
 use super::resources::{recreate, verbs};
@@ -103,19 +106,27 @@ pub(crate) async fn handle(
     };
     let mut aftermath = Aftermath::default();
     let mut fired_faults = Vec::new();
+    // The body as read, for the recording mode.
+    let mut read = Bytes::new();
     let is_control = matches!(context.route, Route::Control(_));
     if !is_control {
         shared.counters.count(verb.as_str(), &resource);
     }
 
+    // A proxy in front of a real server forwards everything but its own control API, and
+    // leaves authentication to the upstream.
+    let proxied = shared.upstream.as_ref().filter(|_| !is_control);
+    let mut failed_upstream = false;
     let result = async {
-        context.requester = access::check(
-            &shared.access,
-            &shared.state,
-            &parts,
-            &context.route,
-            verb.as_str(),
-        )?;
+        if proxied.is_none() {
+            context.requester = access::check(
+                &shared.access,
+                &shared.state,
+                &parts,
+                &context.route,
+                verb.as_str(),
+            )?;
+        }
         if !is_control {
             let facts = RequestFacts {
                 verb: verb.as_str(),
@@ -157,7 +168,10 @@ pub(crate) async fn handle(
                 }
             }
         }
-        let body = read_body(body).await?;
+        let body = read_body(body, shared.body_timeout).await?;
+        if shared.recorder.is_some() {
+            read = body.clone();
+        }
         let held = |committed: bool| HeldWrite {
             verb: verb.as_str().to_string(),
             resource: resource.clone(),
@@ -174,11 +188,33 @@ pub(crate) async fn handle(
             }
         }
         let write_after = (aftermath.hold == Some(true)).then(|| held(true));
-        let dispatched = dispatch(&shared, &context, body).await;
-        // Nothing is answered (not even an error after a write, such as an injected
-        // conflict's) before the state file holds what the answer may show.
-        shared.saved().await?;
-        let mut reply = dispatched?;
+        let mut response = match proxied {
+            Some(upstream) => {
+                let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let response = proxy::forward(
+                    &shared,
+                    upstream,
+                    &context,
+                    &parts.headers,
+                    path_and_query,
+                    body,
+                )
+                .await?;
+                if !response.status().is_success() {
+                    // A write that failed upstream was not made: it gets its real answer.
+                    failed_upstream = true;
+                    return Ok(response);
+                }
+                response
+            }
+            None => {
+                let dispatched = dispatch(&shared, &context, body).await;
+                // Nothing is answered (not even an error after a write, such as an injected
+                // conflict's) before the state file holds what the answer may show.
+                shared.saved().await?;
+                respond(dispatched?)
+            }
+        };
         if let Some(write) = write_after
             && shared.pen.hold(write, &shared.root).await == Release::Cut
         {
@@ -189,23 +225,32 @@ pub(crate) async fn handle(
             return Err(ApiError::injected(code, None));
         }
         if let Some(bytes) = aftermath.cut_list {
-            let whole = reply.body.collect().await.map_err(|_| {
+            let (head, body) = response.into_parts();
+            let whole = body.collect().await.map_err(|_| {
                 ApiError::internal("a list's body could not be read to cut it short")
             })?;
             let whole = whole.to_bytes();
             let sent = bytes.map_or(whole.len() / 2, |b| b as usize);
-            reply.body = CutBody::new(&whole, sent).boxed_unsync();
+            response = Response::from_parts(head, CutBody::new(&whole, sent).boxed_unsync());
         }
-        Ok(reply)
+        Ok(response)
     }
     .await;
 
     // A write that failed on its own was not committed: it gets its real answer.
-    let cut = (aftermath.reset && result.is_ok()) || aftermath.cut_held;
+    let cut = (aftermath.reset && result.is_ok() && !failed_upstream) || aftermath.cut_held;
     let response = match result {
-        Ok(reply) => respond(reply),
+        Ok(response) => response,
         Err(error) => error_response(&error),
     };
+    if !is_control && let Some(recorder) = &shared.recorder {
+        recorder.record(Recorded {
+            parts: &parts,
+            body: &read,
+            code: if cut { 0 } else { response.status().as_u16() },
+            faults: &fired_faults,
+        });
+    }
     if !is_control {
         shared.counters.log(LoggedRequest {
             method: parts.method.to_string(),
@@ -227,8 +272,14 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
-async fn read_body(body: Incoming) -> ApiResult<Bytes> {
-    match Limited::new(body, MAX_BODY).collect().await {
+/// The request's body, within `timeout`: a client that trickles it holds the connection no
+/// longer.
+async fn read_body(body: Incoming, timeout: Duration) -> ApiResult<Bytes> {
+    let read = tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await;
+    let Ok(read) = read else {
+        return Err(ApiError::body_timeout(timeout));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large()),
         Err(error) => Err(ApiError::bad_request(format!(
@@ -252,7 +303,8 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         Route::Health => Ok(Reply {
             code: StatusCode::OK,
             body: full("ok"),
-            content_type: "text/plain",
+            // As the real server's health handlers write it.
+            content_type: "text/plain; charset=utf-8",
             warnings: vec![],
         }),
         Route::OpenIdConfiguration => get_only().map(|_| {
@@ -282,6 +334,9 @@ async fn dispatch(shared: &Arc<Shared>, context: &Context, body: Bytes) -> ApiRe
         )),
         // Served here rather than by the control API, which sits below the resources' endpoints.
         Route::Control(path) if path == "recreate" && context.method == Method::POST => {
+            shared
+                .fake_only("re-creating an object")
+                .map_err(ApiError::bad_request)?;
             let object = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("not an object to re-create: {e}")))?;
             let created = recreate(shared, object)?;

@@ -10,8 +10,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
-use super::control::{Counters, Faults, Stats, lock};
+use super::control::{Counters, Faults, Stats, fake_only_message, lock};
 use super::holding::Pen;
+use super::journal::Journal;
+use super::recording::Recorder;
+use super::upstream::Upstream;
 use crate::semantics::controllers;
 use crate::semantics::status::{ApiError, ApiResult};
 use crate::storage::persist::Durability;
@@ -27,6 +30,8 @@ pub(crate) struct Shared {
     /// The queue to the state file, when there is one.
     pub(crate) durability: Option<Durability>,
     pub(crate) counters: Counters,
+    /// Where every request is recorded, in the recording mode.
+    pub(crate) recorder: Option<Recorder>,
     pub(crate) faults: Faults,
     /// Writes held by injected faults.
     pub(crate) pen: Pen,
@@ -44,8 +49,15 @@ pub(crate) struct Shared {
     pub(crate) host: String,
     /// `https://host:port` (or `http://`), for documents that link to the server.
     pub(crate) url: String,
+    /// How long a request's body may take to arrive.
+    pub(crate) body_timeout: Duration,
     /// Cancelled when the server stops.
     pub(crate) root: CancellationToken,
+    /// The real API server this one is a proxy in front of, if it is one: it then serves no
+    /// objects of its own.
+    pub(crate) upstream: Option<Upstream>,
+    /// The journal of a proxy built with one.
+    pub(crate) journal: Option<Journal>,
 }
 
 impl Shared {
@@ -102,6 +114,15 @@ impl Shared {
     fn renew(&self, slot: &Mutex<CancellationToken>) {
         let old = std::mem::replace(&mut *lock(slot), self.root.child_token());
         old.cancel();
+    }
+
+    /// Fails when the server is a proxy in front of a real API server, where `what` cannot be
+    /// done; the error says so.
+    pub(crate) fn fake_only(&self, what: &str) -> Result<(), String> {
+        match &self.upstream {
+            None => Ok(()),
+            Some(upstream) => Err(fake_only_message(what, upstream.url())),
+        }
     }
 
     /// Ends every open watch stream now.

@@ -17,10 +17,10 @@ pub(crate) fn apply(def: &ResourceDef, object: &mut Value) {
             pod_spec(&mut object["spec"]);
             pod_admission(&mut object["spec"]);
         }
-        ("", "PodTemplate") => pod_spec(&mut object["template"]["spec"]),
+        ("", "PodTemplate") => pod_template(&mut object["template"]),
         ("", "ReplicationController") => {
             set(&mut object["spec"], "replicas", json!(1));
-            pod_spec(&mut object["spec"]["template"]["spec"]);
+            pod_template(&mut object["spec"]["template"]);
         }
         ("", "Service") => service(&mut object["spec"]),
         ("", "Secret") => set(object, "type", json!("Opaque")),
@@ -35,13 +35,76 @@ pub(crate) fn apply(def: &ResourceDef, object: &mut Value) {
         ("apps", "Deployment") => deployment(&mut object["spec"]),
         ("apps", "ReplicaSet") => {
             set(&mut object["spec"], "replicas", json!(1));
-            pod_spec(&mut object["spec"]["template"]["spec"]);
+            pod_template(&mut object["spec"]["template"]);
         }
         ("apps", "StatefulSet") => stateful_set(&mut object["spec"]),
         ("apps", "DaemonSet") => daemon_set(&mut object["spec"]),
         ("batch", "Job") => job(&mut object["spec"]),
         ("batch", "CronJob") => cron_job(&mut object["spec"]),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            webhooks(object, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => webhooks(object, true),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(object),
         _ => {}
+    }
+}
+
+/// The defaults of admission webhooks (v1), on each webhook and its rules.
+fn webhooks(configuration: &mut Value, mutating: bool) {
+    let Some(webhooks) = configuration
+        .get_mut("webhooks")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for webhook in webhooks.iter_mut().filter(|w| w.is_object()) {
+        set(webhook, "failurePolicy", json!("Fail"));
+        set(webhook, "matchPolicy", json!("Equivalent"));
+        set(webhook, "namespaceSelector", json!({}));
+        set(webhook, "objectSelector", json!({}));
+        set(webhook, "timeoutSeconds", json!(10));
+        if mutating {
+            set(webhook, "reinvocationPolicy", json!("Never"));
+        }
+        for rule in items(webhook, "rules").filter(|r| r.is_object()) {
+            set(rule, "scope", json!("*"));
+        }
+    }
+}
+
+/// The defaults of a CustomResourceDefinition: no conversion, and its list's kind.
+fn crd(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    set(spec, "conversion", json!({"strategy": "None"}));
+    if let Some(kind) = spec["names"]["kind"].as_str().map(|k| format!("{k}List"))
+        && spec["names"].is_object()
+    {
+        set(&mut spec["names"], "listKind", json!(kind));
+    }
+    // What Go's `omitempty` leaves out: empty short names and categories, a column's
+    // priority of 0.
+    if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
+        for key in ["shortNames", "categories"] {
+            if names
+                .get(key)
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty)
+            {
+                names.remove(key);
+            }
+        }
+    }
+    for version in items(spec, "versions") {
+        for column in items(version, "additionalPrinterColumns") {
+            if let Some(column) = column.as_object_mut()
+                && column.get("priority").and_then(Value::as_i64) == Some(0)
+            {
+                column.remove("priority");
+            }
+        }
     }
 }
 
@@ -68,8 +131,26 @@ fn set(object: &mut Value, key: &str, value: Value) {
     }
 }
 
-fn items(value: &mut Value) -> impl Iterator<Item = &mut Value> {
-    value.as_array_mut().into_iter().flatten()
+/// The items of the list at `key`, if there is one: a missing list stays missing (indexing
+/// would add a `null` there, which the real server never stores).
+fn items<'v>(object: &'v mut Value, key: &str) -> impl Iterator<Item = &'v mut Value> {
+    object
+        .get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+}
+
+/// A pod template of a workload: its pod's defaults, and its metadata written even when empty
+/// (Go's `omitempty` leaves no struct out: the real server answers `metadata: {}`).
+fn pod_template(template: &mut Value) {
+    if !template.is_object() {
+        return;
+    }
+    set(template, "metadata", json!({}));
+    if let Some(spec) = template.get_mut("spec") {
+        pod_spec(spec);
+    }
 }
 
 fn pod_spec(spec: &mut Value) {
@@ -82,7 +163,7 @@ fn pod_spec(spec: &mut Value) {
     set(spec, "securityContext", json!({}));
     set(spec, "schedulerName", json!("default-scheduler"));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for container in items(&mut spec[list]) {
+        for container in items(spec, list) {
             container_defaults(container);
         }
     }
@@ -103,7 +184,7 @@ fn container_defaults(container: &mut Value) {
     );
     set(container, "terminationMessagePolicy", json!("File"));
     set(container, "resources", json!({}));
-    for port in items(&mut container["ports"]) {
+    for port in items(container, "ports") {
         set(port, "protocol", json!("TCP"));
     }
     // Requests default to the limits given without them.
@@ -195,7 +276,7 @@ fn service(spec: &mut Value) {
     set(spec, "type", json!("ClusterIP"));
     set(spec, "sessionAffinity", json!("None"));
     let external = spec["type"] == "ExternalName";
-    for port in items(&mut spec["ports"]) {
+    for port in items(spec, "ports") {
         set(port, "protocol", json!("TCP"));
         let number = port["port"].clone();
         set(port, "targetPort", number);
@@ -223,7 +304,7 @@ fn deployment(spec: &mut Value) {
     );
     set(spec, "revisionHistoryLimit", json!(10));
     set(spec, "progressDeadlineSeconds", json!(600));
-    pod_spec(&mut spec["template"]["spec"]);
+    pod_template(&mut spec["template"]);
 }
 
 /// A workload's update strategy: `RollingUpdate` unless another type is given, and then its
@@ -257,7 +338,7 @@ fn stateful_set(spec: &mut Value) {
         "persistentVolumeClaimRetentionPolicy",
         json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
     );
-    pod_spec(&mut spec["template"]["spec"]);
+    pod_template(&mut spec["template"]);
 }
 
 fn daemon_set(spec: &mut Value) {
@@ -269,7 +350,7 @@ fn daemon_set(spec: &mut Value) {
         &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
     );
     set(spec, "revisionHistoryLimit", json!(10));
-    pod_spec(&mut spec["template"]["spec"]);
+    pod_template(&mut spec["template"]);
 }
 
 fn job(spec: &mut Value) {
@@ -282,7 +363,7 @@ fn job(spec: &mut Value) {
     set(spec, "completionMode", json!("NonIndexed"));
     set(spec, "suspend", json!(false));
     set(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
-    pod_spec(&mut spec["template"]["spec"]);
+    pod_template(&mut spec["template"]);
 }
 
 fn cron_job(spec: &mut Value) {
@@ -293,6 +374,9 @@ fn cron_job(spec: &mut Value) {
     set(spec, "suspend", json!(false));
     set(spec, "successfulJobsHistoryLimit", json!(3));
     set(spec, "failedJobsHistoryLimit", json!(1));
+    if spec["jobTemplate"].is_object() {
+        set(&mut spec["jobTemplate"], "metadata", json!({}));
+    }
     let template = &mut spec["jobTemplate"]["spec"];
     if template.is_object() {
         set(template, "backoffLimit", json!(6));
@@ -303,7 +387,7 @@ fn cron_job(spec: &mut Value) {
             "podReplacementPolicy",
             json!("TerminatingOrFailed"),
         );
-        pod_spec(&mut template["template"]["spec"]);
+        pod_template(&mut template["template"]);
     }
 }
 
@@ -396,5 +480,26 @@ mod tests {
         );
         // A pod template is not a pod: no admission plugin touches it.
         assert!(deployment["spec"]["template"]["spec"]["serviceAccountName"].is_null());
+        // Its metadata is there even when empty, as Go writes a struct; given, it is kept.
+        assert_eq!(deployment["spec"]["template"]["metadata"], json!({}));
+        let template = defaulted(
+            "",
+            "podtemplates",
+            json!({"template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}}),
+        );
+        assert_eq!(
+            template["template"]["metadata"],
+            json!({"labels": {"a": "b"}})
+        );
+        let cron = defaulted(
+            "batch",
+            "cronjobs",
+            json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}}),
+        );
+        assert_eq!(cron["spec"]["jobTemplate"]["metadata"], json!({}));
+        assert_eq!(
+            cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            json!({})
+        );
     }
 }

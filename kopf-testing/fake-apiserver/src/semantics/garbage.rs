@@ -71,6 +71,14 @@ pub(crate) fn collect(state: &mut State) -> bool {
                 if let Some(refs) = released["metadata"]["ownerReferences"].as_array_mut() {
                     refs.retain(|r| r["uid"] != **uid);
                 }
+                // As Go's `omitempty`: no owners left, no list.
+                if released["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(Vec::is_empty)
+                    && let Some(meta) = released["metadata"].as_object_mut()
+                {
+                    meta.remove("ownerReferences");
+                }
                 let updater = controller(child, KUBE_CONTROLLER_MANAGER, "");
                 if update(
                     state,

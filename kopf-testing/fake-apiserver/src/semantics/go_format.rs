@@ -42,7 +42,7 @@ impl Num {
 }
 
 /// How field.Error renders a bad value: Go `%v` for numbers and booleans, `%q` for strings, JSON otherwise.
-pub(super) fn go_value(v: &Value) -> String {
+pub(crate) fn go_value(v: &Value) -> String {
     match v {
         Value::Null => "null".to_string(),
         Value::Bool(b) => b.to_string(),
@@ -53,7 +53,7 @@ pub(super) fn go_value(v: &Value) -> String {
 }
 
 /// Go's `strconv.Quote`.
-pub(super) fn go_quote(text: &str) -> String {
+pub(crate) fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

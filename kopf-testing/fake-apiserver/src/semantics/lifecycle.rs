@@ -14,7 +14,7 @@ use super::limits;
 use super::patch::{self, Updater};
 use super::schema;
 use super::status::{ApiError, ApiResult, Subject};
-use super::{allocation, defaults};
+use super::{allocation, defaults, go_format};
 use crate::storage::catalog::{Builtin, ResourceDef};
 use crate::storage::object::{self, ObjectKey};
 use crate::storage::state::{State, key_of};
@@ -22,6 +22,9 @@ use crate::storage::state::{State, key_of};
 pub(super) const FOREGROUND: &str = "foregroundDeletion";
 pub(super) const ORPHAN: &str = "orphan";
 const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// The namespaces that may not be deleted (kube-apiserver's NamespaceLifecycle plugin).
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// `propagationPolicy` of a deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,7 +344,6 @@ pub(crate) fn create(
         object["status"] = json!({"phase": "Active"});
     }
     if def.builtin == Some(Builtin::CustomResourceDefinition) {
-        object::set_finalizers(&mut object, vec![CRD_CLEANUP.into()]);
         object["status"] = initial_crd_status(&object);
     }
     limits::check_stored_size(&object)?;
@@ -357,7 +359,8 @@ fn initial_crd_status(crd: &Value) -> Value {
         .filter(|v| v["storage"] == true)
         .map(|v| v["name"].clone())
         .collect();
-    json!({"conditions": [], "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": storage})
+    // `conditions` is not `omitempty` in Go: an empty list is written as `null`.
+    json!({"conditions": null, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": storage})
 }
 
 /// A name for `metadata.generateName`: the prefix and five random characters, as the real
@@ -456,16 +459,25 @@ pub(crate) fn update(
     meta.remove("resourceVersion");
     if object::is_terminating(old) {
         let old_finalizers = object::finalizers(old);
-        if object::finalizers(&new)
-            .iter()
-            .any(|f| !old_finalizers.contains(f))
-        {
+        // Sorted and once each, as Go's `sets.String.List()`.
+        let added: std::collections::BTreeSet<String> = object::finalizers(&new)
+            .into_iter()
+            .filter(|f| !old_finalizers.contains(f))
+            .collect();
+        if !added.is_empty() {
             return Err(ApiError::invalid_field(
                 subject(def, &name),
                 &def.kind,
                 "FieldValueForbidden",
                 "metadata.finalizers",
-                "Forbidden: no new finalizers can be added if the object is being deleted",
+                &format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    added
+                        .iter()
+                        .map(|f| go_format::go_quote(f))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ));
         }
     }
@@ -560,6 +572,16 @@ pub(crate) fn delete(
     let Some(current) = state.get(&def.key(), key).cloned() else {
         return Err(ApiError::not_found(subject(def, &key.1)));
     };
+    // The NamespaceLifecycle admission plugin keeps the namespaces a cluster needs.
+    if def.builtin == Some(Builtin::Namespace) && IMMORTAL_NAMESPACES.contains(&key.1.as_str()) {
+        let subject = subject(def, &key.1);
+        return Err(ApiError::forbidden(format!(
+            "{} \"{}\" is forbidden: this namespace may not be deleted",
+            subject.qualified(),
+            key.1
+        ))
+        .with_details(json!({"name": key.1, "kind": def.plural})));
+    }
     if let Some(uid) = &options.precondition_uid
         && uid != object::uid(&current)
     {
@@ -593,6 +615,17 @@ pub(crate) fn delete(
         }
         _ => {}
     }
+    // A CRD's deletion first removes its objects: the registry adds this finalizer as it
+    // marks the CRD (not at its creation).
+    let custom_registry = matches!(
+        def.builtin,
+        Some(Builtin::CustomResourceDefinition | Builtin::Namespace)
+    );
+    if def.builtin == Some(Builtin::CustomResourceDefinition)
+        && !finalizers.iter().any(|f| f == CRD_CLEANUP)
+    {
+        finalizers.push(CRD_CLEANUP.into());
+    }
     object::set_finalizers(&mut marked, finalizers);
     if !has_blocking_finalizers(def, &marked) {
         let gone = state.remove(def, key).unwrap_or(current);
@@ -602,13 +635,31 @@ pub(crate) fn delete(
         let generation = object::generation(&marked);
         let meta = object::meta_mut(&mut marked);
         meta.insert("deletionTimestamp".into(), json!(object::now_timestamp()));
-        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-        // As the real server: only a kind that tracks generations gets one more.
-        if generation > 0 {
-            meta.insert("generation".into(), json!(generation + 1));
+        // Namespaces and CRDs are deleted by registries of their own, which set neither a
+        // grace period nor a new generation; the generic one does both (the generation only
+        // for kinds that track it).
+        if !custom_registry {
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if generation > 0 {
+                meta.insert("generation".into(), json!(generation + 1));
+            }
         }
         if def.builtin == Some(Builtin::Namespace) {
             marked["status"]["phase"] = json!("Terminating");
+        }
+        // The CRD registry says so in the CRD's conditions as it marks it (its finalizer's
+        // controller then words the deletion as in progress, which nobody waits to see).
+        if def.builtin == Some(Builtin::CustomResourceDefinition) {
+            let terminating = json!({
+                "type": "Terminating", "status": "True",
+                "lastTransitionTime": object::now_timestamp(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            });
+            match marked["status"]["conditions"].as_array_mut() {
+                Some(conditions) => conditions.push(terminating),
+                None => marked["status"]["conditions"] = json!([terminating]),
+            }
         }
     }
     object::meta_mut(&mut marked).remove("resourceVersion");

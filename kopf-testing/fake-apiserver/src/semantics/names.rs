@@ -32,23 +32,6 @@ fn is_label(part: &str, max: usize) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
-/// Why a label or annotation key is not a valid qualified name, or `None`.
-pub(crate) fn check_qualified_name(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && let Some(problem) = check_subdomain(prefix)
-    {
-        return Some(format!("prefix part {problem}"));
-    }
-    if name.is_empty() || name.len() > 63 || !is_label_value(name) {
-        return Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
-    }
-    None
-}
-
 /// Why a label value is not valid, or `None`.
 pub(crate) fn check_label_value(value: &str) -> Option<String> {
     if value.len() > 63 {
@@ -85,10 +68,6 @@ mod tests {
         assert_eq!(check_label("default"), None);
         assert!(check_label("a.b").is_some());
         assert!(check_label(&"a".repeat(64)).is_some());
-        assert_eq!(check_qualified_name("app.kubernetes.io/name"), None);
-        assert_eq!(check_qualified_name("MyName"), None);
-        assert!(check_qualified_name("a/b/c").is_some());
-        assert!(check_qualified_name("bad prefix/x").is_some());
         assert_eq!(check_label_value(""), None);
         assert!(check_label_value("-x").is_some());
     }
@@ -98,7 +77,6 @@ mod tests {
         fn never_panics(s in ".*") {
             let _ = check_subdomain(&s);
             let _ = check_label(&s);
-            let _ = check_qualified_name(&s);
             let _ = check_label_value(&s);
         }
 

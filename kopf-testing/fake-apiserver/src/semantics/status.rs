@@ -141,6 +141,36 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).with_details(details)
     }
 
+    /// 422 Invalid with the field errors `(reason, field, detail)`, worded as Go's
+    /// `NewInvalid`: one error as it is, several (each once) in brackets.
+    pub(crate) fn invalid_fields(
+        subject: Subject<'_>,
+        kind: &str,
+        errors: Vec<(&str, String, String)>,
+    ) -> Self {
+        let mut texts: Vec<String> = Vec::new();
+        for (_, field, detail) in &errors {
+            let text = format!("{field}: {detail}");
+            if !texts.contains(&text) {
+                texts.push(text);
+            }
+        }
+        let joined = match texts.len() {
+            1 => texts.remove(0),
+            _ => format!("[{}]", texts.join(", ")),
+        };
+        let message = format!(
+            "{kind}.{} \"{}\" is invalid: {joined}",
+            subject.group, subject.name
+        )
+        .replace(". \"", " \"");
+        let causes = errors
+            .into_iter()
+            .map(|(reason, field, detail)| (reason.to_string(), detail, field))
+            .collect();
+        Self::invalid(subject, kind, message, causes)
+    }
+
     /// 422 Invalid for a single field.
     pub(crate) fn invalid_field(
         subject: Subject<'_>,
@@ -162,16 +192,31 @@ impl ApiError {
         )
     }
 
-    pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", message)
+    /// 422 Invalid for a request's options (`CreateOptions`, `ListOptions`, ...), as
+    /// kube-apiserver validates its query parameters: an object of `meta.k8s.io` with no name.
+    pub(crate) fn invalid_options(options: &str, reason: &str, field: &str, detail: &str) -> Self {
+        let message = format!("{options}.meta.k8s.io \"\" is invalid: {field}: {detail}");
+        let details = json!({
+            "group": "meta.k8s.io",
+            "kind": options,
+            "causes": [{"reason": reason, "message": detail, "field": field}],
+        });
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).with_details(details)
     }
 
-    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+    pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
+        // Go's `NewMethodNotSupported` gives details with nothing in them.
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", message)
+            .with_details(json!({}))
+    }
+
+    /// 415 for a body of a media type the endpoint does not take, listing those it takes.
+    pub(crate) fn unsupported_media_type(accepted: &str) -> Self {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
             ),
         )
     }
@@ -193,6 +238,15 @@ impl ApiError {
             StatusCode::PAYLOAD_TOO_LARGE,
             "RequestEntityTooLarge",
             "Request entity too large: limit is 3145728",
+        )
+    }
+
+    /// A request whose body did not arrive within `timeout`.
+    pub(crate) fn body_timeout(timeout: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("the request's body did not arrive within {timeout:?}"),
         )
     }
 

@@ -4,6 +4,8 @@
 mod listener;
 mod process;
 mod saving;
+mod slots;
 mod tls;
 
+pub(crate) use process::Behind;
 pub use process::{Committed, FakeApiServer, FakeApiServerBuilder, RecreateError};

@@ -1,8 +1,10 @@
 //! The server process: how it is set up and started (on the current runtime or one of its own),
 //! and the handle tests hold to look inside, steer, restart and stop it.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,14 +15,19 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::listener::accept;
+use super::listener::{Limits, accept};
 use super::saving::save_continuously;
 use super::tls::Tls;
 use crate::endpoints::access::Access;
-use crate::endpoints::control::{Counters, Fault, Faults, LoggedRequest, Stats, lock};
+use crate::endpoints::control::{
+    Counters, Fault, Faults, LoggedRequest, Stats, fake_only_message, lock,
+};
 use crate::endpoints::holding::{HeldWrite, Pen, Release};
+use crate::endpoints::journal::Journal;
+use crate::endpoints::recording::Recorder;
 use crate::endpoints::resources::{recreate, service_account_token};
 use crate::endpoints::shared::{Shared, stats};
+use crate::endpoints::upstream::Upstream;
 use crate::semantics::cluster;
 use crate::storage::persist::{self, LogFile, StateFileError};
 use crate::storage::private_files;
@@ -41,6 +48,12 @@ pub struct FakeApiServerBuilder {
     contract_breaking: bool,
     enforce_rbac: bool,
     sharded_watches: bool,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
+    /// Who started the server (a test's thread), for the recording mode's log.
+    session: Option<String>,
+    upstream: Option<kube::Config>,
 }
 
 impl Default for FakeApiServerBuilder {
@@ -58,6 +71,11 @@ impl Default for FakeApiServerBuilder {
             contract_breaking: false,
             enforce_rbac: false,
             sharded_watches: true,
+            header_timeout: Duration::from_secs(32),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            session: None,
+            upstream: None,
         }
     }
 }
@@ -193,6 +211,34 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// Serve as a proxy in front of the API server of `config` (its URL, the CA it trusts, and
+    /// an admin's client certificate) instead of serving objects of its own: every request is
+    /// forwarded to it and its answer streams back, while the request log, the counters, the
+    /// open connections and watches, and the injected faults work as on the fake server
+    /// (see [`Fault`](crate::Fault) for how each fault acts in front of a real server). Requests
+    /// go with the admin's certificate, or with their own token when they carry one (a
+    /// ServiceAccount's), so the real server authorizes them as itself.
+    ///
+    /// Without [sharded watches](Self::sharded_watches), the proxy leaves the `shardSelector`
+    /// out of the requests it forwards, as a server without the feature gate ignores it.
+    ///
+    /// With a [journal](Self::journal), the proxy follows the real server's changes of each
+    /// resource from the first request for it on (those only the real server's controllers
+    /// touch are not journaled).
+    ///
+    /// What only an API server of its own can do fails at once, saying so: a state file,
+    /// another history limit or bookmark interval (at start);
+    /// [`FakeApiServer::compact`], [`FakeApiServer::recreate`],
+    /// [`FakeApiServer::set_bookmark_interval`], [`FakeApiServer::service_account_token`],
+    /// and the [`stale_view`](crate::Fault::stale_view) fault. [`RealApiServer::proxy`] puts a
+    /// fake server in front of a real one started for a test.
+    ///
+    /// [`RealApiServer::proxy`]: crate::RealApiServer::proxy
+    pub fn upstream(mut self, config: kube::Config) -> Self {
+        self.upstream = Some(config);
+        self
+    }
+
     /// Keep a journal of every change made, for [`FakeApiServer::journal`] (off by default: it
     /// holds every version of every object for as long as the server runs).
     pub fn journal(mut self) -> Self {
@@ -200,10 +246,35 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// How long a client has for its TLS handshake and for each request's line and headers;
+    /// an idle keep-alive connection is closed after as long (default 32 s, kube-apiserver's
+    /// `ReadHeaderTimeout`).
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's body once its headers came; then the
+    /// request fails with `408 Timeout` (default 60 s, kube-apiserver's request timeout).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// The most connections kept open (default 1024). A connection beyond it takes the place
+    /// of the one that has waited longest for a request (a slow or idle client), or is closed
+    /// at once when every connection is busy with one (a watch, say).
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
     /// Starts serving on a runtime of its own, on a thread of its own: the server's tasks and
     /// connections are then not counted among the caller's runtime's tasks (useful when a test
     /// asserts that an operator left no task behind). [`FakeApiServer::stop`] ends the thread.
-    pub async fn start_on_own_runtime(self) -> std::io::Result<FakeApiServer> {
+    pub async fn start_on_own_runtime(mut self) -> std::io::Result<FakeApiServer> {
+        // The server's thread is its own: the recording names the caller's.
+        self.session = std::thread::current().name().map(String::from);
         let (started_tx, started_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -245,8 +316,35 @@ impl FakeApiServerBuilder {
         Ok(server)
     }
 
+    /// Refuses what only a server of its own can do when it is to be a proxy.
+    fn check_upstream(&self) -> std::io::Result<()> {
+        let Some(config) = &self.upstream else {
+            return Ok(());
+        };
+        let defaults = FakeApiServerBuilder::default();
+        let refused = [
+            (self.state_file.is_some(), "a state file"),
+            (
+                self.history_limit != defaults.history_limit,
+                "a history limit",
+            ),
+            (
+                self.bookmark_interval != defaults.bookmark_interval,
+                "a bookmark interval",
+            ),
+        ];
+        match refused.iter().find(|(asked, _)| *asked) {
+            Some((_, what)) => Err(std::io::Error::other(fake_only_message(
+                what,
+                &config.cluster_url.to_string(),
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Starts serving on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<FakeApiServer> {
+        self.check_upstream()?;
         let listener = TcpListener::bind(self.bind).await?;
         let addr = listener.local_addr()?;
         let tls = if self.tls {
@@ -264,6 +362,8 @@ impl FakeApiServerBuilder {
             .map(|tls| tls.ca_pem.clone())
             .unwrap_or_default();
         let (state, log) = match self.state_file.clone() {
+            // A proxy's objects are the upstream's.
+            None if self.upstream.is_some() => (state, None),
             None => {
                 cluster::bootstrap(&mut state);
                 (state, None)
@@ -283,6 +383,17 @@ impl FakeApiServerBuilder {
         };
         let (changes, _) = watch::channel(state.resource_version());
         let root = CancellationToken::new();
+        let upstream = match &self.upstream {
+            Some(config) => Some(
+                Upstream::new(config, tracker.clone(), root.clone())
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
+        let journal = upstream
+            .as_ref()
+            .filter(|_| self.journal)
+            .map(|upstream| Journal::new(upstream.clone(), tracker.clone(), root.clone()));
         let url = match tls {
             Some(_) => format!("https://{addr}"),
             None => format!("http://{addr}"),
@@ -292,6 +403,7 @@ impl FakeApiServerBuilder {
             changes,
             durability,
             counters: Counters::new(self.log_limit),
+            recorder: Recorder::from_env(self.session.as_deref()),
             faults: Faults::new(self.fault_seed, self.contract_breaking),
             pen: Pen::new(),
             access: Access::new(self.token, self.enforce_rbac),
@@ -301,12 +413,20 @@ impl FakeApiServerBuilder {
             watches: Mutex::new(root.child_token()),
             host: addr.to_string(),
             url: url.clone(),
+            body_timeout: self.body_timeout,
             root: root.clone(),
+            upstream,
+            journal,
         });
+        let limits = Limits {
+            header_timeout: self.header_timeout,
+            max_connections: self.max_connections,
+        };
         tracker.spawn(accept(
             listener,
             tls.clone(),
             shared.clone(),
+            limits,
             tracker.clone(),
             root.clone(),
         ));
@@ -327,6 +447,7 @@ impl FakeApiServerBuilder {
             root,
             tracker,
             own_runtime: None,
+            behind: None,
         })
     }
 }
@@ -371,6 +492,14 @@ pub struct FakeApiServer {
     tracker: TaskTracker,
     /// Resolves when the server's own runtime (if it has one) is gone.
     own_runtime: Option<oneshot::Receiver<()>>,
+    /// The real API server this one is a proxy in front of, when it runs for this one only.
+    behind: Option<Box<dyn Behind>>,
+}
+
+/// A server that a proxy stands in front of and owns: it stops with the proxy.
+pub(crate) trait Behind: std::fmt::Debug + Send + Sync {
+    /// Stops it and waits until it is gone.
+    fn stop(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 impl FakeApiServer {
@@ -393,6 +522,29 @@ impl FakeApiServer {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The URL of the API server this one is a proxy in front of
+    /// ([`FakeApiServerBuilder::upstream`]), or `None` for a fake server of its own.
+    pub fn upstream_url(&self) -> Option<&str> {
+        self.shared.upstream.as_ref().map(|upstream| upstream.url())
+    }
+
+    /// Whether this server is a proxy in front of a real API server.
+    pub fn is_proxy(&self) -> bool {
+        self.shared.upstream.is_some()
+    }
+
+    /// Owns the server behind this proxy, to stop it with this one.
+    pub(crate) fn keep(&mut self, behind: Box<dyn Behind>) {
+        self.behind = Some(behind);
+    }
+
+    /// Panics, saying so, when this server is a proxy and `what` works only on a fake one.
+    fn fake_only(&self, what: &str) {
+        if let Err(refusal) = self.shared.fake_only(what) {
+            panic!("{refusal}");
+        }
     }
 
     /// The certificate (PEM) of the authority that signed the server's certificate, when it
@@ -480,8 +632,11 @@ impl FakeApiServer {
     ///
     /// # Panics
     ///
-    /// When the account cannot be created: its namespace is being deleted, say.
+    /// When the account cannot be created: its namespace is being deleted, say. In front of a
+    /// real API server, which issues its own tokens (ask it with a `TokenRequest`:
+    /// `POST .../serviceaccounts/NAME/token`, or use `kopf_testing::service_account_client`).
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.fake_only("a token signed by the fake server");
         service_account_token(&self.shared, namespace, name, HELPER_TOKEN_SECONDS).unwrap_or_else(
             |error| {
                 panic!(
@@ -593,7 +748,7 @@ impl FakeApiServer {
     ///
     /// [`FaultAction::breaks_contract`]: crate::FaultAction::breaks_contract
     pub fn inject(&self, fault: Fault) {
-        if let Err(refusal) = self.shared.faults.add(fault) {
+        if let Err(refusal) = self.shared.faults.add(fault, self.upstream_url()) {
             panic!("{refusal}");
         }
     }
@@ -611,7 +766,24 @@ impl FakeApiServer {
     /// Every change made since the server started, oldest first, when it was built with
     /// [`FakeApiServerBuilder::journal`] (empty otherwise): the write log that checks of what
     /// an operator did (and in what order) read.
+    ///
+    /// In front of a real API server, the changes it made to the resources that requests
+    /// through this proxy touched, from the first such request on, as its watches told them
+    /// (see [`FakeApiServerBuilder::upstream`]).
     pub fn journal(&self) -> Vec<Committed> {
+        if let Some(journal) = &self.shared.journal {
+            return journal
+                .changes()
+                .into_iter()
+                .map(|change| Committed {
+                    resource_version: change.resource_version,
+                    event: change.event,
+                    resource: change.resource,
+                    object: change.object,
+                    at: change.at,
+                })
+                .collect();
+        }
         self.shared.read(|state| {
             state
                 .journal()
@@ -675,12 +847,22 @@ impl FakeApiServer {
     }
 
     /// Forgets the watch history: a watch or list from any earlier resourceVersion gets `410`.
+    ///
+    /// # Panics
+    ///
+    /// In front of a real API server (its history is its own).
     pub fn compact(&self) {
+        self.fake_only("compacting the watch history");
         lock(&self.shared.state).compact();
     }
 
     /// Changes how often bookmarks are sent to watches that allow them.
+    ///
+    /// # Panics
+    ///
+    /// In front of a real API server (it sends its bookmarks when it will).
     pub fn set_bookmark_interval(&self, interval: Duration) {
+        self.fake_only("changing the bookmark interval");
         *lock(&self.shared.bookmark_interval) = interval;
     }
 
@@ -710,6 +892,13 @@ impl FakeApiServer {
     /// # }
     /// ```
     pub fn recreate(&self, object: serde_json::Value) -> Result<serde_json::Value, RecreateError> {
+        if let Err(refusal) = self.shared.fake_only("re-creating an object at once") {
+            return Err(RecreateError {
+                code: 400,
+                reason: "BadRequest".into(),
+                message: refusal,
+            });
+        }
         recreate(&self.shared, object).map_err(|error| RecreateError {
             code: error.code.as_u16(),
             reason: error.reason.to_string(),
@@ -730,6 +919,9 @@ impl FakeApiServer {
         self.tracker.wait().await;
         if let Some(runtime) = self.own_runtime.take() {
             let _ = runtime.await;
+        }
+        if let Some(behind) = self.behind.take() {
+            behind.stop().await;
         }
     }
 }

@@ -115,14 +115,19 @@ impl Tls {
             serving_cert.der().clone(),
             CertificateDer::from(ca_cert.der().to_vec()),
         ];
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|error| std::io::Error::other(format!("configuring TLS failed: {error}")))?
-        .with_no_client_auth()
-        .with_single_cert(chain, PrivateKeyDer::from(key))
-        .map_err(|error| std::io::Error::other(format!("configuring TLS failed: {error}")))?;
+        #[allow(
+            deprecated,
+            reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it \
+                      only for lacking post-quantum key exchange, which a local test server does \
+                      not need"
+        )]
+        let provider = rustls::crypto::ring::default_provider();
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|error| std::io::Error::other(format!("configuring TLS failed: {error}")))?
+            .with_no_client_auth()
+            .with_single_cert(chain, PrivateKeyDer::from(key))
+            .map_err(|error| std::io::Error::other(format!("configuring TLS failed: {error}")))?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
 
         Ok(Tls {

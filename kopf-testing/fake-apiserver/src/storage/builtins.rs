@@ -255,7 +255,7 @@ fn has_status(group: &str, plural: &str) -> bool {
 fn tracks_generation(group: &str, plural: &str) -> bool {
     matches!(
         (group, plural),
-        ("", "pods" | "replicationcontrollers")
+        ("", "pods" | "podtemplates" | "replicationcontrollers")
             | (
                 "admissionregistration.k8s.io",
                 "mutatingwebhookconfigurations"

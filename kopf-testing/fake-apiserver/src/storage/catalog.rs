@@ -25,6 +25,18 @@ pub(crate) const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The verbs of a custom resource, in the order the real server's discovery lists them.
+pub(crate) const CUSTOM_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+
 /// Identifies a resource regardless of its version: `(group, plural)`.
 pub(crate) type ResourceKey = (String, String);
 
@@ -293,7 +305,7 @@ impl ResourceDef {
             versions,
             builtin: None,
             round_trip: None,
-            verbs: ALL_VERBS,
+            verbs: CUSTOM_VERBS,
             tracks_generation: true,
         })
     }

@@ -664,6 +664,18 @@ async fn watches_start_with_the_state_and_replay_from_versions() {
         events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
+    // An empty resourceVersion (kube-rs always sends the parameter) is an unset one, as the
+    // real server takes it.
+    let events = watch_events(
+        &server,
+        &format!("{path}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion="),
+        2,
+    )
+    .await;
+    assert_eq!(
+        (events[0]["type"].as_str(), events[1]["type"].as_str()),
+        (Some("ADDED"), Some("BOOKMARK"))
+    );
 
     // Once the history no longer reaches back: HTTP 200 with one ERROR event, 410 Expired.
     server.compact();

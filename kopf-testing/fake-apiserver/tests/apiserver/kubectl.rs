@@ -1203,6 +1203,7 @@ async fn server_dry_runs_store_nothing() {
     kubectl
         .ok(&["apply", "--server-side", "-f", &applied])
         .await;
+    kubectl.ok(&["create", "namespace", "spare"]).await;
     let before = server.stats().resource_version;
     let get_duration = [
         "get",
@@ -1333,18 +1334,20 @@ async fn server_dry_runs_store_nothing() {
     let err = kubectl.fails(&["get", "configmap", "dry"]).await;
     assert!(err.contains("NotFound"), "{err}");
 
-    let out = kubectl
-        .ok(&["delete", "namespace", "default", "--dry-run=server"])
+    // `default` itself may not be deleted, not even in a dry run (NamespaceLifecycle).
+    let err = kubectl
+        .fails(&["delete", "namespace", "default", "--dry-run=server"])
         .await;
-    assert_eq!(
-        out.trim(),
-        r#"namespace "default" deleted (server dry run)"#
-    );
+    assert!(err.contains("this namespace may not be deleted"), "{err}");
+    let out = kubectl
+        .ok(&["delete", "namespace", "spare", "--dry-run=server"])
+        .await;
+    assert_eq!(out.trim(), r#"namespace "spare" deleted (server dry run)"#);
     let phase = kubectl
         .ok(&[
             "get",
             "namespace",
-            "default",
+            "spare",
             "-o",
             "jsonpath={.status.phase}",
         ])

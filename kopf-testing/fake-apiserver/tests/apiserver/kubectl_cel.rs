@@ -81,7 +81,7 @@ async fn objects_breaking_cel_rules_are_rejected_with_the_apiservers_messages() 
     let err = kubectl.fails(&["apply", "-f", &one]).await;
     assert_eq!(
         err.trim(),
-        r#"The CelExample "one" is invalid: spec: Invalid value: "object": replicas must not exceed maxReplicas"#
+        r#"The CelExample "one" is invalid: spec: Invalid value: replicas must not exceed maxReplicas"#
     );
 
     // Two: kubectl lists them; the message expression makes the second one's message, at
@@ -98,8 +98,8 @@ async fn objects_breaking_cel_rules_are_rejected_with_the_apiservers_messages() 
         err.trim(),
         concat!(
             "The CelExample \"two\" is invalid: \n",
-            "* spec: Invalid value: \"object\": replicas must not exceed maxReplicas\n",
-            "* spec.name: Invalid value: \"object\": name other must start with kopf-",
+            "* spec: Invalid value: replicas must not exceed maxReplicas\n",
+            "* spec.name: Invalid value: name other must start with kopf-",
         )
     );
 
@@ -124,7 +124,7 @@ async fn objects_breaking_cel_rules_are_rejected_with_the_apiservers_messages() 
     let err = kubectl.fails(&["apply", "-f", &resized]).await;
     assert_eq!(
         err.trim(),
-        r#"The CelExample "good" is invalid: spec.size: Invalid value: "string": size is immutable"#
+        r#"The CelExample "good" is invalid: spec.size: Invalid value: "large": size is immutable"#
     );
     let scaled = kubectl.manifest(
         "scaled.yaml",

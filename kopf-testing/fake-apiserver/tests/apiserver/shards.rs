@@ -525,3 +525,33 @@ async fn kubectl_get_raw_with_a_shard_selector() {
     drop(kubectl);
     server.stop().await;
 }
+
+/// Lists of custom resources are filtered too, but (as Kubernetes 1.36's, whose unstructured
+/// lists lack the field) carry no `shardInfo`: a client cannot tell there that the server
+/// filtered.
+#[tokio::test]
+async fn lists_of_custom_resources_are_filtered_without_shard_info() {
+    let server = FakeApiServer::start().await.expect("the server starts");
+    server
+        .apply(kopf_fake_apiserver::fixtures::KOPFEXAMPLE_CRD)
+        .await;
+    let collection = kopf_fake_apiserver::fixtures::KOPFEXAMPLES;
+    for i in 0..10 {
+        let object = kopf_fake_apiserver::fixtures::kopfexample(&format!("kex-{i}"), json!({}));
+        server
+            .test_client()
+            .request("POST", collection, object)
+            .await;
+    }
+    let all = |selector: &str| {
+        let path = format!("{collection}?shardSelector={}", encode(selector));
+        let server = &server;
+        async move { get(server, &path, "application/json").await.1 }
+    };
+    let (low, high) = (all(LOW).await, all(HIGH).await);
+    let count = |list: &Value| list["items"].as_array().map_or(0, Vec::len);
+    assert_eq!(count(&low) + count(&high), 10, "split between the halves");
+    assert!(low["metadata"].get("shardInfo").is_none(), "{low}");
+    assert!(high["metadata"].get("shardInfo").is_none(), "{high}");
+    server.stop().await;
+}

@@ -142,14 +142,12 @@ impl WebhookServer {
         ca_pem: String,
         script: Script,
     ) -> WebhookServer {
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, PrivateKeyDer::try_from(key.serialize_der()).unwrap())
-        .unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(ring()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, PrivateKeyDer::try_from(key.serialize_der()).unwrap())
+            .unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -229,4 +227,14 @@ impl WebhookServer {
             .cloned()
             .collect()
     }
+}
+
+/// Ring's crypto provider, which kube-rs builds with.
+#[allow(
+    deprecated,
+    reason = "rustls 0.23.48 deprecates it only for lacking post-quantum key exchange, which \
+              calls on 127.0.0.1 do not need"
+)]
+fn ring() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::ring::default_provider()
 }

@@ -443,6 +443,82 @@ fn smart_storage_prefers_annotations_then_falls_back_to_status() {
     );
 }
 
+/// Kopf's `MultiProgressStorage`: the first storage that has the record is read; every
+/// storage is written, purged, touched and cleared, in order. With Kopf's two default
+/// storages it is the smart storage, write for write.
+#[test]
+fn multi_storage_reads_the_first_and_writes_all() {
+    let writable = StatusProgressStorage {
+        writable: true,
+        ..StatusProgressStorage::default()
+    };
+    let smart = SmartProgressStorage {
+        status: writable.clone(),
+        ..SmartProgressStorage::default()
+    };
+    let multi = MultiProgressStorage {
+        storages: vec![
+            Box::new(AnnotationsProgressStorage::default()),
+            Box::new(writable),
+        ],
+    };
+    let body = json!({
+        "metadata": {"annotations": {"kopf.zalando.org/id1": r#"{"retries":2}"#, "kopf.zalando.org/touch-dummy": "old"}},
+        "status": {"kopf": {"progress": {"id1": {"retries": 1}, "id2": {"retries": 3}}}},
+        "spec": {"x": 1},
+    });
+    for id in ["id1", "id2", "id3"] {
+        assert_eq!(
+            multi.fetch(&id.into(), &body).map(|r| r.retries),
+            smart.fetch(&id.into(), &body).map(|r| r.retries),
+            "{id}"
+        );
+    }
+    type Write = fn(&dyn ProgressStorage, &Value, &mut Value);
+    let writes: [Write; 4] = [
+        |s, body, patch| s.store(&"id3".into(), &typical(), body, patch),
+        |s, body, patch| s.purge(&"id1".into(), body, patch),
+        |s, body, patch| s.touch(body, patch, Some("new")),
+        |s, body, patch| s.touch(body, patch, None),
+    ];
+    for write in writes {
+        let (mut ours, mut smarts) = (json!({}), json!({}));
+        write(&multi, &body, &mut ours);
+        write(&smart, &body, &mut smarts);
+        assert_eq!(ours, smarts);
+        assert_ne!(ours, json!({}));
+    }
+    let (mut ours, mut smarts) = (body.clone(), body.clone());
+    multi.clear(&mut ours);
+    smart.clear(&mut smarts);
+    assert_eq!(ours, smarts);
+
+    // Two operators' prefixes: read from either, written under both.
+    let moved = MultiProgressStorage {
+        storages: vec![
+            Box::new(AnnotationsProgressStorage::new(PREFIX)),
+            Box::new(AnnotationsProgressStorage::default()),
+        ],
+    };
+    assert_eq!(
+        moved.fetch(&"id1".into(), &body).map(|r| r.retries),
+        Some(2)
+    );
+    let mut patch = json!({});
+    moved.store(&"id1".into(), &typical(), &json!({}), &mut patch);
+    let keys = written_keys(&patch);
+    assert!(keys.contains(&&format!("{PREFIX}/id1")), "{keys:?}");
+    assert!(
+        keys.contains(&&"kopf.zalando.org/id1".to_string()),
+        "{keys:?}"
+    );
+    assert!(
+        MultiProgressStorage::default()
+            .fetch(&"id1".into(), &body)
+            .is_none()
+    );
+}
+
 #[test]
 fn clearing_removes_own_fields_from_essences() {
     let mut essence = json!({
@@ -483,6 +559,12 @@ fn storages() -> Vec<Box<dyn ProgressStorage>> {
         Box::new(AnnotationsProgressStorage::default()),
         Box::new(StatusProgressStorage::default()),
         Box::new(SmartProgressStorage::default()),
+        Box::new(MultiProgressStorage {
+            storages: vec![
+                Box::new(AnnotationsProgressStorage::default()),
+                Box::new(StatusProgressStorage::default()),
+            ],
+        }),
     ]
 }
 

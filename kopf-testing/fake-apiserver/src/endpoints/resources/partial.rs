@@ -47,7 +47,7 @@ pub(super) async fn serve(
         |stored| {
             let proposed = match kind {
                 None => document.clone(),
-                Some(kind) => patched(target, &name, kind, stored, &document)?,
+                Some(kind) => patched(target, kind, stored, &document)?,
             };
             let mut kept = keep(stored, &proposed)?;
             // A precondition on the version travels with the proposal.

@@ -120,7 +120,8 @@ fn list_snapshot<'s>(
         }
         Some(Ok(_)) => Ok((current, state.snapshot(&resource), None)),
         _ => Err(ApiError::bad_request(format!(
-            "resourceVersion: Invalid value: {:?}: must be a number",
+            "invalid resource version: resourceVersion: Invalid value: {:?}: strconv.ParseUint: parsing {:?}: invalid syntax",
+            requested.unwrap_or_default(),
             requested.unwrap_or_default()
         ))),
     }
@@ -186,8 +187,67 @@ fn read_page(
     })
 }
 
+/// Checks the numbers a list or watch takes as kube-apiserver decodes its query: a value that
+/// is not a number is a `400`, in Go's words.
+pub(super) fn check_numbers(context: &Context) -> ApiResult<()> {
+    for key in ["limit", "timeoutSeconds"] {
+        if let Some(text) = context.query.get(key)
+            && text.parse::<i64>().is_err()
+        {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                "value out of range"
+            } else {
+                "invalid syntax"
+            };
+            return Err(ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {text:?}: {why}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a list's `resourceVersion` and `resourceVersionMatch` as kube-apiserver validates
+/// its `ListOptions`.
+fn check_versions(context: &Context) -> ApiResult<()> {
+    let version = context.query.get("resourceVersion").unwrap_or_default();
+    let forbidden = |detail: String| {
+        ApiError::invalid_options(
+            "ListOptions",
+            "FieldValueForbidden",
+            "resourceVersionMatch",
+            &format!("Forbidden: {detail}"),
+        )
+    };
+    match context
+        .query
+        .get("resourceVersionMatch")
+        .unwrap_or_default()
+    {
+        "" => Ok(()),
+        _ if version.is_empty() => Err(forbidden(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
+        )),
+        "Exact" if version == "0" => Err(forbidden(format!(
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion {version:?}"
+        ))),
+        "Exact" | "NotOlderThan" => Ok(()),
+        other => Err(ApiError::invalid_options(
+            "ListOptions",
+            "FieldValueNotSupported",
+            "resourceVersionMatch",
+            &format!(
+                "Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+            ),
+        )),
+    }
+}
+
 pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> ApiResult<Reply> {
     target.acceptable(true)?;
+    check_numbers(context)?;
+    check_versions(context)?;
     let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
     let limit = context
         .query
@@ -213,11 +273,16 @@ pub(super) fn list(shared: &Shared, context: &Context, target: &Target<'_>) -> A
         if let Some(remaining) = remaining {
             meta["remainingItemCount"] = json!(remaining);
         }
+    } else if target.def.is_custom() && context.format == Format::Json {
+        // Lists of custom resources (unstructured in kube-apiserver) always carry it.
+        meta["continue"] = json!("");
     }
     // The real server keeps `shardInfo` only on full lists: its metadata-only lists and
-    // tables copy the other list fields but not this one.
+    // tables copy the other list fields but not this one, and (Kubernetes 1.36) lists of
+    // custom resources, filtered all the same, are unstructured ones without the field.
     if let Some(info) = shard_info
         && context.format == Format::Json
+        && !target.def.is_custom()
     {
         meta["shardInfo"] = info;
     }

@@ -78,8 +78,9 @@ pub(super) async fn scale(
                 let mut scale = view(current);
                 match kind {
                     None => scale = document.clone(),
-                    Some(PatchKind::Json) => patch::json_patch(&mut scale, &document)
-                        .map_err(|e| patch_error(target, &name, e))?,
+                    Some(PatchKind::Json) => {
+                        patch::json_patch(&mut scale, &document).map_err(patch_error)?
+                    }
                     Some(_) => patch::merge_patch(&mut scale, &document),
                 }
                 Ok(scale)

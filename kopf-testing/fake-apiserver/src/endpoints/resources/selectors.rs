@@ -32,9 +32,7 @@ impl Selectors {
             .map_err(bad)?;
         for field in fields.fields() {
             if !field_supported(def, field) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
+                return Err(ApiError::bad_request(unsupported_field(def, field)));
             }
         }
         // As the real server: an empty parameter is no selector; an invalid one fails in
@@ -72,6 +70,29 @@ impl Selectors {
         self.shards
             .as_ref()
             .map(|s| serde_json::json!({"selector": s.to_string()}))
+    }
+}
+
+/// Why a field selector cannot select by `field`, in kube-apiserver's words: the kinds with
+/// field labels of their own say it one way, the others (their only fields are the metadata's)
+/// another.
+fn unsupported_field(def: &ResourceDef, field: &str) -> String {
+    let own_labels = matches!(
+        (def.group.as_str(), def.kind.as_str()),
+        (
+            "",
+            "Pod" | "Node" | "ReplicationController" | "Event" | "Namespace" | "Secret" | "Service"
+        ) | ("batch", "Job")
+            | ("events.k8s.io", "Event")
+            | ("certificates.k8s.io", "CertificateSigningRequest")
+            | ("resource.k8s.io", "ResourceSlice")
+    );
+    if own_labels || def.is_custom() {
+        format!("field label not supported: {field}")
+    } else {
+        format!(
+            "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
     }
 }
 

@@ -61,16 +61,26 @@ impl Target<'_> {
     }
 
     /// A list of answered `items`: the resource's list kind, or a `PartialObjectMetadataList`.
-    pub(crate) fn list_of(&self, items: Vec<Value>, metadata: Value) -> Value {
+    /// The items of built-in kinds carry no `kind` and `apiVersion`, as kube-apiserver's typed
+    /// lists (its custom resources' and metadata-only lists keep them).
+    pub(crate) fn list_of(&self, mut items: Vec<Value>, metadata: Value) -> Value {
         let (kind, api_version) = match self.format {
             Format::Metadata(version) | Format::MetadataList(version) => (
                 "PartialObjectMetadataList".to_string(),
                 format!("meta.k8s.io/{version}"),
             ),
-            _ => (
-                self.def.list_kind.clone(),
-                self.def.api_version(self.version),
-            ),
+            _ => {
+                if !self.def.is_custom() {
+                    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                        item.remove("kind");
+                        item.remove("apiVersion");
+                    }
+                }
+                (
+                    self.def.list_kind.clone(),
+                    self.def.api_version(self.version),
+                )
+            }
         };
         json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items})
     }

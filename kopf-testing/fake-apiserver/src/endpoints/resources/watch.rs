@@ -45,9 +45,14 @@ pub(crate) fn watch(
     target: &Target<'_>,
 ) -> ApiResult<Reply> {
     let selectors = Selectors::parse(context, &target.def, shared.sharded_watches)?;
+    super::reads::check_numbers(context)?;
     let query = &context.query;
     let send_initial = query.flag("sendInitialEvents");
-    let requested = query.get("resourceVersion");
+    // `sendInitialEvents=false`: the watch starts from now, with no initial events.
+    let no_initial = query.get("sendInitialEvents").is_some() && !send_initial;
+    // An empty version is an unset one, as the real server takes it (kube-rs always sends
+    // the parameter, empty for a watch from the current state).
+    let requested = query.get("resourceVersion").filter(|rv| !rv.is_empty());
     let bookmarks = query.flag("allowWatchBookmarks");
     let timeout = query.number("timeoutSeconds").map(Duration::from_secs);
     let requested_rv = match requested {
@@ -59,8 +64,11 @@ pub(crate) fn watch(
         })?),
     };
     if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
-        return Err(ApiError::bad_request(
-            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "FieldValueForbidden",
+            "resourceVersionMatch",
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
         ));
     }
     if context.silent_watch {
@@ -96,6 +104,7 @@ pub(crate) fn watch(
         let current = state.resource_version();
         stream.read_rv = current;
         match requested_rv {
+            None | Some(0) if no_initial => stream.last_rv = current,
             Some(rv) if rv != 0 && !send_initial => {
                 stream.last_rv = rv;
             }
@@ -303,7 +312,8 @@ impl WatchStream {
             self.push("ADDED", object);
         }
         self.last_rv = current;
-        if send_initial {
+        // The bookmark that ends them, only to a client that takes bookmarks.
+        if send_initial && self.bookmark_interval.is_some() {
             self.push_bookmark(true);
         }
     }
@@ -389,7 +399,16 @@ impl WatchStream {
             (ChangeKind::Added, _, true) => "ADDED",
             (ChangeKind::Modified, true, true) => "MODIFIED",
             (ChangeKind::Modified, false, true) => "ADDED",
-            (ChangeKind::Modified, true, false) => "DELETED",
+            (ChangeKind::Modified, true, false) => {
+                // As the watch cache: an object that leaves the selection is deleted as it last
+                // matched (the watcher never saw the change), at the change's version.
+                if let Some(previous) = &change.previous {
+                    let mut left = (**previous).clone();
+                    left["metadata"]["resourceVersion"] = json!(change.rv.to_string());
+                    self.push("DELETED", &left);
+                }
+                return;
+            }
             (ChangeKind::Deleted, true, _) => "DELETED",
             _ => return,
         };

@@ -10,7 +10,7 @@ use super::admitting;
 use super::selectors::Selectors;
 use super::target::{Target, current};
 use crate::endpoints::reply::Reply;
-use crate::endpoints::request::{Context, Format, ObjectPath};
+use crate::endpoints::request::{Context, Format, ObjectPath, Verb};
 use crate::endpoints::shared::Shared;
 use crate::endpoints::webhooks::Admission;
 use crate::semantics::admission::{self, FieldValidation};
@@ -40,6 +40,14 @@ pub(super) fn updater(context: &Context, target: &Target<'_>) -> Updater {
 /// The media type of Kubernetes' protobuf encoding.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
+/// The media types a body of an object may be in.
+const OBJECT_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// The patch types custom resources take (no strategic merge).
+const PATCH_TYPES_OF_CUSTOM_RESOURCES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
 /// Parses a JSON body; a malformed one is a `400 BadRequest`.
 pub(super) fn parse_json(body: &[u8]) -> ApiResult<Value> {
     serde_json::from_slice(body)
@@ -58,6 +66,15 @@ pub(super) fn parse_body(context: &Context, target: &Target<'_>, body: &[u8]) ->
 /// built-ins; it must be a JSON object.
 pub(super) fn parse_object(context: &Context, body: &[u8]) -> ApiResult<Value> {
     let media = context.content_type.as_deref().unwrap_or_default();
+    let essence = media.split(';').next().unwrap_or_default().trim();
+    // A patch's media type is its patch type, checked by the patch handler.
+    if context.verb != Verb::Patch
+        && !essence.is_empty()
+        && !matches!(essence, "application/json" | "application/yaml" | "*/*")
+        && !essence.starts_with(PROTOBUF)
+    {
+        return Err(ApiError::unsupported_media_type(OBJECT_TYPES));
+    }
     let object = if media.starts_with(PROTOBUF) {
         protobuf::decode(body).map_err(|e| match e {
             ProtobufError::UnsupportedKind { .. } => ApiError::new(
@@ -127,7 +144,17 @@ fn check_identity(target: &Target<'_>, object: &mut Value) -> ApiResult<()> {
 }
 
 fn field_validation(context: &Context) -> ApiResult<FieldValidation> {
-    FieldValidation::parse(context.query.get("fieldValidation"))
+    FieldValidation::parse(context.query.get("fieldValidation"), options_kind(context))
+}
+
+/// The kind of the options a write takes, as kube-apiserver names them in its errors.
+fn options_kind(context: &Context) -> &'static str {
+    match context.verb {
+        Verb::Create => "CreateOptions",
+        Verb::Update => "UpdateOptions",
+        Verb::Patch => "PatchOptions",
+        _ => "DeleteOptions",
+    }
 }
 
 /// `?dryRun=All` (`kubectl diff`, `--dry-run=server`): the write is checked and answered as
@@ -136,9 +163,12 @@ pub(super) fn dry_run(context: &Context) -> ApiResult<bool> {
     match context.query.get("dryRun") {
         None => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
-        ))),
+        Some(other) => Err(ApiError::invalid_options(
+            options_kind(context),
+            "FieldValueNotSupported",
+            "dryRun",
+            &format!("Unsupported value: [\"{other}\"]: supported values: \"All\""),
+        )),
     }
 }
 
@@ -381,20 +411,38 @@ pub(super) fn patch_kind(content_type: Option<&str>) -> ApiResult<PatchKind> {
         "application/merge-patch+json" => Ok(PatchKind::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
         "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
-        other => Err(ApiError::unsupported_media_type(other)),
+        // Not a patch type at all: the router's answer, which names none.
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type",
+        )
+        .with_details(json!({}))),
     }
 }
 
-pub(super) fn patch_error(target: &Target<'_>, name: &str, error: PatchError) -> ApiError {
+/// The answer to a patch that could not be applied, as kube-apiserver's patch handler gives
+/// it: a JSON patch that fails on the object is a bare 422 (its reason is not told), an apply
+/// conflict names the fields, a malformed patch is a 400 with no details.
+pub(super) fn patch_error(error: PatchError) -> ApiError {
     let code = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
-    let mut details = json!({"name": name, "group": target.def.group, "kind": target.def.plural});
-    if let PatchError::Conflict { conflicts, .. } = &error {
-        details["causes"] = conflicts
-            .iter()
-            .map(|c| json!({"reason": "FieldManagerConflict", "message": c.message, "field": c.field}))
-            .collect();
+    match &error {
+        PatchError::Invalid(_) => ApiError::new(
+            code,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(json!({})),
+        PatchError::Conflict { conflicts, .. } => {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": c.message, "field": c.field}))
+                .collect();
+            ApiError::new(code, error.reason(), error.to_string())
+                .with_details(json!({"causes": causes}))
+        }
+        _ => ApiError::new(code, error.reason(), error.to_string()),
     }
-    ApiError::new(code, error.reason(), error.to_string()).with_details(details)
 }
 
 pub(super) async fn patch(
@@ -409,7 +457,7 @@ pub(super) async fn patch(
     let name = target.name().to_string();
     if kind == PatchKind::Strategic && target.def.is_custom() {
         return Err(ApiError::unsupported_media_type(
-            "application/strategic-merge-patch+json",
+            PATCH_TYPES_OF_CUSTOM_RESOURCES,
         ));
     }
     if kind == PatchKind::Apply {
@@ -429,7 +477,7 @@ pub(super) async fn patch(
         (scope, Some(&updater)),
         (validation, dry_run),
         |current| {
-            let patched = patched(target, &name, kind, current, &document)?;
+            let patched = patched(target, kind, current, &document)?;
             if !patched.is_object() {
                 return Err(ApiError::bad_request(
                     "the patched object must be a JSON object",
@@ -445,7 +493,6 @@ pub(super) async fn patch(
 /// own path).
 pub(super) fn patched(
     target: &Target<'_>,
-    name: &str,
     kind: PatchKind,
     current: &Value,
     document: &Value,
@@ -462,11 +509,11 @@ pub(super) fn patched(
         }
         PatchKind::Apply => {
             return Err(ApiError::unsupported_media_type(
-                "application/apply-patch+yaml",
+                PATCH_TYPES_OF_CUSTOM_RESOURCES,
             ));
         }
     }
-    .map_err(|e| patch_error(target, name, e))?;
+    .map_err(patch_error)?;
     Ok(patched)
 }
 
@@ -481,7 +528,12 @@ async fn apply(
 ) -> ApiResult<Reply> {
     let name = target.name().to_string();
     let manager = context.query.get("fieldManager").ok_or_else(|| {
-        ApiError::bad_request("PATCH /apply requires fieldManager: metadata.managedFields.fieldManager: Required value: is required for apply patch")
+        ApiError::invalid_options(
+            "PatchOptions",
+            "FieldValueRequired",
+            "fieldManager",
+            "Required value: is required for apply patch",
+        )
     })?;
     let force = context.query.flag("force");
     let dry_run = dry_run(context)?;
@@ -498,12 +550,30 @@ async fn apply(
             "error decoding YAML: recursion limit exceeded",
         ));
     }
+    // As kube-apiserver decodes an applied configuration: its type first, then its name.
+    let (api_version, kind) = (
+        applied["apiVersion"].as_str().unwrap_or_default(),
+        applied["kind"].as_str().unwrap_or_default(),
+    );
+    if api_version.is_empty() || kind.is_empty() {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
+    if let Some(given) = applied["metadata"]["name"].as_str()
+        && given != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({given}) does not match the name on the URL ({name})"
+        )));
+    }
     let exists = shared.read(|s| s.get(&target.def.key(), &target.key(&name)).is_some());
     let now = object::now_timestamp();
     if !exists {
         let mut object =
             patch::server_side_apply(Some(&target.def.kind), None, &applied, manager, force, &now)
-                .map_err(|e| patch_error(target, &name, e))?;
+                .map_err(patch_error)?;
         check_identity(target, &mut object)?;
         let object = target.for_storage(object);
         let write = (validation, dry_run, None);
@@ -525,7 +595,7 @@ async fn apply(
                 force,
                 &now,
             )
-            .map_err(|e| patch_error(target, &name, e))
+            .map_err(patch_error)
         },
     )
     .await

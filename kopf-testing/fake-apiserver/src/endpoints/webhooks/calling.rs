@@ -105,7 +105,7 @@ async fn exchange(
     };
     let tcp = TcpStream::connect((host.as_str(), port))
         .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+        .map_err(|e| format!("dial tcp {host}:{port}: {}", go_dial_error(&e)))?;
     let tls = connector
         .connect(server_name, tcp)
         .await
@@ -154,6 +154,15 @@ async fn exchange(
     }
 }
 
+/// A failed connection as Go's `net` package words it (`connect: connection refused`).
+fn go_dial_error(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".into(),
+        std::io::ErrorKind::TimedOut => "i/o timeout".into(),
+        _ => error.to_string(),
+    }
+}
+
 /// TLS that trusts exactly the webhook's `caBundle`, or the system's roots without one.
 async fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, String> {
     let mut roots = rustls::RootCertStore::empty();
@@ -172,6 +181,11 @@ async fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, String> {
     if webhook.ca_bundle.is_some() && roots.is_empty() {
         return Err("the caBundle holds no certificate".into());
     }
+    #[allow(
+        deprecated,
+        reason = "ring is the provider kube-rs builds with; rustls 0.23.48 deprecates it only \
+                  for lacking post-quantum key exchange, which calls on 127.0.0.1 do not need"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()

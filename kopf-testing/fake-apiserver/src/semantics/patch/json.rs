@@ -25,10 +25,26 @@ pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
 /// RFC 6902 JSON patch (`patch` must be an array of operations; include `test`). Atomic: on error `target` is unchanged.
 pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     if !patch.is_array() {
-        return Err(bad("json patch must be an array of operations"));
+        // Go's `encoding/json`, decoding into the handler's list of operations.
+        let given = go_kind(patch).unwrap_or("null");
+        return Err(bad(format!(
+            "error decoding patch: json: cannot unmarshal {given} into Go value of type []handlers.jsonPatchOp"
+        )));
     }
+    if let Some(given) = patch
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|operation| go_kind(operation).filter(|k| *k != "object"))
+    {
+        return Err(bad(format!(
+            "error decoding patch: json: cannot unmarshal {given} into Go value of type handlers.jsonPatchOp"
+        )));
+    }
+    // An operation kube-apiserver cannot apply (an unknown `op`, a missing `path`) fails when
+    // applied, not when decoded: a 422.
     let operations: json_patch::Patch = serde_json::from_value(patch.clone())
-        .map_err(|error| bad(format!("invalid json patch: {error}")))?;
+        .map_err(|error| PatchError::Invalid(format!("invalid json patch: {error}")))?;
     if operations.0.len() > MAX_JSON_PATCH_OPERATIONS {
         return Err(PatchError::TooLarge(format!(
             "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
@@ -54,6 +70,19 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchE
         }
     }
     Ok(())
+}
+
+/// How Go's `encoding/json` names a JSON value's type in its errors (`None` for null, which
+/// decodes into anything).
+fn go_kind(value: &Value) -> Option<&'static str> {
+    match value {
+        Value::Object(_) => Some("object"),
+        Value::Array(_) => Some("array"),
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+        Value::Null => None,
+    }
 }
 
 /// Why one operation failed.

@@ -343,7 +343,9 @@ impl<'a> Parser<'a> {
         };
         let key_errors = qualified_name_errors(key);
         if !key_errors.is_empty() {
-            return Err(invalid("key", key, &key_errors.join("; ")));
+            // The parser checks keys before it knows their requirement: with no field path,
+            // which Go writes `<nil>`.
+            return Err(invalid("<nil>", key, &key_errors.join("; ")));
         }
         let key = key.to_owned();
         if negated {
@@ -412,7 +414,8 @@ impl<'a> Parser<'a> {
     fn value_set(&mut self) -> Result<BTreeSet<String>, String> {
         let open = self.next();
         if open != Tok::Open {
-            return Err(found(open, "'('"));
+            // The one message of apimachinery's parser without a comma.
+            return Err(format!("found '{}' expected: '('", open.literal()));
         }
         let first = self.peek();
         if first == Tok::Close {

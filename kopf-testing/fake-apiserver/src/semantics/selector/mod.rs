@@ -16,3 +16,4 @@ pub(crate) use error::SelectorError;
 pub(crate) use fields::FieldSelector;
 pub(crate) use labels::LabelSelector;
 pub(crate) use shards::ShardSelector;
+pub(crate) use validation::qualified_name_errors as label_key_errors;

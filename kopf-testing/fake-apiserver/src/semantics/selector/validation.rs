@@ -69,8 +69,9 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     })
 }
 
-/// Validation messages for a label key (apimachinery `validation.IsQualifiedName`); empty = valid.
-pub(super) fn qualified_name_errors(key: &str) -> Vec<String> {
+/// Validation messages for a label key (apimachinery `validation.IsQualifiedName`, which is
+/// `content.IsLabelKey`); empty = valid.
+pub(crate) fn qualified_name_errors(key: &str) -> Vec<String> {
     let name_examples = ["MyName", "my.name", "123-abc"];
     let mut errors = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
@@ -98,7 +99,7 @@ pub(super) fn qualified_name_errors(key: &str) -> Vec<String> {
         }
         _ => {
             errors.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &name_examples)
             ));
             return errors;

@@ -230,9 +230,10 @@ pub(crate) fn denial(webhook: &str, status: &Value) -> ApiError {
 
 /// The error of a call that failed under `failurePolicy: Fail`.
 pub(crate) fn call_failure(webhook: &str, cause: &str) -> ApiError {
-    ApiError::internal(format!(
-        "Internal error occurred: failed calling webhook \"{webhook}\": {cause}"
-    ))
+    let failure = format!("failed calling webhook \"{webhook}\": {cause}");
+    // Go's `NewInternalError`: the error again as the one cause.
+    ApiError::internal(format!("Internal error occurred: {failure}"))
+        .with_details(json!({"causes": [{"message": failure}]}))
 }
 
 /// A dry run reaching a webhook with side effects.

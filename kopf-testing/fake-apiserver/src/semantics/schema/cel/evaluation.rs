@@ -22,6 +22,7 @@ use super::rule::{RuleSpec, field_path, has_newlines};
 use super::tree::{CompiledRule, CompiledRules, Node};
 use super::values::to_cel;
 use crate::semantics::go_format::go_quote;
+use crate::semantics::go_format::go_value;
 
 /// How much evaluation the rules of one object may do.
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +63,8 @@ pub(crate) fn blocking_error(errors: &[FieldError]) -> Option<FieldError> {
     errors.iter().any(|e| blocking.contains(&e.reason)).then(|| FieldError {
         field: "<nil>".to_string(),
         reason: INVALID,
-        message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string(),
+        // `field.Invalid(nil, nil, ...)`: a nil value, which Go writes `null`.
+        message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string(),
     })
 }
 
@@ -284,7 +286,12 @@ impl Walk {
                 None => None,
             };
             let detail = detail.unwrap_or_else(|| default_message(spec));
-            let error = reason_error(spec.reason.as_deref(), &at, &shown_type, detail);
+            // A failed rule shows the value of a scalar, and no value for an object or list.
+            let shown_value = match value {
+                Value::Object(_) | Value::Array(_) => None,
+                scalar => Some(go_value(scalar)),
+            };
+            let error = reason_error(spec.reason.as_deref(), &at, shown_value.as_deref(), detail);
             if unchanged && !program.uses_old_self {
                 self.outcome.warnings.push(error.to_string());
             } else {
@@ -383,13 +390,23 @@ fn default_message(spec: &RuleSpec) -> String {
     }
 }
 
-/// A failed rule's error, of the type its `reason` says.
-fn reason_error(reason: Option<&str>, field: &str, shown_type: &str, detail: String) -> FieldError {
-    let (reason, message) = match reason {
-        Some("FieldValueForbidden") => (FORBIDDEN, format!("Forbidden: {detail}")),
-        Some("FieldValueRequired") => (REQUIRED, format!("Required value: {detail}")),
-        Some("FieldValueDuplicate") => (DUPLICATE, format!("Duplicate value: {shown_type}")),
-        _ => (INVALID, format!("Invalid value: {shown_type}: {detail}")),
+/// A failed rule's error, of the type its `reason` says, with the value shown (Go's
+/// `field.OmitValueType` when none is).
+fn reason_error(
+    reason: Option<&str>,
+    field: &str,
+    shown: Option<&str>,
+    detail: String,
+) -> FieldError {
+    let (reason, message) = match (reason, shown) {
+        (Some("FieldValueForbidden"), _) => (FORBIDDEN, format!("Forbidden: {detail}")),
+        (Some("FieldValueRequired"), _) => (REQUIRED, format!("Required value: {detail}")),
+        (Some("FieldValueDuplicate"), Some(value)) => {
+            (DUPLICATE, format!("Duplicate value: {value}"))
+        }
+        (Some("FieldValueDuplicate"), None) => (DUPLICATE, "Duplicate value".to_string()),
+        (_, Some(value)) => (INVALID, format!("Invalid value: {value}: {detail}")),
+        (_, None) => (INVALID, format!("Invalid value: {detail}")),
     };
     FieldError {
         field: field.to_string(),
