@@ -12,6 +12,8 @@
 //! | `kopf_watch_starts_total` | counter | `resource` | watch streams opened: the first of each watcher and every reconnect |
 //! | `kopf_workers` | gauge | `resource` | per-object workers alive (one at rest counts until its idle timeout ends it) |
 //! | `kopf_queue_depth` | gauge | `resource` | events waiting for their object's worker |
+//! | `kopf_in_flight` | gauge | | objects' states read from the watches and not yet done with (`settings.queueing.in_flight_limit`) |
+//! | `kopf_in_flight_peak` | gauge | | the most states in flight at once since the operator started |
 //! | `kopf_api_requests_total` | counter | `verb`, `code` | requests to the API server by Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`) and HTTP status code (`error` when no response came) |
 //!
 //! Handlers are labelled by their id: change, event, daemon, timer, index and login handlers
@@ -89,6 +91,8 @@ struct Series {
     watch_starts: Family<ResourceLabels, Counter>,
     workers: Family<ResourceLabels, Gauge>,
     queue_depth: Family<ResourceLabels, Gauge>,
+    in_flight: Gauge,
+    in_flight_peak: Gauge,
     api_requests: Family<RequestLabels, Counter>,
 }
 
@@ -108,6 +112,8 @@ impl Metrics {
         let watch_starts = Family::<ResourceLabels, Counter>::default();
         let workers = Family::<ResourceLabels, Gauge>::default();
         let queue_depth = Family::<ResourceLabels, Gauge>::default();
+        let in_flight = Gauge::default();
+        let in_flight_peak = Gauge::default();
         let api_requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "handler_invocations",
@@ -147,6 +153,16 @@ impl Metrics {
             queue_depth.clone(),
         );
         registry.register(
+            "in_flight",
+            "Objects' states read from the watches and not yet done with",
+            in_flight.clone(),
+        );
+        registry.register(
+            "in_flight_peak",
+            "The most objects' states in flight at once",
+            in_flight_peak.clone(),
+        );
+        registry.register(
             "api_requests",
             "Requests to the API server by verb and HTTP status code",
             api_requests.clone(),
@@ -161,6 +177,8 @@ impl Metrics {
             watch_starts,
             workers,
             queue_depth,
+            in_flight,
+            in_flight_peak,
             api_requests,
         }))
     }
@@ -212,6 +230,11 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// The operator's states in flight, and their peak.
+    pub(crate) fn in_flight(&self) -> (Gauge, Gauge) {
+        (self.0.in_flight.clone(), self.0.in_flight_peak.clone())
     }
 
     /// The series of one served resource, resolved once.

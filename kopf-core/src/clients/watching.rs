@@ -19,6 +19,7 @@ use kube::core::WatchEvent;
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
+use crate::aiokits::budget::Share;
 use crate::clients::reading::{Deferred, Object, Page, Unmanaged};
 use crate::clients::streaming::Events;
 use crate::configs::settings::WatchingSettings;
@@ -54,64 +55,10 @@ pub(crate) struct Selection<'a> {
     pub(crate) fields: Option<&'a str>,
     /// A shard selector, sent as `shardSelector` and applied here if the server ignores it.
     pub(crate) shard: Option<&'a ShardSelector>,
-    /// What the reported objects' consumer has yet to finish: a listing asks for its next
-    /// page only once that is at most a page (see [`Backlog`]).
-    pub(crate) backlog: Option<&'a Backlog>,
-}
-
-/// How many reported objects their consumer has not finished with. A listing of many objects
-/// reads its next page only once the backlog is down to a page, so that the bodies of a
-/// hundred thousand listed objects are never all in memory at once (the memory that a burst
-/// takes is kept by the allocator long after). The wait ends too when the backlog stops
-/// shrinking for a moment (its objects' handlers are slow, or wait for the listing's end
-/// themselves, as indexes' users do): a listing is paced, never stopped.
-#[derive(Debug, Default)]
-pub(crate) struct Backlog {
-    unfinished: std::sync::atomic::AtomicUsize,
-    shrunk: tokio::sync::Notify,
-}
-
-/// How long a listing waits for a backlog that does not shrink before it goes on anyway.
-const BACKLOG_STALL: Duration = Duration::from_millis(100);
-
-impl Backlog {
-    /// One more object reported.
-    pub(crate) fn add(&self) {
-        self.unfinished
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// `count` reported objects are done with.
-    pub(crate) fn finished(&self, count: usize) {
-        self.unfinished
-            .fetch_sub(count, std::sync::atomic::Ordering::Relaxed);
-        self.shrunk.notify_waiters();
-    }
-
-    fn unfinished(&self) -> usize {
-        self.unfinished.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Waits until at most `limit` objects are unfinished, or the backlog has not shrunk for
-    /// a moment, or the token is cancelled.
-    async fn room(&self, limit: usize, token: &CancellationToken) {
-        loop {
-            let shrunk = self.shrunk.notified();
-            let before = self.unfinished();
-            if before <= limit {
-                return;
-            }
-            tokio::select! {
-                _ = shrunk => {}
-                _ = token.cancelled() => return,
-                _ = tokio::time::sleep(BACKLOG_STALL) => {
-                    if self.unfinished() >= before {
-                        return;
-                    }
-                }
-            }
-        }
-    }
+    /// The share of the operator's budget of objects in flight that this watcher's reports
+    /// take: it reads the next event (or asks for the next page, of at most the budget's limit)
+    /// only once the budget has room for it (see [`crate::aiokits::budget`]).
+    pub(crate) budget: Option<&'a Share>,
 }
 
 /// Why a watcher stopped by itself.
@@ -201,14 +148,29 @@ async fn watch_as<K: Object>(
             // filtering here too is harmless, the hash is the same.
             filtering = selection.shard;
         } else {
-            // LIST, page by page.
+            // LIST, page by page, each page once the budget has room for it: with a budget,
+            // a page is at most its limit, also when `chunk_size` asks for no paging (`None`,
+            // or `0`, which the server takes as no limit).
+            let page_size = match selection.budget {
+                Some(budget) => {
+                    let limit = u32::try_from(budget.limit()).unwrap_or(u32::MAX);
+                    let chunk_size = settings.chunk_size.filter(|&size| size > 0);
+                    Some(chunk_size.map_or(limit, |size| size.min(limit)))
+                }
+                None => settings.chunk_size,
+            };
             let mut list_params = ListParams {
-                limit: settings.chunk_size,
+                limit: page_size,
                 label_selector: labels.clone(),
                 field_selector: fields.clone(),
                 ..ListParams::default()
             };
             loop {
+                if let (Some(budget), Some(page_size)) = (selection.budget, page_size)
+                    && !budget.room(page_size as usize, token).await
+                {
+                    return Ok(());
+                }
                 let http = match request
                     .list(&list_params)
                     .map(|http| sharded(http, selection.shard))
@@ -244,11 +206,6 @@ async fn watch_as<K: Object>(
                         match page.metadata.next.filter(|next| !next.is_empty()) {
                             Some(next) => list_params.continue_token = Some(next),
                             None => break,
-                        }
-                        if let (Some(backlog), Some(page_size)) =
-                            (selection.backlog, settings.chunk_size)
-                        {
-                            backlog.room(page_size as usize, token).await;
                         }
                     }
                     Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -342,6 +299,14 @@ async fn watch_as<K: Object>(
                 }
             };
             loop {
+                // Past the budget, the stream is read no further: the server keeps the events
+                // (a real one may close a watcher that lags too long; it is watched again from
+                // the last version seen).
+                if let Some(budget) = selection.budget
+                    && !budget.room(1, token).await
+                {
+                    return Ok(());
+                }
                 let next = tokio::select! {
                     _ = token.cancelled() => return Ok(()),
                     next = tokio::time::timeout(settings.inactivity_timeout, stream.next()) => next,
@@ -522,45 +487,6 @@ mod tests {
         assert_eq!(with_type(Value::Null.into(), &resource), Value::Null);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_listing_waits_for_its_backlog_to_come_down_to_a_page() {
-        let backlog = Arc::new(Backlog::default());
-        let token = CancellationToken::new();
-        (0..3).for_each(|_| backlog.add());
-        // Within the limit: no wait.
-        backlog.room(3, &token).await;
-        // Over it: the wait ends when the consumer finishes enough, not before.
-        let waiting = {
-            let backlog = backlog.clone();
-            let token = token.clone();
-            tokio::spawn(async move { backlog.room(1, &token).await })
-        };
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(
-            !waiting.is_finished(),
-            "the next page waits for the backlog"
-        );
-        backlog.finished(1);
-        tokio::time::sleep(BACKLOG_STALL / 2).await;
-        assert!(
-            !waiting.is_finished(),
-            "still over the limit, but shrinking"
-        );
-        backlog.finished(1);
-        waiting.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_backlog_that_does_not_shrink_does_not_stop_the_listing() {
-        let backlog = Backlog::default();
-        (0..5).for_each(|_| backlog.add());
-        let started = tokio::time::Instant::now();
-        backlog.room(1, &CancellationToken::new()).await;
-        assert_eq!(started.elapsed(), BACKLOG_STALL);
-    }
-
     #[test]
     fn backoff_grows_and_is_capped() {
         let base = Duration::from_millis(100);
@@ -712,5 +638,221 @@ mod tests {
                 "{queries:?}"
             );
         }
+    }
+
+    /// With a budget of 2, a listing asks for pages of 2 and the next page only once there is
+    /// room for it; the watch stream is read one event at a time, as room is given back.
+    #[tokio::test]
+    async fn a_watcher_reads_no_further_than_its_budget() {
+        use crate::aiokits::budget::Budget;
+        use std::sync::Mutex;
+        let queries = Arc::new(Mutex::new(Vec::new()));
+        let logged = queries.clone();
+        let service = crate::clients::auth::tower_service_fn(
+            move |request: http::Request<kube::client::Body>| {
+                let query = request.uri().query().unwrap_or_default().to_string();
+                logged.lock().unwrap().push(query.clone());
+                let object = |uid: String| serde_json::json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": "2"}});
+                let body = if query.contains("watch=true") {
+                    let events: Vec<String> = (0..5)
+                        .map(|n| {
+                            serde_json::json!({"type": "ADDED", "object": object(format!("w{n}"))})
+                                .to_string()
+                        })
+                        .collect();
+                    events.join("\n") + "\n"
+                } else {
+                    let first = !query.contains("continue=");
+                    let (items, next) = if first {
+                        (vec![object("l0".into()), object("l1".into())], "more")
+                    } else {
+                        (vec![object("l2".into())], "")
+                    };
+                    serde_json::json!({"kind": "List", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": "1", "continue": next}, "items": items})
+                    .to_string()
+                };
+                async move {
+                    Ok(http::Response::new(kube::client::Body::from(
+                        body.into_bytes(),
+                    )))
+                }
+            },
+        );
+        let client = kube::Client::new(service, "default");
+        let resource = Resource::kopf_examples();
+        let settings = WatchingSettings::default();
+        let token = CancellationToken::new();
+        let budget = Budget::new(2, None);
+        let share = budget.share();
+        let reported: Arc<Mutex<Vec<String>>> = Arc::default();
+        let selection = Selection {
+            budget: Some(&share),
+            ..Selection::default()
+        };
+        let seen = reported.clone();
+        let taker = share.clone();
+        let watching = watch(&client, &resource, None, selection, &settings, &token, {
+            move |event| {
+                if let Event::Listed(object) | Event::Changed(_, object) = event {
+                    taker.take(1);
+                    seen.lock()
+                        .unwrap()
+                        .push(object["metadata"]["uid"].as_str().unwrap().to_string());
+                }
+            }
+        });
+        tokio::pin!(watching);
+        let reported_now = || reported.lock().unwrap().clone();
+        // Polled until it waits: for room, or for a stream that has nothing more.
+        async fn settle<F: Future<Output = Result<(), WatchError>>>(
+            mut watching: std::pin::Pin<&mut F>,
+        ) {
+            for _ in 0..200 {
+                assert!(
+                    futures::poll!(watching.as_mut()).is_pending(),
+                    "the watcher goes on"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now(), ["l0", "l1"], "the first page only");
+        assert!(queries.lock().unwrap()[0].contains("limit=2"));
+        share.give(1);
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now().len(), 2, "no room for a page yet");
+        share.give(1);
+        settle(watching.as_mut()).await;
+        assert_eq!(
+            reported_now(),
+            ["l0", "l1", "l2", "w0"],
+            "the second page, and one event of the stream"
+        );
+        share.give(1);
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now().len(), 5, "one more");
+        share.give(2);
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now().len(), 7, "two more");
+        assert_eq!(budget.held(), 2);
+        assert_eq!(budget.peak(), 2, "never more than the budget");
+    }
+
+    /// Streaming the initial state, the watch is read as far as the budget allows, as any
+    /// watch is: with a budget of 2, two initial events, then one more for each given back.
+    #[tokio::test]
+    async fn a_streamed_listing_reads_no_further_than_its_budget() {
+        use crate::aiokits::budget::Budget;
+        use std::sync::Mutex;
+        let queries = Arc::new(Mutex::new(Vec::new()));
+        let logged = queries.clone();
+        let service = crate::clients::auth::tower_service_fn(
+            move |request: http::Request<kube::client::Body>| {
+                let query = request.uri().query().unwrap_or_default().to_string();
+                logged.lock().unwrap().push(query.clone());
+                let object = |uid: String| serde_json::json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": "2"}});
+                let body = if query.contains("sendInitialEvents=true") {
+                    let mut events: Vec<String> = (0..4)
+                        .map(|n| {
+                            serde_json::json!({"type": "ADDED", "object": object(format!("s{n}"))})
+                                .to_string()
+                        })
+                        .collect();
+                    events.push(
+                        serde_json::json!({"type": "BOOKMARK", "object": {
+                            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+                            "metadata": {"resourceVersion": "3",
+                                "annotations": {INITIAL_EVENTS_END: "true"}}}})
+                        .to_string(),
+                    );
+                    events.push(
+                        serde_json::json!({"type": "ADDED", "object": object("w0".into())})
+                            .to_string(),
+                    );
+                    events.join("\n") + "\n"
+                } else {
+                    String::new()
+                };
+                async move {
+                    Ok(http::Response::new(kube::client::Body::from(
+                        body.into_bytes(),
+                    )))
+                }
+            },
+        );
+        let client = kube::Client::new(service, "default");
+        let resource = Resource::kopf_examples();
+        let settings = WatchingSettings {
+            initial_streaming: true,
+            ..WatchingSettings::default()
+        };
+        let token = CancellationToken::new();
+        let budget = Budget::new(2, None);
+        let share = budget.share();
+        let reported: Arc<Mutex<Vec<String>>> = Arc::default();
+        let selection = Selection {
+            budget: Some(&share),
+            ..Selection::default()
+        };
+        let seen = reported.clone();
+        let taker = share.clone();
+        let watching = watch(&client, &resource, None, selection, &settings, &token, {
+            move |event| {
+                let uid = |object: &Body| object["metadata"]["uid"].as_str().unwrap().to_string();
+                let told = match event {
+                    Event::Listed(object) => format!("listed {}", uid(&object)),
+                    Event::Changed(kind, object) => format!("{kind} {}", uid(&object)),
+                    Event::ListingDone => "done".to_string(),
+                    Event::Vanished(object) => format!("vanished {}", uid(&object)),
+                };
+                if told != "done" {
+                    taker.take(1);
+                }
+                seen.lock().unwrap().push(told);
+            }
+        });
+        tokio::pin!(watching);
+        let reported_now = || reported.lock().unwrap().clone();
+        async fn settle<F: Future<Output = Result<(), WatchError>>>(
+            mut watching: std::pin::Pin<&mut F>,
+        ) {
+            for _ in 0..200 {
+                assert!(
+                    futures::poll!(watching.as_mut()).is_pending(),
+                    "the watcher goes on"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+        settle(watching.as_mut()).await;
+        assert_eq!(
+            reported_now(),
+            ["listed s0", "listed s1"],
+            "two events only"
+        );
+        share.give(1);
+        settle(watching.as_mut()).await;
+        assert_eq!(reported_now().len(), 3, "one more");
+        share.give(2);
+        settle(watching.as_mut()).await;
+        assert_eq!(
+            reported_now(),
+            [
+                "listed s0",
+                "listed s1",
+                "listed s2",
+                "listed s3",
+                "done",
+                "ADDED w0"
+            ],
+            "the rest of the initial state, its end, and one change"
+        );
+        assert_eq!(budget.peak(), 2, "never more than the budget");
+        let queries = queries.lock().unwrap().clone();
+        assert!(
+            queries.iter().all(|query| query.contains("watch=true")),
+            "no listing: {queries:?}"
+        );
     }
 }

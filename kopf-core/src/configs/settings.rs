@@ -242,10 +242,11 @@ pub struct WatchingSettings {
     /// Delay before reconnecting a watch that ended (Kopf: 0.1 s); errors back off further.
     pub reconnect_backoff: Duration,
     /// Page size of the initial listing (Kopf's `chunk_size`): each list request asks for at
-    /// most this many objects (`limit`), and the next page is read once the objects of this
-    /// one are mostly handled, so that a huge listing is never all in memory. `None` lists
-    /// in one request, as Kopf does by default; `Some(0)` is sent as is (the server takes it
-    /// as no limit). kopf-rs pages by 500 by default.
+    /// most this many objects (`limit`), and the next page is read once the budget of
+    /// objects in flight ([`QueueingSettings::in_flight_limit`]) has room for it, so that a
+    /// huge listing is never all in memory. `None` lists in one request, as Kopf does by
+    /// default; `Some(0)` is sent as is (the server takes it as no limit). Either way, a page
+    /// is at most the in-flight limit. kopf-rs pages by 500 by default.
     pub chunk_size: Option<u32>,
     /// Stream the initial state instead of listing it (Kopf's `initial_streaming`, off by
     /// default): a watch with `sendInitialEvents=true&resourceVersionMatch=NotOlderThan`
@@ -332,6 +333,20 @@ pub struct QueueingSettings {
     /// Delays between retries of an object whose processing keeps failing (Kopf's
     /// `error_delays`, seconds).
     pub error_delays: Vec<Duration>,
+    /// At most this many objects' states in flight: read from the watches (an event, a listed
+    /// object) and not yet done with, whether they wait for a worker, are being processed, or
+    /// wait for a write permit. Past it, the watches are read no further until some are done:
+    /// the API server keeps what is not read yet, so a burst of objects, or a start with many,
+    /// costs the operator's memory this many objects' states (a few KiB each), not the burst's.
+    /// Not in Kopf, which reads its watches only as fast as it handles objects.
+    ///
+    /// An object's events that come while it is processed go to its event handlers and
+    /// indexes as they come; for the cause, only its newest state waits. Handlers that run
+    /// count too: an operator with this many handlers running at once reads its watches no
+    /// further until one ends (raise the limit for long handlers, or use daemons). One
+    /// exception: at the start, the objects that wait for the operator's indexes to be filled
+    /// do not count (the filling needs every object listed). Default: 1,000.
+    pub in_flight_limit: usize,
 }
 
 impl Default for QueueingSettings {
@@ -343,6 +358,7 @@ impl Default for QueueingSettings {
                 .into_iter()
                 .map(Duration::from_secs)
                 .collect(),
+            in_flight_limit: 1000,
         }
     }
 }

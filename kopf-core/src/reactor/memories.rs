@@ -29,8 +29,13 @@ pub(crate) struct Memory {
     /// The newest state seen, while the object's worker lives (and after a stop, until the
     /// memories are freed).
     pub(crate) latest: Option<Arc<Body>>,
-    /// After our own PATCH: the versions to wait for, and until when.
-    pub(crate) awaited: Option<Box<(Vec<String>, Instant)>>,
+    /// After our own PATCH: the versions to wait for, until when, and what it wrote over.
+    pub(crate) awaited: Option<Box<Awaited>>,
+    /// While writes of the object are in flight: how many, and the versions that came back
+    /// meanwhile (observed while the object was processed), which they need not wait for.
+    pub(crate) writing: Option<Box<(usize, Vec<String>)>>,
+    /// What event handlers asked to write since the last processing: written with the next.
+    pub(crate) observed_patch: Option<Box<Patch>>,
     /// Failed writes in a row, for throttling.
     pub(crate) failures: usize,
     /// What finished handlers (and event handlers) asked to write, when the write failed:
@@ -51,6 +56,30 @@ pub(crate) struct Memory {
     pub(crate) indexing: BTreeMap<String, IndexingState>,
 }
 
+/// Our own write of an object that has not come back yet (Kopf's consistency rule).
+#[derive(Debug)]
+pub(crate) struct Awaited {
+    /// The versions it made that have not come back yet.
+    pub(crate) pending: Vec<String>,
+    /// Until when the handlers wait for them.
+    pub(crate) until: Instant,
+    /// The versions it replaced: the one it was made for, and those of its own requests but
+    /// the last (the results in `status`, before the diff-base in the annotations). A state
+    /// of one of them that comes while the write has not come back (events read late because
+    /// the watch is read no faster than objects are handled, or a page of a listing that
+    /// started before the write) is known to be older than the write: no handler runs on it,
+    /// even past `until` (its creation handlers would run again); a newer state must come.
+    pub(crate) replaced: Vec<String>,
+}
+
+impl Awaited {
+    /// Whether `state` is one that this write replaced, while the write has not come back.
+    pub(crate) fn outdates(&self, state: &Body) -> bool {
+        let version = state["metadata"]["resourceVersion"].as_str();
+        !self.pending.is_empty() && self.replaced.iter().any(|v| Some(v.as_str()) == version)
+    }
+}
+
 /// The memories of the objects of one resource, by uid. A thousand objects' bodies and
 /// daemons' states take a core about 15 ms to free, which the operator's exit need not wait
 /// for: many are freed apart.
@@ -67,10 +96,46 @@ impl Memory {
         self.latest = Some(object.clone());
     }
 
-    /// Stops waiting for those of our writes whose versions came back.
-    pub(crate) fn came_back(&mut self, versions: &[String]) {
-        if let Some((pending, _)) = self.awaited.as_deref_mut() {
-            pending.retain(|version| !versions.contains(version));
+    /// Stops waiting for our write whose version came back; while writes are in flight,
+    /// remembers that it came, for them not to wait for it.
+    pub(crate) fn came_back(&mut self, version: &str) {
+        if let Some(awaited) = self.awaited.as_deref_mut() {
+            awaited.pending.retain(|awaited| awaited != version);
+        }
+        if let Some((_, arrived)) = self.writing.as_deref_mut() {
+            arrived.push(version.to_owned());
+        }
+    }
+
+    /// A write of the object starts.
+    pub(crate) fn writes(&mut self) {
+        self.writing.get_or_insert_default().0 += 1;
+    }
+
+    /// A write of the object ended, having made these `versions` (none if it failed) over
+    /// the version `replaced`: those not come back yet are awaited until `until`.
+    pub(crate) fn written(
+        &mut self,
+        mut versions: Vec<String>,
+        until: Option<Instant>,
+        replaced: &str,
+    ) {
+        let replaced: Vec<String> = std::iter::once(replaced.to_owned())
+            .chain(versions.iter().rev().skip(1).cloned())
+            .collect();
+        if let Some(writing) = self.writing.as_deref_mut() {
+            versions.retain(|version| !writing.1.contains(version));
+            writing.0 = writing.0.saturating_sub(1);
+            if writing.0 == 0 {
+                self.writing = None;
+            }
+        }
+        if let Some(until) = until.filter(|_| !versions.is_empty()) {
+            self.awaited = Some(Box::new(Awaited {
+                pending: versions,
+                until,
+                replaced,
+            }));
         }
     }
 }
@@ -85,6 +150,15 @@ impl Memories {
             return f(memory);
         }
         f(all.entry(uid.to_owned()).or_default())
+    }
+
+    /// Calls `f` with the object's memory, if it has one (`None`: forgotten, or never seen).
+    pub(crate) fn with_existing<T>(
+        &self,
+        uid: &str,
+        f: impl FnOnce(&mut Memory) -> T,
+    ) -> Option<T> {
+        lock(&self.0).get_mut(uid).map(f)
     }
 
     /// Calls `f` with every object's memory, keeping what it returns.

@@ -38,6 +38,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::aiokits::budget::Budget;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::scanning::{self, Groups};
 use crate::clients::watching::{self, Event, Selection};
@@ -75,6 +76,8 @@ pub(crate) struct Observer {
     /// The shard selectors of the served resources' lists and watches.
     pub(crate) shards: Arc<ShardSelectors>,
     pub(crate) common: Common,
+    /// The budget of objects in flight that every watcher's share is of.
+    pub(crate) in_flight: Arc<Budget>,
 }
 
 /// Where namespaced resources are watched.
@@ -464,6 +467,7 @@ impl Observer {
             node.child(),
             self.settings.queueing.worker_limit,
             self.settings.queueing.idle_timeout,
+            self.in_flight.share(),
         );
         if let Some(known) = known {
             queue = queue.knowing(known);
@@ -502,7 +506,7 @@ impl Observer {
                     queue.push(event);
                 }
             };
-            let backlog = queue.backlog();
+            let budget = queue.budget();
             // With assigned shards, the held shards' objects: listed again each time the held
             // shards change. Otherwise, the resource's static shard selector, if any.
             let mut held = ownership.as_ref().map(|o| o.subscribe());
@@ -534,7 +538,7 @@ impl Observer {
                 let selection = Selection {
                     labels: label_selector.as_deref(),
                     shard: shard.as_ref(),
-                    backlog: Some(backlog),
+                    budget: Some(budget),
                     ..Selection::default()
                 };
                 let watched = watching::watch(

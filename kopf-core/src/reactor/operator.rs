@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::actions::activity::Activity;
+use crate::aiokits::budget::Budget;
 use crate::aiokits::connections::Connections;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::aiokits::work::Work;
@@ -706,6 +707,7 @@ impl Operator {
                 fence,
                 ownership: sharder.as_ref().map(|s| s.ownership()),
             },
+            in_flight: Budget::new(self.settings.queueing.in_flight_limit, tasks.metrics()),
         };
         tasks.spawn(observer.run());
         drop(client);

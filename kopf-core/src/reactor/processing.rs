@@ -23,7 +23,7 @@ use crate::configs::storage::timestamps;
 use crate::configs::storage::{DiffBaseStorage, ProgressRecord, ProgressStorage};
 use crate::engines::daemons;
 use crate::engines::indexing::{self, IndexedEvent};
-use crate::engines::ownership::Ownership;
+use crate::engines::ownership::{Ownership, Permit};
 use crate::engines::pausing::Fence;
 use crate::intents::daemons::Background;
 use crate::intents::handlers::{ChangeHandler, EventHandler, Trigger};
@@ -33,7 +33,7 @@ use crate::reactor::causes::{self, Selected};
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::memories::{Memories, Memory};
 use crate::reactor::progress::{self, Records};
-use crate::reactor::queueing::Next;
+use crate::reactor::queueing::{Held, Next, Observed};
 use crate::reactor::subhandling::{Cause, SubHandling};
 use crate::reactor::writing::{Unwritten, Writer};
 use crate::structs::bodies::Body;
@@ -203,69 +203,81 @@ impl Processor {
         self.memories.with(uid, f)
     }
 
-    /// Processes a batch of events of one object (or, with an empty batch, its newest state
-    /// again because a retry is due).
-    pub(crate) async fn process(
-        self: &Arc<Self>,
+    /// Waits until the object may be processed here: while the operator may act on objects,
+    /// and with assigned shards, while its shard is open here (the permit, held until the end
+    /// of the processing, keeps the shard from being handed over meanwhile). While its shard
+    /// drains, the `batch` waits for the drain's outcome, indexed first (`indexed`): the
+    /// indexes' first filling must not wait for the drain, which may wait for a processing in
+    /// flight that waits for that filling. An object whose shard is not held here is let go of.
+    async fn admit(
+        &self,
         uid: &str,
-        batch: Vec<Event>,
+        batch: &[Event],
+        indexed: &mut bool,
         tasks: &Tasks,
-    ) -> Next {
-        // Whether the batch went to the indexes before a wait for its shard's drain.
-        let mut indexed = false;
-        // Held until the end of this processing: the shard is not handed over meanwhile.
-        let _permit = loop {
+    ) -> Admission {
+        loop {
             if !self.fence.is_open() {
                 // Not the leader (any more): the operator is about to pause; what is left here
                 // is listed again when it resumes, or handled by the leader meanwhile.
                 tracing::debug!(target: "kopf::objects", uid, "not processed: not the leader (or not a member of the ring of shards now)");
-                return Next::default();
+                return Admission::Refused;
             }
             let Some(ownership) = &self.ownership else {
-                break None;
+                return Admission::Admitted(None);
             };
             if let Some(permit) = ownership.enter(uid) {
-                break Some(permit);
+                return Admission::Admitted(Some(permit));
             }
             if !ownership.drains(uid) {
-                self.let_go(uid, &batch, indexed, tasks).await;
-                return Next {
-                    wakeup: None,
-                    gone: true,
-                };
+                self.let_go(uid, batch, *indexed, tasks).await;
+                return Admission::LetGo;
             }
-            // Its shard is being drained: the events wait for the drain's outcome, to be
-            // processed in order if the shard stays here, or let go of if it leaves. They are
-            // indexed first: the indexes' first filling must not wait for the drain, which
-            // may wait for a processing in flight that waits for that filling.
-            if !indexed {
-                indexed = true;
+            if !*indexed {
+                *indexed = true;
                 for (kind, object, _) in batch.iter().filter_map(seen) {
                     self.index(uid, kind, object, tasks).await;
                 }
             }
             tokio::select! {
                 _ = ownership.settled(uid) => {}
-                _ = tasks.token().cancelled() => return Next::default(),
+                _ = tasks.token().cancelled() => return Admission::Refused,
             }
+        }
+    }
+
+    /// Observes a batch of events of one object, in order: remembers its newest state, stops
+    /// waiting for those of its own writes that came back, updates the indexes and runs the
+    /// event handlers for each raw event (what they ask to write goes with the next
+    /// processing's write). It may run while the object's newest state is processed.
+    pub(crate) async fn observe(
+        self: &Arc<Self>,
+        uid: &str,
+        batch: Vec<Event>,
+        held: Held<'_>,
+        tasks: &Tasks,
+    ) -> Observed {
+        // Whether the batch went to the indexes before a wait for its shard's drain.
+        let mut indexed = false;
+        let _permit = match self.admit(uid, &batch, &mut indexed, tasks).await {
+            Admission::Admitted(permit) => permit,
+            Admission::Refused => return Observed::default(),
+            Admission::LetGo => return Observed { gone: true },
         };
         let mut deleted = false;
-        let mut versions = Vec::new();
         let mut patch = Patch::default();
         for (kind, object, raw) in batch.iter().filter_map(seen) {
-            self.memory(uid, |memory| memory.saw(object, kind.is_none()));
-            versions.push(
-                object["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
+            self.memory(uid, |memory| {
+                memory.saw(object, kind.is_none());
+                let version = object["metadata"]["resourceVersion"].as_str();
+                memory.came_back(version.unwrap_or_default());
+            });
             deleted = kind == Some("DELETED");
             if !indexed {
                 self.index(uid, kind, object, tasks).await;
             }
-            if !self.indexes_filled(tasks).await {
-                return Next::default();
+            if !self.indexes_filled(held, tasks).await {
+                return Observed::default();
             }
             if raw {
                 // Boxed, as the index handlers are.
@@ -273,17 +285,47 @@ impl Processor {
             }
         }
         if deleted {
+            // Forgotten by the worker once nothing of the object runs.
             self.memory(uid, |m| m.daemons.stop(StopReason::ObjectDeleted));
-            self.memories.forget(uid);
-            self.memos.forget(uid);
-            return Next {
-                wakeup: None,
-                gone: true,
-            };
+            return Observed { gone: true };
         }
-        let Some(body) = self.memory(uid, |memory| memory.latest.clone()) else {
+        if !patch.is_empty() {
+            self.memory(uid, |m| {
+                m.observed_patch.get_or_insert_default().merge(patch)
+            });
+        }
+        Observed::default()
+    }
+
+    /// Processes the object's newest state observed (again, when a retry is due): the
+    /// consistency wait for its own writes, the finalizer, the daemons, the cause and its
+    /// handlers, and the write of what they (and the event handlers since the last write) did.
+    pub(crate) async fn process(
+        self: &Arc<Self>,
+        uid: &str,
+        held: Held<'_>,
+        tasks: &Tasks,
+    ) -> Next {
+        let _permit = match self.admit(uid, &[], &mut true, tasks).await {
+            Admission::Admitted(permit) => permit,
+            Admission::Refused => return Next::default(),
+            Admission::LetGo => {
+                return Next {
+                    wakeup: None,
+                    gone: true,
+                };
+            }
+        };
+        let Some((body, patch)) = self.memory(uid, |memory| {
+            let body = memory.latest.clone()?;
+            Some((
+                body,
+                memory.observed_patch.take().map(|p| *p).unwrap_or_default(),
+            ))
+        }) else {
             return Next::default();
         };
+        let mut patch = patch;
         // A failed write of finished handlers (or of the finalizer's change after them) goes
         // first, alone: no handler runs until it lands (the object shows what they did only
         // then).
@@ -310,27 +352,33 @@ impl Processor {
         // Kopf's consistency rule: after our own PATCH, wait (bounded) until its version comes
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
+        // A state that our write replaced is never handled: a newer one must come.
         let waiting = self.memory(uid, |memory| {
-            memory.came_back(&versions);
-            let (pending, until) = memory.awaited.as_deref()?;
-            if !pending.is_empty() && *until > Instant::now() {
-                return Some(*until - Instant::now());
+            let awaited = memory.awaited.as_deref()?;
+            if awaited.outdates(&body) {
+                return Some(None);
+            }
+            if !awaited.pending.is_empty() && awaited.until > Instant::now() {
+                return Some(Some(awaited.until - Instant::now()));
             }
             memory.awaited = None;
             None
         });
         if let Some(remaining) = waiting {
             let written = self.write(uid, &body, patch, None, tasks).await;
-            let wakeup = match self.remember(uid, written, false) {
-                Ok(again) => again.map_or(remaining, |again| again.min(remaining)),
-                Err(delay) => delay.min(remaining),
+            let wakeup = match (self.remember(uid, written, false), remaining) {
+                (Ok(again), Some(remaining)) => {
+                    Some(again.map_or(remaining, |again| again.min(remaining)))
+                }
+                (Ok(again), None) => again,
+                (Err(delay), remaining) => Some(remaining.map_or(delay, |r| delay.min(r))),
             };
             return Next {
-                wakeup: Some(wakeup),
+                wakeup,
                 gone: false,
             };
         }
-        if !self.indexes_filled(tasks).await {
+        if !self.indexes_filled(held, tasks).await {
             return Next::default();
         }
         let (listed, handled_once) = self.memory(uid, |m| (m.listed, m.handled_once));
@@ -474,11 +522,14 @@ impl Processor {
     }
 
     /// Waits until the operator's indexes are filled after the start (at once when they are,
-    /// or when this resource has only index functions); `false` when stopped first.
-    async fn indexes_filled(&self, tasks: &Tasks) -> bool {
+    /// or when this resource has only index functions); `false` when stopped first. Meanwhile
+    /// what the object holds of the budget of objects in flight is set aside: the filling
+    /// needs every object listed, and the listing waits for room in that budget.
+    async fn indexes_filled(&self, held: Held<'_>, tasks: &Tasks) -> bool {
         let handles =
             !self.changes.is_empty() || !self.events.is_empty() || !self.background.is_empty();
-        !handles || self.invocations.indexes.filled(tasks.token()).await
+        let indexes = &self.invocations.indexes;
+        !handles || indexes.is_filled() || held.aside(indexes.filled(tasks.token())).await
     }
 
     /// Sends a patch (and the framework's JSON-patch operation on the finalizers) to the
@@ -503,17 +554,23 @@ impl Processor {
                 m.failures
             })
         };
+        // The object's events may be observed while it writes: the versions that come back
+        // meanwhile are not awaited after it.
+        self.memory(uid, Memory::writes);
+        let writing = Writing {
+            processor: self,
+            uid,
+            ended: false,
+        };
         let written = self
             .writer
             .write(uid, body, patch, finalizer, tasks, failed)
-            .await?;
+            .await;
         let timeout = self.settings.persistence.consistency_timeout;
-        self.memory(uid, |m| {
-            m.failures = 0;
-            if !written.versions.is_empty() && !timeout.is_zero() {
-                m.awaited = Some(Box::new((written.versions, Instant::now() + timeout)));
-            }
-        });
+        let written = written.inspect(|_| self.memory(uid, |m| m.failures = 0))?;
+        let until = (!timeout.is_zero()).then(|| Instant::now() + timeout);
+        let replaced = body["metadata"]["resourceVersion"].as_str();
+        writing.end(written.versions, until, replaced.unwrap_or_default());
         Ok(written.outdated.then_some(timeout))
     }
 
@@ -974,6 +1031,42 @@ impl Essences<'_> {
             None => self.processor.essences(self.body),
         }
     }
+}
+
+/// A write of an object in flight, until it ends in the object's memory (also when dropped:
+/// then it made no version to wait for).
+struct Writing<'a> {
+    processor: &'a Processor,
+    uid: &'a str,
+    ended: bool,
+}
+
+impl Writing<'_> {
+    /// The write made these versions: those not come back yet are awaited until `until`.
+    fn end(mut self, versions: Vec<String>, until: Option<Instant>, replaced: &str) {
+        self.ended = true;
+        let memories = &self.processor.memories;
+        memories.with_existing(self.uid, |m| m.written(versions, until, replaced));
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let memories = &self.processor.memories;
+            memories.with_existing(self.uid, |m| m.written(Vec::new(), None, ""));
+        }
+    }
+}
+
+/// Whether an object's events may be observed, and its state processed, here.
+enum Admission {
+    /// Yes, with its shard's permit when shards are assigned.
+    Admitted(Option<Permit>),
+    /// Not now: the operator may not act on objects (it is about to pause), or it stops.
+    Refused,
+    /// Its shard is not held here: it was let go of.
+    LetGo,
 }
 
 /// What one processing cycle produced.

@@ -6,18 +6,32 @@
 //! the queue's reaper forgets the mailbox (and the worker limit's permit that it kept). So a
 //! burst of many objects costs a small mailbox per object while they idle out, not a task.
 //!
+//! Every event routed takes its part of the operator's budget of objects in flight (its
+//! watcher's [`Share`]) until the processing of the state it brought ends; the watcher reads
+//! no further while the budget is full. A worker *observes* its object's events in order (its
+//! memory, the indexes, the event handlers: [`ObjectProcessor::observe`]), then *processes*
+//! its newest state (the cause and its handlers, the write: [`ObjectProcessor::process`]);
+//! events that come while it processes are observed as they come, and the newest state is
+//! processed again afterwards. So an object whose handler runs long holds one state and the
+//! events not observed yet, not every event since; when nothing wants every event (no event
+//! handlers, no indexes), the events waiting in a mailbox are merged into the newest.
+//!
 //! Invariants:
 //! 1. At most one worker per object uid runs: the map of mailboxes is the only way to reach
 //!    one; a worker rests its mailbox, under the mailbox's lock, only when no event is in it,
 //!    and an event put in a resting mailbox starts the next worker; a mailbox leaves the map
 //!    (under its lock) only when it is empty, so no event is ever put where nobody takes it.
-//! 2. Every raw event reaches the processor; only cause detection looks at the newest alone.
+//! 2. Every raw event reaches the processor's `observe`, in order, unless the processor does
+//!    not want every event; only the newest state is processed.
 //! 3. A listing forgets nothing: an object the queue knew of (listed or changed, not deleted)
 //!    that a completed new listing lacks reaches its worker as [`Event::Vanished`], so it
 //!    leaves the indexes and the operator's memory as a deleted one does. The queue keeps
 //!    only each known object's identity for this, not the object. After a pause, the queue
 //!    that watches again knows what the one before it knew ([`KnownObjects`]), so an object
 //!    deleted while paused vanishes too.
+//! 4. What an event takes of the budget is given back exactly once: when the processing of
+//!    its state ends, when it is merged into a newer event, or when its worker ends without
+//!    processing it.
 //!
 //! The queue knows its processor only as an [`ObjectProcessor`]: what it needs of whatever
 //! processes the events it routes.
@@ -25,6 +39,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,9 +48,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::aiokits::budget::Share;
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
-use crate::clients::watching::{Backlog, Event};
+use crate::clients::watching::Event;
 use crate::helpers::freeing::FreedApart;
 use crate::helpers::sync::lock;
 use crate::structs::bodies::Body;
@@ -82,20 +98,83 @@ enum Taker {
     Resting(Option<OwnedSemaphorePermit>),
 }
 
+/// What an event takes of the budget of objects in flight: a state of the object, but for
+/// a vanished object's, which carries only its identity.
+fn weight(event: &Event) -> usize {
+    match event {
+        Event::Vanished(_) | Event::ListingDone => 0,
+        Event::Listed(_) | Event::Changed(..) => 1,
+    }
+}
+
+fn weight_of(events: &[Event]) -> usize {
+    events.iter().map(weight).sum()
+}
+
+/// The one event that stands for `older` followed by `newer` when only the newest state
+/// matters: the newer object, with what the older one told of the object's first sight (from
+/// a listing or a watch; as an object's first sight decides whether resume handlers apply).
+/// A deletion is final: nothing is merged into it. `Err` gives `newer` back, unmerged.
+///
+/// The versions of the events merged away are not seen: one of them could be that of the
+/// object's own write, which its worker awaits (Kopf's consistency rule) only while its
+/// mailbox rests or its worker runs, and it then keeps its worker's permit, so events do not
+/// wait in its mailbox for long; at worst the wait ends by its timeout.
+fn merged(older: &Event, newer: Event) -> Result<Event, Event> {
+    match (older, newer) {
+        (Event::Changed("DELETED", _) | Event::Vanished(_) | Event::ListingDone, newer) => {
+            Err(newer)
+        }
+        (_, newer @ (Event::Changed("DELETED", _) | Event::Vanished(_))) => Ok(newer),
+        (Event::Listed(_), Event::Listed(object) | Event::Changed(_, object)) => {
+            Ok(Event::Listed(object))
+        }
+        (Event::Changed(..), Event::Listed(object)) => Ok(Event::Changed("MODIFIED", object)),
+        (Event::Changed(..), newer @ Event::Changed(..)) => Ok(newer),
+        (_, newer) => Err(newer),
+    }
+}
+
+/// What putting an event in a mailbox did.
+#[derive(Debug)]
+struct Put {
+    taker: Taker,
+    /// An older event was merged into it: what that one took of the budget, to give back.
+    merged: Option<Event>,
+}
+
 impl Mailbox {
-    /// Puts the event in, unless the worker has ended (`Err` gives it back).
-    fn put(&self, event: Event) -> Result<Taker, Event> {
+    /// Puts the event in (merged into the last one waiting, if `merge`), unless the worker
+    /// has ended (`Err` gives it back).
+    fn put(&self, event: Event, merge: bool) -> Result<Put, Event> {
         let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return Err(event);
         }
+        let mut replaced = None;
+        let event = match inbox.events.last() {
+            Some(last) if merge => match merged(last, event) {
+                Ok(event) => {
+                    replaced = inbox.events.pop();
+                    event
+                }
+                Err(event) => event,
+            },
+            _ => event,
+        };
         inbox.events.push(event);
-        if let Some(resting) = inbox.resting.take() {
-            return Ok(Taker::Resting(resting.permit));
-        }
+        let taker = match inbox.resting.take() {
+            Some(resting) => Taker::Resting(resting.permit),
+            None => Taker::Running,
+        };
         drop(inbox);
-        self.arrived.notify_one();
-        Ok(Taker::Running)
+        if let Taker::Running = taker {
+            self.arrived.notify_one();
+        }
+        Ok(Put {
+            taker,
+            merged: replaced,
+        })
     }
 
     /// Lets the mailbox rest with the worker's permit, unless an event is in it (`false`).
@@ -127,11 +206,12 @@ impl Mailbox {
         lock(&self.inbox).events.is_empty()
     }
 
-    /// Refuses every later event; returns how many were left untaken.
-    fn close(&self) -> usize {
+    /// Refuses every later event; returns how many were left untaken, and what they took of
+    /// the budget.
+    fn close(&self) -> (usize, usize) {
         let mut inbox = lock(&self.inbox);
         inbox.closed = true;
-        inbox.events.len()
+        (inbox.events.len(), weight_of(&inbox.events))
     }
 }
 
@@ -144,6 +224,42 @@ pub(crate) struct Next {
     pub(crate) gone: bool,
 }
 
+/// What observing some events of an object found.
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    /// The object is gone (deleted, vanished, or let go of): nothing of it is processed.
+    pub(crate) gone: bool,
+}
+
+/// What a processing (or an observing) holds of the operator's budget of objects in flight,
+/// and a way to set it aside while it waits for what its own progress does not bring.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Held<'a> {
+    share: Option<&'a Share>,
+    weight: usize,
+}
+
+impl Held<'_> {
+    /// Waits for `waiting` with what is held given back meanwhile (taken again after, even past
+    /// the budget's limit): for the indexes' first filling, which needs every object listed, so
+    /// the listing must not wait for room that only this wait's end would free.
+    pub(crate) async fn aside<T>(self, waiting: impl Future<Output = T>) -> T {
+        /// Takes the weight back when the wait ends, or is dropped (the worker gives it back
+        /// once more when it ends).
+        struct Back<'a>(&'a Share, usize);
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                self.0.take(self.1);
+            }
+        }
+        let _back = self.share.filter(|_| self.weight > 0).map(|share| {
+            share.give(self.weight);
+            Back(share, self.weight)
+        });
+        waiting.await
+    }
+}
+
 /// What processes the events that a queue routes, one object at a time.
 pub(crate) trait ObjectProcessor: Send + Sync + 'static {
     /// The resource whose objects it processes (for the metrics).
@@ -152,17 +268,34 @@ pub(crate) trait ObjectProcessor: Send + Sync + 'static {
     /// Counts an event as queued, before its worker gets it.
     fn expect(&self, event: &Event);
 
-    /// Processes a batch of events of the object `uid` (or, with an empty batch, its newest
-    /// state again because a retry is due).
-    fn process<'a>(
+    /// Whether it wants every event of an object (for event handlers, indexes); if not, the
+    /// events waiting for an object's worker are merged into the newest.
+    fn wants_every_event(&self) -> bool;
+
+    /// Observes a batch of events of the object `uid`, in order: remembers its newest state,
+    /// and runs what every event is for (indexes, event handlers). It may run while the
+    /// object's newest state is processed (the events that came meanwhile).
+    fn observe<'a>(
         self: Arc<Self>,
         uid: &'a str,
         batch: Vec<Event>,
+        held: Held<'a>,
+        tasks: &'a Tasks,
+    ) -> Pin<Box<dyn Future<Output = Observed> + Send + 'a>>;
+
+    /// Processes the object's newest state observed (again, when a retry is due).
+    fn process<'a>(
+        self: Arc<Self>,
+        uid: &'a str,
+        held: Held<'a>,
         tasks: &'a Tasks,
     ) -> Pin<Box<dyn Future<Output = Next> + Send + 'a>>;
 
     /// Lets go of the object's newest state: nothing is due for it.
     fn release(&self, uid: &str);
+
+    /// Forgets the object: it is gone, and nothing of it runs any more.
+    fn forget(&self, uid: &str);
 }
 
 /// Routes the events of one watcher to per-object workers.
@@ -173,12 +306,14 @@ pub(crate) struct Queue {
     /// The objects of this watcher, to tell which ones a new listing lacks (invariant 3).
     known: KnownObjects,
     processor: Arc<dyn ObjectProcessor>,
+    /// Whether events waiting for their worker are merged into the newest.
+    merge: bool,
     tasks: Tasks,
     limit: Option<Arc<Semaphore>>,
     idle_timeout: Duration,
     metrics: Option<ResourceMetrics>,
-    /// The events routed that their workers have not processed yet.
-    backlog: Arc<Backlog>,
+    /// This watcher's share of the budget of objects in flight.
+    share: Arc<Share>,
 }
 
 impl Queue {
@@ -187,6 +322,7 @@ impl Queue {
         tasks: Tasks,
         limit: Option<usize>,
         idle_timeout: Duration,
+        share: Arc<Share>,
     ) -> Queue {
         let metrics = tasks
             .metrics()
@@ -205,18 +341,19 @@ impl Queue {
             workers,
             rests,
             known: KnownObjects::default(),
+            merge: !processor.wants_every_event(),
             processor,
             tasks,
             limit: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
             idle_timeout,
-            backlog: Arc::default(),
+            share,
         }
     }
 
-    /// The events routed that their workers have not processed yet, for the watcher to pace
-    /// its listings by.
-    pub(crate) fn backlog(&self) -> &Backlog {
-        &self.backlog
+    /// This watcher's share of the budget of objects in flight, which it waits for room in
+    /// before it reads on.
+    pub(crate) fn budget(&self) -> &Share {
+        &self.share
     }
 
     /// This queue knowing the objects that an earlier queue of the same watch knew (one
@@ -253,7 +390,7 @@ impl Queue {
             Event::ListingDone => return,
         };
         self.processor.expect(&event);
-        self.backlog.add();
+        self.share.take(weight(&event));
         if let Some(metrics) = &self.metrics {
             metrics.received(match &event {
                 Event::Changed(kind, _) => Some(*kind),
@@ -263,9 +400,19 @@ impl Queue {
         }
         let mut workers = lock(&self.workers);
         let (mailbox, permit) = match workers.get(&uid) {
-            Some(mailbox) => match mailbox.put(event) {
-                Ok(Taker::Running) => return,
-                Ok(Taker::Resting(permit)) => (mailbox.clone(), permit),
+            Some(mailbox) => match mailbox.put(event, self.merge) {
+                Ok(put) => {
+                    if let Some(older) = &put.merged {
+                        self.share.give(weight(older));
+                        if let Some(metrics) = &self.metrics {
+                            metrics.queue_depth.dec();
+                        }
+                    }
+                    match put.taker {
+                        Taker::Running => return,
+                        Taker::Resting(permit) => (mailbox.clone(), permit),
+                    }
+                }
                 Err(event) => (self.open(&mut workers, &uid, event), None),
             },
             None => (self.open(&mut workers, &uid, event), None),
@@ -273,7 +420,8 @@ impl Queue {
         drop(workers);
         let worker = Worker {
             metrics: self.metrics.clone(),
-            backlog: self.backlog.clone(),
+            share: self.share.clone(),
+            holding: AtomicUsize::new(0),
             uid,
             mailbox,
             workers: self.workers.clone(),
@@ -296,7 +444,7 @@ impl Queue {
         event: Event,
     ) -> Arc<Mailbox> {
         let mailbox = Arc::new(Mailbox::default());
-        let _ = mailbox.put(event);
+        let _ = mailbox.put(event, false);
         workers.insert(uid.to_owned(), mailbox.clone());
         if let Some(metrics) = &self.metrics {
             metrics.workers.inc();
@@ -520,21 +668,41 @@ struct Worker {
     idle_timeout: Duration,
     tasks: Tasks,
     metrics: Option<ResourceMetrics>,
-    backlog: Arc<Backlog>,
+    /// The watcher's share of the budget of objects in flight.
+    share: Arc<Share>,
+    /// What the events taken out of the mailbox hold of the budget: given back as the
+    /// processings of their states end, or all when the worker ends (invariant 4).
+    holding: AtomicUsize,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        self.share.give(*self.holding.get_mut());
         if self.rested {
             return;
         }
-        let left = self.mailbox.close();
+        let (left, weight) = self.mailbox.close();
         if let Some(metrics) = &self.metrics {
             metrics.workers.dec();
             metrics.queue_depth.dec_by(left as i64);
         }
-        self.backlog.finished(left);
+        self.share.give(weight);
     }
+}
+
+/// Events being observed while their object is processed, and what they took of the budget.
+type Observing<'a> = (Pin<Box<dyn Future<Output = Observed> + Send + 'a>>, usize);
+
+/// What processing the object's newest state did, and what was observed meanwhile.
+#[derive(Debug, Default)]
+struct Processed {
+    next: Next,
+    /// Events came and were observed meanwhile: their newest state is processed next.
+    observed: bool,
+    /// What those events hold of the budget, until that next processing ends.
+    weight: usize,
+    /// One of them said the object is gone.
+    gone: bool,
 }
 
 impl Worker {
@@ -543,6 +711,30 @@ impl Worker {
     #[allow(clippy::manual_async_fn)]
     fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
         async move { self.work().await }
+    }
+
+    /// Takes events out of the mailbox, keeping what they hold of the budget.
+    fn take(&self) -> (Vec<Event>, usize) {
+        let batch = self.mailbox.take();
+        let weight = weight_of(&batch);
+        self.holding.fetch_add(weight, Ordering::SeqCst);
+        if let Some(metrics) = &self.metrics {
+            metrics.queue_depth.dec_by(batch.len() as i64);
+        }
+        (batch, weight)
+    }
+
+    /// Gives back what the events of a state that is done with held.
+    fn done(&self, weight: usize) {
+        self.holding.fetch_sub(weight, Ordering::SeqCst);
+        self.share.give(weight);
+    }
+
+    fn held(&self, weight: usize) -> Held<'_> {
+        Held {
+            share: Some(&self.share),
+            weight,
+        }
     }
 
     async fn work(&mut self) {
@@ -554,9 +746,13 @@ impl Worker {
             }
         }
         let mut wakeup: Option<Instant> = None;
+        // What the events of the state to process next hold of the budget.
+        let mut weight = 0;
+        // Events were observed while the object was processed: process their state at once.
+        let mut again = false;
         loop {
-            let mut batch = self.mailbox.take();
-            if batch.is_empty() {
+            let (mut batch, mut taken) = self.take();
+            if batch.is_empty() && !again {
                 let Some(deadline) = wakeup else {
                     if token.is_cancelled() {
                         // Stopping (the queue, or the operator): nothing will reap a rest. A
@@ -586,30 +782,45 @@ impl Worker {
                     _ = self.mailbox.arrived.notified() => false,
                     _ = tokio::time::sleep_until(deadline) => true,
                 };
-                batch = self.mailbox.take();
+                (batch, taken) = self.take();
                 if batch.is_empty() && !due {
                     continue;
                 }
             }
-            if let Some(metrics) = &self.metrics {
-                metrics.queue_depth.dec_by(batch.len() as i64);
+            again = false;
+            weight += taken;
+            if !batch.is_empty() {
+                // Boxed (by the processor), as the processing below.
+                let observed = (self.processor.clone())
+                    .observe(&self.uid, batch, self.held(weight), &self.tasks)
+                    .await;
+                if observed.gone {
+                    self.done(std::mem::take(&mut weight));
+                    if self.end() {
+                        return;
+                    }
+                    wakeup = None;
+                    continue;
+                }
+                // Observed, the events are one state to process: the newest.
+                let keep = weight.min(1);
+                self.done(weight - keep);
+                weight = keep;
             }
-            // Boxed (by the processor): the processing future is large, and a worker waits far
-            // more than it works.
-            let count = batch.len();
-            let next = (self.processor.clone())
-                .process(&self.uid, batch, &self.tasks)
-                .await;
-            self.backlog.finished(count);
-            if next.gone {
-                let mut workers = lock(&self.workers);
-                if self.mailbox.is_empty() {
-                    workers.remove(&self.uid);
+            let processed = self.process(self.held(weight)).await;
+            self.done(weight);
+            weight = processed.weight;
+            if processed.gone || processed.next.gone {
+                self.done(std::mem::take(&mut weight));
+                if self.end() {
                     return;
                 }
+                wakeup = None;
+                continue;
             }
-            wakeup = next.wakeup.map(|delay| Instant::now() + delay);
-            if wakeup.is_none() && !token.is_cancelled() {
+            again = processed.observed;
+            wakeup = processed.next.wakeup.map(|delay| Instant::now() + delay);
+            if wakeup.is_none() && !again && !token.is_cancelled() {
                 // Nothing due: the next event brings the state again, so an object at rest
                 // costs a few flags, not its body. Not when stopping: the bodies are then
                 // freed with the memories, all together (and for many objects, apart from
@@ -618,16 +829,80 @@ impl Worker {
             }
         }
     }
+
+    /// Processes the object's newest state; the events that come meanwhile are observed as
+    /// they come (their event handlers and indexes do not wait for the processing's handlers),
+    /// one batch at a time.
+    async fn process(&self, held: Held<'_>) -> Processed {
+        // Boxed (by the processor): the processing future is large, and a worker waits far
+        // more than it works.
+        let mut processing = (self.processor.clone()).process(&self.uid, held, &self.tasks);
+        let mut observing: Option<Observing<'_>> = None;
+        let mut processed = Processed::default();
+        let next = loop {
+            tokio::select! {
+                biased;
+                next = &mut processing => break next,
+                observed = async { observing.as_mut().expect("observing").0.as_mut().await }, if observing.is_some() => {
+                    let (_, weight) = observing.take().expect("observing");
+                    self.observed(&mut processed, observed, weight);
+                }
+                _ = self.mailbox.arrived.notified(), if observing.is_none() && !processed.gone => {
+                    let (batch, weight) = self.take();
+                    if !batch.is_empty() {
+                        processed.observed = true;
+                        let held = self.held(weight);
+                        let observe = (self.processor.clone()).observe(&self.uid, batch, held, &self.tasks);
+                        observing = Some((observe, weight));
+                    }
+                }
+            }
+        };
+        if let Some((observe, weight)) = observing {
+            let observed = observe.await;
+            self.observed(&mut processed, observed, weight);
+        }
+        processed.next = next;
+        processed
+    }
+
+    /// Takes in what observing events while processing found. Their states are one state
+    /// to process next (the newest): they keep one of what they took of the budget for it, and
+    /// give back the rest.
+    fn observed(&self, processed: &mut Processed, observed: Observed, weight: usize) {
+        processed.gone |= observed.gone;
+        let keep = weight.min(1 - processed.weight.min(1));
+        self.done(weight - keep);
+        processed.weight += keep;
+    }
+
+    /// The object is gone: forgets it. `true` when the worker ends (no event came since).
+    fn end(&self) -> bool {
+        self.processor.forget(&self.uid);
+        let mut workers = lock(&self.workers);
+        if self.mailbox.is_empty() {
+            workers.remove(&self.uid);
+            return true;
+        }
+        false
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aiokits::budget::Budget;
     use crate::aiokits::tasks::StopReason;
 
     fn object(uid: &str) -> Arc<Body> {
+        version(uid, "1")
+    }
+
+    /// The object `uid` at a version.
+    fn version(uid: &str, version: &str) -> Arc<Body> {
         Arc::new(Body::from(json!({"apiVersion": "v1", "kind": "Thing",
-            "metadata": {"name": format!("n-{uid}"), "namespace": "ns", "uid": uid},
+            "metadata": {"name": format!("n-{uid}"), "namespace": "ns", "uid": uid,
+                "resourceVersion": version},
             "spec": {"large": "enough"}})))
     }
 
@@ -637,15 +912,80 @@ mod tests {
         uids
     }
 
+    /// What an event shows: its kind (`None` for a listing) and its object's version.
+    fn shown(event: &Event) -> (Option<&'static str>, String) {
+        match event {
+            Event::Listed(o) => (None, o["metadata"]["resourceVersion"].to_string()),
+            Event::Changed(kind, o) => (Some(*kind), o["metadata"]["resourceVersion"].to_string()),
+            Event::Vanished(o) => (
+                Some("VANISHED"),
+                o["metadata"]["resourceVersion"].to_string(),
+            ),
+            Event::ListingDone => (None, String::new()),
+        }
+    }
+
+    /// A budget that never makes anyone wait, for the tests of other things.
+    fn share() -> Arc<Share> {
+        Budget::new(usize::MAX, None).share()
+    }
+
     #[test]
     fn a_mailbox_whose_worker_ended_takes_no_more_events() {
         let mailbox = Mailbox::default();
-        assert!(mailbox.put(Event::Listed(object("a"))).is_ok());
-        assert_eq!(mailbox.close(), 1, "counted as left when the worker ended");
+        assert!(mailbox.put(Event::Listed(object("a")), false).is_ok());
+        assert_eq!(
+            mailbox.close(),
+            (1, 1),
+            "counted as left when the worker ended"
+        );
         // Given back, for a new worker to get: not lost in a mailbox nobody reads.
-        assert!(mailbox.put(Event::Listed(object("a"))).is_err());
+        assert!(mailbox.put(Event::Listed(object("a")), false).is_err());
         assert_eq!(mailbox.take().len(), 1);
         assert!(mailbox.is_empty());
+    }
+
+    /// When only the newest state matters, a mailbox keeps one event: the newest object,
+    /// first seen in a listing or not as the first event said, and a deletion as it came.
+    #[test]
+    fn events_waiting_for_their_worker_are_merged_into_the_newest() {
+        let mailbox = Mailbox::default();
+        let put = |event| {
+            mailbox
+                .put(event, true)
+                .expect("open")
+                .merged
+                .map(|e| shown(&e))
+        };
+        assert_eq!(put(Event::Listed(version("a", "1"))), None);
+        assert_eq!(
+            put(Event::Changed("MODIFIED", version("a", "2"))),
+            Some((None, "\"1\"".into()))
+        );
+        assert_eq!(
+            put(Event::Changed("ADDED", version("a", "3"))).map(|m| m.1),
+            Some("\"2\"".into())
+        );
+        let events: Vec<_> = mailbox.take().iter().map(shown).collect();
+        assert_eq!(events, [(None, "\"3\"".into())], "still a listed object");
+
+        put(Event::Changed("ADDED", version("a", "4")));
+        put(Event::Listed(version("a", "5")));
+        put(Event::Changed("DELETED", version("a", "6")));
+        put(Event::Vanished(version("a", "7")));
+        let events: Vec<_> = mailbox.take().iter().map(shown).collect();
+        assert_eq!(
+            events,
+            [
+                (Some("DELETED"), "\"6\"".into()),
+                (Some("VANISHED"), "\"7\"".into())
+            ],
+            "nothing is merged into a deletion"
+        );
+        assert_eq!(
+            weight_of(&[Event::Vanished(object("a")), Event::Listed(object("b"))]),
+            1
+        );
     }
 
     #[test]
@@ -673,14 +1013,27 @@ mod tests {
         assert!(known.see(&Event::ListingDone).is_empty());
     }
 
-    /// Records the batches it is given; nothing is ever due.
+    /// Records the batches it observes and the states it processes; nothing is ever due.
     #[derive(Default)]
     struct Recorder {
         resource: Resource,
+        /// The batches observed: the object's uid, and what each event showed.
         seen: Mutex<Vec<(String, usize)>>,
+        /// The events observed, in order, as `shown` shows them.
+        events: Mutex<Vec<(Option<&'static str>, String)>>,
+        /// The newest version observed, and those processed.
+        newest: Mutex<String>,
+        processed: Mutex<Vec<String>>,
         released: Mutex<Vec<String>>,
         /// Stops the worker while processing, as the operator's exit would.
         stop: bool,
+        /// Only the newest state matters: the queue merges waiting events.
+        merges: bool,
+        /// A processing waits for a permit of this (a long handler), if given.
+        handler: Option<Arc<Semaphore>>,
+        /// The budget, to see what a processing holds of it.
+        budget: Option<Arc<Budget>>,
+        held: Mutex<Vec<usize>>,
     }
 
     impl ObjectProcessor for Recorder {
@@ -690,22 +1043,60 @@ mod tests {
 
         fn expect(&self, _: &Event) {}
 
-        fn process<'a>(
+        fn wants_every_event(&self) -> bool {
+            !self.merges
+        }
+
+        fn observe<'a>(
             self: Arc<Self>,
             uid: &'a str,
             batch: Vec<Event>,
+            _: Held<'a>,
+            _: &'a Tasks,
+        ) -> Pin<Box<dyn Future<Output = Observed> + Send + 'a>> {
+            lock(&self.seen).push((uid.to_owned(), batch.len()));
+            for event in &batch {
+                lock(&self.events).push(shown(event));
+                *lock(&self.newest) = shown(event).1;
+            }
+            let gone = batch
+                .iter()
+                .any(|e| matches!(e, Event::Changed("DELETED", _) | Event::Vanished(_)));
+            Box::pin(async move { Observed { gone } })
+        }
+
+        fn process<'a>(
+            self: Arc<Self>,
+            _: &'a str,
+            _: Held<'a>,
             tasks: &'a Tasks,
         ) -> Pin<Box<dyn Future<Output = Next> + Send + 'a>> {
-            lock(&self.seen).push((uid.to_owned(), batch.len()));
             if self.stop {
                 tasks.cancel(StopReason::OperatorExiting);
             }
-            Box::pin(async { Next::default() })
+            Box::pin(async move {
+                if let Some(budget) = &self.budget {
+                    lock(&self.held).push(budget.held());
+                }
+                // The state processed is the newest when the processing starts, as a
+                // processor's body is.
+                let newest = lock(&self.newest).clone();
+                if let Some(handler) = &self.handler {
+                    tokio::select! {
+                        _ = handler.acquire() => {}
+                        _ = tasks.token().cancelled() => return Next::default(),
+                    }
+                }
+                lock(&self.processed).push(newest);
+                Next::default()
+            })
         }
 
         fn release(&self, uid: &str) {
             lock(&self.released).push(uid.to_owned());
         }
+
+        fn forget(&self, _: &str) {}
     }
 
     impl Recorder {
@@ -734,6 +1125,7 @@ mod tests {
             tasks.child(),
             None,
             Duration::from_secs(3600),
+            share(),
         );
         let reaper_only = tasks.len();
         queue.push(Event::Listed(object("a")));
@@ -770,6 +1162,7 @@ mod tests {
             tasks.child(),
             None,
             Duration::from_secs(3600),
+            share(),
         );
         queue.push(Event::Listed(object("a")));
         until("the event processed", || recorder.seen().len() == 1).await;
@@ -789,7 +1182,7 @@ mod tests {
         let tasks = Tasks::root(1);
         let recorder = Arc::new(Recorder::default());
         let idle = Duration::from_secs(5);
-        let queue = Queue::new(recorder.clone(), tasks.child(), Some(1), idle);
+        let queue = Queue::new(recorder.clone(), tasks.child(), Some(1), idle, share());
         let start = tokio::time::Instant::now();
         queue.push(Event::Listed(object("a")));
         queue.push(Event::Listed(object("b")));
@@ -805,6 +1198,129 @@ mod tests {
         until("a again", || recorder.seen().len() == 4).await;
         tasks.cancel(StopReason::OperatorExiting);
         tasks.wait().await;
+    }
+
+    /// While an object's handler runs long, the events that come are observed as they come
+    /// (for event handlers and indexes: every one, in order), not kept until it ends; then its
+    /// newest state is processed once. What the events took of the budget is given back as
+    /// they are done with: the one being processed holds one state.
+    #[tokio::test]
+    async fn events_of_a_busy_object_are_observed_as_they_come() {
+        let tasks = Tasks::root(1);
+        let budget = Budget::new(100, None);
+        let handler = Arc::new(Semaphore::new(0));
+        let recorder = Arc::new(Recorder {
+            handler: Some(handler.clone()),
+            budget: Some(budget.clone()),
+            ..Recorder::default()
+        });
+        let queue = Queue::new(
+            recorder.clone(),
+            tasks.child(),
+            None,
+            Duration::from_secs(3600),
+            budget.share(),
+        );
+        queue.push(Event::Changed("ADDED", version("a", "1")));
+        until("the handler runs", || lock(&recorder.held).len() == 1).await;
+        for v in 2..=5 {
+            queue.push(Event::Changed("MODIFIED", version("a", &v.to_string())));
+            until("the event observed", || lock(&recorder.events).len() == v).await;
+        }
+        assert_eq!(
+            budget.held(),
+            2,
+            "the state being processed, and the newest to process next"
+        );
+        assert!(
+            lock(&recorder.processed).is_empty(),
+            "the handler still runs"
+        );
+        handler.add_permits(1);
+        until("processed again", || lock(&recorder.processed).len() == 2).await;
+        handler.add_permits(1);
+        assert_eq!(
+            *lock(&recorder.processed),
+            ["\"1\"", "\"5\""],
+            "the newest, once"
+        );
+        let versions: Vec<String> = lock(&recorder.events).iter().map(|e| e.1.clone()).collect();
+        assert_eq!(
+            versions,
+            ["\"1\"", "\"2\"", "\"3\"", "\"4\"", "\"5\""],
+            "every event, in order"
+        );
+        until("all given back", || budget.held() == 0).await;
+        assert_eq!(
+            *lock(&recorder.held),
+            [1, 1],
+            "each processing held its state's"
+        );
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+    }
+
+    /// Events that wait for a worker (here: under the worker limit) are merged when only the
+    /// newest state matters, and what the merged ones took of the budget is given back.
+    #[tokio::test(start_paused = true)]
+    async fn events_waiting_for_a_worker_take_one_state_of_the_budget() {
+        let tasks = Tasks::root(1);
+        let budget = Budget::new(100, None);
+        let handler = Arc::new(Semaphore::new(0));
+        let recorder = Arc::new(Recorder {
+            handler: Some(handler.clone()),
+            merges: true,
+            ..Recorder::default()
+        });
+        let queue = Queue::new(
+            recorder.clone(),
+            tasks.child(),
+            Some(1),
+            Duration::from_secs(1),
+            budget.share(),
+        );
+        queue.push(Event::Changed("ADDED", version("a", "1")));
+        until("a's handler runs", || recorder.seen().len() == 1).await;
+        for v in 1..=10 {
+            queue.push(Event::Changed("MODIFIED", version("b", &v.to_string())));
+        }
+        assert_eq!(budget.held(), 2, "a's state, and b's newest");
+        handler.add_permits(2);
+        until("b processed", || lock(&recorder.processed).len() == 2).await;
+        assert_eq!(recorder.seen()[1], ("b".to_owned(), 1), "one event");
+        assert_eq!(lock(&recorder.processed)[1], "\"10\"");
+        until("all given back", || budget.held() == 0).await;
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+    }
+
+    /// A worker that stops gives back what its events took of the budget, those in its
+    /// mailbox and those it was processing.
+    #[tokio::test]
+    async fn a_stopped_worker_gives_back_what_its_events_took() {
+        let tasks = Tasks::root(1);
+        let budget = Budget::new(100, None);
+        let handler = Arc::new(Semaphore::new(0));
+        let recorder = Arc::new(Recorder {
+            handler: Some(handler.clone()),
+            ..Recorder::default()
+        });
+        let queue = Queue::new(
+            recorder.clone(),
+            tasks.child(),
+            None,
+            Duration::from_secs(3600),
+            budget.share(),
+        );
+        queue.push(Event::Changed("ADDED", version("a", "1")));
+        until("the handler runs", || recorder.seen().len() == 1).await;
+        queue.push(Event::Changed("MODIFIED", version("a", "2")));
+        until("observed", || recorder.seen().len() == 2).await;
+        assert_eq!(budget.held(), 2);
+        tasks.cancel(StopReason::OperatorExiting);
+        tasks.wait().await;
+        assert_eq!(budget.held(), 0);
+        drop(queue);
     }
 
     /// Every object handled has a worker's task, and every handler in flight one waiting for
@@ -823,7 +1339,8 @@ mod tests {
             idle_timeout: Duration::ZERO,
             tasks: Tasks::root(1),
             metrics: None,
-            backlog: Arc::default(),
+            share: share(),
+            holding: AtomicUsize::new(0),
         };
         let (kept, working) = (
             std::mem::size_of::<Worker>(),

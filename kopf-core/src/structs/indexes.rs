@@ -489,6 +489,12 @@ impl Indexes {
         }
     }
 
+    /// Whether the indexes are known to be filled after the start (or there are none): then
+    /// [`Indexes::filled`] would not wait.
+    pub(crate) fn is_filled(&self) -> bool {
+        self.all.is_empty() || self.filling.filled.load(Ordering::SeqCst)
+    }
+
     /// Waits until the indexes are filled after the start; `false` if stopped first.
     ///
     /// # Cancellation safety

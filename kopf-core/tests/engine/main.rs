@@ -6,6 +6,7 @@ mod support;
 mod activities;
 mod admission;
 mod assigned;
+mod backpressure;
 mod blocking;
 mod changes;
 mod daemons;

@@ -431,6 +431,56 @@ async fn a_failing_handler_is_retried_first_one_by_one_and_last_asap() {
     assert_eq!(writes, 2);
 }
 
+/// With the diff-base and the progress in `status`, everything a cycle writes goes to one
+/// place: one PATCH of `/status` per handled change, as a kube-rs reconcile writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_status_storages_a_handled_change_is_one_write() {
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            |_| async { Ok(Some(json!("created"))) },
+        ))
+        .with(ChangeHandler::on_update(
+            examples(),
+            "update_fn",
+            |_| async { Ok(Some(json!("updated"))) },
+        ));
+    let mut settings = writable_status_progress();
+    settings.persistence.diffbase_storage = Arc::new(StatusDiffBaseStorage::default());
+    let server = server_with_crd().await;
+    let operator = Running::start(&server, registry, settings).await;
+
+    create(&server.client(), "one", json!({"field": "a"})).await;
+    wait_until(&server, "one", "the creation handled", |o| {
+        o["status"]["create_fn"] == "created"
+            && o["status"]["kopf"]["last-handled-configuration"].is_string()
+    })
+    .await;
+    crate::support::settle(&server).await;
+    let written = patches(&server, "one");
+    assert_eq!(written.len(), 1, "one write: {written:?}");
+    assert!(written[0].ends_with("/one/status"), "{written:?}");
+
+    patch(&server.client(), "one", json!({"spec": {"field": "b"}})).await;
+    wait_until(&server, "one", "the update handled", |o| {
+        o["status"]["update_fn"] == "updated"
+    })
+    .await;
+    crate::support::settle(&server).await;
+    let written = patches(&server, "one");
+    assert_eq!(
+        written.len(),
+        3,
+        "the test's patch, and one write: {written:?}"
+    );
+    assert!(written[2].ends_with("/one/status"), "{written:?}");
+    let stored = get(&server.client(), "one").await.expect("the object");
+    assert!(stored["metadata"]["annotations"][LAST_HANDLED].is_null());
+    operator.stop(&server).await;
+    server.stop().await;
+}
+
 /// Kopf's `MultiProgressStorage` with two operators' prefixes: a retried handler's record is
 /// written under both, and both are purged once it succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,10 +110,17 @@ async fn label_and_field_selectors_of_the_settings_are_sent_to_the_server() {
 }
 
 /// Kopf's `settings.watching.chunk_size`: the initial listing asks for pages of that size;
-/// `None` lists in one request without a limit.
+/// `None` lists in one request. Either way a page is at most the budget of objects in flight
+/// (`queueing.in_flight_limit`), so that a listing never holds more than it allows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chunk_size_pages_the_listing_and_none_lists_at_once() {
-    for (chunk_size, pages) in [(Some(2), 3), (None, 1)] {
+    let default = test_settings().queueing.in_flight_limit;
+    for (chunk_size, in_flight_limit, pages, limit) in [
+        (Some(2), default, 3, 2),
+        (None, default, 1, default),
+        (Some(500), 2, 3, 2),
+        (None, 2, 3, 2),
+    ] {
         let server = server_with_crd().await;
         let client = server.client();
         for name in ["a", "b", "c", "d", "e"] {
@@ -122,16 +129,18 @@ async fn the_chunk_size_pages_the_listing_and_none_lists_at_once() {
         let calls = Calls::default();
         let mut settings = test_settings();
         settings.watching.chunk_size = chunk_size;
+        settings.queueing.in_flight_limit = in_flight_limit;
         let operator = Operator::new(recording(&calls)).settings(settings);
         let harness = OperatorHarness::start_on(server, operator).await;
         calls.wait_len(5).await;
         let lists = requests(&harness, "list");
-        assert_eq!(lists.len(), pages, "{chunk_size:?}: {lists:#?}");
+        let case = format!("{chunk_size:?} within {in_flight_limit}");
+        assert_eq!(lists.len(), pages, "{case}: {lists:#?}");
         for list in &lists {
             assert_eq!(
                 parameter(list, "limit"),
-                chunk_size.map(|size| size.to_string()),
-                "{list:?}"
+                Some(limit.to_string()),
+                "{case}: {list:?}"
             );
         }
         harness.stop().await.expect("a clean stop");

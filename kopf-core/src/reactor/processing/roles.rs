@@ -15,7 +15,7 @@ use crate::clients::watching::Event;
 use crate::engines::daemons::{DaemonHost, Retry};
 use crate::engines::ownership::ShardMembers;
 use crate::reactor::invocations::Change;
-use crate::reactor::queueing::{Next, ObjectProcessor};
+use crate::reactor::queueing::{Held, Next, ObjectProcessor, Observed};
 use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
@@ -60,19 +60,40 @@ impl ObjectProcessor for Processor {
         }
     }
 
-    fn process<'a>(
+    /// Event handlers and index functions see every event; without them, only the newest
+    /// state matters.
+    fn wants_every_event(&self) -> bool {
+        !self.events.is_empty() || !self.indexers.is_empty()
+    }
+
+    fn observe<'a>(
         self: Arc<Self>,
         uid: &'a str,
         batch: Vec<Event>,
+        held: Held<'a>,
+        tasks: &'a Tasks,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Observed> + Send + 'a>> {
+        Box::pin(async move { Processor::observe(&self, uid, batch, held, tasks).await })
+    }
+
+    fn process<'a>(
+        self: Arc<Self>,
+        uid: &'a str,
+        held: Held<'a>,
         tasks: &'a Tasks,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Next> + Send + 'a>> {
-        Box::pin(async move { Processor::process(&self, uid, batch, tasks).await })
+        Box::pin(async move { Processor::process(&self, uid, held, tasks).await })
     }
 
     /// An operator at rest keeps a few flags per object, not the objects (the next event
     /// brings the state again).
     fn release(&self, uid: &str) {
         self.memories.release(uid);
+    }
+
+    fn forget(&self, uid: &str) {
+        self.memories.forget(uid);
+        self.memos.forget(uid);
     }
 }
 
@@ -144,6 +165,7 @@ mod tests {
     use crate::configs::settings::Settings;
     use crate::engines::ownership::{Ownership, Permit};
     use crate::intents::registry::Registry;
+    use crate::reactor::memories::Awaited;
     use crate::reactor::processing::Common;
     use serde_json::json;
     use std::collections::BTreeSet;
@@ -194,7 +216,10 @@ mod tests {
                 .latest
                 .as_ref()
                 .map(|body| body["metadata"]["resourceVersion"].clone());
-            let awaited = memory.awaited.as_ref().map(|awaited| awaited.0.clone());
+            let awaited = memory
+                .awaited
+                .as_ref()
+                .map(|awaited| awaited.pending.clone());
             (latest, awaited)
         })
     }
@@ -211,13 +236,25 @@ mod tests {
         (ownership, watched, in_flight)
     }
 
-    /// The object's processing of a change to version 2.
+    /// The object's observing and processing of a change to version 2, as its worker does.
     fn modified<'a>(
         processor: &'a Arc<Processor>,
         tasks: &'a Tasks,
     ) -> impl Future<Output = Next> + 'a {
         let modified = vec![Event::Changed("MODIFIED", object("2"))];
-        Processor::process(processor, "uid", modified, tasks)
+        async move {
+            let nothing = Held::default();
+            if Processor::observe(processor, "uid", modified, nothing, tasks)
+                .await
+                .gone
+            {
+                return Next {
+                    wakeup: None,
+                    gone: true,
+                };
+            }
+            Processor::process(processor, "uid", nothing, tasks).await
+        }
     }
 
     /// Starts the shard's drain and the object's processing of a change (in `tasks`), each
@@ -253,7 +290,11 @@ mod tests {
             memory.seen = true;
             memory.latest = Some(object("1"));
             let until = Instant::now() + Duration::from_secs(600);
-            memory.awaited = Some(Box::new((vec!["2".to_string(), "3".to_string()], until)));
+            memory.awaited = Some(Box::new(Awaited {
+                pending: vec!["2".to_string(), "3".to_string()],
+                until,
+                replaced: vec!["1".to_string(), "2".to_string()],
+            }));
         });
         waiting!(ownership, processor, tasks, draining, processing);
         assert_eq!(remembered(&processor).0, Some(json!("1")), "not seen yet");
@@ -354,7 +395,7 @@ mod tests {
     async fn an_object_waiting_to_write_holds_a_small_future() {
         let processor = processor(None);
         let tasks = Tasks::root(1);
-        let processing = processor.process("uid", Vec::new(), &tasks);
+        let processing = processor.process("uid", Held::default(), &tasks);
         let size = std::mem::size_of_val(&*processing);
         assert!(size <= 2048, "the processing future takes {size} bytes");
     }

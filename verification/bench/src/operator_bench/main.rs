@@ -58,11 +58,11 @@ const ON_REAL_SERVER: [u8; 2] = [1, 4];
 
 const USAGE: &str =
     "usage: operator-bench [--objects N] [--runs R] [--scenarios 1,2,3,4,5,6,7,8,9,10,11]
-       [--operators kopf-rs,kopf,kube-rs] [--idle-objects N] [--update-objects N]
+       [--operators kopf-rs,kopf,kube-rs,kopf-rs-status] [--idle-objects N] [--update-objects N]
        [--update-rate PER_SECOND] [--update-seconds S] [--instruction-objects N]
        [--scale-objects N] [--apiserver fake|real|fake,real] [--out PATH]
 
-Scenarios: 1 create burst, 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
+Scenarios: 1 create burst (kopf-rs also with its status storages), 2 steady updates, 3 idle scale, 4 shutdown, 5 deletion with
 finalizers, 6 startup, 7 instruction counts (callgrind) of a create burst and of an exit, 8
 a create burst among 1, 2 and 4 kopf-rs replicas with assigned shards, 9 scale: create
 burst, start and idle memory with --scale-objects objects of one resource, 10 the fake API
@@ -136,7 +136,7 @@ fn options() -> Result<Options, String> {
                     .map(|s| Kind::parse(s.trim()))
                     .collect::<Option<_>>()
                     .ok_or_else(|| {
-                        format!("--operators takes kopf-rs, kopf, kube-rs, not {value:?}")
+                        format!("--operators takes kopf-rs, kopf, kube-rs, kopf-rs-status, not {value:?}")
                     })?;
             }
             "--apiserver" => {
@@ -313,6 +313,9 @@ async fn run_all(
         }
         let with_ceiling = matches!(scenario, 1 | 5 | 9);
         let mut kinds = operators.to_vec();
+        if scenario == 1 && operators.contains(&Kind::KopfRs) {
+            kinds.push(Kind::KopfRsStatus);
+        }
         if with_ceiling {
             kinds.push(Kind::Ceiling);
         }
@@ -345,12 +348,20 @@ async fn run_all(
                     5 => scenarios::deletion(programs, kind, sizes.objects).await,
                     6 => scenarios::startup(programs, kind, sizes.objects).await,
                     9 => {
-                        let scaled = scale::at_scale(programs, kind, sizes.scale_objects).await;
-                        if let Some(missed) = scaled.missed {
-                            let missed = missed.lines().next().unwrap_or_default().to_string();
-                            report.note(9, format!("{}, run {}: {missed}", kind.title(), run + 1));
+                        let mut sample = scenarios::Sample::new();
+                        for (objects, idle) in scale::sizes(kind, sizes.scale_objects) {
+                            let scaled = scale::at_scale(programs, kind, objects, idle).await;
+                            sample.extend(scaled.sample);
+                            if let Some(missed) = scaled.missed {
+                                let missed = missed.lines().next().unwrap_or_default();
+                                let (title, run) = (kind.title(), run + 1);
+                                report.note(
+                                    9,
+                                    format!("{title}, run {run}, {objects} objects: {missed}"),
+                                );
+                            }
                         }
-                        Ok(scaled.sample)
+                        Ok(sample)
                     }
                     _ => {
                         let (objects, daemons) = (sizes.instruction_objects, sizes.objects);

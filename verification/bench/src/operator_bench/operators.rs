@@ -11,6 +11,9 @@ use crate::process::Process;
 pub(crate) enum Kind {
     /// `bench-kopf-rs-operator`.
     KopfRs,
+    /// `bench-kopf-rs-operator` with the diff-base and the progress in `status`
+    /// (`BENCH_STATUS_STORAGES=1`): one write per handled object.
+    KopfRsStatus,
     /// Python Kopf running `bench/operators/kopf_operator.py`.
     Kopf,
     /// `bench-kube-rs-operator`.
@@ -24,6 +27,7 @@ impl Kind {
     pub(crate) fn title(self) -> &'static str {
         match self {
             Kind::KopfRs => "kopf-rs",
+            Kind::KopfRsStatus => "kopf-rs, status storages",
             Kind::Kopf => "Kopf (Python)",
             Kind::KubeRs => "kube-rs Controller",
             Kind::Ceiling => "server ceiling",
@@ -34,6 +38,7 @@ impl Kind {
     pub(crate) fn parse(name: &str) -> Option<Kind> {
         match name {
             "kopf-rs" => Some(Kind::KopfRs),
+            "kopf-rs-status" => Some(Kind::KopfRsStatus),
             "kopf" => Some(Kind::Kopf),
             "kube-rs" => Some(Kind::KubeRs),
             _ => None,
@@ -115,7 +120,7 @@ impl Programs {
         env: &[(&str, &str)],
     ) -> Result<Process, String> {
         let mut command = match kind {
-            Kind::KopfRs => Command::new(&self.kopf_rs),
+            Kind::KopfRs | Kind::KopfRsStatus => Command::new(&self.kopf_rs),
             Kind::Kopf => {
                 let mut command = Command::new(&self.python);
                 command.args(["-m", "kopf", "run"]);
@@ -148,7 +153,7 @@ impl Programs {
         valgrind: Option<&[String]>,
     ) -> Result<Process, String> {
         let (program, args): (&Path, Vec<String>) = match kind {
-            Kind::KopfRs => (&self.kopf_rs, vec!["--all-namespaces".into()]),
+            Kind::KopfRs | Kind::KopfRsStatus => (&self.kopf_rs, vec!["--all-namespaces".into()]),
             Kind::KubeRs => (&self.kube_rs, vec![]),
             Kind::Kopf => (
                 &self.python,
@@ -171,6 +176,9 @@ impl Programs {
             }
             None => Command::new(program),
         };
+        if kind == Kind::KopfRsStatus {
+            command.env("BENCH_STATUS_STORAGES", "1");
+        }
         command
             .args(args)
             .env("KUBECONFIG", kubeconfig)

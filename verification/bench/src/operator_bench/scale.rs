@@ -1,8 +1,10 @@
 //! Scenario 9: one resource at scale (`--scale-objects`, 100,000 by default). Per operator:
 //! the create burst at that size and, in the same round, at [`BASE`] objects, to compare its
 //! throughput; its start with every object already handled (a new process, from its start to
-//! the last resume handler); and its idle memory at half and all of that size, as scenario 3
-//! measures it. The server ceiling does the burst only.
+//! the last resume handler); the peak RSS of both; and its idle memory at half and all of that
+//! size, as scenario 3 measures it. The server ceiling does the burst only. Python Kopf runs
+//! at [`KOPF_SCALE`] objects only (its 100,000 take hours); kopf-rs and kube-rs at that size
+//! too (without the idle memory), so that each has a ratio with Kopf from the same round.
 //!
 //! Its fake API servers keep a longer history than the 10,000 changes they keep by default
 //! ([`history_limit`]): with 100,000 objects, 10,000 changes are a few seconds of writes, so a
@@ -23,6 +25,19 @@ use crate::scenarios::{self, Handled, Sample};
 
 /// The size of the create burst that the large one is compared with (scenario 1's).
 pub(crate) const BASE: usize = 1000;
+
+/// The size Python Kopf is measured at, and the others with it.
+pub(crate) const KOPF_SCALE: usize = 10_000;
+
+/// The sizes that `kind` is measured at, smallest first, with whether its idle memory is
+/// measured at each (at the largest only).
+pub(crate) fn sizes(kind: Kind, objects: usize) -> Vec<(usize, bool)> {
+    match kind {
+        Kind::Kopf => vec![(objects.min(KOPF_SCALE), true)],
+        _ if objects > KOPF_SCALE => vec![(KOPF_SCALE, false), (objects, true)],
+        _ => vec![(objects, true)],
+    }
+}
 
 /// The figures of scenario 1's create burst kept at scale, as they are named there.
 const BURST_FIGURES: [&str; 5] = [
@@ -95,12 +110,19 @@ pub(crate) struct Scaled {
     pub(crate) missed: Option<String>,
 }
 
-/// Runs the phases for `kind` with `objects` objects.
-pub(crate) async fn at_scale(programs: &Programs, kind: Kind, objects: usize) -> Scaled {
+/// Runs the phases for `kind` with `objects` objects (and the idle memory if `idle`).
+pub(crate) async fn at_scale(
+    programs: &Programs,
+    kind: Kind,
+    objects: usize,
+    idle: bool,
+) -> Scaled {
     let history = history_limit(objects).to_string();
     let programs = &programs.with_server_options(&["--history-limit", &history]);
     let mut sample = Sample::new();
-    let missed = phases(programs, kind, objects, &mut sample).await.err();
+    let missed = phases(programs, kind, objects, idle, &mut sample)
+        .await
+        .err();
     Scaled { sample, missed }
 }
 
@@ -109,6 +131,7 @@ async fn phases(
     programs: &Programs,
     kind: Kind,
     objects: usize,
+    idle: bool,
     sample: &mut Sample,
 ) -> Result<(), String> {
     let budget = Budget::new(objects);
@@ -141,7 +164,7 @@ async fn phases(
         Err(error) => Err(error),
     };
     handled.cluster.stop();
-    let (first, last) = resumed?;
+    let (first, last, peak) = resumed?;
     sample.push((
         format!("start → first resume handler, {objects} handled objects, s"),
         first,
@@ -150,6 +173,13 @@ async fn phases(
         format!("start → last resume handler, {objects} handled objects, s"),
         last,
     ));
+    sample.push((
+        format!("start with {objects} handled objects: operator peak RSS, MiB"),
+        peak,
+    ));
+    if !idle {
+        return Ok(());
+    }
     let deadline = budget.next("idle memory")?;
     let idle = scenarios::idle_scale(programs, kind, objects, deadline)
         .await
@@ -168,7 +198,7 @@ async fn resumed(
     kind: Kind,
     handled: &Handled,
     deadline: Duration,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64, f64), String> {
     scenarios::handlers_after_start(programs, kind, handled, ("2", "resume_fn"), deadline)
         .await
         .map_err(|e| format!("the start with handled objects: {e}"))

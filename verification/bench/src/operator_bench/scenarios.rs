@@ -724,7 +724,7 @@ pub(crate) async fn startup(
     let handled = Handled { cluster, observer };
     let mut sample = Sample::new();
     for (run, handler, what) in [("1", "create_fn", "fresh"), ("2", "resume_fn", "resumed")] {
-        let (first, last) =
+        let (first, last, _) =
             handlers_after_start(programs, kind, &handled, (run, handler), DEADLINE).await?;
         sample.push((format!("start → first handler, {what}, s"), first));
         sample.push((format!("start → last handler, {what}, s"), last));
@@ -735,14 +735,15 @@ pub(crate) async fn startup(
 
 /// Starts an operator in the `startup` mode with `run`'s marks and waits (up to `deadline`)
 /// until every object carries `handler`'s mark of it; seconds from the process's start to the
-/// first and to the last of those handler calls. The operator is stopped after.
+/// first and to the last of those handler calls, and the process's peak RSS in MiB. The
+/// operator is stopped after.
 pub(crate) async fn handlers_after_start(
     programs: &Programs,
     kind: Kind,
     handled: &Handled,
     (run, handler): (&'static str, &'static str),
     deadline: Duration,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64, f64), String> {
     let Handled { cluster, observer } = handled;
     let objects = observer.with(Objects::len);
     let operator = programs.start(kind, &cluster.kubeconfig, "startup", run, None)?;
@@ -755,12 +756,13 @@ pub(crate) async fn handlers_after_start(
         )
         .await
         .map_err(blame(&operator));
+    let (_, peak) = operator.memory();
     operator.terminate(EXIT_DEADLINE);
     done?;
     let times = marks(observer, handler, run);
     let first = times.iter().copied().fold(f64::INFINITY, f64::min);
     let last = times.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Ok((first - started, last - started))
+    Ok((first - started, last - started, peak as f64 / 1024.0))
 }
 
 /// Instruction counts (callgrind) of a small create burst: the operator's instructions from

@@ -24,12 +24,23 @@ use common::{Mode, mark};
 
 /// Settings that the environment asks for (the runner passes its own environment on):
 /// `BENCH_STRIP_MANAGED_FIELDS=1` leaves `metadata.managedFields` out of the objects read (off
-/// by default, as Kopf); `BENCH_MAX_CONCURRENT_WRITES=N`, for experiments only, caps the
-/// writes in flight (the benchmark's figures leave it unset).
+/// by default, as Kopf); `BENCH_STATUS_STORAGES=1` keeps the diff-base and the progress in
+/// `status` (Kopf's `StatusDiffBaseStorage` and a writable `StatusProgressStorage`), so that a
+/// handled object costs one write; `BENCH_MAX_CONCURRENT_WRITES=N`, for experiments only, caps
+/// the writes in flight (the benchmark's figures leave it unset).
 #[kopf::on_startup]
 async fn configure(settings: &mut kopf::Settings) -> kopf::Result<()> {
     settings.watching.strip_managed_fields =
         std::env::var("BENCH_STRIP_MANAGED_FIELDS").is_ok_and(|value| value == "1");
+    if std::env::var("BENCH_STATUS_STORAGES").is_ok_and(|value| value == "1") {
+        settings.persistence.diffbase_storage =
+            std::sync::Arc::new(kopf::storage::StatusDiffBaseStorage::default());
+        settings.persistence.progress_storage =
+            std::sync::Arc::new(kopf::storage::StatusProgressStorage {
+                writable: true,
+                ..kopf::storage::StatusProgressStorage::default()
+            });
+    }
     if let Ok(writes) = std::env::var("BENCH_MAX_CONCURRENT_WRITES") {
         settings.networking.max_concurrent_writes = writes.parse().map_err(|_| {
             kopf::PermanentError::new(format!(
