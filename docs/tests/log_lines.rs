@@ -221,7 +221,8 @@ fn the_command_line_chapter_names_every_option_and_only_real_ones() {
     let mut undocumented = Vec::new();
     for variable in options_and_variables(&cli)
         .into_iter()
-        .filter(|v| v.starts_with("KOPF_RUN_"))
+        // The bare prefix is how the names are built (`resolve_as("KOPF_RUN_", ..)`), not one.
+        .filter(|v| v.starts_with("KOPF_RUN_") && v != "KOPF_RUN_")
     {
         if !documented.contains(&variable) {
             undocumented.push(variable);

@@ -342,7 +342,7 @@ async fn event_handlers_get_the_raw_event_and_its_type_by_kopfs_names() {
     let seen = |kind: Value, size: i64| {
         json!({
             "handler": "raw", "type": kind, "event.type": kind, "event.object.name": "raw",
-            "event.object.size": size, "keys": ["type", "object"],
+            "event.object.size": size, "keys": ["object", "type"],
         })
     };
     assert_eq!(
