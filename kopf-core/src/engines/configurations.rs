@@ -419,7 +419,7 @@ impl Configurations {
         }
         let others = succession.others_alive();
         if others == Some(false) {
-            inner.shrink(timeout).await;
+            inner.shrink(timeout, &inner.gate()).await;
             succession.release(timeout).await;
             return;
         }
@@ -460,7 +460,11 @@ impl Configurations {
             return;
         }
         tracing::info!(target: "kopf::admission", "no other replica took the webhook configurations {} over", inner.managed);
-        inner.shrink(timeout).await;
+        // The Lease is released, so the term has ended; but nobody took the configurations,
+        // and they point at a server that stops now. The shrink is guarded by the version this
+        // replica last wrote or saw: a successor that wrote them since makes it fail, and
+        // they stay as the successor wrote them.
+        inner.shrink(timeout, &patching::Ungated).await;
     }
 }
 
@@ -481,13 +485,14 @@ impl Inner {
         })
     }
 
-    /// Patches the lists down to the persistent handlers' webhooks.
-    async fn shrink(&self, timeout: Duration) {
+    /// Patches the lists down to the persistent handlers' webhooks, each request through
+    /// `gate`.
+    async fn shrink(&self, timeout: Duration, gate: &dyn Gate) {
         tracing::info!(target: "kopf::admission", "removing the non-persistent webhooks from {}", self.managed);
         for (index, (kind, webhooks)) in KINDS.into_iter().zip(self.desired(true)).enumerate() {
             let shrunk = async {
-                let version = self.version(index, kind).await?;
-                self.patch(kind, webhooks, version.as_deref()).await
+                let version = self.version(index, kind, gate).await?;
+                self.patch(kind, webhooks, version.as_deref(), gate).await
             };
             match tokio::time::timeout(timeout, shrunk).await {
                 Ok(Ok(_)) => {}
@@ -730,12 +735,17 @@ impl Inner {
             if !stale[index] {
                 continue;
             }
-            let version = match self.version(index, kind).await {
+            let version = match self.version(index, kind, &self.gate()).await {
                 Ok(version) => version,
                 Err(error) => return Err(Failure::of(error, "get", kind, &self.managed)),
             };
             let patched = self
-                .patch(kind, desired[index].clone(), version.as_deref())
+                .patch(
+                    kind,
+                    desired[index].clone(),
+                    version.as_deref(),
+                    &self.gate(),
+                )
                 .await;
             match patched {
                 Ok(written) => {
@@ -793,6 +803,7 @@ impl Inner {
         kind: Kind,
         webhooks: Vec<Value>,
         version: Option<&str>,
+        gate: &dyn Gate,
     ) -> Result<Value, WriteError> {
         let mut body = json!({"webhooks": webhooks});
         if let Some(version) = version {
@@ -802,15 +813,19 @@ impl Inner {
             .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
             .body(serde_json::to_vec(&body).unwrap_or_default())
             .map_err(kube::Error::HttpError)?;
-        let patched =
-            patching::within_gate(&self.gate(), self.client.request::<Value>(request)).await?;
+        let patched = patching::within_gate(gate, self.client.request::<Value>(request)).await?;
         Ok(patched?)
     }
 
     /// The version of one configuration that this replica last knew: the newer of what its
     /// watch saw and what its own last write got, else as a GET finds it now (`None`: missing,
     /// not readable, or a version that is no number: no guard).
-    async fn version(&self, index: usize, kind: Kind) -> Result<Option<String>, WriteError> {
+    async fn version(
+        &self,
+        index: usize,
+        kind: Kind,
+        gate: &dyn Gate,
+    ) -> Result<Option<String>, WriteError> {
         let seen = self.seen.borrow()[index].version();
         let wrote = lock(&self.written)[index]
             .as_ref()
@@ -821,8 +836,7 @@ impl Inner {
         let request = http::Request::get(kind.path(Some(&self.managed)))
             .body(Vec::new())
             .map_err(kube::Error::HttpError)?;
-        let read =
-            patching::within_gate(&self.gate(), self.client.request::<Value>(request)).await?;
+        let read = patching::within_gate(gate, self.client.request::<Value>(request)).await?;
         match read {
             Ok(object) => Ok(object["metadata"]["resourceVersion"]
                 .as_str()
