@@ -419,7 +419,10 @@ impl Configurations {
         }
         let others = succession.others_alive();
         if others == Some(false) {
-            inner.shrink(timeout, &inner.gate()).await;
+            // No other replica lives to write them. The operator's stop may have ended the
+            // term already (its pause, the shards' release): the shrink is guarded by the
+            // version this replica last knew instead.
+            inner.shrink(timeout, &patching::Ungated).await;
             succession.release(timeout).await;
             return;
         }
