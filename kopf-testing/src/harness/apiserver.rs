@@ -19,7 +19,7 @@ pub const APISERVER_VARIABLE: &str = "KOPF_TESTING_APISERVER";
 /// The API server a test runs on.
 ///
 /// ```no_run
-/// # async fn example(registry: kopf::Registry) {
+/// # async fn example(registry: kopf::registry::Registry) {
 /// use kopf_testing::{ApiServer, OperatorHarness};
 /// let harness = OperatorHarness::builder()
 ///     .apiserver(ApiServer::Real)
