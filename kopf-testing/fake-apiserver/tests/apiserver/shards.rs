@@ -123,7 +123,7 @@ fn assert_partition(all: &BTreeSet<String>, one: &BTreeSet<String>, other: &BTre
 #[tokio::test]
 async fn lists_of_complementary_uid_shards_partition_the_objects() {
     let server = FakeApiServer::start().await.expect("the server starts");
-    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 20)
+    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 40)
         .await
         .into_iter()
         .collect();
@@ -331,7 +331,7 @@ async fn watches_of_complementary_shards_split_the_events() {
     let mut low = watch(LOW).await;
     let mut high = watch(HIGH).await;
 
-    let all: BTreeSet<String> = create_configmaps(&client, "default", 20)
+    let all: BTreeSet<String> = create_configmaps(&client, "default", 40)
         .await
         .into_iter()
         .collect();
@@ -405,7 +405,7 @@ async fn events_until(
 #[tokio::test]
 async fn deletecollection_deletes_one_shard() {
     let server = FakeApiServer::start().await.expect("the server starts");
-    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 20)
+    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 40)
         .await
         .into_iter()
         .collect();
@@ -484,7 +484,7 @@ async fn without_the_feature_the_selector_is_ignored() {
         .start()
         .await
         .expect("the server starts");
-    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 10)
+    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 40)
         .await
         .into_iter()
         .collect();
@@ -505,7 +505,7 @@ async fn kubectl_get_raw_with_a_shard_selector() {
     else {
         return;
     };
-    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 10)
+    let all: BTreeSet<String> = create_configmaps(&server.client(), "default", 40)
         .await
         .into_iter()
         .collect();
