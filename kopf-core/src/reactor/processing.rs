@@ -94,6 +94,8 @@ pub(crate) struct Processor {
     ownership: Option<Arc<Ownership>>,
     /// Writes what the handlers did.
     writer: Writer,
+    /// Runs the sub-handlers of change handlers.
+    subhandling: Arc<SubHandling>,
 }
 
 /// What an event shows of its object: its kind (`None` for a listing), the object, and
@@ -147,15 +149,22 @@ impl Processor {
             common.fence.clone(),
             common.ownership.clone(),
         );
+        let invocations = Invocations {
+            client,
+            resource,
+            poster: common.poster,
+            indexes: common.indexes.clone(),
+        };
+        let subhandling = Arc::new(SubHandling {
+            invocations: invocations.clone(),
+            progress: settings.persistence.progress_storage.clone(),
+            default_backoff: settings.execution.default_backoff,
+        });
         Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
-            invocations: Invocations {
-                client,
-                resource,
-                poster: common.poster,
-                indexes: common.indexes.clone(),
-            },
+            invocations,
+            subhandling,
             changes,
             events,
             idle_timers: background.iter().any(|handler| handler.waits_for_idle()),
@@ -881,12 +890,7 @@ impl Processor {
         // As Kopf, the lifecycle plans among the awakened handlers, in registration order.
         let plan = progress::plan(&self.settings.execution.lifecycle, &ids, &records);
         let memo = self.memo_of(body);
-        let subhandling = SubHandling {
-            invocations: &self.invocations,
-            progress: &*self.progress,
-            lifecycle: &self.settings.execution.lifecycle,
-            default_backoff: self.settings.execution.default_backoff,
-        };
+        let subhandling = &self.subhandling;
         let mut merge = json!({});
         let mut finished_any = false;
         for Selected {
@@ -918,16 +922,6 @@ impl Processor {
                 .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
             let logger = invocation.logger.clone();
             let gathered = invocation.gathered.clone();
-            let outcome = execution::execute(
-                &handler.id,
-                &handler.function,
-                &handler.options,
-                self.settings.execution.default_backoff,
-                invocation,
-            )
-            .await;
-            cycle.patch.merge(gathered.take_patch());
-            let mut subrefs = record.subrefs.clone();
             let cause = Cause {
                 handler: &handler.id,
                 body,
@@ -938,7 +932,21 @@ impl Processor {
                 new,
                 needs_change: matches!(handler.trigger, Trigger::Update | Trigger::Field),
                 tasks,
+                lifecycle: &self.settings.execution.lifecycle,
             };
+            let in_place = subhandling.in_place(&handler.id, &cause);
+            gathered.run_in_place(in_place.clone());
+            let outcome = execution::execute(
+                &handler.id,
+                &handler.function,
+                &handler.options,
+                self.settings.execution.default_backoff,
+                invocation,
+            )
+            .await;
+            cycle.patch.merge(gathered.take_patch());
+            let mut subrefs = record.subrefs.clone();
+            subhandling.gather(in_place.end(), body, &mut cycle.patch, &mut subrefs);
             let outcome = subhandling
                 .settle_parent(
                     &handler.id,
