@@ -893,6 +893,11 @@ impl Processor {
         let subhandling = &self.subhandling;
         let mut merge = json!({});
         let mut finished_any = false;
+        // The records of sub-handlers run in place (`kopf::execute`): stored while the cause
+        // is unfinished, purged with the others (through the parents' `subrefs`) once it is;
+        // they do not hold the cause back, as in Kopf (a parent that went on without them
+        // is done).
+        let mut executed = Records::new();
         for Selected {
             handler,
             diff,
@@ -946,7 +951,12 @@ impl Processor {
             .await;
             cycle.patch.merge(gathered.take_patch());
             let mut subrefs = record.subrefs.clone();
-            subhandling.gather(in_place.end(), body, &mut cycle.patch, &mut subrefs);
+            subhandling.gather(
+                in_place.end(),
+                &mut cycle.patch,
+                &mut subrefs,
+                &mut executed,
+            );
             let outcome = subhandling
                 .settle_parent(
                     &handler.id,
@@ -1008,6 +1018,7 @@ impl Processor {
             }
         } else {
             progress::store(&*self.progress, &records, body, &mut merge);
+            progress::store(&*self.progress, &executed, body, &mut merge);
             cycle.wakeup = progress::next_due(records.values());
         }
         if let Value::Object(merge) = merge {

@@ -177,28 +177,22 @@ impl SubHandling {
     }
 
     /// After a call: what the sub-handlers it ran in place did goes to the patch (their
-    /// records, stored now: the parent's own records do not hold them, as Kopf's do not), and
-    /// their ids to the parent's `subrefs`.
+    /// results) and to `records` (their records, stored or purged with the others when the
+    /// cycle ends), and their ids to the parent's `subrefs`.
     pub(crate) fn gather(
         &self,
         executed: Executed,
-        body: &Value,
         patch: &mut Patch,
         subrefs: &mut Vec<HandlerId>,
+        records: &mut Records,
     ) {
         let Executed {
-            records,
-            patch: made,
+            records: made,
+            patch: results,
             ids,
         } = executed;
-        patch.merge(made);
-        let mut merge = Value::Object(serde_json::Map::new());
-        progress::store(&*self.progress, &records, body, &mut merge);
-        if let Value::Object(merge) = merge {
-            for (key, value) in merge {
-                patch.merge_raw(&key, value);
-            }
-        }
+        patch.merge(results);
+        records.extend(made);
         for id in ids {
             let id = HandlerId::new(id.as_str());
             if !subrefs.contains(&id) {
@@ -283,7 +277,7 @@ impl SubHandling {
                 .await;
                 patch.merge(grandchildren.take_patch());
                 let mut subrefs = record.subrefs.clone();
-                self.gather(in_place.end(), body, patch, &mut subrefs);
+                self.gather(in_place.end(), patch, &mut subrefs, records);
                 let outcome = self
                     .settle_parent(
                         id,

@@ -305,3 +305,44 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     assert_eq!(done["status"].get("create_fn/x"), None);
     harness.stop().await.expect("a clean stop");
 }
+
+/// Sub-handlers that all finish within the parent's only call leave no record behind: their
+/// records are purged with the parent's, as Kopf's are (the differential suite found one left
+/// on the object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |_invocation| {
+            let calls = recorded.clone();
+            async move {
+                kopf::execute([child(&calls, "a", &[])]).await?;
+                Ok(None)
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    create(&harness.client(), "oneshot", json!({})).await;
+    let done = wait_object(&harness, "oneshot", "the creation handled", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/a"], json!({"item": "a"}));
+    let annotations = done["metadata"]["annotations"].as_object().unwrap();
+    assert!(
+        !annotations
+            .keys()
+            .any(|k| k.starts_with("kopf.zalando.org/create_fn")),
+        "no record is left: {annotations:?}"
+    );
+    assert_eq!(calls.all().len(), 1);
+    harness.stop().await.expect("a clean stop");
+}
