@@ -61,14 +61,15 @@ const HANDOVER_POLL: Duration = Duration::from_millis(200);
 /// Why the managed configurations cannot be kept.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfigurationError {
-    /// The API refused to create or patch a configuration for lack of permissions.
+    /// The API refused to read, create or patch a configuration for lack of permissions.
     #[error(
         "cannot {verb} the {kind} {name:?}: forbidden; the operator's RBAC needs `create` and \
          `patch` on validatingwebhookconfigurations and mutatingwebhookconfigurations \
-         (admissionregistration.k8s.io): see the `rbac` subcommand's --admission-managed"
+         (admissionregistration.k8s.io), and `get`, `list` and `watch` on those named {name:?}: \
+         see the `rbac` subcommand's --admission-managed"
     )]
     Forbidden {
-        /// What was refused: `create` or `patch`.
+        /// What was refused: `get`, `create` or `patch`.
         verb: &'static str,
         /// The configuration's kind.
         kind: &'static str,
