@@ -1,6 +1,7 @@
 //! Writing to objects: the merge patches of handlers (body and `/status`), JSON-patch
 //! operations (the handlers' and the finalizer's), retries on transient failures. A 404 means
-//! the object is gone: not an error.
+//! the object is gone: not an error. And the read of an object as stored, for a writer whose
+//! own write has not come back on the watch in time ([`fetch`]).
 //!
 //! Invariants:
 //! 1. Every request carries the resourceVersion that its writer last knew of the object: the
@@ -23,7 +24,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::answers::{self, Answer, Wanted};
+use crate::clients::reading::Object;
 use crate::clients::retries::Backoffs;
+use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
@@ -447,6 +450,29 @@ async fn read(target: &Target<'_>, backoffs: Backoffs<'_>) -> Result<Option<Answ
     .await
 }
 
+/// Reads the whole object as stored now (`Ok(None)`: it is gone), made the [`Body`] that the
+/// engine keeps as `K` reads it (its managed fields kept apart, or stripped), retried as a
+/// write's requests are, and sent only while the target's gate lets it: for a worker whose
+/// own write has not come back on the watch in time, so that it never handles a state older
+/// than that write.
+pub(crate) async fn fetch<K: Object>(
+    target: &Target<'_>,
+    backoffs: Backoffs<'_>,
+) -> Result<Option<Body>, WriteError> {
+    let request = target
+        .requests()
+        .get(target.name, &kube::api::GetParams::default());
+    let fetched = retried(target, backoffs, || async {
+        match request.as_ref() {
+            Ok(request) => target.client.request::<K>(request.clone()).await,
+            Err(error) => Err(kube::Error::BuildRequest(
+                kube::core::request::Error::Validation(error.to_string()),
+            )),
+        }
+    });
+    Ok(fetched.await?.map(K::into_body))
+}
+
 /// Sends a request built by kube-rs (or the error building it) and reads what is `wanted` of
 /// the answer.
 async fn send(
@@ -465,14 +491,14 @@ async fn send(
 /// Calls `request` if and while the target's gate lets it (invariant 2), retrying connection
 /// errors, 5xx and 429 after the given delays (at least a 429's `Retry-After`), until the
 /// target's worker stops; `Ok(None)` for 404.
-async fn retried<F, Fut>(
+async fn retried<T, F, Fut>(
     target: &Target<'_>,
     backoffs: Backoffs<'_>,
     mut request: F,
-) -> Result<Option<Answer>, WriteError>
+) -> Result<Option<T>, WriteError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Answer, kube::Error>>,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
     let mut attempt = 0;
     loop {
