@@ -580,6 +580,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::clients::reading::Deferred;
     use std::sync::{Arc, Mutex};
 
     #[test]
@@ -828,6 +829,69 @@ mod tests {
         let (written, ()) = tokio::join!(write(&server, &*gate), renewing);
         assert!(matches!(written, Err(WriteError::Closed(_))));
         assert_eq!(started.elapsed(), Duration::from_secs(15));
+    }
+
+    /// The object read as stored: retried after a server error, gone on 404, its managed
+    /// fields kept apart as the watchers keep them, and not read once the term has ended.
+    #[tokio::test]
+    async fn an_object_is_read_whole_as_the_watchers_read_it() {
+        let server = Server::new(|line, _, count| match (line, count) {
+            (_, 1) => Some((503, json!({"kind": "Status", "code": 503}))),
+            (_, 2) => Some((
+                200,
+                json!({
+                    "metadata": {"name": "one", "resourceVersion": "9",
+                                 "managedFields": [{"manager": "kubectl"}]},
+                    "spec": {"seq": 3},
+                }),
+            )),
+            _ => Some((
+                404,
+                json!({"kind": "Status", "code": 404, "reason": "NotFound"}),
+            )),
+        });
+        let resource = Resource::kopf_examples();
+        let stop = CancellationToken::new();
+        let target = Target {
+            client: &server.client,
+            resource: &resource,
+            namespace: Some("ns"),
+            name: "one",
+            stop: &stop,
+            gate: &Ungated,
+        };
+        let backoffs = &[Duration::from_millis(1)];
+        let body = fetch::<Deferred>(&target, backoffs.into())
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(body["metadata"]["resourceVersion"], "9");
+        assert_eq!(body["spec"], json!({"seq": 3}));
+        assert!(
+            body["metadata"].get("managedFields").is_none(),
+            "kept apart"
+        );
+        let lines: Vec<String> = server.sent().into_iter().map(|(line, _)| line).collect();
+        assert_eq!(
+            lines, ["GET /apis/kopf.dev/v1/namespaces/ns/kopfexamples/one"; 2],
+            "once more after the server error"
+        );
+        let gone = fetch::<Deferred>(&target, backoffs.into()).await;
+        assert!(matches!(gone, Ok(None)), "{gone:?}");
+
+        let ended = Term {
+            ends: Mutex::new(None),
+        };
+        let closed = fetch::<Deferred>(
+            &Target {
+                gate: &ended,
+                ..target
+            },
+            backoffs.into(),
+        )
+        .await;
+        assert!(matches!(closed, Err(WriteError::Closed(_))), "{closed:?}");
+        assert_eq!(server.sent().len(), 3, "nothing sent once the term ended");
     }
 
     /// The term ends between two requests of one write: the second is not sent.
