@@ -94,6 +94,8 @@ pub(crate) struct Processor {
     ownership: Option<Arc<Ownership>>,
     /// Writes what the handlers did.
     writer: Writer,
+    /// Runs the sub-handlers of change handlers.
+    subhandling: Arc<SubHandling>,
 }
 
 /// What an event shows of its object: its kind (`None` for a listing), the object, and
@@ -147,15 +149,22 @@ impl Processor {
             common.fence.clone(),
             common.ownership.clone(),
         );
+        let invocations = Invocations {
+            client,
+            resource,
+            poster: common.poster,
+            indexes: common.indexes.clone(),
+        };
+        let subhandling = Arc::new(SubHandling {
+            invocations: invocations.clone(),
+            progress: settings.persistence.progress_storage.clone(),
+            default_backoff: settings.execution.default_backoff,
+        });
         Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
-            invocations: Invocations {
-                client,
-                resource,
-                poster: common.poster,
-                indexes: common.indexes.clone(),
-            },
+            invocations,
+            subhandling,
             changes,
             events,
             idle_timers: background.iter().any(|handler| handler.waits_for_idle()),
@@ -881,14 +890,14 @@ impl Processor {
         // As Kopf, the lifecycle plans among the awakened handlers, in registration order.
         let plan = progress::plan(&self.settings.execution.lifecycle, &ids, &records);
         let memo = self.memo_of(body);
-        let subhandling = SubHandling {
-            invocations: &self.invocations,
-            progress: &*self.progress,
-            lifecycle: &self.settings.execution.lifecycle,
-            default_backoff: self.settings.execution.default_backoff,
-        };
+        let subhandling = &self.subhandling;
         let mut merge = json!({});
         let mut finished_any = false;
+        // The records of sub-handlers run in place (`kopf::execute`): stored while the cause
+        // is unfinished, purged with the others (through the parents' `subrefs`) once it is;
+        // they do not hold the cause back, as in Kopf (a parent that went on without them
+        // is done).
+        let mut executed = Records::new();
         for Selected {
             handler,
             diff,
@@ -918,16 +927,6 @@ impl Processor {
                 .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
             let logger = invocation.logger.clone();
             let gathered = invocation.gathered.clone();
-            let outcome = execution::execute(
-                &handler.id,
-                &handler.function,
-                &handler.options,
-                self.settings.execution.default_backoff,
-                invocation,
-            )
-            .await;
-            cycle.patch.merge(gathered.take_patch());
-            let mut subrefs = record.subrefs.clone();
             let cause = Cause {
                 handler: &handler.id,
                 body,
@@ -938,7 +937,26 @@ impl Processor {
                 new,
                 needs_change: matches!(handler.trigger, Trigger::Update | Trigger::Field),
                 tasks,
+                lifecycle: &self.settings.execution.lifecycle,
             };
+            let in_place = subhandling.in_place(&handler.id, &cause);
+            gathered.run_in_place(in_place.clone());
+            let outcome = execution::execute(
+                &handler.id,
+                &handler.function,
+                &handler.options,
+                self.settings.execution.default_backoff,
+                invocation,
+            )
+            .await;
+            cycle.patch.merge(gathered.take_patch());
+            let mut subrefs = record.subrefs.clone();
+            subhandling.gather(
+                in_place.end(),
+                &mut cycle.patch,
+                &mut subrefs,
+                &mut executed,
+            );
             let outcome = subhandling
                 .settle_parent(
                     &handler.id,
@@ -1000,6 +1018,7 @@ impl Processor {
             }
         } else {
             progress::store(&*self.progress, &records, body, &mut merge);
+            progress::store(&*self.progress, &executed, body, &mut merge);
             cycle.wakeup = progress::next_due(records.values());
         }
         if let Value::Object(merge) = merge {
