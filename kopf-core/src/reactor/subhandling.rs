@@ -118,7 +118,7 @@ pub(crate) struct SubHandling {
 struct Settled {
     /// Their ids (`parent/child`), at any depth.
     ids: Vec<String>,
-    /// `Success` when all succeeded, `Failure` when all finished and some failed, `Retry`
+    /// `Success` when all finished (some may have failed for good, as in Kopf), `Retry`
     /// (with an empty message) while some are unfinished, `Aborted` when stopping.
     outcome: Outcome,
 }
@@ -313,18 +313,9 @@ impl SubHandling {
                     delay,
                     message: String::new(),
                 },
-                None => {
-                    let failed: Vec<&str> = ids
-                        .iter()
-                        .filter(|id| records.get(*id).is_some_and(|r| r.failure))
-                        .map(String::as_str)
-                        .collect();
-                    if failed.is_empty() {
-                        Outcome::Success(None)
-                    } else {
-                        Outcome::Failure(format!("sub-handlers failed: {}", failed.join(", ")))
-                    }
-                }
+                // As Kopf's `execute()`: done once all have finished, whether or not some
+                // failed for good (their own records and log lines say so).
+                None => Outcome::Success(None),
             };
             Settled {
                 ids: all_ids,
@@ -475,7 +466,6 @@ impl InPlace for RunInPlace {
                 }
             }
             match settled.outcome {
-                // As Kopf: done, whether or not some failed (their records say so).
                 Outcome::Success(_) | Outcome::Failure(_) => Ok(()),
                 Outcome::Retry { delay, .. } => Err(Error::children_retry(delay)),
                 Outcome::Aborted => Err(Error::not_started(
