@@ -73,7 +73,10 @@ pub use clients::posting::{Events, Logger};
 pub use kits::cli::{run, run_with};
 #[doc(no_inline)]
 pub use settings::Settings;
-pub use structs::errors::{AdmissionError, Error, PermanentError, Result, TemporaryError};
+pub use structs::errors::{
+    AdmissionError, Error, HandlerRetriesError, HandlerTimeoutError, PermanentError, Result,
+    TemporaryError,
+};
 pub use structs::indexes::Index;
 pub use structs::memos::Memo;
 pub use structs::patch::Patch;
@@ -322,7 +325,7 @@ pub mod outcomes {
     //! the progress records leave the objects once they are handled (kopf-testing's
     //! `OperatorHarness::wait_for_outcome` reads them).
 
-    pub use crate::structs::outcomes::{HandlerOutcome, Outcomes};
+    pub use crate::structs::outcomes::{Failure, HandlerOutcome, Outcomes};
 }
 
 pub mod testing {

@@ -24,6 +24,7 @@ use crate::structs::bodies::Body;
 use crate::structs::diff::{self, Diff};
 use crate::structs::filters;
 use crate::structs::memos::Memo;
+use crate::structs::outcomes::Failure;
 use crate::structs::patch::Patch;
 
 /// What the handlers of one cause see, and so their sub-handlers.
@@ -229,7 +230,10 @@ impl SubHandling<'_> {
                     if failed.is_empty() {
                         Outcome::Success(None)
                     } else {
-                        Outcome::Failure(format!("sub-handlers failed: {}", failed.join(", ")))
+                        Outcome::Failure(
+                            format!("sub-handlers failed: {}", failed.join(", ")),
+                            Failure::Permanent,
+                        )
                     }
                 }
             };
@@ -332,7 +336,7 @@ fn record_parent(id: &str, outcome: &Outcome, cause: &Cause<'_>) {
 fn report_parent(id: &str, outcome: &Outcome, logger: &Logger) {
     match outcome {
         Outcome::Success(_) => logger.info(format_args!("Handler '{id}' succeeded.")),
-        Outcome::Failure(message) => {
+        Outcome::Failure(message, _) => {
             logger.error(format_args!("Handler '{id}' failed permanently: {message}"));
         }
         Outcome::Retry { .. } => {

@@ -151,11 +151,18 @@ async fn a_failed_sub_handler_fails_its_parent_after_the_others_finished() {
             if message == "sub-handlers failed: create_fn/flaky"),
         "{parent:?}"
     );
+    // Out of retries: the framework's own error says so (Kopf's `HandlerRetriesError`).
+    let retries_error = kopf::HandlerRetriesError::new(
+        "Handler 'create_fn/flaky' failed with an exception and will stop now \
+         (it would exceed 2 retries on the next attempt): always broken",
+        2,
+    );
     assert_eq!(
         harness.outcome("subfail", "create_fn/flaky"),
         Some(kopf::outcomes::HandlerOutcome::Failed {
             message: "always broken".into(),
             retries: 2,
+            error: kopf::outcomes::Failure::Retries(retries_error),
         })
     );
     assert_eq!(
