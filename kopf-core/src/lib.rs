@@ -79,7 +79,7 @@ pub use structs::errors::{
 };
 pub use structs::indexes::Index;
 pub use structs::memos::Memo;
-pub use structs::patch::Patch;
+pub use structs::patch::{Patch, PatchFn};
 
 pub use kopf_macros::{
     daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_mutate,
