@@ -224,7 +224,12 @@ pub mod login {
     //! Without login handlers, the operator uses kube-client's own credentials (the kubeconfig
     //! or the in-cluster service account).
 
+    //!
+    //! A login handler may start from what Kopf's own logins read:
+    //! [`login_with_kubeconfig`] and [`login_with_service_account`].
+
     pub use crate::actions::login::{LoginFn, LoginFuture, LoginResult};
+    pub use crate::kits::logins::{login_with_kubeconfig, login_with_service_account};
     pub use crate::structs::credentials::{ConnectionInfo, Credentials, LoginError};
 }
 
