@@ -33,15 +33,18 @@ pub enum Activity {
     Cleanup,
     /// When the liveness endpoint is asked (`on_probe`).
     Probe,
+    /// When the operator logs in to the cluster (`on_login`).
+    Authentication,
 }
 
 impl Activity {
-    /// `startup`, `cleanup`, `probe`: as Kopf names them.
+    /// `startup`, `cleanup`, `probe`, `authentication`: as Kopf names them.
     pub fn as_str(self) -> &'static str {
         match self {
             Activity::Startup => "startup",
             Activity::Cleanup => "cleanup",
             Activity::Probe => "probe",
+            Activity::Authentication => "authentication",
         }
     }
 }

@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::actions::activity::Activity;
 use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::actions::live::Live;
 use crate::clients::posting::{Events, Logger};
@@ -187,7 +188,7 @@ pub trait BorrowedArgument<'a, Name>: Sized {
 #[diagnostic::on_unimplemented(
     message = "this handler argument cannot be converted into `{Self}`",
     label = "not a type this argument converts to",
-    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param, event (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); for daemons and timers, `kopf::Live<T>` for body, spec, meta, status, labels, annotations (a live view of the newest state); `String` for name, uid; `Option<String>` for namespace, event_type (`r#type`); `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::resources::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::registry::SubHandlers` for subhandlers; `kopf::Settings` for settings (login handlers); for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::admission::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::admission::Warnings` for warnings, `kopf::admission::Operation` (or `String`, Kopf's form) for operation, `Option<String>` for subresource",
+    note = "owned forms: any `serde::de::DeserializeOwned` type for body, spec, meta, status, labels, annotations, old, new, param, event (`serde_json::Value`, a struct of yours, `Option<T>` when it may be absent); for daemons and timers, `kopf::Live<T>` for body, spec, meta, status, labels, annotations (a live view of the newest state); `String` for name, uid; `Option<String>` for namespace, event_type (`r#type`); `kopf::diff::Diff` for diff; `kopf::Reason` or `Option<kopf::Reason>` for reason; `u32`, `u64` or `usize` for retry; `time::OffsetDateTime` or `std::time::SystemTime` for started; `std::time::Duration` for runtime; `kopf::resources::Resource` for resource; `kube::Client` for client; `kopf::Logger` or `tracing::Span` for logger; `kopf::Memo` for memo (a handle to the same memo); `kopf::Events` for events; `tokio_util::sync::CancellationToken` or `kopf::Stopped` (with the reason) for stopped; `kopf::registry::SubHandlers` for subhandlers; `kopf::Settings` for settings and `kopf::activities::Activity` for activity (login handlers); for admission handlers, `bool` for dryrun, any `DeserializeOwned` type for userinfo, `BTreeMap<String, String>` for headers, `Option<kopf::admission::PeerCertificate>` or `serde_json::Value` (Kopf's form, `{{}}` when absent) for sslpeer, `kopf::admission::Warnings` for warnings, `kopf::admission::Operation` (or `String`, Kopf's form) for operation, `Option<String>` for subresource",
     note = "`patch` is only given as `&mut kopf::Patch`",
     note = "if `{Self}` is one of these types, your crate likely uses another version of kube, k8s-openapi or tokio-util than kopf does: use the same versions (the README's \"Use it in your crate\")"
 )]
@@ -348,6 +349,21 @@ impl OwnedArgument<args::settings> for Settings {
             .as_deref()
             .cloned()
             .ok_or_else(not_login)
+    }
+}
+
+/// A login handler's activity: always [`Activity::Authentication`], as Kopf passes
+/// `activity=Activity.AUTHENTICATION` to `@kopf.on.login` handlers.
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::activity> for Activity {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        match invocation.settings {
+            Some(_) => Ok(Activity::Authentication),
+            None => Err(PermanentError::new(
+                "the `activity` argument is only given to activity and login handlers",
+            )
+            .into()),
+        }
     }
 }
 
