@@ -53,6 +53,10 @@ pub(crate) enum State {
     Different(&'static str),
     /// A branch brings it, not merged yet.
     Pending(&'static str),
+    #[allow(
+        dead_code,
+        reason = "no row is missing today; a name that a new Kopf adds is listed as missing first"
+    )]
     Missing(&'static str),
 }
 

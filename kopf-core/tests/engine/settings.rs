@@ -255,7 +255,11 @@ async fn initial_streaming_watches_instead_of_listing() {
         // created a moment ago is not ready for streaming: the operator streams again then.
         .filter(|r| r.code == 200)
         .collect();
-    assert_eq!(streamed.len(), 2, "one streaming watch per run: {streamed:#?}");
+    assert_eq!(
+        streamed.len(),
+        2,
+        "one streaming watch per run: {streamed:#?}"
+    );
     for request in streamed {
         assert!(
             request.query.contains("resourceVersionMatch=NotOlderThan")
