@@ -14,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::extract::args;
-use crate::actions::invocation::{HandlerFuture, HandlerResult};
+use crate::actions::extract::{OwnedArgument, args};
+use crate::actions::invocation::{HandlerFuture, HandlerResult, Invocation};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::Logger;
 use crate::configs::settings::Settings;
@@ -329,6 +329,21 @@ owned! {
     started: SystemTime => |invocation| invocation.started().into();
     runtime: Duration => |invocation| invocation.runtime();
     client: kube::Client => |invocation| invocation.client().clone();
+}
+
+/// A login handler's activity: always [`Activity::Authentication`], as Kopf passes
+/// `activity=Activity.AUTHENTICATION` to `@kopf.on.login` handlers.
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::activity> for Activity {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        match invocation.settings {
+            Some(_) => Ok(Activity::Authentication),
+            None => Err(PermanentError::new(
+                "the `activity` argument is only given to activity and login handlers",
+            )
+            .into()),
+        }
+    }
 }
 
 impl<T: DeserializeOwned> OwnedActivityArgument<args::param> for T {

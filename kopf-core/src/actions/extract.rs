@@ -25,7 +25,6 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::actions::activity::Activity;
 use crate::actions::invocation::{HandlerResult, Invocation, Reason};
 use crate::actions::live::Live;
 use crate::clients::posting::{Events, Logger};
@@ -349,21 +348,6 @@ impl OwnedArgument<args::settings> for Settings {
             .as_deref()
             .cloned()
             .ok_or_else(not_login)
-    }
-}
-
-/// A login handler's activity: always [`Activity::Authentication`], as Kopf passes
-/// `activity=Activity.AUTHENTICATION` to `@kopf.on.login` handlers.
-#[diagnostic::do_not_recommend]
-impl OwnedArgument<args::activity> for Activity {
-    fn extract(invocation: &Invocation) -> Result<Self> {
-        match invocation.settings {
-            Some(_) => Ok(Activity::Authentication),
-            None => Err(PermanentError::new(
-                "the `activity` argument is only given to activity and login handlers",
-            )
-            .into()),
-        }
     }
 }
 
