@@ -27,7 +27,13 @@ pub type PatchFn = Arc<dyn Fn(&mut Value) + Send + Sync>;
 pub struct Patch {
     merge: Map<String, Value>,
     operations: Vec<Value>,
-    functions: Vec<PatchFn>,
+    /// Boxed, and `None` until one is added: most patches have none, and a patch waits in
+    /// every object's processing future during a burst (see `reactor::processing`).
+    #[allow(
+        clippy::box_collection,
+        reason = "one pointer in the patch (a Vec is three), allocated only for the rare patch with functions"
+    )]
+    functions: Option<Box<Vec<PatchFn>>>,
 }
 
 impl fmt::Debug for Patch {
@@ -35,7 +41,7 @@ impl fmt::Debug for Patch {
         f.debug_struct("Patch")
             .field("merge", &self.merge)
             .field("operations", &self.operations)
-            .field("functions", &self.functions.len())
+            .field("functions", &self.functions().len())
             .finish()
     }
 }
@@ -45,15 +51,15 @@ impl PartialEq for Patch {
     fn eq(&self, other: &Self) -> bool {
         self.merge == other.merge
             && self.operations == other.operations
-            && self.functions.len() == other.functions.len()
-            && (self.functions.iter().zip(&other.functions)).all(|(a, b)| Arc::ptr_eq(a, b))
+            && self.functions().len() == other.functions().len()
+            && (self.functions().iter().zip(other.functions())).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
 impl Patch {
     /// Whether there is nothing to send.
     pub fn is_empty(&self) -> bool {
-        self.merge.is_empty() && self.operations.is_empty() && self.functions.is_empty()
+        self.merge.is_empty() && self.operations.is_empty() && self.functions().is_empty()
     }
 
     /// The map at a top-level key (`status`, `spec`, ...), created when absent.
@@ -134,17 +140,19 @@ impl Patch {
     /// }
     /// ```
     pub fn function(&mut self, function: impl Fn(&mut Value) + Send + Sync + 'static) {
-        self.functions.push(Arc::new(function));
+        self.functions
+            .get_or_insert_default()
+            .push(Arc::new(function));
     }
 
     /// The functions added (Kopf's `patch.fns`), in their order.
     pub fn functions(&self) -> &[PatchFn] {
-        &self.functions
+        self.functions.as_deref().map_or(&[], Vec::as_slice)
     }
 
     /// Applies the functions, in their order, to the object in place.
     pub(crate) fn apply_functions(&self, object: &mut Value) {
-        for function in &self.functions {
+        for function in self.functions() {
             function(object);
         }
     }
@@ -154,13 +162,13 @@ impl Patch {
     /// a resource with a `status` subresource, their changes to `status` as a merge patch of
     /// it (the operations go to the object, whose `status` the server then ignores).
     pub(crate) fn resolve_functions(&mut self, body: &Value, status_subresource: bool) {
-        if self.functions.is_empty() {
+        if self.functions().is_empty() {
             return;
         }
         let before = self.applied_to(body);
         let mut after = before.clone();
         self.apply_functions(&mut after);
-        self.functions.clear();
+        self.functions = None;
         if status_subresource && before.get("status") != after.get("status") {
             let status = merge_diff(
                 before.get("status").unwrap_or(&Value::Null),
@@ -193,7 +201,9 @@ impl Patch {
     pub fn merge(&mut self, other: Patch) {
         merge_into(&mut self.merge, other.merge);
         self.operations.extend(other.operations);
-        self.functions.extend(other.functions);
+        if let Some(functions) = other.functions {
+            self.functions.get_or_insert_default().extend(*functions);
+        }
     }
 
     /// The merge patch as JSON.
