@@ -193,7 +193,7 @@ async fn watch_as<K: Object>(
                             .filter(|_| page.metadata.shard_info.is_none());
                         if let Some(shard) = filtering.filter(|_| !told_filtering) {
                             told_filtering = true;
-                            tracing::info!(shard_selector = %shard, "the server ignores shardSelector (it lacks the sharded list and watch feature): the operator filters the objects of {resource} on its side");
+                            tracing::info!(shard_selector = %shard, "the server's list tells no shardInfo (a server without the sharded list and watch feature ignores shardSelector; some that filter do not say so): the operator filters the objects of {resource} on its side too");
                         }
                         for item in page.items.into_iter().flatten() {
                             let item = item.into_body();

@@ -157,7 +157,8 @@ async fn split_between_two_operators(sharded_watches: bool) {
         let told = String::from_utf8_lossy(&logs().lock().unwrap())
             .lines()
             .filter(|line| {
-                line.contains("the server ignores shardSelector") && line.contains("kopfexamples")
+                line.contains("the server's list tells no shardInfo")
+                    && line.contains("kopfexamples")
             })
             .count();
         assert!(told >= 2, "each operator says it filters on its side");

@@ -603,8 +603,9 @@ async fn without_the_rbac_for_the_configurations_the_operator_stops_saying_what_
         "cannot manage the webhook configurations: cannot create the \
          ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
          `create` and `patch` on validatingwebhookconfigurations and \
-         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
-         subcommand's --admission-managed"
+         mutatingwebhookconfigurations (admissionregistration.k8s.io), and `get`, `list` and \
+         `watch` on those named \"auto.kopf.dev\": see the `rbac` subcommand's \
+         --admission-managed"
     );
     server.stop().await;
 }
@@ -667,8 +668,9 @@ async fn without_the_rbac_to_patch_the_configurations_the_operator_stops_saying_
         "cannot manage the webhook configurations: cannot patch the \
          ValidatingWebhookConfiguration \"auto.kopf.dev\": forbidden; the operator's RBAC needs \
          `create` and `patch` on validatingwebhookconfigurations and \
-         mutatingwebhookconfigurations (admissionregistration.k8s.io): see the `rbac` \
-         subcommand's --admission-managed"
+         mutatingwebhookconfigurations (admissionregistration.k8s.io), and `get`, `list` and \
+         `watch` on those named \"auto.kopf.dev\": see the `rbac` subcommand's \
+         --admission-managed"
     );
     server.stop().await;
 }

@@ -261,8 +261,9 @@ impl Report {
         };
         let _ = writeln!(out, "\n{heading} {title}{on}\n\n{about}\n");
         let mut kinds = self.operators.clone();
-        let with_status = scenario == 1 && self.operators.contains(&Kind::KopfRs);
-        if with_status {
+        let with_status = scenario == 1
+            && (self.operators.contains(&Kind::KopfRs) || kinds.contains(&Kind::KopfRsStatus));
+        if with_status && !kinds.contains(&Kind::KopfRsStatus) {
             kinds.push(Kind::KopfRsStatus);
         }
         if matches!(scenario, 1 | 5 | 9) {
