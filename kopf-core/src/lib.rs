@@ -68,6 +68,7 @@ pub use actions::current::register;
 pub use actions::invocation::{Invocation, Reason};
 pub use actions::live::Live;
 pub use actions::posting::{event, exception, info, warn};
+pub use actions::subexecution::execute;
 pub use aiokits::tasks::{StopReason, Stopped};
 pub use clients::posting::{Events, Logger};
 pub use kits::cli::{run, run_with};
@@ -167,7 +168,8 @@ pub mod registry {
     //! [`ActivityHandler`], [`LoginHandler`], [`AdmissionHandler`]), with the functions they
     //! take ([`HandlerFn`], [`WhenFn`], [`blocking`] for a sync function) and their options
     //! ([`Trigger`], [`ErrorsMode`], [`AdmissionKind`]). A handler registers sub-handlers while
-    //! it runs with [`SubHandlers`] (Kopf's `@kopf.subhandler`).
+    //! it runs with [`SubHandlers`] (Kopf's `@kopf.subhandler`), or runs them in place with
+    //! [`execute`](crate::execute) (an [`Execution`]).
     //!
     //! ```
     //! use kopf::registry::{ChangeHandler, Registry};
@@ -186,6 +188,7 @@ pub mod registry {
     pub use crate::actions::invocation::{
         ErrorsMode, HandlerFn, HandlerFuture, HandlerResult, SubHandler, SubHandlers, WhenFn,
     };
+    pub use crate::actions::subexecution::Execution;
     pub use crate::intents::activities::ActivityHandler;
     pub use crate::intents::admission::{AdmissionHandler, AdmissionKind};
     pub use crate::intents::daemons::{DaemonHandler, TimerHandler};
@@ -282,7 +285,7 @@ pub mod settings {
     //! settings.process.grace_period = std::time::Duration::from_secs(5);
     //! ```
 
-    pub use crate::configs::lifecycles::Lifecycle;
+    pub use crate::configs::lifecycles::{CustomLifecycle, DueHandler, Lifecycle};
     pub use crate::configs::settings::{
         AdmissionSettings, ExecutionSettings, LeaseSettings, LostLeadership, NetworkingSettings,
         PeeringSettings, PersistenceSettings, PostingSettings, ProcessSettings, QueueingSettings,

@@ -464,6 +464,9 @@ impl<'a> Attempt<'a> {
                     }
                     ErrorKind::Arbitrary => arbitrary(error.to_string()),
                     ErrorKind::NotStarted => Outcome::Aborted,
+                    // As Kopf's `HandlerChildrenRetry`: no limits looked ahead, no failure
+                    // logged; the sub-handlers keep their own retries.
+                    ErrorKind::ChildrenRetry(delay) => report.children_retry(delay),
                 },
             }
         }
@@ -574,6 +577,20 @@ impl Report<'_> {
         }
         self.logger.error(line(&message));
         Outcome::Retry { delay, message }
+    }
+
+    /// Sub-handlers run in place ([`execute`](crate::execute)) are unfinished: retried after
+    /// the delay, logged at DEBUG as Kopf logs it.
+    fn children_retry(&self, delay: Duration) -> Outcome {
+        if self.exiting {
+            return Outcome::Aborted;
+        }
+        let (label, id) = (self.label, self.id);
+        tracing::debug!(target: "kopf::handler", parent: self.logger.span(), "{label} '{id}' has unfinished sub-handlers. Will retry soon.");
+        Outcome::Retry {
+            delay,
+            message: String::new(),
+        }
     }
 
     fn timed_out(&self, runtime: Duration, timeout: Duration) -> Outcome {

@@ -660,6 +660,24 @@ pub struct SubHandlers(Arc<Gathered>);
 struct Gathered {
     subhandlers: Mutex<Vec<SubHandler>>,
     patch: Mutex<Patch>,
+    /// How [`execute`](crate::execute) runs sub-handlers in place, set by the caller before
+    /// the call of a change handler.
+    in_place: std::sync::OnceLock<Arc<dyn InPlace>>,
+}
+
+/// Runs sub-handlers in place, within the call of the change handler that
+/// [`execute`](crate::execute)s them (Kopf's `kopf.execute()`): the caller of a change handler
+/// provides it (it knows the cause, the progress storage, the lifecycle), and gathers what it
+/// did once the call has ended.
+pub(crate) trait InPlace: Send + Sync {
+    /// Runs the due ones among `handlers` (in `lifecycle`'s order, else the operator's), and
+    /// tells how they stand: `Ok` once all have finished (some may have failed: as in Kopf,
+    /// their records say so), a [children retry](crate::Error) while some are unfinished.
+    fn run(
+        self: Arc<Self>,
+        handlers: Vec<SubHandler>,
+        lifecycle: Option<crate::configs::lifecycles::Lifecycle>,
+    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 }
 
 impl SubHandlers {
@@ -695,6 +713,16 @@ impl SubHandlers {
     /// The patch of the call that registers these sub-handlers.
     pub(crate) fn patch(&self) -> MutexGuard<'_, Patch> {
         lock(&self.0.patch)
+    }
+
+    /// Sets how [`execute`](crate::execute) runs sub-handlers in place during this call.
+    pub(crate) fn run_in_place(&self, in_place: Arc<dyn InPlace>) {
+        let _ = self.0.in_place.set(in_place);
+    }
+
+    /// How [`execute`](crate::execute) runs sub-handlers in place during this call, if set.
+    pub(crate) fn in_place(&self) -> Option<Arc<dyn InPlace>> {
+        self.0.in_place.get().cloned()
     }
 
     /// Takes the patch of the call, leaving it empty.

@@ -1,5 +1,5 @@
 //! One handler call: the invocation and its arguments, the execution of one attempt, the
-//! delivery of its results, the current handler, the sync adapters.
+//! delivery of its results, the current handler, the sync adapters, sub-handlers run in place.
 
 pub(crate) mod activity;
 pub(crate) mod blocking;
@@ -13,3 +13,4 @@ pub(crate) mod live;
 pub(crate) mod login;
 pub(crate) mod newest;
 pub(crate) mod posting;
+pub(crate) mod subexecution;

@@ -1,6 +1,7 @@
 //! Writing to objects: the merge patches of handlers (body and `/status`), JSON-patch
 //! operations (the handlers' and the finalizer's), retries on transient failures. A 404 means
-//! the object is gone: not an error.
+//! the object is gone: not an error. And the read of an object as stored, for a writer whose
+//! own write has not come back on the watch in time ([`fetch`]).
 //!
 //! Invariants:
 //! 1. Every request carries the resourceVersion that its writer last knew of the object: the
@@ -23,7 +24,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::answers::{self, Answer, Wanted};
+use crate::clients::reading::Object;
 use crate::clients::retries::Backoffs;
+use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
 
@@ -447,6 +450,29 @@ async fn read(target: &Target<'_>, backoffs: Backoffs<'_>) -> Result<Option<Answ
     .await
 }
 
+/// Reads the whole object as stored now (`Ok(None)`: it is gone), made the [`Body`] that the
+/// engine keeps as `K` reads it (its managed fields kept apart, or stripped), retried as a
+/// write's requests are, and sent only while the target's gate lets it: for a worker whose
+/// own write has not come back on the watch in time, so that it never handles a state older
+/// than that write.
+pub(crate) async fn fetch<K: Object>(
+    target: &Target<'_>,
+    backoffs: Backoffs<'_>,
+) -> Result<Option<Body>, WriteError> {
+    let request = target
+        .requests()
+        .get(target.name, &kube::api::GetParams::default());
+    let fetched = retried(target, backoffs, || async {
+        match request.as_ref() {
+            Ok(request) => target.client.request::<K>(request.clone()).await,
+            Err(error) => Err(kube::Error::BuildRequest(
+                kube::core::request::Error::Validation(error.to_string()),
+            )),
+        }
+    });
+    Ok(fetched.await?.map(K::into_body))
+}
+
 /// Sends a request built by kube-rs (or the error building it) and reads what is `wanted` of
 /// the answer.
 async fn send(
@@ -465,14 +491,14 @@ async fn send(
 /// Calls `request` if and while the target's gate lets it (invariant 2), retrying connection
 /// errors, 5xx and 429 after the given delays (at least a 429's `Retry-After`), until the
 /// target's worker stops; `Ok(None)` for 404.
-async fn retried<F, Fut>(
+async fn retried<T, F, Fut>(
     target: &Target<'_>,
     backoffs: Backoffs<'_>,
     mut request: F,
-) -> Result<Option<Answer>, WriteError>
+) -> Result<Option<T>, WriteError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Answer, kube::Error>>,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
     let mut attempt = 0;
     loop {
@@ -554,6 +580,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::clients::reading::Deferred;
     use std::sync::{Arc, Mutex};
 
     #[test]
@@ -802,6 +829,69 @@ mod tests {
         let (written, ()) = tokio::join!(write(&server, &*gate), renewing);
         assert!(matches!(written, Err(WriteError::Closed(_))));
         assert_eq!(started.elapsed(), Duration::from_secs(15));
+    }
+
+    /// The object read as stored: retried after a server error, gone on 404, its managed
+    /// fields kept apart as the watchers keep them, and not read once the term has ended.
+    #[tokio::test]
+    async fn an_object_is_read_whole_as_the_watchers_read_it() {
+        let server = Server::new(|line, _, count| match (line, count) {
+            (_, 1) => Some((503, json!({"kind": "Status", "code": 503}))),
+            (_, 2) => Some((
+                200,
+                json!({
+                    "metadata": {"name": "one", "resourceVersion": "9",
+                                 "managedFields": [{"manager": "kubectl"}]},
+                    "spec": {"seq": 3},
+                }),
+            )),
+            _ => Some((
+                404,
+                json!({"kind": "Status", "code": 404, "reason": "NotFound"}),
+            )),
+        });
+        let resource = Resource::kopf_examples();
+        let stop = CancellationToken::new();
+        let target = Target {
+            client: &server.client,
+            resource: &resource,
+            namespace: Some("ns"),
+            name: "one",
+            stop: &stop,
+            gate: &Ungated,
+        };
+        let backoffs = &[Duration::from_millis(1)];
+        let body = fetch::<Deferred>(&target, backoffs.into())
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(body["metadata"]["resourceVersion"], "9");
+        assert_eq!(body["spec"], json!({"seq": 3}));
+        assert!(
+            body["metadata"].get("managedFields").is_none(),
+            "kept apart"
+        );
+        let lines: Vec<String> = server.sent().into_iter().map(|(line, _)| line).collect();
+        assert_eq!(
+            lines, ["GET /apis/kopf.dev/v1/namespaces/ns/kopfexamples/one"; 2],
+            "once more after the server error"
+        );
+        let gone = fetch::<Deferred>(&target, backoffs.into()).await;
+        assert!(matches!(gone, Ok(None)), "{gone:?}");
+
+        let ended = Term {
+            ends: Mutex::new(None),
+        };
+        let closed = fetch::<Deferred>(
+            &Target {
+                gate: &ended,
+                ..target
+            },
+            backoffs.into(),
+        )
+        .await;
+        assert!(matches!(closed, Err(WriteError::Closed(_))), "{closed:?}");
+        assert_eq!(server.sent().len(), 3, "nothing sent once the term ended");
     }
 
     /// The term ends between two requests of one write: the second is not sent.

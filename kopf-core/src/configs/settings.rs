@@ -463,7 +463,9 @@ pub struct PersistenceSettings {
     /// [`AnnotationsDiffBaseStorage`], by default).
     pub diffbase_storage: Arc<dyn DiffBaseStorage>,
     /// After its own PATCH, a worker waits this long for the new resourceVersion to come back
-    /// before running change handlers again (Kopf: 5 s; zero disables).
+    /// before running change handlers again (Kopf: 5 s; zero disables). Past it, where Kopf
+    /// takes the state it has as consistent (older than the write, as the watch brings the
+    /// versions in order), the worker reads the object from the server and handles that.
     pub consistency_timeout: Duration,
 }
 

@@ -59,9 +59,11 @@ pub(crate) struct Memory {
 /// Our own write of an object that has not come back yet (Kopf's consistency rule).
 #[derive(Debug)]
 pub(crate) struct Awaited {
-    /// The versions it made that have not come back yet.
+    /// The versions it made that have not come back yet; or, once it was late and the object
+    /// was read from the server, the version read (the newest known, which the watch has not
+    /// brought yet).
     pub(crate) pending: Vec<String>,
-    /// Until when the handlers wait for them.
+    /// Until when the handlers wait for them; past it, the object is read from the server.
     pub(crate) until: Instant,
     /// The versions it replaced: the one it was made for, and those of its own requests but
     /// the last (the results in `status`, before the diff-base in the annotations). A state

@@ -35,7 +35,7 @@ use crate::reactor::memories::{Memories, Memory};
 use crate::reactor::progress::{self, Records};
 use crate::reactor::queueing::{Held, Next, Observed};
 use crate::reactor::subhandling::{Cause, SubHandling};
-use crate::reactor::writing::{Unwritten, Writer};
+use crate::reactor::writing::{Unread, Unwritten, Writer};
 use crate::structs::bodies::Body;
 use crate::structs::diff;
 use crate::structs::filters;
@@ -94,6 +94,8 @@ pub(crate) struct Processor {
     ownership: Option<Arc<Ownership>>,
     /// Writes what the handlers did.
     writer: Writer,
+    /// Runs the sub-handlers of change handlers.
+    subhandling: Arc<SubHandling>,
 }
 
 /// What an event shows of its object: its kind (`None` for a listing), the object, and
@@ -147,15 +149,22 @@ impl Processor {
             common.fence.clone(),
             common.ownership.clone(),
         );
+        let invocations = Invocations {
+            client,
+            resource,
+            poster: common.poster,
+            indexes: common.indexes.clone(),
+        };
+        let subhandling = Arc::new(SubHandling {
+            invocations: invocations.clone(),
+            progress: settings.persistence.progress_storage.clone(),
+            default_backoff: settings.execution.default_backoff,
+        });
         Processor {
             progress: settings.persistence.progress_storage.clone(),
             diffbase: settings.persistence.diffbase_storage.clone(),
-            invocations: Invocations {
-                client,
-                resource,
-                poster: common.poster,
-                indexes: common.indexes.clone(),
-            },
+            invocations,
+            subhandling,
             changes,
             events,
             idle_timers: background.iter().any(|handler| handler.waits_for_idle()),
@@ -353,31 +362,52 @@ impl Processor {
         // back before running change handlers on a state that may predate it.
         // Several writes (the object and its status) are waited for until each has come back.
         // A state that our write replaced is never handled: a newer one must come.
-        let waiting = self.memory(uid, |memory| {
-            let awaited = memory.awaited.as_deref()?;
+        let consistency = self.memory(uid, |memory| {
+            let Some(awaited) = memory.awaited.as_deref() else {
+                return Consistency::Reached;
+            };
+            let now = Instant::now();
             if awaited.outdates(&body) {
-                return Some(None);
+                Consistency::Waits(None)
+            } else if awaited.pending.is_empty() {
+                memory.awaited = None;
+                Consistency::Reached
+            } else if awaited.until > now {
+                Consistency::Waits(Some(awaited.until - now))
+            } else {
+                Consistency::Late
             }
-            if !awaited.pending.is_empty() && awaited.until > Instant::now() {
-                return Some(Some(awaited.until - Instant::now()));
-            }
-            memory.awaited = None;
-            None
         });
-        if let Some(remaining) = waiting {
-            let written = self.write(uid, &body, patch, None, tasks).await;
-            let wakeup = match (self.remember(uid, written, false), remaining) {
-                (Ok(again), Some(remaining)) => {
-                    Some(again.map_or(remaining, |again| again.min(remaining)))
+        // Past the wait, Kopf takes the state seen as consistent. But the watch delivers the
+        // versions in order: while our write has not come back, every state it brought is
+        // older than that write, and one without the diff-base that the write stored would be
+        // handled as a creation again. It comes late when the watch is read late (read no
+        // faster than the budget of objects in flight lets it): the newest state is read
+        // from the server instead.
+        let body = match consistency {
+            Consistency::Reached => body,
+            Consistency::Waits(remaining) => {
+                return self
+                    .wait_for_writes(uid, &body, patch, remaining, tasks)
+                    .await;
+            }
+            Consistency::Late => match self.newest(uid, body, tasks).await {
+                Ok(Some(newest)) => newest,
+                Ok(None) => return Next::default(),
+                Err(wakeup) => {
+                    self.memory(uid, |m| {
+                        let newer = m.observed_patch.take();
+                        let mut all = patch;
+                        all.merge(newer.map(|p| *p).unwrap_or_default());
+                        m.observed_patch = (!all.is_empty()).then(|| Box::new(all));
+                    });
+                    return Next {
+                        wakeup,
+                        gone: false,
+                    };
                 }
-                (Ok(again), None) => again,
-                (Err(delay), remaining) => Some(remaining.map_or(delay, |r| delay.min(r))),
-            };
-            return Next {
-                wakeup,
-                gone: false,
-            };
-        }
+            },
+        };
         if !self.indexes_filled(held, tasks).await {
             return Next::default();
         }
@@ -416,6 +446,77 @@ impl Processor {
                 gone: false,
             },
         }
+    }
+
+    /// While the object's own writes have not come back: writes only what the event handlers
+    /// asked for, and looks again when the wait ends (`remaining`), or when an event comes.
+    async fn wait_for_writes(
+        &self,
+        uid: &str,
+        body: &Value,
+        patch: Patch,
+        remaining: Option<Duration>,
+        tasks: &Tasks,
+    ) -> Next {
+        let written = self.write(uid, body, patch, None, tasks).await;
+        let wakeup = match (self.remember(uid, written, false), remaining) {
+            (Ok(again), Some(remaining)) => {
+                Some(again.map_or(remaining, |again| again.min(remaining)))
+            }
+            (Ok(again), None) => again,
+            (Err(delay), remaining) => Some(remaining.map_or(delay, |r| delay.min(r))),
+        };
+        Next {
+            wakeup,
+            gone: false,
+        }
+    }
+
+    /// The object's newest state, read from the server when its own write has not come back
+    /// on the watch within the consistency timeout, instead of the older state `seen`:
+    /// `Ok(None)` when it is gone (its deletion is on its way), `Err` with when to look again
+    /// when it could not be read.
+    ///
+    /// The version read is awaited from then on, as a write's is: the watch still brings the
+    /// states before it, all older than the one handled now, and none of them is handled
+    /// until it comes back (or the wait ends again, and the object is read again). A state
+    /// seen that is the newest already needs no wait: the write came back unseen (merged
+    /// into a newer event, or listed anew).
+    async fn newest(
+        &self,
+        uid: &str,
+        seen: Arc<Body>,
+        tasks: &Tasks,
+    ) -> Result<Option<Arc<Body>>, Option<Duration>> {
+        tracing::debug!(target: "kopf::objects", uid, "the object's own write has not come back on the watch in time; reading its newest state");
+        let failed = || {
+            self.memory(uid, |m| {
+                m.failures += 1;
+                m.failures
+            })
+        };
+        let newest = match self.writer.fetch(uid, &seen, tasks, failed).await {
+            // Another object of the same name is not this one: this one is gone.
+            Ok(Some(newest)) if newest["metadata"]["uid"].as_str() != Some(uid) => return Ok(None),
+            Ok(Some(newest)) => Arc::new(newest),
+            Ok(None) => return Ok(None),
+            Err(Unread::Closed) => return Err(None),
+            Err(Unread::Failed(delay)) => return Err(Some(delay)),
+        };
+        let version = newest["metadata"]["resourceVersion"].as_str();
+        if version == seen["metadata"]["resourceVersion"].as_str() {
+            self.memory(uid, |m| m.awaited = None);
+            return Ok(Some(seen));
+        }
+        let timeout = self.settings.persistence.consistency_timeout;
+        self.memory(uid, |m| {
+            if let Some(awaited) = m.awaited.as_deref_mut() {
+                awaited.pending = version.map(str::to_owned).into_iter().collect();
+                awaited.until = Instant::now() + timeout;
+            }
+            m.latest = Some(newest.clone());
+        });
+        Ok(Some(newest))
     }
 
     /// Whether the object carries the operator's finalizer.
@@ -881,14 +982,14 @@ impl Processor {
         // As Kopf, the lifecycle plans among the awakened handlers, in registration order.
         let plan = progress::plan(&self.settings.execution.lifecycle, &ids, &records);
         let memo = self.memo_of(body);
-        let subhandling = SubHandling {
-            invocations: &self.invocations,
-            progress: &*self.progress,
-            lifecycle: &self.settings.execution.lifecycle,
-            default_backoff: self.settings.execution.default_backoff,
-        };
+        let subhandling = &self.subhandling;
         let mut merge = json!({});
         let mut finished_any = false;
+        // The records of sub-handlers run in place (`kopf::execute`): stored while the cause
+        // is unfinished, purged with the others (through the parents' `subrefs`) once it is;
+        // they do not hold the cause back, as in Kopf (a parent that went on without them
+        // is done).
+        let mut executed = Records::new();
         for Selected {
             handler,
             diff,
@@ -918,16 +1019,6 @@ impl Processor {
                 .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %handler.id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
             let logger = invocation.logger.clone();
             let gathered = invocation.gathered.clone();
-            let outcome = execution::execute(
-                &handler.id,
-                &handler.function,
-                &handler.options,
-                self.settings.execution.default_backoff,
-                invocation,
-            )
-            .await;
-            cycle.patch.merge(gathered.take_patch());
-            let mut subrefs = record.subrefs.clone();
             let cause = Cause {
                 handler: &handler.id,
                 body,
@@ -938,7 +1029,26 @@ impl Processor {
                 new,
                 needs_change: matches!(handler.trigger, Trigger::Update | Trigger::Field),
                 tasks,
+                lifecycle: &self.settings.execution.lifecycle,
             };
+            let in_place = subhandling.in_place(&handler.id, &cause);
+            gathered.run_in_place(in_place.clone());
+            let outcome = execution::execute(
+                &handler.id,
+                &handler.function,
+                &handler.options,
+                self.settings.execution.default_backoff,
+                invocation,
+            )
+            .await;
+            cycle.patch.merge(gathered.take_patch());
+            let mut subrefs = record.subrefs.clone();
+            subhandling.gather(
+                in_place.end(),
+                &mut cycle.patch,
+                &mut subrefs,
+                &mut executed,
+            );
             let outcome = subhandling
                 .settle_parent(
                     &handler.id,
@@ -1000,6 +1110,7 @@ impl Processor {
             }
         } else {
             progress::store(&*self.progress, &records, body, &mut merge);
+            progress::store(&*self.progress, &executed, body, &mut merge);
             cycle.wakeup = progress::next_due(records.values());
         }
         if let Value::Object(merge) = merge {
@@ -1057,6 +1168,17 @@ impl Drop for Writing<'_> {
             memories.with_existing(self.uid, |m| m.written(Vec::new(), None, ""));
         }
     }
+}
+
+/// Where the object's newest state stands with the object's own writes (Kopf's consistency).
+enum Consistency {
+    /// No write of its own is awaited: the state may be handled.
+    Reached,
+    /// A write of its own has not come back: wait until then, or for this long at most (or
+    /// for a newer state, when the state is one that the write replaced).
+    Waits(Option<Duration>),
+    /// A write of its own has not come back within the consistency timeout.
+    Late,
 }
 
 /// Whether an object's events may be observed, and its state processed, here.

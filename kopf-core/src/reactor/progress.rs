@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::actions::delivery::deliver;
 use crate::actions::execution::Outcome;
 use crate::actions::invocation::Reason;
-use crate::configs::lifecycles::Lifecycle;
+use crate::configs::lifecycles::{DueHandler, Lifecycle};
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{HandlerId, ProgressRecord, ProgressStorage};
 use crate::structs::patch::Patch;
@@ -45,12 +45,19 @@ pub(crate) fn plan(lifecycle: &Lifecycle, ids: &[&str], records: &Records) -> Ve
     let awakened: Vec<usize> = (0..ids.len())
         .filter(|&i| records.get(ids[i]).is_some_and(|r| !is_done(r) && due(r)))
         .collect();
-    let retries: Vec<u32> = awakened
+    let due: Vec<DueHandler<'_>> = awakened
         .iter()
-        .map(|&i| records.get(ids[i]).map_or(0, |r| r.retries))
+        .map(|&i| {
+            let record = records.get(ids[i]);
+            DueHandler {
+                id: ids[i],
+                retries: record.map_or(0, |r| r.retries),
+                started: record.and_then(|r| r.started),
+            }
+        })
         .collect();
     lifecycle
-        .plan(&retries)
+        .plan(&due)
         .into_iter()
         .map(|i| awakened[i])
         .collect()

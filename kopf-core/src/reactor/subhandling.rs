@@ -1,7 +1,8 @@
 //! Sub-handlers (Kopf's `@kopf.subhandler`): after a handler's call, the sub-handlers it
 //! registered run in the lifecycle's order, each with a progress record of its own under
 //! `parent/child`, and the parent stands as they do (see
-//! [`SubHandlers`](crate::registry::SubHandlers)).
+//! [`SubHandlers`](crate::registry::SubHandlers)). Those that a handler runs in place
+//! ([`execute`](crate::execute)) run the same way, during its call ([`RunInPlace`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::actions::execution::{self, Outcome};
-use crate::actions::invocation::{Reason, SubHandler, SubHandlers};
+use crate::actions::invocation::{InPlace, Reason, SubHandler, SubHandlers};
 use crate::aiokits::tasks::Tasks;
 use crate::aiokits::work::Work;
 use crate::clients::posting::Logger;
@@ -22,6 +23,7 @@ use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::progress::{self, Records};
 use crate::structs::bodies::Body;
 use crate::structs::diff::{self, Diff};
+use crate::structs::errors::{Error, Result};
 use crate::structs::filters;
 use crate::structs::memos::Memo;
 use crate::structs::outcomes::Failure;
@@ -42,6 +44,58 @@ pub(crate) struct Cause<'a> {
     /// `field_needs_change`, inherited from an `on_update` or `on_field` handler at the top).
     pub(crate) needs_change: bool,
     pub(crate) tasks: &'a Tasks,
+    /// The order of the sub-handlers' attempts: the operator's, or the one that
+    /// [`execute`](crate::execute) was given at a level above.
+    pub(crate) lifecycle: &'a Lifecycle,
+}
+
+impl Cause<'_> {
+    /// The cause, kept for sub-handlers run in place during a call.
+    fn held(&self) -> HeldCause {
+        HeldCause {
+            handler: self.handler.to_string(),
+            body: self.body.clone(),
+            memo: self.memo.clone(),
+            reason: self.reason,
+            diff: self.diff.clone(),
+            old: self.old.clone(),
+            new: self.new.clone(),
+            needs_change: self.needs_change,
+            tasks: self.tasks.clone(),
+            lifecycle: self.lifecycle.clone(),
+        }
+    }
+}
+
+/// A [`Cause`] owned, for as long as a call may run sub-handlers in place.
+struct HeldCause {
+    handler: String,
+    body: Arc<Body>,
+    memo: Memo,
+    reason: Reason,
+    diff: Arc<Diff>,
+    old: Option<Arc<Value>>,
+    new: Option<Arc<Value>>,
+    needs_change: bool,
+    tasks: Tasks,
+    lifecycle: Lifecycle,
+}
+
+impl HeldCause {
+    fn lend<'a>(&'a self, lifecycle: &'a Lifecycle) -> Cause<'a> {
+        Cause {
+            handler: &self.handler,
+            body: &self.body,
+            memo: &self.memo,
+            reason: self.reason,
+            diff: &self.diff,
+            old: &self.old,
+            new: &self.new,
+            needs_change: self.needs_change,
+            tasks: &self.tasks,
+            lifecycle,
+        }
+    }
 }
 
 /// A sub-handler that its filters select, with the change it sees: narrowed to its field, if
@@ -54,11 +108,10 @@ struct Chosen {
 }
 
 /// What running sub-handlers needs: how to invoke them, where their progress is kept, and
-/// the order and pace of their attempts.
-pub(crate) struct SubHandling<'a> {
-    pub(crate) invocations: &'a Invocations,
-    pub(crate) progress: &'a dyn ProgressStorage,
-    pub(crate) lifecycle: &'a Lifecycle,
+/// the pace of their attempts. One for each resource's processor.
+pub(crate) struct SubHandling {
+    pub(crate) invocations: Invocations,
+    pub(crate) progress: Arc<dyn ProgressStorage>,
     pub(crate) default_backoff: Duration,
 }
 
@@ -71,7 +124,7 @@ struct Settled {
     outcome: Outcome,
 }
 
-impl SubHandling<'_> {
+impl SubHandling {
     /// After a handler's call: runs the sub-handlers it registered, if any, adds their ids to
     /// `subrefs`, and tells how the handler stands (its own outcome when it registered none).
     #[allow(
@@ -79,7 +132,7 @@ impl SubHandling<'_> {
         reason = "the parent's record and the cycle's state, lent for the call"
     )]
     pub(crate) async fn settle_parent(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         outcome: Outcome,
         registered: &SubHandlers,
@@ -112,10 +165,47 @@ impl SubHandling<'_> {
         outcome
     }
 
+    /// How the handler `parent` runs sub-handlers in place during its call on this cause;
+    /// what they did is [`gather`](Self::gather)ed after the call.
+    pub(crate) fn in_place(self: &Arc<Self>, parent: &str, cause: &Cause<'_>) -> Arc<RunInPlace> {
+        Arc::new(RunInPlace {
+            subhandling: self.clone(),
+            parent: parent.to_string(),
+            cause: cause.held(),
+            executed: tokio::sync::Mutex::new(Executed::default()),
+            ended: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// After a call: what the sub-handlers it ran in place did goes to the patch (their
+    /// results) and to `records` (their records, stored or purged with the others when the
+    /// cycle ends), and their ids to the parent's `subrefs`.
+    pub(crate) fn gather(
+        &self,
+        executed: Executed,
+        patch: &mut Patch,
+        subrefs: &mut Vec<HandlerId>,
+        records: &mut Records,
+    ) {
+        let Executed {
+            records: made,
+            patch: results,
+            ids,
+        } = executed;
+        patch.merge(results);
+        records.extend(made);
+        for id in ids {
+            let id = HandlerId::new(id.as_str());
+            if !subrefs.contains(&id) {
+                subrefs.push(id);
+            }
+        }
+    }
+
     /// Runs the due sub-handlers that a parent registered (in the lifecycle's order), records
     /// their progress in `records`, and tells how they stand.
     fn run<'a>(
-        &'a self,
+        self: &'a Arc<Self>,
         parent: &'a str,
         children: Vec<SubHandler>,
         cause: &'a Cause<'a>,
@@ -137,13 +227,13 @@ impl SubHandling<'_> {
                 .collect();
             for id in &ids {
                 if !records.contains_key(id) {
-                    let record = progress::fetch(self.progress, id, body, reason);
+                    let record = progress::fetch(&*self.progress, id, body, reason);
                     records.insert(id.clone(), record);
                 }
             }
             let mut all_ids = ids.clone();
             let names: Vec<&str> = ids.iter().map(String::as_str).collect();
-            for i in progress::plan(self.lifecycle, &names, records) {
+            for i in progress::plan(cause.lifecycle, &names, records) {
                 let (chosen, id) = (&children[i], &ids[i]);
                 let child = &chosen.handler;
                 let record = records.get(id).cloned().unwrap_or_default();
@@ -169,6 +259,15 @@ impl SubHandling<'_> {
                     .set_span(tracing::info_span!(target: "kopf::handler", "handler", handler.id = %id, object.name = invocation.name(), object.namespace = invocation.namespace(), reason = %reason));
                 let logger = invocation.logger.clone();
                 let grandchildren = invocation.gathered.clone();
+                // Its own sub-handlers see what it saw.
+                let seen = Cause {
+                    diff: &chosen.diff,
+                    old: &chosen.old,
+                    new: &chosen.new,
+                    ..*cause
+                };
+                let in_place = self.in_place(id, &seen);
+                grandchildren.run_in_place(in_place.clone());
                 let outcome = execution::execute(
                     id,
                     &child.function,
@@ -179,13 +278,7 @@ impl SubHandling<'_> {
                 .await;
                 patch.merge(grandchildren.take_patch());
                 let mut subrefs = record.subrefs.clone();
-                // Its own sub-handlers see what it saw.
-                let seen = Cause {
-                    diff: &chosen.diff,
-                    old: &chosen.old,
-                    new: &chosen.new,
-                    ..*cause
-                };
+                self.gather(in_place.end(), patch, &mut subrefs, records);
                 let outcome = self
                     .settle_parent(
                         id,
@@ -245,7 +338,7 @@ impl SubHandling<'_> {
     }
 }
 
-impl SubHandling<'_> {
+impl SubHandling {
     /// The sub-handler with the change it sees, if its filters select it for this cause (as
     /// Kopf's `registries.match`: labels, annotations, the field's values and change, `when`;
     /// a panicking filter does not select it).
@@ -312,6 +405,87 @@ impl SubHandling<'_> {
             diff,
             old,
             new,
+        })
+    }
+}
+
+/// What the sub-handlers run in place during one call did, gathered after the call.
+#[derive(Default)]
+pub(crate) struct Executed {
+    /// Their records (and their own sub-handlers'), to store.
+    records: Records,
+    /// Their results and the patches of their calls.
+    patch: Patch,
+    /// Their ids (`parent/child`), at any depth, for the parent's `subrefs`.
+    ids: Vec<String>,
+}
+
+/// How a change handler's call runs sub-handlers in place ([`execute`](crate::execute)): as
+/// those it registers run after the call, with this cause, each in a node of the cycle's
+/// cancellation tree.
+pub(crate) struct RunInPlace {
+    subhandling: Arc<SubHandling>,
+    parent: String,
+    cause: HeldCause,
+    /// Locked while sub-handlers run, so that concurrent calls of `execute` within one call
+    /// take turns.
+    executed: tokio::sync::Mutex<Executed>,
+    /// The call has ended: what runs in place now would be gathered by no one.
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl RunInPlace {
+    /// The call has ended: what its sub-handlers did, to [`SubHandling::gather`]. (Sub-handlers
+    /// still running in place, in a task the handler left behind, are not waited for: they
+    /// are retried with their parent.)
+    pub(crate) fn end(&self) -> Executed {
+        self.ended.store(true, std::sync::atomic::Ordering::Release);
+        match self.executed.try_lock() {
+            Ok(mut executed) => std::mem::take(&mut *executed),
+            Err(_) => Executed::default(),
+        }
+    }
+}
+
+impl InPlace for RunInPlace {
+    fn run(
+        self: Arc<Self>,
+        handlers: Vec<SubHandler>,
+        lifecycle: Option<Lifecycle>,
+    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
+        Box::pin(async move {
+            let mut executed = self.executed.lock().await;
+            if self.ended.load(std::sync::atomic::Ordering::Acquire) {
+                let parent = &self.parent;
+                return Err(Error::msg(format_args!(
+                    "kopf::execute() was awaited after the call of handler '{parent}' had ended: \
+                     await it within the call"
+                )));
+            }
+            let lifecycle = lifecycle.unwrap_or_else(|| self.cause.lifecycle.clone());
+            let cause = self.cause.lend(&lifecycle);
+            let Executed {
+                records,
+                patch,
+                ids,
+            } = &mut *executed;
+            let settled = self
+                .subhandling
+                .run(&self.parent, handlers, &cause, records, patch)
+                .await;
+            for id in settled.ids {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            match settled.outcome {
+                // As Kopf: done, whether or not some failed (their records say so).
+                Outcome::Success(_) | Outcome::Failure(..) => Ok(()),
+                Outcome::Retry { delay, .. } => Err(Error::children_retry(delay)),
+                Outcome::Aborted => Err(Error::not_started(
+                    "the sub-handlers run in place were aborted: the operator stops",
+                )),
+            }
         })
     }
 }

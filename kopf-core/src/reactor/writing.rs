@@ -1,7 +1,8 @@
 //! The writes of the per-object cycle and of its daemons and timers: what their handlers did
 //! (results, progress records, the diff-base, the finalizer's change), sent to the object only
 //! while this operator may act on it, a few at a time, and after a failure, tried again only
-//! after Kopf's error delays. The requests themselves are `clients/patching.rs`'s.
+//! after Kopf's error delays. The requests themselves are `clients/patching.rs`'s. Under the
+//! same gate, the read of an object whose own write has not come back on the watch in time.
 //!
 //! "May act" is asked right before each request leaves, not once per write: a write waits
 //! for its permit (long, in a burst), and is up to four requests with retries. Each request
@@ -17,12 +18,14 @@ use tokio::time::Instant;
 
 use crate::aiokits::tasks::Tasks;
 use crate::clients::patching::{self, Closed, Gate, Target, WriteError, Written};
+use crate::clients::reading::{Deferred, Unmanaged};
 use crate::clients::retries::Backoffs;
 use crate::configs::settings::Settings;
 use crate::configs::storage::ProgressStorage;
 use crate::engines::ownership::Ownership;
 use crate::engines::pausing::Fence;
 use crate::helpers::sync::lock;
+use crate::structs::bodies::Body;
 use crate::structs::errors;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
@@ -81,6 +84,18 @@ pub(crate) struct Writer {
     delays: Vec<Duration>,
     /// The fields of `status` that the server was seen to prune (warned about once).
     pruned: Mutex<BTreeSet<String>>,
+    /// Objects read are kept without their managed fields, as the watchers read them
+    /// (`settings.watching.strip_managed_fields`).
+    strip_managed_fields: bool,
+}
+
+/// Why an object's newest state was not read.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    /// The operator may not act on the object: nothing is to be tried again.
+    Closed,
+    /// The request failed: try again after this delay (Kopf's `error_delays`).
+    Failed(Duration),
 }
 
 impl Writer {
@@ -103,7 +118,63 @@ impl Writer {
             enforce_retry_after: settings.networking.enforce_retry_after,
             delays: settings.queueing.error_delays.clone(),
             pruned: Mutex::default(),
+            strip_managed_fields: settings.watching.strip_managed_fields,
         }
+    }
+
+    /// Reads the object `uid` as stored now (`Ok(None)`: it is gone), whose newest state seen
+    /// is `body`; only while this operator may act on it. A failure counts with the failed
+    /// writes (`failed`, as for [`Writer::write`]) for the delay before trying again.
+    pub(crate) async fn fetch(
+        &self,
+        uid: &str,
+        body: &Value,
+        tasks: &Tasks,
+        failed: impl FnOnce() -> usize,
+    ) -> Result<Option<Body>, Unread> {
+        let gate = ObjectGate {
+            fence: &self.fence,
+            ownership: self.ownership.as_deref(),
+            uid,
+        };
+        let target = Target {
+            client: &self.client,
+            resource: &self.resource,
+            namespace: body["metadata"]["namespace"].as_str(),
+            name: body["metadata"]["name"].as_str().unwrap_or_default(),
+            stop: tasks.token(),
+            gate: &gate,
+        };
+        let backoffs = Backoffs {
+            delays: &self.backoffs,
+            enforce_retry_after: self.enforce_retry_after,
+        };
+        let fetched = match self.strip_managed_fields {
+            true => Box::pin(patching::fetch::<Unmanaged>(&target, backoffs)).await,
+            false => Box::pin(patching::fetch::<Deferred>(&target, backoffs)).await,
+        };
+        match fetched {
+            Ok(fetched) => Ok(fetched),
+            Err(WriteError::Closed(closed)) => {
+                tracing::warn!(target: "kopf::patching", uid, "not read: {closed}");
+                Err(Unread::Closed)
+            }
+            Err(WriteError::Request(error)) => {
+                let delay = self.delay(failed());
+                tracing::error!(target: "kopf::patching", error = %errors::describe(&error), ?delay, "reading the object failed; retrying later");
+                Err(Unread::Failed(delay))
+            }
+        }
+    }
+
+    /// The delay before trying an object again after this many failures in a row (Kopf's
+    /// `error_delays`).
+    fn delay(&self, failures: usize) -> Duration {
+        self.delays
+            .get(failures.saturating_sub(1))
+            .or(self.delays.last())
+            .copied()
+            .unwrap_or(Duration::from_secs(1))
     }
 
     /// Sends a patch (and the framework's JSON-patch operation on the finalizers) to the
@@ -207,13 +278,7 @@ impl Writer {
                 })
             }
             Err(WriteError::Request(error)) => {
-                let failures = failed();
-                let delay = self
-                    .delays
-                    .get(failures.saturating_sub(1))
-                    .or(self.delays.last())
-                    .copied()
-                    .unwrap_or(Duration::from_secs(1));
+                let delay = self.delay(failed());
                 tracing::error!(target: "kopf::patching", error = %errors::describe(&error), ?delay, "patching the object failed; retrying later");
                 Err(Unwritten {
                     patch,

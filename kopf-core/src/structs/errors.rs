@@ -42,8 +42,13 @@ pub(crate) enum ErrorKind {
     /// Do not retry.
     Permanent,
     /// The framework's own: the handler was stopped before it started (a sync handler still
-    /// waiting for a thread); nothing is recorded, as after an abort.
+    /// waiting for a thread), or the sub-handlers it ran in place were aborted; nothing is
+    /// recorded, as after an abort.
     NotStarted,
+    /// The framework's own (Kopf's `HandlerChildrenRetry`): sub-handlers that the handler ran
+    /// in place ([`execute`](crate::execute)) are unfinished; the handler is retried after the
+    /// delay, without the log and Event of a failure.
+    ChildrenRetry(Duration),
 }
 
 impl Error {
@@ -63,9 +68,21 @@ impl Error {
         }
     }
 
-    /// Whether this error asks to retry ([`TemporaryError`]).
+    /// Sub-handlers run in place are unfinished: the handler is retried after `delay`.
+    pub(crate) fn children_retry(delay: Duration) -> Self {
+        Error {
+            kind: ErrorKind::ChildrenRetry(delay),
+            source: "unfinished sub-handlers".into(),
+        }
+    }
+
+    /// Whether this error asks to retry ([`TemporaryError`], or the unfinished sub-handlers of
+    /// [`execute`](crate::execute)).
     pub fn is_temporary(&self) -> bool {
-        matches!(self.kind, ErrorKind::Temporary(_))
+        matches!(
+            self.kind,
+            ErrorKind::Temporary(_) | ErrorKind::ChildrenRetry(_)
+        )
     }
 
     /// Whether this error asks never to retry ([`PermanentError`], or the framework's own

@@ -102,7 +102,7 @@ surface! {
     "kopf.daemon" => path(kopf::daemon);
     "kopf.event" => path(kopf::event);
     "kopf.exception" => path(kopf::exception);
-    "kopf.execute" => pending("settings") value(kopf::execute);
+    "kopf.execute" => path(kopf::execute);
     "kopf.get_default_lifecycle" => field(execution.lifecycle);
     "kopf.get_default_registry" => value(kopf::registry::Registry::collected);
     "kopf.harmonize_naming" => path(kopf::hierarchies::harmonize_naming);

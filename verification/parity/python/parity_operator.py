@@ -10,6 +10,7 @@ parity/src/operator.rs: the two must stay in step.
 import asyncio
 import collections.abc
 import json
+import logging
 import os
 
 import kopf
@@ -18,6 +19,12 @@ GROUP, VERSION, PLURAL = "kopf.dev", "v1", "kopfexamples"
 CALLS = os.environ["PARITY_CALLS"]
 with open(os.environ["PARITY_SPEC"], encoding="utf-8") as spec_file:
     SPEC = json.load(spec_file)
+
+
+# The bodies that change handlers saw, by object name, for the startup task's Events.
+SEEN = {}
+# The tasks of one's own, kept from the garbage collector.
+TASKS = []
 
 
 def record(call):
@@ -127,6 +134,9 @@ def behaviour(spec, full_id):
         if spec.get("reads"):
             call["index"] = index_content(kwargs[spec["reads"]])
         record(call)
+        if reason is not None:
+            key = name if namespace == "default" else f"{namespace}/{name}"
+            SEEN[key] = dict(kwargs["body"])
         failures = spec.get("fail", [])
         if retry < len(failures):
             failure = failures[retry]
@@ -145,6 +155,13 @@ def behaviour(spec, full_id):
             # skips the object's changes until its next event (kopf-rs does not; the README
             # lists it).
             return None
+        if spec.get("posts_from_task"):
+            TASKS.append(asyncio.create_task(post_from_task(dict(kwargs["body"]), full_id)))
+        if spec.get("executes"):
+            await kopf.execute(fns={
+                sub["id"]: behaviour(sub, f"{full_id}/{sub['id']}")
+                for sub in spec["executes"]
+            })
         for sub in spec.get("subhandlers", []):
             kopf.subhandler(**options(sub, change=False))(
                 behaviour(sub, f"{full_id}/{sub['id']}"))
@@ -165,6 +182,34 @@ def configure(settings: kopf.OperatorSettings, **_):
     settings.persistence.consistency_timeout = 1
     # What handlers log is posted as Events too, to compare them (off by default since 1.44).
     settings.posting.loggers = True
+
+
+async def post_when_seen(names):
+    """Once a change handler has seen each object, posts Events about it, outside of any
+    handler (the spec's `startup_posts`)."""
+    for name in names:
+        while name not in SEEN:
+            await asyncio.sleep(0.05)
+        try:
+            kopf.info(SEEN[name], reason="Startup", message=f"seen {name}")
+            kopf.event(SEEN[name], type="Warning", reason="Noticed", message=f"noticed {name}")
+        except LookupError as error:
+            # Kopf 1.45.2 keeps its event queue in a context variable set only in the
+            # objects' workers (and the tasks they start): see outcome::ALLOWED.
+            logging.getLogger("parity").warning("the startup task posted nothing: %r", error)
+
+
+async def post_from_task(body, full_id):
+    """What a handler's task of its own posts, after the handler's call."""
+    await asyncio.sleep(0)
+    kopf.info(body, reason="FromTask", message=f"posted by a task of {full_id}")
+
+
+if SPEC.get("startup_posts"):
+    @kopf.on.startup()
+    async def start_poster(**_):
+        # A task of one's own, outside of any handler.
+        TASKS.append(asyncio.create_task(post_when_seen(SPEC["startup_posts"])))
 
 
 def daemon(spec):

@@ -1,8 +1,9 @@
 //! The kopf-rs interpreter of an [`OperatorSpec`]: the registry that `parity-operator` runs.
 //! Its twin for Kopf is `python/parity_operator.py`; the two must stay in step.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kopf::filters::{MetaFilter, ValueFilter};
@@ -74,6 +75,13 @@ pub fn selector() -> Selector {
     Selector::new("kopf.dev", "v1", "kopfexamples")
 }
 
+/// The bodies that change handlers saw, by object name (`namespace/name`, or `name` in
+/// `default`), for the startup task's Events.
+fn seen() -> &'static Mutex<HashMap<String, Value>> {
+    static SEEN: OnceLock<Mutex<HashMap<String, Value>>> = OnceLock::new();
+    SEEN.get_or_init(Mutex::default)
+}
+
 /// The registry of the spec's handlers, each recording its calls in the file `calls`.
 pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
     let calls: Arc<PathBuf> = Arc::new(calls.to_path_buf());
@@ -82,17 +90,25 @@ pub fn registry(spec: &OperatorSpec, calls: &Path) -> Registry {
         activity.settings().posting.loggers = true;
         async { Ok(None) }
     });
-    spec.handlers
-        .iter()
-        .fold(Registry::new().with(configure), |registry, handler| {
-            // Stacked: the same behaviour under each registration, and the same id, which is
-            // what tells one function's registrations apart for handlers declared in code.
-            std::iter::once(handler)
-                .chain(&handler.stacked)
-                .fold(registry, |registry, registration| {
-                    add(registry, registration, handler, &calls)
-                })
-        })
+    let mut registry = Registry::new().with(configure);
+    if !spec.startup_posts.is_empty() {
+        let names = spec.startup_posts.clone();
+        registry = registry.with(ActivityHandler::on_startup("start_poster", move |_| {
+            // A task of the user's own, outside of any handler, as a Kopf user starts one with
+            // `asyncio.create_task()`: it ends when the process does.
+            tokio::spawn(post_when_seen(names.clone()));
+            async { Ok(None) }
+        }));
+    }
+    spec.handlers.iter().fold(registry, |registry, handler| {
+        // Stacked: the same behaviour under each registration, and the same id, which is
+        // what tells one function's registrations apart for handlers declared in code.
+        std::iter::once(handler)
+            .chain(&handler.stacked)
+            .fold(registry, |registry, registration| {
+                add(registry, registration, handler, &calls)
+            })
+    })
 }
 
 /// Adds one registration of the handler `behaviour`'s function, as `spec` declares it.
@@ -221,6 +237,26 @@ fn lookup<'a>(body: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(body, |value, key| value.get(key))
 }
 
+/// Once a change handler has seen each object, posts Events about it (see
+/// [`OperatorSpec::startup_posts`]).
+async fn post_when_seen(names: Vec<String>) {
+    for name in names {
+        let body = loop {
+            let body = seen()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                .cloned();
+            match body {
+                Some(body) => break body,
+                None => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        kopf::info(&body, "Startup", format_args!("seen {name}"));
+        kopf::event(&body, "Warning", "Noticed", format_args!("noticed {name}"));
+    }
+}
+
 /// The handler's function: records the call, then fails or succeeds as the spec says.
 fn behaviour(
     spec: HandlerSpec,
@@ -234,6 +270,16 @@ fn behaviour(
         let (spec, id, calls) = (spec.clone(), id.clone(), calls.clone());
         Box::pin(async move {
             record(&calls, &call(&spec, &id, &invocation)).await;
+            if invocation.reason().is_some() {
+                let name = match invocation.namespace() {
+                    Some(namespace) if namespace != "default" => {
+                        format!("{namespace}/{}", invocation.name())
+                    }
+                    _ => invocation.name().to_string(),
+                };
+                let mut seen = seen().lock().unwrap_or_else(|p| p.into_inner());
+                seen.insert(name, invocation.body().clone());
+            }
             let retry = invocation.retry();
             match spec.fail.get(retry as usize) {
                 Some(Failure::Temporary(delay)) => {
@@ -251,6 +297,24 @@ fn behaviour(
             if matches!(spec.kind, Kind::Event | Kind::Timer) {
                 // As the Python twin: these return nothing (see there why).
                 return Ok(None);
+            }
+            if spec.posts_from_task {
+                let body = invocation.body().clone();
+                let message = format!("posted by a task of {id}");
+                // A task of the handler's own, outside of its call, as a Kopf user starts one
+                // with `asyncio.create_task()`.
+                tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    kopf::info(&body, "FromTask", message);
+                });
+            }
+            if !spec.executes.is_empty() {
+                let children = spec.executes.iter().map(|sub| {
+                    let function =
+                        behaviour(sub.clone(), format!("{id}/{}", sub.id), calls.clone());
+                    SubHandler::new(&sub.id, function)
+                });
+                kopf::execute(children).await?;
             }
             for sub in &spec.subhandlers {
                 let function = behaviour(sub.clone(), format!("{id}/{}", sub.id), calls.clone());

@@ -16,6 +16,8 @@ pub fn scripted() -> Vec<Scenario> {
         filters(),
         errors(),
         subhandlers(),
+        executed_subhandlers(),
+        startup_events(),
         resumes_and_events(),
         deletions(),
         daemons_and_timers(),
@@ -32,7 +34,10 @@ fn handler(kind: Kind, id: &str) -> HandlerSpec {
 }
 
 fn operator(handlers: Vec<HandlerSpec>) -> OperatorSpec {
-    OperatorSpec { handlers }
+    OperatorSpec {
+        handlers,
+        startup_posts: Vec::new(),
+    }
 }
 
 fn labelled(name: &str, spec: Value, labels: Value) -> Step {
@@ -211,6 +216,48 @@ pub fn subhandlers() -> Scenario {
         steps: vec![
             Step::create("one", json!({})),
             Step::patch("one", json!({"spec": {"field": 1}})),
+        ],
+    }
+}
+
+/// Sub-handlers run in place (Kopf's `await kopf.execute(fns=...)`): one failing once, so
+/// that the parent is retried without calling the finished one again; under an update
+/// handler too.
+pub fn executed_subhandlers() -> Scenario {
+    let mut flaky = handler(Kind::Create, "flaky");
+    flaky.fail = vec![Failure::Temporary(0.5)];
+    let mut parent = handler(Kind::Create, "parent_fn");
+    parent.executes = vec![handler(Kind::Create, "first"), flaky];
+    let mut updater = handler(Kind::Update, "updater_fn");
+    updater.executes = vec![handler(Kind::Update, "part")];
+    Scenario {
+        scope: Scope::default(),
+        name: "executed-subhandlers".into(),
+        operator: operator(vec![parent, updater]),
+        steps: vec![
+            Step::create("one", json!({})),
+            Step::patch("one", json!({"spec": {"field": 1}})),
+        ],
+    }
+}
+
+/// Events posted outside of handlers' calls: from a task that a startup handler started,
+/// about objects its change handlers saw (again after a restart, when the object is resumed),
+/// which Kopf does not post (see [`outcome::ALLOWED`](crate::outcome::ALLOWED)'s
+/// `events-from-startup-tasks`); and from a task that a change handler started, which both
+/// post.
+pub fn startup_events() -> Scenario {
+    let mut create = handler(Kind::Create, "create_fn");
+    create.posts_from_task = true;
+    let mut spec = operator(vec![create, handler(Kind::Resume, "resume_fn")]);
+    spec.startup_posts = vec!["one".into()];
+    Scenario {
+        scope: Scope::default(),
+        name: "startup-events".into(),
+        operator: spec,
+        steps: vec![
+            Step::create("one", json!({"field": 1})),
+            Step::Restart { meanwhile: vec![] },
         ],
     }
 }

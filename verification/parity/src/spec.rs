@@ -10,8 +10,8 @@
 //! daemons (at the start, and when stopped, with why; a daemon with [`HandlerSpec::poll`] also
 //! `{"daemon": "polled", "value"}` for each value it sees), plus `index` for those that read
 //! one.
-//! Then it fails as its [`HandlerSpec::fail`] says for that attempt, or registers its
-//! sub-handlers and returns `{"retry": n}` (event handlers, daemons and timers return nothing:
+//! Then it fails as its [`HandlerSpec::fail`] says for that attempt, or runs the sub-handlers
+//! it executes in place, registers its sub-handlers and returns `{"retry": n}` (event handlers, daemons and timers return nothing:
 //! see `outcome::ALLOWED`'s `no-op-writes`).
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,12 @@ use serde_json::Value;
 pub struct OperatorSpec {
     /// In the order of registration (which is the order of their calls).
     pub handlers: Vec<HandlerSpec>,
+    /// Objects that a task started by a startup handler posts Events about, outside of any
+    /// handler (Kopf's `kopf.info`/`kopf.event` from a task of one's own): once a change
+    /// handler has seen the object (it is given the body that handler saw), an `info` with
+    /// the reason `Startup` and an `event` of type `Warning` with the reason `Noticed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_posts: Vec<String>,
 }
 
 /// What kind of handler: Kopf's `@kopf.on.<kind>`.
@@ -101,6 +107,15 @@ pub struct HandlerSpec {
     /// Sub-handlers that the handler registers on each call (Kopf's `@kopf.subhandler`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subhandlers: Vec<HandlerSpec>,
+    /// The handler starts a task of its own on each call, which posts an Event about the
+    /// object after the call (`kopf.info` with the reason `FromTask`), outside of the call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub posts_from_task: bool,
+    /// Sub-handlers that the handler runs in place on each call, after its failures and
+    /// before it returns (Kopf's `await kopf.execute(fns={id: fn})`, `kopf::execute` in
+    /// kopf-rs); their own options are not given (Kopf's `fns=` takes none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub executes: Vec<HandlerSpec>,
     /// A timer's `interval=`, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<f64>,
@@ -147,6 +162,8 @@ impl HandlerSpec {
             timeout: None,
             fail: Vec::new(),
             subhandlers: Vec::new(),
+            posts_from_task: false,
+            executes: Vec::new(),
             interval: None,
             initial_delay: None,
             idle: None,

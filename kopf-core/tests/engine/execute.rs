@@ -1,0 +1,348 @@
+//! Sub-handlers run in place (`kopf::execute`, Kopf's `await kopf.execute(...)`): within the
+//! parent's call, each with its own progress record (`parent/child`); the parent is retried
+//! while some are unfinished, and those that finished are not called again.
+
+use std::time::Duration;
+
+use kopf::TemporaryError;
+use kopf::registry::{ChangeHandler, EventHandler, Registry, SubHandler};
+use kopf::settings::Lifecycle;
+use kopf_testing::{OperatorHarness, test_settings};
+use serde_json::{Value, json};
+
+use crate::logs::{lines_of, wait_line};
+use crate::support::{Calls, create, examples, server_with_crd, wait_object};
+
+/// The progress record of handler `id` on the object, as Kopf keeps it in an annotation.
+fn progress(object: &Value, key: &str) -> Option<Value> {
+    let text = object["metadata"]["annotations"][format!("kopf.zalando.org/{key}")].as_str()?;
+    serde_json::from_str(text).ok()
+}
+
+/// A sub-handler that records its calls and fails temporarily on the retries in `failing`.
+fn child(calls: &Calls, id: &'static str, failing: &'static [u32]) -> SubHandler {
+    let calls = calls.clone();
+    SubHandler::new(id, move |child| {
+        let calls = calls.clone();
+        async move {
+            calls.record(json!({"child": id, "retry": child.retry()}));
+            if failing.contains(&child.retry()) {
+                // Long enough for the test to see the progress on the object.
+                return Err(TemporaryError::new("not yet")
+                    .delay(Duration::from_secs(1))
+                    .into());
+            }
+            Ok(Some(json!({"item": id})))
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they_finish() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                calls.record(json!({"parent": "before", "retry": invocation.retry()}));
+                kopf::execute([child(&calls, "a", &[]), child(&calls, "b", &[0])]).await?;
+                calls.record(json!({"parent": "after", "retry": invocation.retry()}));
+                Ok(Some(json!({"message": "all items done"})))
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    create(&client, "inplace", json!({})).await;
+
+    // While `b` waits for its retry: the records as Kopf writes them.
+    let pending = wait_object(&harness, "inplace", "b's retry recorded", |o| {
+        progress(o, "create_fn.b").is_some_and(|b| b["retries"] == 1)
+    })
+    .await;
+    let parent = progress(&pending, "create_fn").expect("the parent's record");
+    assert_eq!(parent["subrefs"], json!(["create_fn/a", "create_fn/b"]));
+    assert_eq!(parent["success"], false);
+    assert_eq!(parent["failure"], false);
+    assert_eq!(parent["purpose"], "create");
+    let a = progress(&pending, "create_fn.a").expect("a's record");
+    assert_eq!((&a["success"], &a["retries"]), (&json!(true), &json!(1)));
+    assert!(a["stopped"].is_string(), "{a}");
+    let b = progress(&pending, "create_fn.b").expect("b's record");
+    assert_eq!(
+        (&b["success"], &b["failure"], &b["message"], &b["purpose"]),
+        (
+            &json!(false),
+            &json!(false),
+            &json!("not yet"),
+            &json!("create")
+        )
+    );
+    assert!(b["delayed"].is_string() && b["started"].is_string(), "{b}");
+    assert_eq!(pending["status"]["create_fn/a"], json!({"item": "a"}));
+
+    let done = wait_object(&harness, "inplace", "the result, records purged", |o| {
+        o["status"]["create_fn"]["message"] == "all items done"
+            && o["metadata"]["annotations"].as_object().is_some_and(|a| {
+                !a.keys()
+                    .any(|k| k.starts_with("kopf.zalando.org/create_fn"))
+            })
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/b"], json!({"item": "b"}));
+    assert_eq!(
+        calls.all(),
+        [
+            // Kopf's default lifecycle (asap): one sub-handler per call.
+            json!({"parent": "before", "retry": 0}),
+            json!({"child": "a", "retry": 0}),
+            json!({"parent": "before", "retry": 1}),
+            json!({"child": "b", "retry": 0}),
+            json!({"parent": "before", "retry": 2}),
+            json!({"child": "b", "retry": 1}),
+            json!({"parent": "after", "retry": 2}),
+        ],
+        "finished children are not called again; the parent goes on once all finished"
+    );
+    assert!(
+        !lines_of("inplace")
+            .iter()
+            .any(|line| line.contains("Handler 'create_fn' failed")),
+        "unfinished sub-handlers are no failure of the parent"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A sub-handler that panics, one that fails for good, one with sub-handlers of its own run
+/// in place, all in one cycle (the lifecycle given to `execute`): the panic is retried as an
+/// error, the permanent failure ends that sub-handler alone (as in Kopf, `execute` returns
+/// once all have finished, failed or not), and the operator runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |_invocation| {
+            let calls = recorded.clone();
+            async move {
+                let (panicky, broken, nested) = (calls.clone(), calls.clone(), calls.clone());
+                let children = vec![
+                    SubHandler::new("panicky", move |child| {
+                        let calls = panicky.clone();
+                        async move {
+                            calls.record(json!({"child": "panicky", "retry": child.retry()}));
+                            if child.retry() == 0 {
+                                panic!("a bug in the sub-handler");
+                            }
+                            Ok(None)
+                        }
+                    })
+                    .backoff(Duration::from_millis(50)),
+                    SubHandler::new("broken", move |_| {
+                        let calls = broken.clone();
+                        async move {
+                            calls.record(json!({"child": "broken"}));
+                            Err(kopf::PermanentError::new("always broken").into())
+                        }
+                    }),
+                    SubHandler::new("nested", move |_| {
+                        let calls = nested.clone();
+                        async move {
+                            calls.record(json!({"child": "nested"}));
+                            let grand = child(&calls, "grand", &[]);
+                            kopf::execute([grand]).await?;
+                            Ok(Some(json!("nested done")))
+                        }
+                    }),
+                ];
+                kopf::execute(children)
+                    .lifecycle(Lifecycle::AllAtOnce)
+                    .await?;
+                calls.record(json!({"parent": "after"}));
+                Ok(Some(json!({"message": "went on"})))
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    let client = harness.client();
+    lines_of("panicky"); // Logs are captured from now on.
+    create(&client, "panicky", json!({})).await;
+    wait_line(
+        "panicky",
+        "Handler 'create_fn/panicky' failed with an exception and will try again in 0.05 seconds: the handler panicked: a bug in the sub-handler",
+    )
+    .await;
+    wait_line(
+        "panicky",
+        "Handler 'create_fn/broken' failed permanently: always broken",
+    )
+    .await;
+    let done = wait_object(&harness, "panicky", "the parent's result", |o| {
+        o["status"]["create_fn"]["message"] == "went on"
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/nested"], json!("nested done"));
+    assert_eq!(
+        done["status"]["create_fn/nested/grand"],
+        json!({"item": "grand"})
+    );
+    assert_eq!(
+        harness.outcome("panicky", "create_fn/broken"),
+        Some(kopf::outcomes::HandlerOutcome::Failed {
+            message: "always broken".into(),
+            retries: 1,
+        })
+    );
+    assert_eq!(
+        harness.outcome("panicky", "create_fn/panicky"),
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { retries: 2 })
+    );
+    assert!(matches!(
+        harness.outcome("panicky", "create_fn"),
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
+    ));
+    crate::support::settle(harness.server()).await;
+    let mut all: Vec<String> = calls.all().iter().map(Value::to_string).collect();
+    all.sort();
+    assert_eq!(
+        all,
+        [
+            json!({"child": "broken"}).to_string(),
+            json!({"child": "grand", "retry": 0}).to_string(),
+            json!({"child": "nested"}).to_string(),
+            json!({"child": "panicky", "retry": 0}).to_string(),
+            json!({"child": "panicky", "retry": 1}).to_string(),
+            json!({"parent": "after"}).to_string(),
+        ],
+        "each sub-handler runs until it finished, never after"
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// Outside of a change handler's call, `execute` says where it may be called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_outside_of_a_change_handler_is_a_clear_error() {
+    let noop = || SubHandler::new("x", |_| async { Ok(None) });
+    let outside = kopf::execute([noop()]).await.expect_err("no handler runs");
+    assert!(
+        outside.to_string().contains("no change handler runs"),
+        "{outside}"
+    );
+
+    let calls = Calls::default();
+    let (recorded, watched) = (calls.clone(), calls.clone());
+    let registry = Registry::new()
+        .with(ChangeHandler::on_create(
+            examples(),
+            "create_fn",
+            move |_invocation| {
+                let calls = recorded.clone();
+                async move {
+                    let spawned = tokio::spawn(async move {
+                        kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
+                            .await
+                            .err()
+                            .map(|error| error.to_string())
+                    })
+                    .await?;
+                    calls.record(json!({"spawned": spawned}));
+                    Ok(None)
+                }
+            },
+        ))
+        .with(EventHandler::on_event(
+            examples(),
+            "watch_fn",
+            move |_invocation| {
+                let calls = watched.clone();
+                async move {
+                    let refused = kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
+                        .await
+                        .err()
+                        .map(|error| error.to_string());
+                    calls.record(json!({"event": refused}));
+                    Ok(None)
+                }
+            },
+        ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    create(&harness.client(), "outside", json!({})).await;
+    let all = calls
+        .wait_until("both refusals", |all| {
+            all.iter().any(|c| c.get("spawned").is_some())
+                && all.iter().any(|c| c.get("event").is_some())
+        })
+        .await;
+    for call in all {
+        let refusal = call["spawned"].as_str().or(call["event"].as_str());
+        let refusal = refusal.unwrap_or_else(|| panic!("refused: {call}"));
+        assert!(refusal.contains("no change handler runs"), "{refusal}");
+    }
+    let done = wait_object(&harness, "outside", "the handler's end", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
+    })
+    .await;
+    assert_eq!(done["status"].get("create_fn/x"), None);
+    harness.stop().await.expect("a clean stop");
+}
+
+/// Sub-handlers that all finish within the parent's only call leave no record behind: their
+/// records are purged with the parent's, as Kopf's are (the differential suite found one left
+/// on the object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |_invocation| {
+            let calls = recorded.clone();
+            async move {
+                kopf::execute([child(&calls, "a", &[])]).await?;
+                Ok(None)
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    create(&harness.client(), "oneshot", json!({})).await;
+    let done = wait_object(&harness, "oneshot", "the creation handled", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/a"], json!({"item": "a"}));
+    let annotations = done["metadata"]["annotations"].as_object().unwrap();
+    assert!(
+        !annotations
+            .keys()
+            .any(|k| k.starts_with("kopf.zalando.org/create_fn")),
+        "no record is left: {annotations:?}"
+    );
+    assert_eq!(calls.all().len(), 1);
+    harness.stop().await.expect("a clean stop");
+}
