@@ -26,21 +26,24 @@ pub type PatchFn = Arc<dyn Fn(&mut Value) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct Patch {
     merge: Map<String, Value>,
+    /// The JSON-patch operations and the functions, boxed and `None` until one is added: most
+    /// patches have neither, and a patch waits in every object's processing future during a
+    /// burst (see `reactor::processing`), so it is kept to two words.
+    more: Option<Box<More>>,
+}
+
+/// What few patches have: JSON-patch operations and functions.
+#[derive(Clone, Default)]
+struct More {
     operations: Vec<Value>,
-    /// Boxed, and `None` until one is added: most patches have none, and a patch waits in
-    /// every object's processing future during a burst (see `reactor::processing`).
-    #[allow(
-        clippy::box_collection,
-        reason = "one pointer in the patch (a Vec is three), allocated only for the rare patch with functions"
-    )]
-    functions: Option<Box<Vec<PatchFn>>>,
+    functions: Vec<PatchFn>,
 }
 
 impl fmt::Debug for Patch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Patch")
             .field("merge", &self.merge)
-            .field("operations", &self.operations)
+            .field("operations", &self.operations())
             .field("functions", &self.functions().len())
             .finish()
     }
@@ -50,7 +53,7 @@ impl fmt::Debug for Patch {
 impl PartialEq for Patch {
     fn eq(&self, other: &Self) -> bool {
         self.merge == other.merge
-            && self.operations == other.operations
+            && self.operations() == other.operations()
             && self.functions().len() == other.functions().len()
             && (self.functions().iter().zip(other.functions())).all(|(a, b)| Arc::ptr_eq(a, b))
     }
@@ -59,7 +62,7 @@ impl PartialEq for Patch {
 impl Patch {
     /// Whether there is nothing to send.
     pub fn is_empty(&self) -> bool {
-        self.merge.is_empty() && self.operations.is_empty() && self.functions().is_empty()
+        self.merge.is_empty() && self.operations().is_empty() && self.functions().is_empty()
     }
 
     /// The map at a top-level key (`status`, `spec`, ...), created when absent.
@@ -104,7 +107,7 @@ impl Patch {
     /// Adds a JSON-patch (RFC 6902) operation, e.g.
     /// `json!({"op": "add", "path": "/spec/items/-", "value": 1})`.
     pub fn operation(&mut self, operation: Value) {
-        self.operations.push(operation);
+        self.more.get_or_insert_default().operations.push(operation);
     }
 
     /// Adds a function that changes the object when the patch is written (Kopf's
@@ -140,14 +143,15 @@ impl Patch {
     /// }
     /// ```
     pub fn function(&mut self, function: impl Fn(&mut Value) + Send + Sync + 'static) {
-        self.functions
+        self.more
             .get_or_insert_default()
+            .functions
             .push(Arc::new(function));
     }
 
     /// The functions added (Kopf's `patch.fns`), in their order.
     pub fn functions(&self) -> &[PatchFn] {
-        self.functions.as_deref().map_or(&[], Vec::as_slice)
+        self.more.as_deref().map_or(&[], |more| &more.functions)
     }
 
     /// Applies the functions, in their order, to the object in place.
@@ -168,7 +172,9 @@ impl Patch {
         let before = self.applied_to(body);
         let mut after = before.clone();
         self.apply_functions(&mut after);
-        self.functions = None;
+        if let Some(more) = self.more.as_mut() {
+            more.functions.clear();
+        }
         if status_subresource && before.get("status") != after.get("status") {
             let status = merge_diff(
                 before.get("status").unwrap_or(&Value::Null),
@@ -185,7 +191,10 @@ impl Patch {
         if let Ok(Value::Array(operations)) =
             serde_json::to_value(json_patch::diff(&before, &after))
         {
-            self.operations.extend(operations);
+            self.more
+                .get_or_insert_default()
+                .operations
+                .extend(operations);
         }
     }
 
@@ -200,9 +209,10 @@ impl Patch {
     /// come after this one's).
     pub fn merge(&mut self, other: Patch) {
         merge_into(&mut self.merge, other.merge);
-        self.operations.extend(other.operations);
-        if let Some(functions) = other.functions {
-            self.functions.get_or_insert_default().extend(*functions);
+        if let Some(more) = other.more {
+            let mine = self.more.get_or_insert_default();
+            mine.operations.extend(more.operations);
+            mine.functions.extend(more.functions);
         }
     }
 
@@ -213,7 +223,7 @@ impl Patch {
 
     /// The JSON-patch operations.
     pub fn operations(&self) -> &[Value] {
-        &self.operations
+        self.more.as_deref().map_or(&[], |more| &more.operations)
     }
 
     /// Takes the `status` part out (its inner value), for resources whose status is a
@@ -237,7 +247,10 @@ impl Patch {
 
     /// Takes the JSON-patch operations out.
     pub(crate) fn take_operations(&mut self) -> Vec<Value> {
-        std::mem::take(&mut self.operations)
+        self.more
+            .as_mut()
+            .map(|more| std::mem::take(&mut more.operations))
+            .unwrap_or_default()
     }
 }
 
