@@ -621,19 +621,21 @@ async fn under_committed_failures_and_cut_streams_every_object_is_handled_once()
     server.inject(Fault::shuffle_list());
     let harness =
         OperatorHarness::start_on(server, Operator::new(registry).settings(test_settings())).await;
-    // On a real server, through the proxy, one of the three committed-then-failed status
-    // writes was once not seen failing (2 of 3): not explained yet (issue 49), so this test
-    // proves the fake server's fault accounting only.
-    if harness.fake_only("counting committed-then-failed writes exactly") {
-        return;
-    }
     let server = harness.server();
-    server.inject(
-        Fault::commit_then_fail(500)
-            .verb("patch")
-            .resource("kopfexamples.kopf.dev/status")
-            .times(3),
-    );
+    // One object's first status write each: a fault left for a later write could meet the
+    // retry of a write it already failed, which carries the version that write was made for
+    // and is refused (409) as the write landed; then the fault has fired and failed nothing.
+    // Whether a retry or another object's first write comes first is timing (a real server
+    // answers slower than the fake one, and the retry came first in 3 runs of 8).
+    for name in ["object-0", "object-1", "object-2"] {
+        server.inject(
+            Fault::commit_then_fail(500)
+                .verb("patch")
+                .resource("kopfexamples.kopf.dev/status")
+                .name(name)
+                .times(1),
+        );
+    }
     server.inject(
         Fault::commit_then_reset()
             .verb("patch")

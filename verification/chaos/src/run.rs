@@ -354,10 +354,12 @@ pub async fn run(plan: &Plan, binary: &Path, dir: &Path) -> Result<Evidence, Run
         Err(error) => Err(error),
     };
     let requests = server.requests();
+    let journal = server.journal();
+    write_journal(&dir.join("journal.jsonl"), &journal).await?;
     let evidence = Evidence {
         plan: plan.clone(),
         calls: calls::read(&dir.join("calls.jsonl")).await?,
-        journal: server.journal(),
+        journal,
         faults: server.stats().faults,
         writes: requests
             .iter()
@@ -552,6 +554,28 @@ async fn wait_disconnected(server: &FakeApiServer) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The journal beside the call log, one change a line, for a reader of a failed run.
+async fn write_journal(path: &Path, journal: &[Committed]) -> std::io::Result<()> {
+    let mut text = String::new();
+    for change in journal {
+        let at = change
+            .at
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let line = json!({
+            "resourceVersion": change.resource_version,
+            "event": change.event,
+            "resource": change.resource,
+            "at": at.to_string(),
+            "object": change.object,
+        });
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    tokio::fs::write(path, text).await
 }
 
 /// An object as served, or `null` when there is none.

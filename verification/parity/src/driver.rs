@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use kopf_testing::{FakeApiServer, TestClient, fixtures};
+use kopf_testing::{ApiServer, FakeApiServer, TestClient, fixtures};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::process::{Child, Command};
@@ -191,10 +191,8 @@ pub async fn run(side: Side, scenario: &Scenario, environment: &Environment) -> 
     tokio::fs::create_dir_all(&dir)
         .await
         .expect("creating the run's folder");
-    let server = FakeApiServer::builder()
-        .start_on_own_runtime()
-        .await
-        .expect("the fake server starts");
+    // The fake server, or with KOPF_TESTING_APISERVER=real, a real one behind it.
+    let server = ApiServer::from_env().start(FakeApiServer::builder()).await;
     let client = TestClient::new(server.client());
     client.apply(fixtures::KOPFEXAMPLE_CRD).await;
     server

@@ -9,7 +9,8 @@
 //!   [`Outcome`](outcome::Outcome); [`outcome`] compares two.
 //! - [`scenarios`]: the scripted scenarios, and seeded random ones.
 //!
-//! `cargo test -p kopf-parity` runs the scripted ones;
+//! `cargo test -p kopf-parity` runs the scripted ones; with `KOPF_TESTING_APISERVER=real`,
+//! each side's server is a real kube-apiserver behind the fake one (a proxy);
 //! `cargo test -p kopf-parity --test generated -- --ignored` the generated ones
 //! (`PARITY_SEED`, `PARITY_SCENARIOS`, `PARITY_STEPS`).
 //!

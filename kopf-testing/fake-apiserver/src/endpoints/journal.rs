@@ -4,7 +4,11 @@
 //! The first request for a resource (any verb) starts following it before the request goes
 //! on: a list (its objects enter the journal as added), then a watch from the list's
 //! resourceVersion, so no change after that is missed; a watch that ends or expires (`410
-//! Gone`) is started again, after a new list whose differences enter the journal. A write
+//! Gone`) is started again, after a new list whose differences enter the journal. A list the
+//! real server cannot serve yet is tried again: it answers `429` with `Retry-After` while the
+//! watch cache of a resource just made (a new CRD's) fills, and a resource that is not served
+//! yet (`404`) is tried again at its next request; only a resource that does not list at all
+//! (a review's `405`) is never followed. A write
 //! answered through the proxy waits until the journal holds the version it made, so that, as
 //! on the fake server, a client that saw its write answered finds it in the journal.
 //! Resources no request touched (those only the real server's controllers change) are not
@@ -112,10 +116,27 @@ impl Journal {
             changes: self.changes.clone(),
             seen: watch::channel(0).0,
         };
-        let Some(rv) = follower.list().await else {
-            // Not a resource that lists: nothing to journal, and nothing to wait for.
-            followed.insert(resource.name(), watch::channel(u64::MAX).1);
-            return;
+        let give_up = tokio::time::Instant::now() + CATCH_UP;
+        let rv = loop {
+            match follower.list().await {
+                Listing::Listed(rv) => break rv,
+                Listing::Never => {
+                    // Not a resource that lists: nothing to journal, and nothing to wait for.
+                    followed.insert(resource.name(), watch::channel(u64::MAX).1);
+                    return;
+                }
+                // Not served (yet): the next request for it tries again.
+                Listing::NotServed => return,
+                Listing::Later(delay) => {
+                    if tokio::time::Instant::now() + delay > give_up {
+                        return;
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.stopped.cancelled() => return,
+                    }
+                }
+            }
         };
         followed.insert(resource.name(), follower.seen.subscribe());
         let stopped = self.stopped.clone();
@@ -180,10 +201,10 @@ struct Follower {
 
 impl Follower {
     /// Lists the objects; records those it did not know or knew older, and the deletions of
-    /// those gone. Returns the list's resourceVersion.
-    async fn list(&mut self) -> Option<u64> {
+    /// those gone. Returns the list's resourceVersion, or why there is none.
+    async fn list(&mut self) -> Listing {
         let path = self.resource.collection();
-        let answer = self
+        let Ok(answer) = self
             .upstream
             .send(
                 Method::GET,
@@ -193,12 +214,25 @@ impl Follower {
                 Credentials::Admin,
             )
             .await
-            .ok()?;
-        if !answer.status().is_success() {
-            return None;
+        else {
+            return Listing::Later(RETRY);
+        };
+        let status = answer.status();
+        if status == http::StatusCode::NOT_FOUND {
+            return Listing::NotServed;
         }
-        let bytes = answer.into_body().collect().await.ok()?.to_bytes();
-        let list: Value = serde_json::from_slice(&bytes).ok()?;
+        if status == http::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Listing::Later(retry_after(answer.headers()));
+        }
+        if !status.is_success() {
+            return Listing::Never;
+        }
+        let Ok(body) = answer.into_body().collect().await else {
+            return Listing::Later(RETRY);
+        };
+        let Ok(list) = serde_json::from_slice::<Value>(&body.to_bytes()) else {
+            return Listing::Never;
+        };
         let rv = version(&list);
         let mut present = std::collections::HashSet::new();
         let kind = list["kind"]
@@ -232,7 +266,7 @@ impl Follower {
             self.record("DELETED", object, rv);
         }
         self.seen.send_replace(rv);
-        Some(rv)
+        Listing::Listed(rv)
     }
 
     /// Watches from `rv` for as long as the server runs, listing again when the history no
@@ -242,10 +276,11 @@ impl Follower {
             match self.watch(rv).await {
                 Watched::Until(last) => rv = last,
                 Watched::Expired => match self.list().await {
-                    Some(listed) => rv = listed,
-                    None => tokio::time::sleep(Duration::from_millis(200)).await,
+                    Listing::Listed(listed) => rv = listed,
+                    Listing::Later(delay) => tokio::time::sleep(delay).await,
+                    Listing::NotServed | Listing::Never => tokio::time::sleep(RETRY).await,
                 },
-                Watched::Failed => tokio::time::sleep(Duration::from_millis(200)).await,
+                Watched::Failed => tokio::time::sleep(RETRY).await,
             }
         }
     }
@@ -325,6 +360,34 @@ impl Follower {
             at: SystemTime::now(),
         });
     }
+}
+
+/// What a list of the journal's came to.
+enum Listing {
+    /// Its objects are recorded; the list's resourceVersion.
+    Listed(u64),
+    /// The real server cannot answer it now (`429` while a watch cache fills, a `5xx`, no
+    /// connection): try again after this long.
+    Later(Duration),
+    /// The resource is not served (`404`): perhaps later (a CRD not made yet).
+    NotServed,
+    /// The resource does not list (`405` for a review, say): it is never followed.
+    Never,
+}
+
+/// How long the journal waits before it lists or watches again when the real server gives no
+/// `Retry-After`.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The wait an answer asks for in its `Retry-After` (in seconds, at most a few), or [`RETRY`].
+fn retry_after(headers: &HeaderMap) -> Duration {
+    headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(RETRY, |seconds| {
+            Duration::from_secs(seconds.min(5)).max(RETRY)
+        })
 }
 
 /// How a watch of the journal ended.

@@ -250,6 +250,88 @@ async fn a_proxy_serves_the_real_server_and_logs_what_passes() {
     server.stop().await;
 }
 
+/// A resource made a moment ago (a new CRD's) is journaled from its first object on: the real
+/// server answers the journal's first list `429 Too Many Requests` with `Retry-After` while the
+/// resource's watch cache fills, and the journal lists again rather than never following it.
+#[tokio::test]
+async fn the_journal_follows_a_resource_made_a_moment_ago() {
+    let Some((server, _)) = proxy(
+        "the_journal_follows_a_resource_made_a_moment_ago",
+        FakeApiServer::builder().journal(),
+    )
+    .await
+    else {
+        return;
+    };
+    let client = server.client();
+    let json_request = |method: &str, path: &str, body: &Value| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(body).unwrap())
+            .unwrap()
+    };
+    let crd = kopf_fake_apiserver::fixtures::free_form_crd("journal.kopf.dev", "Widget");
+    let _: Value = client
+        .request(json_request(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd,
+        ))
+        .await
+        .unwrap();
+    // As an operator or a test would: the resource is used once discovery names it.
+    wait("the new resource to be served", || async {
+        let request = Request::get("/apis/journal.kopf.dev/v1")
+            .body(Vec::new())
+            .unwrap();
+        let group: Value = client.request(request).await.ok()?;
+        let resources = group["resources"].as_array()?;
+        resources
+            .iter()
+            .any(|r| r["name"] == "widgets")
+            .then_some(())
+    })
+    .await;
+    let objects = "/apis/journal.kopf.dev/v1/namespaces/default/widgets";
+    let object = json!({
+        "apiVersion": "journal.kopf.dev/v1",
+        "kind": "Widget",
+        "metadata": {"name": "fresh"},
+        "spec": {"step": 1},
+    });
+    let _: Value = client
+        .request(json_request("POST", objects, &object))
+        .await
+        .unwrap();
+    let _: Value = client
+        .request(
+            Request::builder()
+                .method("PATCH")
+                .uri(format!("{objects}/fresh"))
+                .header("content-type", "application/merge-patch+json")
+                .body(serde_json::to_vec(&json!({"spec": {"step": 2}})).unwrap())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let journaled: Vec<(&str, Value)> = server
+        .journal()
+        .into_iter()
+        .filter(|c| c.resource == "widgets.journal.kopf.dev")
+        .map(|c| (c.event, c.object["spec"]["step"].clone()))
+        .collect();
+    assert_eq!(
+        journaled,
+        [("ADDED", json!(1)), ("MODIFIED", json!(2))],
+        "every change of the new resource is journaled"
+    );
+    drop(client);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn faults_on_writes_act_on_the_real_server() {
     let Some((server, real)) = proxy(
