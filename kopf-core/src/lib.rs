@@ -74,10 +74,13 @@ pub use clients::posting::{Events, Logger};
 pub use kits::cli::{run, run_with};
 #[doc(no_inline)]
 pub use settings::Settings;
-pub use structs::errors::{AdmissionError, Error, PermanentError, Result, TemporaryError};
+pub use structs::errors::{
+    AdmissionError, Error, HandlerRetriesError, HandlerTimeoutError, PermanentError, Result,
+    TemporaryError,
+};
 pub use structs::indexes::Index;
 pub use structs::memos::Memo;
-pub use structs::patch::Patch;
+pub use structs::patch::{Patch, PatchFn};
 
 pub use kopf_macros::{
     daemon, index, on_cleanup, on_create, on_delete, on_event, on_field, on_login, on_mutate,
@@ -224,7 +227,12 @@ pub mod login {
     //! Without login handlers, the operator uses kube-client's own credentials (the kubeconfig
     //! or the in-cluster service account).
 
+    //!
+    //! A login handler may start from what Kopf's own logins read:
+    //! [`login_with_kubeconfig`] and [`login_with_service_account`].
+
     pub use crate::actions::login::{LoginFn, LoginFuture, LoginResult};
+    pub use crate::kits::logins::{login_with_kubeconfig, login_with_service_account};
     pub use crate::structs::credentials::{ConnectionInfo, Credentials, LoginError};
 }
 
@@ -325,7 +333,7 @@ pub mod outcomes {
     //! the progress records leave the objects once they are handled (kopf-testing's
     //! `OperatorHarness::wait_for_outcome` reads them).
 
-    pub use crate::structs::outcomes::{HandlerOutcome, Outcomes};
+    pub use crate::structs::outcomes::{Failure, HandlerOutcome, Outcomes};
 }
 
 pub mod testing {

@@ -22,7 +22,7 @@ pub(crate) enum Kind {
 
 /// What login handlers get: they run before the operator has a client.
 const LOGIN_ARGUMENTS: &[&str] = &[
-    "settings", "logger", "memo", "param", "retry", "started", "runtime",
+    "activity", "settings", "logger", "memo", "param", "retry", "started", "runtime",
 ];
 
 /// What startup handlers get: the operator's settings, which they may change, and what every
@@ -68,6 +68,8 @@ const CHANGE_ARGUMENTS: &[&str] = &[
     "subhandlers",
 ];
 
+/// What event handlers get: the event, and Kopf's values of a first attempt (`retry` 0,
+/// `started` now, `runtime` nearly 0), since they are called once per event.
 const EVENT_ARGUMENTS: &[&str] = &[
     "body",
     "spec",
@@ -83,6 +85,9 @@ const EVENT_ARGUMENTS: &[&str] = &[
     "event",
     "type",
     "event_type",
+    "retry",
+    "started",
+    "runtime",
     "param",
     "resource",
     "client",
@@ -113,6 +118,7 @@ const DAEMON_ARGUMENTS: &[&str] = &[
     "stopped",
 ];
 
+/// What index functions get: a `patch` too, as in Kopf, where it is never applied.
 const INDEX_ARGUMENTS: &[&str] = &[
     "body",
     "spec",
@@ -123,6 +129,7 @@ const INDEX_ARGUMENTS: &[&str] = &[
     "uid",
     "labels",
     "annotations",
+    "patch",
     "logger",
     "retry",
     "started",
@@ -133,8 +140,8 @@ const INDEX_ARGUMENTS: &[&str] = &[
 ];
 
 /// What validating handlers get: the resource arguments, the change the request makes, and
-/// what the review says (Kopf's webhook kwargs). No `patch`: only mutating handlers change the
-/// object.
+/// what the review says (Kopf's webhook kwargs), and Kopf's values of a first attempt (`retry`
+/// 0, `started` now, `runtime` nearly 0). No `patch`: only mutating handlers change the object.
 const VALIDATE_ARGUMENTS: &[&str] = &[
     "body",
     "spec",
@@ -149,6 +156,9 @@ const VALIDATE_ARGUMENTS: &[&str] = &[
     "diff",
     "old",
     "new",
+    "retry",
+    "started",
+    "runtime",
     "param",
     "resource",
     "client",
@@ -178,6 +188,9 @@ const MUTATE_ARGUMENTS: &[&str] = &[
     "diff",
     "old",
     "new",
+    "retry",
+    "started",
+    "runtime",
     "param",
     "resource",
     "client",
@@ -442,14 +455,13 @@ pub(crate) fn elsewhere(argument: &str) -> Option<&'static str> {
         }
         "dryrun" | "userinfo" | "headers" | "sslpeer" | "warnings" | "operation"
         | "subresource" => "only admission handlers get it: `on_validate`, `on_mutate`",
-        "retry" | "started" | "runtime" => {
-            "only handlers that are retried get it: change handlers, `daemon`, `timer`"
-        }
         "stopped" => "only daemons and timers get it: `daemon`, `timer`",
         "settings" => {
             "only activity and login handlers get it: `on_startup`, `on_cleanup`, `on_probe`, `on_login`"
         }
-        "activity" => "only activity handlers get it: `on_startup`, `on_cleanup`, `on_probe`",
+        "activity" => {
+            "only activity and login handlers get it: `on_startup`, `on_cleanup`, `on_probe`, `on_login`"
+        }
         _ => return None,
     })
 }

@@ -62,8 +62,11 @@ pub fn on_field(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Run for every watch event of the resource (Kopf's `@kopf.on.event`); errors are logged,
-/// never retried. Options: `id`, `param`, `labels(..)`, `annotations(..)`, `when`, `owns`,
-/// `reads`, `crate`.
+/// never retried. Options: `id`, `param`, `labels(..)`, `annotations(..)`, `when`, `field`,
+/// `value`, `owns`, `reads`, `crate`. Arguments: the resource arguments, `patch`, `logger`,
+/// `event`, `type` (`r#type`) or `event_type`, `param`, `resource`, `client`, `memo`, `events`,
+/// and, as Kopf gives them for a first attempt, `retry` (0), `started` (now) and `runtime`
+/// (nearly zero).
 #[proc_macro_attribute]
 pub fn on_event(args: TokenStream, item: TokenStream) -> TokenStream {
     handler(Kind::Event, args, item)
@@ -77,7 +80,9 @@ pub fn on_event(args: TokenStream, item: TokenStream) -> TokenStream {
 /// one (`None` keeps the object's entries as they are), also inside a `Result`. Arbitrary
 /// errors are logged and ignored by default. Options: `id`, `errors`, `timeout`, `retries`,
 /// `backoff`, `param`, `labels(..)`, `annotations(..)`, `when`, `owns`, `reads`, `crate`.
-/// Arguments: the resource arguments, `logger`, `retry`, `started`, `runtime`, `param`, `resource`, `memo`.
+/// Arguments: the resource arguments, `logger`, `retry`, `started`, `runtime`, `param`, `resource`,
+/// `memo`, and `patch`, which is never applied (as in Kopf, whose index functions get a patch
+/// that it drops: an index reads objects, it does not change them).
 ///
 /// ```
 /// use std::collections::BTreeMap;
@@ -171,7 +176,8 @@ pub fn on_probe(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `401 Unauthorized` (Kopf's `@kopf.on.login`). The function returns `kopf::login::ConnectionInfo`
 /// or `kube::Config`, an `Option` of either (`None`: no credentials from this handler), or a
 /// `kopf::Result` of those. Options: `id`, `errors`, `timeout`, `retries`, `backoff`, `param`,
-/// `crate`; arguments: `logger`, `memo`, `param`, `retry`, `started`, `runtime`.
+/// `crate`; arguments: `logger`, `memo`, `param`, `retry`, `started`, `runtime`, `settings`, and
+/// `activity` (always `kopf::activities::Activity::Authentication`, as in Kopf).
 ///
 /// ```
 /// #[kopf::on_login(retries = 3)]
@@ -195,7 +201,8 @@ pub fn on_login(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `annotations(..)`, `when`, `field`, `value`, `category`, `owns`, `reads`, `crate`.
 /// Arguments: the resource arguments, `logger`, `param`, `resource`, `client`, `memo`, `old`,
 /// `new`, `diff`, and `operation`, `subresource`, `dryrun`, `userinfo`, `headers`, `sslpeer`,
-/// `warnings`. No `patch`: use `on_mutate` to change the object.
+/// `warnings`; `retry` (0), `started` (when the request came) and `runtime` as Kopf gives them
+/// for a first attempt. No `patch`: use `on_mutate` to change the object.
 ///
 /// ```
 /// use kopf::admission::Warnings;

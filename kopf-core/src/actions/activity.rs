@@ -14,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::extract::args;
-use crate::actions::invocation::{HandlerFuture, HandlerResult};
+use crate::actions::extract::{OwnedArgument, args};
+use crate::actions::invocation::{HandlerFuture, HandlerResult, Invocation};
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::Logger;
 use crate::configs::settings::Settings;
@@ -33,15 +33,18 @@ pub enum Activity {
     Cleanup,
     /// When the liveness endpoint is asked (`on_probe`).
     Probe,
+    /// When the operator logs in to the cluster (`on_login`).
+    Authentication,
 }
 
 impl Activity {
-    /// `startup`, `cleanup`, `probe`: as Kopf names them.
+    /// `startup`, `cleanup`, `probe`, `authentication`: as Kopf names them.
     pub fn as_str(self) -> &'static str {
         match self {
             Activity::Startup => "startup",
             Activity::Cleanup => "cleanup",
             Activity::Probe => "probe",
+            Activity::Authentication => "authentication",
         }
     }
 }
@@ -326,6 +329,21 @@ owned! {
     started: SystemTime => |invocation| invocation.started().into();
     runtime: Duration => |invocation| invocation.runtime();
     client: kube::Client => |invocation| invocation.client().clone();
+}
+
+/// A login handler's activity: always [`Activity::Authentication`], as Kopf passes
+/// `activity=Activity.AUTHENTICATION` to `@kopf.on.login` handlers.
+#[diagnostic::do_not_recommend]
+impl OwnedArgument<args::activity> for Activity {
+    fn extract(invocation: &Invocation) -> Result<Self> {
+        match invocation.settings {
+            Some(_) => Ok(Activity::Authentication),
+            None => Err(PermanentError::new(
+                "the `activity` argument is only given to activity and login handlers",
+            )
+            .into()),
+        }
+    }
 }
 
 impl<T: DeserializeOwned> OwnedActivityArgument<args::param> for T {

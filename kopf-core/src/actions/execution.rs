@@ -18,7 +18,8 @@ use crate::aiokits::work::Work;
 use crate::clients::posting::Logger;
 use crate::helpers::joined::Joined;
 use crate::structs::errors::ErrorKind;
-use crate::structs::outcomes::HandlerOutcome;
+use crate::structs::errors::{HandlerRetriesError, HandlerTimeoutError};
+use crate::structs::outcomes::{Failure, HandlerOutcome};
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +28,8 @@ pub(crate) enum Outcome {
     Success(Option<Value>),
     /// Try again after the delay.
     Retry { delay: Duration, message: String },
-    /// Done, failed.
-    Failure(String),
+    /// Done, failed: the message stored, and why.
+    Failure(String, Failure),
     /// The operator aborted the attempt, or stopped it before it started; nothing is
     /// recorded.
     Aborted,
@@ -44,9 +45,10 @@ impl Outcome {
                 message: message.clone(),
                 retries,
             }),
-            Outcome::Failure(message) => Some(HandlerOutcome::Failed {
+            Outcome::Failure(message, error) => Some(HandlerOutcome::Failed {
                 message: message.clone(),
                 retries,
+                error: error.clone(),
             }),
             Outcome::Aborted => None,
         }
@@ -57,7 +59,7 @@ impl Outcome {
         match self {
             Outcome::Success(_) => Some(Ended::Success),
             Outcome::Retry { .. } => Some(Ended::Retry),
-            Outcome::Failure(_) => Some(Ended::Failure),
+            Outcome::Failure(..) => Some(Ended::Failure),
             Outcome::Aborted => None,
         }
     }
@@ -304,11 +306,14 @@ impl<'a> Attempt<'a> {
                 exiting: false,
             };
             match (options.timeout, options.retries) {
-                (Some(timeout), _) if runtime >= timeout => Some(report.timed_out(runtime)),
-                (_, Some(limit)) if retry >= limit => Some(report.failure(
-                    format!("{label} '{id}' has exceeded {limit} retries."),
-                    None,
-                )),
+                (Some(timeout), _) if runtime >= timeout => {
+                    Some(report.timed_out(runtime, timeout))
+                }
+                (_, Some(limit)) if retry >= limit => {
+                    Some(report.gave_up(Limit::Retries(limit), |_| {
+                        format!("{label} '{id}' has exceeded {limit} retries.")
+                    }))
+                }
                 _ => None,
             }
         };
@@ -387,13 +392,12 @@ impl<'a> Attempt<'a> {
                     ErrorsMode::Temporary => {
                         let delay = options.backoff.unwrap_or(default_backoff);
                         match limit(delay) {
-                        Some(limit) => report.failure(
+                        Some(limit) => report.gave_up_with(limit, message, |limit, message| {
                             format!(
                                 "{label} '{id}' failed with an exception and will stop now ({}): {message}",
                                 limit.next_attempt()
-                            ),
-                            Some(message),
-                        ),
+                            )
+                        }),
                         None => report.retry(delay, message, |message| {
                             format!(
                                 "{label} '{id}' failed with an exception and will try again in {} seconds: {message}",
@@ -407,6 +411,7 @@ impl<'a> Attempt<'a> {
                             "{label} '{id}' failed with an exception and will stop now: {message}"
                         ),
                         Some(message),
+                        Failure::Permanent,
                     ),
                     ErrorsMode::Ignored => {
                         logger.error(format_args!(
@@ -417,7 +422,11 @@ impl<'a> Attempt<'a> {
                 }
             };
             match finished {
-                None => report.timed_out(runtime + began.elapsed()),
+                // Only a handler with a timeout is raced against one.
+                None => report.timed_out(
+                    runtime + began.elapsed(),
+                    options.timeout.unwrap_or_default(),
+                ),
                 Some(Err(panic)) => {
                     arbitrary(format!("the handler panicked: {}", panic_message(&panic)))
                 }
@@ -433,17 +442,13 @@ impl<'a> Attempt<'a> {
                         let delay = delay.unwrap_or_default();
                         let message = error.to_string();
                         match limit(delay) {
-                        Some(Limit::Retries(limit)) => report.failure(
-                            format!("{label} '{id}' failed temporarily but will exceed {limit} retries: {message}"),
-                            None,
-                        ),
-                        Some(Limit::Timeout(timeout)) => report.failure(
-                            format!(
+                        Some(limit) => report.gave_up(limit, |limit| match limit {
+                            Limit::Retries(limit) => format!("{label} '{id}' failed temporarily but will exceed {limit} retries: {message}"),
+                            Limit::Timeout(timeout) => format!(
                                 "{label} '{id}' failed temporarily but will time out after {} seconds: {message}",
-                                seconds(timeout)
+                                seconds(*timeout)
                             ),
-                            None,
-                        ),
+                        }),
                         None => report.retry(delay, message, |message| {
                             format!("{label} '{id}' failed temporarily: {message}")
                         }),
@@ -454,6 +459,7 @@ impl<'a> Attempt<'a> {
                         report.failure(
                             format!("{label} '{id}' failed permanently: {message}"),
                             Some(message),
+                            Failure::Permanent,
                         )
                     }
                     ErrorKind::Arbitrary => arbitrary(error.to_string()),
@@ -468,12 +474,21 @@ impl<'a> Attempt<'a> {
 }
 
 /// A limit that the next attempt would pass.
+#[derive(Clone, Copy)]
 enum Limit {
     Retries(u32),
     Timeout(Duration),
 }
 
 impl Limit {
+    /// The framework's error for this limit, with the line logged.
+    fn error(self, line: &str) -> Failure {
+        match self {
+            Limit::Retries(limit) => Failure::Retries(HandlerRetriesError::new(line, limit)),
+            Limit::Timeout(timeout) => Failure::Timeout(HandlerTimeoutError::new(line, timeout)),
+        }
+    }
+
     fn next_attempt(&self) -> String {
         match self {
             Limit::Retries(limit) => format!("it would exceed {limit} retries on the next attempt"),
@@ -522,9 +537,30 @@ impl Report<'_> {
     }
 
     /// A failure; the line is logged, and stored unless a shorter `message` is given.
-    fn failure(&self, line: String, message: Option<String>) -> Outcome {
+    fn failure(&self, line: String, message: Option<String>, error: Failure) -> Outcome {
         self.logger.error(&line);
-        Outcome::Failure(message.unwrap_or(line))
+        Outcome::Failure(message.unwrap_or(line), error)
+    }
+
+    /// The framework gives up on the handler at `limit`: the line is logged and stored, and
+    /// is the message of the limit's error (as Kopf's `HandlerRetriesError` and
+    /// `HandlerTimeoutError` carry the line they log).
+    fn gave_up(&self, limit: Limit, line: impl FnOnce(&Limit) -> String) -> Outcome {
+        let line = line(&limit);
+        let error = limit.error(&line);
+        self.failure(line, None, error)
+    }
+
+    /// As [`gave_up`](Self::gave_up), but the shorter `message` is stored.
+    fn gave_up_with(
+        &self,
+        limit: Limit,
+        message: String,
+        line: impl FnOnce(&Limit, &str) -> String,
+    ) -> Outcome {
+        let line = line(&limit, &message);
+        let error = limit.error(&line);
+        self.failure(line, Some(message), error)
     }
 
     /// A retry, logged with the `line` made of the message (not made when the operator exits).
@@ -557,12 +593,11 @@ impl Report<'_> {
         }
     }
 
-    fn timed_out(&self, runtime: Duration) -> Outcome {
+    fn timed_out(&self, runtime: Duration, timeout: Duration) -> Outcome {
         let (label, id) = (self.label, self.id);
-        self.failure(
-            format!("{label} '{id}' has timed out after {}.", timedelta(runtime)),
-            None,
-        )
+        self.gave_up(Limit::Timeout(timeout), |_| {
+            format!("{label} '{id}' has timed out after {}.", timedelta(runtime))
+        })
     }
 }
 

@@ -187,19 +187,43 @@ impl WebhookServer {
     }
 
     /// For a cluster in k3d, which reaches the host as `host.k3d.internal` (Kopf's
-    /// `WebhookK3dServer`).
+    /// `WebhookK3dServer`): every interface, a free port, a self-signed certificate for that
+    /// name. A [`host`](Self::host) given later wins, as Kopf's `host=` wins over its default.
+    ///
+    /// ```
+    /// use kopf::admission::WebhookServer;
+    ///
+    /// let server = WebhookServer::k3d().port(9443);
+    /// assert_eq!(server.host.as_deref(), Some("host.k3d.internal"));
+    /// assert!(!server.insecure);
+    /// let mut settings = kopf::Settings::default();
+    /// settings.admission.server = Some(server);
+    /// ```
     pub fn k3d() -> WebhookServer {
         WebhookServer::new().host("host.k3d.internal")
     }
 
     /// For a cluster in minikube, which reaches the host as `host.minikube.internal` (Kopf's
-    /// `WebhookMinikubeServer`).
+    /// `WebhookMinikubeServer`): otherwise as [`new`](Self::new).
+    ///
+    /// ```
+    /// let server = kopf::admission::WebhookServer::minikube();
+    /// assert_eq!(server.host.as_deref(), Some("host.minikube.internal"));
+    /// assert_eq!((server.addr, server.port), (None, None));
+    /// ```
     pub fn minikube() -> WebhookServer {
         WebhookServer::new().host("host.minikube.internal")
     }
 
     /// For a cluster in Docker Desktop (or kind on it), which reaches the host as
-    /// `host.docker.internal` (Kopf's `WebhookDockerDesktopServer`).
+    /// `host.docker.internal` (Kopf's `WebhookDockerDesktopServer`): otherwise as
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// let server = kopf::admission::WebhookServer::docker_desktop().port(9443);
+    /// assert_eq!(server.host.as_deref(), Some("host.docker.internal"));
+    /// assert_eq!(server.port, Some(9443));
+    /// ```
     pub fn docker_desktop() -> WebhookServer {
         WebhookServer::new().host("host.docker.internal")
     }

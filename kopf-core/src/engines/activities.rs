@@ -247,7 +247,7 @@ impl Activities {
                 Outcome::Success(value) => {
                     results.insert(handler.id.clone(), value.unwrap_or(Value::Null));
                 }
-                Outcome::Retry { message, .. } | Outcome::Failure(message) => {
+                Outcome::Retry { message, .. } | Outcome::Failure(message, _) => {
                     return Err(Failed {
                         handler: handler.id.clone(),
                         message,
@@ -286,7 +286,7 @@ impl Activities {
                         results.insert(handler.id.clone(), value.unwrap_or(Value::Null));
                         break;
                     }
-                    Outcome::Failure(message) => {
+                    Outcome::Failure(message, _) => {
                         return Err(Failed {
                             handler: handler.id.clone(),
                             message,

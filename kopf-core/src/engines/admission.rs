@@ -426,7 +426,7 @@ impl Calls<'_> {
         match outcome {
             Outcome::Success(_) => None,
             // An error the handler returned, or a panic (the message of the outcome).
-            Outcome::Failure(message) | Outcome::Retry { message, .. } => {
+            Outcome::Failure(message, _) | Outcome::Retry { message, .. } => {
                 Some(captured.unwrap_or(Failure {
                     rank: Rank::Other,
                     message,

@@ -189,7 +189,7 @@ impl Authenticator {
                         }
                         retry += 1;
                     }
-                    Outcome::Failure(message) => {
+                    Outcome::Failure(message, _) => {
                         failed.push(format!("{}: {message}", handler.id));
                         break;
                     }

@@ -331,7 +331,7 @@ impl Runner {
         let started = time::OffsetDateTime::now_utc();
         loop {
             match self.attempt(retry, started).await {
-                Outcome::Success(_) | Outcome::Failure(_) => {
+                Outcome::Success(_) | Outcome::Failure(..) => {
                     // No next attempt to carry what could not be written: try until it is.
                     while self.has_unwritten()
                         && let Some(delay) = self.write(Patch::default()).await
@@ -380,7 +380,7 @@ impl Runner {
                     retry = retry.saturating_add(1);
                     delay
                 }
-                Outcome::Success(_) | Outcome::Failure(_) => {
+                Outcome::Success(_) | Outcome::Failure(..) => {
                     retry = 0;
                     started = time::OffsetDateTime::now_utc();
                     if sharp {

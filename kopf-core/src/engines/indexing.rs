@@ -116,7 +116,7 @@ pub(crate) async fn update(
                 state.started = Some(started);
                 state.delayed = Some(Instant::now() + delay);
             }
-            Outcome::Failure(_) => {
+            Outcome::Failure(..) => {
                 tracing::debug!(target: "kopf::indexing", index = %handler.id, object.name = %object.name, "the object is left out of the index");
                 index.discard(&object);
                 state.excluded = true;

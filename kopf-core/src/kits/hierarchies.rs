@@ -42,6 +42,7 @@
 
 use std::marker::PhantomData;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Map, Value};
 
@@ -452,6 +453,74 @@ pub fn append_owner_reference_with<CF, OF>(
 ) -> Result<(), HierarchyError> {
     let owner = owner.facts()?;
     objs.visit(&mut |mut child| child.append_owner_reference(&owner, options))
+}
+
+/// The owner reference to the owner (Kopf's `kopf.build_owner_reference`): its `apiVersion`,
+/// `kind`, `name`, `uid`, with `controller: true` and `blockOwnerDeletion: true`, as
+/// [`append_owner_reference`] adds it to children. For children made by other means, such as
+/// a typed object's own field or a server-side apply.
+///
+/// Kopf leaves out what the body lacks; an owner reference without one of those fields is
+/// refused by the API server, so here it is an error ([`HierarchyError::IncompleteOwner`]).
+///
+/// ```
+/// let owner = serde_json::json!({
+///     "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+///     "metadata": {"name": "db", "namespace": "ns", "uid": "u1"},
+/// });
+/// let reference = kopf::hierarchies::build_owner_reference(&owner)?;
+/// assert_eq!(reference.uid, "u1");
+/// assert_eq!(reference.controller, Some(true));
+/// assert_eq!(reference.block_owner_deletion, Some(true));
+/// # Ok::<(), kopf::hierarchies::HierarchyError>(())
+/// ```
+pub fn build_owner_reference<OF>(owner: &impl Owner<OF>) -> Result<OwnerReference, HierarchyError> {
+    build_owner_reference_with(owner, &Options::default())
+}
+
+/// As [`build_owner_reference`], with the reference's `controller` and `blockOwnerDeletion`
+/// from the [`Options`] (Kopf's keyword arguments of the same names; `None` leaves one out).
+pub fn build_owner_reference_with<OF>(
+    owner: &impl Owner<OF>,
+    options: &Options,
+) -> Result<OwnerReference, HierarchyError> {
+    let owner = owner.facts()?;
+    Ok(OwnerReference {
+        api_version: owner.api_version,
+        kind: owner.kind,
+        name: owner.name,
+        uid: owner.uid,
+        controller: options.controller,
+        block_owner_deletion: options.block_owner_deletion,
+    })
+}
+
+/// A reference to an object (Kopf's `kopf.build_object_reference`, what Events name as their
+/// `involvedObject`): its `apiVersion`, `kind`, `name`, `uid` and `namespace`, each only if
+/// the body has it (not empty), as in Kopf: a cluster-scoped object has no namespace, and a
+/// body may lack its `apiVersion`. For a typed object, kube's
+/// [`Resource::object_ref`](kube::Resource::object_ref) does the same.
+///
+/// ```
+/// let body = serde_json::json!({
+///     "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+///     "metadata": {"name": "kex", "namespace": "ns", "uid": "u1"},
+/// });
+/// let reference = kopf::hierarchies::build_object_reference(&body);
+/// assert_eq!(reference.name.as_deref(), Some("kex"));
+/// assert_eq!(reference.namespace.as_deref(), Some("ns"));
+/// assert_eq!(reference.field_path, None);
+/// ```
+pub fn build_object_reference(body: &Value) -> ObjectReference {
+    let meta = &body["metadata"];
+    ObjectReference {
+        api_version: text(&body["apiVersion"]),
+        kind: text(&body["kind"]),
+        name: text(&meta["name"]),
+        uid: text(&meta["uid"]),
+        namespace: text(&meta["namespace"]),
+        ..ObjectReference::default()
+    }
 }
 
 /// Makes the owner not own the children any more (Kopf's `kopf.remove_owner_reference`):

@@ -89,7 +89,7 @@ pub(crate) fn settle(
                 deliver(patch, id, result);
             }
         }
-        Outcome::Failure(message) => {
+        Outcome::Failure(message, _) => {
             updated.failure = true;
             updated.stopped = Some(finished);
             updated.delayed = None;

@@ -466,7 +466,7 @@ impl InPlace for RunInPlace {
                 }
             }
             match settled.outcome {
-                Outcome::Success(_) | Outcome::Failure(_) => Ok(()),
+                Outcome::Success(_) | Outcome::Failure(..) => Ok(()),
                 Outcome::Retry { delay, .. } => Err(Error::children_retry(delay)),
                 Outcome::Aborted => Err(Error::not_started(
                     "the sub-handlers run in place were aborted: the operator stops",
@@ -496,7 +496,7 @@ fn record_parent(id: &str, outcome: &Outcome, cause: &Cause<'_>) {
 fn report_parent(id: &str, outcome: &Outcome, logger: &Logger) {
     match outcome {
         Outcome::Success(_) => logger.info(format_args!("Handler '{id}' succeeded.")),
-        Outcome::Failure(message) => {
+        Outcome::Failure(message, _) => {
             logger.error(format_args!("Handler '{id}' failed permanently: {message}"));
         }
         Outcome::Retry { .. } => {

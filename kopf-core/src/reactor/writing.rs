@@ -210,6 +210,9 @@ impl Writer {
                 patch.merge_raw(&key, value);
             }
         }
+        // The patch's functions change the object as it is now: their changes are sent as
+        // the handlers' JSON-patch operations are, for this version of it.
+        patch.resolve_functions(body, self.resource.status_subresource);
         let target = Target {
             client: &self.client,
             resource: &self.resource,

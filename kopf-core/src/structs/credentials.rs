@@ -43,6 +43,9 @@ pub struct ConnectionInfo {
     pub private_key_path: Option<String>,
     /// The namespace of requests that name none (default `default`).
     pub default_namespace: Option<String>,
+    /// The proxy to reach the server through (a kubeconfig's `proxy-url`); `None` is the
+    /// environment's, if `settings.networking.trust_env`.
+    pub proxy_url: Option<String>,
 }
 
 impl ConnectionInfo {
@@ -114,6 +117,9 @@ impl ConnectionInfo {
         }
         if self.insecure {
             cluster.insert("insecure-skip-tls-verify".into(), true.into());
+        }
+        if let Some(url) = self.proxy_url.as_ref().filter(|url| !url.is_empty()) {
+            cluster.insert("proxy-url".into(), url.clone().into());
         }
         let mut user = serde_json::Map::new();
         let mut put = |key: &str, value: Option<String>| {
@@ -189,22 +195,22 @@ impl Credentials {
         connect_timeout: Option<Duration>,
         trust_env: bool,
     ) -> std::result::Result<kube::Client, LoginError> {
-        let config =
-            match self {
-                Credentials::Info(info) => {
-                    let mut config = info.into_config().await?;
-                    config.connect_timeout = connect_timeout;
-                    // Connection info has no proxy of its own: the environment's, if trusted.
-                    config.proxy_url = proxy(&config.cluster_url, None, trust_env, env_var)
-                        .map_err(|reason| LoginError::Invalid {
-                            server: config.cluster_url.to_string(),
-                            reason,
-                        })?;
-                    config.default_retry = false;
-                    config
-                }
-                Credentials::Config(config) => *config,
-            };
+        let config = match self {
+            Credentials::Info(info) => {
+                let named = info.proxy_url.clone().filter(|url| !url.is_empty());
+                let mut config = info.into_config().await?;
+                config.connect_timeout = connect_timeout;
+                // Its own proxy, or else the environment's, if trusted.
+                config.proxy_url = proxy(&config.cluster_url, named.as_deref(), trust_env, env_var)
+                    .map_err(|reason| LoginError::Invalid {
+                        server: config.cluster_url.to_string(),
+                        reason,
+                    })?;
+                config.default_retry = false;
+                config
+            }
+            Credentials::Config(config) => *config,
+        };
         let config = with_user_agent(config);
         let server = config.cluster_url.to_string();
         client(config, executor).map_err(|e| LoginError::Invalid {
@@ -381,6 +387,15 @@ pub enum LoginError {
     /// The operator stopped during the login.
     #[error("the operator stopped during the login")]
     Stopped,
+    /// The files of the credentials (a kubeconfig, a service account's) cannot be read or
+    /// make no sense ([`login_with_kubeconfig`](crate::login::login_with_kubeconfig)).
+    #[error("cannot log in with {path}: {reason}")]
+    Files {
+        /// The file or files.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 #[cfg(test)]

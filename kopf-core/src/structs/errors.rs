@@ -85,12 +85,20 @@ impl Error {
         )
     }
 
-    /// Whether this error asks never to retry ([`PermanentError`]).
+    /// Whether this error asks never to retry ([`PermanentError`], or the framework's own
+    /// [`HandlerRetriesError`] and [`HandlerTimeoutError`], which are permanent as in Kopf).
     pub fn is_permanent(&self) -> bool {
-        self.kind == ErrorKind::Permanent
+        self.kind() == ErrorKind::Permanent
     }
 
     pub(crate) fn kind(&self) -> ErrorKind {
+        // Kopf's `HandlerRetriesError` and `HandlerTimeoutError` are `PermanentError`s: here
+        // they convert as any error does, and are permanent all the same.
+        if self.kind == ErrorKind::Arbitrary
+            && (self.source.is::<HandlerRetriesError>() || self.source.is::<HandlerTimeoutError>())
+        {
+            return ErrorKind::Permanent;
+        }
         self.kind
     }
 
@@ -219,6 +227,110 @@ impl From<PermanentError> for Error {
     }
 }
 
+/// A handler is out of retries: the framework gives up on it for this object (Kopf's
+/// `kopf.HandlerRetriesError`, a `PermanentError`). The operator makes it when an attempt is
+/// refused because the handler's `retries` are used up, or when an attempt fails and the next
+/// one would exceed them; it is the `error` of the handler's
+/// [`HandlerOutcome::Failed`](crate::outcomes::HandlerOutcome::Failed), and its message is the
+/// line logged. A handler may return one too: it is permanent, as a [`PermanentError`].
+///
+/// ```
+/// use kopf::outcomes::{Failure, HandlerOutcome};
+///
+/// fn gave_up(outcome: &HandlerOutcome) -> Option<u32> {
+///     match outcome {
+///         HandlerOutcome::Failed { error: Failure::Retries(error), .. } => Some(error.retries()),
+///         _ => None,
+///     }
+/// }
+///
+/// let error = kopf::HandlerRetriesError::new("Handler 'create_fn' has exceeded 3 retries.", 3);
+/// let outcome = HandlerOutcome::Failed {
+///     message: error.to_string(),
+///     retries: 3,
+///     error: Failure::Retries(error),
+/// };
+/// assert_eq!(gave_up(&outcome), Some(3));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerRetriesError {
+    message: String,
+    retries: u32,
+}
+
+impl HandlerRetriesError {
+    /// The handler `retries` option was used up; `message` says so.
+    pub fn new(message: impl Into<String>, retries: u32) -> Self {
+        HandlerRetriesError {
+            message: message.into(),
+            retries,
+        }
+    }
+
+    /// The handler's `retries` option: how many attempts it had.
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+}
+
+impl fmt::Display for HandlerRetriesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HandlerRetriesError {}
+
+/// A handler is out of time: the framework gives up on it for this object (Kopf's
+/// `kopf.HandlerTimeoutError`, a `PermanentError`). The operator makes it when the handler's
+/// `timeout` passed since its first attempt (an attempt still running is stopped with
+/// [`StopReason::Timeout`](crate::StopReason::Timeout)), or when an attempt fails and the next
+/// one would come too late; it is the `error` of the handler's
+/// [`HandlerOutcome::Failed`](crate::outcomes::HandlerOutcome::Failed), and its message is the
+/// line logged. A handler may return one too: it is permanent, as a [`PermanentError`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// #[kopf::on_create("kopfexamples", timeout = 600)]
+/// async fn create_fn(runtime: Duration) -> kopf::Result<()> {
+///     // Give up early, as the framework would at 600 seconds.
+///     if runtime > Duration::from_secs(300) {
+///         let line = format!("gave up after {runtime:?}");
+///         return Err(kopf::HandlerTimeoutError::new(line, Duration::from_secs(300)).into());
+///     }
+///     Err(kopf::TemporaryError::new("not yet").into())
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerTimeoutError {
+    message: String,
+    timeout: Duration,
+}
+
+impl HandlerTimeoutError {
+    /// The handler's `timeout` passed; `message` says so.
+    pub fn new(message: impl Into<String>, timeout: Duration) -> Self {
+        HandlerTimeoutError {
+            message: message.into(),
+            timeout,
+        }
+    }
+
+    /// The handler's `timeout` option: how long it had since its first attempt.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl fmt::Display for HandlerTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HandlerTimeoutError {}
+
 /// An error of an admission handler (`on_validate`, `on_mutate`) that denies the request with
 /// this message and HTTP code (500 unless given), as the API client sees them:
 /// `admission webhook "..." denied the request: <message>`.
@@ -308,6 +420,19 @@ impl std::error::Error for Denial {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_retries_or_time_is_permanent() {
+        let retries: Error = HandlerRetriesError::new("out of retries", 3).into();
+        assert!(retries.is_permanent());
+        assert_eq!(retries.kind(), ErrorKind::Permanent);
+        assert_eq!(retries.to_string(), "out of retries");
+        let timeout: Error = HandlerTimeoutError::new("out of time", Duration::from_secs(9)).into();
+        assert!(timeout.is_permanent());
+        assert_eq!(timeout.kind(), ErrorKind::Permanent);
+        let other: Error = std::io::Error::other("disk").into();
+        assert_eq!(other.kind(), ErrorKind::Arbitrary);
+    }
 
     #[test]
     fn kinds_survive_conversion() {

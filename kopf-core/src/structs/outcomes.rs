@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::helpers::sync::lock;
+use crate::structs::errors::{HandlerRetriesError, HandlerTimeoutError};
 
 /// How a handler's last attempt on an object ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,22 @@ pub enum HandlerOutcome {
         message: String,
         /// Attempts made.
         retries: u32,
+        /// Why: the handler's own error, or the framework giving up on it.
+        error: Failure,
     },
+}
+
+/// Why a handler failed for good (what Kopf's outcome holds as its `exception`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The handler's own error: a [`PermanentError`](crate::PermanentError), any error of a
+    /// handler with `errors = "permanent"`, a panic there, or failed sub-handlers.
+    Permanent,
+    /// Out of retries: its `retries` are used up, or the next attempt would exceed them.
+    Retries(HandlerRetriesError),
+    /// Out of time: its `timeout` passed, or the next attempt would come after it.
+    Timeout(HandlerTimeoutError),
 }
 
 impl HandlerOutcome {
@@ -44,6 +60,14 @@ impl HandlerOutcome {
     /// Whether the handler is done with the object: succeeded or failed for good.
     pub fn is_final(&self) -> bool {
         !matches!(self, HandlerOutcome::Retrying { .. })
+    }
+
+    /// Why the handler failed for good; `None` unless it did.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            HandlerOutcome::Failed { error, .. } => Some(error),
+            _ => None,
+        }
     }
 
     /// The error's message, if the attempt failed.

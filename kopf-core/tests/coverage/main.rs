@@ -57,6 +57,10 @@ pub(crate) enum State {
         reason = "constructed only while some row is pending, and at times none is"
     )]
     Pending(&'static str),
+    #[allow(
+        dead_code,
+        reason = "no row is missing today; a name that a new Kopf adds is listed as missing first"
+    )]
     Missing(&'static str),
 }
 

@@ -76,6 +76,32 @@ async fn echo(
     Err(AdmissionError::new(said.to_string()).code(418).into())
 }
 
+/// Kopf's values of a first attempt: admission handlers run once per request.
+#[kopf::on_validate("kopfexamples", id = "attempt")]
+fn attempt(
+    retry: u32,
+    started: std::time::SystemTime,
+    runtime: std::time::Duration,
+) -> kopf::Result<()> {
+    let age = started.elapsed().unwrap_or_default();
+    let said = json!({
+        "retry": retry,
+        "fresh": age < std::time::Duration::from_secs(30) && runtime <= age,
+    });
+    Err(AdmissionError::new(said.to_string()).code(418).into())
+}
+
+/// A function in a mutating handler's patch (Kopf's `PatchFn`): applied to the object after
+/// the merge changes, and in the response's JSON patch.
+#[kopf::on_mutate("kopfexamples", id = "stamp")]
+fn stamp(retry: u64, patch: &mut Patch) {
+    patch.set("spec.size", 5);
+    patch.function(move |body: &mut Value| {
+        let size = body["spec"]["size"].clone();
+        body["metadata"]["labels"]["stamped"] = json!(format!("{size}/{retry}"));
+    });
+}
+
 fn registry() -> kopf::registry::Registry {
     kopf::handlers![check_size, default_size, protect, echo]
 }
@@ -196,6 +222,35 @@ async fn handlers_get_the_arguments_of_the_review_in_the_forms_they_ask_for() {
             "dryrun": false, "sslpeer": {}, "headers": 0, "subresource": null,
             "old": true, "diff": 1,
         })
+    );
+}
+
+#[tokio::test]
+async fn admission_handlers_get_kopfs_first_attempt_and_patch_functions() {
+    let server = server_with_crd().await;
+    let object = example(json!({"size": 1}), json!({}));
+    let body = review("CREATE", Some(object.clone()), None);
+    let registry = kopf::handlers![attempt];
+    let (_, answer) =
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
+    let message: Value =
+        serde_json::from_str(answer["response"]["status"]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(message, json!({"retry": 0, "fresh": true}), "{answer}");
+
+    let body = review("CREATE", Some(object), None);
+    let registry = kopf::handlers![stamp];
+    let (_, answer) =
+        kopf::testing::review_admission(&registry, server.client(), Memo::new(), body, None).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let mut operations: Vec<Value> =
+        serde_json::from_value(decoded_patch(&answer["response"])).unwrap();
+    operations.sort_by_key(|op| op["path"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        operations,
+        [
+            json!({"op": "add", "path": "/metadata/labels/stamped", "value": "5/0"}),
+            json!({"op": "replace", "path": "/spec/size", "value": 5}),
+        ]
     );
 }
 

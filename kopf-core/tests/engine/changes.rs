@@ -509,3 +509,37 @@ async fn the_handlers_of_one_cycle_share_one_copy_of_the_change() {
     drop(seen); // They hold the operator's client.
     harness.stop().await.expect("a clean stop");
 }
+
+/// Kopf's `PatchFn`: a function in the handler's patch changes the object as it is when
+/// written, after the merge changes; the object's part goes as JSON-patch operations, the
+/// `status` (a subresource here) as a merge of it.
+#[kopf::on_create("kopf.dev", "v1", "kopfexamples")]
+fn append_fn(patch: &mut kopf::Patch) {
+    patch.set("spec.size", 2);
+    patch.function(|body: &mut Value| {
+        let size = body["spec"]["size"].clone();
+        if let Some(items) = body["spec"]["items"].as_array_mut()
+            && !items.contains(&json!("b"))
+        {
+            items.push(json!("b"));
+        }
+        body["status"]["seen_size"] = size;
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_functions_change_the_object_as_it_is_when_written() {
+    let server = server_with_crd().await;
+    let operator = kopf::operator::Operator::new(kopf::handlers![append_fn])
+        .settings(kopf_testing::test_settings());
+    let harness = OperatorHarness::start_on(server, operator).await;
+    create(&harness.client(), "fns", json!({"items": ["a"], "size": 1})).await;
+    let done = wait_object(&harness, "fns", "the handled object", |o| {
+        last_handled(o).is_some()
+    })
+    .await;
+    assert_eq!(done["spec"]["items"], json!(["a", "b"]), "{done}");
+    assert_eq!(done["spec"]["size"], 2, "{done}");
+    assert_eq!(done["status"]["seen_size"], 2, "{done}");
+    harness.stop().await.expect("a clean stop");
+}

@@ -206,6 +206,7 @@ async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
         Some(kopf::outcomes::HandlerOutcome::Failed {
             message: "always broken".into(),
             retries: 1,
+            error: kopf::outcomes::Failure::Permanent,
         })
     );
     assert_eq!(

@@ -252,3 +252,56 @@ async fn the_plain_api_reads_indexes_by_name() {
     .await;
     harness.stop().await.expect("a clean stop");
 }
+
+/// Asks to label each pod it indexes: as in Kopf, an index function gets a patch that is
+/// never applied (an index reads objects, it does not change them).
+#[kopf::index("v1", "pods", id = "touching", labels("app" = present))]
+async fn touching(
+    name: String,
+    labels: BTreeMap<String, String>,
+    patch: &mut kopf::Patch,
+    memo: &Memo,
+) -> Option<(String, String)> {
+    patch.labels().insert("touched".into(), json!("yes"));
+    patch.function(|body: &mut Value| body["metadata"]["labels"]["touched"] = json!("fn"));
+    if let Some(calls) = memo.get::<crate::support::Calls>() {
+        calls.record(json!({"pod": name, "app": labels.get("app")}));
+    }
+    Some((labels.get("app")?.clone(), name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_functions_patch_is_never_applied() {
+    let server = server_with_crd().await;
+    let calls = crate::support::Calls::default();
+    let operator = Operator::new(kopf::handlers![touching])
+        .settings(kopf_testing::test_settings())
+        .memo(Memo::new().with(calls.clone()));
+    let harness = OperatorHarness::start_on(server, operator).await;
+    let client = harness.client();
+    create_pod(&client, "web-1", "web").await;
+    calls.wait_len(1).await;
+    // The pod's events are processed one after another: once the second is indexed, the
+    // first one's cycle, and a write it would have made, is over.
+    patch_pod(
+        &client,
+        "web-1",
+        json!({"metadata": {"labels": {"app": "db"}}}),
+    )
+    .await;
+    calls.wait_len(2).await;
+    let pod = TestClient::new(client.clone())
+        .request("GET", &format!("{PODS}/web-1"), json!(null))
+        .await
+        .1;
+    assert_eq!(pod["metadata"]["labels"], json!({"app": "db"}), "{pod}");
+    let writes: Vec<_> = harness
+        .sent()
+        .into_iter()
+        .filter(|sent| sent.resource.as_deref() == Some("pods") && sent.method != "GET")
+        .map(|sent| format!("{} {}", sent.method, sent.path))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new(), "no write to the pods");
+    drop(client);
+    harness.stop().await.expect("a clean stop");
+}

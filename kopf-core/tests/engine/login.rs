@@ -244,7 +244,17 @@ async fn a_failing_login_is_retried_then_a_login_without_credentials_stops_the_o
 }
 
 #[kopf::on_login(retries = 3, backoff = 0.05)]
-async fn macro_login(retry: u32, memo: &kopf::Memo) -> kopf::Result<ConnectionInfo> {
+async fn macro_login(
+    retry: u32,
+    memo: &kopf::Memo,
+    activity: kopf::activities::Activity,
+) -> kopf::Result<ConnectionInfo> {
+    // As Kopf passes `activity=Activity.AUTHENTICATION` to login handlers.
+    if activity != kopf::activities::Activity::Authentication {
+        return Err(
+            kopf::PermanentError::new(format!("a login in the {activity} activity")).into(),
+        );
+    }
     let url: String = memo
         .value_as("url")
         .expect("the test puts the url in the memo");

@@ -199,6 +199,40 @@ async fn limits_and_error_modes_are_logged_in_kopfs_words() {
         "Handler 'backoff_fn' failed with an exception and will try again in 1.5 seconds: again",
     )
     .await;
+    // The outcomes carry the framework's errors, as Kopf's carry `HandlerRetriesError` and
+    // `HandlerTimeoutError`, with the lines logged.
+    use kopf::outcomes::Failure;
+    let limited = harness.outcome(name, "limited_fn");
+    match limited.as_ref().and_then(|o| o.failure()) {
+        Some(Failure::Retries(error)) => {
+            assert_eq!(error.retries(), 1);
+            assert_eq!(
+                error.to_string(),
+                "Handler 'limited_fn' failed with an exception and will stop now (it would exceed 1 retries on the next attempt): boom"
+            );
+        }
+        other => panic!("out of retries, not {other:?} ({limited:?})"),
+    }
+    let slow = harness.outcome(name, "slow_fn");
+    match slow.as_ref().and_then(|o| o.failure()) {
+        Some(Failure::Timeout(error)) => {
+            assert_eq!(error.timeout(), Duration::from_millis(200));
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("Handler 'slow_fn' has timed out after 0:00:0"),
+                "{error}"
+            );
+        }
+        other => panic!("out of time, not {other:?} ({slow:?})"),
+    }
+    assert_eq!(
+        harness
+            .outcome(name, "ignoring_fn")
+            .and_then(|o| o.failure().cloned()),
+        None,
+        "an ignored error is no failure"
+    );
     harness.stop().await.expect("a clean stop");
     assert!(
         !lines_of(name)

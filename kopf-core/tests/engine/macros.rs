@@ -302,9 +302,19 @@ struct Example {
 
 /// The raw watch event deserialized into a type of the handler's own.
 #[kopf::on_event("kopf.dev", "v1", "kopfexamples", id = "typed-event", labels("case" = "raw"))]
-async fn typed_event_fn(event: WatchEvent, memo: &Memo) {
+async fn typed_event_fn(
+    event: WatchEvent,
+    memo: &Memo,
+    retry: u32,
+    started: std::time::SystemTime,
+    runtime: std::time::Duration,
+) {
+    // Kopf's values of a first attempt: each event is handled once, started now.
+    let age = started.elapsed().unwrap_or_default();
+    let fresh = age < std::time::Duration::from_secs(30) && runtime <= age;
     calls(memo).record(json!({
         "handler": "typed-event", "type": event.r#type, "replicas": event.object.spec.replicas,
+        "retry": retry, "fresh": fresh,
     }));
 }
 
@@ -360,9 +370,9 @@ async fn event_handlers_get_the_raw_event_and_its_type_by_kopfs_names() {
     assert_eq!(
         typed,
         [
-            &json!({"handler": "typed-event", "type": null, "replicas": 1}),
-            &json!({"handler": "typed-event", "type": "MODIFIED", "replicas": 2}),
-            &json!({"handler": "typed-event", "type": "DELETED", "replicas": 2}),
+            &json!({"handler": "typed-event", "type": null, "replicas": 1, "retry": 0, "fresh": true}),
+            &json!({"handler": "typed-event", "type": "MODIFIED", "replicas": 2, "retry": 0, "fresh": true}),
+            &json!({"handler": "typed-event", "type": "DELETED", "replicas": 2, "retry": 0, "fresh": true}),
         ]
     );
 }

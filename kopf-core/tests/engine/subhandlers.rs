@@ -156,11 +156,18 @@ async fn a_failed_sub_handler_leaves_its_parent_succeeded_once_the_others_finish
             .any(|line| line.contains("Handler 'create_fn' failed")),
         "the parent is not failed"
     );
+    // Out of retries: the framework's own error says so (Kopf's `HandlerRetriesError`).
+    let retries_error = kopf::HandlerRetriesError::new(
+        "Handler 'create_fn/flaky' failed with an exception and will stop now \
+         (it would exceed 2 retries on the next attempt): always broken",
+        2,
+    );
     assert_eq!(
         harness.outcome("subfail", "create_fn/flaky"),
         Some(kopf::outcomes::HandlerOutcome::Failed {
             message: "always broken".into(),
             retries: 2,
+            error: kopf::outcomes::Failure::Retries(retries_error),
         })
     );
     assert_eq!(

@@ -263,6 +263,7 @@ async fn a_permanent_failure_is_read_after_its_record_is_purged(harness: Operato
         Some(HandlerOutcome::Failed {
             message: "spec.size must be positive".into(),
             retries: 1,
+            error: kopf::outcomes::Failure::Permanent,
         })
     );
     assert_eq!(

@@ -57,8 +57,9 @@ pub(crate) fn build(
     })
 }
 
-/// The mutating handlers' changes as RFC 6902 operations: the merge patch and the JSON-patch
-/// operations applied to a copy of the body, then the difference (no `test` operations).
+/// The mutating handlers' changes as RFC 6902 operations: the merge patch, the JSON-patch
+/// operations and then the functions applied to a copy of the body, then the difference (no
+/// `test` operations).
 pub(crate) fn json_patch(body: &Value, patch: &Patch) -> Result<Vec<Value>, String> {
     if patch.is_empty() {
         return Ok(Vec::new());
@@ -73,6 +74,7 @@ pub(crate) fn json_patch(body: &Value, patch: &Patch) -> Result<Vec<Value>, Stri
             format!("the handlers' JSON-patch operations do not apply to the object: {error}")
         })?;
     }
+    patch.apply_functions(&mut patched);
     let difference = json_patch::diff(body, &patched);
     match serde_json::to_value(difference) {
         Ok(Value::Array(operations)) => Ok(operations),

@@ -530,3 +530,59 @@ async fn the_current_object_is_the_owner_that_kopf_infers() {
         serde_json::from_value(parent["metadata"]["labels"].clone()).unwrap();
     assert_eq!(labels, expected);
 }
+
+/// Kopf's `build_owner_reference`: the reference `append_owner_reference` adds, alone, with
+/// Kopf's defaults and keys; an owner without a uid is an error (Kopf would drop the field, and
+/// the API server refuse the reference).
+#[test]
+fn owner_references_are_built_as_kopf_builds_them() {
+    let reference = build_owner_reference(&parent()).unwrap();
+    assert_eq!(serde_json::to_value(&reference).unwrap(), kopfs_reference());
+    let options = Options::default()
+        .controller(None)
+        .block_owner_deletion(Some(false));
+    let reference = build_owner_reference_with(&parent(), &options).unwrap();
+    assert_eq!(reference.controller, None);
+    assert_eq!(reference.block_owner_deletion, Some(false));
+    let mut typed = Namespace::default();
+    typed.metadata.name = Some("ns1".into());
+    typed.metadata.uid = Some("nsuid".into());
+    let reference = build_owner_reference(&typed).unwrap();
+    assert_eq!(
+        (reference.api_version.as_str(), reference.kind.as_str()),
+        ("v1", "Namespace")
+    );
+    let mut anonymous = parent();
+    anonymous["metadata"].as_object_mut().unwrap().remove("uid");
+    assert!(matches!(
+        build_owner_reference(&anonymous),
+        Err(HierarchyError::IncompleteOwner {
+            field: "metadata.uid"
+        })
+    ));
+}
+
+/// Kopf's `build_object_reference`: what the body has, and nothing it lacks.
+#[test]
+fn object_references_keep_only_what_the_body_has() {
+    let reference = build_object_reference(&parent());
+    assert_eq!(
+        serde_json::to_value(&reference).unwrap(),
+        json!({
+            "apiVersion": "kopf.dev/v1",
+            "kind": "KopfExample",
+            "name": "parent",
+            "namespace": "ns1",
+            "uid": "uid-1",
+        })
+    );
+    let node = json!({"kind": "Node", "metadata": {"name": "n1", "namespace": ""}});
+    assert_eq!(
+        serde_json::to_value(build_object_reference(&node)).unwrap(),
+        json!({"kind": "Node", "name": "n1"})
+    );
+    assert_eq!(
+        build_object_reference(&json!(null)),
+        ObjectReference::default()
+    );
+}

@@ -25,6 +25,6 @@ async fn admission_options_elsewhere() {}
 async fn admission_arguments_elsewhere(warnings: &kopf::admission::Warnings, dryrun: bool) {}
 
 #[kopf::on_validate("kopfexamples")]
-async fn change_arguments(reason: kopf::Reason, retry: u32) {}
+async fn change_arguments(reason: kopf::Reason) {}
 
 fn main() {}

@@ -25,9 +25,4 @@ async fn not_entries(name: &str) -> String {
     name.to_string()
 }
 
-#[kopf::index("v1", "pods")]
-async fn patching(patch: &mut kopf::Patch) -> Option<(String, String)> {
-    None
-}
-
 fn main() {}

@@ -87,13 +87,27 @@ fn sync_mutation(patch: &mut kopf::Patch, sslpeer: Option<kopf::admission::PeerC
     }
 }
 
+// Kopf's values of a first attempt: admission handlers run once per request.
+#[kopf::on_mutate("kopfexamples", id = "first_attempt")]
+fn first_attempt(
+    retry: u32,
+    started: std::time::SystemTime,
+    runtime: std::time::Duration,
+    patch: &mut kopf::Patch,
+) {
+    patch.function(move |body: &mut serde_json::Value| {
+        body["metadata"]["annotations"]["seen"] = format!("{retry} {started:?} {runtime:?}").into();
+    });
+}
+
 fn main() {
     let registry = kopf::handlers![
         check_size,
         sync_check,
         owned_arguments,
         default_size,
-        sync_mutation
+        sync_mutation,
+        first_attempt,
     ];
     let _ = registry;
 }

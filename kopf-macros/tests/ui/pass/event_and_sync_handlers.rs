@@ -47,8 +47,15 @@ async fn all(uid: &str) {
     let _ = uid;
 }
 
+// Kopf's values of a first attempt: event handlers are called once per event.
+#[kopf::on_event("kopfexamples", id = "attempt")]
+fn attempt(retry: u32, started: std::time::SystemTime, runtime: std::time::Duration) {
+    let _ = (retry, started, runtime);
+}
+
 fn main() {
     let _ = kopf::handlers![
+        attempt,
         events,
         typed_event,
         sync_create,

@@ -80,5 +80,13 @@ fn main() {
         create_fn,
         event_fn,
         elsewhere::update_fn,
+        patched,
     ];
+}
+
+// As in Kopf, an index function gets a patch, which is never applied.
+#[kopf::index("v1", "pods", id = "patched")]
+fn patched(name: String, patch: &mut kopf::Patch) -> (String, String) {
+    patch.labels().insert("ignored".into(), "yes".into());
+    (name.clone(), name)
 }

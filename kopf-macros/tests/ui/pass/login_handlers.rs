@@ -30,7 +30,14 @@ async fn from_a_config() -> Result<kube::Config, std::io::Error> {
     Ok(kube::Config::new("https://10.0.0.1:6443".parse().unwrap()))
 }
 
+// Kopf's `activity` of login handlers: always the authentication.
+#[kopf::on_login(id = "activity")]
+fn with_activity(activity: kopf::activities::Activity) -> Option<kopf::login::ConnectionInfo> {
+    let _ = activity == kopf::activities::Activity::Authentication;
+    kopf::login::login_with_kubeconfig().ok().flatten()
+}
+
 fn main() {
-    let registry = kopf::handlers![from_vault, from_environment, from_a_config];
+    let registry = kopf::handlers![from_vault, from_environment, from_a_config, with_activity];
     let _ = registry;
 }
