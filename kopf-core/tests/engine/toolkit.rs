@@ -15,7 +15,7 @@ use kopf::registry::{ChangeHandler, Registry};
 use kopf_testing::{DEADLINE, OperatorHarness, test_settings, wait};
 use serde_json::{Value, json};
 
-use crate::posting::run_until;
+use crate::posting::{ours, post_the_servers_own_event, run_until};
 use crate::support::{COLLECTION, create, delete, examples, get, server_with_crd};
 
 const EVENTS: &str = "/api/v1/namespaces/default/events";
@@ -88,7 +88,7 @@ async fn handlers_post_events_through_the_free_functions() {
             })
             .await;
             wait("the four events", || async {
-                (list(client, EVENTS).await.len() >= 4).then_some(())
+                (ours(list(client, EVENTS).await).len() >= 4).then_some(())
             })
             .await;
         },
@@ -96,7 +96,7 @@ async fn handlers_post_events_through_the_free_functions() {
     .await;
 
     // The operator has stopped, and its poster drained its queue: this is all there is.
-    let events = list(&server.client(), EVENTS).await;
+    let events = ours(list(&server.client(), EVENTS).await);
     assert_eq!(events.len(), 4, "nothing about the Event: {events:#?}");
     let own = json!({
         "apiVersion": "kopf.dev/v1",
@@ -148,9 +148,10 @@ async fn the_events_are_visible_through_kubectl() {
     let operator = Operator::new(posting_registry()).settings(test_settings());
     let harness = OperatorHarness::start_on(server, operator).await;
     let client = harness.client();
+    post_the_servers_own_event(&client).await;
     create(&client, "one", json!({})).await;
     wait("the four events", || async {
-        (list(&client, EVENTS).await.len() >= 4).then_some(())
+        (ours(list(&client, EVENTS).await).len() >= 4).then_some(())
     })
     .await;
 
@@ -161,18 +162,20 @@ async fn the_events_are_visible_through_kubectl() {
     )
     .await;
     let listed: Value = serde_json::from_str(&json).expect("kubectl prints JSON");
-    let mut reasons: Vec<&str> = listed["items"]
-        .as_array()
-        .expect("a list of events")
-        .iter()
-        .filter_map(|e| e["reason"].as_str())
-        .collect();
+    let listed = ours(
+        listed["items"]
+            .as_array()
+            .expect("a list of events")
+            .clone(),
+    );
+    let mut reasons: Vec<&str> = listed.iter().filter_map(|e| e["reason"].as_str()).collect();
     reasons.sort_unstable();
     assert_eq!(reasons, ["Created", "Failed", "FromThread", "Noticed"]);
 
     // The columns of `kubectl get events` on a real cluster (the fake server's tables have
     // only a name and an age), printed by kubectl itself.
-    let columns = "TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message";
+    // The first column tells the operator's Events from the server's own.
+    let columns = "SOURCE:.source.component,TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message";
     let table = run_kubectl(
         &kubectl,
         dir.path(),
@@ -193,7 +196,9 @@ async fn the_events_are_visible_through_kubectl() {
     let cut = format!("{}...{}", "x".repeat(511), "x".repeat(510));
     let rows: Vec<Vec<&str>> = table
         .lines()
-        .map(|line| line.split_whitespace().take(4).collect())
+        .map(|line| line.split_whitespace().take(5).collect::<Vec<_>>())
+        .filter(|row| matches!(row.first(), Some(&"SOURCE" | &"kopf")))
+        .map(|row| row[1..].to_vec())
         .collect();
     assert_eq!(
         rows,
