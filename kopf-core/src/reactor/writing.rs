@@ -122,6 +122,18 @@ impl Writer {
         }
     }
 
+    /// The requests' target: the object of `body`, sent through `gate` until `tasks` stop.
+    fn target<'a>(&'a self, body: &'a Value, tasks: &'a Tasks, gate: &'a dyn Gate) -> Target<'a> {
+        Target {
+            client: &self.client,
+            resource: &self.resource,
+            namespace: body["metadata"]["namespace"].as_str(),
+            name: body["metadata"]["name"].as_str().unwrap_or_default(),
+            stop: tasks.token(),
+            gate,
+        }
+    }
+
     /// Reads the object `uid` as stored now (`Ok(None)`: it is gone), whose newest state seen
     /// is `body`; only while this operator may act on it. A failure counts with the failed
     /// writes (`failed`, as for [`Writer::write`]) for the delay before trying again.
@@ -137,14 +149,7 @@ impl Writer {
             ownership: self.ownership.as_deref(),
             uid,
         };
-        let target = Target {
-            client: &self.client,
-            resource: &self.resource,
-            namespace: body["metadata"]["namespace"].as_str(),
-            name: body["metadata"]["name"].as_str().unwrap_or_default(),
-            stop: tasks.token(),
-            gate: &gate,
-        };
+        let target = self.target(body, tasks, &gate);
         let backoffs = Backoffs {
             delays: &self.backoffs,
             enforce_retry_after: self.enforce_retry_after,
@@ -213,14 +218,7 @@ impl Writer {
         // The patch's functions change the object as it is now: their changes are sent as
         // the handlers' JSON-patch operations are, for this version of it.
         patch.resolve_functions(body, self.resource.status_subresource);
-        let target = Target {
-            client: &self.client,
-            resource: &self.resource,
-            namespace: body["metadata"]["namespace"].as_str(),
-            name: body["metadata"]["name"].as_str().unwrap_or_default(),
-            stop: tasks.token(),
-            gate: &gate,
-        };
+        let target = self.target(body, tasks, &gate);
         let version = body["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default();
