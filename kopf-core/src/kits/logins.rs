@@ -43,6 +43,9 @@ const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
 ///
 /// A file that cannot be read or parsed, a missing current context, or a context naming a
 /// cluster or user that no file has, is an error ([`LoginError::Files`]).
+///
+/// It reads files, blocking: call it from a sync login handler (those run on a thread of
+/// their own) or through `tokio::task::spawn_blocking`, not directly on the async runtime.
 pub fn login_with_kubeconfig() -> Result<Option<ConnectionInfo>, LoginError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let paths: Vec<PathBuf> = match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
@@ -64,6 +67,9 @@ pub fn login_with_kubeconfig() -> Result<Option<ConnectionInfo>, LoginError> {
 /// The credentials of the pod's service account (Kopf's `kopf.login_with_service_account`):
 /// its token, namespace and CA in `/var/run/secrets/kubernetes.io/serviceaccount`, for the
 /// server `https://kubernetes.default.svc`; `None` outside a pod (no token file there).
+///
+/// It reads files, blocking: call it from a sync login handler (those run on a thread of
+/// their own) or through `tokio::task::spawn_blocking`, not directly on the async runtime.
 pub fn login_with_service_account() -> Result<Option<ConnectionInfo>, LoginError> {
     from_service_account(Path::new(SERVICE_ACCOUNT))
 }
