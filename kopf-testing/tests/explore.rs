@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kopf::operator::Operator;
 use kopf_testing::fixtures::KOPFEXAMPLE_CRD as CRD;
-use kopf_testing::{Explorer, Plan, test_settings};
+use kopf_testing::{ApiServer, Explorer, Plan, test_settings};
 use kube::api::{Api, ObjectMeta, PostParams};
 
 /// The bug: every run creates another child.
@@ -265,6 +265,9 @@ async fn copy_setting(client: &kube::Client) -> kopf::Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_explorer_finds_a_handler_that_trusts_a_stale_read() {
+    if ApiServer::from_env().fake_only("serving reads from a lagging view") {
+        return;
+    }
     let exploration = Explorer::new(|| {
         Operator::new(kopf::handlers![copy_setting]).settings(test_settings())
     })

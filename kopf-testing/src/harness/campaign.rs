@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::explore::{Explorer, Incarnation, UNCOMPARED, differences, final_state};
 use super::operator::OperatorHarness;
-use kopf_fake_apiserver::{DEADLINE, FakeApiServer};
+use kopf_fake_apiserver::DEADLINE;
 
 /// One field changed, and what the oracles said.
 #[derive(Debug, Clone)]
@@ -96,11 +96,7 @@ struct Session {
 
 impl Session {
     async fn start(explorer: &Explorer) -> Session {
-        let server = FakeApiServer::builder()
-            .journal()
-            .start_on_own_runtime()
-            .await
-            .expect("a fake API server starts on 127.0.0.1");
+        let server = explorer.start_server().await;
         let harness = OperatorHarness::without_operator(server, None);
         for yaml in explorer.setup_documents() {
             harness.apply(yaml).await;

@@ -9,6 +9,9 @@
 //! is cleaned up, memory is lost); the held write is then cut and a fresh incarnation starts,
 //! as a restarted pod would.
 //!
+//! Each run starts a server of its own: the fake one, or a real kube-apiserver with the fake
+//! one in front as the proxy that injects the faults ([`Explorer::apiserver`]).
+//!
 //! ```no_run
 //! use kopf::operator::Operator;
 //! use kopf_testing::{Explorer, test_settings};
@@ -41,6 +44,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::apiserver::ApiServer;
 use super::operator::OperatorHarness;
 use super::sent::{AGENT, named_as_kopf_rs};
 use kopf_fake_apiserver::{Committed, DEADLINE, FakeApiServer, Fault};
@@ -195,6 +199,7 @@ pub struct Explorer {
     ignored: Vec<String>,
     only: Option<Plan>,
     at_once: usize,
+    apiserver: ApiServer,
 }
 
 impl fmt::Debug for Explorer {
@@ -203,6 +208,7 @@ impl fmt::Debug for Explorer {
             .field("setup", &self.setup)
             .field("ignored", &self.ignored)
             .field("only", &self.only)
+            .field("apiserver", &self.apiserver)
             .finish_non_exhaustive()
     }
 }
@@ -218,6 +224,7 @@ impl Explorer {
             ignored: Vec::new(),
             only: None,
             at_once: 2,
+            apiserver: ApiServer::from_env(),
         }
     }
 
@@ -246,6 +253,13 @@ impl Explorer {
         self
     }
 
+    /// A fresh server for one run, with a journal of its changes to compare the ends by.
+    pub(super) async fn start_server(&self) -> FakeApiServer {
+        self.apiserver
+            .start(FakeApiServer::builder().journal())
+            .await
+    }
+
     pub(super) fn setup_documents(&self) -> &[String] {
         &self.setup
     }
@@ -268,23 +282,45 @@ impl Explorer {
         self
     }
 
+    /// The API server each run starts for itself: the fake one, or a real kube-apiserver
+    /// with the fake one in front as a proxy that injects the plans' faults. By default, the
+    /// one [`APISERVER_VARIABLE`](super::apiserver::APISERVER_VARIABLE) names. A real server
+    /// keeps its history itself, so [`Plan::StaleReads`] is not run there.
+    pub fn apiserver(mut self, apiserver: ApiServer) -> Self {
+        self.apiserver = apiserver;
+        self
+    }
+
     /// How many runs go at the same time (default 2); each has its own server.
     pub fn at_once(mut self, runs: usize) -> Self {
         self.at_once = runs.max(1);
         self
     }
 
-    /// Runs the reference, then every plan: stale reads, and for each write of the
-    /// reference, a crash after it and before it, and an error answered after it. Plans that cannot change what the
-    /// operator does are pruned: a crash or an error right after posting an Event is the
-    /// same as a crash right before the next write.
+    /// Runs the reference, then every plan: stale reads (on the fake server), and for each
+    /// write of the reference, a crash after it and before it, and an error answered after
+    /// it. Plans that cannot change what the operator does are pruned: a crash or an error
+    /// right after posting an Event is the same as a crash right before the next write.
+    ///
+    /// # Panics
+    ///
+    /// When [`only`](Self::only) names [`Plan::StaleReads`] on a real server, which cannot
+    /// lag its views on demand.
     pub async fn run(self) -> Exploration {
+        if self.only == Some(Plan::StaleReads) && self.apiserver == ApiServer::Real {
+            panic!(
+                "the stale-reads plan needs the fake API server: a real one keeps its history itself; \
+                 mark the test with ApiServer::fake_only"
+            );
+        }
         let mut reference = self.run_plan(Plan::Reference).await;
         reference.struck = true;
+        let stale_reads = (self.apiserver == ApiServer::Fake).then_some(Plan::StaleReads);
         let plans: Vec<Plan> = match self.only {
             Some(Plan::Reference) => Vec::new(),
             Some(plan) => vec![plan],
-            None => std::iter::once(Plan::StaleReads)
+            None => stale_reads
+                .into_iter()
                 .chain((0..reference.writes.len() as u64).flat_map(|n| {
                     let posting = reference.writes[n as usize].contains(" events");
                     let mut plans = vec![Plan::CrashBeforeWrite(n)];
@@ -312,11 +348,7 @@ impl Explorer {
     }
 
     async fn run_plan(&self, plan: Plan) -> Outcome {
-        let server = FakeApiServer::builder()
-            .journal()
-            .start_on_own_runtime()
-            .await
-            .expect("a fake API server starts on 127.0.0.1");
+        let server = self.start_server().await;
         let harness = Arc::new(OperatorHarness::without_operator(server, None));
         for yaml in &self.setup {
             harness.apply(yaml).await;
@@ -584,9 +616,10 @@ pub(super) fn final_state(
     state
 }
 
-/// Drops what differs between runs by nature: identities, versions, times, managers.
+/// Drops what differs between runs by nature: identities, versions, times, managers, and the
+/// certificates each server (and each webhook server) issues itself.
 fn normalize(object: &mut Value, ignored: &[String]) {
-    mask_times(object);
+    mask_run_values(object);
     if let Some(meta) = object["metadata"].as_object_mut() {
         for key in [
             "uid",
@@ -676,12 +709,23 @@ fn is_time(text: &str) -> bool {
         && bytes[..4].iter().all(u8::is_ascii_digit)
 }
 
-/// Replaces times with a placeholder, everywhere in a value.
-fn mask_times(value: &mut Value) {
+/// Whether a string holds a certificate, as PEM (a CA bundle in a ConfigMap) or as base64 of
+/// PEM (a webhook's `caBundle`): each API server and each webhook server makes its own, so
+/// such values differ from run to run by nature.
+fn is_certificate(text: &str) -> bool {
+    const PEM: &str = "-----BEGIN CERTIFICATE-----";
+    // "-----BEGIN CERTIFICATE-----" in base64, as it starts a caBundle.
+    const BASE64_PEM: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t";
+    text.contains(PEM) || text.starts_with(BASE64_PEM)
+}
+
+/// Replaces times and certificates with placeholders, everywhere in a value.
+fn mask_run_values(value: &mut Value) {
     match value {
         Value::String(text) if is_time(text) => *text = "<time>".into(),
-        Value::Object(map) => map.values_mut().for_each(mask_times),
-        Value::Array(items) => items.iter_mut().for_each(mask_times),
+        Value::String(text) if is_certificate(text) => *text = "<certificate>".into(),
+        Value::Object(map) => map.values_mut().for_each(mask_run_values),
+        Value::Array(items) => items.iter_mut().for_each(mask_run_values),
         _ => {}
     }
 }
@@ -721,4 +765,35 @@ pub(super) fn differences(
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each real API server issues its own CA, and publishes it in every namespace: runs on
+    /// two servers must not differ by it (they did, and every plan failed on a real server).
+    #[test]
+    fn the_certificates_of_each_run_are_not_compared() {
+        let bundle = |ca: &str| {
+            serde_json::json!({
+                "metadata": {"name": "kube-root-ca.crt", "namespace": "default"},
+                "data": {"ca.crt": format!("-----BEGIN CERTIFICATE-----\n{ca}\n-----END CERTIFICATE-----\n")},
+                "webhooks": [{"clientConfig": {"caBundle": format!("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t{ca}")}}],
+            })
+        };
+        let (mut first, mut second) = (bundle("MIIBcTCCARag"), bundle("MIIBcTCCARbh"));
+        normalize(&mut first, &[]);
+        normalize(&mut second, &[]);
+        assert_eq!(first, second);
+        assert_eq!(first["data"]["ca.crt"], "<certificate>");
+
+        let (mut setting, mut other) = (
+            serde_json::json!({"data": {"value": "a certificate"}}),
+            serde_json::json!({"data": {"value": "b certificate"}}),
+        );
+        normalize(&mut setting, &[]);
+        normalize(&mut other, &[]);
+        assert_ne!(setting, other, "only certificates are masked");
+    }
 }
