@@ -116,10 +116,9 @@ fn weight_of(events: &[Event]) -> usize {
 /// a listing or a watch; as an object's first sight decides whether resume handlers apply).
 /// A deletion is final: nothing is merged into it. `Err` gives `newer` back, unmerged.
 ///
-/// The versions of the events merged away are not seen: one of them could be that of the
-/// object's own write, which its worker awaits (Kopf's consistency rule) only while its
-/// mailbox rests or its worker runs, and it then keeps its worker's permit, so events do not
-/// wait in its mailbox for long; at worst the wait ends by its timeout.
+/// The states of the events merged away are never observed, but they came: the queue tells
+/// the processor so ([`ObjectProcessor::passed`]), as one of them may be the version of the
+/// object's own write that its worker awaits (Kopf's consistency rule).
 fn merged(older: &Event, newer: Event) -> Result<Event, Event> {
     match (older, newer) {
         (Event::Changed("DELETED", _) | Event::Vanished(_) | Event::ListingDone, newer) => {
@@ -283,6 +282,11 @@ pub(crate) trait ObjectProcessor: Send + Sync + 'static {
         tasks: &'a Tasks,
     ) -> Pin<Box<dyn Future<Output = Observed> + Send + 'a>>;
 
+    /// An event of the object `uid` was merged into a newer one before its worker took it:
+    /// its state is never observed, but it came (its version may be that of a write of the
+    /// processor's own, which it awaits).
+    fn passed(&self, uid: &str, event: &Event);
+
     /// Processes the object's newest state observed (again, when a retry is due).
     fn process<'a>(
         self: Arc<Self>,
@@ -407,6 +411,7 @@ impl Queue {
                         if let Some(metrics) = &self.metrics {
                             metrics.queue_depth.dec();
                         }
+                        self.processor.passed(&uid, older);
                     }
                     match put.taker {
                         Taker::Running => return,
@@ -1024,6 +1029,8 @@ mod tests {
         /// The newest version observed, and those processed.
         newest: Mutex<String>,
         processed: Mutex<Vec<String>>,
+        /// The versions of the events merged away.
+        passed: Mutex<Vec<String>>,
         released: Mutex<Vec<String>>,
         /// Stops the worker while processing, as the operator's exit would.
         stop: bool,
@@ -1063,6 +1070,10 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e, Event::Changed("DELETED", _) | Event::Vanished(_)));
             Box::pin(async move { Observed { gone } })
+        }
+
+        fn passed(&self, _: &str, event: &Event) {
+            lock(&self.passed).push(shown(event).1);
         }
 
         fn process<'a>(
@@ -1289,6 +1300,10 @@ mod tests {
         until("b processed", || lock(&recorder.processed).len() == 2).await;
         assert_eq!(recorder.seen()[1], ("b".to_owned(), 1), "one event");
         assert_eq!(lock(&recorder.processed)[1], "\"10\"");
+        // The versions merged away came all the same: one may be the operator's own write,
+        // which its worker awaits (it waited out the consistency timeout before).
+        let passed: Vec<String> = (1..10).map(|v| format!("\"{v}\"")).collect();
+        assert_eq!(*lock(&recorder.passed), passed);
         until("all given back", || budget.held() == 0).await;
         tasks.cancel(StopReason::OperatorExiting);
         tasks.wait().await;

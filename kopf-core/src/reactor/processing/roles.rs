@@ -76,6 +76,16 @@ impl ObjectProcessor for Processor {
         Box::pin(async move { Processor::observe(&self, uid, batch, held, tasks).await })
     }
 
+    /// A version merged away came on the watch all the same: a write of our own that it
+    /// brought back is not waited for any more.
+    fn passed(&self, uid: &str, event: &Event) {
+        if let Event::Listed(object) | Event::Changed(_, object) = event {
+            let version = object["metadata"]["resourceVersion"].as_str();
+            self.memories
+                .with_existing(uid, |m| m.came_back(version.unwrap_or_default()));
+        }
+    }
+
     fn process<'a>(
         self: Arc<Self>,
         uid: &'a str,
