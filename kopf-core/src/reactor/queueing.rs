@@ -58,5 +58,6 @@ mod worker;
 
 pub(crate) use self::held::Held;
 pub(crate) use self::known::KnownObjects;
+pub(crate) use self::mailbox::Batch;
 pub(crate) use self::processor::{Next, ObjectProcessor, Observed};
 pub(crate) use self::routing::Queue;

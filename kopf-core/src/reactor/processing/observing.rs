@@ -11,11 +11,10 @@ use crate::actions::execution::{self, Outcome};
 use crate::actions::invocation::ErrorsMode;
 use crate::aiokits::tasks::{StopReason, Tasks};
 use crate::clients::posting::{Logger, Poster};
-use crate::clients::watching::Event;
 use crate::intents::handlers::EventHandler;
 use crate::intents::registry::Registered as _;
 use crate::reactor::invocations::Change;
-use crate::reactor::queueing::{Held, Observed};
+use crate::reactor::queueing::{Batch, Held, Observed};
 use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 
@@ -27,10 +26,14 @@ impl Processor {
     pub(crate) async fn observe(
         self: &Arc<Self>,
         uid: &str,
-        batch: Vec<Event>,
+        batch: Batch,
         held: Held<'_>,
         tasks: &Tasks,
     ) -> Observed {
+        let Batch {
+            events: batch,
+            passed,
+        } = batch;
         // Whether the batch went to the indexes before a wait for its shard's drain.
         let mut indexed = false;
         let _permit = match self.admit(uid, &batch, &mut indexed, tasks).await {
@@ -57,6 +60,15 @@ impl Processor {
                 // Boxed, as the index handlers are.
                 patch.merge(Box::pin(self.run_event_handlers(kind, object, tasks)).await);
             }
+        }
+        // The states merged away came before the newest seen now: a write of our own among
+        // them has come back, and the state seen is at least as new as it.
+        if !passed.is_empty() {
+            self.memory(uid, |memory| {
+                for version in &passed {
+                    memory.came_back(version);
+                }
+            });
         }
         if deleted {
             // Forgotten by the worker once nothing of the object runs.

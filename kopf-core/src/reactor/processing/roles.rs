@@ -15,7 +15,7 @@ use crate::clients::watching::Event;
 use crate::engines::daemons::{DaemonHost, Retry};
 use crate::engines::ownership::ShardMembers;
 use crate::reactor::invocations::Change;
-use crate::reactor::queueing::{Held, Next, ObjectProcessor, Observed};
+use crate::reactor::queueing::{Batch, Held, Next, ObjectProcessor, Observed};
 use crate::structs::bodies::Body;
 use crate::structs::patch::Patch;
 use crate::structs::resources::Resource;
@@ -69,21 +69,11 @@ impl ObjectProcessor for Processor {
     fn observe<'a>(
         self: Arc<Self>,
         uid: &'a str,
-        batch: Vec<Event>,
+        batch: Batch,
         held: Held<'a>,
         tasks: &'a Tasks,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Observed> + Send + 'a>> {
         Box::pin(async move { Processor::observe(&self, uid, batch, held, tasks).await })
-    }
-
-    /// A version merged away came on the watch all the same: a write of our own that it
-    /// brought back is not waited for any more.
-    fn passed(&self, uid: &str, event: &Event) {
-        if let Event::Listed(object) | Event::Changed(_, object) = event {
-            let version = object["metadata"]["resourceVersion"].as_str();
-            self.memories
-                .with_existing(uid, |m| m.came_back(version.unwrap_or_default()));
-        }
     }
 
     fn process<'a>(
@@ -251,7 +241,10 @@ mod tests {
         processor: &'a Arc<Processor>,
         tasks: &'a Tasks,
     ) -> impl Future<Output = Next> + 'a {
-        let modified = vec![Event::Changed("MODIFIED", object("2"))];
+        let modified = Batch {
+            events: vec![Event::Changed("MODIFIED", object("2"))],
+            passed: Vec::new(),
+        };
         async move {
             let nothing = Held::default();
             if Processor::observe(processor, "uid", modified, nothing, tasks)
@@ -408,5 +401,43 @@ mod tests {
         let processing = processor.process("uid", Held::default(), &tasks);
         let size = std::mem::size_of_val(&*processing);
         assert!(size <= 2048, "the processing future takes {size} bytes");
+    }
+
+    /// A write of our own whose version was merged away in the mailbox (into a newer state)
+    /// came back all the same, but only once that newer state is seen: before, its worker
+    /// waited out the consistency timeout and read the object again.
+    #[tokio::test]
+    async fn a_write_whose_version_was_merged_away_comes_back_with_the_newer_state() {
+        let processor = processor(None);
+        let tasks = Tasks::root(1);
+        processor.memory("uid", |memory| {
+            memory.seen = true;
+            memory.latest = Some(object("1"));
+            memory.awaited = Some(Box::new(Awaited {
+                pending: vec!["2".to_string()],
+                until: Instant::now() + Duration::from_secs(600),
+                replaced: vec!["1".to_string()],
+            }));
+        });
+        let observe = |events: Vec<Event>, passed: &[&str]| {
+            let batch = Batch {
+                events,
+                passed: passed.iter().map(|v| v.to_string()).collect(),
+            };
+            Processor::observe(&processor, "uid", batch, Held::default(), &tasks)
+        };
+
+        observe(vec![Event::Changed("MODIFIED", object("3"))], &[]).await;
+        assert_eq!(
+            remembered(&processor),
+            (Some(json!("3")), Some(vec!["2".to_string()])),
+            "another state is not our write's"
+        );
+        observe(vec![Event::Changed("MODIFIED", object("5"))], &["2", "4"]).await;
+        assert_eq!(
+            remembered(&processor),
+            (Some(json!("5")), Some(Vec::new())),
+            "our write came, merged away into the newer state seen with it"
+        );
     }
 }

@@ -30,6 +30,9 @@ pub(super) struct Mailbox {
 #[derive(Debug, Default)]
 struct Inbox {
     events: Vec<Event>,
+    /// The versions of the states merged away into the events waiting: they came on the
+    /// watch before the newest.
+    passed: Vec<String>,
     /// Its worker has ended (stopped, or panicked): nothing more is put in. Under the same
     /// lock as the events, so that an event is either counted as left at the end or refused.
     closed: bool,
@@ -68,16 +71,24 @@ pub(super) fn weight_of(events: &[Event]) -> usize {
     events.iter().map(weight).sum()
 }
 
+/// The version of the object's state that an event brings, if it brings one.
+fn version_of(event: &Event) -> Option<String> {
+    match event {
+        Event::Listed(object) | Event::Changed(_, object) => object["metadata"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+        Event::Vanished(_) | Event::ListingDone => None,
+    }
+}
+
 /// The one event that stands for `older` followed by `newer` when only the newest state
 /// matters: the newer object, with what the older one told of the object's first sight (from
 /// a listing or a watch; as an object's first sight decides whether resume handlers apply).
 /// A deletion is final: nothing is merged into it. `Err` gives `newer` back, unmerged.
 ///
-/// The states of the events merged away are never observed, but they came: the queue tells
-/// the processor so ([`ObjectProcessor::passed`]), as one of them may be the version of the
-/// object's own write that its worker awaits (Kopf's consistency rule).
-///
-/// [`ObjectProcessor::passed`]: super::ObjectProcessor::passed
+/// The states of the events merged away are never observed, but they came: their versions go
+/// to the worker with the batch they were merged into ([`Batch::passed`]), as one of them may
+/// be the version of the object's own write that its worker awaits (Kopf's consistency rule).
 fn merged(older: &Event, newer: Event) -> Result<Event, Event> {
     match (older, newer) {
         (Event::Changed("DELETED", _) | Event::Vanished(_) | Event::ListingDone, newer) => {
@@ -90,6 +101,21 @@ fn merged(older: &Event, newer: Event) -> Result<Event, Event> {
         (Event::Changed(..), Event::Listed(object)) => Ok(Event::Changed("MODIFIED", object)),
         (Event::Changed(..), newer @ Event::Changed(..)) => Ok(newer),
         (_, newer) => Err(newer),
+    }
+}
+
+/// The events a worker takes from its mailbox at once, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) events: Vec<Event>,
+    /// The versions of the states merged away into `events` (never observed, but they came
+    /// on the watch, before the newest of `events`).
+    pub(crate) passed: Vec<String>,
+}
+
+impl Batch {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.events.is_empty()
     }
 }
 
@@ -114,6 +140,8 @@ impl Mailbox {
             Some(last) if merge => match merged(last, event) {
                 Ok(event) => {
                     replaced = inbox.events.pop();
+                    let version = replaced.as_ref().and_then(version_of);
+                    inbox.passed.extend(version);
                     event
                 }
                 Err(event) => event,
@@ -156,8 +184,14 @@ impl Mailbox {
             .is_some_and(|resting| now.saturating_duration_since(resting.since) >= timeout)
     }
 
-    pub(super) fn take(&self) -> Vec<Event> {
-        std::mem::take(&mut lock(&self.inbox).events)
+    /// Takes the events waiting, with the versions merged away into them: at once, so that a
+    /// version passed on is never seen before the newer state it was merged into.
+    pub(super) fn take(&self) -> Batch {
+        let mut inbox = lock(&self.inbox);
+        Batch {
+            events: std::mem::take(&mut inbox.events),
+            passed: std::mem::take(&mut inbox.passed),
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {

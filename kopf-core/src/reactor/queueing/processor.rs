@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::held::Held;
+use super::mailbox::Batch;
 use crate::aiokits::tasks::Tasks;
 use crate::clients::watching::Event;
 use crate::structs::resources::Resource;
@@ -42,19 +43,16 @@ pub(crate) trait ObjectProcessor: Send + Sync + 'static {
 
     /// Observes a batch of events of the object `uid`, in order: remembers its newest state,
     /// and runs what every event is for (indexes, event handlers). It may run while the
-    /// object's newest state is processed (the events that came meanwhile).
+    /// object's newest state is processed (the events that came meanwhile). The versions
+    /// merged away into the batch came too (one may be that of a write of the processor's
+    /// own, which it awaits), before the batch's newest state.
     fn observe<'a>(
         self: Arc<Self>,
         uid: &'a str,
-        batch: Vec<Event>,
+        batch: Batch,
         held: Held<'a>,
         tasks: &'a Tasks,
     ) -> Pin<Box<dyn Future<Output = Observed> + Send + 'a>>;
-
-    /// An event of the object `uid` was merged into a newer one before its worker took it:
-    /// its state is never observed, but it came (its version may be that of a write of the
-    /// processor's own, which it awaits).
-    fn passed(&self, uid: &str, event: &Event);
 
     /// Processes the object's newest state observed (again, when a retry is due).
     fn process<'a>(

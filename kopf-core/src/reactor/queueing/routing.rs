@@ -130,7 +130,6 @@ impl Queue {
                         if let Some(metrics) = &self.metrics {
                             metrics.queue_depth.dec();
                         }
-                        self.processor.passed(&uid, older);
                     }
                     match put.taker {
                         Taker::Running => return,

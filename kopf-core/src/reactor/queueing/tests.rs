@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::known::{Known, uid_of};
-use super::mailbox::{Mailbox, Workers, weight_of};
+use super::mailbox::{Batch, Mailbox, Workers, weight_of};
 use super::worker::Worker;
 use super::{Held, Next, ObjectProcessor, Observed, Queue};
 use crate::aiokits::budget::{Budget, Share};
@@ -68,7 +68,7 @@ fn a_mailbox_whose_worker_ended_takes_no_more_events() {
     );
     // Given back, for a new worker to get: not lost in a mailbox nobody reads.
     assert!(mailbox.put(Event::Listed(object("a")), false).is_err());
-    assert_eq!(mailbox.take().len(), 1);
+    assert_eq!(mailbox.take().events.len(), 1);
     assert!(mailbox.is_empty());
 }
 
@@ -93,14 +93,14 @@ fn events_waiting_for_their_worker_are_merged_into_the_newest() {
         put(Event::Changed("ADDED", version("a", "3"))).map(|m| m.1),
         Some("\"2\"".into())
     );
-    let events: Vec<_> = mailbox.take().iter().map(shown).collect();
+    let events: Vec<_> = mailbox.take().events.iter().map(shown).collect();
     assert_eq!(events, [(None, "\"3\"".into())], "still a listed object");
 
     put(Event::Changed("ADDED", version("a", "4")));
     put(Event::Listed(version("a", "5")));
     put(Event::Changed("DELETED", version("a", "6")));
     put(Event::Vanished(version("a", "7")));
-    let events: Vec<_> = mailbox.take().iter().map(shown).collect();
+    let events: Vec<_> = mailbox.take().events.iter().map(shown).collect();
     assert_eq!(
         events,
         [
@@ -151,8 +151,8 @@ struct Recorder {
     /// The newest version observed, and those processed.
     newest: Mutex<String>,
     processed: Mutex<Vec<String>>,
-    /// The versions of the events merged away.
-    passed: Mutex<Vec<String>>,
+    /// The versions merged away, with the newest version of the batch they came with.
+    passed: Mutex<Vec<(String, Vec<String>)>>,
     released: Mutex<Vec<String>>,
     /// Stops the worker while processing, as the operator's exit would.
     stop: bool,
@@ -179,10 +179,17 @@ impl ObjectProcessor for Recorder {
     fn observe<'a>(
         self: Arc<Self>,
         uid: &'a str,
-        batch: Vec<Event>,
+        batch: Batch,
         _: Held<'a>,
         _: &'a Tasks,
     ) -> Pin<Box<dyn Future<Output = Observed> + Send + 'a>> {
+        let Batch {
+            events: batch,
+            passed,
+        } = batch;
+        if let (false, Some(newest)) = (passed.is_empty(), batch.last()) {
+            lock(&self.passed).push((shown(newest).1, passed));
+        }
         lock(&self.seen).push((uid.to_owned(), batch.len()));
         for event in &batch {
             lock(&self.events).push(shown(event));
@@ -192,10 +199,6 @@ impl ObjectProcessor for Recorder {
             .iter()
             .any(|e| matches!(e, Event::Changed("DELETED", _) | Event::Vanished(_)));
         Box::pin(async move { Observed { gone } })
-    }
-
-    fn passed(&self, _: &str, event: &Event) {
-        lock(&self.passed).push(shown(event).1);
     }
 
     fn process<'a>(
@@ -423,9 +426,10 @@ async fn events_waiting_for_a_worker_take_one_state_of_the_budget() {
     assert_eq!(recorder.seen()[1], ("b".to_owned(), 1), "one event");
     assert_eq!(lock(&recorder.processed)[1], "\"10\"");
     // The versions merged away came all the same: one may be the operator's own write,
-    // which its worker awaits (it waited out the consistency timeout before).
-    let passed: Vec<String> = (1..10).map(|v| format!("\"{v}\"")).collect();
-    assert_eq!(*lock(&recorder.passed), passed);
+    // which its worker awaits (it waited out the consistency timeout before). They come
+    // with the state they were merged into, never before it.
+    let passed: Vec<String> = (1..10).map(|v| v.to_string()).collect();
+    assert_eq!(*lock(&recorder.passed), [("\"10\"".to_owned(), passed)]);
     until("all given back", || budget.held() == 0).await;
     tasks.cancel(StopReason::OperatorExiting);
     tasks.wait().await;

@@ -13,13 +13,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::held::Held;
-use super::mailbox::{Mailbox, Workers, weight_of};
+use super::mailbox::{Batch, Mailbox, Workers, weight_of};
 use super::processor::{Next, ObjectProcessor, Observed};
 use super::reaper::Rests;
 use crate::aiokits::budget::Share;
 use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
-use crate::clients::watching::Event;
 use crate::helpers::sync::lock;
 
 pub(super) struct Worker {
@@ -82,12 +81,12 @@ impl Worker {
     }
 
     /// Takes events out of the mailbox, keeping what they hold of the budget.
-    fn take(&self) -> (Vec<Event>, usize) {
+    fn take(&self) -> (Batch, usize) {
         let batch = self.mailbox.take();
-        let weight = weight_of(&batch);
+        let weight = weight_of(&batch.events);
         self.holding.fetch_add(weight, Ordering::SeqCst);
         if let Some(metrics) = &self.metrics {
-            metrics.queue_depth.dec_by(batch.len() as i64);
+            metrics.queue_depth.dec_by(batch.events.len() as i64);
         }
         (batch, weight)
     }
