@@ -89,6 +89,7 @@ impl Known {
     }
 }
 
+/// The object's uid (empty for an object without one, which the API server never sends).
 pub(super) fn uid_of(object: &Value) -> String {
     object["metadata"]["uid"]
         .as_str()

@@ -10,7 +10,7 @@ use std::time::Duration;
 use foldhash::HashMap;
 use tokio::sync::Semaphore;
 
-use super::known::KnownObjects;
+use super::known::{KnownObjects, uid_of};
 use super::mailbox::{Mailbox, Taker, Workers, weight};
 use super::processor::ObjectProcessor;
 use super::reaper::{Rests, reap};
@@ -105,10 +105,7 @@ impl Queue {
     fn route(&self, event: Event) {
         let uid = match &event {
             Event::Listed(object) | Event::Changed(_, object) | Event::Vanished(object) => {
-                object["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
+                uid_of(object)
             }
             Event::ListingDone => return,
         };

@@ -21,6 +21,9 @@ use crate::aiokits::metrics::ResourceMetrics;
 use crate::aiokits::tasks::Tasks;
 use crate::helpers::sync::lock;
 
+/// The one worker of an object (invariant 1): it empties the object's mailbox, has the events
+/// observed and the newest state processed, waits for a retry that is due, and lets the
+/// mailbox rest when nothing is left to do.
 pub(super) struct Worker {
     pub(super) uid: String,
     pub(super) mailbox: Arc<Mailbox>,
