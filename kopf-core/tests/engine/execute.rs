@@ -347,3 +347,213 @@ async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
     assert_eq!(calls.all().len(), 1);
     harness.stop().await.expect("a clean stop");
 }
+
+/// The sub-handlers registered so far run in place (`subhandlers.execute()`, Kopf's
+/// `await kopf.execute()` without arguments): before the handler's code after the call, each
+/// once until it finished, the parent retried while one is unfinished; a second call in the
+/// same handler's call runs none, nor does the run after the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_sub_handlers_run_in_place_once_per_call() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let retry = invocation.retry();
+                calls.record(json!({"parent": "before", "retry": retry}));
+                let subhandlers = invocation.subhandlers();
+                subhandlers.register(child(&calls, "a", &[]));
+                subhandlers.register(child(&calls, "b", &[0]));
+                subhandlers.execute().await?;
+                calls.record(json!({"parent": "after", "retry": retry}));
+                let again = subhandlers.execute().await.map_err(|e| e.to_string());
+                calls.record(json!({"parent": "again", "result": format!("{again:?}")}));
+                Ok(Some(json!({"message": "all items done"})))
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    create(&harness.client(), "registered", json!({})).await;
+
+    let pending = wait_object(&harness, "registered", "b's retry recorded", |o| {
+        progress(o, "create_fn.b").is_some_and(|b| b["retries"] == 1)
+    })
+    .await;
+    let parent = progress(&pending, "create_fn").expect("the parent's record");
+    assert_eq!(parent["subrefs"], json!(["create_fn/a", "create_fn/b"]));
+    assert_eq!(
+        (&parent["success"], &parent["failure"]),
+        (&json!(false), &json!(false))
+    );
+    assert_eq!(pending["status"]["create_fn/a"], json!({"item": "a"}));
+
+    let done = wait_object(&harness, "registered", "the result, records purged", |o| {
+        o["status"]["create_fn"]["message"] == "all items done"
+            && o["metadata"]["annotations"].as_object().is_some_and(|a| {
+                !a.keys()
+                    .any(|k| k.starts_with("kopf.zalando.org/create_fn"))
+            })
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/b"], json!({"item": "b"}));
+    crate::support::settle(harness.server()).await;
+    assert_eq!(
+        calls.all(),
+        [
+            json!({"parent": "before", "retry": 0}),
+            json!({"child": "a", "retry": 0}),
+            json!({"parent": "before", "retry": 1}),
+            json!({"child": "b", "retry": 0}),
+            json!({"parent": "before", "retry": 2}),
+            json!({"child": "b", "retry": 1}),
+            json!({"parent": "after", "retry": 2}),
+            json!({"parent": "again", "result": "Ok(())"}),
+        ],
+        "in place, before the code after the call; finished ones never again; once per call"
+    );
+    assert!(matches!(
+        harness.outcome("registered", "create_fn"),
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
+    ));
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A sub-handler registered after the sub-handlers ran in place does not run, as in Kopf
+/// (neither by a second call nor after the call), and a warning names it; a sub-handler runs its own registered ones in place too, in the
+/// lifecycle the parent gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_handler_registered_after_the_execution_does_not_run_and_is_warned_about() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let subhandlers = invocation.subhandlers();
+                let nested = calls.clone();
+                subhandlers.register(child(&calls, "first", &[]));
+                subhandlers.register(SubHandler::new("nested", move |child_call| {
+                    let calls = nested.clone();
+                    async move {
+                        calls.record(json!({"child": "nested"}));
+                        let grandchildren = child_call.subhandlers();
+                        grandchildren.register(child(&calls, "grand", &[]));
+                        grandchildren.execute().await?;
+                        calls.record(json!({"child": "nested", "after": "grand"}));
+                        Ok(Some(json!("nested done")))
+                    }
+                }));
+                subhandlers
+                    .execute()
+                    .lifecycle(Lifecycle::AllAtOnce)
+                    .await?;
+                calls.record(json!({"parent": "after"}));
+                subhandlers.register(child(&calls, "late", &[]));
+                // As in Kopf, a second call runs none, not even those registered since.
+                subhandlers.execute().await?;
+                Ok(Some(json!({"message": "went on"})))
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    lines_of("late"); // Logs are captured from now on.
+    create(&harness.client(), "late", json!({})).await;
+    wait_line(
+        "late",
+        "Sub-handlers 'create_fn/late' were registered after handler 'create_fn' ran its sub-handlers in place",
+    )
+    .await;
+    let done = wait_object(&harness, "late", "the parent's result", |o| {
+        o["status"]["create_fn"]["message"] == "went on"
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/first"], json!({"item": "first"}));
+    assert_eq!(done["status"]["create_fn/nested"], json!("nested done"));
+    assert_eq!(
+        done["status"]["create_fn/nested/grand"],
+        json!({"item": "grand"})
+    );
+    assert_eq!(done["status"].get("create_fn/late"), None);
+    crate::support::settle(harness.server()).await;
+    assert_eq!(
+        calls.all(),
+        [
+            json!({"child": "first", "retry": 0}),
+            json!({"child": "nested"}),
+            json!({"child": "grand", "retry": 0}),
+            json!({"child": "nested", "after": "grand"}),
+            json!({"parent": "after"}),
+        ],
+        "the late one never runs"
+    );
+    assert!(
+        lines_of("late")
+            .iter()
+            .any(|line| line.contains("Handler 'create_fn' succeeded")),
+        "the parent is reported once it ran: {:?}",
+        lines_of("late")
+    );
+    harness.stop().await.expect("a clean stop");
+}
+
+/// `subhandlers.execute()` on sub-handlers that no change handler's call runs says so, as
+/// `kopf::execute` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executing_registered_sub_handlers_outside_of_a_change_handler_is_a_clear_error() {
+    let made = kopf::registry::SubHandlers::default();
+    made.add("x", |_| async { Ok(None) });
+    let outside = made.execute().await.expect_err("no handler runs");
+    assert!(
+        outside.to_string().contains("no change handler runs"),
+        "{outside}"
+    );
+
+    let calls = Calls::default();
+    let watched = calls.clone();
+    let registry = Registry::new().with(EventHandler::on_event(
+        examples(),
+        "watch_fn",
+        move |invocation| {
+            let calls = watched.clone();
+            async move {
+                let subhandlers = invocation.subhandlers();
+                subhandlers.add("x", |_| async { Ok(None) });
+                let refused = subhandlers
+                    .execute()
+                    .await
+                    .err()
+                    .map(|error| error.to_string());
+                calls.record(json!({"event": refused}));
+                Ok(None)
+            }
+        },
+    ));
+    let server = server_with_crd().await;
+    let harness = OperatorHarness::start_on(
+        server,
+        kopf::operator::Operator::new(registry).settings(test_settings()),
+    )
+    .await;
+    create(&harness.client(), "refused", json!({})).await;
+    let all = calls.wait_until("the refusal", |all| !all.is_empty()).await;
+    let refusal = all[0]["event"]
+        .as_str()
+        .unwrap_or_else(|| panic!("refused: {all:?}"));
+    assert!(refusal.contains("no change handler runs"), "{refusal}");
+    harness.stop().await.expect("a clean stop");
+}

@@ -321,6 +321,10 @@ fn behaviour(
                 let handler = with_options!(SubHandler::new(&sub.id, function), sub);
                 invocation.subhandlers().register(handler);
             }
+            if spec.executes_registered {
+                invocation.subhandlers().execute().await?;
+                invocation.subhandlers().execute().await?;
+            }
             Ok(Some(json!({"retry": retry})))
         })
     }
