@@ -645,6 +645,8 @@ impl fmt::Debug for Invocation {
 /// each retried on its own. The parent's record lists them in `subrefs`; the parent finishes
 /// when all of them have: successfully if they all succeeded, as a permanent failure naming
 /// those that failed otherwise. Results of sub-handlers go to `status.<parent>/<child>`.
+/// [`execute`](Self::execute) runs those registered so far within the call instead (Kopf's
+/// `await kopf.execute()`).
 ///
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
