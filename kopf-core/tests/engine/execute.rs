@@ -19,6 +19,12 @@ fn progress(object: &Value, key: &str) -> Option<Value> {
     serde_json::from_str(text).ok()
 }
 
+/// An operator with these handlers, on a fresh server with the examples' CRD.
+async fn start(registry: Registry) -> OperatorHarness {
+    let operator = kopf::operator::Operator::new(registry).settings(test_settings());
+    OperatorHarness::start_on(server_with_crd().await, operator).await
+}
+
 /// A sub-handler that records its calls and fails temporarily on the retries in `failing`.
 fn child(calls: &Calls, id: &'static str, failing: &'static [u32]) -> SubHandler {
     let calls = calls.clone();
@@ -37,8 +43,32 @@ fn child(calls: &Calls, id: &'static str, failing: &'static [u32]) -> SubHandler
     })
 }
 
+/// How a parent runs its sub-handlers in place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum InPlace {
+    /// Those it gives: `kopf::execute(handlers)`, Kopf's `kopf.execute(fns=...)`.
+    Given,
+    /// Those it registered: `subhandlers.execute()`, Kopf's `kopf.execute()`; then once more,
+    /// which runs none.
+    Registered,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they_finish() {
+    retried_until_they_finish("inplace", InPlace::Given).await;
+}
+
+/// The same with the sub-handlers registered so far: in place, before the handler's code
+/// after the call; a second call in the same handler's call runs none, nor does the run after
+/// the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_sub_handlers_run_in_place_once_per_call() {
+    retried_until_they_finish("registered", InPlace::Registered).await;
+}
+
+/// Two sub-handlers run in place, one failing once: the parent is retried until both have
+/// finished, without calling the finished one again, and goes on after.
+async fn retried_until_they_finish(name: &str, form: InPlace) {
     let calls = Calls::default();
     let recorded = calls.clone();
     let registry = Registry::new().with(ChangeHandler::on_create(
@@ -47,24 +77,31 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
         move |invocation| {
             let calls = recorded.clone();
             async move {
-                calls.record(json!({"parent": "before", "retry": invocation.retry()}));
-                kopf::execute([child(&calls, "a", &[]), child(&calls, "b", &[0])]).await?;
-                calls.record(json!({"parent": "after", "retry": invocation.retry()}));
+                let retry = invocation.retry();
+                calls.record(json!({"parent": "before", "retry": retry}));
+                let children = [child(&calls, "a", &[]), child(&calls, "b", &[0])];
+                match form {
+                    InPlace::Given => kopf::execute(children).await?,
+                    InPlace::Registered => {
+                        let subhandlers = invocation.subhandlers();
+                        children.into_iter().for_each(|c| subhandlers.register(c));
+                        subhandlers.execute().await?;
+                    }
+                }
+                calls.record(json!({"parent": "after", "retry": retry}));
+                if form == InPlace::Registered {
+                    let again = invocation.subhandlers().execute().await;
+                    calls.record(json!({"parent": "again", "ok": again.is_ok()}));
+                }
                 Ok(Some(json!({"message": "all items done"})))
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
-    let client = harness.client();
-    create(&client, "inplace", json!({})).await;
+    let harness = start(registry).await;
+    create(&harness.client(), name, json!({})).await;
 
     // While `b` waits for its retry: the records as Kopf writes them.
-    let pending = wait_object(&harness, "inplace", "b's retry recorded", |o| {
+    let pending = wait_object(&harness, name, "b's retry recorded", |o| {
         progress(o, "create_fn.b").is_some_and(|b| b["retries"] == 1)
     })
     .await;
@@ -89,7 +126,7 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
     assert!(b["delayed"].is_string() && b["started"].is_string(), "{b}");
     assert_eq!(pending["status"]["create_fn/a"], json!({"item": "a"}));
 
-    let done = wait_object(&harness, "inplace", "the result, records purged", |o| {
+    let done = wait_object(&harness, name, "the result, records purged", |o| {
         o["status"]["create_fn"]["message"] == "all items done"
             && o["metadata"]["annotations"].as_object().is_some_and(|a| {
                 !a.keys()
@@ -98,22 +135,32 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
     })
     .await;
     assert_eq!(done["status"]["create_fn/b"], json!({"item": "b"}));
+    crate::support::settle(harness.server()).await;
+    let mut expected = vec![
+        // Kopf's default lifecycle (asap): one sub-handler per call.
+        json!({"parent": "before", "retry": 0}),
+        json!({"child": "a", "retry": 0}),
+        json!({"parent": "before", "retry": 1}),
+        json!({"child": "b", "retry": 0}),
+        json!({"parent": "before", "retry": 2}),
+        json!({"child": "b", "retry": 1}),
+        json!({"parent": "after", "retry": 2}),
+    ];
+    if form == InPlace::Registered {
+        expected.push(json!({"parent": "again", "ok": true}));
+    }
     assert_eq!(
         calls.all(),
-        [
-            // Kopf's default lifecycle (asap): one sub-handler per call.
-            json!({"parent": "before", "retry": 0}),
-            json!({"child": "a", "retry": 0}),
-            json!({"parent": "before", "retry": 1}),
-            json!({"child": "b", "retry": 0}),
-            json!({"parent": "before", "retry": 2}),
-            json!({"child": "b", "retry": 1}),
-            json!({"parent": "after", "retry": 2}),
-        ],
-        "finished children are not called again; the parent goes on once all finished"
+        expected,
+        "finished children are not called again, nor after the call; the parent goes on once \
+         all finished"
     );
+    assert!(matches!(
+        harness.outcome(name, "create_fn"),
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
+    ));
     assert!(
-        !lines_of("inplace")
+        !lines_of(name)
             .iter()
             .any(|line| line.contains("Handler 'create_fn' failed")),
         "unfinished sub-handlers are no failure of the parent"
@@ -173,12 +220,7 @@ async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     let client = harness.client();
     lines_of("panicky"); // Logs are captured from now on.
     create(&client, "panicky", json!({})).await;
@@ -235,7 +277,8 @@ async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
     harness.stop().await.expect("a clean stop");
 }
 
-/// Outside of a change handler's call, `execute` says where it may be called.
+/// Outside of a change handler's call, `execute` (and `subhandlers.execute()`) says where it
+/// may be called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     let noop = || SubHandler::new("x", |_| async { Ok(None) });
@@ -243,6 +286,13 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     assert!(
         outside.to_string().contains("no change handler runs"),
         "{outside}"
+    );
+    let made = kopf::registry::SubHandlers::default();
+    made.register(noop());
+    let registered = made.execute().await.expect_err("no handler's sub-handlers");
+    assert!(
+        registered.to_string().contains("no change handler runs"),
+        "{registered}"
     );
 
     let calls = Calls::default();
@@ -269,7 +319,7 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
         .with(EventHandler::on_event(
             examples(),
             "watch_fn",
-            move |_invocation| {
+            move |invocation| {
                 let calls = watched.clone();
                 async move {
                     let refused = kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
@@ -277,21 +327,21 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
                         .err()
                         .map(|error| error.to_string());
                     calls.record(json!({"event": refused}));
+                    // An event handler's sub-handlers are no change handler's either.
+                    let subhandlers = invocation.subhandlers();
+                    subhandlers.register(SubHandler::new("x", |_| async { Ok(None) }));
+                    let refused = subhandlers.execute().await.err().map(|e| e.to_string());
+                    calls.record(json!({"event": refused}));
                     Ok(None)
                 }
             },
         ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     create(&harness.client(), "outside", json!({})).await;
     let all = calls
-        .wait_until("both refusals", |all| {
+        .wait_until("the three refusals", |all| {
             all.iter().any(|c| c.get("spawned").is_some())
-                && all.iter().any(|c| c.get("event").is_some())
+                && all.iter().filter(|c| c.get("event").is_some()).count() >= 2
         })
         .await;
     for call in all {
@@ -325,12 +375,7 @@ async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     create(&harness.client(), "oneshot", json!({})).await;
     let done = wait_object(&harness, "oneshot", "the creation handled", |o| {
         o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
@@ -348,87 +393,9 @@ async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
     harness.stop().await.expect("a clean stop");
 }
 
-/// The sub-handlers registered so far run in place (`subhandlers.execute()`, Kopf's
-/// `await kopf.execute()` without arguments): before the handler's code after the call, each
-/// once until it finished, the parent retried while one is unfinished; a second call in the
-/// same handler's call runs none, nor does the run after the call.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn registered_sub_handlers_run_in_place_once_per_call() {
-    let calls = Calls::default();
-    let recorded = calls.clone();
-    let registry = Registry::new().with(ChangeHandler::on_create(
-        examples(),
-        "create_fn",
-        move |invocation| {
-            let calls = recorded.clone();
-            async move {
-                let retry = invocation.retry();
-                calls.record(json!({"parent": "before", "retry": retry}));
-                let subhandlers = invocation.subhandlers();
-                subhandlers.register(child(&calls, "a", &[]));
-                subhandlers.register(child(&calls, "b", &[0]));
-                subhandlers.execute().await?;
-                calls.record(json!({"parent": "after", "retry": retry}));
-                let again = subhandlers.execute().await.map_err(|e| e.to_string());
-                calls.record(json!({"parent": "again", "result": format!("{again:?}")}));
-                Ok(Some(json!({"message": "all items done"})))
-            }
-        },
-    ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
-    create(&harness.client(), "registered", json!({})).await;
-
-    let pending = wait_object(&harness, "registered", "b's retry recorded", |o| {
-        progress(o, "create_fn.b").is_some_and(|b| b["retries"] == 1)
-    })
-    .await;
-    let parent = progress(&pending, "create_fn").expect("the parent's record");
-    assert_eq!(parent["subrefs"], json!(["create_fn/a", "create_fn/b"]));
-    assert_eq!(
-        (&parent["success"], &parent["failure"]),
-        (&json!(false), &json!(false))
-    );
-    assert_eq!(pending["status"]["create_fn/a"], json!({"item": "a"}));
-
-    let done = wait_object(&harness, "registered", "the result, records purged", |o| {
-        o["status"]["create_fn"]["message"] == "all items done"
-            && o["metadata"]["annotations"].as_object().is_some_and(|a| {
-                !a.keys()
-                    .any(|k| k.starts_with("kopf.zalando.org/create_fn"))
-            })
-    })
-    .await;
-    assert_eq!(done["status"]["create_fn/b"], json!({"item": "b"}));
-    crate::support::settle(harness.server()).await;
-    assert_eq!(
-        calls.all(),
-        [
-            json!({"parent": "before", "retry": 0}),
-            json!({"child": "a", "retry": 0}),
-            json!({"parent": "before", "retry": 1}),
-            json!({"child": "b", "retry": 0}),
-            json!({"parent": "before", "retry": 2}),
-            json!({"child": "b", "retry": 1}),
-            json!({"parent": "after", "retry": 2}),
-            json!({"parent": "again", "result": "Ok(())"}),
-        ],
-        "in place, before the code after the call; finished ones never again; once per call"
-    );
-    assert!(matches!(
-        harness.outcome("registered", "create_fn"),
-        Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
-    ));
-    harness.stop().await.expect("a clean stop");
-}
-
 /// A sub-handler registered after the sub-handlers ran in place does not run, as in Kopf
-/// (neither by a second call nor after the call), and a warning names it; a sub-handler runs its own registered ones in place too, in the
-/// lifecycle the parent gave.
+/// (neither by a second call nor after the call), and a warning names it; a sub-handler runs
+/// its own registered ones in place too, in the lifecycle the parent gave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_handler_registered_after_the_execution_does_not_run_and_is_warned_about() {
     let calls = Calls::default();
@@ -465,12 +432,7 @@ async fn a_sub_handler_registered_after_the_execution_does_not_run_and_is_warned
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     lines_of("late"); // Logs are captured from now on.
     create(&harness.client(), "late", json!({})).await;
     wait_line(
@@ -508,52 +470,5 @@ async fn a_sub_handler_registered_after_the_execution_does_not_run_and_is_warned
         "the parent is reported once it ran: {:?}",
         lines_of("late")
     );
-    harness.stop().await.expect("a clean stop");
-}
-
-/// `subhandlers.execute()` on sub-handlers that no change handler's call runs says so, as
-/// `kopf::execute` does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn executing_registered_sub_handlers_outside_of_a_change_handler_is_a_clear_error() {
-    let made = kopf::registry::SubHandlers::default();
-    made.add("x", |_| async { Ok(None) });
-    let outside = made.execute().await.expect_err("no handler runs");
-    assert!(
-        outside.to_string().contains("no change handler runs"),
-        "{outside}"
-    );
-
-    let calls = Calls::default();
-    let watched = calls.clone();
-    let registry = Registry::new().with(EventHandler::on_event(
-        examples(),
-        "watch_fn",
-        move |invocation| {
-            let calls = watched.clone();
-            async move {
-                let subhandlers = invocation.subhandlers();
-                subhandlers.add("x", |_| async { Ok(None) });
-                let refused = subhandlers
-                    .execute()
-                    .await
-                    .err()
-                    .map(|error| error.to_string());
-                calls.record(json!({"event": refused}));
-                Ok(None)
-            }
-        },
-    ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
-    create(&harness.client(), "refused", json!({})).await;
-    let all = calls.wait_until("the refusal", |all| !all.is_empty()).await;
-    let refusal = all[0]["event"]
-        .as_str()
-        .unwrap_or_else(|| panic!("refused: {all:?}"));
-    assert!(refusal.contains("no change handler runs"), "{refusal}");
     harness.stop().await.expect("a clean stop");
 }
