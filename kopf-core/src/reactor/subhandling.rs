@@ -451,8 +451,8 @@ impl InPlace for RunInPlace {
             if self.ended.load(std::sync::atomic::Ordering::Acquire) {
                 let parent = &self.parent;
                 return Err(Error::msg(format_args!(
-                    "kopf::execute() was awaited after the call of handler '{parent}' had ended: \
-                     await it within the call"
+                    "kopf::execute() or subhandlers.execute() was awaited after the call of \
+                     handler '{parent}' had ended: await it within the call"
                 )));
             }
             let lifecycle = lifecycle.unwrap_or_else(|| self.cause.lifecycle.clone());

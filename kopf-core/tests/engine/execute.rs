@@ -2,6 +2,7 @@
 //! parent's call, each with its own progress record (`parent/child`); the parent is retried
 //! while some are unfinished, and those that finished are not called again.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kopf::TemporaryError;
@@ -297,12 +298,16 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
 
     let calls = Calls::default();
     let (recorded, watched) = (calls.clone(), calls.clone());
+    // The create handler's sub-handlers, kept past its call.
+    let kept = Arc::new(Mutex::new(None));
+    let keeping = kept.clone();
     let registry = Registry::new()
         .with(ChangeHandler::on_create(
             examples(),
             "create_fn",
-            move |_invocation| {
+            move |invocation| {
                 let calls = recorded.clone();
+                *keeping.lock().unwrap() = Some(invocation.subhandlers().clone());
                 async move {
                     let spawned = tokio::spawn(async move {
                         kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
@@ -354,6 +359,16 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     })
     .await;
     assert_eq!(done["status"].get("create_fn/x"), None);
+    let late = kept.lock().unwrap().take().expect("the handler was called");
+    late.register(noop());
+    let ended = late.execute().await.expect_err("the call has ended");
+    assert!(
+        ended
+            .to_string()
+            .contains("awaited after the call of handler 'create_fn' had ended"),
+        "{ended}"
+    );
+    drop(late); // It holds the operator's client.
     harness.stop().await.expect("a clean stop");
 }
 
