@@ -2,7 +2,11 @@
 
 use serde_json::Value;
 
+use super::arguments::*;
+use super::options::*;
 use super::*;
+use crate::configs::webhooks::WebhookServer;
+use crate::kits::logging::LogFormat;
 
 fn options(args: &[&str], env: &[(&str, &str)]) -> Result<Options, clap::Error> {
     let env: Vec<(String, String)> = env
