@@ -117,8 +117,8 @@ pub fn register(handler: SubHandler) -> Result<(), NoChangeHandler> {
 #[error(
     "kopf::register(), kopf::execute() or subhandlers.execute() was called where no change \
      handler runs: sub-handlers belong to the create/update/delete/resume handler whose call \
-     registers or executes them (not to tasks or threads it started, nor to event handlers, daemons, \
-     timers or admission handlers); call them in the handler's call, or use \
+     registers or executes them (not to tasks or threads it started, nor to event handlers, \
+     daemons, timers or admission handlers); call them in the handler's call, or use \
      invocation.subhandlers()"
 )]
 pub struct NoChangeHandler;
