@@ -76,9 +76,10 @@ fn an_upward_import_planted_in_the_sources_is_caught() {
 
 #[test]
 fn a_circle_planted_in_the_sources_is_caught() {
-    // The cycle uses the queue; a queue that used the cycle back would close a circle.
+    // The processor uses the memories; memories that used the processor back would close a
+    // circle.
     let copy = planted(
-        "reactor/queueing.rs",
+        "reactor/memories.rs",
         "#[allow(unused_imports)]\nuse crate::reactor::processing::Processor;",
     );
     let graph = ModuleGraph::read(copy.path()).expect("the planted sources");
@@ -87,7 +88,7 @@ fn a_circle_planted_in_the_sources_is_caught() {
         violations
             .iter()
             .any(|v| matches!(v, Violation::Circle { modules }
-            if modules.iter().any(|m| m == "reactor::queueing")
+            if modules.iter().any(|m| m == "reactor::memories")
                 && modules.iter().any(|m| m == "reactor::processing"))),
         "the planted circle is not reported: {}",
         shown(&violations)
