@@ -169,7 +169,8 @@ pub mod registry {
     //! take ([`HandlerFn`], [`WhenFn`], [`blocking`] for a sync function) and their options
     //! ([`Trigger`], [`ErrorsMode`], [`AdmissionKind`]). A handler registers sub-handlers while
     //! it runs with [`SubHandlers`] (Kopf's `@kopf.subhandler`), or runs them in place with
-    //! [`execute`](crate::execute) (an [`Execution`]).
+    //! [`execute`](crate::execute), or the registered ones with [`SubHandlers::execute`] (an
+    //! [`Execution`] either way).
     //!
     //! ```
     //! use kopf::registry::{ChangeHandler, Registry};

@@ -110,14 +110,15 @@ pub fn register(handler: SubHandler) -> Result<(), NoChangeHandler> {
     Ok(())
 }
 
-/// [`register`](crate::register) or [`execute`](crate::execute) was called where no change
+/// [`register`](crate::register), [`execute`](crate::execute) or
+/// [`SubHandlers::execute`](crate::registry::SubHandlers::execute) was called where no change
 /// handler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "kopf::register() or kopf::execute() was called where no change handler runs: \
-     sub-handlers belong to the create/update/delete/resume handler whose call registers or \
-     executes them (not to tasks or threads it started, nor to event handlers, daemons, \
-     timers or admission handlers); call them in the handler's call, or use \
+    "kopf::register(), kopf::execute() or subhandlers.execute() was called where no change \
+     handler runs: sub-handlers belong to the create/update/delete/resume handler whose call \
+     registers or executes them (not to tasks or threads it started, nor to event handlers, \
+     daemons, timers or admission handlers); call them in the handler's call, or use \
      invocation.subhandlers()"
 )]
 pub struct NoChangeHandler;

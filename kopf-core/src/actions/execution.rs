@@ -432,7 +432,7 @@ impl<'a> Attempt<'a> {
                 }
                 Some(Ok(Ok(value))) => {
                     // As Kopf, also when it was asked to stop (every daemon, at the exit).
-                    if report_success && subhandlers.is_none_or(|s| s.is_empty()) {
+                    if report_success && subhandlers.is_none_or(|s| s.none_after_the_call()) {
                         report.succeeded();
                     }
                     Outcome::Success(value)

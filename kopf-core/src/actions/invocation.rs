@@ -645,6 +645,8 @@ impl fmt::Debug for Invocation {
 /// each retried on its own. The parent's record lists them in `subrefs`; the parent finishes
 /// when all of them have: successfully if they all succeeded, as a permanent failure naming
 /// those that failed otherwise. Results of sub-handlers go to `status.<parent>/<child>`.
+/// [`execute`](Self::execute) runs those registered so far within the call instead (Kopf's
+/// `await kopf.execute()`).
 ///
 /// The sub-handlers registered by one call of a handler:
 /// [`Invocation::subhandlers`](crate::Invocation::subhandlers), or a `subhandlers:
@@ -658,11 +660,21 @@ pub struct SubHandlers(Arc<Gathered>);
 /// What one call of a handler gathers for its caller.
 #[derive(Default)]
 struct Gathered {
-    subhandlers: Mutex<Vec<SubHandler>>,
+    subhandlers: Mutex<Registered>,
     patch: Mutex<Patch>,
     /// How [`execute`](crate::execute) runs sub-handlers in place, set by the caller before
     /// the call of a change handler.
     in_place: std::sync::OnceLock<Arc<dyn InPlace>>,
+}
+
+/// The sub-handlers that one call registered.
+#[derive(Default)]
+struct Registered {
+    /// In registration order; taken when they run.
+    handlers: Vec<SubHandler>,
+    /// The call ran those registered so far in place ([`SubHandlers::execute`]): none runs
+    /// after the call (Kopf's `subexecuted_var`).
+    executed: bool,
 }
 
 /// Runs sub-handlers in place, within the call of the change handler that
@@ -692,22 +704,47 @@ impl SubHandlers {
 
     /// Registers a sub-handler with options of its own (`retries`, `timeout`, `backoff`,
     /// `errors`, `param`, filters).
+    ///
+    /// Once the call has run those registered so far in place
+    /// ([`execute`](Self::execute)), one registered later does not run, as in Kopf (a warning
+    /// names it after the call).
     pub fn register(&self, handler: SubHandler) {
-        let mut handlers = lock(&self.0.subhandlers);
+        let handlers = &mut lock(&self.0.subhandlers).handlers;
         match handlers.iter_mut().find(|h| h.id == handler.id) {
             Some(existing) => *existing = handler,
             None => handlers.push(handler),
         }
     }
 
-    /// Whether none is registered.
-    pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.0.subhandlers).is_empty()
+    /// Whether none is to run after the call: none is registered, or the call ran them in
+    /// place.
+    pub(crate) fn none_after_the_call(&self) -> bool {
+        let registered = lock(&self.0.subhandlers);
+        registered.executed || registered.handlers.is_empty()
     }
 
-    /// Takes the registered sub-handlers, in registration order.
-    pub(crate) fn take(&self) -> Vec<SubHandler> {
-        std::mem::take(&mut *lock(&self.0.subhandlers))
+    /// After the call: takes the registered sub-handlers, in registration order, to run them
+    /// (`Ok`); or, where the call ran them in place, those registered since (`Err`), which do
+    /// not run.
+    pub(crate) fn take(&self) -> Result<Vec<SubHandler>, Vec<SubHandler>> {
+        let mut registered = lock(&self.0.subhandlers);
+        let handlers = std::mem::take(&mut registered.handlers);
+        if registered.executed {
+            Err(handlers)
+        } else {
+            Ok(handlers)
+        }
+    }
+
+    /// For [`execute`](Self::execute): takes the sub-handlers registered so far and marks
+    /// them run in place, so that none runs after the call; `None` where the call did so
+    /// already (Kopf's "double implicit execution" prevented).
+    pub(crate) fn take_to_execute(&self) -> Option<Vec<SubHandler>> {
+        let mut registered = lock(&self.0.subhandlers);
+        if std::mem::replace(&mut registered.executed, true) {
+            return None;
+        }
+        Some(std::mem::take(&mut registered.handlers))
     }
 
     /// The patch of the call that registers these sub-handlers.
@@ -734,6 +771,7 @@ impl SubHandlers {
 impl fmt::Debug for SubHandlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ids: Vec<String> = lock(&self.0.subhandlers)
+            .handlers
             .iter()
             .map(|h| h.id.clone())
             .collect();

@@ -1,5 +1,7 @@
 //! Sub-handlers run in place (Kopf's `kopf.execute()`): a change handler awaits them within
-//! its own call, and goes on once all of them have finished.
+//! its own call, and goes on once all of them have finished. Either those it gives
+//! ([`execute`](crate::execute), Kopf's `kopf.execute(fns=...)`), or those it registered so far
+//! ([`SubHandlers::execute`], Kopf's `kopf.execute()` without arguments).
 //!
 //! Invariants:
 //! 1. The way to run them is the one the caller of the change handler set for this call
@@ -8,6 +10,10 @@
 //! 2. Each sub-handler keeps its progress on the object under `parent/child`, as the
 //!    sub-handlers that a call registers do: one that finished is not called again, and the
 //!    parent is retried (not failed) while some are unfinished.
+//! 3. The registered ones run in place at most once per call: the first
+//!    [`SubHandlers::execute`] awaited takes them and marks the call's sub-handlers executed,
+//!    so neither a second one nor the run after the call runs any (as Kopf's
+//!    `subexecuted_var`).
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -73,18 +79,85 @@ pub fn execute(handlers: impl IntoIterator<Item = SubHandler>) -> Execution {
         Current::with(|current| current.subhandlers.as_ref().and_then(SubHandlers::in_place))
             .flatten();
     Execution {
-        handlers: handlers.into_iter().collect(),
+        handlers: Handlers::Given(handlers.into_iter().collect()),
         lifecycle: None,
         in_place,
     }
 }
 
-/// Sub-handlers to run in place, made by [`execute`](crate::execute): `.await` it.
+impl SubHandlers {
+    /// Runs the sub-handlers registered so far in this call, in place, and waits for them
+    /// (Kopf's `await kopf.execute()` without arguments); none of them runs again after the
+    /// call.
+    ///
+    /// They run as with [`kopf::execute`](crate::execute): each with its progress record
+    /// under `<parent id>/<its id>` and its own retries, the due ones now (in the operator's
+    /// lifecycle order, or [`Execution::lifecycle`]'s); `Ok(())` once all have finished
+    /// (some may have failed for good), the children retry that `?` returns while some are
+    /// unfinished. On the handler's retry, it registers them again and calls this again:
+    /// those that finished are not called again.
+    ///
+    /// As in Kopf, they run in place once per call: a second call returns `Ok(())` at once,
+    /// and a sub-handler registered after the first one does not run at all (the operator
+    /// warns about it after the call): register them all before.
+    ///
+    /// A method of the sub-handlers rather than a free function beside
+    /// [`kopf::execute`](crate::execute): it runs what was registered here, and a handler
+    /// that registers them has them at hand (`subhandlers`, or
+    /// [`Invocation::subhandlers`](crate::Invocation::subhandlers)).
+    ///
+    /// ```
+    /// # use kopf::registry::{ChangeHandler, Registry};
+    /// # use kopf::resources::Selector;
+    /// # use serde_json::json;
+    /// let registry = Registry::new().with(ChangeHandler::on_create(
+    ///     Selector::new("kopf.dev", "v1", "kopfexamples"),
+    ///     "create_fn",
+    ///     |invocation| async move {
+    ///         let subhandlers = invocation.subhandlers();
+    ///         for item in ["a", "b"] {
+    ///             subhandlers.add(format!("item-{item}"), move |_child| async move {
+    ///                 Ok(Some(json!({"item": item})))
+    ///             });
+    ///         }
+    ///         subhandlers.execute().await?;
+    ///         // Here, `create_fn/item-a` and `create_fn/item-b` have finished.
+    ///         Ok(Some(json!({"message": "all items done"})))
+    ///     },
+    /// ));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`kopf::execute`](crate::execute)'s: the children retry; [`NoChangeHandler`]'s
+    /// error where these are not the sub-handlers of a change handler's call (those of other
+    /// kinds of handlers, or made by hand); once the handler's call has ended, an error that
+    /// says that.
+    pub fn execute(&self) -> Execution {
+        Execution {
+            handlers: Handlers::Registered(self.clone()),
+            lifecycle: None,
+            in_place: self.in_place(),
+        }
+    }
+}
+
+/// Sub-handlers to run in place, made by [`execute`](crate::execute) or
+/// [`SubHandlers::execute`]: `.await` it.
 #[must_use = "the sub-handlers run only when it is awaited"]
 pub struct Execution {
-    handlers: Vec<SubHandler>,
+    handlers: Handlers,
     lifecycle: Option<Lifecycle>,
     in_place: Option<Arc<dyn InPlace>>,
+}
+
+/// Which sub-handlers an [`Execution`] runs.
+#[derive(Debug)]
+enum Handlers {
+    /// Those given to [`execute`](crate::execute).
+    Given(Vec<SubHandler>),
+    /// Those the call registered, taken when it is awaited ([`SubHandlers::execute`]).
+    Registered(SubHandlers),
 }
 
 impl Execution {
@@ -122,9 +195,16 @@ impl IntoFuture for Execution {
     type IntoFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        match self.in_place {
-            Some(in_place) => in_place.run(self.handlers, self.lifecycle),
-            None => Box::pin(std::future::ready(Err(NoChangeHandler.into()))),
-        }
+        let Some(in_place) = self.in_place else {
+            return Box::pin(std::future::ready(Err(NoChangeHandler.into())));
+        };
+        let handlers = match self.handlers {
+            Handlers::Given(handlers) => handlers,
+            Handlers::Registered(registered) => match registered.take_to_execute() {
+                Some(handlers) => handlers,
+                None => return Box::pin(std::future::ready(Ok(()))),
+            },
+        };
+        in_place.run(handlers, self.lifecycle)
     }
 }

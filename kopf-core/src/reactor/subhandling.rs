@@ -144,7 +144,13 @@ impl SubHandling {
         let Outcome::Success(result) = &outcome else {
             return outcome;
         };
-        let children = registered.take();
+        let children = match registered.take() {
+            Ok(children) => children,
+            Err(late) => {
+                warn_late(id, &late, logger);
+                return outcome;
+            }
+        };
         if children.is_empty() {
             return outcome;
         }
@@ -445,8 +451,8 @@ impl InPlace for RunInPlace {
             if self.ended.load(std::sync::atomic::Ordering::Acquire) {
                 let parent = &self.parent;
                 return Err(Error::msg(format_args!(
-                    "kopf::execute() was awaited after the call of handler '{parent}' had ended: \
-                     await it within the call"
+                    "kopf::execute() or subhandlers.execute() was awaited after the call of \
+                     handler '{parent}' had ended: await it within the call"
                 )));
             }
             let lifecycle = lifecycle.unwrap_or_else(|| self.cause.lifecycle.clone());
@@ -474,6 +480,22 @@ impl InPlace for RunInPlace {
             }
         })
     }
+}
+
+/// Says which sub-handlers a handler registered after it ran those it had in place: as in
+/// Kopf, they do not run (neither after the call nor on a second `execute`), which a user
+/// would otherwise not see.
+fn warn_late(id: &str, late: &[SubHandler], logger: &Logger) {
+    if late.is_empty() {
+        return;
+    }
+    let ids: Vec<String> = late.iter().map(|h| format!("'{id}/{}'", h.id)).collect();
+    let ids = ids.join(", ");
+    logger.warn(format_args!(
+        "Sub-handlers {ids} were registered after handler '{id}' ran its sub-handlers in \
+         place (subhandlers.execute()), and do not run: register them before it, or run them \
+         with kopf::execute([...])."
+    ));
 }
 
 /// Keeps how a parent stands once its sub-handlers settled, in place of its own attempt's

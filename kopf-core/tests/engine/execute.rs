@@ -2,6 +2,7 @@
 //! parent's call, each with its own progress record (`parent/child`); the parent is retried
 //! while some are unfinished, and those that finished are not called again.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kopf::TemporaryError;
@@ -17,6 +18,12 @@ use crate::support::{Calls, create, examples, server_with_crd, wait_object};
 fn progress(object: &Value, key: &str) -> Option<Value> {
     let text = object["metadata"]["annotations"][format!("kopf.zalando.org/{key}")].as_str()?;
     serde_json::from_str(text).ok()
+}
+
+/// An operator with these handlers, on a fresh server with the examples' CRD.
+async fn start(registry: Registry) -> OperatorHarness {
+    let operator = kopf::operator::Operator::new(registry).settings(test_settings());
+    OperatorHarness::start_on(server_with_crd().await, operator).await
 }
 
 /// A sub-handler that records its calls and fails temporarily on the retries in `failing`.
@@ -37,8 +44,32 @@ fn child(calls: &Calls, id: &'static str, failing: &'static [u32]) -> SubHandler
     })
 }
 
+/// How a parent runs its sub-handlers in place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum InPlace {
+    /// Those it gives: `kopf::execute(handlers)`, Kopf's `kopf.execute(fns=...)`.
+    Given,
+    /// Those it registered: `subhandlers.execute()`, Kopf's `kopf.execute()`; then once more,
+    /// which runs none.
+    Registered,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they_finish() {
+    retried_until_they_finish("inplace", InPlace::Given).await;
+}
+
+/// The same with the sub-handlers registered so far: in place, before the handler's code
+/// after the call; a second call in the same handler's call runs none, nor does the run after
+/// the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_sub_handlers_run_in_place_once_per_call() {
+    retried_until_they_finish("registered", InPlace::Registered).await;
+}
+
+/// Two sub-handlers run in place, one failing once: the parent is retried until both have
+/// finished, without calling the finished one again, and goes on after.
+async fn retried_until_they_finish(name: &str, form: InPlace) {
     let calls = Calls::default();
     let recorded = calls.clone();
     let registry = Registry::new().with(ChangeHandler::on_create(
@@ -47,24 +78,31 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
         move |invocation| {
             let calls = recorded.clone();
             async move {
-                calls.record(json!({"parent": "before", "retry": invocation.retry()}));
-                kopf::execute([child(&calls, "a", &[]), child(&calls, "b", &[0])]).await?;
-                calls.record(json!({"parent": "after", "retry": invocation.retry()}));
+                let retry = invocation.retry();
+                calls.record(json!({"parent": "before", "retry": retry}));
+                let children = [child(&calls, "a", &[]), child(&calls, "b", &[0])];
+                match form {
+                    InPlace::Given => kopf::execute(children).await?,
+                    InPlace::Registered => {
+                        let subhandlers = invocation.subhandlers();
+                        children.into_iter().for_each(|c| subhandlers.register(c));
+                        subhandlers.execute().await?;
+                    }
+                }
+                calls.record(json!({"parent": "after", "retry": retry}));
+                if form == InPlace::Registered {
+                    let again = invocation.subhandlers().execute().await;
+                    calls.record(json!({"parent": "again", "ok": again.is_ok()}));
+                }
                 Ok(Some(json!({"message": "all items done"})))
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
-    let client = harness.client();
-    create(&client, "inplace", json!({})).await;
+    let harness = start(registry).await;
+    create(&harness.client(), name, json!({})).await;
 
     // While `b` waits for its retry: the records as Kopf writes them.
-    let pending = wait_object(&harness, "inplace", "b's retry recorded", |o| {
+    let pending = wait_object(&harness, name, "b's retry recorded", |o| {
         progress(o, "create_fn.b").is_some_and(|b| b["retries"] == 1)
     })
     .await;
@@ -89,7 +127,7 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
     assert!(b["delayed"].is_string() && b["started"].is_string(), "{b}");
     assert_eq!(pending["status"]["create_fn/a"], json!({"item": "a"}));
 
-    let done = wait_object(&harness, "inplace", "the result, records purged", |o| {
+    let done = wait_object(&harness, name, "the result, records purged", |o| {
         o["status"]["create_fn"]["message"] == "all items done"
             && o["metadata"]["annotations"].as_object().is_some_and(|a| {
                 !a.keys()
@@ -98,22 +136,32 @@ async fn executed_sub_handlers_run_in_place_and_the_parent_is_retried_until_they
     })
     .await;
     assert_eq!(done["status"]["create_fn/b"], json!({"item": "b"}));
+    crate::support::settle(harness.server()).await;
+    let mut expected = vec![
+        // Kopf's default lifecycle (asap): one sub-handler per call.
+        json!({"parent": "before", "retry": 0}),
+        json!({"child": "a", "retry": 0}),
+        json!({"parent": "before", "retry": 1}),
+        json!({"child": "b", "retry": 0}),
+        json!({"parent": "before", "retry": 2}),
+        json!({"child": "b", "retry": 1}),
+        json!({"parent": "after", "retry": 2}),
+    ];
+    if form == InPlace::Registered {
+        expected.push(json!({"parent": "again", "ok": true}));
+    }
     assert_eq!(
         calls.all(),
-        [
-            // Kopf's default lifecycle (asap): one sub-handler per call.
-            json!({"parent": "before", "retry": 0}),
-            json!({"child": "a", "retry": 0}),
-            json!({"parent": "before", "retry": 1}),
-            json!({"child": "b", "retry": 0}),
-            json!({"parent": "before", "retry": 2}),
-            json!({"child": "b", "retry": 1}),
-            json!({"parent": "after", "retry": 2}),
-        ],
-        "finished children are not called again; the parent goes on once all finished"
+        expected,
+        "finished children are not called again, nor after the call; the parent goes on once \
+         all finished"
     );
+    assert!(matches!(
+        harness.outcome(name, "create_fn"),
+        Some(kopf::outcomes::HandlerOutcome::Succeeded { .. })
+    ));
     assert!(
-        !lines_of("inplace")
+        !lines_of(name)
             .iter()
             .any(|line| line.contains("Handler 'create_fn' failed")),
         "unfinished sub-handlers are no failure of the parent"
@@ -173,12 +221,7 @@ async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     let client = harness.client();
     lines_of("panicky"); // Logs are captured from now on.
     create(&client, "panicky", json!({})).await;
@@ -235,7 +278,8 @@ async fn panicking_failing_and_nested_sub_handlers_run_in_place() {
     harness.stop().await.expect("a clean stop");
 }
 
-/// Outside of a change handler's call, `execute` says where it may be called.
+/// Outside of a change handler's call, `execute` (and `subhandlers.execute()`) says where it
+/// may be called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     let noop = || SubHandler::new("x", |_| async { Ok(None) });
@@ -244,15 +288,26 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
         outside.to_string().contains("no change handler runs"),
         "{outside}"
     );
+    let made = kopf::registry::SubHandlers::default();
+    made.register(noop());
+    let registered = made.execute().await.expect_err("no handler's sub-handlers");
+    assert!(
+        registered.to_string().contains("no change handler runs"),
+        "{registered}"
+    );
 
     let calls = Calls::default();
     let (recorded, watched) = (calls.clone(), calls.clone());
+    // The create handler's sub-handlers, kept past its call.
+    let kept = Arc::new(Mutex::new(None));
+    let keeping = kept.clone();
     let registry = Registry::new()
         .with(ChangeHandler::on_create(
             examples(),
             "create_fn",
-            move |_invocation| {
+            move |invocation| {
                 let calls = recorded.clone();
+                *keeping.lock().unwrap() = Some(invocation.subhandlers().clone());
                 async move {
                     let spawned = tokio::spawn(async move {
                         kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
@@ -269,7 +324,7 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
         .with(EventHandler::on_event(
             examples(),
             "watch_fn",
-            move |_invocation| {
+            move |invocation| {
                 let calls = watched.clone();
                 async move {
                     let refused = kopf::execute([SubHandler::new("x", |_| async { Ok(None) })])
@@ -277,21 +332,21 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
                         .err()
                         .map(|error| error.to_string());
                     calls.record(json!({"event": refused}));
+                    // An event handler's sub-handlers are no change handler's either.
+                    let subhandlers = invocation.subhandlers();
+                    subhandlers.register(SubHandler::new("x", |_| async { Ok(None) }));
+                    let refused = subhandlers.execute().await.err().map(|e| e.to_string());
+                    calls.record(json!({"event": refused}));
                     Ok(None)
                 }
             },
         ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     create(&harness.client(), "outside", json!({})).await;
     let all = calls
-        .wait_until("both refusals", |all| {
+        .wait_until("the three refusals", |all| {
             all.iter().any(|c| c.get("spawned").is_some())
-                && all.iter().any(|c| c.get("event").is_some())
+                && all.iter().filter(|c| c.get("event").is_some()).count() >= 2
         })
         .await;
     for call in all {
@@ -304,6 +359,16 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
     })
     .await;
     assert_eq!(done["status"].get("create_fn/x"), None);
+    let late = kept.lock().unwrap().take().expect("the handler was called");
+    late.register(noop());
+    let ended = late.execute().await.expect_err("the call has ended");
+    assert!(
+        ended
+            .to_string()
+            .contains("awaited after the call of handler 'create_fn' had ended"),
+        "{ended}"
+    );
+    drop(late); // It holds the operator's client.
     harness.stop().await.expect("a clean stop");
 }
 
@@ -325,12 +390,7 @@ async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
             }
         },
     ));
-    let server = server_with_crd().await;
-    let harness = OperatorHarness::start_on(
-        server,
-        kopf::operator::Operator::new(registry).settings(test_settings()),
-    )
-    .await;
+    let harness = start(registry).await;
     create(&harness.client(), "oneshot", json!({})).await;
     let done = wait_object(&harness, "oneshot", "the creation handled", |o| {
         o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
@@ -345,5 +405,85 @@ async fn sub_handlers_finished_in_the_parents_only_call_leave_no_record() {
         "no record is left: {annotations:?}"
     );
     assert_eq!(calls.all().len(), 1);
+    harness.stop().await.expect("a clean stop");
+}
+
+/// A sub-handler registered after the sub-handlers ran in place does not run, as in Kopf
+/// (neither by a second call nor after the call), and a warning names it; a sub-handler runs
+/// its own registered ones in place too, in the lifecycle the parent gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_handler_registered_after_the_execution_does_not_run_and_is_warned_about() {
+    let calls = Calls::default();
+    let recorded = calls.clone();
+    let registry = Registry::new().with(ChangeHandler::on_create(
+        examples(),
+        "create_fn",
+        move |invocation| {
+            let calls = recorded.clone();
+            async move {
+                let subhandlers = invocation.subhandlers();
+                let nested = calls.clone();
+                subhandlers.register(child(&calls, "first", &[]));
+                subhandlers.register(SubHandler::new("nested", move |child_call| {
+                    let calls = nested.clone();
+                    async move {
+                        calls.record(json!({"child": "nested"}));
+                        let grandchildren = child_call.subhandlers();
+                        grandchildren.register(child(&calls, "grand", &[]));
+                        grandchildren.execute().await?;
+                        calls.record(json!({"child": "nested", "after": "grand"}));
+                        Ok(Some(json!("nested done")))
+                    }
+                }));
+                subhandlers
+                    .execute()
+                    .lifecycle(Lifecycle::AllAtOnce)
+                    .await?;
+                calls.record(json!({"parent": "after"}));
+                subhandlers.register(child(&calls, "late", &[]));
+                // As in Kopf, a second call runs none, not even those registered since.
+                subhandlers.execute().await?;
+                Ok(Some(json!({"message": "went on"})))
+            }
+        },
+    ));
+    let harness = start(registry).await;
+    lines_of("late"); // Logs are captured from now on.
+    create(&harness.client(), "late", json!({})).await;
+    wait_line(
+        "late",
+        "Sub-handlers 'create_fn/late' were registered after handler 'create_fn' ran its sub-handlers in place",
+    )
+    .await;
+    let done = wait_object(&harness, "late", "the parent's result", |o| {
+        o["status"]["create_fn"]["message"] == "went on"
+    })
+    .await;
+    assert_eq!(done["status"]["create_fn/first"], json!({"item": "first"}));
+    assert_eq!(done["status"]["create_fn/nested"], json!("nested done"));
+    assert_eq!(
+        done["status"]["create_fn/nested/grand"],
+        json!({"item": "grand"})
+    );
+    assert_eq!(done["status"].get("create_fn/late"), None);
+    crate::support::settle(harness.server()).await;
+    assert_eq!(
+        calls.all(),
+        [
+            json!({"child": "first", "retry": 0}),
+            json!({"child": "nested"}),
+            json!({"child": "grand", "retry": 0}),
+            json!({"child": "nested", "after": "grand"}),
+            json!({"parent": "after"}),
+        ],
+        "the late one never runs"
+    );
+    assert!(
+        lines_of("late")
+            .iter()
+            .any(|line| line.contains("Handler 'create_fn' succeeded")),
+        "the parent is reported once it ran: {:?}",
+        lines_of("late")
+    );
     harness.stop().await.expect("a clean stop");
 }

@@ -165,6 +165,9 @@ def behaviour(spec, full_id):
         for sub in spec.get("subhandlers", []):
             kopf.subhandler(**options(sub, change=False))(
                 behaviour(sub, f"{full_id}/{sub['id']}"))
+        if spec.get("executes_registered"):
+            await kopf.execute()
+            await kopf.execute()
         return {"retry": retry}
     return handler
 

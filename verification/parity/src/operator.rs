@@ -321,6 +321,10 @@ fn behaviour(
                 let handler = with_options!(SubHandler::new(&sub.id, function), sub);
                 invocation.subhandlers().register(handler);
             }
+            if spec.executes_registered {
+                invocation.subhandlers().execute().await?;
+                invocation.subhandlers().execute().await?;
+            }
             Ok(Some(json!({"retry": retry})))
         })
     }
@@ -428,7 +432,9 @@ fn call(spec: &HandlerSpec, id: &str, invocation: &Invocation) -> Value {
     call
 }
 
-/// Appends one JSON line to the file.
+/// Appends one JSON line to the file, and waits until it is written: tokio's `write_all`
+/// only hands the bytes to a background write, so two calls recorded one after the other
+/// could land in the file out of order.
 async fn record(calls: &Path, call: &Value) {
     let mut file = tokio::fs::OpenOptions::new()
         .create(true)
@@ -438,6 +444,9 @@ async fn record(calls: &Path, call: &Value) {
         .unwrap_or_else(|error| panic!("opening {}: {error}", calls.display()));
     let line = format!("{call}\n");
     file.write_all(line.as_bytes())
+        .await
+        .unwrap_or_else(|error| panic!("writing {}: {error}", calls.display()));
+    file.flush()
         .await
         .unwrap_or_else(|error| panic!("writing {}: {error}", calls.display()));
 }

@@ -17,6 +17,7 @@ pub fn scripted() -> Vec<Scenario> {
         errors(),
         subhandlers(),
         executed_subhandlers(),
+        executed_registered_subhandlers(),
         startup_events(),
         resumes_and_events(),
         deletions(),
@@ -233,6 +234,32 @@ pub fn executed_subhandlers() -> Scenario {
     Scenario {
         scope: Scope::default(),
         name: "executed-subhandlers".into(),
+        operator: operator(vec![parent, updater]),
+        steps: vec![
+            Step::create("one", json!({})),
+            Step::patch("one", json!({"spec": {"field": 1}})),
+        ],
+    }
+}
+
+/// Registered sub-handlers run in place (Kopf's `await kopf.execute()` without arguments,
+/// twice): one failing once, so that the parent is retried without calling the finished one
+/// again; one running its own registered ones in place; under an update handler too.
+pub fn executed_registered_subhandlers() -> Scenario {
+    let mut flaky = handler(Kind::Create, "flaky");
+    flaky.fail = vec![Failure::Temporary(0.5)];
+    let mut nested = handler(Kind::Create, "nested");
+    nested.subhandlers = vec![handler(Kind::Create, "deep")];
+    nested.executes_registered = true;
+    let mut parent = handler(Kind::Create, "parent_fn");
+    parent.subhandlers = vec![handler(Kind::Create, "first"), flaky, nested];
+    parent.executes_registered = true;
+    let mut updater = handler(Kind::Update, "updater_fn");
+    updater.subhandlers = vec![handler(Kind::Update, "part")];
+    updater.executes_registered = true;
+    Scenario {
+        scope: Scope::default(),
+        name: "executed-registered-subhandlers".into(),
         operator: operator(vec![parent, updater]),
         steps: vec![
             Step::create("one", json!({})),

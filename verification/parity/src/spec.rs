@@ -11,8 +11,10 @@
 //! `{"daemon": "polled", "value"}` for each value it sees), plus `index` for those that read
 //! one.
 //! Then it fails as its [`HandlerSpec::fail`] says for that attempt, or runs the sub-handlers
-//! it executes in place, registers its sub-handlers and returns `{"retry": n}` (event handlers, daemons and timers return nothing:
-//! see `outcome::ALLOWED`'s `no-op-writes`).
+//! it executes in place, registers its sub-handlers (and runs them in place, if it
+//! [executes the registered ones](HandlerSpec::executes_registered)) and returns
+//! `{"retry": n}` (event handlers, daemons and timers return nothing: see
+//! `outcome::ALLOWED`'s `no-op-writes`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -116,6 +118,11 @@ pub struct HandlerSpec {
     /// kopf-rs); their own options are not given (Kopf's `fns=` takes none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub executes: Vec<HandlerSpec>,
+    /// The handler runs its [`subhandlers`](Self::subhandlers) in place once it has registered
+    /// them, before it returns (Kopf's `await kopf.execute()` without arguments,
+    /// `subhandlers.execute()` in kopf-rs), twice: the second runs none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub executes_registered: bool,
     /// A timer's `interval=`, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<f64>,
@@ -164,6 +171,7 @@ impl HandlerSpec {
             subhandlers: Vec::new(),
             posts_from_task: false,
             executes: Vec::new(),
+            executes_registered: false,
             interval: None,
             initial_delay: None,
             idle: None,

@@ -83,6 +83,11 @@ fn executed_subhandlers() {
 }
 
 #[test]
+fn executed_registered_subhandlers() {
+    check(scenarios::executed_registered_subhandlers());
+}
+
+#[test]
 fn startup_events() {
     let Some(ours) = check(scenarios::startup_events()) else {
         return;
