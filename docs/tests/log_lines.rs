@@ -3,7 +3,8 @@
 //! names, numbers), and each literal part must be in kopf-core's sources, as one string or as
 //! pieces that `format!` joins (a message made of parts). So a reworded log line in the
 //! code fails this test until the chapter follows. Likewise, the command-line chapter names
-//! only options that `kits/cli.rs` has, and every `KOPF_RUN_*` variable it reads.
+//! only options that `kits/cli.rs` (and its submodules) has, and every `KOPF_RUN_*` variable it
+//! reads.
 
 use std::path::{Path, PathBuf};
 
@@ -202,7 +203,16 @@ fn options_and_variables(text: &str) -> std::collections::BTreeSet<String> {
 fn the_command_line_chapter_names_every_option_and_only_real_ones() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR"));
     let chapter = std::fs::read_to_string(docs.join("src/cli.md")).expect("the chapter");
-    let cli = std::fs::read_to_string(docs.join("../kopf-core/src/kits/cli.rs")).expect("cli.rs");
+    // The command line's module: the commands, the options as clap parses them, and the
+    // options completed from the environment.
+    let cli = ["cli.rs", "cli/arguments.rs", "cli/options.rs"]
+        .iter()
+        .map(|file| {
+            let path = docs.join("../kopf-core/src/kits").join(file);
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     // clap derives the long options from the fields' names: `service_account` is
     // `--service-account`; explicit ones are written out.
     let code = cli.replace('_', "-");
