@@ -174,11 +174,12 @@ impl SubHandling {
     /// what they did is [`gather`](Self::gather)ed after the call.
     pub(crate) fn in_place(self: &Arc<Self>, parent: &str, cause: &Cause<'_>) -> Arc<RunInPlace> {
         Arc::new(RunInPlace {
-            subhandling: self.clone(),
             parent: parent.to_string(),
-            cause: cause.held(),
+            live: std::sync::Mutex::new(Some(Arc::new(Live {
+                subhandling: self.clone(),
+                cause: cause.held(),
+            }))),
             executed: tokio::sync::Mutex::new(Executed::default()),
-            ended: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -417,14 +418,20 @@ pub(crate) struct Executed {
 /// those it registers run after the call, with this cause, each in a node of the cycle's
 /// cancellation tree.
 pub(crate) struct RunInPlace {
-    subhandling: Arc<SubHandling>,
     parent: String,
-    cause: HeldCause,
+    /// What runs them, while the call lasts; `None` once it has ended: what runs in place then
+    /// would be gathered by no one. Let go of at the end, so that sub-handlers (or an
+    /// `Execution`) that a user keeps past the call do not keep the operator's client.
+    live: std::sync::Mutex<Option<Arc<Live>>>,
     /// Locked while sub-handlers run, so that concurrent calls of `execute` within one call
     /// take turns.
     executed: tokio::sync::Mutex<Executed>,
-    /// The call has ended: what runs in place now would be gathered by no one.
-    ended: std::sync::atomic::AtomicBool,
+}
+
+/// What runs sub-handlers in place during a call.
+struct Live {
+    subhandling: Arc<SubHandling>,
+    cause: HeldCause,
 }
 
 impl RunInPlace {
@@ -432,7 +439,7 @@ impl RunInPlace {
     /// still running in place, in a task the handler left behind, are not waited for: they
     /// are retried with their parent.)
     pub(crate) fn end(&self) -> Executed {
-        self.ended.store(true, std::sync::atomic::Ordering::Release);
+        drop(crate::helpers::sync::lock(&self.live).take());
         match self.executed.try_lock() {
             Ok(mut executed) => std::mem::take(&mut *executed),
             Err(_) => Executed::default(),
@@ -448,21 +455,21 @@ impl InPlace for RunInPlace {
     ) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
         Box::pin(async move {
             let mut executed = self.executed.lock().await;
-            if self.ended.load(std::sync::atomic::Ordering::Acquire) {
+            let Some(live) = crate::helpers::sync::lock(&self.live).clone() else {
                 let parent = &self.parent;
                 return Err(Error::msg(format_args!(
                     "kopf::execute() or subhandlers.execute() was awaited after the call of \
                      handler '{parent}' had ended: await it within the call"
                 )));
-            }
-            let lifecycle = lifecycle.unwrap_or_else(|| self.cause.lifecycle.clone());
-            let cause = self.cause.lend(&lifecycle);
+            };
+            let lifecycle = lifecycle.unwrap_or_else(|| live.cause.lifecycle.clone());
+            let cause = live.cause.lend(&lifecycle);
             let Executed {
                 records,
                 patch,
                 ids,
             } = &mut *executed;
-            let settled = self
+            let settled = live
                 .subhandling
                 .run(&self.parent, handlers, &cause, records, patch)
                 .await;

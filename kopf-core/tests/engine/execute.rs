@@ -368,8 +368,10 @@ async fn execute_outside_of_a_change_handler_is_a_clear_error() {
             .contains("awaited after the call of handler 'create_fn' had ended"),
         "{ended}"
     );
-    drop(late); // It holds the operator's client.
+    // Kept past the operator's stop, they hold nothing of it: the harness checks that the
+    // operator's client was let go of (they held it before).
     harness.stop().await.expect("a clean stop");
+    drop(late);
 }
 
 /// Sub-handlers that all finish within the parent's only call leave no record behind: their
