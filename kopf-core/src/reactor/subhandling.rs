@@ -19,6 +19,7 @@ use crate::clients::posting::Logger;
 use crate::configs::lifecycles::Lifecycle;
 use crate::configs::storage::timestamps;
 use crate::configs::storage::{HandlerId, ProgressStorage};
+use crate::helpers::sync::lock;
 use crate::reactor::invocations::{Change, Invocations};
 use crate::reactor::progress::{self, Records};
 use crate::structs::bodies::Body;
@@ -439,7 +440,7 @@ impl RunInPlace {
     /// still running in place, in a task the handler left behind, are not waited for: they
     /// are retried with their parent.)
     pub(crate) fn end(&self) -> Executed {
-        drop(crate::helpers::sync::lock(&self.live).take());
+        drop(lock(&self.live).take());
         match self.executed.try_lock() {
             Ok(mut executed) => std::mem::take(&mut *executed),
             Err(_) => Executed::default(),
@@ -455,7 +456,7 @@ impl InPlace for RunInPlace {
     ) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
         Box::pin(async move {
             let mut executed = self.executed.lock().await;
-            let Some(live) = crate::helpers::sync::lock(&self.live).clone() else {
+            let Some(live) = lock(&self.live).clone() else {
                 let parent = &self.parent;
                 return Err(Error::msg(format_args!(
                     "kopf::execute() or subhandlers.execute() was awaited after the call of \

@@ -30,8 +30,8 @@ pub(super) struct Mailbox {
 #[derive(Debug, Default)]
 struct Inbox {
     events: Vec<Event>,
-    /// The versions of the states merged away into the events waiting: they came on the
-    /// watch before the newest.
+    /// The versions of the states merged away into the events waiting (the newest
+    /// [`PASSED_KEPT`] of them): they came on the watch before the newest.
     passed: Vec<String>,
     /// Its worker has ended (stopped, or panicked): nothing more is put in. Under the same
     /// lock as the events, so that an event is either counted as left at the end or refused.
@@ -70,6 +70,12 @@ pub(super) fn weight(event: &Event) -> usize {
 pub(super) fn weight_of(events: &[Event]) -> usize {
     events.iter().map(weight).sum()
 }
+
+/// How many versions merged away a mailbox keeps for its worker, the newest: merging keeps a
+/// mailbox small however many events wait, and so must this. A write of the worker's own
+/// comes back while the worker runs and takes the events as they come, so it is among the
+/// newest; an older one missed is read from the server past the consistency timeout.
+const PASSED_KEPT: usize = 16;
 
 /// The version of the object's state that an event brings, if it brings one.
 fn version_of(event: &Event) -> Option<String> {
@@ -140,8 +146,12 @@ impl Mailbox {
             Some(last) if merge => match merged(last, event) {
                 Ok(event) => {
                     replaced = inbox.events.pop();
-                    let version = replaced.as_ref().and_then(version_of);
-                    inbox.passed.extend(version);
+                    if let Some(version) = replaced.as_ref().and_then(version_of) {
+                        if inbox.passed.len() == PASSED_KEPT {
+                            inbox.passed.remove(0);
+                        }
+                        inbox.passed.push(version);
+                    }
                     event
                 }
                 Err(event) => event,

@@ -430,6 +430,15 @@ async fn events_waiting_for_a_worker_take_one_state_of_the_budget() {
     // with the state they were merged into, never before it.
     let passed: Vec<String> = (1..10).map(|v| v.to_string()).collect();
     assert_eq!(*lock(&recorder.passed), [("\"10\"".to_owned(), passed)]);
+    // However many wait, a mailbox keeps the newest few of them, as it keeps one event.
+    for v in 11..=100 {
+        queue.push(Event::Changed("MODIFIED", version("b", &v.to_string())));
+    }
+    handler.add_permits(1);
+    until("b processed again", || lock(&recorder.processed).len() == 3).await;
+    let passed = lock(&recorder.passed)[1].1.clone();
+    assert_eq!(passed.len(), 16, "{passed:?}");
+    assert_eq!(passed.last().map(String::as_str), Some("99"));
     until("all given back", || budget.held() == 0).await;
     tasks.cancel(StopReason::OperatorExiting);
     tasks.wait().await;
